@@ -1,0 +1,26 @@
+//===- BufferUtils.h - facts about tile buffers shared by passes -*- C++ -*-===//
+#ifndef TESSEL_TRANSFORMS_BUFFERUTILS_H
+#define TESSEL_TRANSFORMS_BUFFERUTILS_H
+
+#include "tessel/Dialect/Tile/TileDialect.h"
+
+namespace tessel {
+/// Follows tile.region ops back to the buffer they window.
+mlir::Value getRootBuffer(mlir::Value buffer);
+/// True for buffers that lower to shared memory: shared and, until layout
+/// inference places them in registers, fragments.
+bool isSharedBacked(mlir::Value rootBuffer);
+/// Bytes one element takes in generated code (index lowers to 32-bit int).
+int64_t getElementBytes(mlir::Type elementType);
+/// The tile.annotate_layout applied to an allocation, if any.
+tile::AnnotateLayoutOp getAnnotatedLayout(tile::AllocOp alloc);
+/// Number of elements of storage an allocation needs under its layout.
+int64_t getStorageElements(tile::AllocOp alloc);
+/// Places every shared-backed allocation of a kernel in dynamic shared memory
+/// (128-byte aligned, in program order) and returns the total bytes.
+/// `place` is called with each allocation and its byte offset.
+int64_t planSharedMemory(tile::KernelOp kernel,
+                         llvm::function_ref<void(tile::AllocOp, int64_t)> place = {});
+} // namespace tessel
+
+#endif

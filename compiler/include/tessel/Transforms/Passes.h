@@ -1,0 +1,32 @@
+//===- Passes.h - Tessel passes ---------------------------------*- C++ -*-===//
+#ifndef TESSEL_TRANSFORMS_PASSES_H
+#define TESSEL_TRANSFORMS_PASSES_H
+
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassManager.h"
+#include "tessel/Dialect/Tile/TileDialect.h"
+#include "tessel/Dialect/TileNV/TileNVDialect.h"
+#include <string>
+
+namespace tessel {
+#define GEN_PASS_DECL
+#include "tessel/Transforms/Passes.h.inc"
+#define GEN_PASS_REGISTRATION
+#include "tessel/Transforms/Passes.h.inc"
+
+/// Targets Tessel compiles for.
+struct TargetInfo {
+  std::string arch;        // "sm_80", "sm_90a", "sm_100a"
+  int computeCapability;   // 80, 90, 100
+  int64_t maxSharedBytes;  // dynamic shared memory per block
+};
+/// The target for an arch name, or nullopt for an unknown one.
+std::optional<TargetInfo> lookupTarget(llvm::StringRef arch);
+
+/// The pass pipeline for a target, one pass per line in order.
+void buildTesselPipeline(mlir::OpPassManager &pm, const TargetInfo &target);
+/// Registers the pipeline as `tessel-pipeline` for tessel-opt.
+void registerTesselPipeline();
+} // namespace tessel
+
+#endif

@@ -1,0 +1,419 @@
+//===- TileOps.cpp - tile dialect operations ------------------------------===//
+//
+// Verifiers name the offending operand and print both shapes, so that a DSL
+// user reading the message at their source line knows what to change.
+//
+//===----------------------------------------------------------------------===//
+#include "tessel/Dialect/Tile/TileDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+using namespace tessel::tile;
+
+static std::string shapeString(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  for (auto [i, d] : llvm::enumerate(shape)) {
+    if (i) s += ", ";
+    s += ShapedType::isDynamic(d) ? "?" : std::to_string(d);
+  }
+  return s + "]";
+}
+
+static MemRefType memrefOf(Value v) { return llvm::cast<MemRefType>(v.getType()); }
+static MemorySpace spaceOf(Value v) { return getMemorySpace(memrefOf(v)); }
+
+//===----------------------------------------------------------------------===//
+// KernelOp
+//===----------------------------------------------------------------------===//
+
+SmallVector<BlockArgument> KernelOp::getSymbolParams() {
+  SmallVector<BlockArgument> symbols;
+  for (BlockArgument arg : getParams())
+    if (arg.getType().isIndex()) symbols.push_back(arg);
+  return symbols;
+}
+
+ParseResult KernelOp::parse(OpAsmParser &parser, OperationState &result) {
+  StringAttr name;
+  if (parser.parseSymbolName(name, SymbolTable::getSymbolAttrName(), result.attributes))
+    return failure();
+  SmallVector<OpAsmParser::Argument> args;
+  if (parser.parseArgumentList(args, OpAsmParser::Delimiter::Paren, /*allowType=*/true))
+    return failure();
+  int64_t numParams = args.size();
+  SmallVector<OpAsmParser::Argument> blockIdx;
+  AffineMapAttr grid;
+  int64_t threads;
+  if (parser.parseKeyword("grid") ||
+      parser.parseArgumentList(blockIdx, OpAsmParser::Delimiter::Paren) ||
+      parser.parseEqual() || parser.parseAttribute(grid, "grid", result.attributes) ||
+      parser.parseKeyword("threads") || parser.parseLParen() ||
+      parser.parseInteger(threads) || parser.parseRParen())
+    return failure();
+  Builder &b = parser.getBuilder();
+  for (auto &idx : blockIdx) {
+    idx.type = b.getIndexType();
+    args.push_back(idx);
+  }
+  result.addAttribute("threads", b.getI64IntegerAttr(threads));
+  result.addAttribute("num_params", b.getI64IntegerAttr(numParams));
+  if (parser.parseOptionalAttrDictWithKeyword(result.attributes)) return failure();
+  Region *body = result.addRegion();
+  if (parser.parseRegion(*body, args)) return failure();
+  if (body->empty()) body->emplaceBlock();
+  return success();
+}
+
+void KernelOp::print(OpAsmPrinter &p) {
+  p << ' ';
+  p.printSymbolName(getSymName());
+  p << '(';
+  llvm::interleaveComma(getParams(), p, [&](BlockArgument a) {
+    p.printRegionArgument(a);
+  });
+  p << ") grid(";
+  llvm::interleaveComma(getBlockIndices(), p, [&](BlockArgument a) { p.printOperand(a); });
+  p << ") = ";
+  p.printAttributeWithoutType(getGridAttr());
+  p << " threads(" << getThreads() << ")";
+  p.printOptionalAttrDictWithKeyword(
+      (*this)->getAttrs(), {getSymNameAttrName(), getGridAttrName(), getThreadsAttrName(),
+                            getNumParamsAttrName()});
+  p << ' ';
+  p.printRegion(getBody(), /*printEntryBlockArgs=*/false);
+}
+
+LogicalResult KernelOp::verify() {
+  AffineMap grid = getGrid();
+  if (grid.getNumResults() < 1 || grid.getNumResults() > 3)
+    return emitOpError("grid must have 1 to 3 dimensions, got ") << grid.getNumResults();
+  if (grid.getNumDims() != 0)
+    return emitOpError("grid map must have no dimensions, only symbols (the index parameters)");
+  int64_t numParams = getNumParams();
+  if (numParams < 0 || numParams > (int64_t)getBodyBlock().getNumArguments())
+    return emitOpError("num_params out of range");
+  if (getBlockIndices().size() != grid.getNumResults())
+    return emitOpError("has ") << getBlockIndices().size() << " block indices but the grid has "
+                               << grid.getNumResults() << " dimensions";
+  for (BlockArgument idx : getBlockIndices())
+    if (!idx.getType().isIndex()) return emitOpError("block indices must be of index type");
+  size_t numSymbols = getSymbolParams().size();
+  if (grid.getNumSymbols() != numSymbols)
+    return emitOpError("grid map has ") << grid.getNumSymbols()
+                                        << " symbols but the kernel has " << numSymbols
+                                        << " index parameters";
+  if (getThreads() <= 0)
+    return emitOpError("threads must be positive, got ") << getThreads();
+  for (BlockArgument param : getParams()) {
+    Type t = param.getType();
+    if (auto m = llvm::dyn_cast<MemRefType>(t)) {
+      if (getMemorySpace(m) != MemorySpace::global)
+        return emitOpError("buffer parameter #") << param.getArgNumber()
+                                                << " must be in global memory";
+      if (!m.getLayout().isIdentity())
+        return emitOpError("buffer parameter #") << param.getArgNumber()
+                                                << " must be row-major (identity layout)";
+      continue;
+    }
+    if (!t.isIntOrIndexOrFloat())
+      return emitOpError("parameter #") << param.getArgNumber()
+                                        << " must be a global memref or a scalar, got " << t;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// AllocOp, RegionOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AllocOp::verify() {
+  MemRefType type = getType();
+  if (getMemorySpace(type) == MemorySpace::global)
+    return emitOpError("cannot allocate global memory in a kernel; use shared, fragment or local");
+  for (int64_t d : type.getShape())
+    if (d <= 0) return emitOpError("buffer dimensions must be positive, got ")
+                       << shapeString(type.getShape());
+  if (!type.getLayout().isIdentity())
+    return emitOpError("allocations are row-major; use tile.annotate_layout for other layouts");
+  return success();
+}
+
+void RegionOp::build(OpBuilder &b, OperationState &state, Value source, ValueRange offsets,
+                     ArrayRef<int64_t> sizes) {
+  auto srcType = memrefOf(source);
+  SmallVector<int64_t> dynOffsets(offsets.size(), ShapedType::kDynamic);
+  SmallVector<int64_t> unitStrides(offsets.size(), 1);
+  MemRefType resultType =
+      memref::SubViewOp::inferResultType(srcType, dynOffsets, sizes, unitStrides);
+  build(b, state, resultType, source, offsets, sizes);
+}
+
+LogicalResult RegionOp::verify() {
+  MemRefType src = memrefOf(getSource());
+  ArrayRef<int64_t> sizes = getSizes();
+  if ((int64_t)getOffsets().size() != src.getRank() || (int64_t)sizes.size() != src.getRank())
+    return emitOpError("region of a rank-") << src.getRank() << " buffer needs "
+                                            << src.getRank() << " offsets and sizes, got "
+                                            << getOffsets().size() << " and " << sizes.size();
+  for (auto [i, size] : llvm::enumerate(sizes)) {
+    if (size <= 0)
+      return emitOpError("region sizes must be positive, got ") << shapeString(sizes);
+    int64_t dim = src.getDimSize(i);
+    if (ShapedType::isDynamic(dim)) continue;
+    if (size > dim)
+      return emitOpError("region ") << shapeString(sizes) << " is larger than its buffer "
+                                    << shapeString(src.getShape()) << " in dimension " << i;
+    if (auto off = getConstantIntValue(getOffsets()[i]))
+      if (*off < 0 || *off + size > dim)
+        return emitOpError("region at offset ")
+               << *off << " of size " << size << " lies outside dimension " << i
+               << " of buffer " << shapeString(src.getShape());
+  }
+  if (memrefOf(getResult()).getShape() != sizes)
+    return emitOpError("result shape ") << shapeString(memrefOf(getResult()).getShape())
+                                        << " differs from the region sizes "
+                                        << shapeString(sizes);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// CopyOp, FillOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult CopyOp::verify() {
+  auto src = memrefOf(getSource()), dst = memrefOf(getDest());
+  if (src.getShape() != dst.getShape())
+    return emitOpError("source shape ") << shapeString(src.getShape())
+                                        << " differs from destination shape "
+                                        << shapeString(dst.getShape());
+  if (src.getNumDynamicDims() || dst.getNumDynamicDims())
+    return emitOpError("copy needs static tile shapes; take a tile.region of the tensor");
+  if (spaceOf(getSource()) == MemorySpace::local || spaceOf(getDest()) == MemorySpace::local)
+    return emitOpError("local buffers are private to a thread; copy them inside tile.parallel");
+  return success();
+}
+
+LogicalResult FillOp::verify() {
+  auto dst = memrefOf(getDest());
+  if (dst.getNumDynamicDims())
+    return emitOpError("fill needs a static tile shape; take a tile.region of the tensor");
+  if (getValue().getType() != dst.getElementType())
+    return emitOpError("value type ") << getValue().getType()
+                                      << " differs from the buffer element type "
+                                      << dst.getElementType();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// GemmOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult GemmOp::verify() {
+  auto a = memrefOf(getA()), b = memrefOf(getB()), c = memrefOf(getC());
+  auto checkSpace = [&](Value v, StringRef name, bool accumulator) -> LogicalResult {
+    MemorySpace s = spaceOf(v);
+    if (accumulator ? s != MemorySpace::fragment
+                    : s != MemorySpace::shared && s != MemorySpace::fragment)
+      return emitOpError("operand ")
+             << name << " is in " << stringifyMemorySpace(s) << " memory; gemm needs "
+             << (accumulator ? "a fragment" : "shared or fragment memory");
+    return success();
+  };
+  if (failed(checkSpace(getA(), "A", false)) || failed(checkSpace(getB(), "B", false)) ||
+      failed(checkSpace(getC(), "C", true)))
+    return failure();
+  if (a.getRank() != 2 || b.getRank() != 2 || c.getRank() != 2)
+    return emitOpError("operands must be 2-D, got A ")
+           << shapeString(a.getShape()) << ", B " << shapeString(b.getShape()) << ", C "
+           << shapeString(c.getShape());
+  int64_t m = getTransposeA() ? a.getDimSize(1) : a.getDimSize(0);
+  int64_t ka = getTransposeA() ? a.getDimSize(0) : a.getDimSize(1);
+  int64_t kb = getTransposeB() ? b.getDimSize(1) : b.getDimSize(0);
+  int64_t n = getTransposeB() ? b.getDimSize(0) : b.getDimSize(1);
+  if (ka != kb)
+    return emitOpError("K of operand A ") << shapeString(a.getShape()) << " is " << ka
+                                          << " but K of operand B " << shapeString(b.getShape())
+                                          << " is " << kb;
+  if (c.getDimSize(0) != m || c.getDimSize(1) != n)
+    return emitOpError("accumulator C ") << shapeString(c.getShape()) << " must be "
+                                         << shapeString({m, n}) << " for A "
+                                         << shapeString(a.getShape()) << " and B "
+                                         << shapeString(b.getShape());
+  if (!c.getElementType().isF32() && !c.getElementType().isF16())
+    return emitOpError("accumulator C must be f32 or f16, got ") << c.getElementType();
+  if (a.getElementType() != b.getElementType())
+    return emitOpError("operand A element type ") << a.getElementType()
+                                                  << " differs from operand B element type "
+                                                  << b.getElementType();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ReduceOp, AtomicAddOp, AnnotateLayoutOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReduceOp::verify() {
+  auto src = memrefOf(getSource()), dst = memrefOf(getDest());
+  int64_t dim = getDim();
+  if (dim < 0 || dim >= src.getRank())
+    return emitOpError("dim ") << dim << " is out of range for source "
+                               << shapeString(src.getShape());
+  for (Value v : {getSource(), getDest()})
+    if (spaceOf(v) != MemorySpace::shared && spaceOf(v) != MemorySpace::fragment)
+      return emitOpError("reduce operands must be shared or fragment buffers, ")
+             << (v == getSource() ? "source" : "destination") << " is in "
+             << stringifyMemorySpace(spaceOf(v)) << " memory";
+  SmallVector<int64_t> expected(src.getShape());
+  expected.erase(expected.begin() + dim);
+  if (expected.empty()) expected.push_back(1);
+  if (dst.getShape() != ArrayRef<int64_t>(expected))
+    return emitOpError("destination ") << shapeString(dst.getShape()) << " must be "
+                                       << shapeString(expected) << " to reduce source "
+                                       << shapeString(src.getShape()) << " along dim " << dim;
+  if (!llvm::isa<FloatType>(src.getElementType()) || !llvm::isa<FloatType>(dst.getElementType()))
+    return emitOpError("reduce works on floating-point buffers");
+  return success();
+}
+
+LogicalResult AtomicAddOp::verify() {
+  auto dst = memrefOf(getDest());
+  MemorySpace dstSpace = spaceOf(getDest());
+  if (dstSpace != MemorySpace::global && dstSpace != MemorySpace::shared)
+    return emitOpError("atomic_add destination must be global or shared, got ")
+           << stringifyMemorySpace(dstSpace);
+  Type elt = dst.getElementType();
+  if (!elt.isF32() && !elt.isF16() && !elt.isBF16() && !elt.isInteger(32) && !elt.isF64())
+    return emitOpError("atomic_add supports f32, f16, bf16, f64 and i32, got ") << elt;
+  if (auto src = llvm::dyn_cast<MemRefType>(getValue().getType())) {
+    if (!getIndices().empty())
+      return emitOpError("the region form takes no indices");
+    if (src.getShape() != dst.getShape())
+      return emitOpError("source tile ") << shapeString(src.getShape())
+                                         << " differs from destination tile "
+                                         << shapeString(dst.getShape());
+    if (dst.getNumDynamicDims())
+      return emitOpError("region atomic_add needs static tile shapes");
+    return success();
+  }
+  if ((int64_t)getIndices().size() != dst.getRank())
+    return emitOpError("scalar atomic_add into a rank-")
+           << dst.getRank() << " buffer needs " << dst.getRank() << " indices, got "
+           << getIndices().size();
+  if (getValue().getType() != elt)
+    return emitOpError("value type ") << getValue().getType()
+                                      << " differs from destination element type " << elt;
+  return success();
+}
+
+LogicalResult AnnotateLayoutOp::verify() {
+  auto type = memrefOf(getBuffer());
+  MemorySpace s = spaceOf(getBuffer());
+  if (s != MemorySpace::shared && s != MemorySpace::fragment)
+    return emitOpError("layouts are annotated on shared or fragment buffers, not ")
+           << stringifyMemorySpace(s);
+  if (!getBuffer().getDefiningOp<AllocOp>())
+    return emitOpError("annotate the buffer returned by tile.alloc, not a region of it");
+  AffineMap map = getLayout();
+  if (map.getNumDims() != type.getRank() || map.getNumResults() != 1 || map.getNumSymbols())
+    return emitOpError("layout must map the ")
+           << type.getRank() << " logical indices to one offset, got " << AffineMapAttr::get(map);
+  // Storage is sized by the offset of the last element, which is only the
+  // largest offset when no coefficient is negative.
+  for (int64_t d = 0; d < type.getRank(); ++d) {
+    SmallVector<int64_t> probe(type.getRank(), 0), base(type.getRank(), 0);
+    probe[d] = 1;
+    if (map.compose(probe)[0] < map.compose(base)[0] || map.compose(base)[0] != 0)
+      return emitOpError("layout offsets must start at 0 and grow with every index");
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ParallelOp, PipelinedOp
+//===----------------------------------------------------------------------===//
+
+ParseResult ParallelOp::parse(OpAsmParser &parser, OperationState &result) {
+  SmallVector<OpAsmParser::Argument> ivs;
+  if (parser.parseArgumentList(ivs, OpAsmParser::Delimiter::Paren) || parser.parseKeyword("in"))
+    return failure();
+  SmallVector<int64_t> extents;
+  if (parser.parseCommaSeparatedList(OpAsmParser::Delimiter::Square, [&]() {
+        return parser.parseInteger(extents.emplace_back());
+      }))
+    return failure();
+  for (auto &iv : ivs) iv.type = parser.getBuilder().getIndexType();
+  result.addAttribute("extents", parser.getBuilder().getDenseI64ArrayAttr(extents));
+  if (parser.parseOptionalAttrDictWithKeyword(result.attributes)) return failure();
+  Region *body = result.addRegion();
+  if (parser.parseRegion(*body, ivs)) return failure();
+  if (body->empty()) body->emplaceBlock();
+  return success();
+}
+
+void ParallelOp::print(OpAsmPrinter &p) {
+  p << " (";
+  llvm::interleaveComma(getBody().getArguments(), p, [&](BlockArgument a) { p.printOperand(a); });
+  p << ") in [";
+  llvm::interleaveComma(getExtents(), p);
+  p << "]";
+  p.printOptionalAttrDictWithKeyword((*this)->getAttrs(), {getExtentsAttrName()});
+  p << ' ';
+  p.printRegion(getBody(), /*printEntryBlockArgs=*/false);
+}
+
+LogicalResult ParallelOp::verify() {
+  if (getExtents().empty()) return emitOpError("needs at least one extent");
+  for (int64_t e : getExtents())
+    if (e <= 0)
+      return emitOpError("extents must be positive, got ") << shapeString(getExtents());
+  if (getBody().getNumArguments() != getExtents().size())
+    return emitOpError("has ") << getBody().getNumArguments() << " indices for "
+                               << getExtents().size() << " extents";
+  return success();
+}
+
+ParseResult PipelinedOp::parse(OpAsmParser &parser, OperationState &result) {
+  OpAsmParser::Argument iv;
+  OpAsmParser::UnresolvedOperand lb, ub, step;
+  int64_t stages;
+  Type index = parser.getBuilder().getIndexType();
+  if (parser.parseArgument(iv) || parser.parseEqual() || parser.parseOperand(lb) ||
+      parser.parseKeyword("to") || parser.parseOperand(ub) || parser.parseKeyword("step") ||
+      parser.parseOperand(step) || parser.parseKeyword("stages") || parser.parseLParen() ||
+      parser.parseInteger(stages) || parser.parseRParen() ||
+      parser.resolveOperands({lb, ub, step}, index, result.operands))
+    return failure();
+  iv.type = index;
+  result.addAttribute("num_stages", parser.getBuilder().getI64IntegerAttr(stages));
+  if (parser.parseOptionalAttrDictWithKeyword(result.attributes)) return failure();
+  Region *body = result.addRegion();
+  if (parser.parseRegion(*body, {iv})) return failure();
+  if (body->empty()) body->emplaceBlock();
+  return success();
+}
+
+void PipelinedOp::print(OpAsmPrinter &p) {
+  p << ' ';
+  p.printOperand(getBody().getArgument(0));
+  p << " = " << getLower() << " to " << getUpper() << " step " << getStep() << " stages("
+    << getNumStages() << ")";
+  p.printOptionalAttrDictWithKeyword((*this)->getAttrs(), {getNumStagesAttrName()});
+  p << ' ';
+  p.printRegion(getBody(), /*printEntryBlockArgs=*/false);
+}
+
+LogicalResult PipelinedOp::verify() {
+  if (getNumStages() < 1) return emitOpError("num_stages must be at least 1, got ")
+                                 << getNumStages();
+  if (getBody().getNumArguments() != 1 || !getBody().getArgument(0).getType().isIndex())
+    return emitOpError("body must take one index argument");
+  if (auto step = getConstantIntValue(getStep()); step && *step <= 0)
+    return emitOpError("step must be positive, got ") << *step;
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "tessel/Dialect/Tile/TileOps.cpp.inc"

@@ -1,0 +1,416 @@
+//===- CudaEmitter.cpp - thread-level IR to CUDA C++ ----------------------===//
+//
+// Each SSA value becomes a local variable named after its number; structured
+// control flow maps to C++ statements. 16-bit floats are stored as Tessel's
+// own types and computed in float, which rounds +, -, * and / exactly as the
+// native half instructions do.
+//
+//===----------------------------------------------------------------------===//
+#include "tessel/Target/CudaEmitter.h"
+#include "tessel/Dialect/TileNV/TileNVDialect.h"
+#include "tessel/Transforms/BufferUtils.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+#include <cmath>
+
+using namespace mlir;
+using namespace tessel;
+using namespace tessel::tile;
+
+namespace {
+class CudaEmitter {
+public:
+  explicit CudaEmitter(raw_ostream &os) : os(os) {}
+  FailureOr<rt::KernelSpec> emitKernel(KernelOp kernel);
+
+private:
+  raw_ostream &os;
+  DenseMap<Value, std::string> names;
+  /// Extent expression of each dimension of global buffer parameters.
+  DenseMap<Value, SmallVector<std::string>> dims;
+  int nextId = 0;
+  int depth = 1;
+
+  raw_ostream &line() { return os.indent(2 * depth); }
+  std::string fresh(StringRef prefix = "v") { return (prefix + Twine(nextId++)).str(); }
+  std::string &name(Value v) {
+    std::string &n = names[v];
+    if (n.empty()) n = fresh();
+    return n;
+  }
+  std::string declare(Value v) { return typeName(v.getType()) + " " + name(v); }
+  static std::string typeName(Type t);
+  static FailureOr<rt::ScalarType> scalarType(Type t);
+  static bool isHalfLike(Type t) { return t.isF16() || t.isBF16(); }
+  std::string asFloat(Value v) {
+    return isHalfLike(v.getType()) ? "float(" + name(v) + ")" : name(v);
+  }
+  std::string fromFloat(Type t, const std::string &expr) {
+    return isHalfLike(t) ? typeName(t) + "(" + expr + ")" : expr;
+  }
+  std::string element(Value memref, ValueRange indices);
+  std::string constant(Attribute attr, Type type);
+
+  LogicalResult emitBlock(Block &block);
+  LogicalResult emitOp(Operation &op);
+  LogicalResult emitArith(Operation &op);
+};
+
+std::string CudaEmitter::typeName(Type t) {
+  if (t.isIndex() || t.isInteger(32)) return "int";
+  if (t.isInteger(1)) return "bool";
+  if (t.isInteger(64)) return "long long";
+  if (t.isInteger(8)) return "signed char";
+  if (t.isInteger(16)) return "short";
+  if (t.isF32()) return "float";
+  if (t.isF64()) return "double";
+  if (t.isF16()) return "tessel::half";
+  if (t.isBF16()) return "tessel::bfloat16";
+  return "";
+}
+
+FailureOr<rt::ScalarType> CudaEmitter::scalarType(Type t) {
+  if (t.isIndex()) return rt::ScalarType::Index;
+  if (t.isInteger(1)) return rt::ScalarType::I1;
+  if (t.isInteger(32)) return rt::ScalarType::I32;
+  if (t.isInteger(64)) return rt::ScalarType::I64;
+  if (t.isF16()) return rt::ScalarType::F16;
+  if (t.isBF16()) return rt::ScalarType::BF16;
+  if (t.isF32()) return rt::ScalarType::F32;
+  if (t.isF64()) return rt::ScalarType::F64;
+  return failure();
+}
+
+std::string CudaEmitter::element(Value memref, ValueRange indices) {
+  auto it = dims.find(memref);
+  if (it == dims.end()) return name(memref) + "[" + name(indices[0]) + "]";
+  // Row-major global buffer: Horner's rule over the extents.
+  std::string linear = name(indices[0]);
+  for (size_t d = 1; d < indices.size(); ++d)
+    linear = "(" + linear + ") * " + it->second[d] + " + " + name(indices[d]);
+  return name(memref) + "[" + linear + "]";
+}
+
+std::string CudaEmitter::constant(Attribute attr, Type type) {
+  if (auto i = llvm::dyn_cast<IntegerAttr>(attr)) {
+    if (type.isInteger(1)) return i.getValue().isZero() ? "false" : "true";
+    std::string v = std::to_string(i.getValue().getSExtValue());
+    return type.isInteger(64) ? v + "LL" : v;
+  }
+  auto f = llvm::cast<FloatAttr>(attr);
+  double v = f.getValueAsDouble();
+  std::string text;
+  if (std::isnan(v)) text = "__int_as_float(0x7fc00000)";
+  else if (std::isinf(v)) text = v > 0 ? "__int_as_float(0x7f800000)" : "__int_as_float(0xff800000)";
+  else text = llvm::formatv("{0:e17}", v).str();
+  if (type.isF64()) return std::isfinite(v) ? text : "double(" + text + ")";
+  if (type.isF32()) return std::isfinite(v) ? text + "f" : text;
+  return typeName(type) + "(" + (std::isfinite(v) ? text + "f" : text) + ")";
+}
+
+LogicalResult CudaEmitter::emitBlock(Block &block) {
+  for (Operation &op : block)
+    if (failed(emitOp(op))) return failure();
+  return success();
+}
+
+LogicalResult CudaEmitter::emitArith(Operation &op) {
+  Value r = op.getNumResults() ? op.getResult(0) : Value();
+  auto binary = [&](StringRef sym) -> LogicalResult {
+    Value a = op.getOperand(0), b = op.getOperand(1);
+    if (llvm::isa<FloatType>(r.getType()))
+      line() << declare(r) << " = " << fromFloat(r.getType(), asFloat(a) + " " + sym.str() + " " + asFloat(b)) << ";\n";
+    else
+      line() << declare(r) << " = " << name(a) << " " << sym << " " << name(b) << ";\n";
+    return success();
+  };
+  auto call = [&](StringRef fn) -> LogicalResult {
+    std::string args;
+    for (auto [i, v] : llvm::enumerate(op.getOperands()))
+      args += (i ? ", " : "") + asFloat(v);
+    bool dbl = r.getType().isF64();
+    line() << declare(r) << " = " << fromFloat(r.getType(), (fn + (dbl ? "" : "f")).str() + "(" + args + ")") << ";\n";
+    return success();
+  };
+  auto cast = [&]() -> LogicalResult {
+    Value a = op.getOperand(0);
+    Type to = r.getType();
+    std::string value = isHalfLike(a.getType()) ? asFloat(a) : name(a);
+    line() << declare(r) << " = " << typeName(to) << "(" << value << ");\n";
+    return success();
+  };
+  return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
+      .Case([&](arith::ConstantOp c) {
+        line() << "const " << declare(r) << " = " << constant(c.getValue(), r.getType()) << ";\n";
+        return success();
+      })
+      .Case([&](arith::AddIOp) { return binary("+"); })
+      .Case([&](arith::SubIOp) { return binary("-"); })
+      .Case([&](arith::MulIOp) { return binary("*"); })
+      .Case<arith::DivSIOp, arith::DivUIOp>([&](auto) { return binary("/"); })
+      .Case<arith::RemSIOp, arith::RemUIOp>([&](auto) { return binary("%"); })
+      .Case([&](arith::AndIOp) { return binary(r.getType().isInteger(1) ? "&&" : "&"); })
+      .Case([&](arith::OrIOp) { return binary(r.getType().isInteger(1) ? "||" : "|"); })
+      .Case([&](arith::XOrIOp) { return binary("^"); })
+      .Case([&](arith::ShLIOp) { return binary("<<"); })
+      .Case([&](arith::ShRSIOp) { return binary(">>"); })
+      .Case([&](arith::AddFOp) { return binary("+"); })
+      .Case([&](arith::SubFOp) { return binary("-"); })
+      .Case([&](arith::MulFOp) { return binary("*"); })
+      .Case([&](arith::DivFOp) { return binary("/"); })
+      .Case([&](arith::CeilDivUIOp o) {
+        line() << declare(r) << " = (" << name(o.getLhs()) << " + " << name(o.getRhs())
+               << " - 1) / " << name(o.getRhs()) << ";\n";
+        return success();
+      })
+      .Case([&](arith::CeilDivSIOp o) {
+        line() << declare(r) << " = tessel::ceil_div(" << name(o.getLhs()) << ", "
+               << name(o.getRhs()) << ");\n";
+        return success();
+      })
+      .Case([&](arith::NegFOp o) {
+        line() << declare(r) << " = " << fromFloat(r.getType(), "-" + asFloat(o.getOperand())) << ";\n";
+        return success();
+      })
+      .Case<arith::MaxNumFOp, arith::MaximumFOp>([&](auto) { return call("fmax"); })
+      .Case<arith::MinNumFOp, arith::MinimumFOp>([&](auto) { return call("fmin"); })
+      .Case([&](arith::MaxSIOp o) {
+        line() << declare(r) << " = max(" << name(o.getLhs()) << ", " << name(o.getRhs()) << ");\n";
+        return success();
+      })
+      .Case([&](arith::MinSIOp o) {
+        line() << declare(r) << " = min(" << name(o.getLhs()) << ", " << name(o.getRhs()) << ");\n";
+        return success();
+      })
+      .Case([&](arith::CmpIOp o) {
+        static const char *syms[] = {"==", "!=", "<", "<=", ">", ">=", "<", "<=", ">", ">="};
+        bool isUnsigned = o.getPredicate() >= arith::CmpIPredicate::ult;
+        std::string lhs = name(o.getLhs()), rhs = name(o.getRhs());
+        if (isUnsigned) lhs = "(unsigned)" + lhs, rhs = "(unsigned)" + rhs;
+        line() << declare(r) << " = " << lhs << " " << syms[(int)o.getPredicate()] << " " << rhs << ";\n";
+        return success();
+      })
+      .Case([&](arith::CmpFOp o) {
+        using P = arith::CmpFPredicate;
+        std::string a = asFloat(o.getLhs()), b = asFloat(o.getRhs());
+        std::string expr;
+        switch (o.getPredicate()) {
+        case P::OEQ: case P::UEQ: expr = a + " == " + b; break;
+        case P::ONE: case P::UNE: expr = a + " != " + b; break;
+        case P::OLT: case P::ULT: expr = a + " < " + b; break;
+        case P::OLE: case P::ULE: expr = a + " <= " + b; break;
+        case P::OGT: case P::UGT: expr = a + " > " + b; break;
+        case P::OGE: case P::UGE: expr = a + " >= " + b; break;
+        case P::AlwaysTrue: expr = "true"; break;
+        case P::AlwaysFalse: expr = "false"; break;
+        case P::UNO: expr = "isnan(" + a + ") || isnan(" + b + ")"; break;
+        case P::ORD: expr = "!isnan(" + a + ") && !isnan(" + b + ")"; break;
+        }
+        line() << declare(r) << " = " << expr << ";\n";
+        return success();
+      })
+      .Case([&](arith::SelectOp o) {
+        line() << declare(r) << " = " << name(o.getCondition()) << " ? " << name(o.getTrueValue())
+               << " : " << name(o.getFalseValue()) << ";\n";
+        return success();
+      })
+      .Case<arith::ExtFOp, arith::TruncFOp, arith::SIToFPOp, arith::FPToSIOp,
+            arith::IndexCastOp, arith::ExtSIOp, arith::TruncIOp>([&](auto) { return cast(); })
+      .Case([&](math::ExpOp) { return call("__exp"); })
+      .Case([&](math::Exp2Op) { return call("exp2"); })
+      .Case([&](math::LogOp) { return call("log"); })
+      .Case([&](math::Log2Op) { return call("log2"); })
+      .Case([&](math::SqrtOp) { return call("sqrt"); })
+      .Case([&](math::RsqrtOp) { return call("rsqrt"); })
+      .Case([&](math::AbsFOp) { return call("fabs"); })
+      .Case([&](math::TanhOp) { return call("tanh"); })
+      .Case([&](math::FmaOp) { return call("fma"); })
+      .Case([&](math::PowFOp) { return call("pow"); })
+      .Default([&](Operation *) {
+        return LogicalResult(op.emitError("the CUDA emitter cannot print '") << op.getName() << "'");
+      });
+}
+
+LogicalResult CudaEmitter::emitOp(Operation &op) {
+  if (op.getDialect() && (op.getDialect()->getNamespace() == "arith" ||
+                          op.getDialect()->getNamespace() == "math"))
+    return emitArith(op);
+  return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
+      .Case([&](scf::ForOp o) {
+        for (auto [res, init] : llvm::zip(o.getResults(), o.getInitArgs()))
+          line() << declare(res) << " = " << name(init) << ";\n";
+        for (auto [arg, res] : llvm::zip(o.getRegionIterArgs(), o.getResults()))
+          names[arg] = name(res);
+        std::string iv = name(o.getInductionVar());
+        line() << "for (int " << iv << " = " << name(o.getLowerBound()) << "; " << iv << " < "
+               << name(o.getUpperBound()) << "; " << iv << " += " << name(o.getStep()) << ") {\n";
+        ++depth;
+        if (failed(emitBlock(*o.getBody()))) return failure();
+        --depth;
+        line() << "}\n";
+        return success();
+      })
+      .Case([&](scf::IfOp o) {
+        for (Value res : o.getResults()) line() << declare(res) << ";\n";
+        line() << "if (" << name(o.getCondition()) << ") {\n";
+        ++depth;
+        if (failed(emitBlock(*o.thenBlock()))) return failure();
+        --depth;
+        if (o.elseBlock() && !o.elseBlock()->without_terminator().empty()) {
+          line() << "} else {\n";
+          ++depth;
+          if (failed(emitBlock(*o.elseBlock()))) return failure();
+          --depth;
+        }
+        line() << "}\n";
+        return success();
+      })
+      .Case([&](scf::YieldOp o) {
+        Operation *parent = o->getParentOp();
+        for (auto [res, v] : llvm::zip(parent->getResults(), o.getOperands()))
+          if (name(res) != name(v)) line() << name(res) << " = " << name(v) << ";\n";
+        return success();
+      })
+      .Case([&](memref::LoadOp o) {
+        line() << declare(o.getResult()) << " = " << element(o.getMemRef(), o.getIndices()) << ";\n";
+        return success();
+      })
+      .Case([&](memref::StoreOp o) {
+        line() << element(o.getMemRef(), o.getIndices()) << " = " << name(o.getValue()) << ";\n";
+        return success();
+      })
+      .Case([&](memref::DimOp o) {
+        std::optional<int64_t> d = o.getConstantIndex();
+        auto it = dims.find(o.getSource());
+        if (!d || it == dims.end())
+          return LogicalResult(o.emitError("the CUDA emitter needs memref.dim of a kernel parameter"));
+        line() << "const int " << name(o.getResult()) << " = " << it->second[*d] << ";\n";
+        return success();
+      })
+      .Case([&](AllocOp o) {
+        MemRefType type = o.getType();
+        std::string elt = typeName(type.getElementType());
+        if (getMemorySpace(type) == MemorySpace::local) {
+          line() << elt << " " << name(o.getResult()) << "[" << type.getNumElements() << "];\n";
+        } else {
+          if (!o.getOffset())
+            return LogicalResult(o.emitError("shared buffer has no offset; run tessel-lower-tile-ops"));
+          line() << elt << " *" << name(o.getResult()) << " = reinterpret_cast<" << elt
+                 << " *>(tessel_smem + " << *o.getOffset() << ");\n";
+        }
+        return success();
+      })
+      .Case([&](tilenv::ThreadIdOp o) {
+        line() << "const int " << name(o.getResult()) << " = threadIdx.x;\n";
+        return success();
+      })
+      .Case([&](tilenv::SyncThreadsOp) {
+        line() << "__syncthreads();\n";
+        return success();
+      })
+      .Case([&](tilenv::ShflXorOp o) {
+        line() << declare(o.getResult()) << " = __shfl_xor_sync(0xffffffffu, " << name(o.getValue())
+               << ", " << o.getOffset() << ", " << o.getWidth() << ");\n";
+        return success();
+      })
+      .Case([&](tilenv::AtomicAddOp o) {
+        line() << "tessel::atomic_add<tessel::order_" << stringifyMemoryOrder(o.getOrder())
+               << ">(&" << element(o.getMemref(), o.getIndices()) << ", " << name(o.getValue())
+               << ");\n";
+        return success();
+      })
+      .Case([&](tilenv::CopyVectorOp o) {
+        line() << "tessel::copy_bytes<" << o.getBytes() << ">(&"
+               << element(o.getDest(), o.getDestIndices()) << ", &"
+               << element(o.getSource(), o.getSourceIndices()) << ");\n";
+        return success();
+      })
+      .Default([&](Operation *) {
+        return LogicalResult(op.emitError("the CUDA emitter cannot print '")
+                             << op.getName() << "'; lower tile ops first (tessel-lower-tile-ops)");
+      });
+}
+
+FailureOr<rt::KernelSpec> CudaEmitter::emitKernel(KernelOp kernel) {
+  rt::KernelSpec spec;
+  spec.name = kernel.getSymName().str();
+  spec.threads = kernel.getThreads();
+  spec.sharedBytes = kernel.getSmemBytes().value_or(0);
+  if (!kernel.getSmemBytes())
+    return kernel.emitError("kernel is not lowered; run tessel-lower-tile-ops first");
+
+  // Grid: postfix programs over the index parameters.
+  for (AffineExpr e : kernel.getGrid().getResults()) {
+    std::vector<rt::GridToken> program;
+    std::function<void(AffineExpr)> walk = [&](AffineExpr x) {
+      if (auto c = llvm::dyn_cast<AffineConstantExpr>(x))
+        return program.push_back({rt::GridToken::Const, c.getValue()});
+      if (auto s = llvm::dyn_cast<AffineSymbolExpr>(x))
+        return program.push_back({rt::GridToken::Symbol, (int64_t)s.getPosition()});
+      auto bin = llvm::cast<AffineBinaryOpExpr>(x);
+      walk(bin.getLHS());
+      walk(bin.getRHS());
+      rt::GridToken::Kind k = x.getKind() == AffineExprKind::Add        ? rt::GridToken::Add
+                              : x.getKind() == AffineExprKind::Mul      ? rt::GridToken::Mul
+                              : x.getKind() == AffineExprKind::FloorDiv ? rt::GridToken::FloorDiv
+                              : x.getKind() == AffineExprKind::CeilDiv  ? rt::GridToken::CeilDiv
+                                                                        : rt::GridToken::Mod;
+      program.push_back({k, 0});
+    };
+    walk(e);
+    spec.grid.push_back(std::move(program));
+  }
+
+  std::string params;
+  for (BlockArgument arg : kernel.getParams()) {
+    rt::ParamSpec p;
+    std::string pname = "p" + std::to_string(arg.getArgNumber());
+    names[arg] = pname;
+    if (!params.empty()) params += ", ";
+    if (auto m = llvm::dyn_cast<MemRefType>(arg.getType())) {
+      FailureOr<rt::ScalarType> elt = scalarType(m.getElementType());
+      if (failed(elt)) return kernel.emitError("unsupported element type ") << m.getElementType();
+      p.isBuffer = true;
+      p.type = *elt;
+      params += typeName(m.getElementType()) + " *__restrict__ " + pname;
+      SmallVector<std::string> extents;
+      for (auto [d, size] : llvm::enumerate(m.getShape())) {
+        p.shape.push_back(ShapedType::isDynamic(size) ? -1 : size);
+        if (ShapedType::isDynamic(size)) {
+          std::string dimName = pname + "_d" + std::to_string(d);
+          params += ", int " + dimName;
+          extents.push_back(dimName);
+        } else {
+          extents.push_back(std::to_string(size));
+        }
+      }
+      dims[arg] = extents;
+    } else {
+      FailureOr<rt::ScalarType> t = scalarType(arg.getType());
+      if (failed(t)) return kernel.emitError("unsupported parameter type ") << arg.getType();
+      p.type = *t;
+      params += typeName(arg.getType()) + " " + pname;
+    }
+    spec.params.push_back(std::move(p));
+  }
+
+  os << "// Generated by Tessel from kernel @" << spec.name << ".\n"
+     << "#include \"tessel_device.h\"\n\n"
+     << "extern \"C\" __global__ void __launch_bounds__(" << spec.threads << ") "
+     << spec.name << "(" << params << ") {\n";
+  if (spec.sharedBytes) line() << "extern __shared__ __align__(128) unsigned char tessel_smem[];\n";
+  static const char *axes[] = {"x", "y", "z"};
+  for (auto [i, idx] : llvm::enumerate(kernel.getBlockIndices())) {
+    names[idx] = std::string("b") + axes[i];
+    line() << "const int " << names[idx] << " = blockIdx." << axes[i] << ";\n";
+  }
+  if (failed(emitBlock(kernel.getBodyBlock()))) return failure();
+  os << "}\n";
+  return spec;
+}
+} // namespace
+
+FailureOr<rt::KernelSpec> tessel::emitCuda(KernelOp kernel, raw_ostream &os) {
+  return CudaEmitter(os).emitKernel(kernel);
+}

@@ -1,0 +1,55 @@
+//===- BufferUtils.cpp - facts about tile buffers shared by passes --------===//
+#include "tessel/Transforms/BufferUtils.h"
+
+#include "llvm/Support/MathExtras.h"
+
+using namespace mlir;
+using namespace tessel;
+using namespace tessel::tile;
+
+Value tessel::getRootBuffer(Value buffer) {
+  while (auto region = buffer.getDefiningOp<RegionOp>()) buffer = region.getSource();
+  return buffer;
+}
+
+bool tessel::isSharedBacked(Value root) {
+  auto type = llvm::dyn_cast<MemRefType>(root.getType());
+  if (!type || !root.getDefiningOp<AllocOp>()) return false;
+  MemorySpace space = getMemorySpace(type);
+  return space == MemorySpace::shared || space == MemorySpace::fragment;
+}
+
+int64_t tessel::getElementBytes(Type t) {
+  if (t.isIndex()) return 4;
+  return std::max<int64_t>(1, t.getIntOrFloatBitWidth() / 8);
+}
+
+AnnotateLayoutOp tessel::getAnnotatedLayout(AllocOp alloc) {
+  for (Operation *user : alloc->getUsers())
+    if (auto annotate = llvm::dyn_cast<AnnotateLayoutOp>(user)) return annotate;
+  return {};
+}
+
+int64_t tessel::getStorageElements(AllocOp alloc) {
+  MemRefType type = alloc.getType();
+  if (AnnotateLayoutOp layout = getAnnotatedLayout(alloc)) {
+    // The verifier guarantees offsets grow with every index, so the last
+    // element has the largest offset.
+    SmallVector<int64_t> last;
+    for (int64_t d : type.getShape()) last.push_back(d - 1);
+    return layout.getLayout().compose(last)[0] + 1;
+  }
+  return type.getNumElements();
+}
+
+int64_t tessel::planSharedMemory(KernelOp kernel,
+                                 llvm::function_ref<void(AllocOp, int64_t)> place) {
+  int64_t offset = 0;
+  kernel.walk([&](AllocOp alloc) {
+    if (!isSharedBacked(alloc.getResult())) return;
+    offset = llvm::alignTo(offset, 128);
+    if (place) place(alloc, offset);
+    offset += getStorageElements(alloc) * getElementBytes(alloc.getType().getElementType());
+  });
+  return offset;
+}

@@ -1,0 +1,41 @@
+//===- Pipeline.cpp - the pass pipeline per target ------------------------===//
+#include "tessel/Transforms/Passes.h"
+
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+
+std::optional<tessel::TargetInfo> tessel::lookupTarget(llvm::StringRef arch) {
+  // Per-block dynamic shared memory limits: 163 KB on sm_80, 227 KB on sm_90
+  // and sm_100.
+  if (arch == "sm_80") return TargetInfo{"sm_80", 80, 166912};
+  if (arch == "sm_90a") return TargetInfo{"sm_90a", 90, 232448};
+  if (arch == "sm_100a") return TargetInfo{"sm_100a", 100, 232448};
+  return std::nullopt;
+}
+
+void tessel::buildTesselPipeline(OpPassManager &pm, const TargetInfo &target) {
+  OpPassManager &kernel = pm.nest<tile::KernelOp>();
+  kernel.addPass(createTesselVerifyKernel(TesselVerifyKernelOptions{target.arch}));
+  kernel.addPass(createTesselInsertBarriers());
+  kernel.addPass(createTesselLowerTileOps());
+  kernel.addPass(createCanonicalizerPass());
+  kernel.addPass(createCSEPass());
+}
+
+namespace {
+struct PipelineOptions : PassPipelineOptions<PipelineOptions> {
+  Option<std::string> arch{*this, "arch", llvm::cl::desc("sm_80, sm_90a or sm_100a"),
+                           llvm::cl::init("sm_90a")};
+};
+} // namespace
+
+void tessel::registerTesselPipeline() {
+  PassPipelineRegistration<PipelineOptions>(
+      "tessel-pipeline", "The full Tessel lowering for one target",
+      [](OpPassManager &pm, const PipelineOptions &options) {
+        std::optional<TargetInfo> target = lookupTarget(options.arch);
+        buildTesselPipeline(pm, target ? *target : *lookupTarget("sm_90a"));
+      });
+}

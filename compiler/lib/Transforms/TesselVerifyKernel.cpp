@@ -1,0 +1,63 @@
+//===- TesselVerifyKernel.cpp - whole-kernel checks -----------------------===//
+#include "tessel/Transforms/BufferUtils.h"
+#include "tessel/Transforms/Passes.h"
+
+namespace tessel {
+#define GEN_PASS_DEF_TESSELVERIFYKERNEL
+#include "tessel/Transforms/Passes.h.inc"
+} // namespace tessel
+
+using namespace mlir;
+using namespace tessel;
+using namespace tessel::tile;
+
+namespace {
+struct TesselVerifyKernel : tessel::impl::TesselVerifyKernelBase<TesselVerifyKernel> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    KernelOp kernel = getOperation();
+    std::optional<TargetInfo> target = lookupTarget(arch);
+    if (!target) {
+      kernel.emitError("unknown target '") << arch << "'; use sm_80, sm_90a or sm_100a";
+      return signalPassFailure();
+    }
+    bool ok = true;
+    int64_t threads = kernel.getThreads();
+    if (threads % 32 != 0 || threads > 1024) {
+      kernel.emitError("threads must be a multiple of 32 and at most 1024, got ") << threads;
+      ok = false;
+    }
+    // Collective ops are executed by every thread together; inside an
+    // element-wise body each thread runs a different number of iterations.
+    kernel.walk([&](ParallelOp parallel) {
+      parallel.getBody().walk([&](Operation *op) {
+        bool collective = llvm::isa<CopyOp, FillOp, GemmOp, ReduceOp, ParallelOp, PipelinedOp,
+                                    BarrierOp, AllocOp>(op);
+        if (auto atomic = llvm::dyn_cast<AtomicAddOp>(op))
+          collective = llvm::isa<MemRefType>(atomic.getValue().getType());
+        if (collective) {
+          op->emitError("'") << op->getName()
+                             << "' is a whole-block operation and cannot appear inside "
+                                "tile.parallel, which runs element code per thread";
+          ok = false;
+        }
+      });
+    });
+    int64_t smem = planSharedMemory(kernel);
+    if (smem > target->maxSharedBytes) {
+      InFlightDiagnostic diag = kernel.emitError("kernel needs ")
+                                << smem << " bytes of shared memory; " << target->arch
+                                << " allows " << target->maxSharedBytes << " per block";
+      kernel.walk([&](AllocOp alloc) {
+        if (isSharedBacked(alloc.getResult()))
+          diag.attachNote(alloc.getLoc())
+              << getStorageElements(alloc) * getElementBytes(alloc.getType().getElementType())
+              << " bytes for " << alloc.getType();
+      });
+      ok = false;
+    }
+    if (!ok) signalPassFailure();
+  }
+};
+} // namespace

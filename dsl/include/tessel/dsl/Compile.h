@@ -1,0 +1,54 @@
+//===- Compile.h - Program to a launchable kernel ---------------*- C++ -*-===//
+#ifndef TESSEL_DSL_COMPILE_H
+#define TESSEL_DSL_COMPILE_H
+
+#include "tessel/dsl/Program.h"
+#include "tessel/runtime/Launch.h"
+
+#include <memory>
+#include <string>
+
+namespace tessel {
+
+struct CompileOptions {
+  std::string arch = "sm_90a"; // sm_80, sm_90a or sm_100a
+  std::string dumpIrDir;       // IR after every pass, the CUDA and the PTX
+};
+
+struct CompileTimes {
+  double passesMs = 0, emitMs = 0, nvrtcMs = 0, totalMs = 0;
+  bool nvrtcCalled = false; // false on a cache hit
+};
+
+/// A compiled kernel: the generated code and a launchable binary.
+class Kernel {
+public:
+  const std::string &tileIr() const { return tile; }
+  const std::string &loweredIr() const { return lowered; }
+  const std::string &cuda() const { return source; }
+  const std::string &ptx() const { return loaded->binary().ptx; }
+  const std::string &cubin() const { return loaded->binary().cubin; }
+  const rt::KernelSpec &spec() const { return loaded->spec(); }
+  const std::vector<ParamInfo> &params() const { return info; }
+  const CompileTimes &times() const { return timing; }
+  rt::LoadedKernel &loadedKernel() { return *loaded; }
+
+  /// Launches with arguments in parameter order; checks that every tensor's
+  /// extents agree with the symbols passed, naming the tensor and symbol.
+  void launch(const std::vector<rt::LaunchArg> &args, CUstream stream = nullptr);
+
+private:
+  friend Kernel compile(Program &, const CompileOptions &);
+  std::string tile, lowered, source;
+  std::vector<ParamInfo> info;
+  std::shared_ptr<rt::LoadedKernel> loaded;
+  CompileTimes timing;
+};
+
+/// Runs Tessel's pipeline for the target, emits CUDA and compiles it through
+/// the kernel cache. The Program is not modified. Throws tessel::Error.
+Kernel compile(Program &program, const CompileOptions &options = {});
+
+} // namespace tessel
+
+#endif

@@ -1,0 +1,253 @@
+//===- Program.h - the Tessel C++ tile DSL ----------------------*- C++ -*-===//
+//
+// A kernel is written as C++ calls that build `tile` dialect IR as they run.
+// Every call takes the caller's std::source_location, which becomes the op's
+// MLIR location, so errors found by the DSL, the verifiers or the passes
+// point at the user's line.
+//
+//   Program p("scale");
+//   Expr n = p.sym("N");
+//   Tensor x = p.tensor("x", {n}, DType::f32);
+//   p.kernel({ceil_div(n, 256)}, 128, [&](Expr bx) {
+//     Buffer xt = x.tile({bx * 256}, {256});
+//     parallel({256}, [&](Expr i) { xt(i) = xt(i) * 2.0; });
+//   });
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_DSL_PROGRAM_H
+#define TESSEL_DSL_PROGRAM_H
+
+#include "tessel/runtime/Error.h"
+
+#include <functional>
+#include <memory>
+#include <source_location>
+#include <string>
+#include <vector>
+
+namespace mlir {
+class MLIRContext;
+class ModuleOp;
+class OpBuilder;
+class Value;
+class Location;
+} // namespace mlir
+
+namespace tessel {
+
+using SrcLoc = std::source_location;
+
+enum class DType { f16, bf16, f32, f64, i32, i64, index, i1 };
+enum class Space { global, shared, fragment, local };
+enum class MemoryOrder { relaxed, acquire, release, acq_rel, seq_cst };
+const char *name(DType t);
+int64_t byteSize(DType t);
+
+class Program;
+struct ExprNode;
+
+/// An index or scalar expression. Constants and symbols (and arithmetic on
+/// them) stay symbolic, so they can size grids on the host; anything that
+/// touches a kernel value becomes IR where it is written.
+class Expr {
+public:
+  Expr(int v);
+  Expr(int64_t v);
+  Expr(double v);
+  explicit Expr(std::shared_ptr<ExprNode> n) : node(std::move(n)) {}
+  /// The value this expression has in IR at the current insertion point.
+  mlir::Value value(DType as = DType::index) const;
+  DType type() const;
+  /// Known constant, if any.
+  bool isConstant(int64_t *v = nullptr) const;
+  std::shared_ptr<ExprNode> node;
+};
+
+Expr operator+(Expr a, Expr b);
+Expr operator-(Expr a, Expr b);
+Expr operator*(Expr a, Expr b);
+Expr operator/(Expr a, Expr b); // integer division floors; float divides
+Expr operator%(Expr a, Expr b);
+Expr operator-(Expr a);
+Expr operator<(Expr a, Expr b);
+Expr operator<=(Expr a, Expr b);
+Expr operator>(Expr a, Expr b);
+Expr operator>=(Expr a, Expr b);
+Expr operator==(Expr a, Expr b);
+Expr operator&&(Expr a, Expr b);
+Expr ceil_div(Expr a, Expr b);
+Expr max(Expr a, Expr b);
+Expr min(Expr a, Expr b);
+Expr exp(Expr a);
+Expr exp2(Expr a);
+Expr log(Expr a);
+Expr sqrt(Expr a);
+Expr abs(Expr a);
+Expr select(Expr cond, Expr a, Expr b);
+Expr cast(Expr a, DType to, SrcLoc loc = SrcLoc::current());
+
+class Ref;
+
+/// A buffer, or a rectangular window of one, in a memory space.
+class Buffer {
+public:
+  Buffer() = default;
+  Ref operator()(Expr i, SrcLoc loc = SrcLoc::current()) const;
+  Ref operator()(Expr i, Expr j, SrcLoc loc = SrcLoc::current()) const;
+  Ref operator()(Expr i, Expr j, Expr k, SrcLoc loc = SrcLoc::current()) const;
+  Ref at(std::vector<Expr> idx, SrcLoc loc = SrcLoc::current()) const;
+  /// The window of static `sizes` at `offsets`.
+  Buffer tile(std::vector<Expr> offsets, std::vector<int64_t> sizes,
+              SrcLoc loc = SrcLoc::current()) const;
+  const std::vector<int64_t> &shape() const { return dims; } // -1 where dynamic
+  DType dtype() const { return elt; }
+  Space space() const { return where; }
+  int64_t rank() const { return dims.size(); }
+  mlir::Value value() const;
+  /// Wraps an IR value (used by the DSL's own builders).
+  static Buffer wrap(void *opaqueValue, std::vector<int64_t> shape, DType type, Space space);
+
+private:
+  friend class Program;
+  friend class Tensor;
+  void *impl = nullptr; // mlir::Value's opaque pointer
+  int param = -1;       // kernel parameter index, for tensors
+  std::vector<int64_t> dims;
+  DType elt = DType::f32;
+  Space where = Space::global;
+};
+
+/// One element of a buffer, readable and assignable inside element code.
+class Ref {
+public:
+  Ref(Buffer b, std::vector<Expr> idx, SrcLoc loc) : buf(std::move(b)), indices(std::move(idx)), where(loc) {}
+  operator Expr() const;
+  Ref &operator=(const Expr &v);
+  Ref &operator=(const Ref &r) { return *this = static_cast<Expr>(r); }
+  Ref &operator+=(const Expr &v);
+  const Buffer &buffer() const { return buf; }
+  const std::vector<Expr> &index() const { return indices; }
+  SrcLoc location() const { return where; }
+
+private:
+  Buffer buf;
+  std::vector<Expr> indices;
+  SrcLoc where;
+};
+
+/// A kernel parameter in global memory; its dimensions are constants or
+/// symbols.
+class Tensor : public Buffer {
+public:
+  const std::vector<Expr> &extents() const { return exts; }
+  const std::string &name() const { return label; }
+
+private:
+  friend class Program;
+  std::vector<Expr> exts;
+  std::string label;
+};
+
+/// Describes what a kernel expects at launch, for binding host arguments.
+struct ParamInfo {
+  std::string name;
+  bool isTensor = false;
+  DType dtype = DType::f32;
+  /// For tensors: per dimension, the constant extent or -(1 + symbol index).
+  std::vector<int64_t> extents;
+};
+
+class Program {
+public:
+  explicit Program(std::string name, SrcLoc loc = SrcLoc::current());
+  ~Program();
+  Program(Program &&) noexcept;
+  Program &operator=(Program &&) noexcept;
+
+  /// A symbolic dimension: a kernel parameter of type index.
+  Expr sym(const std::string &name, SrcLoc loc = SrcLoc::current());
+  /// A scalar kernel parameter.
+  Expr scalar(const std::string &name, DType type, SrcLoc loc = SrcLoc::current());
+  /// A global tensor parameter.
+  Tensor tensor(const std::string &name, std::vector<Expr> shape, DType type,
+                SrcLoc loc = SrcLoc::current());
+
+  /// The kernel body, called once with one block index per grid dimension.
+  void kernel(std::vector<Expr> grid, int threads, std::function<void(Expr)> body,
+              SrcLoc loc = SrcLoc::current());
+  void kernel(std::vector<Expr> grid, int threads, std::function<void(Expr, Expr)> body,
+              SrcLoc loc = SrcLoc::current());
+  void kernel(std::vector<Expr> grid, int threads, std::function<void(Expr, Expr, Expr)> body,
+              SrcLoc loc = SrcLoc::current());
+
+  const std::string &name() const;
+  const std::vector<ParamInfo> &params() const;
+  mlir::MLIRContext &context();
+  mlir::ModuleOp module();
+  /// The module as text (generic or custom form).
+  std::string str(bool generic = false);
+
+  // Internal: the program whose kernel is being built on this thread.
+  static Program &current(SrcLoc loc);
+  mlir::OpBuilder &builder();
+  mlir::Value paramValue(size_t index, SrcLoc loc);
+  size_t symbolParam(int64_t symbol) const;
+  static void setLocation(SrcLoc loc);
+  mlir::Location location(SrcLoc loc);
+  struct Impl;
+
+private:
+  void buildKernel(std::vector<Expr> grid, int threads, int dims,
+                   const std::function<void(std::vector<Expr>)> &body, SrcLoc loc);
+  std::unique_ptr<Impl> impl;
+};
+
+/// A tessel::Error whose message starts with the user's file:line.
+[[noreturn]] void fail(SrcLoc loc, const std::string &message);
+
+// Buffers.
+Buffer alloc_shared(std::vector<int64_t> shape, DType type, SrcLoc loc = SrcLoc::current());
+Buffer alloc_fragment(std::vector<int64_t> shape, DType type, SrcLoc loc = SrcLoc::current());
+Buffer alloc_local(std::vector<int64_t> shape, DType type, SrcLoc loc = SrcLoc::current());
+/// Storage offset of element (i0, i1, ...) = sum(i_d * strides[d]), e.g.
+/// padded rows.
+void annotate_layout(const Buffer &b, std::vector<int64_t> strides, SrcLoc loc = SrcLoc::current());
+
+// Loops.
+void parallel(std::vector<int64_t> extents, std::function<void(std::vector<Expr>)> body,
+              SrcLoc loc = SrcLoc::current());
+void parallel(int64_t n, std::function<void(Expr)> body, SrcLoc loc = SrcLoc::current());
+void parallel(int64_t m, int64_t n, std::function<void(Expr, Expr)> body,
+              SrcLoc loc = SrcLoc::current());
+void pipelined(Expr count, int stages, std::function<void(Expr)> body, SrcLoc loc = SrcLoc::current());
+void serial(Expr count, std::function<void(Expr)> body, SrcLoc loc = SrcLoc::current());
+void if_(Expr cond, std::function<void()> then, std::function<void()> otherwise = nullptr,
+         SrcLoc loc = SrcLoc::current());
+
+// Tile operations.
+void copy(const Buffer &src, const Buffer &dst, SrcLoc loc = SrcLoc::current());
+void fill(const Buffer &dst, Expr value, SrcLoc loc = SrcLoc::current());
+void clear(const Buffer &dst, SrcLoc loc = SrcLoc::current());
+struct GemmOptions {
+  bool transpose_a = false, transpose_b = false, clear_accum = false;
+};
+void gemm(const Buffer &a, const Buffer &b, const Buffer &c, GemmOptions options = {},
+          SrcLoc loc = SrcLoc::current());
+void reduce_sum(const Buffer &src, const Buffer &dst, int dim, bool clear = true,
+                SrcLoc loc = SrcLoc::current());
+void reduce_max(const Buffer &src, const Buffer &dst, int dim, bool clear = true,
+                SrcLoc loc = SrcLoc::current());
+void reduce_min(const Buffer &src, const Buffer &dst, int dim, bool clear = true,
+                SrcLoc loc = SrcLoc::current());
+void reduce_absmax(const Buffer &src, const Buffer &dst, int dim, bool clear = true,
+                   SrcLoc loc = SrcLoc::current());
+/// dst += src, element by element, atomically.
+void atomic_add(const Buffer &dst, const Buffer &src, MemoryOrder order = MemoryOrder::relaxed,
+                SrcLoc loc = SrcLoc::current());
+/// One element += value, atomically.
+void atomic_add(const Ref &dst, Expr value, MemoryOrder order = MemoryOrder::relaxed,
+                SrcLoc loc = SrcLoc::current());
+
+} // namespace tessel
+
+#endif

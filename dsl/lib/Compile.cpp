@@ -1,0 +1,143 @@
+//===- Compile.cpp - Program to a launchable kernel -----------------------===//
+#include "tessel/dsl/Compile.h"
+#include "tessel/Target/CudaEmitter.h"
+#include "tessel/Transforms/Passes.h"
+#include "tessel/runtime/Cache.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassInstrumentation.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <chrono>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+
+using namespace mlir;
+using namespace tessel;
+namespace fs = std::filesystem;
+
+namespace {
+/// Writes the IR after every pass to NN-<pass>.mlir.
+struct DumpAfterEachPass : PassInstrumentation {
+  fs::path dir;
+  int counter = 1;
+  explicit DumpAfterEachPass(fs::path d) : dir(std::move(d)) {}
+  void runAfterPass(Pass *pass, Operation *op) override {
+    if (pass->getArgument().empty()) return; // the nesting adaptor
+    ModuleOp module = op->getParentOfType<ModuleOp>();
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    (module ? module.getOperation() : op)->print(os);
+    std::ofstream(dir / fmt::format("{:02}-{}.mlir", counter++, pass->getArgument().str())) << text;
+  }
+};
+
+double msSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
+std::string printOp(Operation *op) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  op->print(os);
+  return s;
+}
+} // namespace
+
+Kernel tessel::compile(Program &program, const CompileOptions &options) {
+  auto start = std::chrono::steady_clock::now();
+  std::optional<TargetInfo> target = lookupTarget(options.arch);
+  if (!target)
+    throw Error(fmt::format("unknown target '{}'; use sm_80, sm_90a or sm_100a", options.arch));
+  if (program.module().getBody()->empty())
+    throw Error(fmt::format("program '{}' has no kernel; call Program::kernel first", program.name()));
+  Kernel k;
+  k.info = program.params();
+  k.tile = program.str();
+  OwningOpRef<ModuleOp> module(program.module().clone());
+
+  std::string messages;
+  ScopedDiagnosticHandler handler(&program.context(), [&](Diagnostic &diag) {
+    std::string where;
+    llvm::raw_string_ostream os(where);
+    if (auto fl = llvm::dyn_cast<FileLineColLoc>(diag.getLocation()))
+      os << fl.getFilename().getValue() << ":" << fl.getLine();
+    else
+      os << diag.getLocation();
+    messages += fmt::format("{}: {}: {}\n", where,
+                            diag.getSeverity() == DiagnosticSeverity::Error ? "error" : "note", diag.str());
+    for (Diagnostic &note : diag.getNotes()) {
+      std::string nw;
+      llvm::raw_string_ostream nos(nw);
+      if (auto fl = llvm::dyn_cast<FileLineColLoc>(note.getLocation()))
+        nos << fl.getFilename().getValue() << ":" << fl.getLine();
+      messages += fmt::format("{}: note: {}\n", nw, note.str());
+    }
+    return success();
+  });
+
+  PassManager pm(&program.context());
+  buildTesselPipeline(pm, *target);
+  if (!options.dumpIrDir.empty()) {
+    fs::create_directories(options.dumpIrDir);
+    std::ofstream(fs::path(options.dumpIrDir) / "00-input.mlir") << k.tile;
+    pm.addInstrumentation(std::make_unique<DumpAfterEachPass>(options.dumpIrDir));
+  }
+  if (failed(pm.run(*module)))
+    throw Error(messages.empty() ? "the Tessel pipeline failed" : messages.substr(0, messages.size() - 1));
+  k.timing.passesMs = msSince(start);
+  k.lowered = printOp(*module);
+
+  auto emitStart = std::chrono::steady_clock::now();
+  tile::KernelOp kernelOp = *module->getOps<tile::KernelOp>().begin();
+  llvm::raw_string_ostream os(k.source);
+  FailureOr<rt::KernelSpec> spec = emitCuda(kernelOp, os);
+  if (failed(spec)) throw Error(messages.empty() ? "CUDA emission failed" : messages);
+  k.timing.emitMs = msSince(emitStart);
+
+  auto nvrtcStart = std::chrono::steady_clock::now();
+  rt::KernelCache &cache = rt::KernelCache::global();
+  int before = cache.stats().nvrtcCompiles;
+  std::shared_ptr<const rt::Binary> bin = cache.getOrCompile(k.source, target->arch);
+  k.timing.nvrtcCalled = cache.stats().nvrtcCompiles != before;
+  k.timing.nvrtcMs = msSince(nvrtcStart);
+  k.loaded = std::make_shared<rt::LoadedKernel>(*spec, bin, target->arch);
+  k.timing.totalMs = msSince(start);
+
+  if (!options.dumpIrDir.empty()) {
+    fs::path dir(options.dumpIrDir);
+    std::ofstream(dir / "kernel.cu") << k.source;
+    std::ofstream(dir / "kernel.ptx") << bin->ptx;
+    std::ofstream(dir / "kernel.cubin", std::ios::binary) << bin->cubin;
+  }
+  return k;
+}
+
+void Kernel::launch(const std::vector<rt::LaunchArg> &args, CUstream stream) {
+  if (args.size() != info.size())
+    throw Error(fmt::format("kernel {} takes {} arguments, got {}", spec().name, info.size(), args.size()));
+  // Symbol values, by symbol index.
+  std::vector<int64_t> symbols;
+  std::vector<std::string> symbolNames;
+  for (size_t i = 0; i < info.size(); ++i)
+    if (!info[i].isTensor && info[i].dtype == DType::index) {
+      symbols.push_back(args[i].i);
+      symbolNames.push_back(info[i].name);
+    }
+  for (size_t i = 0; i < info.size(); ++i) {
+    if (!info[i].isTensor) continue;
+    if (args[i].kind != rt::LaunchArg::Buffer)
+      throw Error(fmt::format("kernel {}: argument {} ('{}') must be a device buffer", spec().name, i, info[i].name));
+    for (size_t d = 0; d < info[i].extents.size() && d < args[i].shape.size(); ++d) {
+      int64_t e = info[i].extents[d];
+      if (e >= 0) continue;
+      size_t s = -(e + 1);
+      if (args[i].shape[d] != symbols[s])
+        throw Error(fmt::format("kernel {}: tensor '{}' has extent {} in dimension {}, but {} = {}",
+                                spec().name, info[i].name, args[i].shape[d], d, symbolNames[s], symbols[s]));
+    }
+  }
+  loaded->launch(args, stream);
+}

@@ -1,0 +1,888 @@
+//===- Program.cpp - the Tessel C++ tile DSL ------------------------------===//
+#include "tessel/dsl/Program.h"
+#include "tessel/Dialect/Tile/TileDialect.h"
+#include "tessel/Dialect/TileNV/TileNVDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <fmt/format.h>
+
+using namespace mlir;
+using namespace tessel;
+using tessel::tile::MemorySpace;
+
+//===----------------------------------------------------------------------===//
+// Program state
+//===----------------------------------------------------------------------===//
+
+struct tessel::ExprNode {
+  enum Kind { Const, FConst, Sym, Bin, Val } kind;
+  int64_t i = 0;
+  double f = 0;
+  char op = 0;
+  std::shared_ptr<ExprNode> lhs, rhs;
+  void *val = nullptr; // mlir::Value
+  DType type = DType::index;
+};
+
+struct Program::Impl {
+  std::unique_ptr<MLIRContext> ctx;
+  OwningOpRef<ModuleOp> module;
+  std::unique_ptr<OpBuilder> builder;
+  std::string name;
+  std::vector<ParamInfo> params;
+  std::vector<std::vector<Expr>> tensorShapes; // per param (empty for scalars)
+  std::vector<int> symParam;                   // symbol index -> param index
+  std::vector<Value> paramValues;              // while building the kernel
+  bool built = false;
+};
+
+static thread_local Program *buildingProgram = nullptr;
+
+void tessel::fail(SrcLoc loc, const std::string &message) {
+  throw Error(fmt::format("{}:{}: error: {}", loc.file_name(), loc.line(), message));
+}
+
+const char *tessel::name(DType t) {
+  static const char *names[] = {"f16", "bf16", "f32", "f64", "i32", "i64", "index", "i1"};
+  return names[static_cast<int>(t)];
+}
+
+int64_t tessel::byteSize(DType t) {
+  switch (t) {
+  case DType::f16: case DType::bf16: return 2;
+  case DType::f64: case DType::i64: return 8;
+  case DType::i1: return 1;
+  default: return 4;
+  }
+}
+
+static Type toMlir(MLIRContext *ctx, DType t) {
+  Builder b(ctx);
+  switch (t) {
+  case DType::f16: return b.getF16Type();
+  case DType::bf16: return b.getBF16Type();
+  case DType::f32: return b.getF32Type();
+  case DType::f64: return b.getF64Type();
+  case DType::i32: return b.getI32Type();
+  case DType::i64: return b.getI64Type();
+  case DType::index: return b.getIndexType();
+  case DType::i1: return b.getI1Type();
+  }
+  return {};
+}
+
+static DType fromMlir(Type t) {
+  if (t.isF16()) return DType::f16;
+  if (t.isBF16()) return DType::bf16;
+  if (t.isF32()) return DType::f32;
+  if (t.isF64()) return DType::f64;
+  if (t.isInteger(32)) return DType::i32;
+  if (t.isInteger(64)) return DType::i64;
+  if (t.isInteger(1)) return DType::i1;
+  return DType::index;
+}
+
+static bool isFloat(DType t) {
+  return t == DType::f16 || t == DType::bf16 || t == DType::f32 || t == DType::f64;
+}
+
+static MemorySpace toSpace(Space s) { return static_cast<MemorySpace>(static_cast<int>(s)); }
+
+static const char *spaceName(Space s) {
+  static const char *names[] = {"global", "shared", "fragment", "local"};
+  return names[static_cast<int>(s)];
+}
+
+static std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + (shape[i] < 0 ? std::string("?") : std::to_string(shape[i]));
+  return s + "]";
+}
+
+/// Turns MLIR diagnostics raised while `fn` runs into a tessel::Error.
+template <class Fn> static void withDiagnostics(MLIRContext &ctx, Fn &&fn) {
+  std::string messages;
+  ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &diag) {
+    std::string loc;
+    llvm::raw_string_ostream os(loc);
+    if (auto fl = llvm::dyn_cast<FileLineColLoc>(diag.getLocation()))
+      os << fl.getFilename().getValue() << ":" << fl.getLine() << ": ";
+    else
+      os << diag.getLocation() << ": ";
+    const char *sev = diag.getSeverity() == DiagnosticSeverity::Error ? "error" : "note";
+    messages += loc + sev + ": " + diag.str() + "\n";
+    for (Diagnostic &note : diag.getNotes()) {
+      std::string nloc;
+      llvm::raw_string_ostream nos(nloc);
+      if (auto fl = llvm::dyn_cast<FileLineColLoc>(note.getLocation()))
+        nos << fl.getFilename().getValue() << ":" << fl.getLine() << ": ";
+      messages += nloc + "note: " + note.str() + "\n";
+    }
+    return success();
+  });
+  bool ok = fn();
+  if (!ok || !messages.empty()) {
+    if (messages.empty()) messages = "compilation failed without a diagnostic\n";
+    messages.pop_back();
+    throw Error(messages);
+  }
+}
+
+Program::Program(std::string name, SrcLoc loc) : impl(std::make_unique<Impl>()) {
+  impl->ctx = std::make_unique<MLIRContext>();
+  impl->ctx->loadDialect<tile::TileDialect, tilenv::TileNVDialect, arith::ArithDialect,
+                         math::MathDialect, memref::MemRefDialect, scf::SCFDialect>();
+  impl->builder = std::make_unique<OpBuilder>(impl->ctx.get());
+  impl->module = ModuleOp::create(location(loc));
+  impl->name = std::move(name);
+  if (impl->name.empty() || !(std::isalpha(impl->name[0]) || impl->name[0] == '_'))
+    fail(loc, "kernel name '" + impl->name + "' must be a C identifier");
+}
+Program::~Program() = default;
+Program::Program(Program &&) noexcept = default;
+Program &Program::operator=(Program &&) noexcept = default;
+
+const std::string &Program::name() const { return impl->name; }
+const std::vector<ParamInfo> &Program::params() const { return impl->params; }
+MLIRContext &Program::context() { return *impl->ctx; }
+ModuleOp Program::module() { return *impl->module; }
+OpBuilder &Program::builder() { return *impl->builder; }
+
+Location Program::location(SrcLoc loc) {
+  return FileLineColLoc::get(impl->ctx.get(), loc.file_name(), loc.line(), loc.column());
+}
+
+Program &Program::current(SrcLoc loc) {
+  if (!buildingProgram) fail(loc, "tile operations can only be used inside Program::kernel's body");
+  return *buildingProgram;
+}
+
+std::string Program::str(bool generic) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  OpPrintingFlags flags;
+  if (generic) flags.printGenericOpForm();
+  impl->module->print(os, flags);
+  return s;
+}
+
+Expr Program::sym(const std::string &name, SrcLoc loc) { return scalar(name, DType::index, loc); }
+
+Expr Program::scalar(const std::string &name, DType type, SrcLoc loc) {
+  if (impl->built) fail(loc, "parameters must be declared before the kernel is built");
+  ParamInfo p;
+  p.name = name;
+  p.dtype = type;
+  impl->params.push_back(p);
+  impl->tensorShapes.emplace_back();
+  auto node = std::make_shared<ExprNode>();
+  if (type == DType::index) {
+    node->kind = ExprNode::Sym;
+    node->i = impl->symParam.size();
+    impl->symParam.push_back(impl->params.size() - 1);
+  } else {
+    // Non-index scalars are kernel values only.
+    node->kind = ExprNode::Sym;
+    node->i = -static_cast<int64_t>(impl->params.size()); // -(param + 1)
+    node->type = type;
+  }
+  return Expr(node);
+}
+
+Tensor Program::tensor(const std::string &name, std::vector<Expr> shape, DType type, SrcLoc loc) {
+  if (impl->built) fail(loc, "parameters must be declared before the kernel is built");
+  if (shape.empty()) fail(loc, "tensor '" + name + "' needs at least one dimension");
+  ParamInfo p;
+  p.name = name;
+  p.isTensor = true;
+  p.dtype = type;
+  Tensor t;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    int64_t c;
+    ExprNode &n = *shape[d].node;
+    if (shape[d].isConstant(&c)) {
+      if (c <= 0) fail(loc, fmt::format("tensor '{}' dimension {} must be positive, got {}", name, d, c));
+      p.extents.push_back(c);
+      t.dims.push_back(c);
+    } else if (n.kind == ExprNode::Sym && n.i >= 0) {
+      p.extents.push_back(-(1 + n.i));
+      t.dims.push_back(-1);
+    } else {
+      fail(loc, fmt::format("tensor '{}' dimension {} must be a constant or a symbol", name, d));
+    }
+  }
+  t.elt = type;
+  t.where = Space::global;
+  t.param = impl->params.size();
+  t.exts = std::move(shape);
+  t.label = name;
+  impl->params.push_back(p);
+  impl->tensorShapes.push_back(t.exts);
+  return t;
+}
+
+/// A symbolic (host) expression as an affine expression over the symbols.
+static AffineExpr toAffine(const ExprNode &n, MLIRContext *ctx, SrcLoc loc) {
+  switch (n.kind) {
+  case ExprNode::Const: return getAffineConstantExpr(n.i, ctx);
+  case ExprNode::Sym:
+    if (n.i < 0) fail(loc, "the grid can only depend on index symbols (Program::sym)");
+    return getAffineSymbolExpr(n.i, ctx);
+  case ExprNode::Bin: {
+    AffineExpr l = toAffine(*n.lhs, ctx, loc), r = toAffine(*n.rhs, ctx, loc);
+    bool rhsConst = llvm::isa<AffineConstantExpr>(r);
+    switch (n.op) {
+    case '+': return l + r;
+    case '-': return l - r;
+    case '*':
+      if (!rhsConst && !llvm::isa<AffineConstantExpr>(l)) break;
+      return l * r;
+    case '/': if (rhsConst) return l.floorDiv(r); break;
+    case '%': if (rhsConst) return l % r; break;
+    case 'c': if (rhsConst) return l.ceilDiv(r); break;
+    }
+    fail(loc, "grid extents must be affine in the symbols (divide and multiply by constants)");
+  }
+  default: fail(loc, "grid extents must be computed from constants and symbols");
+  }
+}
+
+void Program::buildKernel(std::vector<Expr> grid, int threads, int dims,
+                          const std::function<void(std::vector<Expr>)> &body, SrcLoc loc) {
+  if (impl->built) fail(loc, "a Program holds one kernel; it was already built");
+  if (grid.size() != static_cast<size_t>(dims))
+    fail(loc, fmt::format("the body takes {} block indices but the grid has {} dimensions", dims, grid.size()));
+  if (threads <= 0 || threads % 32 || threads > 1024)
+    fail(loc, fmt::format("threads must be a positive multiple of 32 up to 1024, got {}", threads));
+  MLIRContext *ctx = impl->ctx.get();
+  SmallVector<AffineExpr> gridExprs;
+  for (Expr &g : grid) {
+    int64_t c;
+    if (g.isConstant(&c) && c <= 0) fail(loc, fmt::format("grid extents must be positive, got {}", c));
+    gridExprs.push_back(toAffine(*g.node, ctx, loc));
+  }
+  AffineMap gridMap = AffineMap::get(0, impl->symParam.size(), gridExprs, ctx);
+
+  OpBuilder &b = builder();
+  b.setInsertionPointToEnd(impl->module->getBody());
+  Location l = location(loc);
+  OperationState state(l, tile::KernelOp::getOperationName());
+  state.addAttribute("sym_name", b.getStringAttr(impl->name));
+  state.addAttribute("grid", AffineMapAttr::get(gridMap));
+  state.addAttribute("threads", b.getI64IntegerAttr(threads));
+  state.addAttribute("num_params", b.getI64IntegerAttr(impl->params.size()));
+  Region *region = state.addRegion();
+  Block *block = new Block();
+  region->push_back(block);
+  for (auto [i, p] : llvm::enumerate(impl->params)) {
+    Type t = toMlir(ctx, p.dtype);
+    if (p.isTensor) {
+      SmallVector<int64_t> shape;
+      for (int64_t e : p.extents) shape.push_back(e < 0 ? ShapedType::kDynamic : e);
+      t = tile::getTileMemRefType(shape, t, MemorySpace::global);
+    }
+    impl->paramValues.push_back(block->addArgument(t, l));
+  }
+  std::vector<Expr> blockIdx;
+  for (int d = 0; d < dims; ++d) {
+    auto n = std::make_shared<ExprNode>();
+    n->kind = ExprNode::Val;
+    n->val = block->addArgument(b.getIndexType(), l).getAsOpaquePointer();
+    blockIdx.emplace_back(n);
+  }
+  auto kernel = llvm::cast<tile::KernelOp>(b.create(state));
+  b.setInsertionPointToStart(&kernel.getBodyBlock());
+  struct Reset {
+    Program *prev;
+    ~Reset() { buildingProgram = prev; }
+  } reset{buildingProgram};
+  buildingProgram = this;
+  body(blockIdx);
+  impl->built = true;
+  withDiagnostics(*ctx, [&] { return succeeded(mlir::verify(*impl->module)); });
+}
+
+void Program::kernel(std::vector<Expr> grid, int threads, std::function<void(Expr)> body, SrcLoc loc) {
+  buildKernel(std::move(grid), threads, 1, [&](std::vector<Expr> i) { body(i[0]); }, loc);
+}
+void Program::kernel(std::vector<Expr> grid, int threads, std::function<void(Expr, Expr)> body,
+                     SrcLoc loc) {
+  buildKernel(std::move(grid), threads, 2, [&](std::vector<Expr> i) { body(i[0], i[1]); }, loc);
+}
+void Program::kernel(std::vector<Expr> grid, int threads,
+                     std::function<void(Expr, Expr, Expr)> body, SrcLoc loc) {
+  buildKernel(std::move(grid), threads, 3,
+              [&](std::vector<Expr> i) { body(i[0], i[1], i[2]); }, loc);
+}
+
+//===----------------------------------------------------------------------===//
+// Expressions
+//===----------------------------------------------------------------------===//
+
+static Expr constant(int64_t v) {
+  auto n = std::make_shared<ExprNode>();
+  n->kind = ExprNode::Const;
+  n->i = v;
+  return Expr(n);
+}
+
+Expr::Expr(int v) : Expr(constant(v)) {}
+Expr::Expr(int64_t v) : Expr(constant(v)) {}
+Expr::Expr(double v) : node(std::make_shared<ExprNode>()) {
+  node->kind = ExprNode::FConst;
+  node->f = v;
+  node->type = DType::f32;
+}
+
+static Expr fromValue(Value v) {
+  auto n = std::make_shared<ExprNode>();
+  n->kind = ExprNode::Val;
+  n->val = v.getAsOpaquePointer();
+  n->type = fromMlir(v.getType());
+  return Expr(n);
+}
+
+DType Expr::type() const {
+  if (node->kind == ExprNode::Val) return fromMlir(Value::getFromOpaquePointer(node->val).getType());
+  return node->type;
+}
+
+bool Expr::isConstant(int64_t *v) const {
+  if (node->kind != ExprNode::Const) return false;
+  if (v) *v = node->i;
+  return true;
+}
+
+static bool isHost(const ExprNode &n) {
+  return n.kind == ExprNode::Const || (n.kind == ExprNode::Sym && n.i >= 0) ||
+         (n.kind == ExprNode::Bin && isHost(*n.lhs) && isHost(*n.rhs));
+}
+
+static thread_local SrcLoc lastLoc = SrcLoc::current();
+
+/// Converts between the scalar types a kernel computes with.
+static Value convertTo(OpBuilder &b, Location l, Value v, Type to) {
+  Type from = v.getType();
+  if (from == to) return v;
+  auto fFrom = llvm::dyn_cast<FloatType>(from), fTo = llvm::dyn_cast<FloatType>(to);
+  if (fFrom && fTo) {
+    if (fFrom.getWidth() < fTo.getWidth()) return arith::ExtFOp::create(b, l, to, v);
+    if (fFrom.getWidth() > fTo.getWidth()) return arith::TruncFOp::create(b, l, to, v);
+    Value wide = arith::ExtFOp::create(b, l, b.getF32Type(), v);
+    return arith::TruncFOp::create(b, l, to, wide);
+  }
+  if (from.isIndex()) {
+    Value i = arith::IndexCastOp::create(b, l, b.getI32Type(), v);
+    return to.isInteger(32) ? i : convertTo(b, l, i, to);
+  }
+  if (to.isIndex()) return arith::IndexCastOp::create(b, l, to, convertTo(b, l, v, b.getI32Type()));
+  if (fTo) return arith::SIToFPOp::create(b, l, to, v);
+  if (fFrom) return arith::FPToSIOp::create(b, l, to, v);
+  if (from.getIntOrFloatBitWidth() < to.getIntOrFloatBitWidth())
+    return arith::ExtSIOp::create(b, l, to, v);
+  return arith::TruncIOp::create(b, l, to, v);
+}
+
+Value Expr::value(DType as) const {
+  Program &p = Program::current(lastLoc);
+  OpBuilder &b = p.builder();
+  Location l = p.location(lastLoc);
+  Type t = toMlir(&p.context(), as);
+  switch (node->kind) {
+  case ExprNode::Const:
+    if (isFloat(as)) return arith::ConstantOp::create(b, l, FloatAttr::get(t, (double)node->i));
+    return arith::ConstantOp::create(b, l, IntegerAttr::get(t, node->i));
+  case ExprNode::FConst:
+    if (!isFloat(as)) fail(lastLoc, fmt::format("a floating-point constant is used as {}", name(as)));
+    return arith::ConstantOp::create(b, l, FloatAttr::get(t, node->f));
+  case ExprNode::Sym: {
+    size_t param = node->i >= 0 ? p.symbolParam(node->i) : static_cast<size_t>(-node->i - 1);
+    return convertTo(b, l, p.paramValue(param, lastLoc), t);
+  }
+  case ExprNode::Bin: {
+    Value lhs = Expr(node->lhs).value(as);
+    Value rhs = Expr(node->rhs).value(as);
+    switch (node->op) {
+    case '+': return arith::AddIOp::create(b, l, lhs, rhs);
+    case '-': return arith::SubIOp::create(b, l, lhs, rhs);
+    case '*': return arith::MulIOp::create(b, l, lhs, rhs);
+    case '/': return arith::DivSIOp::create(b, l, lhs, rhs);
+    case '%': return arith::RemSIOp::create(b, l, lhs, rhs);
+    default: return arith::CeilDivSIOp::create(b, l, lhs, rhs);
+    }
+  }
+  case ExprNode::Val: return Value::getFromOpaquePointer(node->val);
+  }
+  return {};
+}
+
+Value Program::paramValue(size_t index, SrcLoc loc) {
+  if (index >= impl->paramValues.size())
+    fail(loc, "a kernel parameter is used outside Program::kernel's body");
+  return impl->paramValues[index];
+}
+size_t Program::symbolParam(int64_t symbol) const { return impl->symParam.at(symbol); }
+void Program::setLocation(SrcLoc loc) { lastLoc = loc; }
+
+/// The common type two operands compute in: a kernel value's type wins over
+/// a constant's; two kernel values must agree.
+static DType commonType(const Expr &a, const Expr &b) {
+  bool aVal = a.node->kind == ExprNode::Val || (a.node->kind == ExprNode::Sym && a.node->i < 0);
+  bool bVal = b.node->kind == ExprNode::Val || (b.node->kind == ExprNode::Sym && b.node->i < 0);
+  DType ta = a.type(), tb = b.type();
+  if (aVal && bVal && ta != tb)
+    fail(lastLoc, fmt::format("operands have types {} and {}; convert one with cast()", name(ta), name(tb)));
+  if (aVal) return ta;
+  if (bVal) return tb;
+  if (a.node->kind == ExprNode::FConst || b.node->kind == ExprNode::FConst) return DType::f32;
+  return DType::index;
+}
+
+static Expr hostBinary(char op, Expr a, Expr b) {
+  auto n = std::make_shared<ExprNode>();
+  n->kind = ExprNode::Bin;
+  n->op = op;
+  n->lhs = a.node;
+  n->rhs = b.node;
+  return Expr(n);
+}
+
+static Expr binary(char op, Expr a, Expr b) {
+  int64_t x, y;
+  if (a.isConstant(&x) && b.isConstant(&y)) {
+    switch (op) {
+    case '+': return x + y;
+    case '-': return x - y;
+    case '*': return x * y;
+    case '/': if (y) return x / y; break;
+    case '%': if (y) return x % y; break;
+    case 'c': if (y) return (x + y - 1) / y; break;
+    }
+    fail(lastLoc, "division by zero in a constant expression");
+  }
+  if (isHost(*a.node) && isHost(*b.node)) return hostBinary(op, a, b);
+  DType t = commonType(a, b);
+  Program &p = Program::current(lastLoc);
+  OpBuilder &bld = p.builder();
+  Location l = p.location(lastLoc);
+  Value lhs = a.value(t), rhs = b.value(t);
+  if (isFloat(t)) {
+    switch (op) {
+    case '+': return fromValue(arith::AddFOp::create(bld, l, lhs, rhs));
+    case '-': return fromValue(arith::SubFOp::create(bld, l, lhs, rhs));
+    case '*': return fromValue(arith::MulFOp::create(bld, l, lhs, rhs));
+    case '/': return fromValue(arith::DivFOp::create(bld, l, lhs, rhs));
+    case 'M': return fromValue(arith::MaxNumFOp::create(bld, l, lhs, rhs));
+    case 'm': return fromValue(arith::MinNumFOp::create(bld, l, lhs, rhs));
+    default: fail(lastLoc, "this operator needs integer operands");
+    }
+  }
+  switch (op) {
+  case '+': return fromValue(arith::AddIOp::create(bld, l, lhs, rhs));
+  case '-': return fromValue(arith::SubIOp::create(bld, l, lhs, rhs));
+  case '*': return fromValue(arith::MulIOp::create(bld, l, lhs, rhs));
+  case '/': return fromValue(arith::DivSIOp::create(bld, l, lhs, rhs));
+  case '%': return fromValue(arith::RemSIOp::create(bld, l, lhs, rhs));
+  case 'c': return fromValue(arith::CeilDivSIOp::create(bld, l, lhs, rhs));
+  case 'M': return fromValue(arith::MaxSIOp::create(bld, l, lhs, rhs));
+  case 'm': return fromValue(arith::MinSIOp::create(bld, l, lhs, rhs));
+  case '&': return fromValue(arith::AndIOp::create(bld, l, lhs, rhs));
+  }
+  return {0};
+}
+
+static Expr compare(arith::CmpIPredicate ip, arith::CmpFPredicate fp, Expr a, Expr b) {
+  DType t = commonType(a, b);
+  Program &p = Program::current(lastLoc);
+  Location l = p.location(lastLoc);
+  Value lhs = a.value(t), rhs = b.value(t);
+  if (isFloat(t)) return fromValue(arith::CmpFOp::create(p.builder(), l, fp, lhs, rhs));
+  return fromValue(arith::CmpIOp::create(p.builder(), l, ip, lhs, rhs));
+}
+
+static Expr unary(Expr a, function_ref<Value(OpBuilder &, Location, Value)> make) {
+  Program &p = Program::current(lastLoc);
+  DType t = a.type();
+  if (!isFloat(t)) fail(lastLoc, fmt::format("this function needs a floating-point operand, got {}", name(t)));
+  return fromValue(make(p.builder(), p.location(lastLoc), a.value(t)));
+}
+
+Expr tessel::operator+(Expr a, Expr b) { return binary('+', a, b); }
+Expr tessel::operator-(Expr a, Expr b) { return binary('-', a, b); }
+Expr tessel::operator*(Expr a, Expr b) { return binary('*', a, b); }
+Expr tessel::operator/(Expr a, Expr b) { return binary('/', a, b); }
+Expr tessel::operator%(Expr a, Expr b) { return binary('%', a, b); }
+Expr tessel::operator-(Expr a) {
+  if (isFloat(a.type()) || a.node->kind == ExprNode::FConst) return Expr(0.0) - a;
+  return Expr(0) - a;
+}
+Expr tessel::ceil_div(Expr a, Expr b) { return binary('c', a, b); }
+Expr tessel::max(Expr a, Expr b) { return binary('M', a, b); }
+Expr tessel::min(Expr a, Expr b) { return binary('m', a, b); }
+Expr tessel::operator&&(Expr a, Expr b) { return binary('&', a, b); }
+using CI = arith::CmpIPredicate;
+using CF = arith::CmpFPredicate;
+Expr tessel::operator<(Expr a, Expr b) { return compare(CI::slt, CF::OLT, a, b); }
+Expr tessel::operator<=(Expr a, Expr b) { return compare(CI::sle, CF::OLE, a, b); }
+Expr tessel::operator>(Expr a, Expr b) { return compare(CI::sgt, CF::OGT, a, b); }
+Expr tessel::operator>=(Expr a, Expr b) { return compare(CI::sge, CF::OGE, a, b); }
+Expr tessel::operator==(Expr a, Expr b) { return compare(CI::eq, CF::OEQ, a, b); }
+Expr tessel::exp(Expr a) {
+  return unary(a, [](OpBuilder &b, Location l, Value v) -> Value { return math::ExpOp::create(b, l, v); });
+}
+Expr tessel::exp2(Expr a) {
+  return unary(a, [](OpBuilder &b, Location l, Value v) -> Value { return math::Exp2Op::create(b, l, v); });
+}
+Expr tessel::log(Expr a) {
+  return unary(a, [](OpBuilder &b, Location l, Value v) -> Value { return math::LogOp::create(b, l, v); });
+}
+Expr tessel::sqrt(Expr a) {
+  return unary(a, [](OpBuilder &b, Location l, Value v) -> Value { return math::SqrtOp::create(b, l, v); });
+}
+Expr tessel::abs(Expr a) {
+  return unary(a, [](OpBuilder &b, Location l, Value v) -> Value { return math::AbsFOp::create(b, l, v); });
+}
+Expr tessel::select(Expr cond, Expr a, Expr b) {
+  DType t = commonType(a, b);
+  Program &p = Program::current(lastLoc);
+  return fromValue(arith::SelectOp::create(p.builder(), p.location(lastLoc), cond.value(DType::i1),
+                                           a.value(t), b.value(t)));
+}
+Expr tessel::cast(Expr a, DType to, SrcLoc loc) {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  Value v = a.value(a.node->kind == ExprNode::FConst ? DType::f32 : a.type());
+  return fromValue(convertTo(p.builder(), p.location(loc), v, toMlir(&p.context(), to)));
+}
+
+//===----------------------------------------------------------------------===//
+// Buffers and element access
+//===----------------------------------------------------------------------===//
+
+Value Buffer::value() const {
+  if (param >= 0) return Program::current(lastLoc).paramValue(param, lastLoc);
+  if (!impl) fail(lastLoc, "use of an empty Buffer");
+  return Value::getFromOpaquePointer(impl);
+}
+
+Ref Buffer::operator()(Expr i, SrcLoc loc) const { return at({i}, loc); }
+Ref Buffer::operator()(Expr i, Expr j, SrcLoc loc) const { return at({i, j}, loc); }
+Ref Buffer::operator()(Expr i, Expr j, Expr k, SrcLoc loc) const { return at({i, j, k}, loc); }
+
+Ref Buffer::at(std::vector<Expr> idx, SrcLoc loc) const {
+  if (static_cast<int64_t>(idx.size()) != rank())
+    fail(loc, fmt::format("a rank-{} buffer is indexed with {} indices", rank(), idx.size()));
+  return Ref(*this, std::move(idx), loc);
+}
+
+static SmallVector<Value> indexValues(const std::vector<Expr> &idx) {
+  SmallVector<Value> out;
+  for (const Expr &e : idx) {
+    if (isFloat(e.type()) || e.node->kind == ExprNode::FConst)
+      fail(lastLoc, "buffer indices must be integers");
+    out.push_back(e.value(DType::index));
+  }
+  return out;
+}
+
+Ref::operator Expr() const {
+  lastLoc = where;
+  Program &p = Program::current(where);
+  Value v = memref::LoadOp::create(p.builder(), p.location(where), buf.value(), indexValues(indices));
+  return fromValue(v);
+}
+
+Ref &Ref::operator=(const Expr &v) {
+  lastLoc = where;
+  Program &p = Program::current(where);
+  OpBuilder &b = p.builder();
+  Location l = p.location(where);
+  Type elt = toMlir(&p.context(), buf.dtype());
+  DType src = v.node->kind == ExprNode::FConst ? buf.dtype() : v.type();
+  Value value = convertTo(b, l, v.value(isHost(*v.node) ? buf.dtype() : src), elt);
+  memref::StoreOp::create(b, l, value, buf.value(), indexValues(indices));
+  return *this;
+}
+
+Ref &Ref::operator+=(const Expr &v) {
+  Expr sum = static_cast<Expr>(*this) + v;
+  return *this = sum;
+}
+
+Buffer Buffer::tile(std::vector<Expr> offsets, std::vector<int64_t> sizes, SrcLoc loc) const {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  if (offsets.size() != dims.size() || sizes.size() != dims.size())
+    fail(loc, fmt::format("a tile of a rank-{} buffer needs {} offsets and sizes, got {} and {}",
+                          rank(), rank(), offsets.size(), sizes.size()));
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (sizes[d] <= 0)
+      fail(loc, fmt::format("tile sizes must be positive, got {}", shapeText(sizes)));
+    int64_t off;
+    if (dims[d] >= 0 && sizes[d] > dims[d])
+      fail(loc, fmt::format("tile {} does not fit in buffer {} (dimension {})", shapeText(sizes),
+                            shapeText(dims), d));
+    if (dims[d] >= 0 && offsets[d].isConstant(&off) && (off < 0 || off + sizes[d] > dims[d]))
+      fail(loc, fmt::format("tile {} at offset {} lies outside buffer {} in dimension {}",
+                            shapeText(sizes), off, shapeText(dims), d));
+  }
+  auto region = tile::RegionOp::create(p.builder(), p.location(loc), value(), indexValues(offsets),
+                                       ArrayRef<int64_t>(sizes));
+  Buffer out;
+  out.impl = region.getResult().getAsOpaquePointer();
+  out.dims = sizes;
+  out.elt = elt;
+  out.where = where;
+  return out;
+}
+
+static Buffer allocate(Space space, std::vector<int64_t> shape, DType type, SrcLoc loc) {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  if (shape.empty()) fail(loc, "a buffer needs at least one dimension");
+  for (int64_t d : shape)
+    if (d <= 0) fail(loc, fmt::format("{} buffer dimensions must be positive, got {}", spaceName(space), shapeText(shape)));
+  auto alloc = tile::AllocOp::create(
+      p.builder(), p.location(loc),
+      tile::getTileMemRefType(shape, toMlir(&p.context(), type), toSpace(space)), IntegerAttr());
+  return Buffer::wrap(alloc.getResult().getAsOpaquePointer(), shape, type, space);
+}
+
+Buffer Buffer::wrap(void *opaqueValue, std::vector<int64_t> shape, DType type, Space space) {
+  Buffer b;
+  b.impl = opaqueValue;
+  b.dims = std::move(shape);
+  b.elt = type;
+  b.where = space;
+  return b;
+}
+
+Buffer tessel::alloc_shared(std::vector<int64_t> s, DType t, SrcLoc loc) { return allocate(Space::shared, s, t, loc); }
+Buffer tessel::alloc_fragment(std::vector<int64_t> s, DType t, SrcLoc loc) { return allocate(Space::fragment, s, t, loc); }
+Buffer tessel::alloc_local(std::vector<int64_t> s, DType t, SrcLoc loc) { return allocate(Space::local, s, t, loc); }
+
+void tessel::annotate_layout(const Buffer &buf, std::vector<int64_t> strides, SrcLoc loc) {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  if (buf.space() != Space::shared && buf.space() != Space::fragment)
+    fail(loc, fmt::format("layouts are annotated on shared or fragment buffers, not {}", spaceName(buf.space())));
+  if (static_cast<int64_t>(strides.size()) != buf.rank())
+    fail(loc, fmt::format("a rank-{} buffer needs {} strides, got {}", buf.rank(), buf.rank(), strides.size()));
+  MLIRContext *ctx = &p.context();
+  AffineExpr e = getAffineConstantExpr(0, ctx);
+  for (size_t d = 0; d < strides.size(); ++d) {
+    if (strides[d] <= 0) fail(loc, "layout strides must be positive");
+    e = e + getAffineDimExpr(d, ctx) * strides[d];
+  }
+  tile::AnnotateLayoutOp::create(p.builder(), p.location(loc), buf.value(),
+                                 AffineMap::get(strides.size(), 0, e));
+}
+
+//===----------------------------------------------------------------------===//
+// Loops
+//===----------------------------------------------------------------------===//
+
+void tessel::parallel(std::vector<int64_t> extents, std::function<void(std::vector<Expr>)> body,
+                      SrcLoc loc) {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  if (extents.empty()) fail(loc, "parallel needs at least one extent");
+  for (int64_t e : extents)
+    if (e <= 0) fail(loc, fmt::format("parallel extents must be positive, got {}", shapeText(extents)));
+  OpBuilder &b = p.builder();
+  OperationState state(p.location(loc), tile::ParallelOp::getOperationName());
+  state.addAttribute("extents", b.getDenseI64ArrayAttr(extents));
+  Block *block = new Block();
+  state.addRegion()->push_back(block);
+  std::vector<Expr> ivs;
+  for (size_t i = 0; i < extents.size(); ++i)
+    ivs.push_back(fromValue(block->addArgument(b.getIndexType(), p.location(loc))));
+  b.create(state);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(block);
+  body(ivs);
+}
+
+void tessel::parallel(int64_t n, std::function<void(Expr)> body, SrcLoc loc) {
+  parallel(std::vector<int64_t>{n}, [&](std::vector<Expr> i) { body(i[0]); }, loc);
+}
+void tessel::parallel(int64_t m, int64_t n, std::function<void(Expr, Expr)> body, SrcLoc loc) {
+  parallel(std::vector<int64_t>{m, n}, [&](std::vector<Expr> i) { body(i[0], i[1]); }, loc);
+}
+
+void tessel::pipelined(Expr count, int stages, std::function<void(Expr)> body, SrcLoc loc) {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  if (stages < 1) fail(loc, fmt::format("pipelined needs at least 1 stage, got {}", stages));
+  OpBuilder &b = p.builder();
+  Location l = p.location(loc);
+  Value lb = Expr(0).value(), ub = count.value(DType::index), step = Expr(1).value();
+  OperationState state(l, tile::PipelinedOp::getOperationName());
+  state.addOperands({lb, ub, step});
+  state.addAttribute("num_stages", b.getI64IntegerAttr(stages));
+  Block *block = new Block();
+  state.addRegion()->push_back(block);
+  Expr iv = fromValue(block->addArgument(b.getIndexType(), l));
+  b.create(state);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(block);
+  body(iv);
+}
+
+void tessel::serial(Expr count, std::function<void(Expr)> body, SrcLoc loc) {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  OpBuilder &b = p.builder();
+  Location l = p.location(loc);
+  auto loop = scf::ForOp::create(b, l, Expr(0).value(), count.value(DType::index), Expr(1).value());
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(loop.getBody()->getTerminator());
+  body(fromValue(loop.getInductionVar()));
+}
+
+void tessel::if_(Expr cond, std::function<void()> then, std::function<void()> otherwise, SrcLoc loc) {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  if (cond.type() != DType::i1) fail(loc, "if_ needs a comparison as its condition");
+  OpBuilder &b = p.builder();
+  auto op = scf::IfOp::create(b, p.location(loc), cond.value(DType::i1), static_cast<bool>(otherwise));
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(op.thenBlock()->getTerminator());
+  then();
+  if (otherwise) {
+    b.setInsertionPoint(op.elseBlock()->getTerminator());
+    otherwise();
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Tile operations
+//===----------------------------------------------------------------------===//
+
+static void requireStatic(const Buffer &b, const char *what, SrcLoc loc) {
+  for (int64_t d : b.shape())
+    if (d < 0)
+      fail(loc, fmt::format("{} needs a tile of static shape; take tensor.tile(offsets, sizes)", what));
+}
+
+void tessel::copy(const Buffer &src, const Buffer &dst, SrcLoc loc) {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  requireStatic(src, "copy", loc);
+  requireStatic(dst, "copy", loc);
+  if (src.shape() != dst.shape())
+    fail(loc, fmt::format("copy source shape {} differs from destination shape {}",
+                          shapeText(src.shape()), shapeText(dst.shape())));
+  if (src.space() == Space::local || dst.space() == Space::local)
+    fail(loc, "local buffers are private to a thread; access them element by element");
+  tile::CopyOp::create(p.builder(), p.location(loc), src.value(), dst.value());
+}
+
+void tessel::fill(const Buffer &dst, Expr value, SrcLoc loc) {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  requireStatic(dst, "fill", loc);
+  Value v = isHost(*value.node) || value.node->kind == ExprNode::FConst
+                ? value.value(dst.dtype())
+                : convertTo(p.builder(), p.location(loc), value.value(value.type()),
+                            toMlir(&p.context(), dst.dtype()));
+  tile::FillOp::create(p.builder(), p.location(loc), dst.value(), v);
+}
+
+void tessel::clear(const Buffer &dst, SrcLoc loc) {
+  fill(dst, isFloat(dst.dtype()) ? Expr(0.0) : Expr(0), loc);
+}
+
+void tessel::gemm(const Buffer &a, const Buffer &b, const Buffer &c, GemmOptions o, SrcLoc loc) {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  auto check = [&](const Buffer &x, const char *which, bool acc) {
+    if (acc ? x.space() != Space::fragment : x.space() != Space::shared && x.space() != Space::fragment)
+      fail(loc, fmt::format("gemm operand {} is in {} memory; it must be in {}", which,
+                            spaceName(x.space()), acc ? "a fragment" : "shared or fragment memory"));
+    if (x.rank() != 2) fail(loc, fmt::format("gemm operand {} must be 2-D, got {}", which, shapeText(x.shape())));
+  };
+  check(a, "A", false);
+  check(b, "B", false);
+  check(c, "C", true);
+  int64_t m = o.transpose_a ? a.shape()[1] : a.shape()[0], ka = o.transpose_a ? a.shape()[0] : a.shape()[1];
+  int64_t kb = o.transpose_b ? b.shape()[1] : b.shape()[0], n = o.transpose_b ? b.shape()[0] : b.shape()[1];
+  if (ka != kb)
+    fail(loc, fmt::format("gemm K mismatch: A {} has K = {}, B {} has K = {}", shapeText(a.shape()), ka,
+                          shapeText(b.shape()), kb));
+  if (c.shape()[0] != m || c.shape()[1] != n)
+    fail(loc, fmt::format("gemm accumulator C {} must be {} for A {} and B {}", shapeText(c.shape()),
+                          shapeText({m, n}), shapeText(a.shape()), shapeText(b.shape())));
+  auto op = tile::GemmOp::create(p.builder(), p.location(loc), a.value(), b.value(), c.value());
+  if (o.transpose_a) op.setTransposeA(true);
+  if (o.transpose_b) op.setTransposeB(true);
+  if (o.clear_accum) op.setClearAccum(true);
+}
+
+static void reduce(tile::ReduceKind kind, const Buffer &src, const Buffer &dst, int dim, bool clear,
+                   SrcLoc loc) {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  if (dim < 0 || dim >= src.rank())
+    fail(loc, fmt::format("reduce dim {} is out of range for {}", dim, shapeText(src.shape())));
+  std::vector<int64_t> expected = src.shape();
+  expected.erase(expected.begin() + dim);
+  if (expected.empty()) expected.push_back(1);
+  if (dst.shape() != expected)
+    fail(loc, fmt::format("reduce destination {} must be {} for source {} along dim {}",
+                          shapeText(dst.shape()), shapeText(expected), shapeText(src.shape()), dim));
+  for (const Buffer *b : {&src, &dst})
+    if (b->space() != Space::shared && b->space() != Space::fragment)
+      fail(loc, fmt::format("reduce works on shared or fragment buffers, not {}", spaceName(b->space())));
+  auto op = tile::ReduceOp::create(p.builder(), p.location(loc), kind, src.value(), dst.value(),
+                                   static_cast<int64_t>(dim), clear);
+  (void)op;
+}
+
+void tessel::reduce_sum(const Buffer &s, const Buffer &d, int dim, bool clear, SrcLoc loc) {
+  reduce(tile::ReduceKind::sum, s, d, dim, clear, loc);
+}
+void tessel::reduce_max(const Buffer &s, const Buffer &d, int dim, bool clear, SrcLoc loc) {
+  reduce(tile::ReduceKind::max, s, d, dim, clear, loc);
+}
+void tessel::reduce_min(const Buffer &s, const Buffer &d, int dim, bool clear, SrcLoc loc) {
+  reduce(tile::ReduceKind::min, s, d, dim, clear, loc);
+}
+void tessel::reduce_absmax(const Buffer &s, const Buffer &d, int dim, bool clear, SrcLoc loc) {
+  reduce(tile::ReduceKind::absmax, s, d, dim, clear, loc);
+}
+
+static tile::MemoryOrder toOrder(MemoryOrder o) { return static_cast<tile::MemoryOrder>(static_cast<int>(o)); }
+
+void tessel::atomic_add(const Buffer &dst, const Buffer &src, MemoryOrder order, SrcLoc loc) {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  requireStatic(dst, "atomic_add", loc);
+  if (dst.shape() != src.shape())
+    fail(loc, fmt::format("atomic_add source {} differs from destination {}", shapeText(src.shape()),
+                          shapeText(dst.shape())));
+  if (dst.space() != Space::global && dst.space() != Space::shared)
+    fail(loc, fmt::format("atomic_add destination must be global or shared, not {}", spaceName(dst.space())));
+  tile::AtomicAddOp::create(p.builder(), p.location(loc), src.value(), dst.value(), ValueRange{},
+                            toOrder(order));
+}
+
+void tessel::atomic_add(const Ref &dst, Expr value, MemoryOrder order, SrcLoc loc) {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  const Buffer &buf = dst.buffer();
+  if (buf.space() != Space::global && buf.space() != Space::shared)
+    fail(loc, fmt::format("atomic_add destination must be global or shared, not {}", spaceName(buf.space())));
+  Type elt = toMlir(&p.context(), buf.dtype());
+  Value v = isHost(*value.node) || value.node->kind == ExprNode::FConst
+                ? value.value(buf.dtype())
+                : convertTo(p.builder(), p.location(loc), value.value(value.type()), elt);
+  tile::AtomicAddOp::create(p.builder(), p.location(loc), v, buf.value(), indexValues(dst.index()),
+                            toOrder(order));
+}

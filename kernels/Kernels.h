@@ -1,0 +1,46 @@
+//===- Kernels.h - Tessel's kernel library ----------------------*- C++ -*-===//
+//
+// Each kernel is a function from a configuration to a Program. Tensor extents
+// that vary at run time are symbols; tile sizes, thread counts and types are
+// compile-time configuration.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_KERNELS_KERNELS_H
+#define TESSEL_KERNELS_KERNELS_H
+
+#include "tessel/dsl/Program.h"
+
+namespace tessel::kernels {
+
+/// y = alpha * x + y over vectors of length N (a symbol).
+struct ScaledAddConfig {
+  DType dtype = DType::f32;
+  int64_t block = 1024; // elements per thread block
+  int threads = 256;
+};
+Program scaledAdd(const ScaledAddConfig &config);
+
+/// Y = softmax(X) along rows; X is [M, cols] with M a symbol.
+struct SoftmaxConfig {
+  DType dtype = DType::f32;
+  int64_t cols = 256;
+  int64_t rows = 4; // rows per thread block
+  int threads = 128;
+};
+Program rowSoftmax(const SoftmaxConfig &config);
+
+/// C = op(A) x op(B); A is [M, K] ([K, M] transposed), B is [K, N] ([N, K]
+/// transposed), C is [M, N], all row-major, M, N, K symbols.
+struct GemmConfig {
+  DType in = DType::f16;
+  DType out = DType::f32;
+  bool transposeA = false, transposeB = false;
+  int64_t blockM = 64, blockN = 64, blockK = 32;
+  int stages = 2;
+  int threads = 128;
+};
+Program gemm(const GemmConfig &config);
+
+} // namespace tessel::kernels
+
+#endif

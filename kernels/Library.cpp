@@ -1,0 +1,308 @@
+//===- Library.cpp - the kernel library by name, with GPU checks ----------===//
+#include "Library.h"
+#include "Kernels.h"
+#include "tessel/runtime/Driver.h"
+
+#include <cmath>
+#include <cstring>
+#include <fmt/format.h>
+#include <random>
+
+using namespace tessel;
+using namespace tessel::kernels;
+
+namespace {
+int64_t intParam(const Params &p, const std::string &key) {
+  try {
+    return std::stoll(p.at(key));
+  } catch (const std::exception &) {
+    throw Error(fmt::format("parameter {}={} is not an integer", key, p.at(key)));
+  }
+}
+
+DType dtypeParam(const Params &p, const std::string &key) {
+  const std::string &v = p.at(key);
+  if (v == "f16") return DType::f16;
+  if (v == "bf16") return DType::bf16;
+  if (v == "f32") return DType::f32;
+  throw Error(fmt::format("parameter {}={}: use f16, bf16 or f32", key, v));
+}
+
+// Host conversions, round to nearest even.
+uint16_t toHalf(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000, exp = (x >> 23) & 0xff, mant = x & 0x7fffff;
+  if (exp == 0xff) return sign | 0x7c00 | (mant ? 0x200 : 0);
+  int e = int(exp) - 127 + 15;
+  if (e >= 31) return sign | 0x7c00;
+  if (e <= 0) {
+    if (e < -10) return sign;
+    mant |= 0x800000;
+    int shift = 14 - e;
+    uint32_t h = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (h & 1))) ++h;
+    return sign | h;
+  }
+  uint32_t h = (uint32_t(e) << 10) | (mant >> 13), rem = mant & 0x1fff;
+  if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) ++h;
+  return sign | h;
+}
+float fromHalf(uint16_t h) {
+  uint32_t sign = uint32_t(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, x;
+  if (exp == 0x1f) x = sign | 0x7f800000 | (mant << 13);
+  else if (exp == 0) {
+    if (!mant) x = sign;
+    else {
+      int e = -1;
+      do { ++e; mant <<= 1; } while (!(mant & 0x400));
+      x = sign | (uint32_t(127 - 15 - e) << 23) | ((mant & 0x3ff) << 13);
+    }
+  } else x = sign | ((exp + 112) << 23) | (mant << 13);
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+uint16_t toBf16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffff) > 0x7f800000) return (x >> 16) | 0x40;
+  return (x + 0x7fff + ((x >> 16) & 1)) >> 16;
+}
+float fromBf16(uint16_t h) {
+  uint32_t x = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
+/// A host tensor in the kernel's element type, kept as rounded floats too.
+struct HostTensor {
+  DType type;
+  std::vector<int64_t> shape;
+  std::vector<float> values; // the values the device sees
+  std::string bytes;
+  HostTensor(DType t, std::vector<int64_t> s) : type(t), shape(std::move(s)) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    values.assign(n, 0);
+    bytes.assign(n * byteSize(t), '\0');
+  }
+  void set(int64_t i, float v) {
+    if (type == DType::f32) { values[i] = v; std::memcpy(&bytes[i * 4], &v, 4); }
+    else {
+      uint16_t h = type == DType::f16 ? toHalf(v) : toBf16(v);
+      values[i] = type == DType::f16 ? fromHalf(h) : fromBf16(h);
+      std::memcpy(&bytes[i * 2], &h, 2);
+    }
+  }
+  void decode() {
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (type == DType::f32) std::memcpy(&values[i], &bytes[i * 4], 4);
+      else {
+        uint16_t h;
+        std::memcpy(&h, &bytes[i * 2], 2);
+        values[i] = type == DType::f16 ? fromHalf(h) : fromBf16(h);
+      }
+    }
+  }
+};
+
+void randomize(HostTensor &t, std::mt19937_64 &rng, float lo = -1, float hi = 1) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  for (size_t i = 0; i < t.values.size(); ++i) t.set(i, dist(rng));
+}
+
+double relativeError(const std::vector<float> &out, const std::vector<double> &ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!std::isfinite(out[i])) return INFINITY; // unwritten (poisoned) or broken
+    num += (out[i] - ref[i]) * (out[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+}
+
+double toleranceFor(DType t) { return t == DType::f32 ? 1e-5 : 1e-2; }
+
+/// Uploads inputs, poisons outputs with NaN bytes, launches, downloads.
+struct DeviceRun {
+  std::vector<std::unique_ptr<rt::DeviceBuffer>> buffers;
+  std::vector<rt::LaunchArg> args;
+  rt::LaunchArg &addTensor(HostTensor &t, bool poison) {
+    buffers.push_back(std::make_unique<rt::DeviceBuffer>(t.bytes.size()));
+    if (poison) buffers.back()->fillBytes(0xff);
+    else buffers.back()->upload(t.bytes.data(), t.bytes.size());
+    args.push_back(rt::LaunchArg::buffer(buffers.back()->ptr(), t.shape));
+    return args.back();
+  }
+  void download(size_t argIndex, HostTensor &t) {
+    for (auto &b : buffers)
+      if (b->ptr() == args[argIndex].ptr) b->download(t.bytes.data(), t.bytes.size());
+    t.decode();
+  }
+};
+
+void finish(Kernel &k, DeviceRun &run, CheckResult &r) {
+  auto &d = rt::Driver::get();
+  TESSEL_CU(d, cuCtxSynchronize);
+  (void)k;
+  (void)run;
+  r.passed = r.relError < r.tolerance;
+}
+
+CheckResult checkScaledAdd(Kernel &k, const Params &p, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  int64_t n = intParam(p, "N");
+  DType t = dtypeParam(p, "dtype");
+  float alpha = std::uniform_real_distribution<float>(0.5f, 2.0f)(rng);
+  HostTensor x(t, {n}), y(t, {n});
+  randomize(x, rng);
+  randomize(y, rng);
+  std::vector<double> ref(n);
+  for (int64_t i = 0; i < n; ++i) ref[i] = double(alpha) * x.values[i] + y.values[i];
+  CheckResult r;
+  r.shape = fmt::format("N={} {}", n, name(t));
+  DeviceRun run;
+  run.args.push_back(rt::LaunchArg::integer(n));
+  run.args.push_back(rt::LaunchArg::real(alpha));
+  run.addTensor(x, false);
+  run.addTensor(y, false);
+  k.launch(run.args);
+  finish(k, run, r);
+  HostTensor out(t, {n});
+  run.download(3, out);
+  r.relError = relativeError(out.values, ref);
+  r.tolerance = toleranceFor(t);
+  r.passed = r.relError < r.tolerance;
+  // In-place update: time on a copy so the check above saw one application.
+  r.ms = k.loadedKernel().time(run.args);
+  return r;
+}
+
+CheckResult checkSoftmax(Kernel &k, const Params &p, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  int64_t m = intParam(p, "M"), cols = intParam(p, "cols");
+  DType t = dtypeParam(p, "dtype");
+  HostTensor x(t, {m, cols}), y(t, {m, cols});
+  randomize(x, rng, -4, 4);
+  std::vector<double> ref(m * cols);
+  for (int64_t i = 0; i < m; ++i) {
+    double mx = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < cols; ++j) mx = std::max(mx, double(x.values[i * cols + j]));
+    for (int64_t j = 0; j < cols; ++j) sum += std::exp(double(x.values[i * cols + j]) - mx);
+    for (int64_t j = 0; j < cols; ++j) ref[i * cols + j] = std::exp(double(x.values[i * cols + j]) - mx) / sum;
+  }
+  CheckResult r;
+  r.shape = fmt::format("M={} cols={} {}", m, cols, name(t));
+  DeviceRun run;
+  run.args.push_back(rt::LaunchArg::integer(m));
+  run.addTensor(x, false);
+  run.addTensor(y, true);
+  k.launch(run.args);
+  finish(k, run, r);
+  run.download(2, y);
+  r.relError = relativeError(y.values, ref);
+  r.tolerance = toleranceFor(t);
+  r.passed = r.relError < r.tolerance;
+  r.ms = k.loadedKernel().time(run.args);
+  return r;
+}
+
+CheckResult checkGemm(Kernel &k, const Params &p, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  int64_t m = intParam(p, "M"), n = intParam(p, "N"), kk = intParam(p, "K");
+  bool ta = intParam(p, "transpose_a"), tb = intParam(p, "transpose_b");
+  DType in = dtypeParam(p, "in"), outType = dtypeParam(p, "out");
+  HostTensor a(in, ta ? std::vector<int64_t>{kk, m} : std::vector<int64_t>{m, kk});
+  HostTensor b(in, tb ? std::vector<int64_t>{n, kk} : std::vector<int64_t>{kk, n});
+  HostTensor c(outType, {m, n});
+  randomize(a, rng);
+  randomize(b, rng);
+  std::vector<double> ref(m * n, 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t l = 0; l < kk; ++l) {
+      double av = a.values[ta ? l * m + i : i * kk + l];
+      for (int64_t j = 0; j < n; ++j) ref[i * n + j] += av * b.values[tb ? j * kk + l : l * n + j];
+    }
+  CheckResult r;
+  r.shape = fmt::format("M={} N={} K={} {}{} {}->{}", m, n, kk, ta ? "At" : "A", tb ? "Bt" : "B",
+                        name(in), name(outType));
+  DeviceRun run;
+  run.args.push_back(rt::LaunchArg::integer(m));
+  run.args.push_back(rt::LaunchArg::integer(n));
+  run.args.push_back(rt::LaunchArg::integer(kk));
+  run.addTensor(a, false);
+  run.addTensor(b, false);
+  run.addTensor(c, true);
+  k.launch(run.args);
+  finish(k, run, r);
+  run.download(5, c);
+  r.relError = relativeError(c.values, ref);
+  // Inputs are rounded on the host, so the reference sees the same operands;
+  // the remaining error is fp32 accumulation (and rounding of a 16-bit C).
+  r.tolerance = outType == DType::f32 ? 1e-5 : 1e-2;
+  r.passed = r.relError < r.tolerance;
+  r.ms = k.loadedKernel().time(run.args);
+  return r;
+}
+} // namespace
+
+const std::vector<LibraryKernel> &tessel::kernels::library() {
+  static const std::vector<LibraryKernel> all = {
+      {"scaled_add", "y = alpha * x + y (vectors, length N at run time)",
+       {{"dtype", "f32"}, {"block", "1024"}, {"threads", "256"}, {"N", "1000003"}},
+       [](const Params &p) {
+         return scaledAdd({dtypeParam(p, "dtype"), intParam(p, "block"), (int)intParam(p, "threads")});
+       },
+       checkScaledAdd},
+      {"row_softmax", "row-wise softmax of an [M, cols] matrix (M at run time)",
+       {{"dtype", "f32"}, {"cols", "256"}, {"rows", "4"}, {"threads", "128"}, {"M", "1001"}},
+       [](const Params &p) {
+         return rowSoftmax({dtypeParam(p, "dtype"), intParam(p, "cols"), intParam(p, "rows"),
+                            (int)intParam(p, "threads")});
+       },
+       checkSoftmax},
+      {"gemm", "C = op(A) x op(B), 16-bit inputs, fp32 accumulation (M, N, K at run time)",
+       {{"in", "f16"}, {"out", "f32"}, {"transpose_a", "0"}, {"transpose_b", "0"},
+        {"block_m", "64"}, {"block_n", "64"}, {"block_k", "32"}, {"stages", "2"},
+        {"threads", "128"}, {"M", "300"}, {"N", "200"}, {"K", "130"}},
+       [](const Params &p) {
+         GemmConfig c;
+         c.in = dtypeParam(p, "in");
+         c.out = dtypeParam(p, "out");
+         c.transposeA = intParam(p, "transpose_a");
+         c.transposeB = intParam(p, "transpose_b");
+         c.blockM = intParam(p, "block_m");
+         c.blockN = intParam(p, "block_n");
+         c.blockK = intParam(p, "block_k");
+         c.stages = intParam(p, "stages");
+         c.threads = intParam(p, "threads");
+         return gemm(c);
+       },
+       checkGemm},
+  };
+  return all;
+}
+
+const LibraryKernel &tessel::kernels::findKernel(const std::string &name) {
+  std::string known;
+  for (const LibraryKernel &k : library()) {
+    if (k.name == name) return k;
+    known += (known.empty() ? "" : ", ") + k.name;
+  }
+  throw Error(fmt::format("unknown kernel '{}'; the library has: {}", name, known));
+}
+
+Params tessel::kernels::withDefaults(const LibraryKernel &k, const Params &overrides) {
+  Params p = k.defaults;
+  for (auto &[key, value] : overrides) {
+    if (!p.count(key)) {
+      std::string known;
+      for (auto &[dk, dv] : k.defaults) known += (known.empty() ? "" : ", ") + dk;
+      throw Error(fmt::format("kernel {} has no parameter '{}'; it takes: {}", k.name, key, known));
+    }
+    p[key] = value;
+  }
+  return p;
+}

@@ -1,0 +1,42 @@
+//===- Library.h - the kernel library by name, with GPU checks --*- C++ -*-===//
+#ifndef TESSEL_KERNELS_LIBRARY_H
+#define TESSEL_KERNELS_LIBRARY_H
+
+#include "tessel/dsl/Compile.h"
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tessel::kernels {
+
+/// key=value settings: configuration (tile sizes, types) and run shapes.
+using Params = std::map<std::string, std::string>;
+
+struct CheckResult {
+  double relError = 0;  // ||out - ref|| / ||ref||, NaN-aware
+  double tolerance = 0;
+  double ms = 0;        // median kernel time
+  bool passed = false;
+  std::string shape;    // what ran, for reports
+};
+
+struct LibraryKernel {
+  std::string name, summary;
+  Params defaults;
+  std::function<Program(const Params &)> build;
+  /// Runs the compiled kernel on fresh random inputs with poisoned outputs
+  /// and compares with a float64 CPU reference.
+  std::function<CheckResult(Kernel &, const Params &, uint64_t seed)> check;
+};
+
+const std::vector<LibraryKernel> &library();
+/// The kernel called `name`; throws tessel::Error listing the known ones.
+const LibraryKernel &findKernel(const std::string &name);
+/// `defaults` overridden by `overrides`; unknown keys are an error.
+Params withDefaults(const LibraryKernel &k, const Params &overrides);
+
+} // namespace tessel::kernels
+
+#endif

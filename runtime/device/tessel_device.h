@@ -1,0 +1,115 @@
+// Tessel's device header: the only header generated kernels include. It is
+// self-contained (no CUDA or C++ standard headers), so NVRTC needs no include
+// path and compiles it in milliseconds.
+#pragma once
+
+namespace tessel {
+
+// 16-bit floats are stored as bits and computed in float; conversions use the
+// hardware's round-to-nearest-even cvt instructions.
+struct half {
+  unsigned short bits;
+  half() = default;
+  __device__ explicit half(float f) { asm("cvt.rn.f16.f32 %0, %1;" : "=h"(bits) : "f"(f)); }
+  __device__ explicit operator float() const {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(bits));
+    return f;
+  }
+};
+
+struct bfloat16 {
+  unsigned short bits;
+  bfloat16() = default;
+  __device__ explicit bfloat16(float f) {
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(bits) : "f"(f));
+  }
+  __device__ explicit operator float() const {
+    return __uint_as_float(static_cast<unsigned>(bits) << 16);
+  }
+};
+
+__device__ inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+// Raw moves of 4, 8 or 16 aligned bytes.
+template <int Bytes> __device__ inline void copy_bytes(void *dst, const void *src);
+template <> __device__ inline void copy_bytes<16>(void *dst, const void *src) {
+  *static_cast<uint4 *>(dst) = *static_cast<const uint4 *>(src);
+}
+template <> __device__ inline void copy_bytes<8>(void *dst, const void *src) {
+  *static_cast<uint2 *>(dst) = *static_cast<const uint2 *>(src);
+}
+template <> __device__ inline void copy_bytes<4>(void *dst, const void *src) {
+  *static_cast<unsigned *>(dst) = *static_cast<const unsigned *>(src);
+}
+
+// Atomic adds with a PTX memory-model order at GPU scope. seq_cst is a
+// sequentially consistent fence followed by an acq_rel update, as in the PTX
+// memory model's mapping of C++ atomics.
+struct order_relaxed { static constexpr bool sc = false; };
+struct order_acquire { static constexpr bool sc = false; };
+struct order_release { static constexpr bool sc = false; };
+struct order_acq_rel { static constexpr bool sc = false; };
+struct order_seq_cst { static constexpr bool sc = true; };
+
+#define TESSEL_ATOMIC_ADD(ORDER, SEM)                                                       \
+  __device__ inline void atomic_add_impl(ORDER, float *p, float v) {                        \
+    float old;                                                                              \
+    asm volatile("atom." SEM ".gpu.add.f32 %0, [%1], %2;" : "=f"(old) : "l"(p), "f"(v)      \
+                 : "memory");                                                               \
+  }                                                                                         \
+  __device__ inline void atomic_add_impl(ORDER, double *p, double v) {                      \
+    double old;                                                                             \
+    asm volatile("atom." SEM ".gpu.add.f64 %0, [%1], %2;" : "=d"(old) : "l"(p), "d"(v)      \
+                 : "memory");                                                               \
+  }                                                                                         \
+  __device__ inline void atomic_add_impl(ORDER, int *p, int v) {                            \
+    int old;                                                                                \
+    asm volatile("atom." SEM ".gpu.add.s32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v)      \
+                 : "memory");                                                               \
+  }                                                                                         \
+  __device__ inline void atomic_add_impl(ORDER, half *p, half v) {                          \
+    unsigned short old;                                                                     \
+    asm volatile("atom." SEM ".gpu.add.noftz.f16 %0, [%1], %2;"                            \
+                 : "=h"(old) : "l"(p), "h"(v.bits) : "memory");                             \
+  }                                                                                         \
+  __device__ inline void atomic_add_impl(ORDER, bfloat16 *p, bfloat16 v) {                  \
+    atomic_add_bf16<ORDER>(p, v);                                                           \
+  }
+
+// bf16 atomics are native from sm_90; before that, a compare-and-swap loop on
+// the aligned 32-bit word that holds the value.
+template <class Order> __device__ inline void atomic_add_bf16(bfloat16 *p, bfloat16 v) {
+#if __CUDA_ARCH__ >= 900
+  unsigned short old;
+  asm volatile("atom.acq_rel.gpu.add.noftz.bf16 %0, [%1], %2;"
+               : "=h"(old) : "l"(p), "h"(v.bits) : "memory");
+#else
+  unsigned long long addr = reinterpret_cast<unsigned long long>(p);
+  unsigned *word = reinterpret_cast<unsigned *>(addr & ~3ull);
+  unsigned shift = (addr & 2) ? 16 : 0;
+  unsigned old = *word, assumed;
+  do {
+    assumed = old;
+    bfloat16 cur;
+    cur.bits = static_cast<unsigned short>(assumed >> shift);
+    bfloat16 sum(float(cur) + float(v));
+    unsigned next = (assumed & ~(0xffffu << shift)) | (static_cast<unsigned>(sum.bits) << shift);
+    old = atomicCAS(word, assumed, next);
+  } while (old != assumed);
+#endif
+}
+
+TESSEL_ATOMIC_ADD(order_relaxed, "relaxed")
+TESSEL_ATOMIC_ADD(order_acquire, "acquire")
+TESSEL_ATOMIC_ADD(order_release, "release")
+TESSEL_ATOMIC_ADD(order_acq_rel, "acq_rel")
+TESSEL_ATOMIC_ADD(order_seq_cst, "acq_rel")
+#undef TESSEL_ATOMIC_ADD
+
+template <class Order, class T> __device__ inline void atomic_add(T *p, T v) {
+  if (Order::sc) asm volatile("fence.sc.gpu;" ::: "memory");
+  atomic_add_impl(Order{}, p, v);
+}
+
+} // namespace tessel

@@ -1,0 +1,53 @@
+//===- KernelSpec.h - what the runtime needs to launch a kernel -*- C++ -*-===//
+//
+// The contract between the compiler and the runtime, free of MLIR: the
+// parameter list of the generated `extern "C" __global__` function, the grid
+// as a function of the index parameters, the block size and shared memory.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_RUNTIME_KERNELSPEC_H
+#define TESSEL_RUNTIME_KERNELSPEC_H
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessel::rt {
+
+enum class ScalarType { I1, I32, I64, Index, F16, BF16, F32, F64 };
+
+/// Bytes of one value in generated code (index is a 32-bit int).
+int scalarBytes(ScalarType t);
+const char *scalarName(ScalarType t);
+
+/// One kernel parameter. A buffer is passed as a device pointer followed by
+/// one 32-bit int per dynamic dimension, in order; a scalar by value.
+struct ParamSpec {
+  bool isBuffer = false;
+  ScalarType type = ScalarType::F32; // element type for buffers
+  std::vector<int64_t> shape;        // buffers: -1 marks a dynamic dimension
+};
+
+/// One token of a grid extent in postfix order.
+struct GridToken {
+  enum Kind { Const, Symbol, Add, Mul, FloorDiv, CeilDiv, Mod } kind;
+  int64_t value = 0; // the constant, or the index of the symbol
+};
+
+struct KernelSpec {
+  std::string name;
+  std::vector<ParamSpec> params;
+  /// One postfix program per grid dimension; symbols are the index
+  /// parameters in order.
+  std::vector<std::vector<GridToken>> grid;
+  int threads = 0;
+  int64_t sharedBytes = 0;
+
+  /// Evaluates the grid for the given index-parameter values.
+  std::array<unsigned, 3> evaluateGrid(const std::vector<int64_t> &symbols) const;
+};
+
+} // namespace tessel::rt
+
+#endif

@@ -1,0 +1,80 @@
+//===- Launch.h - device memory, module loading and launch -----*- C++ -*-===//
+#ifndef TESSEL_RUNTIME_LAUNCH_H
+#define TESSEL_RUNTIME_LAUNCH_H
+
+#include "tessel/runtime/KernelSpec.h"
+#include "tessel/runtime/Nvrtc.h"
+
+#include <cuda.h>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tessel::rt {
+
+/// Device memory owned by the caller.
+class DeviceBuffer {
+public:
+  explicit DeviceBuffer(size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(const DeviceBuffer &) = delete;
+  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+  CUdeviceptr ptr() const { return p; }
+  size_t bytes() const { return n; }
+  void upload(const void *host, size_t bytes);
+  void download(void *host, size_t bytes) const;
+  /// Fills every byte (0xff makes every float a NaN).
+  void fillBytes(unsigned char value);
+
+private:
+  CUdeviceptr p = 0;
+  size_t n = 0;
+};
+
+/// A launch argument: a device buffer with its shape, or a scalar.
+struct LaunchArg {
+  enum Kind { Buffer, Int, Float } kind = Int;
+  CUdeviceptr ptr = 0;
+  std::vector<int64_t> shape;
+  int64_t i = 0;
+  double f = 0;
+  static LaunchArg buffer(CUdeviceptr p, std::vector<int64_t> shape) {
+    return {Buffer, p, std::move(shape), 0, 0};
+  }
+  static LaunchArg integer(int64_t v) { return {Int, 0, {}, v, 0}; }
+  static LaunchArg real(double v) { return {Float, 0, {}, 0, v}; }
+};
+
+/// A compiled kernel, loaded into the primary context on first launch.
+class LoadedKernel {
+public:
+  LoadedKernel(KernelSpec spec, std::shared_ptr<const Binary> binary, std::string arch);
+  ~LoadedKernel();
+  const KernelSpec &spec() const { return kernelSpec; }
+  const Binary &binary() const { return *bin; }
+  const std::string &arch() const { return target; }
+  /// Checks the arguments against the spec (count, kinds, static extents,
+  /// alignment, 32-bit indexing) and launches. Throws tessel::Error.
+  void launch(const std::vector<LaunchArg> &args, CUstream stream = nullptr);
+  /// Median time of `reps` launches in milliseconds, after `warmup` launches.
+  float time(const std::vector<LaunchArg> &args, int warmup = 3, int reps = 20);
+  /// Registers and shared memory per thread/block as the driver reports them.
+  std::string resourceUsage();
+
+private:
+  void ensureLoaded();
+  KernelSpec kernelSpec;
+  std::shared_ptr<const Binary> bin;
+  std::string target;
+  CUlibrary library = nullptr;
+  CUfunction function = nullptr;
+};
+
+/// Whether a kernel built for `arch` runs on a device of compute capability
+/// `cc`; otherwise the reason.
+bool archRunsOn(const std::string &arch, int cc, std::string *why = nullptr);
+
+} // namespace tessel::rt
+
+#endif

@@ -1,0 +1,27 @@
+//===- Nvrtc.h - CUDA C++ to cubin at run time ------------------*- C++ -*-===//
+#ifndef TESSEL_RUNTIME_NVRTC_H
+#define TESSEL_RUNTIME_NVRTC_H
+
+#include <string>
+#include <vector>
+
+namespace tessel::rt {
+
+struct Binary {
+  std::string cubin;
+  std::string ptx;
+};
+
+/// "major.minor" of the linked NVRTC.
+std::string nvrtcVersion();
+/// Tessel's embedded device header.
+const char *deviceHeader();
+/// Compiles a Tessel-generated translation unit for `arch` (sm_80, sm_90a,
+/// sm_100a). Throws tessel::Error with NVRTC's log and, for each error, the
+/// generated line it points at.
+Binary compileCuda(const std::string &source, const std::string &arch,
+                   const std::vector<std::string> &options = {});
+
+} // namespace tessel::rt
+
+#endif

@@ -1,0 +1,134 @@
+//===- Cache.cpp - compiled kernels in memory and on disk -----------------===//
+#include "tessel/runtime/Cache.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <unistd.h>
+
+using namespace tessel::rt;
+namespace fs = std::filesystem;
+
+static constexpr char kMagic[8] = {'T', 'E', 'S', 'S', 'B', 'I', 'N', '1'};
+
+static uint64_t fnv1a(const void *data, size_t n, uint64_t h = 1469598103934665603ull) {
+  auto *p = static_cast<const unsigned char *>(data);
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+static std::mutex mutex;
+static std::map<std::string, std::shared_ptr<const Binary>> memory;
+
+KernelCache &KernelCache::global() {
+  static KernelCache cache;
+  return cache;
+}
+
+static std::string cacheMode() {
+  const char *mode = std::getenv("TESSEL_CACHE");
+  return mode ? mode : "";
+}
+
+std::string KernelCache::directory() const {
+  std::string mode = cacheMode();
+  if (mode == "off" || mode == "none" || mode == "0") return "";
+  if (const char *dir = std::getenv("TESSEL_CACHE_DIR"); dir && *dir) return dir;
+  if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    return (fs::path(xdg) / "tessel").string();
+  if (const char *home = std::getenv("HOME"); home && *home)
+    return (fs::path(home) / ".cache" / "tessel").string();
+  return "";
+}
+
+std::string KernelCache::key(const std::string &source, const std::string &arch,
+                             const std::vector<std::string> &options) {
+  std::string all = source + '\0' + arch + '\0' + nvrtcVersion() + '\0' + deviceHeader();
+  for (auto &o : options) all += '\0' + o;
+  // Two independent 64-bit hashes make accidental collisions negligible.
+  return fmt::format("{:016x}{:016x}", fnv1a(all.data(), all.size()),
+                     fnv1a(all.data(), all.size(), 0x9e3779b97f4a7c15ull));
+}
+
+std::string KernelCache::encode(const Binary &bin) {
+  uint64_t sizes[2] = {bin.cubin.size(), bin.ptx.size()};
+  uint64_t sum = fnv1a(bin.ptx.data(), bin.ptx.size(), fnv1a(bin.cubin.data(), bin.cubin.size()));
+  std::string out(kMagic, sizeof(kMagic));
+  out.append(reinterpret_cast<const char *>(sizes), sizeof(sizes));
+  out.append(reinterpret_cast<const char *>(&sum), sizeof(sum));
+  return out + bin.cubin + bin.ptx;
+}
+
+bool KernelCache::decode(const std::string &bytes, Binary &out) {
+  constexpr size_t header = sizeof(kMagic) + 3 * sizeof(uint64_t);
+  if (bytes.size() < header || std::memcmp(bytes.data(), kMagic, sizeof(kMagic))) return false;
+  uint64_t sizes[2], sum;
+  std::memcpy(sizes, bytes.data() + sizeof(kMagic), sizeof(sizes));
+  std::memcpy(&sum, bytes.data() + sizeof(kMagic) + sizeof(sizes), sizeof(sum));
+  if (sizes[0] == 0 || bytes.size() != header + sizes[0] + sizes[1]) return false;
+  out.cubin = bytes.substr(header, sizes[0]);
+  out.ptx = bytes.substr(header + sizes[0], sizes[1]);
+  return fnv1a(out.ptx.data(), out.ptx.size(), fnv1a(out.cubin.data(), out.cubin.size())) == sum;
+}
+
+void KernelCache::clearMemory() {
+  std::lock_guard<std::mutex> lock(mutex);
+  memory.clear();
+}
+
+std::shared_ptr<const Binary>
+KernelCache::getOrCompile(const std::string &source, const std::string &arch,
+                          const std::vector<std::string> &options) {
+  std::string k = key(source, arch, options);
+  bool useMemory = cacheMode() != "none";
+  if (useMemory) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = memory.find(k); it != memory.end()) {
+      ++counters.memoryHits;
+      return it->second;
+    }
+  }
+  std::string dir = directory();
+  fs::path file = dir.empty() ? fs::path() : fs::path(dir) / (k + ".tbin");
+  std::shared_ptr<Binary> bin;
+  if (!dir.empty() && fs::exists(file)) {
+    std::ifstream in(file, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto loaded = std::make_shared<Binary>();
+    if (decode(bytes, *loaded)) {
+      ++counters.diskHits;
+      bin = loaded;
+    } else {
+      ++counters.diskRejected;
+      std::error_code ec;
+      fs::remove(file, ec);
+    }
+  }
+  if (!bin) {
+    bin = std::make_shared<Binary>(compileCuda(source, arch, options));
+    ++counters.nvrtcCompiles;
+    if (!dir.empty()) {
+      // Write then rename, so a concurrent reader never sees half an entry.
+      std::error_code ec;
+      fs::create_directories(dir, ec);
+      fs::path tmp = file;
+      tmp += fmt::format(".tmp{}", getpid());
+      {
+        std::ofstream out(tmp, std::ios::binary);
+        std::string bytes = encode(*bin);
+        out.write(bytes.data(), bytes.size());
+      }
+      fs::rename(tmp, file, ec);
+      if (ec) fs::remove(tmp, ec);
+    }
+  }
+  if (useMemory) {
+    std::lock_guard<std::mutex> lock(mutex);
+    memory[k] = bin;
+  }
+  return bin;
+}

@@ -1,0 +1,221 @@
+//===- Launch.cpp - device memory, module loading and launch --------------===//
+#include "tessel/runtime/Launch.h"
+#include "tessel/runtime/Driver.h"
+#include "tessel/runtime/Error.h"
+
+#include <algorithm>
+#include <cstring>
+#include <fmt/format.h>
+
+using namespace tessel;
+using namespace tessel::rt;
+
+DeviceBuffer::DeviceBuffer(size_t bytes) : n(bytes) {
+  Driver &d = Driver::get();
+  d.makeCurrent();
+  TESSEL_CU(d, cuMemAlloc, &p, std::max<size_t>(bytes, 1));
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (p) Driver::get().api().cuMemFree(p);
+}
+
+void DeviceBuffer::upload(const void *host, size_t bytes) {
+  if (bytes > n) throw Error(fmt::format("upload of {} bytes into a {}-byte buffer", bytes, n));
+  Driver &d = Driver::get();
+  TESSEL_CU(d, cuMemcpyHtoD, p, host, bytes);
+}
+
+void DeviceBuffer::download(void *host, size_t bytes) const {
+  if (bytes > n) throw Error(fmt::format("download of {} bytes from a {}-byte buffer", bytes, n));
+  Driver &d = Driver::get();
+  TESSEL_CU(d, cuMemcpyDtoH, host, p, bytes);
+}
+
+void DeviceBuffer::fillBytes(unsigned char value) {
+  Driver &d = Driver::get();
+  TESSEL_CU(d, cuMemsetD8, p, value, n);
+}
+
+int tessel::rt::scalarBytes(ScalarType t) {
+  switch (t) {
+  case ScalarType::I1: return 1;
+  case ScalarType::F16: case ScalarType::BF16: return 2;
+  case ScalarType::I32: case ScalarType::Index: case ScalarType::F32: return 4;
+  case ScalarType::I64: case ScalarType::F64: return 8;
+  }
+  return 4;
+}
+
+const char *tessel::rt::scalarName(ScalarType t) {
+  static const char *names[] = {"i1", "i32", "i64", "index", "f16", "bf16", "f32", "f64"};
+  return names[static_cast<int>(t)];
+}
+
+std::array<unsigned, 3> KernelSpec::evaluateGrid(const std::vector<int64_t> &symbols) const {
+  std::array<unsigned, 3> out = {1, 1, 1};
+  for (size_t d = 0; d < grid.size(); ++d) {
+    std::vector<int64_t> stack;
+    for (const GridToken &t : grid[d]) {
+      if (t.kind == GridToken::Const) { stack.push_back(t.value); continue; }
+      if (t.kind == GridToken::Symbol) { stack.push_back(symbols.at(t.value)); continue; }
+      int64_t r = stack.back(); stack.pop_back();
+      int64_t l = stack.back(); stack.pop_back();
+      auto floorDiv = [](int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); };
+      switch (t.kind) {
+      case GridToken::Add: stack.push_back(l + r); break;
+      case GridToken::Mul: stack.push_back(l * r); break;
+      case GridToken::FloorDiv: stack.push_back(floorDiv(l, r)); break;
+      case GridToken::CeilDiv: stack.push_back(-floorDiv(-l, r)); break;
+      case GridToken::Mod: stack.push_back(l - floorDiv(l, r) * r); break;
+      default: break;
+      }
+    }
+    int64_t v = stack.empty() ? 1 : stack.back();
+    if (v <= 0 || v > (d == 0 ? 2147483647LL : 65535LL))
+      throw Error(fmt::format("kernel {}: grid dimension {} evaluates to {}, outside the range the "
+                              "GPU allows", name, d, v));
+    out[d] = static_cast<unsigned>(v);
+  }
+  return out;
+}
+
+bool tessel::rt::archRunsOn(const std::string &arch, int cc, std::string *why) {
+  // Arch-specific ('a') cubins run only on their exact compute capability;
+  // plain sm_80 SASS runs on every 8.x part.
+  bool ok = arch == "sm_80" ? cc / 10 == 8 : arch == "sm_90a" ? cc == 90 : arch == "sm_100a" ? cc == 100 : false;
+  if (!ok && why)
+    *why = fmt::format("this kernel needs {}, the device is sm_{}", arch, cc);
+  return ok;
+}
+
+LoadedKernel::LoadedKernel(KernelSpec spec, std::shared_ptr<const Binary> binary, std::string arch)
+    : kernelSpec(std::move(spec)), bin(std::move(binary)), target(std::move(arch)) {}
+
+LoadedKernel::~LoadedKernel() {
+  if (library) Driver::get().api().cuLibraryUnload(library);
+}
+
+void LoadedKernel::ensureLoaded() {
+  if (function) return;
+  Driver &d = Driver::get();
+  d.makeCurrent();
+  std::string why;
+  if (!archRunsOn(target, d.computeCapability(), &why)) throw Error(why);
+  TESSEL_CU(d, cuLibraryLoadData, &library, bin->cubin.data(), nullptr, nullptr, 0, nullptr,
+            nullptr, 0);
+  CUkernel kernel;
+  TESSEL_CU(d, cuLibraryGetKernel, &kernel, library, kernelSpec.name.c_str());
+  TESSEL_CU(d, cuKernelGetFunction, &function, kernel);
+  if (kernelSpec.sharedBytes > 48 * 1024)
+    TESSEL_CU(d, cuFuncSetAttribute, function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+              static_cast<int>(kernelSpec.sharedBytes));
+}
+
+void LoadedKernel::launch(const std::vector<LaunchArg> &args, CUstream stream) {
+  const KernelSpec &s = kernelSpec;
+  if (args.size() != s.params.size())
+    throw Error(fmt::format("kernel {} takes {} arguments, got {}", s.name, s.params.size(), args.size()));
+  // Every argument gets an 8-byte aligned slot; the driver reads each by its
+  // declared size.
+  std::vector<uint64_t> storage;
+  storage.reserve(4 * args.size() + 8);
+  std::vector<int64_t> symbols;
+  auto push = [&](const void *value, size_t bytes) {
+    storage.push_back(0);
+    std::memcpy(&storage.back(), value, bytes);
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    const ParamSpec &p = s.params[i];
+    const LaunchArg &a = args[i];
+    if (p.isBuffer) {
+      if (a.kind != LaunchArg::Buffer)
+        throw Error(fmt::format("kernel {}: argument {} must be a buffer", s.name, i));
+      if (a.shape.size() != p.shape.size())
+        throw Error(fmt::format("kernel {}: argument {} has rank {}, expected {}", s.name, i,
+                                a.shape.size(), p.shape.size()));
+      if (a.ptr % 16)
+        throw Error(fmt::format("kernel {}: argument {} is not 16-byte aligned", s.name, i));
+      int64_t count = 1;
+      for (size_t d = 0; d < p.shape.size(); ++d) {
+        if (p.shape[d] >= 0 && a.shape[d] != p.shape[d])
+          throw Error(fmt::format("kernel {}: argument {} has extent {} in dimension {}, the kernel "
+                                  "was compiled for {}", s.name, i, a.shape[d], d, p.shape[d]));
+        if (a.shape[d] <= 0)
+          throw Error(fmt::format("kernel {}: argument {} has empty dimension {}", s.name, i, d));
+        count *= a.shape[d];
+      }
+      if (count > INT32_MAX)
+        throw Error(fmt::format("kernel {}: argument {} has {} elements; generated code indexes with "
+                                "32-bit ints", s.name, i, count));
+      push(&a.ptr, sizeof(a.ptr));
+      for (size_t d = 0; d < p.shape.size(); ++d)
+        if (p.shape[d] < 0) {
+          int extent = static_cast<int>(a.shape[d]);
+          push(&extent, sizeof(extent));
+        }
+      continue;
+    }
+    if (a.kind == LaunchArg::Buffer)
+      throw Error(fmt::format("kernel {}: argument {} must be a {} scalar", s.name, i, scalarName(p.type)));
+    double f = a.kind == LaunchArg::Float ? a.f : static_cast<double>(a.i);
+    int64_t n = a.kind == LaunchArg::Int ? a.i : static_cast<int64_t>(a.f);
+    switch (p.type) {
+    case ScalarType::Index: case ScalarType::I32: {
+      if (n < INT32_MIN || n > INT32_MAX)
+        throw Error(fmt::format("kernel {}: argument {} = {} does not fit 32 bits", s.name, i, n));
+      int v = static_cast<int>(n);
+      push(&v, 4);
+      if (p.type == ScalarType::Index) symbols.push_back(n);
+      break;
+    }
+    case ScalarType::I64: push(&n, 8); break;
+    case ScalarType::I1: { bool v = n != 0; push(&v, 1); break; }
+    case ScalarType::F32: { float v = static_cast<float>(f); push(&v, 4); break; }
+    case ScalarType::F64: push(&f, 8); break;
+    default:
+      throw Error(fmt::format("kernel {}: 16-bit scalar parameters are not supported", s.name));
+    }
+  }
+  std::vector<void *> params;
+  for (auto &slot : storage) params.push_back(&slot);
+  std::array<unsigned, 3> grid = s.evaluateGrid(symbols);
+  ensureLoaded();
+  Driver &d = Driver::get();
+  TESSEL_CU(d, cuLaunchKernel, function, grid[0], grid[1], grid[2], s.threads, 1, 1,
+            static_cast<unsigned>(s.sharedBytes), stream, params.data(), nullptr);
+}
+
+float LoadedKernel::time(const std::vector<LaunchArg> &args, int warmup, int reps) {
+  Driver &d = Driver::get();
+  for (int i = 0; i < warmup; ++i) launch(args);
+  TESSEL_CU(d, cuCtxSynchronize);
+  std::vector<float> times;
+  CUevent start, stop;
+  TESSEL_CU(d, cuEventCreate, &start, 0);
+  TESSEL_CU(d, cuEventCreate, &stop, 0);
+  for (int i = 0; i < reps; ++i) {
+    TESSEL_CU(d, cuEventRecord, start, nullptr);
+    launch(args);
+    TESSEL_CU(d, cuEventRecord, stop, nullptr);
+    TESSEL_CU(d, cuEventSynchronize, stop);
+    float ms = 0;
+    TESSEL_CU(d, cuEventElapsedTime, &ms, start, stop);
+    times.push_back(ms);
+  }
+  d.api().cuEventDestroy(start);
+  d.api().cuEventDestroy(stop);
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+std::string LoadedKernel::resourceUsage() {
+  ensureLoaded();
+  Driver &d = Driver::get();
+  int regs = 0, staticSmem = 0, local = 0;
+  TESSEL_CU(d, cuFuncGetAttribute, &regs, CU_FUNC_ATTRIBUTE_NUM_REGS, function);
+  TESSEL_CU(d, cuFuncGetAttribute, &staticSmem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, function);
+  TESSEL_CU(d, cuFuncGetAttribute, &local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, function);
+  return fmt::format("{} registers/thread, {} B dynamic + {} B static shared, {} B local",
+                     regs, kernelSpec.sharedBytes, staticSmem, local);
+}

@@ -1,0 +1,81 @@
+//===- Nvrtc.cpp - CUDA C++ to cubin at run time --------------------------===//
+#include "tessel/runtime/Nvrtc.h"
+#include "tessel/runtime/Error.h"
+
+#include <fmt/format.h>
+#include <nvrtc.h>
+#include <regex>
+#include <sstream>
+
+using namespace tessel;
+using namespace tessel::rt;
+
+static const char kDeviceHeader[] = {
+#include "tessel_device.h.inc"
+    0};
+
+const char *tessel::rt::deviceHeader() { return kDeviceHeader; }
+
+std::string tessel::rt::nvrtcVersion() {
+  int major = 0, minor = 0;
+  ::nvrtcVersion(&major, &minor);
+  return fmt::format("{}.{}", major, minor);
+}
+
+static void checkNvrtc(nvrtcResult r, const char *call) {
+  if (r != NVRTC_SUCCESS)
+    throw Error(fmt::format("{} failed: {}", call, nvrtcGetErrorString(r)));
+}
+
+/// NVRTC's log with the generated source line under each diagnostic.
+static std::string annotateLog(const std::string &log, const std::string &source) {
+  std::vector<std::string> lines;
+  std::istringstream in(source);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  std::ostringstream out;
+  std::istringstream logIn(log);
+  static const std::regex where(R"(\((\d+)\): (error|warning))");
+  for (std::string l; std::getline(logIn, l);) {
+    out << l << "\n";
+    std::smatch m;
+    if (std::regex_search(l, m, where)) {
+      size_t n = std::stoul(m[1]);
+      if (n >= 1 && n <= lines.size()) out << "    generated line " << n << ": " << lines[n - 1] << "\n";
+    }
+  }
+  return out.str();
+}
+
+Binary tessel::rt::compileCuda(const std::string &source, const std::string &arch,
+                               const std::vector<std::string> &options) {
+  nvrtcProgram prog;
+  const char *headers[] = {kDeviceHeader};
+  const char *names[] = {"tessel_device.h"};
+  checkNvrtc(nvrtcCreateProgram(&prog, source.c_str(), "tessel_kernel.cu", 1, headers, names),
+             "nvrtcCreateProgram");
+  std::vector<std::string> opts = {"--gpu-architecture=" + arch, "-std=c++17", "-lineinfo"};
+  opts.insert(opts.end(), options.begin(), options.end());
+  std::vector<const char *> argv;
+  for (auto &o : opts) argv.push_back(o.c_str());
+  nvrtcResult r = nvrtcCompileProgram(prog, argv.size(), argv.data());
+  size_t logSize = 0;
+  nvrtcGetProgramLogSize(prog, &logSize);
+  std::string log(logSize, '\0');
+  if (logSize) nvrtcGetProgramLog(prog, log.data());
+  if (r != NVRTC_SUCCESS) {
+    nvrtcDestroyProgram(&prog);
+    throw Error(fmt::format("nvrtcCompileProgram failed for {}: {}\n{}", arch,
+                            nvrtcGetErrorString(r), annotateLog(log, source)));
+  }
+  Binary bin;
+  size_t size = 0;
+  checkNvrtc(nvrtcGetPTXSize(prog, &size), "nvrtcGetPTXSize");
+  bin.ptx.resize(size);
+  checkNvrtc(nvrtcGetPTX(prog, bin.ptx.data()), "nvrtcGetPTX");
+  if (!bin.ptx.empty() && bin.ptx.back() == '\0') bin.ptx.pop_back();
+  checkNvrtc(nvrtcGetCUBINSize(prog, &size), "nvrtcGetCUBINSize");
+  bin.cubin.resize(size);
+  checkNvrtc(nvrtcGetCUBIN(prog, bin.cubin.data()), "nvrtcGetCUBIN");
+  nvrtcDestroyProgram(&prog);
+  return bin;
+}

@@ -1,0 +1,152 @@
+//===- tessel.cpp - compile, inspect and run library kernels --------------===//
+//
+//   tessel list
+//   tessel compile KERNEL [--param k=v ...] [--arch sm_80|sm_90a|sm_100a]
+//                  [--emit mlir|lowered|cuda|ptx|cubin] [--dump-ir DIR] [-o FILE]
+//   tessel run KERNEL [--param k=v ...] [--seed N] [--dump-ir DIR]
+//
+//===----------------------------------------------------------------------===//
+#include "Library.h"
+#include "tessel/runtime/Cache.h"
+#include "tessel/runtime/Driver.h"
+
+#include <cstring>
+#include <random>
+#include <fmt/format.h>
+#include <fstream>
+#include <iostream>
+
+using namespace tessel;
+using namespace tessel::kernels;
+
+namespace {
+struct Args {
+  std::string command, kernel, arch, emit = "cuda", dumpDir, output;
+  Params params;
+  uint64_t seed = 0;
+  bool seedGiven = false;
+};
+
+[[noreturn]] void usage(const std::string &why) {
+  std::cerr << "tessel: " << why << "\n"
+            << "usage: tessel list\n"
+            << "       tessel compile KERNEL [--param k=v ...] [--arch sm_80|sm_90a|sm_100a]\n"
+            << "                      [--emit mlir|lowered|cuda|ptx|cubin] [--dump-ir DIR] [-o FILE]\n"
+            << "       tessel run KERNEL [--param k=v ...] [--seed N] [--dump-ir DIR]\n";
+  std::exit(2);
+}
+
+Args parse(int argc, char **argv) {
+  Args a;
+  if (argc < 2) usage("no command");
+  a.command = argv[1];
+  int i = 2;
+  if (a.command != "list") {
+    if (argc < 3 || argv[2][0] == '-') usage("no kernel named");
+    a.kernel = argv[i++];
+  }
+  for (; i < argc; ++i) {
+    std::string opt = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) usage(opt + " needs a value");
+      return argv[++i];
+    };
+    if (opt == "--param") {
+      std::string kv = next();
+      size_t eq = kv.find('=');
+      if (eq == std::string::npos) usage("--param takes key=value, got '" + kv + "'");
+      a.params[kv.substr(0, eq)] = kv.substr(eq + 1);
+    } else if (opt == "--arch") a.arch = next();
+    else if (opt == "--emit") a.emit = next();
+    else if (opt == "--dump-ir") a.dumpDir = next();
+    else if (opt == "-o") a.output = next();
+    else if (opt == "--seed") { a.seed = std::stoull(next()); a.seedGiven = true; }
+    else usage("unknown option '" + opt + "'");
+  }
+  return a;
+}
+
+int list() {
+  for (const LibraryKernel &k : library()) {
+    fmt::print("{:<12} {}\n", k.name, k.summary);
+    std::string params;
+    for (auto &[key, value] : k.defaults) params += fmt::format(" {}={}", key, value);
+    fmt::print("{:<12} params:{}\n", "", params);
+  }
+  return 0;
+}
+
+void printTimes(const Kernel &k) {
+  const CompileTimes &t = k.times();
+  fmt::print(stderr, "compile: passes {:.1f} ms, emit {:.1f} ms, nvrtc {:.1f} ms ({}), total {:.1f} ms\n",
+             t.passesMs, t.emitMs, t.nvrtcMs, t.nvrtcCalled ? "compiled" : "cache hit", t.totalMs);
+}
+
+int compileCommand(const Args &a) {
+  const LibraryKernel &entry = findKernel(a.kernel);
+  Params p = withDefaults(entry, a.params);
+  Program program = entry.build(p);
+  Kernel k = compile(program, {a.arch.empty() ? "sm_90a" : a.arch, a.dumpDir});
+  printTimes(k);
+  std::string text;
+  if (a.emit == "mlir") text = k.tileIr();
+  else if (a.emit == "lowered") text = k.loweredIr();
+  else if (a.emit == "cuda") text = k.cuda();
+  else if (a.emit == "ptx") text = k.ptx();
+  else if (a.emit == "cubin") text = k.cubin();
+  else usage("--emit takes mlir, lowered, cuda, ptx or cubin");
+  if (a.output.empty()) {
+    if (a.emit == "cubin") usage("--emit cubin needs -o FILE");
+    std::cout << text;
+  } else {
+    std::ofstream(a.output, std::ios::binary) << text;
+    fmt::print(stderr, "wrote {} ({} bytes)\n", a.output, text.size());
+  }
+  if (!a.dumpDir.empty()) fmt::print(stderr, "IR after every pass, CUDA and PTX in {}\n", a.dumpDir);
+  return 0;
+}
+
+int runCommand(const Args &a) {
+  const LibraryKernel &entry = findKernel(a.kernel);
+  Params p = withDefaults(entry, a.params);
+  std::string why;
+  bool gpu = rt::Driver::available(&why);
+  std::string arch = a.arch;
+  if (arch.empty()) {
+    int cc = gpu ? rt::Driver::get().computeCapability() : 90;
+    arch = cc == 90 ? "sm_90a" : cc >= 100 ? "sm_100a" : "sm_80";
+  }
+  Program program = entry.build(p);
+  Kernel k = compile(program, {arch, a.dumpDir});
+  printTimes(k);
+  fmt::print("compiled {} for {}: {} bytes of cubin, {} bytes of PTX\n", entry.name, arch,
+             k.cubin().size(), k.ptx().size());
+  if (!a.dumpDir.empty()) fmt::print("IR after every pass, CUDA and PTX in {}\n", a.dumpDir);
+  if (!gpu) {
+    fmt::print("NO GPU: cannot run {} here ({}). The cubin was produced; run on a machine with an "
+               "NVIDIA GPU to check it.\n", entry.name, why);
+    return 0;
+  }
+  auto &d = rt::Driver::get();
+  fmt::print("device: {} (sm_{}) — {}\n", d.deviceName(), d.computeCapability(),
+             k.loadedKernel().resourceUsage());
+  uint64_t seed = a.seedGiven ? a.seed : std::random_device{}();
+  CheckResult r = entry.check(k, p, seed);
+  fmt::print("{} {}: rel error {:.3e} (tolerance {:.0e}), {:.4f} ms — {}\n", entry.name, r.shape,
+             r.relError, r.tolerance, r.ms, r.passed ? "PASS" : "FAIL");
+  return r.passed ? 0 : 1;
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  Args a = parse(argc, argv);
+  try {
+    if (a.command == "list") return list();
+    if (a.command == "compile") return compileCommand(a);
+    if (a.command == "run") return runCommand(a);
+    usage("unknown command '" + a.command + "'");
+  } catch (const Error &e) {
+    std::cerr << "tessel: " << e.what() << "\n";
+    return 1;
+  }
+}
