@@ -9,6 +9,11 @@
 using namespace tessel;
 using namespace tessel::rt;
 
+// The ABI each entry point is requested at. cuda.h's prototypes are those of
+// 12.8: CUDA 13.0 changed cuCtxSynchronize to take a context, and asking for
+// 13.0 would hand back that version behind the old prototype.
+static constexpr int kDriverAbiVersion = 12080;
+
 void Driver::load() {
   void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!lib)
@@ -18,11 +23,11 @@ void Driver::load() {
     throw Error("no CUDA driver: libcuda.so.1 has no cuGetProcAddress_v2 (driver older than CUDA 12)");
   auto take = [&](const char *name, void **slot) {
     CUdriverProcAddressQueryResult status;
-    CUresult r = getProc(name, slot, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status);
+    CUresult r = getProc(name, slot, kDriverAbiVersion, CU_GET_PROC_ADDRESS_DEFAULT, &status);
     if (r != CUDA_SUCCESS || !*slot)
       throw Error(fmt::format("CUDA driver too old: cuGetProcAddress(\"{}\") failed (driver "
                               "must support CUDA {}.{})",
-                              name, CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10));
+                              name, kDriverAbiVersion / 1000, kDriverAbiVersion % 1000 / 10));
   };
 #define TESSEL_DRIVER_FN(name) take(#name, reinterpret_cast<void **>(&fns.name));
 #include "tessel/runtime/DriverFunctions.def"

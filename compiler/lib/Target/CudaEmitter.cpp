@@ -257,7 +257,7 @@ LogicalResult CudaEmitter::emitOp(Operation &op) {
         ++depth;
         if (failed(emitBlock(*o.thenBlock()))) return failure();
         --depth;
-        if (o.elseBlock() && !o.elseBlock()->without_terminator().empty()) {
+        if (o.elseBlock() && (o.getNumResults() || !o.elseBlock()->without_terminator().empty())) {
           line() << "} else {\n";
           ++depth;
           if (failed(emitBlock(*o.elseBlock()))) return failure();

@@ -1,0 +1,91 @@
+//===- GpuTests.cpp - library kernels checked on the GPU ------------------===//
+//
+// Each kernel runs at several shapes, tile multiples and not, on fresh random
+// inputs with NaN-poisoned outputs, against a float64 CPU reference. Without
+// a GPU the binary says so and skips.
+//
+//===----------------------------------------------------------------------===//
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+
+#include "Library.h"
+#include "tessel/runtime/Cache.h"
+#include "tessel/runtime/Driver.h"
+
+#include <fmt/format.h>
+#include <random>
+
+using namespace tessel;
+using namespace tessel::kernels;
+
+static std::string deviceArch() {
+  int cc = rt::Driver::get().computeCapability();
+  return cc == 90 ? "sm_90a" : cc >= 100 ? "sm_100a" : "sm_80";
+}
+
+static void checkKernel(const std::string &name, const Params &overrides) {
+  const LibraryKernel &entry = findKernel(name);
+  Params p = withDefaults(entry, overrides);
+  Program program = entry.build(p);
+  Kernel k = compile(program, {deviceArch(), ""});
+  uint64_t seed = std::random_device{}();
+  CheckResult r = entry.check(k, p, seed);
+  std::string line = fmt::format("{} {}: rel error {:.3e} (tolerance {:.0e}) {:.4f} ms seed {}", name,
+                                 r.shape, r.relError, r.tolerance, r.ms, seed);
+  fmt::print("{}\n", line);
+  INFO(line);
+  CHECK(r.passed);
+}
+
+TEST_CASE("scaled_add matches the reference", "[gpu]") {
+  for (std::string dtype : {"f32", "f16", "bf16"})
+    for (std::string n : {"1", "1000", "1024", "1000003", "4194304"})
+      checkKernel("scaled_add", {{"dtype", dtype}, {"N", n}});
+  checkKernel("scaled_add", {{"block", "512"}, {"threads", "64"}, {"N", "77777"}});
+}
+
+TEST_CASE("row_softmax matches the reference", "[gpu]") {
+  for (std::string dtype : {"f32", "f16", "bf16"})
+    for (std::string m : {"1", "7", "1001", "4096"})
+      checkKernel("row_softmax", {{"dtype", dtype}, {"M", m}});
+  checkKernel("row_softmax", {{"cols", "1000"}, {"rows", "2"}, {"threads", "256"}, {"M", "333"}});
+  checkKernel("row_softmax", {{"cols", "20"}, {"rows", "16"}, {"threads", "96"}, {"M", "45"}});
+}
+
+TEST_CASE("gemm matches the reference", "[gpu]") {
+  struct Shape { const char *m, *n, *k; };
+  for (std::string in : {"f16", "bf16"})
+    for (std::string ta : {"0", "1"})
+      for (std::string tb : {"0", "1"})
+        for (Shape s : {Shape{"256", "256", "256"}, Shape{"300", "200", "130"}, Shape{"1", "65", "33"}})
+          checkKernel("gemm", {{"in", in}, {"transpose_a", ta}, {"transpose_b", tb},
+                               {"M", s.m}, {"N", s.n}, {"K", s.k}});
+  checkKernel("gemm", {{"out", "f16"}, {"M", "513"}, {"N", "255"}, {"K", "100"}});
+  checkKernel("gemm", {{"block_m", "32"}, {"block_n", "128"}, {"block_k", "16"}, {"threads", "256"},
+                       {"M", "1000"}, {"N", "1000"}, {"K", "1000"}});
+}
+
+TEST_CASE("a second compile in one process does not call NVRTC", "[gpu][cache]") {
+  const LibraryKernel &entry = findKernel("gemm");
+  Params p = withDefaults(entry, {{"block_m", "32"}, {"block_n", "32"}});
+  Program first = entry.build(p), second = entry.build(p);
+  rt::CacheStats &stats = rt::KernelCache::global().stats();
+  compile(first, {deviceArch(), ""});
+  int compiles = stats.nvrtcCompiles, hits = stats.memoryHits;
+  Kernel k = compile(second, {deviceArch(), ""});
+  CHECK(stats.nvrtcCompiles == compiles);
+  CHECK(stats.memoryHits == hits + 1);
+  CHECK_FALSE(k.times().nvrtcCalled);
+  CHECK(entry.check(k, p, 7).passed);
+}
+
+int main(int argc, char **argv) {
+  std::string why;
+  if (!rt::Driver::available(&why)) {
+    fmt::print("GPU tests SKIPPED: {}\n", why);
+    return 0;
+  }
+  auto &d = rt::Driver::get();
+  fmt::print("GPU tests on {} (sm_{})\n", d.deviceName(), d.computeCapability());
+  return Catch::Session().run(argc, argv);
+}
