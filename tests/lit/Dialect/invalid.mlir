@@ -1,0 +1,403 @@
+// RUN: tessel-opt %s -split-input-file -verify-diagnostics
+// One case per verifier branch of the tile dialect.
+
+// expected-error @+1 {{grid must have 1 to 3 dimensions, got 4}}
+tile.kernel @k() grid(%a, %b, %c, %d) = affine_map<() -> (1, 1, 1, 1)> threads(128) {
+
+}
+
+// -----
+
+// expected-error @+1 {{grid map must have no dimensions}}
+tile.kernel @k() grid(%bx) = affine_map<(d0) -> (d0)> threads(128) {
+
+}
+
+// -----
+
+// expected-error @+1 {{has 2 block indices but the grid has 1 dimensions}}
+tile.kernel @k() grid(%a, %b) = affine_map<() -> (1)> threads(128) {
+
+}
+
+// -----
+
+// expected-error @+1 {{grid map has 1 symbols but the kernel has 0 index parameters}}
+tile.kernel @k() grid(%bx) = affine_map<()[s0] -> (s0)> threads(128) {
+
+}
+
+// -----
+
+// expected-error @+1 {{threads must be positive, got 0}}
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(0) {
+
+}
+
+// -----
+
+// expected-error @+1 {{buffer parameter #0 must be in global memory}}
+tile.kernel @k(%a: memref<4xf32, #tile.space<shared>>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+
+}
+
+// -----
+
+// expected-error @+1 {{buffer parameter #0 must be row-major}}
+tile.kernel @k(%a: memref<4x4xf32, strided<[1, 4]>, #tile.space<global>>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+
+}
+
+// -----
+
+// expected-error @+1 {{parameter #0 must be a global memref or a scalar}}
+tile.kernel @k(%a: vector<4xf32>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+// expected-error @+1 {{cannot allocate global memory}}
+%a = tile.alloc : memref<4xf32, #tile.space<global>>
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+// expected-error @+1 {{buffer dimensions must be positive, got [4, 0]}}
+%a = tile.alloc : memref<4x0xf32, #tile.space<shared>>
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+// expected-error @+1 {{allocations are row-major}}
+%a = tile.alloc : memref<4x4xf32, strided<[1, 4]>, #tile.space<shared>>
+}
+
+// -----
+
+tile.kernel @k(%a: memref<?x64xf32, #tile.space<global>>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+%c0 = arith.constant 0 : index
+// expected-error @+1 {{needs 2 offsets and sizes, got 1 and 1}}
+%r = tile.region %a[%c0] [4] : memref<?x64xf32, #tile.space<global>> -> memref<4xf32, #tile.space<global>>
+}
+
+// -----
+
+tile.kernel @k(%a: memref<?x64xf32, #tile.space<global>>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+%c0 = arith.constant 0 : index
+// expected-error @+1 {{region [4, 128] is larger than its buffer [?, 64] in dimension 1}}
+%r = tile.region %a[%c0, %c0] [4, 128] : memref<?x64xf32, #tile.space<global>> -> memref<4x128xf32, strided<[64, 1], offset: ?>, #tile.space<global>>
+}
+
+// -----
+
+tile.kernel @k(%a: memref<?x64xf32, #tile.space<global>>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+%c0 = arith.constant 0 : index
+%c40 = arith.constant 40 : index
+// expected-error @+1 {{region at offset 40 of size 32 lies outside dimension 1 of buffer [?, 64]}}
+%r = tile.region %a[%c0, %c40] [4, 32] : memref<?x64xf32, #tile.space<global>> -> memref<4x32xf32, strided<[64, 1], offset: ?>, #tile.space<global>>
+}
+
+// -----
+
+tile.kernel @k(%a: memref<?x64xf32, #tile.space<global>>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+%c0 = arith.constant 0 : index
+// expected-error @+1 {{region sizes must be positive, got [0, 32]}}
+%r = tile.region %a[%c0, %c0] [0, 32] : memref<?x64xf32, #tile.space<global>> -> memref<0x32xf32, strided<[64, 1], offset: ?>, #tile.space<global>>
+}
+
+// -----
+
+tile.kernel @k(%a: memref<?x64xf32, #tile.space<global>>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+%c0 = arith.constant 0 : index
+// expected-error @+1 {{result shape [4, 16] differs from the region sizes [4, 32]}}
+%r = tile.region %a[%c0, %c0] [4, 32] : memref<?x64xf32, #tile.space<global>> -> memref<4x16xf32, strided<[64, 1], offset: ?>, #tile.space<global>>
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+%a = tile.alloc : memref<4x8xf32, #tile.space<shared>>
+%b = tile.alloc : memref<8x4xf32, #tile.space<shared>>
+// expected-error @+1 {{source shape [4, 8] differs from destination shape [8, 4]}}
+tile.copy %a, %b : memref<4x8xf32, #tile.space<shared>>, memref<8x4xf32, #tile.space<shared>>
+}
+
+// -----
+
+tile.kernel @k(%a: memref<?xf32, #tile.space<global>>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+%b = tile.alloc : memref<4xf32, #tile.space<shared>>
+// expected-error @+1 {{copy needs static tile shapes}}
+tile.copy %a, %a : memref<?xf32, #tile.space<global>>, memref<?xf32, #tile.space<global>>
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+%a = tile.alloc : memref<4xf32, #tile.space<local>>
+%b = tile.alloc : memref<4xf32, #tile.space<shared>>
+// expected-error @+1 {{local buffers are private to a thread}}
+tile.copy %a, %b : memref<4xf32, #tile.space<local>>, memref<4xf32, #tile.space<shared>>
+}
+
+// -----
+
+tile.kernel @k(%a: memref<?xf32, #tile.space<global>>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+%z = arith.constant 0.0 : f32
+// expected-error @+1 {{fill needs a static tile shape}}
+tile.fill %a, %z : memref<?xf32, #tile.space<global>>, f32
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+%a = tile.alloc : memref<4xf32, #tile.space<shared>>
+%z = arith.constant 0.0 : f16
+// expected-error @+1 {{value type 'f16' differs from the buffer element type 'f32'}}
+tile.fill %a, %z : memref<4xf32, #tile.space<shared>>, f16
+}
+
+// -----
+
+tile.kernel @k(%a: memref<16x16xf16, #tile.space<global>>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+%b = tile.alloc : memref<16x16xf16, #tile.space<shared>>
+%c = tile.alloc : memref<16x16xf32, #tile.space<fragment>>
+// expected-error @+1 {{operand A is in global memory; gemm needs shared or fragment memory}}
+tile.gemm %a, %b, %c : memref<16x16xf16, #tile.space<global>>, memref<16x16xf16, #tile.space<shared>>, memref<16x16xf32, #tile.space<fragment>>
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+%a = tile.alloc : memref<16x16xf16, #tile.space<shared>>
+%b = tile.alloc : memref<16x16xf16, #tile.space<shared>>
+%c = tile.alloc : memref<16x16xf32, #tile.space<shared>>
+// expected-error @+1 {{operand C is in shared memory; gemm needs a fragment}}
+tile.gemm %a, %b, %c : memref<16x16xf16, #tile.space<shared>>, memref<16x16xf16, #tile.space<shared>>, memref<16x16xf32, #tile.space<shared>>
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+%a = tile.alloc : memref<16x16x2xf16, #tile.space<shared>>
+%b = tile.alloc : memref<16x16xf16, #tile.space<shared>>
+%c = tile.alloc : memref<16x16xf32, #tile.space<fragment>>
+// expected-error @+1 {{operands must be 2-D}}
+tile.gemm %a, %b, %c : memref<16x16x2xf16, #tile.space<shared>>, memref<16x16xf16, #tile.space<shared>>, memref<16x16xf32, #tile.space<fragment>>
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+%a = tile.alloc : memref<16x32xf16, #tile.space<shared>>
+%b = tile.alloc : memref<16x16xf16, #tile.space<shared>>
+%c = tile.alloc : memref<16x16xf32, #tile.space<fragment>>
+// expected-error @+1 {{K of operand A [16, 32] is 32 but K of operand B [16, 16] is 16}}
+tile.gemm %a, %b, %c : memref<16x32xf16, #tile.space<shared>>, memref<16x16xf16, #tile.space<shared>>, memref<16x16xf32, #tile.space<fragment>>
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+%a = tile.alloc : memref<16x32xf16, #tile.space<shared>>
+%b = tile.alloc : memref<32x16xf16, #tile.space<shared>>
+%c = tile.alloc : memref<16x8xf32, #tile.space<fragment>>
+// expected-error @+1 {{accumulator C [16, 8] must be [16, 16] for A [16, 32] and B [32, 16]}}
+tile.gemm %a, %b, %c : memref<16x32xf16, #tile.space<shared>>, memref<32x16xf16, #tile.space<shared>>, memref<16x8xf32, #tile.space<fragment>>
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+%a = tile.alloc : memref<32x16xf16, #tile.space<shared>>
+%b = tile.alloc : memref<16x16xf16, #tile.space<shared>>
+%c = tile.alloc : memref<16x16xf32, #tile.space<fragment>>
+// expected-error @+1 {{K of operand A [32, 16] is 32 but K of operand B [16, 16] is 16}}
+tile.gemm %a, %b, %c {transpose_a, transpose_b} : memref<32x16xf16, #tile.space<shared>>, memref<16x16xf16, #tile.space<shared>>, memref<16x16xf32, #tile.space<fragment>>
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+%a = tile.alloc : memref<16x16xf16, #tile.space<shared>>
+%b = tile.alloc : memref<16x16xf16, #tile.space<shared>>
+%c = tile.alloc : memref<16x16xi32, #tile.space<fragment>>
+// expected-error @+1 {{accumulator C must be f32 or f16, got 'i32'}}
+tile.gemm %a, %b, %c : memref<16x16xf16, #tile.space<shared>>, memref<16x16xf16, #tile.space<shared>>, memref<16x16xi32, #tile.space<fragment>>
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+%a = tile.alloc : memref<16x16xf16, #tile.space<shared>>
+%b = tile.alloc : memref<16x16xbf16, #tile.space<shared>>
+%c = tile.alloc : memref<16x16xf32, #tile.space<fragment>>
+// expected-error @+1 {{operand A element type 'f16' differs from operand B element type 'bf16'}}
+tile.gemm %a, %b, %c : memref<16x16xf16, #tile.space<shared>>, memref<16x16xbf16, #tile.space<shared>>, memref<16x16xf32, #tile.space<fragment>>
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+%s = tile.alloc : memref<8x4xf32, #tile.space<fragment>>
+%d = tile.alloc : memref<8xf32, #tile.space<fragment>>
+// expected-error @+1 {{dim 2 is out of range for source [8, 4]}}
+tile.reduce sum %s -> %d dim = 2 : memref<8x4xf32, #tile.space<fragment>> -> memref<8xf32, #tile.space<fragment>>
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+%s = tile.alloc : memref<8x4xf32, #tile.space<local>>
+%d = tile.alloc : memref<8xf32, #tile.space<fragment>>
+// expected-error @+1 {{reduce operands must be shared or fragment buffers, source is in local memory}}
+tile.reduce sum %s -> %d dim = 1 : memref<8x4xf32, #tile.space<local>> -> memref<8xf32, #tile.space<fragment>>
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+%s = tile.alloc : memref<8x4xf32, #tile.space<fragment>>
+%d = tile.alloc : memref<4xf32, #tile.space<fragment>>
+// expected-error @+1 {{destination [4] must be [8] to reduce source [8, 4] along dim 1}}
+tile.reduce sum %s -> %d dim = 1 : memref<8x4xf32, #tile.space<fragment>> -> memref<4xf32, #tile.space<fragment>>
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+%s = tile.alloc : memref<8x4xi32, #tile.space<fragment>>
+%d = tile.alloc : memref<8xi32, #tile.space<fragment>>
+// expected-error @+1 {{reduce works on floating-point buffers}}
+tile.reduce sum %s -> %d dim = 1 : memref<8x4xi32, #tile.space<fragment>> -> memref<8xi32, #tile.space<fragment>>
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+%a = tile.alloc : memref<4xf32, #tile.space<fragment>>
+%z = arith.constant 0.0 : f32
+%c0 = arith.constant 0 : index
+// expected-error @+1 {{atomic_add destination must be global or shared, got fragment}}
+tile.atomic_add %z, %a[%c0] order = relaxed : f32, memref<4xf32, #tile.space<fragment>>
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+%a = tile.alloc : memref<4xi8, #tile.space<shared>>
+%z = arith.constant 0 : i8
+%c0 = arith.constant 0 : index
+// expected-error @+1 {{atomic_add supports f32, f16, bf16, f64 and i32, got 'i8'}}
+tile.atomic_add %z, %a[%c0] order = relaxed : i8, memref<4xi8, #tile.space<shared>>
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+%a = tile.alloc : memref<4xf32, #tile.space<shared>>
+%b = tile.alloc : memref<4xf32, #tile.space<fragment>>
+%c0 = arith.constant 0 : index
+// expected-error @+1 {{the region form takes no indices}}
+tile.atomic_add %b, %a[%c0] order = relaxed : memref<4xf32, #tile.space<fragment>>, memref<4xf32, #tile.space<shared>>
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+%a = tile.alloc : memref<4xf32, #tile.space<shared>>
+%b = tile.alloc : memref<8xf32, #tile.space<fragment>>
+// expected-error @+1 {{source tile [8] differs from destination tile [4]}}
+tile.atomic_add %b, %a order = relaxed : memref<8xf32, #tile.space<fragment>>, memref<4xf32, #tile.space<shared>>
+}
+
+// -----
+
+tile.kernel @k(%a: memref<?xf32, #tile.space<global>>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+%b = tile.alloc : memref<4xf32, #tile.space<fragment>>
+// expected-error @+1 {{region atomic_add needs static tile shapes}}
+tile.atomic_add %a, %a order = relaxed : memref<?xf32, #tile.space<global>>, memref<?xf32, #tile.space<global>>
+}
+
+// -----
+
+tile.kernel @k(%a: memref<?x4xf32, #tile.space<global>>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+%z = arith.constant 0.0 : f32
+%c0 = arith.constant 0 : index
+// expected-error @+1 {{scalar atomic_add into a rank-2 buffer needs 2 indices, got 1}}
+tile.atomic_add %z, %a[%c0] order = relaxed : f32, memref<?x4xf32, #tile.space<global>>
+}
+
+// -----
+
+tile.kernel @k(%a: memref<?xf32, #tile.space<global>>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+%z = arith.constant 0.0 : f16
+%c0 = arith.constant 0 : index
+// expected-error @+1 {{value type 'f16' differs from destination element type 'f32'}}
+tile.atomic_add %z, %a[%c0] order = relaxed : f16, memref<?xf32, #tile.space<global>>
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+%a = tile.alloc : memref<4x4xf32, #tile.space<local>>
+// expected-error @+1 {{layouts are annotated on shared or fragment buffers, not local}}
+tile.annotate_layout %a, affine_map<(d0, d1) -> (d0 * 4 + d1)> : memref<4x4xf32, #tile.space<local>>
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+%a = tile.alloc : memref<4x4xf32, #tile.space<shared>>
+%c0 = arith.constant 0 : index
+%r = tile.region %a[%c0, %c0] [2, 2] : memref<4x4xf32, #tile.space<shared>> -> memref<2x2xf32, strided<[4, 1], offset: ?>, #tile.space<shared>>
+// expected-error @+1 {{annotate the buffer returned by tile.alloc}}
+tile.annotate_layout %r, affine_map<(d0, d1) -> (d0 * 4 + d1)> : memref<2x2xf32, strided<[4, 1], offset: ?>, #tile.space<shared>>
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+%a = tile.alloc : memref<4x4xf32, #tile.space<shared>>
+// expected-error @+1 {{layout must map the 2 logical indices to one offset}}
+tile.annotate_layout %a, affine_map<(d0) -> (d0)> : memref<4x4xf32, #tile.space<shared>>
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+%a = tile.alloc : memref<4x4xf32, #tile.space<shared>>
+// expected-error @+1 {{layout offsets must start at 0 and grow with every index}}
+tile.annotate_layout %a, affine_map<(d0, d1) -> (d0 * 4 - d1 + 3)> : memref<4x4xf32, #tile.space<shared>>
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+// expected-error @+1 {{extents must be positive, got [0]}}
+tile.parallel (%i) in [0] {
+}
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+%c0 = arith.constant 0 : index
+%c4 = arith.constant 4 : index
+// expected-error @+1 {{num_stages must be at least 1, got 0}}
+tile.pipelined %k = %c0 to %c4 step %c4 stages(0) {
+}
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+%c0 = arith.constant 0 : index
+%c4 = arith.constant 4 : index
+// expected-error @+1 {{step must be positive, got 0}}
+tile.pipelined %k = %c0 to %c4 step %c0 stages(2) {
+}
+}

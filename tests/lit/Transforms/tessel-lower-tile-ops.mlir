@@ -1,0 +1,106 @@
+// RUN: tessel-opt %s -split-input-file -pass-pipeline='builtin.module(tile.kernel(tessel-lower-tile-ops))' | FileCheck %s
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// A copy of a dynamically sized global window into shared memory: 16-byte
+// moves when in bounds and aligned, a guarded element path otherwise (zero
+// outside the tensor). The shared buffer becomes 1-D at offset 0.
+// CHECK-LABEL: tile.kernel @copy_in
+// CHECK-SAME: smem_bytes = 2048
+// CHECK: %[[TID:.*]] = tilenv.thread_id
+// CHECK: %[[S:.*]] = tile.alloc {offset = 0 : i64} : memref<1024xf16, #tile.space<shared>>
+// CHECK: scf.for %{{.*}} = %[[TID]] to %{{.*}} step %{{.*}} {
+// CHECK: memref.dim %arg0
+// CHECK: arith.cmpi slt
+// CHECK: scf.if
+// CHECK: tilenv.copy_vector %arg0[{{.*}}], %[[S]][{{.*}}] bytes = 16
+// CHECK: } else {
+// CHECK: scf.if %{{.*}} -> (f16)
+// CHECK: memref.load %arg0
+// CHECK: arith.constant 0.000000e+00 : f16
+// CHECK-NOT: tile.copy
+// CHECK-NOT: tile.region
+tile.kernel @copy_in(%a: memref<?x64xf16, #g>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c16 = arith.constant 16 : index
+  %row = arith.muli %bx, %c16 : index
+  %s = tile.alloc : memref<16x64xf16, #s>
+  %t = tile.region %a[%row, %c0] [16, 64] : memref<?x64xf16, #g> -> memref<16x64xf16, strided<[64, 1], offset: ?>, #g>
+  tile.copy %t, %s : memref<16x64xf16, strided<[64, 1], offset: ?>, #g>, memref<16x64xf16, #s>
+}
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// gemm becomes an fp32 FMA loop over K per output element.
+// CHECK-LABEL: tile.kernel @gemm_fma
+// CHECK: scf.for
+// CHECK: scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}) -> (f32)
+// CHECK: arith.extf
+// CHECK: math.fma
+// CHECK-NOT: tile.gemm
+tile.kernel @gemm_fma() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc : memref<16x8xf16, #s>
+  %b = tile.alloc : memref<8x16xf16, #s>
+  %c = tile.alloc : memref<16x16xf32, #f>
+  tile.gemm %a, %b, %c : memref<16x8xf16, #s>, memref<8x16xf16, #s>, memref<16x16xf32, #f>
+}
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// A row reduction: groups of 32 lanes, butterfly shuffles, lane 0 writes.
+// CHECK-LABEL: tile.kernel @row_max
+// CHECK: arith.maxnumf
+// CHECK: tilenv.shfl_xor %{{.*}}, 16, 32
+// CHECK: tilenv.shfl_xor %{{.*}}, 1, 32
+// CHECK: scf.if
+// CHECK: memref.store
+tile.kernel @row_max() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %t = tile.alloc : memref<4x100xf32, #f>
+  %m = tile.alloc : memref<4xf32, #f>
+  tile.reduce max %t -> %m dim = 1 clear : memref<4x100xf32, #f> -> memref<4xf32, #f>
+}
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// Region atomics keep their memory order; barriers become __syncthreads.
+// CHECK-LABEL: tile.kernel @atomics
+// CHECK: tilenv.sync_threads
+// CHECK: tilenv.atomic_add %{{.*}}, %arg0[%{{.*}}] release
+tile.kernel @atomics(%out: memref<?xf32, #g>) grid(%bx) = affine_map<() -> (1)> threads(32) {
+  %c0 = arith.constant 0 : index
+  %s = tile.alloc : memref<32xf32, #f>
+  tile.barrier
+  %r = tile.region %out[%c0] [32] : memref<?xf32, #g> -> memref<32xf32, strided<[1], offset: ?>, #g>
+  tile.atomic_add %s, %r order = release : memref<32xf32, #f>, memref<32xf32, strided<[1], offset: ?>, #g>
+}
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// An annotated layout (padded rows) sizes the storage and addresses it.
+// CHECK-LABEL: tile.kernel @padded
+// CHECK: tile.alloc {offset = 0 : i64} : memref<152xf32, #tile.space<shared>>
+// CHECK: arith.muli %{{.*}}, %c40
+tile.kernel @padded() grid(%bx) = affine_map<() -> (1)> threads(32) {
+  %s = tile.alloc : memref<4x32xf32, #s>
+  tile.annotate_layout %s, affine_map<(d0, d1) -> (d0 * 40 + d1)> : memref<4x32xf32, #s>
+  %z = arith.constant 1.0 : f32
+  tile.fill %s, %z : memref<4x32xf32, #s>, f32
+}
