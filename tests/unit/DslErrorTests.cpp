@@ -1,0 +1,125 @@
+//===- DslErrorTests.cpp - misuse of the DSL names the user's line --------===//
+#include <catch2/catch.hpp>
+
+#include "tessel/dsl/Compile.h"
+
+#include <string>
+
+using namespace tessel;
+
+/// Runs `build` inside a kernel body and returns the error message.
+template <class F> static std::string errorOf(F &&build) {
+  Program p("misuse");
+  Expr n = p.sym("N");
+  Tensor x = p.tensor("x", {n, 64}, DType::f16);
+  try {
+    p.kernel({1}, 128, [&](Expr) { build(x); });
+  } catch (const Error &e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+static std::string here(int line) { return std::string(__FILE__) + ":" + std::to_string(line) + ":"; }
+
+TEST_CASE("copy with mismatched shapes names both shapes and the line") {
+  int line = 0;
+  std::string msg = errorOf([&](Tensor x) {
+    Buffer s = alloc_shared({16, 32}, DType::f16);
+    line = __LINE__ + 1;
+    copy(x.tile({0, 0}, {16, 64}), s);
+  });
+  CHECK(msg.find(here(line)) == 0);
+  CHECK(msg.find("copy source shape [16, 64] differs from destination shape [16, 32]") != std::string::npos);
+}
+
+TEST_CASE("gemm on global memory is rejected") {
+  int line = 0;
+  std::string msg = errorOf([&](Tensor x) {
+    Buffer b = alloc_shared({64, 16}, DType::f16);
+    Buffer c = alloc_fragment({16, 16}, DType::f32);
+    line = __LINE__ + 1;
+    gemm(x.tile({0, 0}, {16, 64}), b, c);
+  });
+  CHECK(msg.find(here(line)) == 0);
+  CHECK(msg.find("gemm operand A is in global memory") != std::string::npos);
+}
+
+TEST_CASE("zero and negative tile sizes are rejected") {
+  int line = 0;
+  std::string msg = errorOf([&](Tensor) {
+    line = __LINE__ + 1;
+    alloc_fragment({16, 0}, DType::f32);
+  });
+  CHECK(msg.find(here(line)) == 0);
+  CHECK(msg.find("dimensions must be positive, got [16, 0]") != std::string::npos);
+  msg = errorOf([&](Tensor x) {
+    line = __LINE__ + 1;
+    x.tile({0, 0}, {-4, 64});
+  });
+  CHECK(msg.find(here(line)) == 0);
+  CHECK(msg.find("tile sizes must be positive") != std::string::npos);
+}
+
+TEST_CASE("a region outside a static dimension is rejected") {
+  int line = 0;
+  std::string msg = errorOf([&](Tensor x) {
+    line = __LINE__ + 1;
+    x.tile({0, 48}, {16, 32});
+  });
+  CHECK(msg.find(here(line)) == 0);
+  CHECK(msg.find("tile [16, 32] at offset 48 lies outside buffer [?, 64] in dimension 1") != std::string::npos);
+}
+
+TEST_CASE("gemm with mismatched K names both operands") {
+  std::string msg = errorOf([&](Tensor) {
+    gemm(alloc_shared({16, 32}, DType::f16), alloc_shared({16, 16}, DType::f16),
+         alloc_fragment({16, 16}, DType::f32));
+  });
+  CHECK(msg.find("gemm K mismatch: A [16, 32] has K = 32, B [16, 16] has K = 16") != std::string::npos);
+}
+
+TEST_CASE("collective ops inside parallel are reported at the user's line by the compiler") {
+  Program p("nested");
+  int line = 0;
+  p.kernel({1}, 128, [&](Expr) {
+    Buffer s = alloc_shared({8}, DType::f32);
+    parallel(8, [&](Expr) {
+      line = __LINE__ + 1;
+      fill(s, 0.0);
+    });
+  });
+  try {
+    compile(p, {"sm_80", ""});
+    FAIL("expected an error");
+  } catch (const Error &e) {
+    std::string msg = e.what();
+    CHECK(msg.find(here(line)) != std::string::npos);
+    CHECK(msg.find("cannot appear inside tile.parallel") != std::string::npos);
+  }
+}
+
+TEST_CASE("shared memory over the target's limit is a diagnostic") {
+  Program p("too_big");
+  int line = 0;
+  p.kernel({1}, 128, [&](Expr) {
+    line = __LINE__ + 1;
+    alloc_shared({256, 256}, DType::f32);
+  });
+  try {
+    compile(p, {"sm_80", ""});
+    FAIL("expected an error");
+  } catch (const Error &e) {
+    std::string msg = e.what();
+    CHECK(msg.find("kernel needs 262144 bytes of shared memory; sm_80 allows 166912") != std::string::npos);
+    CHECK(msg.find(here(line) + " note: 262144 bytes") != std::string::npos);
+  }
+}
+
+TEST_CASE("tile ops outside a kernel body and unknown targets are errors") {
+  CHECK_THROWS_WITH(alloc_shared({4}, DType::f32), Catch::Contains("only be used inside Program::kernel"));
+  Program p("k");
+  p.kernel({1}, 32, [&](Expr) {});
+  CHECK_THROWS_WITH(compile(p, {"sm_75", ""}), Catch::Contains("unknown target 'sm_75'"));
+  CHECK_THROWS_WITH(p.kernel({1}, 32, [&](Expr) {}), Catch::Contains("already built"));
+}

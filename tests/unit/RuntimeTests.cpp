@@ -1,0 +1,111 @@
+//===- RuntimeTests.cpp - cache, grid evaluation, driver loading ----------===//
+#include <catch2/catch.hpp>
+
+#include "tessel/runtime/Cache.h"
+#include "tessel/runtime/Driver.h"
+#include "tessel/runtime/Error.h"
+#include "tessel/runtime/Launch.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+using namespace tessel;
+using namespace tessel::rt;
+namespace fs = std::filesystem;
+
+TEST_CASE("cache entries round-trip and corrupt ones are rejected") {
+  Binary bin{"cubin-bytes\x01\x02", ".version 9.0"};
+  std::string bytes = KernelCache::encode(bin);
+  Binary out;
+  REQUIRE(KernelCache::decode(bytes, out));
+  CHECK(out.cubin == bin.cubin);
+  CHECK(out.ptx == bin.ptx);
+  std::string flipped = bytes;
+  flipped[flipped.size() - 3] ^= 0x20;
+  CHECK_FALSE(KernelCache::decode(flipped, out));
+  CHECK_FALSE(KernelCache::decode(bytes.substr(0, bytes.size() - 1), out));
+  CHECK_FALSE(KernelCache::decode("garbage", out));
+}
+
+TEST_CASE("cache keys depend on source, arch and options") {
+  std::string k = KernelCache::key("src", "sm_90a", {});
+  CHECK(k == KernelCache::key("src", "sm_90a", {}));
+  CHECK(k != KernelCache::key("src2", "sm_90a", {}));
+  CHECK(k != KernelCache::key("src", "sm_80", {}));
+  CHECK(k != KernelCache::key("src", "sm_90a", {"-G"}));
+}
+
+TEST_CASE("the disk cache is found by a new cache, and a truncated entry is rebuilt") {
+  fs::path dir = fs::temp_directory_path() / "tessel-cache-test";
+  fs::remove_all(dir);
+  setenv("TESSEL_CACHE_DIR", dir.c_str(), 1);
+  unsetenv("TESSEL_CACHE");
+  const std::string src = "extern \"C\" __global__ void k(float *p) { p[threadIdx.x] = 1.0f; }\n";
+  KernelCache &cache = KernelCache::global();
+  cache.clearMemory();
+  int compiles = cache.stats().nvrtcCompiles;
+  auto first = cache.getOrCompile(src, "sm_80");
+  CHECK(cache.stats().nvrtcCompiles == compiles + 1);
+  cache.clearMemory(); // as a new process would
+  int diskHits = cache.stats().diskHits;
+  auto second = cache.getOrCompile(src, "sm_80");
+  CHECK(cache.stats().diskHits == diskHits + 1);
+  CHECK(second->cubin == first->cubin);
+  // Truncate the entry: it must be rejected and rebuilt, never loaded.
+  fs::path entry = dir / (KernelCache::key(src, "sm_80", {}) + ".tbin");
+  REQUIRE(fs::exists(entry));
+  fs::resize_file(entry, fs::file_size(entry) / 2);
+  cache.clearMemory();
+  int rejected = cache.stats().diskRejected;
+  auto third = cache.getOrCompile(src, "sm_80");
+  CHECK(cache.stats().diskRejected == rejected + 1);
+  CHECK(third->cubin == first->cubin);
+  unsetenv("TESSEL_CACHE_DIR");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("NVRTC errors show the generated line") {
+  try {
+    compileCuda("extern \"C\" __global__ void k() {\n  int x = undefined_name;\n}\n", "sm_80");
+    FAIL("expected an error");
+  } catch (const Error &e) {
+    std::string msg = e.what();
+    CHECK(msg.find("nvrtcCompileProgram failed for sm_80") != std::string::npos);
+    CHECK(msg.find("generated line 2:   int x = undefined_name;") != std::string::npos);
+  }
+}
+
+TEST_CASE("grid extents evaluate from symbols") {
+  KernelSpec spec;
+  spec.name = "k";
+  // (s0 ceildiv 64, s1 * 2 + 1)
+  spec.grid = {{{GridToken::Symbol, 0}, {GridToken::Const, 64}, {GridToken::CeilDiv, 0}},
+               {{GridToken::Symbol, 1}, {GridToken::Const, 2}, {GridToken::Mul, 0},
+                {GridToken::Const, 1}, {GridToken::Add, 0}}};
+  auto g = spec.evaluateGrid({129, 3});
+  CHECK(g[0] == 3);
+  CHECK(g[1] == 7);
+  CHECK(g[2] == 1);
+  CHECK_THROWS_WITH(spec.evaluateGrid({0, 3}), Catch::Contains("grid dimension 0 evaluates to 0"));
+}
+
+TEST_CASE("arch compatibility is checked with a clear message") {
+  std::string why;
+  CHECK(archRunsOn("sm_90a", 90));
+  CHECK(archRunsOn("sm_80", 86));
+  CHECK_FALSE(archRunsOn("sm_90a", 80, &why));
+  CHECK(why == "this kernel needs sm_90a, the device is sm_80");
+  CHECK_FALSE(archRunsOn("sm_80", 90));
+}
+
+TEST_CASE("without a driver, Tessel says so instead of crashing") {
+  std::string why;
+  if (Driver::available(&why)) {
+    WARN("a CUDA driver is present; the no-driver path is not exercised here");
+    return;
+  }
+  CHECK(why.rfind("no CUDA driver", 0) == 0);
+  CHECK_THROWS_WITH(Driver::get(), Catch::StartsWith("no CUDA driver"));
+  CHECK_THROWS_WITH(DeviceBuffer(16), Catch::StartsWith("no CUDA driver"));
+}
