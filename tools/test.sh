@@ -11,3 +11,5 @@ ninja -C build
 export TESSEL_CACHE_DIR="$PWD/build/test-cache"
 rm -rf "$TESSEL_CACHE_DIR"
 ctest --test-dir build --output-on-failure
+# ctest hides the output of passing tests; say whether the GPU tests ran.
+grep -h -m1 "GPU tests" build/Testing/Temporary/LastTest.log || true
