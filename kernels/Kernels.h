@@ -38,8 +38,22 @@ struct GemmConfig {
   int64_t blockM = 64, blockN = 64, blockK = 32;
   int stages = 2;
   int threads = 128;
+  WarpPolicy policy = WarpPolicy::square;
+  GemmInstruction instruction = GemmInstruction::automatic;
 };
 Program gemm(const GemmConfig &config);
+
+/// lse[i] = log(sum_j exp(scale * (Q K^T)[i, j])) with Q [M, headDim] and K
+/// [N, headDim], M and N symbols: FlashAttention's online softmax over gemm
+/// accumulator tiles.
+struct RowLseConfig {
+  DType dtype = DType::f16;
+  int64_t headDim = 64;
+  int64_t blockM = 64, blockN = 64;
+  int threads = 128;
+  WarpPolicy policy = WarpPolicy::square;
+};
+Program rowLogSumExp(const RowLseConfig &config);
 
 } // namespace tessel::kernels
 

@@ -28,6 +28,22 @@ DType dtypeParam(const Params &p, const std::string &key) {
   throw Error(fmt::format("parameter {}={}: use f16, bf16 or f32", key, v));
 }
 
+WarpPolicy policyParam(const Params &p, const std::string &key) {
+  const std::string &v = p.at(key);
+  if (v == "square") return WarpPolicy::square;
+  if (v == "full_row") return WarpPolicy::full_row;
+  if (v == "full_col") return WarpPolicy::full_col;
+  throw Error(fmt::format("parameter {}={}: use square, full_row or full_col", key, v));
+}
+
+GemmInstruction instructionParam(const Params &p, const std::string &key) {
+  const std::string &v = p.at(key);
+  if (v == "auto") return GemmInstruction::automatic;
+  if (v == "mma_sync") return GemmInstruction::mma_sync;
+  if (v == "wgmma") return GemmInstruction::wgmma;
+  throw Error(fmt::format("parameter {}={}: use auto, mma_sync or wgmma", key, v));
+}
+
 // Host conversions, round to nearest even.
 uint16_t toHalf(float f) {
   uint32_t x;
@@ -207,6 +223,71 @@ CheckResult checkSoftmax(Kernel &k, const Params &p, uint64_t seed) {
   return r;
 }
 
+BenchResult benchGemm(Kernel &k, const Params &p, int reps) {
+  std::mt19937_64 rng(1);
+  int64_t m = intParam(p, "M"), n = intParam(p, "N"), kk = intParam(p, "K");
+  bool ta = intParam(p, "transpose_a"), tb = intParam(p, "transpose_b");
+  DType in = dtypeParam(p, "in"), outType = dtypeParam(p, "out");
+  HostTensor a(in, ta ? std::vector<int64_t>{kk, m} : std::vector<int64_t>{m, kk});
+  HostTensor b(in, tb ? std::vector<int64_t>{n, kk} : std::vector<int64_t>{kk, n});
+  HostTensor c(outType, {m, n});
+  randomize(a, rng);
+  randomize(b, rng);
+  DeviceRun run;
+  run.args.push_back(rt::LaunchArg::integer(m));
+  run.args.push_back(rt::LaunchArg::integer(n));
+  run.args.push_back(rt::LaunchArg::integer(kk));
+  run.addTensor(a, false);
+  run.addTensor(b, false);
+  run.addTensor(c, true);
+  BenchResult r;
+  r.ms = k.loadedKernel().time(run.args, 5, reps);
+  r.tflops = 2.0 * m * n * kk / r.ms / 1e9;
+  r.shape = fmt::format("{}x{}x{} {}{} {}->{}", m, n, kk, ta ? "At" : "A", tb ? "Bt" : "B",
+                        name(in), name(outType));
+  return r;
+}
+
+CheckResult checkRowLse(Kernel &k, const Params &p, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  int64_t m = intParam(p, "M"), n = intParam(p, "N"), d = intParam(p, "head_dim");
+  DType t = dtypeParam(p, "dtype");
+  float scale = 1.0f / std::sqrt(float(d));
+  HostTensor q(t, {m, d}), kt(t, {n, d}), lse(DType::f32, {m});
+  randomize(q, rng, -2, 2);
+  randomize(kt, rng, -2, 2);
+  std::vector<double> ref(m);
+  for (int64_t i = 0; i < m; ++i) {
+    std::vector<double> s(n);
+    double mx = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      double dot = 0;
+      for (int64_t l = 0; l < d; ++l) dot += double(q.values[i * d + l]) * kt.values[j * d + l];
+      s[j] = dot * scale;
+      mx = std::max(mx, s[j]);
+    }
+    for (int64_t j = 0; j < n; ++j) sum += std::exp(s[j] - mx);
+    ref[i] = mx + std::log(sum);
+  }
+  CheckResult r;
+  r.shape = fmt::format("M={} N={} d={} {}", m, n, d, name(t));
+  DeviceRun run;
+  run.args.push_back(rt::LaunchArg::integer(m));
+  run.args.push_back(rt::LaunchArg::integer(n));
+  run.args.push_back(rt::LaunchArg::real(scale));
+  run.addTensor(q, false);
+  run.addTensor(kt, false);
+  run.addTensor(lse, true);
+  k.launch(run.args);
+  synchronize();
+  run.download(5, lse);
+  r.relError = relativeError(lse.values, ref);
+  r.tolerance = 1e-5;
+  r.passed = r.relError < r.tolerance;
+  r.ms = k.loadedKernel().time(run.args);
+  return r;
+}
+
 CheckResult checkGemm(Kernel &k, const Params &p, uint64_t seed) {
   std::mt19937_64 rng(seed);
   int64_t m = intParam(p, "M"), n = intParam(p, "N"), kk = intParam(p, "K");
@@ -264,7 +345,8 @@ const std::vector<LibraryKernel> &tessel::kernels::library() {
       {"gemm", "C = op(A) x op(B), 16-bit inputs, fp32 accumulation (M, N, K at run time)",
        {{"in", "f16"}, {"out", "f32"}, {"transpose_a", "0"}, {"transpose_b", "0"},
         {"block_m", "64"}, {"block_n", "64"}, {"block_k", "32"}, {"stages", "2"},
-        {"threads", "128"}, {"M", "300"}, {"N", "200"}, {"K", "130"}},
+        {"threads", "128"}, {"policy", "square"}, {"instruction", "auto"},
+        {"M", "300"}, {"N", "200"}, {"K", "130"}},
        [](const Params &p) {
          GemmConfig c;
          c.in = dtypeParam(p, "in");
@@ -276,9 +358,25 @@ const std::vector<LibraryKernel> &tessel::kernels::library() {
          c.blockK = intParam(p, "block_k");
          c.stages = intParam(p, "stages");
          c.threads = intParam(p, "threads");
+         c.policy = policyParam(p, "policy");
+         c.instruction = instructionParam(p, "instruction");
          return gemm(c);
        },
-       checkGemm},
+       checkGemm, benchGemm},
+      {"row_lse", "lse[i] = log sum_j exp(scale * (Q K^T)[i, j]): online softmax over gemm tiles",
+       {{"dtype", "f16"}, {"head_dim", "64"}, {"block_m", "64"}, {"block_n", "64"},
+        {"threads", "128"}, {"policy", "square"}, {"M", "300"}, {"N", "1000"}},
+       [](const Params &p) {
+         RowLseConfig c;
+         c.dtype = dtypeParam(p, "dtype");
+         c.headDim = intParam(p, "head_dim");
+         c.blockM = intParam(p, "block_m");
+         c.blockN = intParam(p, "block_n");
+         c.threads = intParam(p, "threads");
+         c.policy = policyParam(p, "policy");
+         return rowLogSumExp(c);
+       },
+       checkRowLse},
   };
   return all;
 }

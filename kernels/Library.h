@@ -22,6 +22,12 @@ struct CheckResult {
   std::string shape;    // what ran, for reports
 };
 
+struct BenchResult {
+  double ms = 0;        // median of repeated launches (CUDA events)
+  double tflops = 0;
+  std::string shape;
+};
+
 struct LibraryKernel {
   std::string name, summary;
   Params defaults;
@@ -29,6 +35,9 @@ struct LibraryKernel {
   /// Runs the compiled kernel on fresh random inputs with poisoned outputs
   /// and compares with a float64 CPU reference.
   std::function<CheckResult(Kernel &, const Params &, uint64_t seed)> check;
+  /// Times the kernel on random inputs without a reference (large shapes);
+  /// empty for kernels without a benchmark.
+  std::function<BenchResult(Kernel &, const Params &, int reps)> bench = {};
 };
 
 const std::vector<LibraryKernel> &library();

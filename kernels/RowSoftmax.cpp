@@ -9,9 +9,9 @@ Program tessel::kernels::rowSoftmax(const SoftmaxConfig &c) {
   Tensor x = p.tensor("x", {m, c.cols}, c.dtype);
   Tensor y = p.tensor("y", {m, c.cols}, c.dtype);
   p.kernel({ceil_div(m, c.rows)}, c.threads, [&](Expr bx) {
-    Buffer tile = alloc_fragment({c.rows, c.cols}, DType::f32);
-    Buffer rowMax = alloc_fragment({c.rows}, DType::f32);
-    Buffer rowSum = alloc_fragment({c.rows}, DType::f32);
+    Buffer tile = alloc_fragment({c.rows, c.cols}, DType::f32, "tile");
+    Buffer rowMax = alloc_fragment({c.rows}, DType::f32, "row_max");
+    Buffer rowSum = alloc_fragment({c.rows}, DType::f32, "row_sum");
     copy(x.tile({bx * c.rows, 0}, {c.rows, c.cols}), tile);
     reduce_max(tile, rowMax, 1);
     parallel(c.rows, c.cols, [&](Expr i, Expr j) { tile(i, j) = exp(tile(i, j) - rowMax(i)); });

@@ -642,7 +642,8 @@ Buffer Buffer::tile(std::vector<Expr> offsets, std::vector<int64_t> sizes, SrcLo
   return out;
 }
 
-static Buffer allocate(Space space, std::vector<int64_t> shape, DType type, SrcLoc loc) {
+static Buffer allocate(Space space, std::vector<int64_t> shape, DType type, const std::string &name,
+                       SrcLoc loc) {
   lastLoc = loc;
   Program &p = Program::current(loc);
   if (shape.empty()) fail(loc, "a buffer needs at least one dimension");
@@ -650,7 +651,8 @@ static Buffer allocate(Space space, std::vector<int64_t> shape, DType type, SrcL
     if (d <= 0) fail(loc, fmt::format("{} buffer dimensions must be positive, got {}", spaceName(space), shapeText(shape)));
   auto alloc = tile::AllocOp::create(
       p.builder(), p.location(loc),
-      tile::getTileMemRefType(shape, toMlir(&p.context(), type), toSpace(space)), IntegerAttr());
+      tile::getTileMemRefType(shape, toMlir(&p.context(), type), toSpace(space)), IntegerAttr(),
+      Attribute(), name.empty() ? StringAttr() : p.builder().getStringAttr(name));
   return Buffer::wrap(alloc.getResult().getAsOpaquePointer(), shape, type, space);
 }
 
@@ -663,15 +665,22 @@ Buffer Buffer::wrap(void *opaqueValue, std::vector<int64_t> shape, DType type, S
   return b;
 }
 
-Buffer tessel::alloc_shared(std::vector<int64_t> s, DType t, SrcLoc loc) { return allocate(Space::shared, s, t, loc); }
-Buffer tessel::alloc_fragment(std::vector<int64_t> s, DType t, SrcLoc loc) { return allocate(Space::fragment, s, t, loc); }
-Buffer tessel::alloc_local(std::vector<int64_t> s, DType t, SrcLoc loc) { return allocate(Space::local, s, t, loc); }
+Buffer tessel::alloc_shared(std::vector<int64_t> s, DType t, std::string name, SrcLoc loc) {
+  return allocate(Space::shared, s, t, name, loc);
+}
+Buffer tessel::alloc_fragment(std::vector<int64_t> s, DType t, std::string name, SrcLoc loc) {
+  return allocate(Space::fragment, s, t, name, loc);
+}
+Buffer tessel::alloc_local(std::vector<int64_t> s, DType t, std::string name, SrcLoc loc) {
+  return allocate(Space::local, s, t, name, loc);
+}
 
 void tessel::annotate_layout(const Buffer &buf, std::vector<int64_t> strides, SrcLoc loc) {
   lastLoc = loc;
   Program &p = Program::current(loc);
-  if (buf.space() != Space::shared && buf.space() != Space::fragment)
-    fail(loc, fmt::format("layouts are annotated on shared or fragment buffers, not {}", spaceName(buf.space())));
+  if (buf.space() != Space::shared)
+    fail(loc, fmt::format("strided layouts are annotated on shared buffers, not {} (fragment "
+                          "layouts are inferred)", spaceName(buf.space())));
   if (static_cast<int64_t>(strides.size()) != buf.rank())
     fail(loc, fmt::format("a rank-{} buffer needs {} strides, got {}", buf.rank(), buf.rank(), strides.size()));
   MLIRContext *ctx = &p.context();
@@ -681,7 +690,7 @@ void tessel::annotate_layout(const Buffer &buf, std::vector<int64_t> strides, Sr
     e = e + getAffineDimExpr(d, ctx) * strides[d];
   }
   tile::AnnotateLayoutOp::create(p.builder(), p.location(loc), buf.value(),
-                                 AffineMap::get(strides.size(), 0, e));
+                                 AffineMapAttr::get(AffineMap::get(strides.size(), 0, e)));
 }
 
 //===----------------------------------------------------------------------===//
@@ -819,7 +828,18 @@ void tessel::gemm(const Buffer &a, const Buffer &b, const Buffer &c, GemmOptions
   if (c.shape()[0] != m || c.shape()[1] != n)
     fail(loc, fmt::format("gemm accumulator C {} must be {} for A {} and B {}", shapeText(c.shape()),
                           shapeText({m, n}), shapeText(a.shape()), shapeText(b.shape())));
-  auto op = tile::GemmOp::create(p.builder(), p.location(loc), a.value(), b.value(), c.value());
+  MLIRContext *ctx = &p.context();
+  tile::WarpPolicy policy = o.policy == WarpPolicy::full_row   ? tile::WarpPolicy::full_row
+                            : o.policy == WarpPolicy::full_col ? tile::WarpPolicy::full_col
+                                                               : tile::WarpPolicy::square;
+  auto op = tile::GemmOp::create(p.builder(), p.location(loc), a.value(), b.value(), c.value(),
+                                 UnitAttr(), UnitAttr(), UnitAttr(),
+                                 tile::WarpPolicyAttr::get(ctx, policy),
+                                 tile::GemmInstructionAttr(), DenseI64ArrayAttr());
+  if (o.instruction != GemmInstruction::automatic)
+    op.setInstructionAttr(tile::GemmInstructionAttr::get(
+        ctx, o.instruction == GemmInstruction::wgmma ? tile::GemmInstruction::wgmma
+                                                     : tile::GemmInstruction::mma_sync));
   if (o.transpose_a) op.setTransposeA(true);
   if (o.transpose_b) op.setTransposeB(true);
   if (o.clear_accum) op.setClearAccum(true);

@@ -43,6 +43,38 @@ template <> __device__ inline void copy_bytes<4>(void *dst, const void *src) {
   *static_cast<unsigned *>(dst) = *static_cast<const unsigned *>(src);
 }
 
+// The 32-bit shared-window address of a generic pointer into shared memory
+// (what ldmatrix, cp.async and wgmma descriptors take).
+__device__ inline unsigned smem_address(const void *p) {
+  unsigned address;
+  asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }"
+      : "=r"(address) : "l"(p));
+  return address;
+}
+
+// cp.async of 4, 8 or 16 bytes from global to shared memory; 16-byte copies
+// bypass L1 (.cg).
+template <int Bytes> __device__ inline void cp_async(void *dst, const void *src) {
+  if (Bytes == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;"
+                 :: "r"(smem_address(dst)), "l"(src) : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;"
+                 :: "r"(smem_address(dst)), "l"(src), "n"(Bytes) : "memory");
+}
+
+// A wgmma shared-memory matrix descriptor (sm_90): start address, leading
+// and stride byte offsets in 16-byte units, swizzle mode in bits 62-63
+// (1 = 128 B, 2 = 64 B, 3 = 32 B).
+__device__ inline long long wgmma_desc(unsigned address, int leading, int stride, int swizzle) {
+  unsigned long long mode = swizzle == 128 ? 1 : swizzle == 64 ? 2 : swizzle == 32 ? 3 : 0;
+  unsigned long long d = (address >> 4) & 0x3FFF;
+  d |= static_cast<unsigned long long>((leading >> 4) & 0x3FFF) << 16;
+  d |= static_cast<unsigned long long>((stride >> 4) & 0x3FFF) << 32;
+  d |= mode << 62;
+  return static_cast<long long>(d);
+}
+
 // Atomic adds with a PTX memory-model order at GPU scope. seq_cst is a
 // sequentially consistent fence followed by an acq_rel update, as in the PTX
 // memory model's mapping of C++ atomics.

@@ -49,7 +49,19 @@ TEST_CASE("row_softmax matches the reference", "[gpu]") {
     for (std::string m : {"1", "7", "1001", "4096"})
       checkKernel("row_softmax", {{"dtype", dtype}, {"M", m}});
   checkKernel("row_softmax", {{"cols", "1000"}, {"rows", "2"}, {"threads", "256"}, {"M", "333"}});
-  checkKernel("row_softmax", {{"cols", "20"}, {"rows", "16"}, {"threads", "96"}, {"M", "45"}});
+  checkKernel("row_softmax", {{"cols", "20"}, {"rows", "16"}, {"threads", "64"}, {"M", "45"}});
+  checkKernel("row_softmax", {{"cols", "1"}, {"rows", "3"}, {"threads", "32"}, {"M", "10"}});
+}
+
+TEST_CASE("online softmax over gemm accumulators matches the reference", "[gpu]") {
+  // Square splits warps over columns too, so the row reductions cross warps
+  // through shared memory; full_row keeps them inside a warp.
+  for (std::string dtype : {"f16", "bf16"})
+    for (std::string policy : {"square", "full_row", "full_col"})
+      for (std::string n : {"1", "64", "1000"})
+        checkKernel("row_lse", {{"dtype", dtype}, {"policy", policy}, {"M", "300"}, {"N", n}});
+  checkKernel("row_lse", {{"head_dim", "128"}, {"block_m", "128"}, {"threads", "256"},
+                          {"M", "1000"}, {"N", "777"}});
 }
 
 TEST_CASE("gemm matches the reference", "[gpu]") {
@@ -63,6 +75,18 @@ TEST_CASE("gemm matches the reference", "[gpu]") {
   checkKernel("gemm", {{"out", "f16"}, {"M", "513"}, {"N", "255"}, {"K", "100"}});
   checkKernel("gemm", {{"block_m", "32"}, {"block_n", "128"}, {"block_k", "16"}, {"threads", "256"},
                        {"M", "1000"}, {"N", "1000"}, {"K", "1000"}});
+  // Both instructions on every target that has them, each warp policy, and
+  // the large tiles the benchmark uses.
+  std::vector<std::string> instructions = {"mma_sync"};
+  if (deviceArch() == "sm_90a") instructions.push_back("wgmma");
+  for (std::string instr : instructions)
+    for (std::string policy : {"square", "full_row", "full_col"})
+      for (std::string ta : {"0", "1"})
+        for (std::string tb : {"0", "1"})
+          checkKernel("gemm", {{"in", "bf16"}, {"instruction", instr}, {"policy", policy},
+                               {"block_m", "128"}, {"block_n", "128"}, {"block_k", "64"},
+                               {"threads", "256"}, {"transpose_a", ta}, {"transpose_b", tb},
+                               {"M", "520"}, {"N", "390"}, {"K", "200"}});
 }
 
 TEST_CASE("a second compile in one process does not call NVRTC", "[gpu][cache]") {

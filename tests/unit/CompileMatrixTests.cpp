@@ -44,11 +44,20 @@ TEST_CASE("scaled_add compiles for every target") {
 TEST_CASE("row_softmax compiles for every target") {
   compileEverywhere("row_softmax", {});
   compileEverywhere("row_softmax", {{"dtype", "f16"}, {"cols", "1000"}, {"rows", "1"}, {"threads", "256"}});
-  compileEverywhere("row_softmax", {{"dtype", "bf16"}, {"cols", "20"}, {"rows", "16"}, {"threads", "96"}});
+  compileEverywhere("row_softmax", {{"dtype", "bf16"}, {"cols", "20"}, {"rows", "16"}, {"threads", "64"}});
 }
 
 TEST_CASE("gemm compiles for every target") {
   compileEverywhere("gemm", {});
   compileEverywhere("gemm", {{"in", "bf16"}, {"transpose_a", "1"}, {"transpose_b", "1"}});
   compileEverywhere("gemm", {{"out", "f16"}, {"block_m", "128"}, {"block_n", "128"}, {"threads", "256"}});
+  compileEverywhere("gemm", {{"in", "bf16"}, {"block_m", "128"}, {"block_n", "256"}, {"block_k", "64"},
+                             {"threads", "256"}, {"policy", "full_row"}, {"transpose_a", "1"}});
+  compileEverywhere("gemm", {{"instruction", "mma_sync"}, {"policy", "full_col"}, {"transpose_b", "1"}});
+}
+
+TEST_CASE("row_lse compiles for every target") {
+  compileEverywhere("row_lse", {});
+  compileEverywhere("row_lse", {{"dtype", "bf16"}, {"head_dim", "128"}, {"block_m", "128"},
+                                {"threads", "256"}, {"policy", "full_row"}});
 }

@@ -25,6 +25,7 @@ struct Args {
   Params params;
   uint64_t seed = 0;
   bool seedGiven = false;
+  int reps = 30;
 };
 
 [[noreturn]] void usage(const std::string &why) {
@@ -32,7 +33,8 @@ struct Args {
             << "usage: tessel list\n"
             << "       tessel compile KERNEL [--param k=v ...] [--arch sm_80|sm_90a|sm_100a]\n"
             << "                      [--emit mlir|lowered|cuda|ptx|cubin] [--dump-ir DIR] [-o FILE]\n"
-            << "       tessel run KERNEL [--param k=v ...] [--seed N] [--dump-ir DIR]\n";
+            << "       tessel run KERNEL [--param k=v ...] [--seed N] [--dump-ir DIR]\n"
+            << "       tessel bench KERNEL [--param k=v ...] [--reps N]\n";
   std::exit(2);
 }
 
@@ -61,6 +63,7 @@ Args parse(int argc, char **argv) {
     else if (opt == "--dump-ir") a.dumpDir = next();
     else if (opt == "-o") a.output = next();
     else if (opt == "--seed") { a.seed = std::stoull(next()); a.seedGiven = true; }
+    else if (opt == "--reps") a.reps = std::stoi(next());
     else usage("unknown option '" + opt + "'");
   }
   return a;
@@ -136,6 +139,27 @@ int runCommand(const Args &a) {
              r.relError, r.tolerance, r.ms, r.passed ? "PASS" : "FAIL");
   return r.passed ? 0 : 1;
 }
+/// Times a kernel at a (possibly large) shape without the CPU reference.
+int benchCommand(const Args &a) {
+  const LibraryKernel &entry = findKernel(a.kernel);
+  if (!entry.bench) usage("kernel " + entry.name + " has no benchmark");
+  Params p = withDefaults(entry, a.params);
+  std::string why;
+  if (!rt::Driver::available(&why)) {
+    fmt::print("NO GPU: cannot benchmark {} here ({})\n", entry.name, why);
+    return 1;
+  }
+  int cc = rt::Driver::get().computeCapability();
+  std::string arch = !a.arch.empty() ? a.arch : cc == 90 ? "sm_90a" : cc >= 100 ? "sm_100a" : "sm_80";
+  Program program = entry.build(p);
+  Kernel k = compile(program, {arch, ""});
+  BenchResult r = entry.bench(k, p, a.reps);
+  std::string config;
+  for (auto &[key, value] : p) config += fmt::format(" {}={}", key, value);
+  fmt::print("bench {} {}: {:.3f} ms {:.1f} TFLOP/s ({}){}\n", entry.name, r.shape, r.ms, r.tflops,
+             k.loadedKernel().resourceUsage(), config);
+  return 0;
+}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -144,6 +168,7 @@ int main(int argc, char **argv) {
     if (a.command == "list") return list();
     if (a.command == "compile") return compileCommand(a);
     if (a.command == "run") return runCommand(a);
+    if (a.command == "bench") return benchCommand(a);
     usage("unknown command '" + a.command + "'");
   } catch (const Error &e) {
     std::cerr << "tessel: " << e.what() << "\n";

@@ -55,7 +55,69 @@ private:
   LogicalResult emitBlock(Block &block);
   LogicalResult emitOp(Operation &op);
   LogicalResult emitArith(Operation &op);
+  LogicalResult emitLdMatrix(tilenv::LdMatrixOp op);
+  LogicalResult emitMmaSync(tilenv::MmaSyncOp op);
+  LogicalResult emitWgmma(tilenv::WgmmaOp op);
+  /// `array[base + i]` for an asm operand list.
+  std::string slot(Value array, Value base, int64_t i) {
+    return name(array) + "[" + name(base) + " + " + std::to_string(i) + "]";
+  }
+  static std::string ptxType(Type t) { return t.isBF16() ? "bf16" : "f16"; }
 };
+
+// Tensor-core instructions are printed as inline PTX so that the emitted
+// CUDA shows exactly what runs.
+LogicalResult CudaEmitter::emitLdMatrix(tilenv::LdMatrixOp o) {
+  int64_t count = o.getCount();
+  std::string regs;
+  for (int64_t i = 0; i < count; ++i) regs += (i ? ", %" : "%") + std::to_string(i);
+  line() << "asm volatile(\"ldmatrix.sync.aligned.m8n8.x" << count << (o.getTrans() ? ".trans" : "")
+         << ".shared.b16 {" << regs << "}, [%" << count << "];\"\n";
+  line() << "    : ";
+  for (int64_t i = 0; i < count; ++i)
+    os << (i ? ", " : "") << "\"=r\"(" << slot(o.getDest(), o.getBase(), i) << ")";
+  os << "\n";
+  line() << "    : \"r\"(tessel::smem_address(&" << name(o.getSource()) << "["
+         << name(o.getOffset()) << "])));\n";
+  return success();
+}
+
+LogicalResult CudaEmitter::emitMmaSync(tilenv::MmaSyncOp o) {
+  std::string t = ptxType(o.getOperandType());
+  line() << "asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32." << t << "." << t
+         << ".f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\"\n";
+  line() << "    : ";
+  for (int64_t i = 0; i < 4; ++i)
+    os << (i ? ", " : "") << "\"+f\"(" << slot(o.getAcc(), o.getAccBase(), i) << ")";
+  os << "\n";
+  line() << "    : ";
+  for (int64_t i = 0; i < 4; ++i)
+    os << (i ? ", " : "") << "\"r\"(" << slot(o.getA(), o.getABase(), i) << ")";
+  for (int64_t i = 0; i < 2; ++i)
+    os << ", \"r\"(" << slot(o.getB(), o.getBBase(), i) << ")";
+  os << ");\n";
+  return success();
+}
+
+LogicalResult CudaEmitter::emitWgmma(tilenv::WgmmaOp o) {
+  int64_t n = o.getN(), regs = n / 2;
+  std::string t = ptxType(o.getOperandType());
+  std::string list;
+  for (int64_t i = 0; i < regs; ++i) list += (i ? ", %" : "%") + std::to_string(i);
+  line() << "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" << regs + 2
+         << ", 0;\\nwgmma.mma_async.sync.aligned.m64n" << n << "k16.f32." << t << "." << t << " {"
+         << list << "}, %" << regs << ", %" << regs + 1 << ", p, 1, 1, " << (o.getTransA() ? 1 : 0)
+         << ", " << (o.getTransB() ? 1 : 0) << ";\\n}\"\n";
+  line() << "    : ";
+  for (int64_t i = 0; i < regs; ++i) {
+    os << (i ? ", " : "") << "\"+f\"(" << slot(o.getAcc(), o.getBase(), i) << ")";
+    if (i % 4 == 3 && i + 1 < regs) os << "\n" << std::string(2 * depth + 6, ' ');
+  }
+  os << "\n";
+  line() << "    : \"l\"(" << name(o.getDescA()) << "), \"l\"(" << name(o.getDescB())
+         << "), \"r\"(1));\n";
+  return success();
+}
 
 std::string CudaEmitter::typeName(Type t) {
   if (t.isIndex() || t.isInteger(32)) return "int";
@@ -155,6 +217,11 @@ LogicalResult CudaEmitter::emitArith(Operation &op) {
       .Case([&](arith::XOrIOp) { return binary("^"); })
       .Case([&](arith::ShLIOp) { return binary("<<"); })
       .Case([&](arith::ShRSIOp) { return binary(">>"); })
+      .Case([&](arith::ShRUIOp o) {
+        line() << declare(r) << " = " << typeName(r.getType()) << "((unsigned)" << name(o.getLhs())
+               << " >> " << name(o.getRhs()) << ");\n";
+        return success();
+      })
       .Case([&](arith::AddFOp) { return binary("+"); })
       .Case([&](arith::SubFOp) { return binary("-"); })
       .Case([&](arith::MulFOp) { return binary("*"); })
@@ -243,6 +310,9 @@ LogicalResult CudaEmitter::emitOp(Operation &op) {
         for (auto [arg, res] : llvm::zip(o.getRegionIterArgs(), o.getResults()))
           names[arg] = name(res);
         std::string iv = name(o.getInductionVar());
+        // Loops over registers are unrolled so that register indices are
+        // constants and the arrays stay in registers.
+        if (o->hasAttr("tessel.unroll")) line() << "#pragma unroll\n";
         line() << "for (int " << iv << " = " << name(o.getLowerBound()) << "; " << iv << " < "
                << name(o.getUpperBound()) << "; " << iv << " += " << name(o.getStep()) << ") {\n";
         ++depth;
@@ -292,7 +362,8 @@ LogicalResult CudaEmitter::emitOp(Operation &op) {
         MemRefType type = o.getType();
         std::string elt = typeName(type.getElementType());
         if (getMemorySpace(type) == MemorySpace::local) {
-          line() << elt << " " << name(o.getResult()) << "[" << type.getNumElements() << "];\n";
+          line() << "__align__(16) " << elt << " " << name(o.getResult()) << "["
+                 << type.getNumElements() << "];\n";
         } else {
           if (!o.getOffset())
             return LogicalResult(o.emitError("shared buffer has no offset; run tessel-lower-tile-ops"));
@@ -324,6 +395,47 @@ LogicalResult CudaEmitter::emitOp(Operation &op) {
         line() << "tessel::copy_bytes<" << o.getBytes() << ">(&"
                << element(o.getDest(), o.getDestIndices()) << ", &"
                << element(o.getSource(), o.getSourceIndices()) << ");\n";
+        return success();
+      })
+      .Case([&](tilenv::CpAsyncOp o) {
+        line() << "tessel::cp_async<" << o.getBytes() << ">(&"
+               << element(o.getDest(), o.getDestIndices()) << ", &"
+               << element(o.getSource(), o.getSourceIndices()) << ");\n";
+        return success();
+      })
+      .Case([&](tilenv::CpAsyncWaitOp) {
+        line() << "asm volatile(\"cp.async.wait_all;\" ::: \"memory\");\n";
+        return success();
+      })
+      .Case([&](tilenv::FenceProxyAsyncOp) {
+        line() << "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n";
+        return success();
+      })
+      .Case([&](tilenv::LdMatrixOp o) { return emitLdMatrix(o); })
+      .Case([&](tilenv::MmaSyncOp o) { return emitMmaSync(o); })
+      .Case([&](tilenv::SmemAddressOp o) {
+        line() << "const unsigned " << name(o.getResult()) << " = tessel::smem_address("
+               << name(o.getBuffer()) << ");\n";
+        return success();
+      })
+      .Case([&](tilenv::WgmmaDescOp o) {
+        line() << "const long long " << name(o.getResult()) << " = tessel::wgmma_desc("
+               << name(o.getAddress()) << ", " << o.getLeadingBytes() << ", " << o.getStrideBytes()
+               << ", " << o.getSwizzleBytes() << ");\n";
+        return success();
+      })
+      .Case([&](tilenv::WgmmaOp o) { return emitWgmma(o); })
+      .Case([&](tilenv::WgmmaFenceOp) {
+        line() << "asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");\n";
+        return success();
+      })
+      .Case([&](tilenv::WgmmaCommitOp) {
+        line() << "asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");\n";
+        return success();
+      })
+      .Case([&](tilenv::WgmmaWaitOp o) {
+        line() << "asm volatile(\"wgmma.wait_group.sync.aligned " << o.getPending()
+               << ";\" ::: \"memory\");\n";
         return success();
       })
       .Default([&](Operation *) {
@@ -399,7 +511,7 @@ FailureOr<rt::KernelSpec> CudaEmitter::emitKernel(KernelOp kernel) {
      << "#include \"tessel_device.h\"\n\n"
      << "extern \"C\" __global__ void __launch_bounds__(" << spec.threads << ") "
      << spec.name << "(" << params << ") {\n";
-  if (spec.sharedBytes) line() << "extern __shared__ __align__(128) unsigned char tessel_smem[];\n";
+  if (spec.sharedBytes) line() << "extern __shared__ __align__(1024) unsigned char tessel_smem[];\n";
   static const char *axes[] = {"x", "y", "z"};
   for (auto [i, idx] : llvm::enumerate(kernel.getBlockIndices())) {
     names[idx] = std::string("b") + axes[i];

@@ -15,8 +15,7 @@ Value tessel::getRootBuffer(Value buffer) {
 bool tessel::isSharedBacked(Value root) {
   auto type = llvm::dyn_cast<MemRefType>(root.getType());
   if (!type || !root.getDefiningOp<AllocOp>()) return false;
-  MemorySpace space = getMemorySpace(type);
-  return space == MemorySpace::shared || space == MemorySpace::fragment;
+  return getMemorySpace(type) == MemorySpace::shared;
 }
 
 int64_t tessel::getElementBytes(Type t) {
@@ -32,12 +31,15 @@ AnnotateLayoutOp tessel::getAnnotatedLayout(AllocOp alloc) {
 
 int64_t tessel::getStorageElements(AllocOp alloc) {
   MemRefType type = alloc.getType();
-  if (AnnotateLayoutOp layout = getAnnotatedLayout(alloc)) {
+  if (auto shared = llvm::dyn_cast_or_null<SharedLayoutAttr>(alloc.getLayoutAttr()))
+    return shared.getLayout().getStorageElements();
+  AnnotateLayoutOp annotated = getAnnotatedLayout(alloc);
+  if (auto map = annotated ? llvm::dyn_cast<AffineMapAttr>(annotated.getLayout()) : nullptr) {
     // The verifier guarantees offsets grow with every index, so the last
     // element has the largest offset.
     SmallVector<int64_t> last;
     for (int64_t d : type.getShape()) last.push_back(d - 1);
-    return layout.getLayout().compose(last)[0] + 1;
+    return map.getValue().compose(last)[0] + 1;
   }
   return type.getNumElements();
 }
@@ -47,7 +49,10 @@ int64_t tessel::planSharedMemory(KernelOp kernel,
   int64_t offset = 0;
   kernel.walk([&](AllocOp alloc) {
     if (!isSharedBacked(alloc.getResult())) return;
-    offset = llvm::alignTo(offset, 128);
+    // wgmma and TMA apply swizzles to absolute shared addresses: a swizzled
+    // buffer starts on a 1024-byte boundary, where the pattern repeats.
+    auto shared = llvm::dyn_cast_or_null<SharedLayoutAttr>(alloc.getLayoutAttr());
+    offset = llvm::alignTo(offset, shared && shared.getSwizzleBytes() ? 1024 : 128);
     if (place) place(alloc, offset);
     offset += getStorageElements(alloc) * getElementBytes(alloc.getType().getElementType());
   });

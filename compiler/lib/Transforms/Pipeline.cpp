@@ -18,8 +18,9 @@ std::optional<tessel::TargetInfo> tessel::lookupTarget(llvm::StringRef arch) {
 void tessel::buildTesselPipeline(OpPassManager &pm, const TargetInfo &target) {
   OpPassManager &kernel = pm.nest<tile::KernelOp>();
   kernel.addPass(createTesselVerifyKernel(TesselVerifyKernelOptions{target.arch}));
+  kernel.addPass(createTesselLayoutInference(TesselLayoutInferenceOptions{target.arch}));
   kernel.addPass(createTesselInsertBarriers());
-  kernel.addPass(createTesselLowerTileOps());
+  kernel.addPass(createTesselLowerTileOps(TesselLowerTileOpsOptions{target.arch}));
   kernel.addPass(createCanonicalizerPass());
   kernel.addPass(createCSEPass());
 }

@@ -1,15 +1,19 @@
 //===- TesselLowerTileOps.cpp - tile ops to per-thread code ---------------===//
 //
-// The first, layout-free lowering. Every thread of a block runs the kernel
-// body; a collective tile op becomes a loop in which thread `t` handles the
-// elements t, t + T, t + 2T, ... of the tile (T = threads). Fragments live in
-// shared memory until layout inference places them in registers, so every
-// tile op reads and writes memory that any thread can see, and the barriers
-// placed by tessel-insert-barriers make the hand-offs safe.
+// Every thread of a block runs the kernel body. Fragments become per-thread
+// register arrays laid out by their #tile.fragment: a collective op on a
+// fragment becomes a fully unrolled loop over the thread's registers, with
+// the logical index of register r computed as (thread part) XOR (register
+// part) of the layout. Shared buffers become 1-D and are addressed through
+// their #tile.shared layout (swizzle, padding) or annotated affine map.
+// Operations on shared and global memory alone stay thread-strided loops
+// (thread t handles elements t, t + T, ...), 16-byte vectorized where
+// contiguity and alignment allow, with cp.async for global-to-shared copies
+// in pipelined loops. gemm goes to the tensor cores (LowerGemm.cpp).
 //
 //===----------------------------------------------------------------------===//
+#include "TileLowering.h"
 #include "tessel/Transforms/BufferUtils.h"
-#include "tessel/Transforms/Passes.h"
 
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -24,191 +28,42 @@ namespace tessel {
 using namespace mlir;
 using namespace tessel;
 using namespace tessel::tile;
+using layout::FragmentLayout;
+using layout::LinearMap;
 
-namespace {
-/// Where the elements of a (region of a) buffer live after lowering.
-struct Access {
-  Value root;                    // the global parameter or the lowered 1-D alloc
-  AffineMap layout;              // shared/local: logical index -> linear offset
-  SmallVector<Value> offsets;    // region origin in the root's logical index space
-  SmallVector<int64_t> rootShape;
-  ArrayRef<int64_t> tileShape;
-  Type elementType;
-  bool isGlobal;
-  bool rowMajor;                 // consecutive innermost indices are adjacent
-};
+//===----------------------------------------------------------------------===//
+// Arithmetic helpers
+//===----------------------------------------------------------------------===//
 
-/// Lowered storage of one tile allocation.
-struct Storage {
-  Value buffer;     // 1-D shared or local alloc
-  AffineMap layout; // logical index -> element offset
-  bool rowMajor;
-};
-
-static AffineMap rowMajorLayout(ArrayRef<int64_t> shape, MLIRContext *ctx) {
-  AffineExpr expr = getAffineConstantExpr(0, ctx);
-  int64_t stride = 1;
-  for (int64_t d = shape.size() - 1; d >= 0; --d) {
-    expr = expr + getAffineDimExpr(d, ctx) * stride;
-    stride *= shape[d];
-  }
-  return AffineMap::get(shape.size(), 0, expr);
+Value TileLowering::idx(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+Value TileLowering::add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+Value TileLowering::mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
+Value TileLowering::lt(Value x, Value y) {
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, x, y);
 }
-
-class TileLowering {
-public:
-  TileLowering(KernelOp kernel) : kernel(kernel), b(kernel.getContext()) {}
-  LogicalResult run();
-
-private:
-  KernelOp kernel;
-  OpBuilder b;
-  Location loc = UnknownLoc::get(kernel.getContext());
-  Value threadId, numThreads, zeroIdx;
-  int64_t threads = 0;
-  /// Original allocation -> lowered 1-D storage and its layout.
-  DenseMap<Value, Storage> storage;
-
-  Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
-  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
-  Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
-  Value lt(Value x, Value y) {
-    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, x, y);
-  }
-  /// Conjunction where a null value means "always true".
-  Value andI(Value x, Value y) {
-    if (!x || !y) return x ? x : y;
-    return arith::AndIOp::create(b, loc, x, y);
-  }
-
-  Access resolve(Value buffer);
-  Value physicalIndex(const Access &a, ValueRange logical);
-  SmallVector<Value> rootIndices(const Access &a, ValueRange tileIdx);
-  Value inBounds(const Access &a, ValueRange rootIdx, int64_t innerExtra = 0);
-  Value load(const Access &a, ValueRange tileIdx);
-  void store(const Access &a, ValueRange tileIdx, Value value);
-  Value convert(Value v, Type to);
-  void forEachElement(ArrayRef<int64_t> shape, int64_t vector,
-                      function_ref<void(ArrayRef<Value>)> body);
-  SmallVector<Value> delinearize(Value linear, ArrayRef<int64_t> shape);
-
-  void lowerCopy(CopyOp op);
-  void lowerFill(FillOp op);
-  void lowerGemm(GemmOp op);
-  void lowerReduce(ReduceOp op);
-  void lowerAtomicAdd(AtomicAddOp op, bool insideParallel);
-  void lowerParallel(ParallelOp op);
-  void lowerPipelined(PipelinedOp op);
-};
-
-Access TileLowering::resolve(Value buffer) {
-  Access a;
-  auto tileType = llvm::cast<MemRefType>(buffer.getType());
-  a.tileShape = tileType.getShape();
-  a.elementType = tileType.getElementType();
-  SmallVector<Value> offsets;
-  Value root = buffer;
-  while (auto region = root.getDefiningOp<RegionOp>()) {
-    if (offsets.empty()) {
-      offsets.assign(region.getOffsets().begin(), region.getOffsets().end());
-    } else {
-      for (auto [acc, off] : llvm::zip(offsets, region.getOffsets())) acc = add(acc, off);
-    }
-    root = region.getSource();
-  }
-  auto rootType = llvm::cast<MemRefType>(root.getType());
-  if (offsets.empty()) offsets.assign(rootType.getRank(), zeroIdx);
-  a.offsets = offsets;
-  a.rootShape.assign(rootType.getShape().begin(), rootType.getShape().end());
-  a.isGlobal = getMemorySpace(rootType) == MemorySpace::global;
-  a.rowMajor = true;
-  a.root = root;
-  if (!a.isGlobal) {
-    auto it = storage.find(root);
-    assert(it != storage.end() && "allocation lowered before its uses");
-    a.root = it->second.buffer;
-    a.layout = it->second.layout;
-    a.rowMajor = it->second.rowMajor;
-  }
-  return a;
+Value TileLowering::eq(Value x, Value y) {
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, x, y);
 }
-
-SmallVector<Value> TileLowering::rootIndices(const Access &a, ValueRange tileIdx) {
-  SmallVector<Value> out;
-  for (auto [off, i] : llvm::zip(a.offsets, tileIdx)) out.push_back(add(off, i));
-  return out;
+/// Conjunction where a null value means "always true".
+Value TileLowering::andI(Value x, Value y) {
+  if (!x || !y) return x ? x : y;
+  return arith::AndIOp::create(b, loc, x, y);
 }
-
-Value TileLowering::physicalIndex(const Access &a, ValueRange logical) {
-  // Evaluate the layout's single result over the logical index.
-  AffineExpr expr = a.layout.getResult(0);
-  std::function<Value(AffineExpr)> eval = [&](AffineExpr e) -> Value {
-    if (auto c = llvm::dyn_cast<AffineConstantExpr>(e)) return idx(c.getValue());
-    if (auto d = llvm::dyn_cast<AffineDimExpr>(e)) return logical[d.getPosition()];
-    auto bin = llvm::cast<AffineBinaryOpExpr>(e);
-    Value l = eval(bin.getLHS()), r = eval(bin.getRHS());
-    switch (e.getKind()) {
-    case AffineExprKind::Add: return add(l, r);
-    case AffineExprKind::Mul: return mul(l, r);
-    case AffineExprKind::Mod: return arith::RemUIOp::create(b, loc, l, r);
-    case AffineExprKind::FloorDiv: return arith::DivUIOp::create(b, loc, l, r);
-    default: return arith::CeilDivUIOp::create(b, loc, l, r);
-    }
-  };
-  return eval(expr);
+Value TileLowering::xorI(Value x, Value y) { return arith::XOrIOp::create(b, loc, x, y); }
+Value TileLowering::shr(Value x, int64_t bits) {
+  return bits ? arith::ShRUIOp::create(b, loc, x, idx(bits)).getResult() : x;
 }
-
-/// True where the whole element (and `innerExtra` more along the innermost
-/// dimension) lies inside a global root; null when that is always so.
-Value TileLowering::inBounds(const Access &a, ValueRange rootIdx, int64_t innerExtra) {
-  if (!a.isGlobal) return {};
-  Value cond;
-  for (auto [d, i] : llvm::enumerate(rootIdx)) {
-    int64_t extent = a.tileShape[d];
-    int64_t dim = a.rootShape[d];
-    std::optional<int64_t> off = getConstantIntValue(a.offsets[d]);
-    if (!ShapedType::isDynamic(dim) && off && *off + extent <= dim) continue;
-    Value bound = ShapedType::isDynamic(dim)
-                      ? memref::DimOp::create(b, loc, a.root, d).getResult()
-                      : idx(dim);
-    Value last = d + 1 == rootIdx.size() && innerExtra ? add(i, idx(innerExtra)) : i;
-    cond = andI(cond, lt(last, bound));
-  }
-  return cond;
+Value TileLowering::bit(Value x, unsigned position) {
+  return arith::AndIOp::create(b, loc, shr(x, position), idx(1));
 }
-
-Value TileLowering::load(const Access &a, ValueRange tileIdx) {
-  SmallVector<Value> rootIdx = rootIndices(a, tileIdx);
-  auto emitLoad = [&]() -> Value {
-    if (a.isGlobal) return memref::LoadOp::create(b, loc, a.root, rootIdx);
-    return memref::LoadOp::create(b, loc, a.root, ValueRange{physicalIndex(a, rootIdx)});
-  };
-  Value cond = inBounds(a, rootIdx);
-  if (!cond) return emitLoad();
-  auto ifOp = scf::IfOp::create(
-      b, loc, cond,
-      [&](OpBuilder &, Location) { scf::YieldOp::create(b, loc, emitLoad()); },
-      [&](OpBuilder &, Location) {
-        Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(a.elementType));
-        scf::YieldOp::create(b, loc, zero);
-      });
-  return ifOp.getResult(0);
+Value TileLowering::divC(Value x, int64_t c) {
+  if (c == 1) return x;
+  if (llvm::isPowerOf2_64(c)) return shr(x, llvm::Log2_64(c));
+  return arith::DivUIOp::create(b, loc, x, idx(c));
 }
-
-void TileLowering::store(const Access &a, ValueRange tileIdx, Value value) {
-  SmallVector<Value> rootIdx = rootIndices(a, tileIdx);
-  auto emitStore = [&]() {
-    if (a.isGlobal)
-      memref::StoreOp::create(b, loc, value, a.root, rootIdx);
-    else
-      memref::StoreOp::create(b, loc, value, a.root, ValueRange{physicalIndex(a, rootIdx)});
-  };
-  Value cond = inBounds(a, rootIdx);
-  if (!cond) return emitStore();
-  auto ifOp = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(ifOp.thenBlock());
-  emitStore();
+Value TileLowering::remC(Value x, int64_t c) {
+  if (llvm::isPowerOf2_64(c)) return arith::AndIOp::create(b, loc, x, idx(c - 1));
+  return arith::RemUIOp::create(b, loc, x, idx(c));
 }
 
 Value TileLowering::convert(Value v, Type to) {
@@ -230,6 +85,181 @@ Value TileLowering::convert(Value v, Type to) {
   return arith::TruncIOp::create(b, loc, to, v);
 }
 
+void TileLowering::unrolledFor(int64_t count, function_ref<void(Value)> body) {
+  if (count == 1) return body(zeroIdx);
+  auto loop = scf::ForOp::create(b, loc, zeroIdx, idx(count), idx(1));
+  loop->setAttr("tessel.unroll", b.getUnitAttr());
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(loop.getBody());
+  body(loop.getInductionVar());
+}
+
+void TileLowering::guard(Value cond) {
+  if (!cond) return;
+  auto ifOp = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+}
+
+void TileLowering::fail(Operation *op, const Twine &message) {
+  op->emitError(message);
+  failure = mlir::failure();
+}
+
+//===----------------------------------------------------------------------===//
+// Memory
+//===----------------------------------------------------------------------===//
+
+Access TileLowering::resolve(Value buffer) {
+  Access a;
+  auto tileType = llvm::cast<MemRefType>(buffer.getType());
+  a.tileShape = tileType.getShape();
+  a.elementType = tileType.getElementType();
+  SmallVector<Value> offsets;
+  Value root = buffer;
+  while (auto region = root.getDefiningOp<RegionOp>()) {
+    if (offsets.empty()) {
+      offsets.assign(region.getOffsets().begin(), region.getOffsets().end());
+    } else {
+      for (auto [acc, off] : llvm::zip(offsets, region.getOffsets())) acc = add(acc, off);
+    }
+    root = region.getSource();
+  }
+  auto rootType = llvm::cast<MemRefType>(root.getType());
+  if (offsets.empty()) offsets.assign(rootType.getRank(), zeroIdx);
+  a.offsets = offsets;
+  a.rootShape.assign(rootType.getShape().begin(), rootType.getShape().end());
+  a.space = getMemorySpace(rootType);
+  a.root = root;
+  a.vectorizable = true;
+  if (!a.isGlobal()) {
+    auto it = storage.find(root);
+    assert(it != storage.end() && "allocation lowered before its uses");
+    a.root = it->second.first;
+    a.layout = it->second.second;
+    // Swizzles move whole 16-byte chunks and padding whole rows; an affine
+    // map may do anything.
+    a.vectorizable = !llvm::isa_and_nonnull<AffineMapAttr>(a.layout);
+  }
+  return a;
+}
+
+SmallVector<Value> TileLowering::rootIndices(const Access &a, ValueRange tileIdx) {
+  SmallVector<Value> out;
+  for (auto [off, i] : llvm::zip(a.offsets, tileIdx)) out.push_back(add(off, i));
+  return out;
+}
+
+Value TileLowering::physicalIndex(const Access &a, ValueRange logical) {
+  if (auto shared = llvm::dyn_cast_or_null<SharedLayoutAttr>(a.layout)) {
+    layout::SharedLayout l = shared.getLayout();
+    Value row = zeroIdx;
+    for (unsigned d = 0; d + 1 < logical.size(); ++d)
+      row = d ? add(mul(row, idx(l.getShape()[d])), logical[d]) : logical[d];
+    Value col = logical.back();
+    if (!l.getSwizzleBytes()) return add(mul(row, idx(l.getCols() + l.getPad())), col);
+    int64_t w = l.getPanelWidth(), eb = l.getElementBytes();
+    Value linear = add(mul(add(mul(divC(col, w), idx(l.getRows())), row), idx(w)), remC(col, w));
+    // Chunk bits [4, 4+n) ^= bits [7, 7+n) of the byte offset, in elements.
+    int64_t chunkMask = l.getSwizzleBytes() / 16 - 1;
+    Value rowBits = arith::AndIOp::create(b, loc, shr(linear, llvm::Log2_64(128 / eb)), idx(chunkMask));
+    Value flip = arith::ShLIOp::create(b, loc, rowBits, idx(llvm::Log2_64(16 / eb)));
+    return xorI(linear, flip);
+  }
+  if (auto map = llvm::dyn_cast_or_null<AffineMapAttr>(a.layout)) {
+    std::function<Value(AffineExpr)> eval = [&](AffineExpr e) -> Value {
+      if (auto c = llvm::dyn_cast<AffineConstantExpr>(e)) return idx(c.getValue());
+      if (auto d = llvm::dyn_cast<AffineDimExpr>(e)) return logical[d.getPosition()];
+      auto bin = llvm::cast<AffineBinaryOpExpr>(e);
+      Value l = eval(bin.getLHS()), r = eval(bin.getRHS());
+      switch (e.getKind()) {
+      case AffineExprKind::Add: return add(l, r);
+      case AffineExprKind::Mul: return mul(l, r);
+      case AffineExprKind::Mod: return arith::RemUIOp::create(b, loc, l, r);
+      case AffineExprKind::FloorDiv: return arith::DivUIOp::create(b, loc, l, r);
+      default: return arith::CeilDivUIOp::create(b, loc, l, r);
+      }
+    };
+    return eval(map.getValue().getResult(0));
+  }
+  // Row-major (local buffers).
+  Value linear = logical[0];
+  for (unsigned d = 1; d < logical.size(); ++d)
+    linear = add(mul(linear, idx(a.rootShape[d])), logical[d]);
+  return linear;
+}
+
+/// True where the whole element (and `innerExtra` more along the innermost
+/// dimension) lies inside a global root; null when that is always so.
+Value TileLowering::inBounds(const Access &a, ValueRange rootIdx, int64_t innerExtra) {
+  if (!a.isGlobal()) return {};
+  Value cond;
+  for (auto [d, i] : llvm::enumerate(rootIdx)) {
+    int64_t extent = a.tileShape[d];
+    int64_t dim = a.rootShape[d];
+    std::optional<int64_t> off = getConstantIntValue(a.offsets[d]);
+    if (!ShapedType::isDynamic(dim) && off && *off + extent <= dim) continue;
+    Value bound = ShapedType::isDynamic(dim)
+                      ? memref::DimOp::create(b, loc, a.root, d).getResult()
+                      : idx(dim);
+    Value last = d + 1 == rootIdx.size() && innerExtra ? add(i, idx(innerExtra)) : i;
+    cond = andI(cond, lt(last, bound));
+  }
+  return cond;
+}
+
+/// A `vector`-element access starting at rootIdx is aligned to its size.
+Value TileLowering::aligned(const Access &a, ArrayRef<Value> rootIdx, int64_t vector) {
+  // Global roots are row-major and their base pointers are checked at launch
+  // to be 16-byte aligned; shared buffers are 128-byte aligned.
+  Value linear;
+  if (a.isGlobal()) {
+    linear = rootIdx[0];
+    for (size_t d = 1; d < rootIdx.size(); ++d) {
+      Value dim = ShapedType::isDynamic(a.rootShape[d])
+                      ? memref::DimOp::create(b, loc, a.root, d).getResult()
+                      : idx(a.rootShape[d]);
+      linear = add(mul(linear, dim), rootIdx[d]);
+    }
+  } else {
+    linear = physicalIndex(a, rootIdx);
+  }
+  return eq(remC(linear, vector), zeroIdx);
+}
+
+SmallVector<Value> TileLowering::operandIndices(const Access &a, ArrayRef<Value> rootIdx) {
+  if (a.isGlobal()) return SmallVector<Value>(rootIdx);
+  return {physicalIndex(a, rootIdx)};
+}
+
+Value TileLowering::load(const Access &a, ValueRange tileIdx) {
+  SmallVector<Value> rootIdx = rootIndices(a, tileIdx);
+  auto emitLoad = [&]() -> Value {
+    return memref::LoadOp::create(b, loc, a.root, operandIndices(a, rootIdx));
+  };
+  Value cond = inBounds(a, rootIdx);
+  if (!cond) return emitLoad();
+  auto ifOp = scf::IfOp::create(
+      b, loc, cond,
+      [&](OpBuilder &, Location) { scf::YieldOp::create(b, loc, emitLoad()); },
+      [&](OpBuilder &, Location) {
+        Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(a.elementType));
+        scf::YieldOp::create(b, loc, zero);
+      });
+  return ifOp.getResult(0);
+}
+
+void TileLowering::store(const Access &a, ValueRange tileIdx, Value value) {
+  SmallVector<Value> rootIdx = rootIndices(a, tileIdx);
+  OpBuilder::InsertionGuard g(b);
+  guard(inBounds(a, rootIdx));
+  memref::StoreOp::create(b, loc, value, a.root, operandIndices(a, rootIdx));
+}
+
+Value TileLowering::allocLocal(int64_t elements, Type type) {
+  return AllocOp::create(b, loc, getTileMemRefType({elements}, type, MemorySpace::local),
+                         IntegerAttr(), Attribute(), StringAttr());
+}
+
 SmallVector<Value> TileLowering::delinearize(Value linear, ArrayRef<int64_t> shape) {
   SmallVector<Value> out(shape.size());
   for (int64_t d = shape.size() - 1; d >= 0; --d) {
@@ -237,9 +267,8 @@ SmallVector<Value> TileLowering::delinearize(Value linear, ArrayRef<int64_t> sha
       out[d] = linear;
       break;
     }
-    Value extent = idx(shape[d]);
-    out[d] = arith::RemUIOp::create(b, loc, linear, extent);
-    linear = arith::DivUIOp::create(b, loc, linear, extent);
+    out[d] = remC(linear, shape[d]);
+    linear = divC(linear, shape[d]);
   }
   return out;
 }
@@ -261,17 +290,118 @@ void TileLowering::forEachElement(ArrayRef<int64_t> shape, int64_t vector,
   body(index);
 }
 
-void TileLowering::lowerCopy(CopyOp op) {
-  Access src = resolve(op.getSource()), dst = resolve(op.getDest());
+//===----------------------------------------------------------------------===//
+// Fragments
+//===----------------------------------------------------------------------===//
+
+ArrayRef<Value> TileLowering::threadCoords(FragmentLayoutAttr attr) {
+  auto it = threadCoordCache.find(attr);
+  if (it != threadCoordCache.end()) return it->second;
+  FragmentLayout l = attr.getLayout();
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointAfter(zeroIdx.getDefiningOp());
+  SmallVector<Value> coords;
+  SmallVector<uint64_t> cols(l.getLane().begin(), l.getLane().end());
+  cols.append(l.getWarp().begin(), l.getWarp().end());
+  for (unsigned d = 0; d < l.getRank(); ++d) {
+    // Each thread bit adds its column's part of dimension d; the parts of
+    // distinct bits XOR together.
+    Value value = zeroIdx;
+    for (auto [i, col] : llvm::enumerate(cols)) {
+      int64_t part = l.unpack(col)[d];
+      if (part) value = xorI(value, mul(bit(threadId, i), idx(part)));
+    }
+    coords.push_back(value);
+  }
+  return threadCoordCache[attr] = coords;
+}
+
+SmallVector<Value> TileLowering::coordsAt(FragmentLayoutAttr attr, Value r) {
+  FragmentLayout l = attr.getLayout();
+  SmallVector<Value> coords(threadCoords(attr));
+  std::optional<int64_t> constant = getConstantIntValue(r);
+  for (unsigned d = 0; d < l.getRank(); ++d) {
+    if (constant) {
+      if (int64_t part = l.unpack(l.registerPart(*constant))[d]) coords[d] = xorI(coords[d], idx(part));
+      continue;
+    }
+    for (auto [i, col] : llvm::enumerate(l.getReg()))
+      if (int64_t part = l.unpack(col)[d]) coords[d] = xorI(coords[d], mul(bit(r, i), idx(part)));
+  }
+  return coords;
+}
+
+Value TileLowering::insideShape(ArrayRef<Value> coords, ArrayRef<int64_t> shape) {
+  Value cond;
+  for (auto [c, extent] : llvm::zip(coords, shape))
+    if (!llvm::isPowerOf2_64(extent)) cond = andI(cond, lt(c, idx(extent)));
+  return cond;
+}
+
+/// Input bits whose columns depend on earlier ones: replicas.
+static uint64_t replicaBits(const FragmentLayout &l) {
+  LinearMap map = l.getMap();
+  uint64_t mask = 0;
+  unsigned rank = 0;
+  for (unsigned i = 0; i < map.getInBits(); ++i) {
+    unsigned next = LinearMap(map.getOutBits(), map.getColumns().take_front(i + 1)).rank();
+    if (next == rank) mask |= 1ull << i;
+    rank = next;
+  }
+  return mask;
+}
+
+Value TileLowering::threadOwns(const FragmentLayout &l) {
+  uint64_t mask = replicaBits(l) >> l.getReg().size();
+  if (!mask) return {};
+  return eq(arith::AndIOp::create(b, loc, threadId, idx(mask)), zeroIdx);
+}
+
+Value TileLowering::registerOwns(const FragmentLayout &l, Value r) {
+  uint64_t mask = replicaBits(l) & (l.getNumRegisters() - 1);
+  if (!mask) return {};
+  return eq(arith::AndIOp::create(b, loc, r, idx(mask)), zeroIdx);
+}
+
+Value TileLowering::applyMap(const LinearMap &map, Value input) {
+  if (std::optional<int64_t> c = getConstantIntValue(input))
+    return idx(map.apply(*c));
+  Value out = zeroIdx;
+  for (auto [i, col] : llvm::enumerate(map.getColumns()))
+    if (col) out = xorI(out, mul(bit(input, i), idx(col)));
+  return out;
+}
+
+int64_t TileLowering::vectorRegisters(const FragmentLayout &l, Type memType) {
+  // Registers 0..v-1 of a group hold consecutive elements of the last
+  // dimension and no other column touches those index bits.
+  int64_t v = l.getContiguousRegisters();
+  v = std::min<int64_t>(v, 16 / getElementBytes(memType));
+  auto touchesLowBits = [&](int64_t vec) {
+    SmallVector<uint64_t> others(l.getReg().drop_front(llvm::Log2_64(vec)));
+    others.append(l.getLane().begin(), l.getLane().end());
+    others.append(l.getWarp().begin(), l.getWarp().end());
+    return llvm::any_of(others, [&](uint64_t c) { return c & uint64_t(vec - 1); });
+  };
+  while (v > 1 && touchesLowBits(v)) v /= 2;
+  if (v * getElementBytes(memType) < 4) return 1;
+  return v;
+}
+
+//===----------------------------------------------------------------------===//
+// Copies and fills
+//===----------------------------------------------------------------------===//
+
+void TileLowering::copyGlobalShared(const Access &src, const Access &dst, bool async) {
   ArrayRef<int64_t> shape = src.tileShape;
   // 16-byte moves when both sides hold the same type contiguously; alignment
   // and bounds are checked per vector at run time, with an element-wise path
   // for the vectors that fail (tile edges, odd strides).
   int64_t vector = 1;
-  bool contiguous = src.elementType == dst.elementType && src.rowMajor && dst.rowMajor;
-  if (contiguous) {
+  if (src.elementType == dst.elementType && src.vectorizable && dst.vectorizable) {
     vector = 16 / getElementBytes(src.elementType);
     while (vector > 1 && shape.back() % vector) vector /= 2;
+    if (vector * getElementBytes(src.elementType) < 4) vector = 1;
   }
   forEachElement(shape, vector, [&](ArrayRef<Value> index) {
     auto scalarCopy = [&](int64_t count) {
@@ -285,76 +415,284 @@ void TileLowering::lowerCopy(CopyOp op) {
     if (vector == 1) return scalarCopy(1);
     SmallVector<Value> srcIdx = rootIndices(src, index), dstIdx = rootIndices(dst, index);
     Value cond = andI(inBounds(src, srcIdx, vector - 1), inBounds(dst, dstIdx, vector - 1));
-    auto aligned = [&](const Access &a, ArrayRef<Value> rootIdx) -> Value {
-      // Global roots are row-major; the vector is aligned when its linear
-      // index is a multiple of the vector width (the base pointer is checked
-      // at launch to be 16-byte aligned).
-      Value linear;
-      if (a.isGlobal) {
-        linear = rootIdx[0];
-        for (size_t d = 1; d < rootIdx.size(); ++d) {
-          Value dim = ShapedType::isDynamic(a.rootShape[d])
-                          ? memref::DimOp::create(b, loc, a.root, d).getResult()
-                          : idx(a.rootShape[d]);
-          linear = add(mul(linear, dim), rootIdx[d]);
-        }
-      } else {
-        linear = physicalIndex(a, rootIdx);
-      }
-      Value rem = arith::RemUIOp::create(b, loc, linear, idx(vector));
-      return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, rem, zeroIdx);
-    };
-    cond = andI(cond, aligned(src, srcIdx));
-    cond = andI(cond, aligned(dst, dstIdx));
+    cond = andI(cond, aligned(src, srcIdx, vector));
+    cond = andI(cond, aligned(dst, dstIdx, vector));
     auto ifOp = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/true);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(ifOp.thenBlock());
-    auto operand = [&](const Access &a, ArrayRef<Value> rootIdx) -> SmallVector<Value> {
-      if (a.isGlobal) return SmallVector<Value>(rootIdx);
-      return {physicalIndex(a, rootIdx)};
-    };
-    tilenv::CopyVectorOp::create(b, loc, src.root, operand(src, srcIdx), dst.root,
-                                 operand(dst, dstIdx),
-                                 vector * getElementBytes(src.elementType));
+    int64_t bytes = vector * getElementBytes(src.elementType);
+    if (async)
+      tilenv::CpAsyncOp::create(b, loc, src.root, operandIndices(src, srcIdx), dst.root,
+                                operandIndices(dst, dstIdx), bytes);
+    else
+      tilenv::CopyVectorOp::create(b, loc, src.root, operandIndices(src, srcIdx), dst.root,
+                                   operandIndices(dst, dstIdx), bytes);
     b.setInsertionPointToStart(ifOp.elseBlock());
     scalarCopy(vector);
   });
+  if (async) tilenv::CpAsyncWaitOp::create(b, loc);
+}
+
+void TileLowering::copyToFragment(const Access &src, const Access &dst) {
+  auto attr = llvm::cast<FragmentLayoutAttr>(dst.layout);
+  FragmentLayout l = attr.getLayout();
+  int64_t v = src.vectorizable ? vectorRegisters(l, src.elementType) : 1;
+  Value staging = v > 1 && src.elementType != dst.elementType ? allocLocal(v, src.elementType)
+                                                              : Value();
+  unrolledFor(l.getNumRegisters() / v, [&](Value group) {
+    Value r0 = mul(group, idx(v));
+    SmallVector<Value> coords = coordsAt(attr, r0);
+    auto scalar = [&]() {
+      for (int64_t j = 0; j < v; ++j) {
+        OpBuilder::InsertionGuard g(b);
+        SmallVector<Value> c(coords);
+        c.back() = add(c.back(), idx(j));
+        guard(insideShape(c, dst.tileShape));
+        memref::StoreOp::create(b, loc, convert(load(src, c), dst.elementType), dst.root,
+                                ValueRange{add(r0, idx(j))});
+      }
+    };
+    if (v == 1) return scalar();
+    SmallVector<Value> srcIdx = rootIndices(src, coords);
+    SmallVector<Value> last(coords);
+    last.back() = add(last.back(), idx(v - 1));
+    Value cond = andI(insideShape(last, dst.tileShape), inBounds(src, srcIdx, v - 1));
+    cond = andI(cond, aligned(src, srcIdx, v));
+    OpBuilder::InsertionGuard g(b);
+    scf::IfOp ifOp;
+    if (cond) {
+      ifOp = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/true);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+    }
+    int64_t bytes = v * getElementBytes(src.elementType);
+    if (!staging) {
+      tilenv::CopyVectorOp::create(b, loc, src.root, operandIndices(src, srcIdx), dst.root,
+                                   ValueRange{r0}, bytes);
+    } else {
+      tilenv::CopyVectorOp::create(b, loc, src.root, operandIndices(src, srcIdx), staging,
+                                   ValueRange{zeroIdx}, bytes);
+      for (int64_t j = 0; j < v; ++j) {
+        Value x = memref::LoadOp::create(b, loc, staging, ValueRange{idx(j)});
+        memref::StoreOp::create(b, loc, convert(x, dst.elementType), dst.root,
+                                ValueRange{add(r0, idx(j))});
+      }
+    }
+    if (!ifOp) return;
+    b.setInsertionPointToStart(ifOp.elseBlock());
+    scalar();
+  });
+}
+
+void TileLowering::copyFromFragment(const Access &src, const Access &dst) {
+  auto attr = llvm::cast<FragmentLayoutAttr>(src.layout);
+  FragmentLayout l = attr.getLayout();
+  int64_t v = dst.vectorizable ? vectorRegisters(l, dst.elementType) : 1;
+  Value staging = v > 1 && src.elementType != dst.elementType ? allocLocal(v, dst.elementType)
+                                                              : Value();
+  Value threadOwner = threadOwns(l);
+  unrolledFor(l.getNumRegisters() / v, [&](Value group) {
+    Value r0 = mul(group, idx(v));
+    OpBuilder::InsertionGuard g0(b);
+    // Replicas hold copies; only the owner writes.
+    guard(andI(threadOwner, registerOwns(l, r0)));
+    SmallVector<Value> coords = coordsAt(attr, r0);
+    auto scalar = [&]() {
+      for (int64_t j = 0; j < v; ++j) {
+        OpBuilder::InsertionGuard g(b);
+        SmallVector<Value> c(coords);
+        c.back() = add(c.back(), idx(j));
+        guard(insideShape(c, src.tileShape));
+        Value x = memref::LoadOp::create(b, loc, src.root, ValueRange{add(r0, idx(j))});
+        store(dst, c, convert(x, dst.elementType));
+      }
+    };
+    if (v == 1) return scalar();
+    SmallVector<Value> dstIdx = rootIndices(dst, coords);
+    SmallVector<Value> last(coords);
+    last.back() = add(last.back(), idx(v - 1));
+    Value cond = andI(insideShape(last, src.tileShape), inBounds(dst, dstIdx, v - 1));
+    cond = andI(cond, aligned(dst, dstIdx, v));
+    OpBuilder::InsertionGuard g(b);
+    scf::IfOp ifOp;
+    if (cond) {
+      ifOp = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/true);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+    }
+    int64_t bytes = v * getElementBytes(dst.elementType);
+    if (!staging) {
+      tilenv::CopyVectorOp::create(b, loc, src.root, ValueRange{r0}, dst.root,
+                                   operandIndices(dst, dstIdx), bytes);
+    } else {
+      for (int64_t j = 0; j < v; ++j) {
+        Value x = memref::LoadOp::create(b, loc, src.root, ValueRange{add(r0, idx(j))});
+        memref::StoreOp::create(b, loc, convert(x, dst.elementType), staging, ValueRange{idx(j)});
+      }
+      tilenv::CopyVectorOp::create(b, loc, staging, ValueRange{zeroIdx}, dst.root,
+                                   operandIndices(dst, dstIdx), bytes);
+    }
+    if (!ifOp) return;
+    b.setInsertionPointToStart(ifOp.elseBlock());
+    scalar();
+  });
+}
+
+void TileLowering::lowerCopy(CopyOp op) {
+  Access src = resolve(op.getSource()), dst = resolve(op.getDest());
+  if (src.isFragment() && dst.isFragment()) {
+    if (src.layout != dst.layout)
+      return fail(op, "copy between fragments with different layouts; run "
+                      "tessel-layout-inference, which gives them one");
+    int64_t regs = llvm::cast<FragmentLayoutAttr>(src.layout).getLayout().getNumRegisters();
+    unrolledFor(regs, [&](Value r) {
+      Value x = memref::LoadOp::create(b, loc, src.root, ValueRange{r});
+      memref::StoreOp::create(b, loc, convert(x, dst.elementType), dst.root, ValueRange{r});
+    });
+    return;
+  }
+  if (dst.isFragment()) return copyToFragment(src, dst);
+  if (src.isFragment()) return copyFromFragment(src, dst);
+  bool async = target.computeCapability >= 80 && src.isGlobal() &&
+               dst.space == MemorySpace::shared && inPipelined.contains(op);
+  copyGlobalShared(src, dst, async);
+  // wgmma and TMA read shared memory through the async proxy: order this
+  // thread's generic writes before them (the barrier that follows makes
+  // them visible to the block).
+  if (target.computeCapability == 90 && dst.space == MemorySpace::shared)
+    tilenv::FenceProxyAsyncOp::create(b, loc);
 }
 
 void TileLowering::lowerFill(FillOp op) {
   Access dst = resolve(op.getDest());
+  if (dst.isFragment()) {
+    int64_t regs = llvm::cast<FragmentLayoutAttr>(dst.layout).getLayout().getNumRegisters();
+    unrolledFor(regs, [&](Value r) {
+      memref::StoreOp::create(b, loc, op.getValue(), dst.root, ValueRange{r});
+    });
+    return;
+  }
   forEachElement(dst.tileShape, 1,
                  [&](ArrayRef<Value> index) { store(dst, index, op.getValue()); });
 }
 
-void TileLowering::lowerGemm(GemmOp op) {
-  Access a = resolve(op.getA()), bAcc = resolve(op.getB()), c = resolve(op.getC());
-  int64_t k = op.getTransposeA() ? a.tileShape[0] : a.tileShape[1];
-  Type f32 = b.getF32Type();
-  forEachElement(c.tileShape, 1, [&](ArrayRef<Value> index) {
-    Value m = index[0], n = index[1];
-    Value init = op.getClearAccum()
-                     ? arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0)).getResult()
-                     : convert(load(c, index), f32);
-    auto kLoop = scf::ForOp::create(b, loc, zeroIdx, idx(k), idx(1), ValueRange{init});
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(kLoop.getBody());
-      Value kk = kLoop.getInductionVar();
-      SmallVector<Value> aIdx = op.getTransposeA() ? SmallVector<Value>{kk, m}
-                                                   : SmallVector<Value>{m, kk};
-      SmallVector<Value> bIdx = op.getTransposeB() ? SmallVector<Value>{n, kk}
-                                                   : SmallVector<Value>{kk, n};
-      Value av = convert(load(a, aIdx), f32), bv = convert(load(bAcc, bIdx), f32);
-      Value acc = math::FmaOp::create(b, loc, av, bv, kLoop.getRegionIterArgs()[0]);
-      scf::YieldOp::create(b, loc, acc);
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+namespace {
+struct Combiner {
+  OpBuilder &b;
+  Location loc;
+  ReduceKind kind;
+  Value identity() {
+    float v = kind == ReduceKind::max   ? -std::numeric_limits<float>::infinity()
+              : kind == ReduceKind::min ? std::numeric_limits<float>::infinity()
+                                        : 0.0f;
+    return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+  }
+  Value operator()(Value x, Value y) {
+    switch (kind) {
+    case ReduceKind::sum: return arith::AddFOp::create(b, loc, x, y);
+    case ReduceKind::min: return arith::MinNumFOp::create(b, loc, x, y);
+    default: return arith::MaxNumFOp::create(b, loc, x, y);
     }
-    store(c, index, convert(kLoop.getResult(0), c.elementType));
-  });
+  }
+  Value input(Value x) {
+    return kind == ReduceKind::absmax ? math::AbsFOp::create(b, loc, x).getResult() : x;
+  }
+};
+} // namespace
+
+void TileLowering::reduceFragment(ReduceOp op) {
+  Access src = resolve(op.getSource()), dst = resolve(op.getDest());
+  auto srcAttr = llvm::cast<FragmentLayoutAttr>(src.layout);
+  FragmentLayout s = srcAttr.getLayout();
+  FragmentLayout d = llvm::cast<FragmentLayoutAttr>(dst.layout).getLayout();
+  unsigned dim = op.getDim();
+  SmallVector<unsigned> kept;
+  for (unsigned i = 0; i < s.getRank(); ++i)
+    if (i != dim) kept.push_back(i);
+  std::optional<LinearMap> regMap = s.registerMapTo(d, kept);
+  if (!regMap) return fail(op, "reduction result layout is not the source layout without the "
+                               "reduced dimension; run tessel-layout-inference");
+  uint64_t dimMask = ((1ull << s.getDimBits(dim)) - 1) << s.getDimShift(dim);
+  auto onlyReduced = [&](uint64_t col) { return (col & ~dimMask) == 0; };
+  Combiner combine{b, loc, op.getKind()};
+  Type f32 = b.getF32Type();
+
+  // In-thread: every source register folds into the result register it maps
+  // to; registers in the padding of a non-power-of-two extent are skipped.
+  int64_t outRegs = d.getNumRegisters();
+  SmallVector<Value> acc(outRegs);
+  for (int64_t r = 0; r < s.getNumRegisters(); ++r) {
+    int64_t target = regMap->apply(r);
+    Value x = combine.input(convert(
+        memref::LoadOp::create(b, loc, src.root, ValueRange{idx(r)}).getResult(), f32));
+    if (Value valid = insideShape(coordsAt(srcAttr, idx(r)), src.tileShape))
+      x = arith::SelectOp::create(b, loc, valid, x, combine.identity());
+    acc[target] = acc[target] ? combine(acc[target], x) : x;
+  }
+  for (Value &a : acc)
+    if (!a) a = combine.identity();
+
+  // Across lanes: butterflies over the lane bits that step the reduced
+  // dimension.
+  for (auto [i, col] : llvm::enumerate(s.getLane())) {
+    if (!col || !(col & dimMask)) continue;
+    if (!onlyReduced(col))
+      return fail(op, "a lane bit of the source layout steps both the reduced and a kept "
+                      "dimension; this reduction needs a layout conversion first");
+    for (Value &a : acc)
+      a = combine(a, tilenv::ShflXorOp::create(b, loc, f32, a, 1u << i, 32u));
+  }
+
+  // Across warps: through shared memory, each thread folding the partials of
+  // the warps that differ from it only in reduced bits, in ascending warp
+  // order so that every replica computes the same bits.
+  uint64_t warpMask = 0;
+  for (auto [i, col] : llvm::enumerate(s.getWarp())) {
+    if (!col || !(col & dimMask)) continue;
+    if (!onlyReduced(col))
+      return fail(op, "a warp bit of the source layout steps both the reduced and a kept "
+                      "dimension; this reduction needs a layout conversion first");
+    warpMask |= 1ull << i;
+  }
+  if (warpMask) {
+    Value scratch = reduceScratch.lookup(op);
+    tilenv::SyncThreadsOp::create(b, loc);
+    for (int64_t r = 0; r < outRegs; ++r)
+      memref::StoreOp::create(b, loc, acc[r], scratch,
+                              ValueRange{add(mul(threadId, idx(outRegs)), idx(r))});
+    tilenv::SyncThreadsOp::create(b, loc);
+    Value lane = remC(threadId, 32), warp = divC(threadId, 32);
+    Value base = arith::AndIOp::create(b, loc, warp, idx(~int64_t(warpMask)));
+    for (int64_t r = 0; r < outRegs; ++r) {
+      Value total;
+      for (uint64_t sub = 0;; sub = (sub - warpMask) & warpMask) {
+        Value w = arith::OrIOp::create(b, loc, base, idx(sub));
+        Value slot = add(mul(add(mul(w, idx(32)), lane), idx(outRegs)), idx(r));
+        Value x = memref::LoadOp::create(b, loc, scratch, ValueRange{slot});
+        total = total ? combine(total, x) : x;
+        if (sub == warpMask) break;
+      }
+      acc[r] = total;
+    }
+  }
+
+  for (int64_t r = 0; r < outRegs; ++r) {
+    Value result = acc[r];
+    if (!op.getClear())
+      result = combine(result, convert(memref::LoadOp::create(b, loc, dst.root,
+                                                               ValueRange{idx(r)}).getResult(),
+                                       f32));
+    memref::StoreOp::create(b, loc, convert(result, dst.elementType), dst.root,
+                            ValueRange{idx(r)});
+  }
 }
 
 void TileLowering::lowerReduce(ReduceOp op) {
-  Access src = resolve(op.getSource()), dst = resolve(op.getDest());
+  Access src = resolve(op.getSource());
+  if (src.isFragment()) return reduceFragment(op);
+  Access dst = resolve(op.getDest());
   int64_t dim = op.getDim();
   ArrayRef<int64_t> shape = src.tileShape;
   int64_t extent = shape[dim];
@@ -362,35 +700,21 @@ void TileLowering::lowerReduce(ReduceOp op) {
   outShape.erase(outShape.begin() + dim);
   int64_t outCount = std::accumulate(outShape.begin(), outShape.end(), int64_t{1},
                                      std::multiplies<int64_t>());
-  // A group of `width` lanes reduces one output element; groups never straddle
-  // a warp, so the butterfly shuffles stay inside it.
+  // Shared source: a group of `width` lanes reduces one output element;
+  // groups never straddle a warp, so the butterfly shuffles stay inside it.
   int64_t width = std::min<int64_t>(32, llvm::PowerOf2Ceil(extent));
   int64_t groups = threads / width;
   Type f32 = b.getF32Type();
-  ReduceKind kind = op.getKind();
-  auto identity = [&]() -> Value {
-    float v = kind == ReduceKind::max   ? -std::numeric_limits<float>::infinity()
-              : kind == ReduceKind::min ? std::numeric_limits<float>::infinity()
-                                        : 0.0f;
-    return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
-  };
-  auto combine = [&](Value x, Value y) -> Value {
-    switch (kind) {
-    case ReduceKind::sum: return arith::AddFOp::create(b, loc, x, y);
-    case ReduceKind::min: return arith::MinNumFOp::create(b, loc, x, y);
-    default: return arith::MaxNumFOp::create(b, loc, x, y);
-    }
-  };
-  Value group = arith::DivUIOp::create(b, loc, threadId, idx(width));
-  Value lane = arith::RemUIOp::create(b, loc, threadId, idx(width));
+  Combiner combine{b, loc, op.getKind()};
+  Value group = divC(threadId, width);
+  Value lane = remC(threadId, width);
   auto outer = scf::ForOp::create(b, loc, zeroIdx, idx(outCount), idx(groups));
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(outer.getBody());
   Value out = add(outer.getInductionVar(), group);
   Value valid = lt(out, idx(outCount));
   Value upper = arith::SelectOp::create(b, loc, valid, idx(extent), zeroIdx);
-  auto inner = scf::ForOp::create(b, loc, lane, upper, idx(width), ValueRange{identity()});
-  SmallVector<Value> outIdx;
+  auto inner = scf::ForOp::create(b, loc, lane, upper, idx(width), ValueRange{combine.identity()});
   {
     OpBuilder::InsertionGuard innerGuard(b);
     b.setInsertionPointToStart(inner.getBody());
@@ -400,40 +724,52 @@ void TileLowering::lowerReduce(ReduceOp op) {
                                                                       : ArrayRef(outShape));
     if (outShape.empty()) srcIdx.clear();
     srcIdx.insert(srcIdx.begin() + dim, inner.getInductionVar());
-    Value x = convert(load(src, srcIdx), f32);
-    if (kind == ReduceKind::absmax) x = math::AbsFOp::create(b, loc, x);
+    Value x = combine.input(convert(load(src, srcIdx), f32));
     scf::YieldOp::create(b, loc, combine(inner.getRegionIterArgs()[0], x));
   }
   Value acc = inner.getResult(0);
   for (int64_t offset = width / 2; offset >= 1; offset /= 2) {
-    Value other = tilenv::ShflXorOp::create(b, loc, acc.getType(), acc, (uint32_t)offset, (uint32_t)width);
+    Value other = tilenv::ShflXorOp::create(b, loc, acc.getType(), acc, (uint32_t)offset,
+                                            (uint32_t)width);
     acc = combine(acc, other);
   }
-  Value writer = andI(valid, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane,
-                                                   zeroIdx));
-  auto ifOp = scf::IfOp::create(b, loc, writer, /*withElseRegion=*/false);
-  b.setInsertionPointToStart(ifOp.thenBlock());
-  outIdx = outShape.empty() ? SmallVector<Value>{zeroIdx} : delinearize(out, outShape);
+  this->guard(andI(valid, eq(lane, zeroIdx)));
+  SmallVector<Value> outIdx =
+      outShape.empty() ? SmallVector<Value>{zeroIdx} : delinearize(out, outShape);
   if (!op.getClear()) acc = combine(acc, convert(load(dst, outIdx), f32));
   store(dst, outIdx, convert(acc, dst.elementType));
 }
 
+//===----------------------------------------------------------------------===//
+// Atomics, loops
+//===----------------------------------------------------------------------===//
+
 void TileLowering::lowerAtomicAdd(AtomicAddOp op, bool insideParallel) {
   Access dst = resolve(op.getDest());
+  if (dst.isFragment()) return fail(op, "atomic_add into a fragment; fragments are per thread");
   auto atomicAt = [&](ArrayRef<Value> tileIdx, Value value) {
     SmallVector<Value> rootIdx = rootIndices(dst, tileIdx);
-    Value cond = inBounds(dst, rootIdx);
-    OpBuilder::InsertionGuard guard(b);
-    if (cond) {
-      auto ifOp = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);
-      b.setInsertionPointToStart(ifOp.thenBlock());
-    }
-    SmallVector<Value> operand =
-        dst.isGlobal ? rootIdx : SmallVector<Value>{physicalIndex(dst, rootIdx)};
-    tilenv::AtomicAddOp::create(b, loc, value, dst.root, operand, op.getOrder());
+    OpBuilder::InsertionGuard g(b);
+    guard(inBounds(dst, rootIdx));
+    tilenv::AtomicAddOp::create(b, loc, value, dst.root, operandIndices(dst, rootIdx),
+                                op.getOrder());
   };
   if (llvm::isa<MemRefType>(op.getValue().getType())) {
     Access src = resolve(op.getValue());
+    if (src.isFragment()) {
+      // One atomic per element the thread owns.
+      auto attr = llvm::cast<FragmentLayoutAttr>(src.layout);
+      FragmentLayout l = attr.getLayout();
+      Value threadOwner = threadOwns(l);
+      unrolledFor(l.getNumRegisters(), [&](Value r) {
+        OpBuilder::InsertionGuard g(b);
+        SmallVector<Value> coords = coordsAt(attr, r);
+        guard(andI(andI(threadOwner, registerOwns(l, r)), insideShape(coords, src.tileShape)));
+        Value x = memref::LoadOp::create(b, loc, src.root, ValueRange{r});
+        atomicAt(coords, convert(x, dst.elementType));
+      });
+      return;
+    }
     forEachElement(dst.tileShape, 1, [&](ArrayRef<Value> index) {
       atomicAt(index, convert(load(src, index), dst.elementType));
     });
@@ -442,20 +778,89 @@ void TileLowering::lowerAtomicAdd(AtomicAddOp op, bool insideParallel) {
   SmallVector<Value> index(op.getIndices());
   if (insideParallel) return atomicAt(index, op.getValue());
   // Block-uniform code: one thread of the block performs the update.
-  Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, threadId, zeroIdx);
-  auto ifOp = scf::IfOp::create(b, loc, first, /*withElseRegion=*/false);
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(ifOp.thenBlock());
+  OpBuilder::InsertionGuard g(b);
+  guard(eq(threadId, zeroIdx));
   atomicAt(index, op.getValue());
 }
 
 void TileLowering::lowerParallel(ParallelOp op) {
-  ArrayRef<int64_t> extents = op.getExtents();
   Block &body = op.getBody().front();
-  forEachElement(extents, 1, [&](ArrayRef<Value> index) {
+  auto splice = [&](ArrayRef<Value> index) {
     for (auto [arg, i] : llvm::zip(body.getArguments(), index)) arg.replaceAllUsesWith(i);
     Block *dest = b.getInsertionBlock();
     dest->getOperations().splice(b.getInsertionPoint(), body.getOperations());
+  };
+  FragmentLayoutAttr attr = op.getLayoutAttr();
+  if (!attr) return forEachElement(op.getExtents(), 1, splice);
+
+  // Each thread runs the points its registers hold.
+  FragmentLayout l = attr.getLayout();
+  SmallVector<Operation *> bodyOps;
+  for (Operation &inner : body) bodyOps.push_back(&inner);
+  // Which loop dimensions index each fragment access, read before the
+  // indices are replaced.
+  DenseMap<Operation *, SmallVector<unsigned>> accessDims;
+  body.walk([&](Operation *nested) {
+    ValueRange indices;
+    if (auto ld = llvm::dyn_cast<memref::LoadOp>(nested)) indices = ld.getIndices();
+    else if (auto st = llvm::dyn_cast<memref::StoreOp>(nested)) indices = st.getIndices();
+    else return;
+    SmallVector<unsigned> &dims = accessDims[nested];
+    for (Value i : indices) {
+      auto arg = llvm::dyn_cast<BlockArgument>(i);
+      dims.push_back(arg && arg.getOwner() == &body ? arg.getArgNumber() : ~0u);
+    }
+  });
+  Value threadOwner = threadOwns(l);
+  unrolledFor(l.getNumRegisters(), [&](Value r) {
+    OpBuilder::InsertionGuard g(b);
+    SmallVector<Value> coords = coordsAt(attr, r);
+    guard(insideShape(coords, op.getExtents()));
+    Value owner = andI(threadOwner, registerOwns(l, r));
+    splice(coords);
+    // Fragment accesses become register accesses; side effects outside the
+    // thread happen once, in the element's owner.
+    for (Operation *inner : bodyOps) {
+      inner->walk([&](Operation *nested) {
+        Value memref;
+        ValueRange indices;
+        if (auto ld = llvm::dyn_cast<memref::LoadOp>(nested))
+          memref = ld.getMemRef(), indices = ld.getIndices();
+        else if (auto st = llvm::dyn_cast<memref::StoreOp>(nested))
+          memref = st.getMemRef(), indices = st.getIndices();
+        else if (auto atomic = llvm::dyn_cast<AtomicAddOp>(nested))
+          memref = atomic.getDest();
+        if (!memref) return;
+        auto type = llvm::cast<MemRefType>(memref.getType());
+        if (getMemorySpace(type) != MemorySpace::fragment) {
+          if (owner && !llvm::isa<memref::LoadOp>(nested)) {
+            b.setInsertionPoint(nested);
+            auto ifOp = scf::IfOp::create(b, loc, owner, /*withElseRegion=*/false);
+            nested->moveBefore(ifOp.thenBlock()->getTerminator());
+          }
+          return;
+        }
+        SmallVector<unsigned> dims = accessDims.lookup(nested);
+        auto it = storage.find(memref);
+        auto fragAttr = llvm::cast<FragmentLayoutAttr>(it->second.second);
+        std::optional<LinearMap> map;
+        if (llvm::is_contained(dims, ~0u) || !(map = l.registerMapTo(fragAttr.getLayout(), dims))) {
+          fail(nested, "a fragment in this parallel loop does not follow the loop's layout; "
+                       "run tessel-layout-inference");
+          return;
+        }
+        b.setInsertionPoint(nested);
+        Value reg = applyMap(*map, r);
+        if (auto ld = llvm::dyn_cast<memref::LoadOp>(nested)) {
+          Value v = memref::LoadOp::create(b, loc, it->second.first, ValueRange{reg});
+          ld.getResult().replaceAllUsesWith(v);
+        } else {
+          auto st = llvm::cast<memref::StoreOp>(nested);
+          memref::StoreOp::create(b, loc, st.getValue(), it->second.first, ValueRange{reg});
+        }
+        nested->erase();
+      });
+    }
   });
 }
 
@@ -469,6 +874,10 @@ void TileLowering::lowerPipelined(PipelinedOp op) {
   dest->getOperations().splice(dest->begin(), body.getOperations());
 }
 
+//===----------------------------------------------------------------------===//
+// Driver
+//===----------------------------------------------------------------------===//
+
 LogicalResult TileLowering::run() {
   threads = kernel.getThreads();
   Block &entry = kernel.getBodyBlock();
@@ -477,8 +886,27 @@ LogicalResult TileLowering::run() {
   numThreads = idx(threads);
   zeroIdx = idx(0);
 
-  // Storage: shared-backed buffers in dynamic shared memory, local ones per
-  // thread; all 1-D, addressed through their layout.
+  // Reductions across warps need a shared scratch buffer.
+  kernel.walk([&](ReduceOp op) {
+    auto srcType = llvm::cast<MemRefType>(op.getSource().getType());
+    if (getMemorySpace(srcType) != MemorySpace::fragment) return;
+    auto layout = op.getSource().getDefiningOp<AllocOp>().getLayoutAttr();
+    auto dstLayout = op.getDest().getDefiningOp<AllocOp>().getLayoutAttr();
+    if (!layout || !dstLayout) return;
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointAfter(threadId.getDefiningOp());
+    int64_t regs = llvm::cast<FragmentLayoutAttr>(dstLayout).getLayout().getNumRegisters();
+    reduceScratch[op] = AllocOp::create(
+        b, op.getLoc(), getTileMemRefType({threads * regs}, b.getF32Type(), MemorySpace::shared),
+        IntegerAttr(), Attribute(), StringAttr());
+  });
+
+  // Storage: shared buffers in dynamic shared memory, fragments and local
+  // buffers per thread; all 1-D, addressed through their layout.
+  SmallVector<AllocOp> allocs;
+  kernel.walk([&](AllocOp alloc) { allocs.push_back(alloc); });
+  DenseSet<Operation *> scratch;
+  for (auto &[op, value] : reduceScratch) scratch.insert(value.getDefiningOp());
   int64_t smem = planSharedMemory(kernel, [&](AllocOp alloc, int64_t offset) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(alloc);
@@ -486,28 +914,37 @@ LogicalResult TileLowering::run() {
     auto lowered = AllocOp::create(
         b, alloc.getLoc(),
         getTileMemRefType({getStorageElements(alloc)}, type.getElementType(), MemorySpace::shared),
-        b.getI64IntegerAttr(offset));
-    AnnotateLayoutOp annotated = getAnnotatedLayout(alloc);
-    storage[alloc.getResult()] = {
-        lowered.getResult(),
-        annotated ? annotated.getLayout() : rowMajorLayout(type.getShape(), b.getContext()),
-        !annotated};
+        b.getI64IntegerAttr(offset), Attribute(), alloc.getNameAttr());
+    if (scratch.contains(alloc)) {
+      for (auto &[op, value] : reduceScratch)
+        if (value == alloc.getResult()) value = lowered;
+      return;
+    }
+    Attribute layout = alloc.getLayoutAttr();
+    if (AnnotateLayoutOp annotated = getAnnotatedLayout(alloc))
+      layout = annotated.getLayout();
+    if (!layout)
+      layout = SharedLayoutAttr::get(b.getContext(),
+                                     layout::SharedLayout(type.getShape(),
+                                                          getElementBytes(type.getElementType()), 0, 0));
+    storage[alloc.getResult()] = {lowered.getResult(), layout};
   });
-  SmallVector<AllocOp> localAllocs;
-  kernel.walk([&](AllocOp alloc) {
-    if (getMemorySpace(alloc.getType()) == MemorySpace::local) localAllocs.push_back(alloc);
-  });
-  for (AllocOp alloc : localAllocs) {
+  for (AllocOp alloc : allocs) {
+    MemRefType type = alloc.getType();
+    MemorySpace space = getMemorySpace(type);
+    if (space != MemorySpace::fragment && space != MemorySpace::local) continue;
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(alloc);
-    MemRefType type = alloc.getType();
+    auto layout = llvm::dyn_cast_or_null<FragmentLayoutAttr>(alloc.getLayoutAttr());
+    if (space == MemorySpace::fragment && !layout)
+      return alloc.emitError("fragment has no layout; run tessel-layout-inference first");
+    int64_t elements = layout ? layout.getLayout().getNumRegisters() : type.getNumElements();
     auto lowered = AllocOp::create(
-        b, alloc.getLoc(),
-        getTileMemRefType({type.getNumElements()}, type.getElementType(), MemorySpace::local),
-        IntegerAttr());
-    storage[alloc.getResult()] = {lowered.getResult(),
-                                  rowMajorLayout(type.getShape(), b.getContext()), true};
+        b, alloc.getLoc(), getTileMemRefType({elements}, type.getElementType(), MemorySpace::local),
+        IntegerAttr(), Attribute(), alloc.getNameAttr());
+    storage[alloc.getResult()] = {lowered.getResult(), layout};
   }
+  for (Operation *op : scratch) op->erase();
   kernel.setSmemBytesAttr(b.getI64IntegerAttr(smem));
 
   // Collective ops, outermost first so that a loop's body is moved before its
@@ -519,8 +956,10 @@ LogicalResult TileLowering::run() {
       work.push_back(op);
   });
   DenseSet<Operation *> inParallel;
-  for (Operation *op : work)
+  for (Operation *op : work) {
     if (op->getParentOfType<ParallelOp>()) inParallel.insert(op);
+    if (op->getParentOfType<PipelinedOp>()) inPipelined.insert(op);
+  }
   for (Operation *op : work) {
     b.setInsertionPoint(op);
     loc = op->getLoc();
@@ -533,18 +972,18 @@ LogicalResult TileLowering::run() {
         .Case([&](ParallelOp o) { lowerParallel(o); })
         .Case([&](PipelinedOp o) { lowerPipelined(o); })
         .Case([&](BarrierOp) { tilenv::SyncThreadsOp::create(b, loc); });
+    if (mlir::failed(failure)) return mlir::failure();
   }
   for (Operation *op : llvm::reverse(work)) op->erase();
 
   // Element code (parallel bodies, block-uniform scalar code) still reads and
   // writes tile buffers and regions by their logical indices.
   SmallVector<Operation *> accesses;
+  auto isTileBuffer = [&](Value m) { return m.getDefiningOp<RegionOp>() || storage.count(m); };
   kernel.walk([&](Operation *op) {
-    if (auto l = llvm::dyn_cast<memref::LoadOp>(op);
-        l && (l.getMemRef().getDefiningOp<RegionOp>() || storage.count(l.getMemRef())))
+    if (auto l = llvm::dyn_cast<memref::LoadOp>(op); l && isTileBuffer(l.getMemRef()))
       accesses.push_back(op);
-    if (auto s = llvm::dyn_cast<memref::StoreOp>(op);
-        s && (s.getMemRef().getDefiningOp<RegionOp>() || storage.count(s.getMemRef())))
+    if (auto s = llvm::dyn_cast<memref::StoreOp>(op); s && isTileBuffer(s.getMemRef()))
       accesses.push_back(op);
   });
   for (Operation *op : accesses) {
@@ -569,16 +1008,22 @@ LogicalResult TileLowering::run() {
   });
   for (Operation *op : llvm::reverse(dead)) {
     if (!op->use_empty() && !llvm::isa<AnnotateLayoutOp>(op))
-      return op->emitError("buffer still used after lowering by ")
-             << *op->getUsers().begin();
+      return op->emitError("buffer still used after lowering by ") << *op->getUsers().begin();
     op->erase();
   }
-  return success();
+  return failure;
 }
 
+namespace {
 struct TesselLowerTileOps : tessel::impl::TesselLowerTileOpsBase<TesselLowerTileOps> {
+  using Base::Base;
   void runOnOperation() override {
-    if (failed(TileLowering(getOperation()).run())) signalPassFailure();
+    std::optional<TargetInfo> target = lookupTarget(arch);
+    if (!target) {
+      getOperation().emitError("unknown target '") << arch << "'; use sm_80, sm_90a or sm_100a";
+      return signalPassFailure();
+    }
+    if (mlir::failed(TileLowering(getOperation(), *target).run())) signalPassFailure();
   }
 };
 } // namespace

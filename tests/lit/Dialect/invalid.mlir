@@ -345,7 +345,7 @@ tile.atomic_add %z, %a[%c0] order = relaxed : f16, memref<?xf32, #tile.space<glo
 tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
 %a = tile.alloc : memref<4x4xf32, #tile.space<local>>
 // expected-error @+1 {{layouts are annotated on shared or fragment buffers, not local}}
-tile.annotate_layout %a, affine_map<(d0, d1) -> (d0 * 4 + d1)> : memref<4x4xf32, #tile.space<local>>
+tile.annotate_layout %a : memref<4x4xf32, #tile.space<local>> to affine_map<(d0, d1) -> (d0 * 4 + d1)>
 }
 
 // -----
@@ -355,7 +355,7 @@ tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
 %c0 = arith.constant 0 : index
 %r = tile.region %a[%c0, %c0] [2, 2] : memref<4x4xf32, #tile.space<shared>> -> memref<2x2xf32, strided<[4, 1], offset: ?>, #tile.space<shared>>
 // expected-error @+1 {{annotate the buffer returned by tile.alloc}}
-tile.annotate_layout %r, affine_map<(d0, d1) -> (d0 * 4 + d1)> : memref<2x2xf32, strided<[4, 1], offset: ?>, #tile.space<shared>>
+tile.annotate_layout %r : memref<2x2xf32, strided<[4, 1], offset: ?>, #tile.space<shared>> to affine_map<(d0, d1) -> (d0 * 4 + d1)>
 }
 
 // -----
@@ -363,7 +363,7 @@ tile.annotate_layout %r, affine_map<(d0, d1) -> (d0 * 4 + d1)> : memref<2x2xf32,
 tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
 %a = tile.alloc : memref<4x4xf32, #tile.space<shared>>
 // expected-error @+1 {{layout must map the 2 logical indices to one offset}}
-tile.annotate_layout %a, affine_map<(d0) -> (d0)> : memref<4x4xf32, #tile.space<shared>>
+tile.annotate_layout %a : memref<4x4xf32, #tile.space<shared>> to affine_map<(d0) -> (d0)>
 }
 
 // -----
@@ -371,7 +371,7 @@ tile.annotate_layout %a, affine_map<(d0) -> (d0)> : memref<4x4xf32, #tile.space<
 tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
 %a = tile.alloc : memref<4x4xf32, #tile.space<shared>>
 // expected-error @+1 {{layout offsets must start at 0 and grow with every index}}
-tile.annotate_layout %a, affine_map<(d0, d1) -> (d0 * 4 - d1 + 3)> : memref<4x4xf32, #tile.space<shared>>
+tile.annotate_layout %a : memref<4x4xf32, #tile.space<shared>> to affine_map<(d0, d1) -> (d0 * 4 - d1 + 3)>
 }
 
 // -----

@@ -16,8 +16,8 @@ tile.kernel @all_ops(%a: memref<?x64xf16, #g>, %c: memref<?x64xf32, #g>, %m: ind
   %acc = tile.alloc : memref<32x64xf32, #tile.space<fragment>>
   %rmax = tile.alloc : memref<32xf32, #tile.space<fragment>>
   %tmp = tile.alloc : memref<4xf32, #tile.space<local>>
-  // CHECK: tile.annotate_layout %{{.*}}, #{{.*}} :
-  tile.annotate_layout %bs, affine_map<(d0, d1) -> (d0 * 72 + d1)> : memref<64x64xf16, #tile.space<shared>>
+  // CHECK: tile.annotate_layout %{{.*}} : {{.*}} to #
+  tile.annotate_layout %bs : memref<64x64xf16, #tile.space<shared>> to affine_map<(d0, d1) -> (d0 * 72 + d1)>
   // CHECK: tile.region %{{.*}}[%{{.*}}, %{{.*}}] [32, 64]
   %at = tile.region %a[%row, %c0] [32, 64] : memref<?x64xf16, #g> -> memref<32x64xf16, strided<[64, 1], offset: ?>, #g>
   // CHECK: tile.copy

@@ -6,7 +6,8 @@
 
 // A shared tile written by a copy and read by the gemm needs a barrier
 // between them; the loop's next copy overwrites what this iteration's gemm
-// reads, so the body also starts with one.
+// reads, so the body also starts with one. The accumulator is a fragment,
+// private to each thread: storing it needs no barrier.
 // CHECK-LABEL: tile.kernel @copy_then_gemm
 // CHECK: tile.pipelined
 // CHECK-NEXT: tile.barrier
@@ -14,7 +15,6 @@
 // CHECK-NEXT: tile.barrier
 // CHECK-NEXT: tile.gemm
 // CHECK-NEXT: }
-// CHECK-NEXT: tile.barrier
 // CHECK-NEXT: tile.copy %{{.*}}, %arg1
 tile.kernel @copy_then_gemm(%a: memref<16x16xf16, #g>, %c: memref<16x16xf32, #g>) grid(%bx) = affine_map<() -> (1)> threads(128) {
   %c0 = arith.constant 0 : index
@@ -55,11 +55,11 @@ tile.kernel @two_readers(%a: memref<64xf32, #g>, %b: memref<64xf32, #g>, %c: mem
 #s = #tile.space<shared>
 #f = #tile.space<fragment>
 
-// Element code that reads a fragment written by a reduction is ordered after
-// it; nothing is placed inside the parallel body.
+// Fragments live in registers: a reduction that writes one and element code
+// that reads it on the same threads need no barrier (the reduction's own
+// exchange across warps synchronizes inside its lowering).
 // CHECK-LABEL: tile.kernel @reduce_then_parallel
 // CHECK: tile.reduce
-// CHECK-NEXT: tile.barrier
 // CHECK-NEXT: tile.parallel
 // CHECK-NOT: tile.barrier
 // CHECK: }

@@ -1,4 +1,7 @@
-// RUN: tessel-opt %s -split-input-file -pass-pipeline='builtin.module(tile.kernel(tessel-lower-tile-ops))' | FileCheck %s
+// Fragments need layouts, so each case runs layout inference first; the
+// checks are on what tessel-lower-tile-ops makes of them.
+// RUN: tessel-opt %s -split-input-file -pass-pipeline='builtin.module(tile.kernel(tessel-layout-inference{arch=sm_80},tessel-lower-tile-ops{arch=sm_80}))' | FileCheck %s
+// RUN: tessel-opt %s -split-input-file -pass-pipeline='builtin.module(tile.kernel(tessel-layout-inference{arch=sm_90a},tessel-lower-tile-ops{arch=sm_90a}))' | FileCheck %s --check-prefix=HOPPER
 
 #g = #tile.space<global>
 #s = #tile.space<shared>
@@ -37,18 +40,28 @@ tile.kernel @copy_in(%a: memref<?x64xf16, #g>) grid(%bx) = affine_map<() -> (1)>
 #s = #tile.space<shared>
 #f = #tile.space<fragment>
 
-// gemm becomes an fp32 FMA loop over K per output element.
-// CHECK-LABEL: tile.kernel @gemm_fma
-// CHECK: scf.for
-// CHECK: scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}) -> (f32)
-// CHECK: arith.extf
-// CHECK: math.fma
+// gemm on sm_80: per k-step of 16, ldmatrix.x4 for A (16 rows), ldmatrix.x4
+// .trans for the row-major B (two 8-column tiles), then mma.sync m16n8k16.
+// On sm_90a the same tile goes to one warpgroup's wgmma through swizzled
+// shared-memory descriptors, fenced, committed and waited for.
+// CHECK-LABEL: tile.kernel @gemm_tensor_cores
+// CHECK: tilenv.ldmatrix %{{.*}}[%{{.*}}] -> %{{.*}}[%{{.*}}] x 4 :
+// CHECK: tilenv.ldmatrix %{{.*}}[%{{.*}}] -> %{{.*}}[%{{.*}}] x 4 trans
+// CHECK: tilenv.mma_sync %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}] f16
 // CHECK-NOT: tile.gemm
-tile.kernel @gemm_fma() grid(%bx) = affine_map<() -> (1)> threads(128) {
-  %a = tile.alloc : memref<16x8xf16, #s>
-  %b = tile.alloc : memref<8x16xf16, #s>
-  %c = tile.alloc : memref<16x16xf32, #f>
-  tile.gemm %a, %b, %c : memref<16x8xf16, #s>, memref<8x16xf16, #s>, memref<16x16xf32, #f>
+// HOPPER-LABEL: tile.kernel @gemm_tensor_cores
+// HOPPER: tilenv.wgmma_fence
+// HOPPER: tilenv.smem_address
+// HOPPER: tilenv.wgmma_desc %{{.*}} lbo = 16 sbo = 1024 swizzle = 128
+// HOPPER: tilenv.wgmma_desc %{{.*}} lbo = 8192 sbo = 1024 swizzle = 128
+// HOPPER: tilenv.wgmma %{{.*}}[%{{.*}}], %{{.*}}, %{{.*}} n = 64 f16 trans_b
+// HOPPER: tilenv.wgmma_commit
+// HOPPER: tilenv.wgmma_wait 0
+tile.kernel @gemm_tensor_cores() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc : memref<64x64xf16, #s>
+  %b = tile.alloc : memref<64x64xf16, #s>
+  %c = tile.alloc : memref<64x64xf32, #f>
+  tile.gemm %a, %b, %c : memref<64x64xf16, #s>, memref<64x64xf16, #s>, memref<64x64xf32, #f>
 }
 
 // -----
@@ -57,12 +70,15 @@ tile.kernel @gemm_fma() grid(%bx) = affine_map<() -> (1)> threads(128) {
 #s = #tile.space<shared>
 #f = #tile.space<fragment>
 
-// A row reduction: groups of 32 lanes, butterfly shuffles, lane 0 writes.
+// A row reduction of a fragment: its registers fold in the thread (padding
+// columns 100..127 replaced by the identity), then butterflies over the lane
+// bits that step the columns; the warps hold whole rows, so no shared memory.
 // CHECK-LABEL: tile.kernel @row_max
+// CHECK: arith.select %{{.*}}, %{{.*}}, %cst
 // CHECK: arith.maxnumf
-// CHECK: tilenv.shfl_xor %{{.*}}, 16, 32
 // CHECK: tilenv.shfl_xor %{{.*}}, 1, 32
-// CHECK: scf.if
+// CHECK: tilenv.shfl_xor %{{.*}}, 16, 32
+// CHECK-NOT: tilenv.sync_threads
 // CHECK: memref.store
 tile.kernel @row_max() grid(%bx) = affine_map<() -> (1)> threads(128) {
   %t = tile.alloc : memref<4x100xf32, #f>
@@ -76,7 +92,8 @@ tile.kernel @row_max() grid(%bx) = affine_map<() -> (1)> threads(128) {
 #s = #tile.space<shared>
 #f = #tile.space<fragment>
 
-// Region atomics keep their memory order; barriers become __syncthreads.
+// Region atomics keep their memory order, one per register the thread owns;
+// barriers become __syncthreads.
 // CHECK-LABEL: tile.kernel @atomics
 // CHECK: tilenv.sync_threads
 // CHECK: tilenv.atomic_add %{{.*}}, %arg0[%{{.*}}] release
@@ -100,7 +117,7 @@ tile.kernel @atomics(%out: memref<?xf32, #g>) grid(%bx) = affine_map<() -> (1)> 
 // CHECK: arith.muli %{{.*}}, %c40
 tile.kernel @padded() grid(%bx) = affine_map<() -> (1)> threads(32) {
   %s = tile.alloc : memref<4x32xf32, #s>
-  tile.annotate_layout %s, affine_map<(d0, d1) -> (d0 * 40 + d1)> : memref<4x32xf32, #s>
+  tile.annotate_layout %s : memref<4x32xf32, #s> to affine_map<(d0, d1) -> (d0 * 40 + d1)>
   %z = arith.constant 1.0 : f32
   tile.fill %s, %z : memref<4x32xf32, #s>, f32
 }

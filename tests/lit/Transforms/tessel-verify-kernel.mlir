@@ -29,6 +29,6 @@ tile.kernel @collective_in_parallel() grid(%bx) = affine_map<() -> (1)> threads(
 tile.kernel @too_much_shared() grid(%bx) = affine_map<() -> (1)> threads(128) {
   // expected-note @+1 {{98304 bytes for 'memref<192x128xf32, #tile.space<shared>>'}}
   %a = tile.alloc : memref<192x128xf32, #tile.space<shared>>
-  // expected-note @+1 {{98304 bytes for 'memref<192x128xf32, #tile.space<fragment>>'}}
-  %b = tile.alloc : memref<192x128xf32, #tile.space<fragment>>
+  // expected-note @+1 {{98304 bytes for 'memref<128x192xf32, #tile.space<shared>>'}}
+  %b = tile.alloc : memref<128x192xf32, #tile.space<shared>>
 }

@@ -7,8 +7,8 @@
 namespace tessel {
 /// Follows tile.region ops back to the buffer they window.
 mlir::Value getRootBuffer(mlir::Value buffer);
-/// True for buffers that lower to shared memory: shared and, until layout
-/// inference places them in registers, fragments.
+/// True for buffers that lower to shared memory (fragments live in
+/// registers).
 bool isSharedBacked(mlir::Value rootBuffer);
 /// Bytes one element takes in generated code (index lowers to 32-bit int).
 int64_t getElementBytes(mlir::Type elementType);

@@ -10,14 +10,9 @@ using namespace tessel::tile;
 
 #include "tessel/Dialect/Tile/TileDialect.cpp.inc"
 #include "tessel/Dialect/Tile/TileEnums.cpp.inc"
-#define GET_ATTRDEF_CLASSES
-#include "tessel/Dialect/Tile/TileAttrs.cpp.inc"
 
 void TileDialect::initialize() {
-  addAttributes<
-#define GET_ATTRDEF_LIST
-#include "tessel/Dialect/Tile/TileAttrs.cpp.inc"
-      >();
+  registerAttributes();
   addOperations<
 #define GET_OP_LIST
 #include "tessel/Dialect/Tile/TileOps.cpp.inc"

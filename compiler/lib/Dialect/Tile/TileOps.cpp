@@ -129,6 +129,36 @@ LogicalResult KernelOp::verify() {
 // AllocOp, RegionOp
 //===----------------------------------------------------------------------===//
 
+/// A layout attribute fits a buffer: the right kind for its memory space and
+/// the buffer's shape (and element size).
+static LogicalResult checkLayoutFits(Operation *op, Attribute layout, MemRefType type) {
+  MemorySpace s = getMemorySpace(type);
+  if (auto f = llvm::dyn_cast<FragmentLayoutAttr>(layout)) {
+    if (s != MemorySpace::fragment)
+      return op->emitOpError("a #tile.fragment layout needs a fragment buffer, not ")
+             << stringifyMemorySpace(s);
+    if (f.getShape() != type.getShape())
+      return op->emitOpError("fragment layout shape ")
+             << shapeString(f.getShape()) << " differs from buffer shape "
+             << shapeString(type.getShape());
+    return success();
+  }
+  if (auto sh = llvm::dyn_cast<SharedLayoutAttr>(layout)) {
+    if (s != MemorySpace::shared)
+      return op->emitOpError("a #tile.shared layout needs a shared buffer, not ")
+             << stringifyMemorySpace(s);
+    if (sh.getShape() != type.getShape())
+      return op->emitOpError("shared layout shape ")
+             << shapeString(sh.getShape()) << " differs from buffer shape "
+             << shapeString(type.getShape());
+    if (sh.getElementBytes() * 8 != type.getElementTypeBitWidth())
+      return op->emitOpError("shared layout is for ")
+             << sh.getElementBytes() << "-byte elements, the buffer holds " << type.getElementType();
+    return success();
+  }
+  return success();
+}
+
 LogicalResult AllocOp::verify() {
   MemRefType type = getType();
   if (getMemorySpace(type) == MemorySpace::global)
@@ -138,6 +168,8 @@ LogicalResult AllocOp::verify() {
                        << shapeString(type.getShape());
   if (!type.getLayout().isIdentity())
     return emitOpError("allocations are row-major; use tile.annotate_layout for other layouts");
+  if (std::optional<Attribute> layout = getLayout())
+    return checkLayoutFits(*this, *layout, type);
   return success();
 }
 
@@ -316,10 +348,14 @@ LogicalResult AnnotateLayoutOp::verify() {
            << stringifyMemorySpace(s);
   if (!getBuffer().getDefiningOp<AllocOp>())
     return emitOpError("annotate the buffer returned by tile.alloc, not a region of it");
-  AffineMap map = getLayout();
+  auto mapAttr = llvm::dyn_cast<AffineMapAttr>(getLayout());
+  if (!mapAttr) return checkLayoutFits(*this, getLayout(), type);
+  if (s != MemorySpace::shared)
+    return emitOpError("an affine layout needs a shared buffer; annotate fragments with #tile.fragment");
+  AffineMap map = mapAttr.getValue();
   if (map.getNumDims() != type.getRank() || map.getNumResults() != 1 || map.getNumSymbols())
     return emitOpError("layout must map the ")
-           << type.getRank() << " logical indices to one offset, got " << AffineMapAttr::get(map);
+           << type.getRank() << " logical indices to one offset, got " << mapAttr;
   // Storage is sized by the offset of the last element, which is only the
   // largest offset when no coefficient is negative.
   for (int64_t d = 0; d < type.getRank(); ++d) {

@@ -206,11 +206,16 @@ private:
 [[noreturn]] void fail(SrcLoc loc, const std::string &message);
 
 // Buffers.
-Buffer alloc_shared(std::vector<int64_t> shape, DType type, SrcLoc loc = SrcLoc::current());
-Buffer alloc_fragment(std::vector<int64_t> shape, DType type, SrcLoc loc = SrcLoc::current());
-Buffer alloc_local(std::vector<int64_t> shape, DType type, SrcLoc loc = SrcLoc::current());
-/// Storage offset of element (i0, i1, ...) = sum(i_d * strides[d]), e.g.
-/// padded rows.
+/// `name` labels the buffer in dumps, `tessel compile --show-layouts` and
+/// layout pictures.
+Buffer alloc_shared(std::vector<int64_t> shape, DType type, std::string name = "",
+                    SrcLoc loc = SrcLoc::current());
+Buffer alloc_fragment(std::vector<int64_t> shape, DType type, std::string name = "",
+                      SrcLoc loc = SrcLoc::current());
+Buffer alloc_local(std::vector<int64_t> shape, DType type, std::string name = "",
+                   SrcLoc loc = SrcLoc::current());
+/// Shared buffers: storage offset of element (i0, i1, ...) =
+/// sum(i_d * strides[d]), e.g. padded rows.
 void annotate_layout(const Buffer &b, std::vector<int64_t> strides, SrcLoc loc = SrcLoc::current());
 
 // Loops.
@@ -228,8 +233,15 @@ void if_(Expr cond, std::function<void()> then, std::function<void()> otherwise 
 void copy(const Buffer &src, const Buffer &dst, SrcLoc loc = SrcLoc::current());
 void fill(const Buffer &dst, Expr value, SrcLoc loc = SrcLoc::current());
 void clear(const Buffer &dst, SrcLoc loc = SrcLoc::current());
+/// How gemm splits its tile over warps (warpgroups for wgmma): as square as
+/// possible per warp, warps along M only, or along N only.
+enum class WarpPolicy { square, full_row, full_col };
+/// The tensor-core instruction: chosen by target and shape, or forced.
+enum class GemmInstruction { automatic, mma_sync, wgmma };
 struct GemmOptions {
   bool transpose_a = false, transpose_b = false, clear_accum = false;
+  WarpPolicy policy = WarpPolicy::square;
+  GemmInstruction instruction = GemmInstruction::automatic;
 };
 void gemm(const Buffer &a, const Buffer &b, const Buffer &c, GemmOptions options = {},
           SrcLoc loc = SrcLoc::current());

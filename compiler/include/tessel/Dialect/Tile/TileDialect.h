@@ -12,6 +12,9 @@
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "tessel/Layout/FragmentLayout.h"
+#include "tessel/Layout/SharedLayout.h"
+
 #include "tessel/Dialect/Tile/TileEnums.h.inc"
 #include "tessel/Dialect/Tile/TileDialect.h.inc"
 #define GET_ATTRDEF_CLASSES

@@ -23,6 +23,9 @@ def Tile_Dialect : Dialect {
     the block's threads) and `local` (private to each thread).
   }];
   let useDefaultAttributePrinterParser = 1;
+  let extraClassDeclaration = [{
+    void registerAttributes();
+  }];
   let dependentDialects = ["mlir::arith::ArithDialect", "mlir::memref::MemRefDialect",
                            "mlir::scf::SCFDialect", "mlir::math::MathDialect"];
 }
@@ -49,6 +52,81 @@ def Tile_MemoryOrder : I32EnumAttr<"MemoryOrder", "atomic memory order", [
     I32EnumAttrCase<"release", 2>, I32EnumAttrCase<"acq_rel", 3>,
     I32EnumAttrCase<"seq_cst", 4>]> {
   let cppNamespace = "::tessel::tile";
+}
+
+def Tile_WarpPolicy : I32EnumAttr<"WarpPolicy", "how gemm splits its tile over warps", [
+    I32EnumAttrCase<"square", 0>, I32EnumAttrCase<"full_row", 1>,
+    I32EnumAttrCase<"full_col", 2>]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::tessel::tile";
+}
+
+def Tile_WarpPolicyAttr : EnumAttr<Tile_Dialect, Tile_WarpPolicy, "policy"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def Tile_GemmInstruction : I32EnumAttr<"GemmInstruction", "tensor-core instruction", [
+    I32EnumAttrCase<"mma_sync", 0>, I32EnumAttrCase<"wgmma", 1>]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::tessel::tile";
+}
+
+def Tile_GemmInstructionAttr : EnumAttr<Tile_Dialect, Tile_GemmInstruction, "instr"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def Tile_FragmentLayoutAttr : AttrDef<Tile_Dialect, "FragmentLayout"> {
+  let mnemonic = "fragment";
+  let summary = "which thread holds which element of a fragment, in which register";
+  let description = [{
+    A linear map over GF(2) from the bits of (register, lane, warp) to the
+    bits of the logical index. Each list gives, per input bit, the logical
+    index that bit alone selects; an index of all zeros is replication.
+    Extents that are not powers of two are padded, and the padding skipped.
+
+    ```mlir
+    #tile.fragment<[16, 8], reg = [[0, 1], [8, 0]],
+                   lane = [[0, 2], [0, 4], [1, 0], [2, 0], [4, 0]], warp = []>
+    ```
+  }];
+  let parameters = (ins ArrayRefParameter<"int64_t">:$shape,
+                        ArrayRefParameter<"uint64_t">:$reg,
+                        ArrayRefParameter<"uint64_t">:$lane,
+                        ArrayRefParameter<"uint64_t">:$warp);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    ::tessel::layout::FragmentLayout getLayout() const;
+    static FragmentLayoutAttr get(::mlir::MLIRContext *ctx,
+                                  const ::tessel::layout::FragmentLayout &layout);
+  }];
+}
+
+def Tile_SharedLayoutAttr : AttrDef<Tile_Dialect, "SharedLayout"> {
+  let mnemonic = "shared";
+  let summary = "element offsets of a shared tile: padding or an XOR swizzle";
+  let description = [{
+    Rows are the leading extents flattened, columns the last. `swizzle` (0,
+    32, 64 or 128 bytes) cuts the columns into panels of that many bytes and
+    XORs the 16-byte chunk index with the row bits, as the TMA and wgmma
+    swizzle modes do; `pad` adds elements at the end of each unswizzled row.
+
+    ```mlir
+    #tile.shared<[64, 64], elem = 2, swizzle = 128, pad = 0>
+    ```
+  }];
+  let parameters = (ins ArrayRefParameter<"int64_t">:$shape, "int64_t":$elementBytes,
+                        "int64_t":$swizzleBytes, "int64_t":$pad);
+  let assemblyFormat = [{
+    `<` `[` $shape `]` `,` `elem` `=` $elementBytes `,` `swizzle` `=` $swizzleBytes
+    `,` `pad` `=` $pad `>`
+  }];
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    ::tessel::layout::SharedLayout getLayout() const;
+    static SharedLayoutAttr get(::mlir::MLIRContext *ctx,
+                                const ::tessel::layout::SharedLayout &layout);
+  }];
 }
 
 #endif // TESSEL_TILE_DIALECT

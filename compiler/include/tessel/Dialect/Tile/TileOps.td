@@ -54,9 +54,13 @@ def Tile_AllocOp : Tile_Op<"alloc"> {
   let summary = "a shared, fragment or local buffer";
   let description = [{
     `offset` (bytes into dynamic shared memory) is set by the lowering for
-    shared-backed buffers.
+    shared-backed buffers. `layout` is set by tessel-layout-inference: a
+    `#tile.fragment` for fragments, a `#tile.shared` for shared buffers.
+    `name` is the name the kernel author gave the buffer, for inspection.
   }];
-  let arguments = (ins OptionalAttr<I64Attr>:$offset);
+  let arguments = (ins OptionalAttr<I64Attr>:$offset,
+                       OptionalAttr<AnyAttrOf<[Tile_FragmentLayoutAttr, Tile_SharedLayoutAttr]>>:$layout,
+                       OptionalAttr<StrAttr>:$name);
   let results = (outs AnyStaticShapeMemRef:$result);
   let assemblyFormat = "attr-dict `:` type($result)";
   let hasVerifier = 1;
@@ -99,11 +103,18 @@ def Tile_GemmOp : Tile_Op<"gemm"> {
   let description = [{
     A is MxK (KxM with `transpose_a`), B is KxN (NxK with `transpose_b`), C is
     MxN. A and B live in shared or fragment memory, C in a fragment. With
-    `clear_accum` C is overwritten, otherwise accumulated into.
+    `clear_accum` C is overwritten, otherwise accumulated into. `policy` says
+    how the tile is split over warps: `square` (per-warp tiles as square as
+    possible), `full_row` (warps along M only) or `full_col` (along N only).
+    tessel-layout-inference sets `instruction` and `warps` (the warp grid, or
+    for wgmma the warpgroup grid, as [along M, along N]).
   }];
   let arguments = (ins AnyMemRef:$a, AnyMemRef:$b, AnyMemRef:$c,
                        UnitAttr:$transpose_a, UnitAttr:$transpose_b,
-                       UnitAttr:$clear_accum);
+                       UnitAttr:$clear_accum,
+                       DefaultValuedAttr<Tile_WarpPolicyAttr, "::tessel::tile::WarpPolicy::square">:$policy,
+                       OptionalAttr<Tile_GemmInstructionAttr>:$instruction,
+                       OptionalAttr<DenseI64ArrayAttr>:$warps);
   let assemblyFormat = [{
     $a `,` $b `,` $c attr-dict `:` type($a) `,` type($b) `,` type($c)
   }];
@@ -143,11 +154,15 @@ def Tile_AtomicAddOp : Tile_Op<"atomic_add"> {
 def Tile_AnnotateLayoutOp : Tile_Op<"annotate_layout"> {
   let summary = "fix the physical layout of a shared or fragment buffer";
   let description = [{
-    `layout` maps a logical index to a linear element offset in the buffer's
-    storage (for instance padding rows: `(i, j) -> (i * 40 + j)`).
+    For a shared buffer, `layout` is an affine map from the logical index to
+    a linear element offset (for instance padding rows:
+    `(i, j) -> (i * 40 + j)`) or a `#tile.shared` layout. For a fragment it
+    is a `#tile.fragment` layout. Layout inference treats it as a strict
+    constraint.
   }];
-  let arguments = (ins AnyMemRef:$buffer, AffineMapAttr:$layout);
-  let assemblyFormat = "$buffer `,` $layout attr-dict `:` type($buffer)";
+  let arguments = (ins AnyMemRef:$buffer,
+                       AnyAttrOf<[AffineMapAttr, Tile_FragmentLayoutAttr, Tile_SharedLayoutAttr]>:$layout);
+  let assemblyFormat = "$buffer `:` type($buffer) `to` $layout attr-dict";
   let hasVerifier = 1;
 }
 
@@ -157,8 +172,12 @@ def Tile_ParallelOp : Tile_Op<"parallel", [SingleBlock, NoTerminator]> {
     The body runs once per point of the static iteration space; its block
     arguments are the point's indices. The body holds element code only
     (loads, stores, arithmetic, scalar atomics), no collective tile ops.
+    `layout`, set by tessel-layout-inference when the body touches
+    fragments, distributes the iteration space over the threads like a
+    fragment of that shape.
   }];
-  let arguments = (ins DenseI64ArrayAttr:$extents);
+  let arguments = (ins DenseI64ArrayAttr:$extents,
+                       OptionalAttr<Tile_FragmentLayoutAttr>:$layout);
   let regions = (region SizedRegion<1>:$body);
   let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;

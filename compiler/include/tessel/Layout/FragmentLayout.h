@@ -1,0 +1,103 @@
+//===- FragmentLayout.h - register tiles distributed over threads -*- C++ -*-===//
+//
+// A fragment layout says which thread holds which element of a register tile
+// and in which of its registers. It is a LinearMap from the bits of
+// (register, lane, warp) to the bits of the logical index, dimension by
+// dimension with the last dimension in the lowest bits. Extents that are not
+// powers of two are padded to the next one; threads whose index falls in the
+// padding skip it (predication). A zero column means replication: the threads
+// (or registers) that differ only in that bit hold the same element.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_LAYOUT_FRAGMENTLAYOUT_H
+#define TESSEL_LAYOUT_FRAGMENTLAYOUT_H
+
+#include "tessel/Layout/LinearMap.h"
+
+#include <string>
+
+namespace tessel::layout {
+
+class FragmentLayout {
+public:
+  /// `reg`, `lane` and `warp` hold the packed logical index of each input
+  /// bit's image (see pack()). There are always 5 lane bits.
+  FragmentLayout(llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<uint64_t> reg,
+                 llvm::ArrayRef<uint64_t> lane, llvm::ArrayRef<uint64_t> warp);
+
+  llvm::ArrayRef<int64_t> getShape() const { return shape; }
+  unsigned getRank() const { return shape.size(); }
+  llvm::ArrayRef<uint64_t> getReg() const { return reg; }
+  llvm::ArrayRef<uint64_t> getLane() const { return lane; }
+  llvm::ArrayRef<uint64_t> getWarp() const { return warp; }
+  int64_t getNumRegisters() const { return int64_t{1} << reg.size(); }
+  int64_t getNumThreads() const { return int64_t{32} << warp.size(); }
+  /// Bits of dimension `d` in the packed index, and where they start.
+  unsigned getDimBits(unsigned d) const;
+  unsigned getDimShift(unsigned d) const;
+  unsigned getLogicalBits() const;
+
+  uint64_t pack(llvm::ArrayRef<int64_t> coord) const;
+  llvm::SmallVector<int64_t> unpack(uint64_t packed) const;
+  /// Inside the real (unpadded) shape.
+  bool contains(llvm::ArrayRef<int64_t> coord) const;
+
+  /// The map from (register | lane << R | warp << (R + 5)) to packed index.
+  LinearMap getMap() const;
+  /// The element held by register `r` of thread `thread`.
+  llvm::SmallVector<int64_t> apply(int64_t r, int64_t thread) const;
+  /// The packed index contributed by the thread bits alone.
+  uint64_t threadPart(int64_t thread) const;
+  uint64_t registerPart(int64_t r) const;
+  /// The (register, thread) that owns an element: of its replicas, the one
+  /// whose replicated bits are zero. Nothing when no thread holds it.
+  std::optional<std::pair<int64_t, int64_t>> locate(llvm::ArrayRef<int64_t> coord) const;
+  /// Whether a thread is the owner of its copy of every element it holds
+  /// (replicas other than the owner must not write to memory).
+  bool isOwner(int64_t thread) const;
+  /// Every element of the padded shape has a holder.
+  bool isSurjective() const { return getMap().rank() == getLogicalBits(); }
+
+  /// The layout of a tile of the kept dimensions: their bits only. Register
+  /// bits left without an image are dropped; lane and warp bits stay (as
+  /// replication).
+  FragmentLayout project(llvm::ArrayRef<unsigned> keptDims) const;
+  /// For a layout `target` over a projection of this layout's shape, the
+  /// register of `target` that holds register r's element, as a map from
+  /// this layout's register bits to target's. Fails when the threads do not
+  /// agree (the element would live in another thread).
+  std::optional<LinearMap> registerMapTo(const FragmentLayout &target,
+                                         llvm::ArrayRef<unsigned> keptDims) const;
+  /// Register bits 0..n-1 that step the last dimension by 1, 2, 4, ...: the
+  /// number of contiguous elements each register group holds (a power of 2).
+  int64_t getContiguousRegisters() const;
+
+  bool operator==(const FragmentLayout &o) const {
+    return shape == o.shape && reg == o.reg && lane == o.lane && warp == o.warp;
+  }
+  bool operator!=(const FragmentLayout &o) const { return !(*this == o); }
+  std::string str() const;
+
+  // Layouts of the tensor-core instructions and the default choice.
+  /// The accumulator of mma.sync m16n8k16 over an [m, n] tile split into
+  /// warpsM x warpsN warps (warp index = wm * warpsN + wn).
+  static FragmentLayout mmaAccumulator(int64_t m, int64_t n, int64_t warpsM, int64_t warpsN);
+  /// The accumulator of wgmma m64nNk16 over an [m, n] tile split into
+  /// groupsM x groupsN warpgroups.
+  static FragmentLayout wgmmaAccumulator(int64_t m, int64_t n, int64_t groupsM, int64_t groupsN);
+  /// A layout for element-wise code over `shape` with `threads` threads:
+  /// `vector` contiguous elements per register group along the last
+  /// dimension, lanes next along the fastest dimensions, warps on the slowest
+  /// dimensions (so that row reductions stay inside a warp); threads left
+  /// over replicate.
+  static FragmentLayout elementwise(llvm::ArrayRef<int64_t> shape, int64_t threads,
+                                    int64_t vector);
+
+private:
+  llvm::SmallVector<int64_t, 4> shape;
+  llvm::SmallVector<uint64_t, 8> reg, lane, warp;
+};
+
+} // namespace tessel::layout
+
+#endif

@@ -1,0 +1,234 @@
+//===- FragmentLayout.cpp - register tiles distributed over threads -------===//
+#include "tessel/Layout/FragmentLayout.h"
+
+#include "llvm/Support/MathExtras.h"
+#include <cassert>
+
+using namespace tessel::layout;
+
+FragmentLayout::FragmentLayout(llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<uint64_t> reg,
+                               llvm::ArrayRef<uint64_t> lane, llvm::ArrayRef<uint64_t> warp)
+    : shape(shape), reg(reg), lane(lane), warp(warp) {
+  assert(lane.size() == 5 && "a warp has 32 lanes");
+}
+
+unsigned FragmentLayout::getDimBits(unsigned d) const {
+  return llvm::Log2_64_Ceil(static_cast<uint64_t>(shape[d]));
+}
+
+unsigned FragmentLayout::getDimShift(unsigned d) const {
+  unsigned shift = 0;
+  for (unsigned e = d + 1; e < shape.size(); ++e) shift += getDimBits(e);
+  return shift;
+}
+
+unsigned FragmentLayout::getLogicalBits() const {
+  unsigned bits = 0;
+  for (unsigned d = 0; d < shape.size(); ++d) bits += getDimBits(d);
+  return bits;
+}
+
+uint64_t FragmentLayout::pack(llvm::ArrayRef<int64_t> coord) const {
+  uint64_t packed = 0;
+  for (unsigned d = 0; d < shape.size(); ++d) packed |= static_cast<uint64_t>(coord[d]) << getDimShift(d);
+  return packed;
+}
+
+llvm::SmallVector<int64_t> FragmentLayout::unpack(uint64_t packed) const {
+  llvm::SmallVector<int64_t> coord;
+  for (unsigned d = 0; d < shape.size(); ++d)
+    coord.push_back(static_cast<int64_t>(packed >> getDimShift(d) & ((1ull << getDimBits(d)) - 1)));
+  return coord;
+}
+
+bool FragmentLayout::contains(llvm::ArrayRef<int64_t> coord) const {
+  for (unsigned d = 0; d < shape.size(); ++d)
+    if (coord[d] < 0 || coord[d] >= shape[d]) return false;
+  return true;
+}
+
+LinearMap FragmentLayout::getMap() const {
+  llvm::SmallVector<uint64_t, 16> cols(reg.begin(), reg.end());
+  cols.append(lane.begin(), lane.end());
+  cols.append(warp.begin(), warp.end());
+  return LinearMap(getLogicalBits(), cols);
+}
+
+uint64_t FragmentLayout::registerPart(int64_t r) const {
+  return LinearMap(getLogicalBits(), reg).apply(static_cast<uint64_t>(r));
+}
+
+uint64_t FragmentLayout::threadPart(int64_t thread) const {
+  llvm::SmallVector<uint64_t, 16> cols(lane.begin(), lane.end());
+  cols.append(warp.begin(), warp.end());
+  return LinearMap(getLogicalBits(), cols).apply(static_cast<uint64_t>(thread));
+}
+
+llvm::SmallVector<int64_t> FragmentLayout::apply(int64_t r, int64_t thread) const {
+  return unpack(registerPart(r) ^ threadPart(thread));
+}
+
+std::optional<std::pair<int64_t, int64_t>>
+FragmentLayout::locate(llvm::ArrayRef<int64_t> coord) const {
+  std::optional<uint64_t> input = getMap().solve(pack(coord));
+  if (!input) return std::nullopt;
+  int64_t r = static_cast<int64_t>(*input & (getNumRegisters() - 1));
+  return std::make_pair(r, static_cast<int64_t>(*input >> reg.size()));
+}
+
+bool FragmentLayout::isOwner(int64_t thread) const {
+  // An input bit is a replica bit when its column depends on the columns
+  // before it (registers first); the owner of an element has them all zero,
+  // which is the solution LinearMap::solve picks.
+  LinearMap map = getMap();
+  uint64_t input = static_cast<uint64_t>(thread) << reg.size();
+  llvm::ArrayRef<uint64_t> cols = map.getColumns();
+  for (unsigned i = reg.size(); i < cols.size(); ++i) {
+    if (!(input >> i & 1)) continue;
+    if (LinearMap(map.getOutBits(), cols.take_front(i)).rank() ==
+        LinearMap(map.getOutBits(), cols.take_front(i + 1)).rank())
+      return false;
+  }
+  return true;
+}
+
+FragmentLayout FragmentLayout::project(llvm::ArrayRef<unsigned> keptDims) const {
+  llvm::SmallVector<int64_t> newShape;
+  for (unsigned d : keptDims) newShape.push_back(shape[d]);
+  FragmentLayout target(newShape, {}, lane, warp);
+  auto projectMask = [&](uint64_t packed) {
+    llvm::SmallVector<int64_t> coord = unpack(packed), kept;
+    for (unsigned d : keptDims) kept.push_back(coord[d]);
+    return target.pack(kept);
+  };
+  llvm::SmallVector<uint64_t> newReg, newLane, newWarp;
+  for (uint64_t c : reg)
+    if (uint64_t p = projectMask(c)) newReg.push_back(p);
+  for (uint64_t c : lane) newLane.push_back(projectMask(c));
+  for (uint64_t c : warp) newWarp.push_back(projectMask(c));
+  return FragmentLayout(newShape, newReg, newLane, newWarp);
+}
+
+std::optional<LinearMap> FragmentLayout::registerMapTo(const FragmentLayout &target,
+                                                       llvm::ArrayRef<unsigned> keptDims) const {
+  if (target.getRank() != keptDims.size() || target.warp.size() != warp.size()) return std::nullopt;
+  for (unsigned i = 0; i < keptDims.size(); ++i)
+    if (target.shape[i] != shape[keptDims[i]]) return std::nullopt;
+  auto projectMask = [&](uint64_t packed) {
+    llvm::SmallVector<int64_t> coord = unpack(packed), kept;
+    for (unsigned d : keptDims) kept.push_back(coord[d]);
+    return target.pack(kept);
+  };
+  for (unsigned i = 0; i < 5; ++i)
+    if (projectMask(lane[i]) != target.lane[i]) return std::nullopt;
+  for (unsigned i = 0; i < warp.size(); ++i)
+    if (projectMask(warp[i]) != target.warp[i]) return std::nullopt;
+  LinearMap targetRegs(target.getLogicalBits(), target.reg);
+  llvm::SmallVector<uint64_t, 16> cols;
+  for (uint64_t c : reg) {
+    std::optional<uint64_t> r = targetRegs.solve(projectMask(c));
+    if (!r) return std::nullopt;
+    cols.push_back(*r);
+  }
+  return LinearMap(target.reg.size(), cols);
+}
+
+int64_t FragmentLayout::getContiguousRegisters() const {
+  unsigned n = 0;
+  unsigned lastBits = getDimBits(shape.size() - 1);
+  while (n < reg.size() && n < lastBits && reg[n] == (1ull << n)) ++n;
+  return int64_t{1} << n;
+}
+
+std::string FragmentLayout::str() const {
+  std::string s = "[";
+  for (unsigned d = 0; d < shape.size(); ++d) s += (d ? ", " : "") + std::to_string(shape[d]);
+  s += "]";
+  auto list = [&](const char *name, llvm::ArrayRef<uint64_t> cols) {
+    s += std::string(", ") + name + " = [";
+    for (unsigned i = 0; i < cols.size(); ++i) {
+      llvm::SmallVector<int64_t> c = unpack(cols[i]);
+      s += i ? ", [" : "[";
+      for (unsigned d = 0; d < c.size(); ++d) s += (d ? ", " : "") + std::to_string(c[d]);
+      s += "]";
+    }
+    s += "]";
+  };
+  list("reg", reg);
+  list("lane", lane);
+  list("warp", warp);
+  return s;
+}
+
+namespace {
+/// Packed [row, col] coordinates of a 2-D tile with `cols` columns.
+struct Coords2D {
+  unsigned colBits;
+  explicit Coords2D(int64_t cols) : colBits(llvm::Log2_64_Ceil(static_cast<uint64_t>(cols))) {}
+  uint64_t operator()(int64_t r, int64_t c) const {
+    return static_cast<uint64_t>(r) << colBits | static_cast<uint64_t>(c);
+  }
+};
+
+/// Within a warp, the m16n8 accumulator pattern of mma.sync and wgmma: lane
+/// l holds rows l / 4 (+ 8) and columns 2 * (l % 4) (+ 1).
+llvm::SmallVector<uint64_t> accumulatorLanes(const Coords2D &at) {
+  return {at(0, 2), at(0, 4), at(1, 0), at(2, 0), at(4, 0)};
+}
+} // namespace
+
+FragmentLayout FragmentLayout::mmaAccumulator(int64_t m, int64_t n, int64_t warpsM,
+                                              int64_t warpsN) {
+  int64_t tileM = m / warpsM, tileN = n / warpsN;
+  assert(tileM % 16 == 0 && tileN % 8 == 0 && llvm::isPowerOf2_64(tileM) &&
+         llvm::isPowerOf2_64(tileN) && "the pass checks the warp tile first");
+  Coords2D at(n);
+  llvm::SmallVector<uint64_t> reg = {at(0, 1), at(8, 0)}, warp;
+  for (int64_t s = 8; s < tileN; s *= 2) reg.push_back(at(0, s));
+  for (int64_t s = 16; s < tileM; s *= 2) reg.push_back(at(s, 0));
+  for (int64_t s = tileN; s < n; s *= 2) warp.push_back(at(0, s));
+  for (int64_t s = tileM; s < m; s *= 2) warp.push_back(at(s, 0));
+  return FragmentLayout({m, n}, reg, accumulatorLanes(at), warp);
+}
+
+FragmentLayout FragmentLayout::wgmmaAccumulator(int64_t m, int64_t n, int64_t groupsM,
+                                                int64_t groupsN) {
+  int64_t tileM = m / groupsM, tileN = n / groupsN;
+  assert(tileM % 64 == 0 && tileN % 8 == 0 && llvm::isPowerOf2_64(tileM) &&
+         llvm::isPowerOf2_64(tileN) && "the pass checks the warpgroup tile first");
+  Coords2D at(n);
+  llvm::SmallVector<uint64_t> reg = {at(0, 1), at(8, 0)}, warp = {at(16, 0), at(32, 0)};
+  for (int64_t s = 8; s < tileN; s *= 2) reg.push_back(at(0, s));
+  for (int64_t s = 64; s < tileM; s *= 2) reg.push_back(at(s, 0));
+  for (int64_t s = tileN; s < n; s *= 2) warp.push_back(at(0, s));
+  for (int64_t s = tileM; s < m; s *= 2) warp.push_back(at(s, 0));
+  return FragmentLayout({m, n}, reg, accumulatorLanes(at), warp);
+}
+
+FragmentLayout FragmentLayout::elementwise(llvm::ArrayRef<int64_t> shape, int64_t threads,
+                                           int64_t vector) {
+  FragmentLayout probe(shape, {}, {0, 0, 0, 0, 0}, {});
+  unsigned total = probe.getLogicalBits();
+  unsigned lastBits = probe.getDimBits(shape.size() - 1);
+  unsigned warpBits = llvm::Log2_64(static_cast<uint64_t>(threads / 32));
+  unsigned vectorBits = std::min<unsigned>(llvm::Log2_64(static_cast<uint64_t>(vector)), lastBits);
+  // Give threads work before giving a thread wide vectors.
+  while (vectorBits > 0 && vectorBits + 5 + warpBits > total) --vectorBits;
+  llvm::SmallVector<bool> used(total, false);
+  llvm::SmallVector<uint64_t> reg, lane, warp;
+  unsigned next = 0;
+  for (; next < vectorBits; ++next) reg.push_back(1ull << next), used[next] = true;
+  for (unsigned i = 0; i < 5; ++i) {
+    if (next < total) lane.push_back(1ull << next), used[next++] = true;
+    else lane.push_back(0);
+  }
+  // Warps take the slowest bits that are left.
+  llvm::SmallVector<uint64_t> warpTop;
+  for (unsigned bit = total; bit-- > next && warpTop.size() < warpBits;)
+    warpTop.push_back(1ull << bit), used[bit] = true;
+  for (auto it = warpTop.rbegin(); it != warpTop.rend(); ++it) warp.push_back(*it);
+  while (warp.size() < warpBits) warp.push_back(0);
+  for (unsigned bit = 0; bit < total; ++bit)
+    if (!used[bit]) reg.push_back(1ull << bit);
+  return FragmentLayout(shape, reg, lane, warp);
+}

@@ -1,0 +1,169 @@
+//===- LowerGemm.cpp - tile.gemm on the tensor cores ----------------------===//
+//
+// Part of tessel-lower-tile-ops. The accumulator's layout (from
+// tessel-layout-inference) fixes which warp computes which sub-tile; this
+// file issues the instructions for it.
+//
+// mma.sync m16n8k16 (sm_80+): per k-step of 16, each warp loads its A
+// fragments with ldmatrix.x4 (one per 16 rows) and its B fragments with
+// ldmatrix.x4 (two 8-column tiles at a time; .trans for operands stored
+// MN-major), then issues one mma per (16-row, 8-column) pair. Addresses go
+// through the shared layout, so swizzled tiles are read without bank
+// conflicts.
+//
+// wgmma m64nNk16 (sm_90a): A and B stay in shared memory and are described
+// by 64-bit matrix descriptors. A K-major operand (K contiguous) is a stack of
+// 8-row core-matrix groups SBO = 8 rows apart; an MN-major operand is a stack
+// of swizzle panels LBO apart along M/N, with 8-row K groups SBO apart. A
+// k-step inside a swizzle panel moves the start address by the unswizzled
+// offset: the hardware applies the XOR to the final address, which is why
+// swizzled buffers start on a 1024-byte boundary.
+//
+//===----------------------------------------------------------------------===//
+#include "TileLowering.h"
+
+#include "llvm/Support/MathExtras.h"
+
+using namespace mlir;
+using namespace tessel;
+using namespace tessel::tile;
+
+void TileLowering::lowerGemm(GemmOp op) {
+  std::optional<GemmInstruction> instruction = op.getInstruction();
+  if (!instruction || !op.getWarps())
+    return fail(op, "gemm has no instruction; run tessel-layout-inference first");
+  if (*instruction == GemmInstruction::wgmma) return lowerWgmma(op);
+  lowerMmaSync(op);
+}
+
+void TileLowering::lowerMmaSync(GemmOp op) {
+  Access a = resolve(op.getA()), bOp = resolve(op.getB()), c = resolve(op.getC());
+  ArrayRef<int64_t> warps = *op.getWarps();
+  int64_t m = c.tileShape[0], n = c.tileShape[1];
+  int64_t k = op.getTransposeA() ? a.tileShape[0] : a.tileShape[1];
+  int64_t tileM = m / warps[0], tileN = n / warps[1];
+  int64_t mTiles = tileM / 16, nTiles = tileN / 8;
+  Type operandType = a.elementType;
+
+  Value warp = divC(threadId, 32), lane = remC(threadId, 32);
+  Value rowBase = mul(divC(warp, warps[1]), idx(tileM));
+  Value colBase = mul(remC(warp, warps[1]), idx(tileN));
+  // Lane 8i + j gives the address of row j of the i-th 8x8 matrix.
+  Value matrix = divC(lane, 8), row = remC(lane, 8);
+  Value matrixLow = remC(matrix, 2), matrixHigh = divC(matrix, 2);
+
+  int64_t accRegs = mTiles * nTiles * 4;
+  if (op.getClearAccum()) {
+    Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
+    unrolledFor(accRegs, [&](Value r) {
+      memref::StoreOp::create(b, loc, zero, c.root, ValueRange{r});
+    });
+  }
+  Value aRegs = allocLocal(mTiles * 4, b.getI32Type());
+  Value bRegs = allocLocal(std::max<int64_t>(nTiles, 2) * 2, b.getI32Type());
+  auto address = [&](const Access &x, Value r, Value col) {
+    return physicalIndex(x, rootIndices(x, ValueRange{r, col}));
+  };
+
+  unrolledFor(k / 16, [&](Value kStep) {
+    Value k0 = mul(kStep, idx(16));
+    unrolledFor(mTiles, [&](Value mi) {
+      Value m0 = add(rowBase, mul(mi, idx(16)));
+      // a0..a3 = rows 0-7/8-15 x k 0-7, then x k 8-15.
+      Value offset =
+          op.getTransposeA()
+              ? address(a, add(add(k0, mul(matrixHigh, idx(8))), row), add(m0, mul(matrixLow, idx(8))))
+              : address(a, add(add(m0, mul(matrixLow, idx(8))), row), add(k0, mul(matrixHigh, idx(8))));
+      tilenv::LdMatrixOp::create(b, loc, a.root, offset, aRegs, mul(mi, idx(4)), 4,
+                                 op.getTransposeA());
+    });
+    // Two 8-column tiles per ldmatrix.x4: b0, b1 of tile j, then of j + 1.
+    int64_t pairs = std::max<int64_t>(nTiles / 2, 1);
+    int64_t count = nTiles == 1 ? 2 : 4;
+    unrolledFor(pairs, [&](Value pair) {
+      Value n0 = add(colBase, mul(pair, idx(16)));
+      Value offset =
+          op.getTransposeB()
+              ? address(bOp, add(add(n0, mul(matrixHigh, idx(8))), row), add(k0, mul(matrixLow, idx(8))))
+              : address(bOp, add(add(k0, mul(matrixLow, idx(8))), row), add(n0, mul(matrixHigh, idx(8))));
+      tilenv::LdMatrixOp::create(b, loc, bOp.root, offset, bRegs, mul(pair, idx(4)), count,
+                                 !op.getTransposeB());
+    });
+    // Accumulator register of (16-row tile mi, 8-column tile nj) starts at
+    // 4 * (nj + nTiles * mi): the layout's register bits are (column pair,
+    // row half, column tile, row tile).
+    unrolledFor(mTiles, [&](Value mi) {
+      unrolledFor(nTiles, [&](Value nj) {
+        Value accBase = mul(add(nj, mul(mi, idx(nTiles))), idx(4));
+        tilenv::MmaSyncOp::create(b, loc, c.root, accBase, aRegs, mul(mi, idx(4)), bRegs,
+                                  mul(nj, idx(2)), TypeAttr::get(operandType));
+      });
+    });
+  });
+}
+
+void TileLowering::lowerWgmma(GemmOp op) {
+  Access a = resolve(op.getA()), bOp = resolve(op.getB()), c = resolve(op.getC());
+  ArrayRef<int64_t> groups = *op.getWarps();
+  int64_t m = c.tileShape[0], n = c.tileShape[1];
+  int64_t k = op.getTransposeA() ? a.tileShape[0] : a.tileShape[1];
+  int64_t tileM = m / groups[0], tileN = n / groups[1];
+  int64_t mTiles = tileM / 64;
+
+  // Descriptors address whole swizzled buffers.
+  auto sharedLayout = [&](const Access &x, StringRef name) -> std::optional<layout::SharedLayout> {
+    auto attr = llvm::dyn_cast_or_null<SharedLayoutAttr>(x.layout);
+    if (!attr || !attr.getSwizzleBytes() || x.tileShape != ArrayRef<int64_t>(x.rootShape)) {
+      fail(op, "wgmma reads operand " + name +
+                   " through a descriptor: it must be a whole shared buffer with a swizzled "
+                   "#tile.shared layout");
+      return std::nullopt;
+    }
+    return attr.getLayout();
+  };
+  std::optional<layout::SharedLayout> la = sharedLayout(a, "A"), lb = sharedLayout(bOp, "B");
+  if (!la || !lb) return;
+
+  Value group = divC(threadId, 128);
+  Value rowBase = mul(divC(group, groups[1]), idx(tileM));
+  Value colBase = mul(remC(group, groups[1]), idx(tileN));
+  if (op.getClearAccum()) {
+    Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
+    unrolledFor(mTiles * tileN / 2, [&](Value r) {
+      memref::StoreOp::create(b, loc, zero, c.root, ValueRange{r});
+    });
+  }
+
+  Type i32 = b.getI32Type();
+  // Start address of the core matrices at stored (row, col): the
+  // unswizzled offset within the buffer.
+  auto descriptor = [&](const Access &x, const layout::SharedLayout &l, bool mnMajor, Value r,
+                        Value col) -> Value {
+    int64_t w = l.getPanelWidth(), eb = l.getElementBytes(), sw = l.getSwizzleBytes();
+    Value elements = add(mul(add(mul(divC(col, w), idx(l.getRows())), r), idx(w)), remC(col, w));
+    Value bytes = arith::IndexCastOp::create(b, loc, i32, mul(elements, idx(eb)));
+    Value base = tilenv::SmemAddressOp::create(b, loc, i32, x.root);
+    Value start = arith::AddIOp::create(b, loc, base, bytes);
+    int64_t leading = mnMajor ? l.getRows() * sw : 16; // K-major: unused, encoded 1
+    return tilenv::WgmmaDescOp::create(b, loc, b.getI64Type(), start, leading, 8 * sw, sw);
+  };
+
+  tilenv::WgmmaFenceOp::create(b, loc);
+  bool aMnMajor = op.getTransposeA(), bMnMajor = !op.getTransposeB();
+  unrolledFor(k / 16, [&](Value kStep) {
+    Value k0 = mul(kStep, idx(16));
+    unrolledFor(mTiles, [&](Value mi) {
+      Value m0 = add(rowBase, mul(mi, idx(64)));
+      Value descA = aMnMajor ? descriptor(a, *la, true, k0, m0) : descriptor(a, *la, false, m0, k0);
+      Value descB = bMnMajor ? descriptor(bOp, *lb, true, k0, colBase)
+                             : descriptor(bOp, *lb, false, colBase, k0);
+      tilenv::WgmmaOp::create(b, loc, c.root, mul(mi, idx(tileN / 2)), descA, descB,
+                              b.getI64IntegerAttr(tileN),
+                              TypeAttr::get(a.elementType),
+                              aMnMajor ? b.getUnitAttr() : UnitAttr(),
+                              bMnMajor ? b.getUnitAttr() : UnitAttr());
+    });
+  });
+  tilenv::WgmmaCommitOp::create(b, loc);
+  tilenv::WgmmaWaitOp::create(b, loc, 0);
+}

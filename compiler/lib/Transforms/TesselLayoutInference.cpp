@@ -1,0 +1,441 @@
+//===- TesselLayoutInference.cpp - layouts for fragments and shared tiles -===//
+//
+// Strict constraints (annotations, gemm accumulators) are placed first, then
+// propagated through parallel loops, reductions and copies until nothing
+// changes, then every fragment still free gets an element-wise layout and
+// propagation runs again. Each layout remembers the op that fixed it, so a
+// conflict names both ops.
+//
+//===----------------------------------------------------------------------===//
+#include "tessel/Transforms/BufferUtils.h"
+#include "tessel/Transforms/Passes.h"
+
+#include "llvm/Support/MathExtras.h"
+
+namespace tessel {
+#define GEN_PASS_DEF_TESSELLAYOUTINFERENCE
+#include "tessel/Transforms/Passes.h.inc"
+} // namespace tessel
+
+using namespace mlir;
+using namespace tessel;
+using namespace tessel::tile;
+using layout::FragmentLayout;
+using layout::SharedLayout;
+
+namespace {
+/// A fragment access inside a parallel body: the fragment and which loop
+/// dimensions index it.
+struct LoopAccess {
+  Value fragment;
+  SmallVector<unsigned> dims;
+};
+
+struct Placed {
+  FragmentLayout layout;
+  Operation *origin;
+};
+
+class LayoutInference {
+public:
+  LayoutInference(KernelOp kernel, const TargetInfo &target)
+      : kernel(kernel), target(target), ctx(kernel.getContext()) {}
+  LogicalResult run();
+
+private:
+  KernelOp kernel;
+  TargetInfo target;
+  MLIRContext *ctx;
+  int64_t threads = 0;
+  DenseMap<Value, Placed> fragments;
+  DenseMap<Operation *, Placed> loops;
+  DenseMap<Operation *, SmallVector<LoopAccess>> loopAccesses;
+  SmallVector<Value> fragmentOrder;
+
+  static bool isFragment(Value v) {
+    auto type = llvm::dyn_cast<MemRefType>(v.getType());
+    return type && getMemorySpace(type) == MemorySpace::fragment;
+  }
+  LogicalResult collectLoopAccesses();
+  LogicalResult checkFragmentUses();
+  LogicalResult assign(Value fragment, const FragmentLayout &layout, Operation *origin);
+  LogicalResult placeGemm(GemmOp gemm);
+  LogicalResult propagate(bool &changed);
+  LogicalResult propagateLoop(ParallelOp loop, bool &changed);
+  int64_t preferredVector(Value fragment);
+  void placeSharedLayouts();
+};
+
+std::string str(const FragmentLayout &l) { return "#tile.fragment<" + l.str() + ">"; }
+
+LogicalResult LayoutInference::assign(Value fragment, const FragmentLayout &layout,
+                                      Operation *origin) {
+  auto it = fragments.find(fragment);
+  if (it == fragments.end()) {
+    fragments.try_emplace(fragment, Placed{layout, origin});
+    return success();
+  }
+  if (it->second.layout == layout) return success();
+  InFlightDiagnostic diag = origin->emitError("layout conflict on a fragment: '")
+                            << origin->getName() << "' needs " << str(layout) << " but '"
+                            << it->second.origin->getName() << "' gave it "
+                            << str(it->second.layout);
+  diag.attachNote(it->second.origin->getLoc()) << "the other layout comes from here";
+  diag.attachNote(fragment.getLoc()) << "the fragment is allocated here";
+  return failure();
+}
+
+LogicalResult LayoutInference::collectLoopAccesses() {
+  WalkResult result = kernel.walk([&](ParallelOp loop) -> WalkResult {
+    Block &body = loop.getBody().front();
+    SmallVector<LoopAccess> &accesses = loopAccesses[loop];
+    WalkResult inner = loop.getBody().walk([&](Operation *op) -> WalkResult {
+      Value memref;
+      ValueRange indices;
+      if (auto load = llvm::dyn_cast<memref::LoadOp>(op))
+        memref = load.getMemRef(), indices = load.getIndices();
+      else if (auto store = llvm::dyn_cast<memref::StoreOp>(op))
+        memref = store.getMemRef(), indices = store.getIndices();
+      else if (auto atomic = llvm::dyn_cast<AtomicAddOp>(op))
+        memref = atomic.getDest(), indices = atomic.getIndices();
+      if (!memref || !isFragment(memref)) return WalkResult::advance();
+      if (!memref.getDefiningOp<AllocOp>())
+        return op->emitError("fragments are indexed directly, not through tile.region");
+      if (llvm::isa<AtomicAddOp>(op))
+        return op->emitError("atomic_add into a fragment: fragments are private to threads; "
+                             "use plain arithmetic");
+      LoopAccess access{memref, {}};
+      for (Value index : indices) {
+        auto arg = llvm::dyn_cast<BlockArgument>(index);
+        if (!arg || arg.getOwner() != &body ||
+            (!access.dims.empty() && arg.getArgNumber() <= access.dims.back()))
+          return op->emitError("a fragment inside tile.parallel is indexed by the loop's own "
+                               "indices, in loop order (each thread holds only its part)");
+        access.dims.push_back(arg.getArgNumber());
+      }
+      accesses.push_back(access);
+      return WalkResult::advance();
+    });
+    return inner.wasInterrupted() ? WalkResult::interrupt() : WalkResult::advance();
+  });
+  return failure(result.wasInterrupted());
+}
+
+LogicalResult LayoutInference::checkFragmentUses() {
+  // Fragments live in registers: only tile ops and parallel bodies, which
+  // know the layout, may touch them.
+  WalkResult result = kernel.walk([&](AllocOp alloc) -> WalkResult {
+    if (!isFragment(alloc.getResult())) return WalkResult::advance();
+    fragmentOrder.push_back(alloc.getResult());
+    for (Operation *user : alloc->getUsers()) {
+      if (llvm::isa<CopyOp, FillOp, GemmOp, ReduceOp, AtomicAddOp, AnnotateLayoutOp>(user))
+        continue;
+      if (llvm::isa<memref::LoadOp, memref::StoreOp>(user) && user->getParentOfType<ParallelOp>())
+        continue;
+      if (llvm::isa<RegionOp>(user))
+        return user->emitError("a fragment cannot be windowed with tile.region; copy it to "
+                               "shared memory first");
+      return user->emitError("a fragment is read or written outside tile.parallel; its "
+                             "elements are spread over the threads");
+    }
+    return WalkResult::advance();
+  });
+  return failure(result.wasInterrupted());
+}
+
+/// Warp grids [along M, along N] for a gemm, best first by the policy.
+SmallVector<std::pair<int64_t, int64_t>> warpGrids(int64_t units, int64_t m, int64_t n,
+                                                    WarpPolicy policy) {
+  SmallVector<std::pair<int64_t, int64_t>> grids;
+  if (policy == WarpPolicy::full_row) return {{units, 1}};
+  if (policy == WarpPolicy::full_col) return {{1, units}};
+  for (int64_t wm = 1; wm <= units; wm *= 2) grids.push_back({wm, units / wm});
+  llvm::stable_sort(grids, [&](auto x, auto y) {
+    auto skew = [&](std::pair<int64_t, int64_t> g) {
+      double tm = double(m) / g.first, tn = double(n) / g.second;
+      return std::max(tm, tn) / std::min(tm, tn);
+    };
+    return skew(x) < skew(y) || (skew(x) == skew(y) && x.first > y.first);
+  });
+  return grids;
+}
+
+LogicalResult LayoutInference::placeGemm(GemmOp gemm) {
+  auto a = llvm::cast<MemRefType>(gemm.getA().getType());
+  auto c = llvm::cast<MemRefType>(gemm.getC().getType());
+  int64_t m = c.getDimSize(0), n = c.getDimSize(1);
+  int64_t k = gemm.getTransposeA() ? a.getDimSize(0) : a.getDimSize(1);
+  Type in = a.getElementType();
+  if (!in.isF16() && !in.isBF16())
+    return gemm.emitError("tensor-core gemm needs f16 or bf16 operands, got ") << in;
+  if (!c.getElementType().isF32())
+    return gemm.emitError("tensor-core gemm accumulates in f32, got ") << c.getElementType();
+  for (Value operand : {gemm.getA(), gemm.getB()})
+    if (getMemorySpace(llvm::cast<MemRefType>(operand.getType())) != MemorySpace::shared)
+      return gemm.emitError("gemm operands A and B must be in shared memory (register "
+                            "operands are not supported yet)");
+  for (auto [name, extent] : {std::pair{"M", m}, {"N", n}, {"K", k}})
+    if (!llvm::isPowerOf2_64(extent))
+      return gemm.emitError("gemm tile extents must be powers of two, got ")
+             << name << " = " << extent;
+  if (k % 16)
+    return gemm.emitError("gemm K (") << k << ") must be a multiple of 16, the K of the "
+                                      << "tensor-core instruction";
+
+  std::optional<GemmInstruction> forced = gemm.getInstruction();
+  WarpPolicy policy = gemm.getPolicy();
+  // wgmma: warpgroups of 128 threads, each owning a multiple of 64 rows and
+  // at most 256 columns.
+  bool wgmmaPossible = target.computeCapability == 90 && threads % 128 == 0;
+  if (forced == GemmInstruction::wgmma && !wgmmaPossible)
+    return gemm.emitError("wgmma needs sm_90a and a multiple of 128 threads (target ")
+           << target.arch << ", " << threads << " threads)";
+  if (wgmmaPossible && forced != GemmInstruction::mma_sync) {
+    for (auto [gm, gn] : warpGrids(threads / 128, m, n, policy)) {
+      if (m % (gm * 64) || n % (gn * 8) || n / gn > 256) continue;
+      gemm.setInstructionAttr(GemmInstructionAttr::get(ctx, GemmInstruction::wgmma));
+      gemm.setWarpsAttr(DenseI64ArrayAttr::get(ctx, {gm, gn}));
+      return assign(gemm.getC(), FragmentLayout::wgmmaAccumulator(m, n, gm, gn), gemm);
+    }
+    if (forced == GemmInstruction::wgmma)
+      return gemm.emitError("gemm tile [")
+             << m << ", " << n << "] cannot be split " << stringifyWarpPolicy(policy) << " over "
+             << threads / 128 << " warpgroups for wgmma m64nNk16: each warpgroup needs a "
+             << "multiple of 64 rows and 8 to 256 columns";
+  }
+  int64_t warps = threads / 32;
+  for (auto [wm, wn] : warpGrids(warps, m, n, policy)) {
+    if (m % (wm * 16) || n % (wn * 8)) continue;
+    gemm.setInstructionAttr(GemmInstructionAttr::get(ctx, GemmInstruction::mma_sync));
+    gemm.setWarpsAttr(DenseI64ArrayAttr::get(ctx, {wm, wn}));
+    return assign(gemm.getC(), FragmentLayout::mmaAccumulator(m, n, wm, wn), gemm);
+  }
+  auto grid = warpGrids(warps, m, n, policy).front();
+  return gemm.emitError("gemm tile [")
+         << m << ", " << n << "] cannot be split " << stringifyWarpPolicy(policy) << " over "
+         << warps << " warps for mma.sync m16n8k16: M must be a multiple of "
+         << 16 * grid.first << " (16 x " << grid.first << " warps) and N a multiple of "
+         << 8 * grid.second << " (8 x " << grid.second << " warps)";
+}
+
+/// Extends a layout over some loop dimensions to all of them: the missing
+/// dimensions' bits become registers.
+FragmentLayout extendToLoop(const FragmentLayout &part, ArrayRef<unsigned> dims,
+                            ArrayRef<int64_t> extents) {
+  FragmentLayout probe(extents, {}, {0, 0, 0, 0, 0}, {});
+  auto lift = [&](uint64_t packed) {
+    SmallVector<int64_t> coord(extents.size(), 0), small = part.unpack(packed);
+    for (auto [i, d] : llvm::enumerate(dims)) coord[d] = small[i];
+    return probe.pack(coord);
+  };
+  SmallVector<uint64_t> reg, lane, warp;
+  for (uint64_t c : part.getReg()) reg.push_back(lift(c));
+  for (uint64_t c : part.getLane()) lane.push_back(lift(c));
+  for (uint64_t c : part.getWarp()) warp.push_back(lift(c));
+  for (unsigned d = 0; d < extents.size(); ++d) {
+    if (llvm::is_contained(dims, d)) continue;
+    for (unsigned bit = 0; bit < probe.getDimBits(d); ++bit)
+      reg.push_back(1ull << (probe.getDimShift(d) + bit));
+  }
+  return FragmentLayout(extents, reg, lane, warp);
+}
+
+LogicalResult LayoutInference::propagateLoop(ParallelOp loop, bool &changed) {
+  SmallVector<LoopAccess> &accesses = loopAccesses[loop];
+  if (accesses.empty()) return success();
+  ArrayRef<int64_t> extents = loop.getExtents();
+  if (!loops.count(loop)) {
+    // The loop takes the layout of its highest-rank placed fragment.
+    const LoopAccess *best = nullptr;
+    for (const LoopAccess &a : accesses)
+      if (fragments.count(a.fragment) && (!best || a.dims.size() > best->dims.size())) best = &a;
+    if (!best) return success();
+    const FragmentLayout &l = fragments.find(best->fragment)->second.layout;
+    FragmentLayout loopLayout = best->dims.size() == extents.size()
+                                    ? l
+                                    : extendToLoop(l, best->dims, extents);
+    loops.try_emplace(loop, Placed{loopLayout, loop});
+    changed = true;
+  }
+  const FragmentLayout &loopLayout = loops.find(loop)->second.layout;
+  for (const LoopAccess &a : accesses) {
+    auto it = fragments.find(a.fragment);
+    if (it == fragments.end()) {
+      fragments.try_emplace(a.fragment, Placed{loopLayout.project(a.dims), loop});
+      changed = true;
+      continue;
+    }
+    if (!loopLayout.registerMapTo(it->second.layout, a.dims)) {
+      InFlightDiagnostic diag =
+          loop.emitError("layout conflict: this 'tile.parallel' runs with ")
+          << str(loopLayout) << " but a fragment it indexes has " << str(it->second.layout)
+          << " from '" << it->second.origin->getName() << "'; the elements would be in "
+          << "other threads";
+      diag.attachNote(it->second.origin->getLoc()) << "the fragment's layout comes from here";
+      return failure();
+    }
+  }
+  return success();
+}
+
+LogicalResult LayoutInference::propagate(bool &changed) {
+  WalkResult result = kernel.walk([&](Operation *op) -> WalkResult {
+    if (auto loop = llvm::dyn_cast<ParallelOp>(op))
+      return failed(propagateLoop(loop, changed)) ? WalkResult::interrupt()
+                                                  : WalkResult::advance();
+    if (auto reduce = llvm::dyn_cast<ReduceOp>(op)) {
+      if (!isFragment(reduce.getSource())) return WalkResult::advance();
+      if (!isFragment(reduce.getDest()))
+        return reduce.emitError("the reduction of a fragment goes into a fragment");
+      auto src = fragments.find(reduce.getSource());
+      if (src == fragments.end()) return WalkResult::advance();
+      SmallVector<unsigned> kept;
+      for (unsigned d = 0; d < src->second.layout.getRank(); ++d)
+        if (d != reduce.getDim()) kept.push_back(d);
+      FragmentLayout result = src->second.layout.project(kept);
+      if (!fragments.count(reduce.getDest())) changed = true;
+      return failed(assign(reduce.getDest(), result, reduce)) ? WalkResult::interrupt()
+                                                              : WalkResult::advance();
+    }
+    if (auto copy = llvm::dyn_cast<CopyOp>(op)) {
+      if (!isFragment(copy.getSource()) || !isFragment(copy.getDest()))
+        return WalkResult::advance();
+      auto src = fragments.find(copy.getSource()), dst = fragments.find(copy.getDest());
+      if (src != fragments.end() && dst == fragments.end()) {
+        changed = true;
+        return failed(assign(copy.getDest(), src->second.layout, copy)) ? WalkResult::interrupt()
+                                                                        : WalkResult::advance();
+      }
+      if (dst != fragments.end()) {
+        if (src == fragments.end()) changed = true;
+        return failed(assign(copy.getSource(), dst->second.layout, copy))
+                   ? WalkResult::interrupt()
+                   : WalkResult::advance();
+      }
+    }
+    return WalkResult::advance();
+  });
+  return failure(result.wasInterrupted());
+}
+
+int64_t LayoutInference::preferredVector(Value fragment) {
+  // 16-byte accesses of the narrowest element the fragment exchanges with
+  // memory: an f32 fragment loaded from f16 takes 8 elements per access.
+  int64_t bytes = getElementBytes(llvm::cast<MemRefType>(fragment.getType()).getElementType());
+  for (Operation *user : fragment.getUsers()) {
+    auto copy = llvm::dyn_cast<CopyOp>(user);
+    if (!copy) continue;
+    Value other = copy.getSource() == fragment ? copy.getDest() : copy.getSource();
+    bytes = std::min(bytes,
+                     getElementBytes(llvm::cast<MemRefType>(other.getType()).getElementType()));
+  }
+  return 16 / bytes;
+}
+
+void LayoutInference::placeSharedLayouts() {
+  DenseSet<Value> tensorCoreOperands;
+  kernel.walk([&](GemmOp gemm) {
+    tensorCoreOperands.insert(getRootBuffer(gemm.getA()));
+    tensorCoreOperands.insert(getRootBuffer(gemm.getB()));
+  });
+  kernel.walk([&](AllocOp alloc) {
+    MemRefType type = alloc.getType();
+    if (getMemorySpace(type) != MemorySpace::shared || alloc.getLayout()) return;
+    AnnotateLayoutOp annotated = getAnnotatedLayout(alloc);
+    if (annotated) {
+      if (auto shared = llvm::dyn_cast<SharedLayoutAttr>(annotated.getLayout()))
+        alloc.setLayoutAttr(shared);
+      return; // an affine annotation stays on its op
+    }
+    int64_t bytes = getElementBytes(type.getElementType());
+    SharedLayout l = tensorCoreOperands.contains(alloc.getResult())
+                         ? SharedLayout::forTensorCores(type.getShape(), bytes)
+                         : SharedLayout(type.getShape(), bytes, 0, 0);
+    alloc.setLayoutAttr(SharedLayoutAttr::get(ctx, l));
+  });
+}
+
+LogicalResult LayoutInference::run() {
+  threads = kernel.getThreads();
+  if (failed(checkFragmentUses()) || failed(collectLoopAccesses())) return failure();
+  if (!fragmentOrder.empty() && (threads < 32 || !llvm::isPowerOf2_64(threads)))
+    return kernel.emitError("kernels with fragments need a power-of-two number of threads, "
+                            "at least 32 (layouts split threads into lane and warp bits); got ")
+           << threads;
+
+  // Strict constraints.
+  WalkResult strict = kernel.walk([&](Operation *op) -> WalkResult {
+    if (auto annotate = llvm::dyn_cast<AnnotateLayoutOp>(op)) {
+      if (auto f = llvm::dyn_cast<FragmentLayoutAttr>(annotate.getLayout())) {
+        FragmentLayout l = f.getLayout();
+        if (l.getNumThreads() != threads)
+          return annotate.emitError("the annotated layout is for ")
+                 << l.getNumThreads() << " threads, the kernel has " << threads;
+        return failed(assign(annotate.getBuffer(), l, annotate)) ? WalkResult::interrupt()
+                                                                 : WalkResult::advance();
+      }
+    }
+    if (auto gemm = llvm::dyn_cast<GemmOp>(op))
+      return failed(placeGemm(gemm)) ? WalkResult::interrupt() : WalkResult::advance();
+    return WalkResult::advance();
+  });
+  if (strict.wasInterrupted()) return failure();
+
+  // Propagation, then free choices one fragment at a time.
+  while (true) {
+    bool changed = true;
+    while (changed) {
+      changed = false;
+      if (failed(propagate(changed))) return failure();
+    }
+    Value free;
+    for (Value f : fragmentOrder)
+      if (!fragments.count(f) &&
+          (!free || llvm::cast<MemRefType>(f.getType()).getRank() >
+                        llvm::cast<MemRefType>(free.getType()).getRank()))
+        free = f;
+    if (!free) break;
+    auto type = llvm::cast<MemRefType>(free.getType());
+    fragments.try_emplace(free, Placed{FragmentLayout::elementwise(type.getShape(), threads,
+                                                                   preferredVector(free)),
+                                       free.getDefiningOp()});
+  }
+
+  // Registers: a thread holds every fragment at once in the worst case.
+  int64_t registers = 0;
+  for (Value f : fragmentOrder) {
+    auto type = llvm::cast<MemRefType>(f.getType());
+    registers += fragments.find(f)->second.layout.getNumRegisters() *
+                 llvm::divideCeil(getElementBytes(type.getElementType()), 4);
+  }
+  if (registers > 224) {
+    InFlightDiagnostic diag = kernel.emitError("fragments need ")
+                              << registers << " 32-bit registers per thread; at most 224 fit "
+                              << "beside addresses and temporaries (255 per thread)";
+    for (Value f : fragmentOrder)
+      diag.attachNote(f.getLoc()) << fragments.find(f)->second.layout.getNumRegisters()
+                                  << " registers for " << f.getType();
+    return failure();
+  }
+
+  for (auto &[value, placed] : fragments)
+    value.getDefiningOp<AllocOp>().setLayoutAttr(FragmentLayoutAttr::get(ctx, placed.layout));
+  for (auto &[op, placed] : loops)
+    llvm::cast<ParallelOp>(op).setLayoutAttr(FragmentLayoutAttr::get(ctx, placed.layout));
+  placeSharedLayouts();
+  return success();
+}
+
+struct TesselLayoutInference
+    : tessel::impl::TesselLayoutInferenceBase<TesselLayoutInference> {
+  using Base::Base;
+  void runOnOperation() override {
+    std::optional<TargetInfo> target = lookupTarget(arch);
+    if (!target) {
+      getOperation().emitError("unknown target '") << arch << "'; use sm_80, sm_90a or sm_100a";
+      return signalPassFailure();
+    }
+    if (failed(LayoutInference(getOperation(), *target).run())) signalPassFailure();
+  }
+};
+} // namespace

@@ -1,0 +1,117 @@
+//===- TileLowering.h - state shared by the tile-op lowering ----*- C++ -*-===//
+//
+// tessel-lower-tile-ops is one pass; its gemm lowering lives in its own file
+// (LowerGemm.cpp) and shares this class.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_TRANSFORMS_TILELOWERING_H
+#define TESSEL_TRANSFORMS_TILELOWERING_H
+
+#include "tessel/Transforms/Passes.h"
+
+namespace tessel {
+
+/// Where the elements of a (region of a) buffer live after lowering.
+struct Access {
+  mlir::Value root;          // global parameter, or the lowered 1-D buffer
+  mlir::Attribute layout;    // SharedLayoutAttr, AffineMapAttr, FragmentLayoutAttr or null
+  llvm::SmallVector<mlir::Value> offsets; // region origin in the root's index space
+  llvm::SmallVector<int64_t> rootShape;
+  llvm::ArrayRef<int64_t> tileShape;
+  mlir::Type elementType;
+  tile::MemorySpace space;
+  bool isGlobal() const { return space == tile::MemorySpace::global; }
+  bool isFragment() const { return space == tile::MemorySpace::fragment; }
+  /// Aligned runs of up to 16 bytes along the last index are contiguous.
+  bool vectorizable;
+};
+
+class TileLowering {
+public:
+  TileLowering(tile::KernelOp kernel, const TargetInfo &target)
+      : kernel(kernel), target(target), b(kernel.getContext()) {}
+  mlir::LogicalResult run();
+
+private:
+  tile::KernelOp kernel;
+  TargetInfo target;
+  mlir::OpBuilder b;
+  mlir::Location loc = mlir::UnknownLoc::get(kernel.getContext());
+  mlir::Value threadId, numThreads, zeroIdx;
+  int64_t threads = 0;
+  /// Original allocation -> lowered 1-D buffer and its layout.
+  llvm::DenseMap<mlir::Value, std::pair<mlir::Value, mlir::Attribute>> storage;
+  /// Per fragment layout, each dimension's part of the index that the
+  /// thread's lane and warp select (computed once at kernel entry).
+  llvm::DenseMap<mlir::Attribute, llvm::SmallVector<mlir::Value>> threadCoordCache;
+  /// Scratch shared buffers for reductions across warps.
+  llvm::DenseMap<mlir::Operation *, mlir::Value> reduceScratch;
+  /// Copies inside a pipelined loop (they may complete asynchronously).
+  llvm::DenseSet<mlir::Operation *> inPipelined;
+  mlir::LogicalResult failure = mlir::success();
+
+  // Arithmetic.
+  mlir::Value idx(int64_t v);
+  mlir::Value add(mlir::Value x, mlir::Value y);
+  mlir::Value mul(mlir::Value x, mlir::Value y);
+  mlir::Value lt(mlir::Value x, mlir::Value y);
+  mlir::Value eq(mlir::Value x, mlir::Value y);
+  mlir::Value andI(mlir::Value x, mlir::Value y);
+  mlir::Value xorI(mlir::Value x, mlir::Value y);
+  mlir::Value shr(mlir::Value x, int64_t bits);
+  mlir::Value bit(mlir::Value x, unsigned position);
+  mlir::Value divC(mlir::Value x, int64_t c);
+  mlir::Value remC(mlir::Value x, int64_t c);
+  mlir::Value convert(mlir::Value v, mlir::Type to);
+  /// scf.for 0..count marked for full unrolling (register indices must be
+  /// constants once unrolled); the body gets the induction variable.
+  void unrolledFor(int64_t count, llvm::function_ref<void(mlir::Value)> body);
+  /// scf.if without else; the builder is left inside it. Null means always.
+  void guard(mlir::Value cond);
+
+  // Memory.
+  Access resolve(mlir::Value buffer);
+  mlir::Value physicalIndex(const Access &a, mlir::ValueRange logical);
+  llvm::SmallVector<mlir::Value> rootIndices(const Access &a, mlir::ValueRange tileIdx);
+  mlir::Value inBounds(const Access &a, mlir::ValueRange rootIdx, int64_t innerExtra = 0);
+  mlir::Value aligned(const Access &a, llvm::ArrayRef<mlir::Value> rootIdx, int64_t vector);
+  llvm::SmallVector<mlir::Value> operandIndices(const Access &a, llvm::ArrayRef<mlir::Value> rootIdx);
+  mlir::Value load(const Access &a, mlir::ValueRange tileIdx);
+  void store(const Access &a, mlir::ValueRange tileIdx, mlir::Value value);
+  mlir::Value allocLocal(int64_t elements, mlir::Type type);
+  void forEachElement(llvm::ArrayRef<int64_t> shape, int64_t vector,
+                      llvm::function_ref<void(llvm::ArrayRef<mlir::Value>)> body);
+  llvm::SmallVector<mlir::Value> delinearize(mlir::Value linear, llvm::ArrayRef<int64_t> shape);
+
+  // Fragments.
+  llvm::ArrayRef<mlir::Value> threadCoords(tile::FragmentLayoutAttr layout);
+  /// The logical index register `r` of this thread holds.
+  llvm::SmallVector<mlir::Value> coordsAt(tile::FragmentLayoutAttr layout, mlir::Value r);
+  /// Inside the real extents where they are not powers of two; null if always.
+  mlir::Value insideShape(llvm::ArrayRef<mlir::Value> coords, llvm::ArrayRef<int64_t> shape);
+  /// The thread owns (is the first replica of) its elements; null if always.
+  mlir::Value threadOwns(const layout::FragmentLayout &l);
+  /// Register `r` is not a duplicate of a lower register; null if always.
+  mlir::Value registerOwns(const layout::FragmentLayout &l, mlir::Value r);
+  mlir::Value applyMap(const layout::LinearMap &map, mlir::Value input);
+  int64_t vectorRegisters(const layout::FragmentLayout &l, mlir::Type memType);
+
+  void lowerCopy(tile::CopyOp op);
+  void copyGlobalShared(const Access &src, const Access &dst, bool async);
+  void copyToFragment(const Access &src, const Access &dst);
+  void copyFromFragment(const Access &src, const Access &dst);
+  void lowerFill(tile::FillOp op);
+  void lowerGemm(tile::GemmOp op);
+  void lowerMmaSync(tile::GemmOp op);
+  void lowerWgmma(tile::GemmOp op);
+  void lowerReduce(tile::ReduceOp op);
+  void reduceFragment(tile::ReduceOp op);
+  void lowerAtomicAdd(tile::AtomicAddOp op, bool insideParallel);
+  void lowerParallel(tile::ParallelOp op);
+  void lowerPipelined(tile::PipelinedOp op);
+  void fail(mlir::Operation *op, const llvm::Twine &message);
+};
+
+} // namespace tessel
+
+#endif

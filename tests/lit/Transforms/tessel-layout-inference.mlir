@@ -1,0 +1,175 @@
+// RUN: tessel-opt %s -split-input-file -verify-diagnostics -pass-pipeline='builtin.module(tile.kernel(tessel-layout-inference{arch=sm_80}))' | FileCheck %s
+// RUN: tessel-opt %s -split-input-file -verify-diagnostics -pass-pipeline='builtin.module(tile.kernel(tessel-layout-inference{arch=sm_90a}))' | FileCheck %s --check-prefix=HOPPER
+
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// mma.sync, square policy: 4 warps as 2 x 2, each a 32 x 32 tile of four
+// 16-row by 8-column accumulators (registers: column pair, row half, column
+// tile x2, row tile). Warp bit 0 steps the columns, bit 1 the rows. The
+// shared operands get the widest swizzle their rows allow.
+// CHECK-LABEL: tile.kernel @square
+// CHECK: tile.alloc {layout = #tile.shared<[64, 32], elem = 2, swizzle = 64, pad = 0>}
+// CHECK: tile.alloc {layout = #tile.shared<[32, 64], elem = 2, swizzle = 128, pad = 0>}
+// CHECK: tile.alloc {layout = #tile.fragment<[64, 64], reg = {{\[}}[0, 1], [8, 0], [0, 8], [0, 16], [16, 0]], lane = {{\[}}[0, 2], [0, 4], [1, 0], [2, 0], [4, 0]], warp = {{\[}}[0, 32], [32, 0]]>}
+// CHECK: tile.gemm {{.*}}instruction = #tile.instr<mma_sync>, warps = array<i64: 2, 2>
+// wgmma on sm_90a: one warpgroup, each warp 16 rows, 64 columns in eight
+// 8-column register groups.
+// HOPPER-LABEL: tile.kernel @square
+// HOPPER: tile.alloc {layout = #tile.fragment<[64, 64], reg = {{\[}}[0, 1], [8, 0], [0, 8], [0, 16], [0, 32]], lane = {{\[}}[0, 2], [0, 4], [1, 0], [2, 0], [4, 0]], warp = {{\[}}[16, 0], [32, 0]]>}
+// HOPPER: tile.gemm {{.*}}instruction = #tile.instr<wgmma>, warps = array<i64: 1, 1>
+tile.kernel @square() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc : memref<64x32xf16, #s>
+  %b = tile.alloc : memref<32x64xf16, #s>
+  %c = tile.alloc : memref<64x64xf32, #f>
+  tile.gemm %a, %b, %c : memref<64x32xf16, #s>, memref<32x64xf16, #s>, memref<64x64xf32, #f>
+}
+
+// -----
+
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// full_col puts all warps along N; a 32-row tile is too small for wgmma's 64
+// rows, so sm_90a also uses mma.sync.
+// CHECK-LABEL: tile.kernel @full_col
+// CHECK: tile.alloc {layout = #tile.fragment<[32, 128], reg = {{\[}}[0, 1], [8, 0], [0, 8], [0, 16], [16, 0]], lane = {{\[}}[0, 2], [0, 4], [1, 0], [2, 0], [4, 0]], warp = {{\[}}[0, 32], [0, 64]]>}
+// CHECK: warps = array<i64: 1, 4>
+// HOPPER-LABEL: tile.kernel @full_col
+// HOPPER: instruction = #tile.instr<mma_sync>, policy = #tile.policy<full_col>, transpose_b, warps = array<i64: 1, 4>
+tile.kernel @full_col() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc : memref<32x32xf16, #s>
+  %b = tile.alloc : memref<128x32xf16, #s>
+  %c = tile.alloc : memref<32x128xf32, #f>
+  tile.gemm %a, %b, %c {transpose_b, policy = #tile.policy<full_col>} : memref<32x32xf16, #s>, memref<128x32xf16, #s>, memref<32x128xf32, #f>
+}
+
+// -----
+
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// full_row: warps along M. The parallel loop inherits the accumulator's
+// layout, and the row maximum gets it without the column bits: one register
+// (rows +8), replicated over the two lane bits that stepped the columns.
+// CHECK-LABEL: tile.kernel @full_row
+// CHECK: %[[C:.*]] = tile.alloc {layout = #tile.fragment<[64, 16], reg = {{\[}}[0, 1], [8, 0], [0, 8]], lane = {{\[}}[0, 2], [0, 4], [1, 0], [2, 0], [4, 0]], warp = {{\[}}[16, 0], [32, 0]]>}
+// CHECK: tile.alloc {layout = #tile.fragment<[64], reg = {{\[}}[8]], lane = {{\[}}[0], [0], [1], [2], [4]], warp = {{\[}}[16], [32]]>}
+// CHECK: warps = array<i64: 4, 1>
+// CHECK: tile.parallel (%{{.*}}, %{{.*}}) in [64, 16] attributes {layout = #tile.fragment<[64, 16], reg = {{\[}}[0, 1], [8, 0], [0, 8]], lane = {{\[}}[0, 2], [0, 4], [1, 0], [2, 0], [4, 0]], warp = {{\[}}[16, 0], [32, 0]]>}
+tile.kernel @full_row() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc : memref<64x32xf16, #s>
+  %b = tile.alloc : memref<32x16xf16, #s>
+  %c = tile.alloc : memref<64x16xf32, #f>
+  %m = tile.alloc : memref<64xf32, #f>
+  tile.gemm %a, %b, %c {policy = #tile.policy<full_row>} : memref<64x32xf16, #s>, memref<32x16xf16, #s>, memref<64x16xf32, #f>
+  tile.parallel (%i, %j) in [64, 16] {
+    %x = memref.load %c[%i, %j] : memref<64x16xf32, #f>
+    %y = arith.mulf %x, %x : f32
+    memref.store %y, %c[%i, %j] : memref<64x16xf32, #f>
+  }
+  tile.reduce max %c -> %m dim = 1 clear : memref<64x16xf32, #f> -> memref<64xf32, #f>
+}
+
+// -----
+
+#f = #tile.space<fragment>
+
+// Free choice, shape not a power of two and not divisible by the threads:
+// padded to 64 x 32 (the padding is skipped when lowering), four f32 per
+// 16-byte vector, lanes along the columns then rows, the one warp bit on the
+// slowest row bit, the remaining row bits in registers.
+// CHECK-LABEL: tile.kernel @odd_shape
+// CHECK: tile.alloc {layout = #tile.fragment<[45, 20], reg = {{\[}}[0, 1], [0, 2], [4, 0], [8, 0], [16, 0]], lane = {{\[}}[0, 4], [0, 8], [0, 16], [1, 0], [2, 0]], warp = {{\[}}[32, 0]]>}
+tile.kernel @odd_shape(%x: memref<45x20xf32, #tile.space<global>>) grid(%bx) = affine_map<() -> (1)> threads(64) {
+  %t = tile.alloc : memref<45x20xf32, #f>
+  tile.copy %x, %t : memref<45x20xf32, #tile.space<global>>, memref<45x20xf32, #f>
+}
+
+// -----
+
+#f = #tile.space<fragment>
+
+// An annotated fragment layout is a strict constraint and flows to the loop;
+// a row with fewer elements than lanes replicates (zero lane bases).
+// CHECK-LABEL: tile.kernel @annotated
+// CHECK: tile.alloc {layout = #tile.fragment<[4, 8], reg = [], lane = {{\[}}[0, 1], [0, 2], [0, 4], [1, 0], [2, 0]], warp = []>}
+// CHECK: tile.parallel {{.*}} attributes {layout = #tile.fragment<[4, 8], reg = [], lane = {{\[}}[0, 1], [0, 2], [0, 4], [1, 0], [2, 0]], warp = []>}
+tile.kernel @annotated() grid(%bx) = affine_map<() -> (1)> threads(32) {
+  %t = tile.alloc : memref<4x8xf32, #f>
+  tile.annotate_layout %t : memref<4x8xf32, #f> to #tile.fragment<[4, 8], reg = [], lane = [[0, 1], [0, 2], [0, 4], [1, 0], [2, 0]], warp = []>
+  tile.parallel (%i, %j) in [4, 8] {
+    %one = arith.constant 1.0 : f32
+    memref.store %one, %t[%i, %j] : memref<4x8xf32, #f>
+  }
+}
+
+// -----
+
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// A conflict names both ops and both layouts.
+tile.kernel @conflict() grid(%bx) = affine_map<() -> (1)> threads(32) {
+  %a = tile.alloc : memref<16x16xf16, #s>
+  %b = tile.alloc : memref<16x8xf16, #s>
+  // expected-note @+1 {{the fragment is allocated here}}
+  %c = tile.alloc : memref<16x8xf32, #f>
+  // expected-note @+1 {{the other layout comes from here}}
+  tile.annotate_layout %c : memref<16x8xf32, #f> to #tile.fragment<[16, 8], reg = [[0, 1], [0, 2], [0, 4], [8, 0]], lane = [[1, 0], [2, 0], [4, 0], [0, 0], [0, 0]], warp = []>
+  // expected-error @+1 {{layout conflict on a fragment: 'tile.gemm' needs #tile.fragment<[16, 8], reg = [[0, 1], [8, 0]], lane = [[0, 2], [0, 4], [1, 0], [2, 0], [4, 0]], warp = []> but 'tile.annotate_layout' gave it #tile.fragment<[16, 8], reg = [[0, 1], [0, 2], [0, 4], [8, 0]], lane = [[1, 0], [2, 0], [4, 0], [0, 0], [0, 0]], warp = []>}}
+  tile.gemm %a, %b, %c : memref<16x16xf16, #s>, memref<16x8xf16, #s>, memref<16x8xf32, #f>
+}
+
+// -----
+
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// A tile that the instruction and warps cannot cover names the multiple.
+tile.kernel @not_a_multiple() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc : memref<16x16xf16, #s>
+  %b = tile.alloc : memref<16x64xf16, #s>
+  %c = tile.alloc : memref<16x64xf32, #f>
+  // expected-error @+1 {{gemm tile [16, 64] cannot be split full_row over 4 warps for mma.sync m16n8k16: M must be a multiple of 64 (16 x 4 warps) and N a multiple of 8 (8 x 1 warps)}}
+  tile.gemm %a, %b, %c {policy = #tile.policy<full_row>} : memref<16x16xf16, #s>, memref<16x64xf16, #s>, memref<16x64xf32, #f>
+}
+
+// -----
+
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+tile.kernel @k_not_16() grid(%bx) = affine_map<() -> (1)> threads(32) {
+  %a = tile.alloc : memref<16x8xf16, #s>
+  %b = tile.alloc : memref<8x8xf16, #s>
+  %c = tile.alloc : memref<16x8xf32, #f>
+  // expected-error @+1 {{gemm K (8) must be a multiple of 16, the K of the tensor-core instruction}}
+  tile.gemm %a, %b, %c : memref<16x8xf16, #s>, memref<8x8xf16, #s>, memref<16x8xf32, #f>
+}
+
+// -----
+
+#f = #tile.space<fragment>
+
+// Registers are a limit the compiler checks, not one found by a crash.
+// expected-error @+1 {{fragments need 256 32-bit registers per thread; at most 224 fit}}
+tile.kernel @too_many_registers() grid(%bx) = affine_map<() -> (1)> threads(32) {
+  // expected-note @+1 {{256 registers for 'memref<64x128xf32, #tile.space<fragment>>'}}
+  %t = tile.alloc : memref<64x128xf32, #f>
+  %z = arith.constant 0.0 : f32
+  tile.fill %t, %z : memref<64x128xf32, #f>, f32
+}
+
+// -----
+
+#f = #tile.space<fragment>
+
+// A fragment is spread over the threads: scalar code outside tile.parallel
+// cannot reach its elements.
+tile.kernel @scalar_access() grid(%bx) = affine_map<() -> (1)> threads(32) {
+  %c0 = arith.constant 0 : index
+  %t = tile.alloc : memref<4xf32, #f>
+  // expected-error @+1 {{a fragment is read or written outside tile.parallel}}
+  %x = memref.load %t[%c0] : memref<4xf32, #f>
+}

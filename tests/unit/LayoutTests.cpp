@@ -1,0 +1,156 @@
+//===- LayoutTests.cpp - the layout algebra -------------------------------===//
+//
+// Linear maps over GF(2), fragment layouts of the tensor-core instructions
+// checked element by element against the PTX ISA's tables, swizzles checked
+// against their bank pattern, and the layout attributes' text round trip.
+//
+//===----------------------------------------------------------------------===//
+#include <catch2/catch.hpp>
+
+#include "tessel/Dialect/Tile/TileDialect.h"
+#include "tessel/Layout/FragmentLayout.h"
+#include "tessel/Layout/SharedLayout.h"
+
+#include "mlir/AsmParser/AsmParser.h"
+#include <set>
+
+using namespace tessel::layout;
+
+TEST_CASE("linear maps compose, invert and solve") {
+  LinearMap swap(2, {0b10, 0b01});
+  CHECK(swap.compose(swap) == LinearMap::identity(2));
+  CHECK(swap.inverse() == swap);
+  LinearMap xorMap(3, {0b001, 0b011, 0b100}); // bit 1 also flips bit 0
+  auto inv = xorMap.inverse();
+  REQUIRE(inv);
+  for (uint64_t x = 0; x < 8; ++x) CHECK(inv->apply(xorMap.apply(x)) == x);
+  CHECK(xorMap.compose(*inv) == LinearMap::identity(3));
+  LinearMap replicated(2, {0b01, 0b00, 0b10});
+  CHECK(replicated.rank() == 2);
+  CHECK_FALSE(replicated.inverse());
+  CHECK(replicated.isSurjective());
+  CHECK_FALSE(replicated.isInjective());
+  CHECK(replicated.solve(0b11) == std::optional<uint64_t>(0b101));
+  CHECK_FALSE(LinearMap(2, {0b01}).solve(0b10));
+}
+
+TEST_CASE("the mma.sync accumulator layout is the PTX ISA's m16n8 table") {
+  FragmentLayout l = FragmentLayout::mmaAccumulator(16, 8, 1, 1);
+  REQUIRE(l.getNumRegisters() == 4);
+  REQUIRE(l.getNumThreads() == 32);
+  for (int lane = 0; lane < 32; ++lane)
+    for (int r = 0; r < 4; ++r) {
+      int row = lane / 4 + (r >= 2 ? 8 : 0), col = 2 * (lane % 4) + (r & 1);
+      CHECK(l.apply(r, lane) == llvm::SmallVector<int64_t>{row, col});
+    }
+  CHECK(l.getMap().inverse().has_value()); // every element exactly once
+}
+
+TEST_CASE("the wgmma accumulator layout is the PTX ISA's m64nN table") {
+  FragmentLayout l = FragmentLayout::wgmmaAccumulator(64, 32, 1, 1);
+  REQUIRE(l.getNumRegisters() == 16);
+  REQUIRE(l.getNumThreads() == 128);
+  for (int t = 0; t < 128; ++t)
+    for (int i = 0; i < 16; ++i) {
+      int warp = t / 32, lane = t % 32;
+      int row = 16 * warp + lane / 4 + ((i % 4) >= 2 ? 8 : 0);
+      int col = (i / 4) * 8 + 2 * (lane % 4) + (i % 2);
+      CHECK(l.apply(i, t) == llvm::SmallVector<int64_t>{row, col});
+    }
+}
+
+TEST_CASE("warp policies split the accumulator tile") {
+  FragmentLayout l = FragmentLayout::mmaAccumulator(64, 64, 2, 2);
+  // Warp 1 (wm = 0, wn = 1) starts at column 32, warp 2 at row 32.
+  CHECK(l.apply(0, 32) == llvm::SmallVector<int64_t>{0, 32});
+  CHECK(l.apply(0, 64) == llvm::SmallVector<int64_t>{32, 0});
+  CHECK(l.getNumRegisters() == 32);
+  CHECK(l.isSurjective());
+  // (33, 41): warp 3 (rows 32+, columns 32+); in its tile (1, 9): lane
+  // 4 * 1 + 0, register 1 (odd column) + 4 (second 8-column tile).
+  CHECK(l.locate({33, 41}) == std::optional<std::pair<int64_t, int64_t>>({5, 100}));
+}
+
+TEST_CASE("element-wise layouts pad, vectorize and replicate") {
+  FragmentLayout l = FragmentLayout::elementwise({45, 20}, 64, 4);
+  CHECK(l.getContiguousRegisters() == 4);
+  // Every element of the real shape has exactly one owner.
+  std::set<std::pair<int64_t, int64_t>> seen;
+  for (int t = 0; t < 64; ++t)
+    for (int r = 0; r < l.getNumRegisters(); ++r) {
+      auto c = l.apply(r, t);
+      if (l.contains(c)) CHECK(seen.insert({c[0], c[1]}).second);
+    }
+  CHECK(seen.size() == 45 * 20);
+  // Fewer elements than threads: the extra threads are replicas.
+  FragmentLayout tiny = FragmentLayout::elementwise({1, 8}, 128, 4);
+  CHECK(tiny.getNumRegisters() == 1);
+  CHECK(tiny.isOwner(0));
+  CHECK_FALSE(tiny.isOwner(8));
+  CHECK(tiny.apply(0, 8) == tiny.apply(0, 0));
+}
+
+TEST_CASE("projection and register maps follow the accumulator's rows") {
+  FragmentLayout acc = FragmentLayout::mmaAccumulator(64, 16, 4, 1);
+  FragmentLayout rows = acc.project({0});
+  CHECK(rows.getNumRegisters() == 2); // rows g and g + 8
+  auto map = acc.registerMapTo(rows, {0});
+  REQUIRE(map);
+  for (int t = 0; t < 128; ++t)
+    for (int r = 0; r < acc.getNumRegisters(); ++r)
+      CHECK(rows.apply(map->apply(r), t)[0] == acc.apply(r, t)[0]);
+  // The columns would need other threads' registers.
+  CHECK_FALSE(acc.registerMapTo(acc.project({1}), {0}));
+}
+
+TEST_CASE("shared swizzles keep 16-byte chunks and spread rows over banks") {
+  SharedLayout l({64, 64}, 2, 128, 0);
+  // Eight rows of one 16-byte column chunk land in eight bank groups
+  // (what ldmatrix reads in one phase).
+  for (int chunk = 0; chunk < 8; ++chunk) {
+    std::set<int64_t> groups;
+    for (int row = 0; row < 8; ++row) groups.insert(l.bank({row, chunk * 8}) / 4);
+    CHECK(groups.size() == 8);
+  }
+  // A chunk stays contiguous, and every offset inverts.
+  CHECK(l.apply({5, 17}) + 1 == l.apply({5, 18}));
+  for (int64_t off = 0; off < l.getStorageElements(); off += 37) {
+    auto c = l.invert(off);
+    REQUIRE(c);
+    CHECK(l.apply(*c) == off);
+  }
+  // Wider rows are cut into panels; the swizzle matches the hardware's XOR
+  // of address bits [4, 7) with [7, 10).
+  SharedLayout panels({16, 128}, 2, 128, 0);
+  CHECK(panels.unswizzledOffset({0, 64}) == 16 * 64);
+  CHECK(SharedLayout::swizzleByteOffset(3 * 128 + 16, 128) == 3 * 128 + (16 ^ (3 << 4)));
+  CHECK(SharedLayout::swizzleByteOffset(2 * 128 + 16, 32) == 2 * 128 + 16);
+  CHECK(SharedLayout::swizzleByteOffset(1 * 128 + 16, 32) == 128);
+  // As a linear map the layout composes with a fragment's: which offset bits
+  // each (register, lane, warp) bit moves.
+  auto linear = l.toLinear();
+  REQUIRE(linear);
+  CHECK(linear->inverse().has_value());
+  // Padded rows: offsets in the padding map back to nothing.
+  SharedLayout padded({4, 32}, 4, 0, 8);
+  CHECK(padded.apply({1, 0}) == 40);
+  CHECK_FALSE(padded.invert(35));
+  CHECK_FALSE(SharedLayout::check({64, 20}, 2, 128, 0).empty());
+}
+
+TEST_CASE("layout attributes print and parse") {
+  mlir::MLIRContext ctx;
+  ctx.loadDialect<tessel::tile::TileDialect>();
+  FragmentLayout l = FragmentLayout::mmaAccumulator(32, 16, 2, 1);
+  auto attr = tessel::tile::FragmentLayoutAttr::get(&ctx, l);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  mlir::Attribute(attr).print(os);
+  CHECK(text == "#tile.fragment<" + l.str() + ">");
+  mlir::Attribute parsed = mlir::parseAttribute(text, &ctx);
+  REQUIRE(parsed);
+  CHECK(llvm::cast<tessel::tile::FragmentLayoutAttr>(parsed).getLayout() == l);
+  mlir::Attribute shared = mlir::parseAttribute("#tile.shared<[64, 32], elem = 2, swizzle = 64, pad = 0>", &ctx);
+  REQUIRE(shared);
+  CHECK(llvm::cast<tessel::tile::SharedLayoutAttr>(shared).getLayout() == SharedLayout({64, 32}, 2, 64, 0));
+}
