@@ -1,5 +1,6 @@
 //===- Compile.cpp - Program to a launchable kernel -----------------------===//
 #include "tessel/dsl/Compile.h"
+#include "tessel/Layout/LayoutSvg.h"
 #include "tessel/Target/CudaEmitter.h"
 #include "tessel/Transforms/Passes.h"
 #include "tessel/runtime/Cache.h"
@@ -46,6 +47,35 @@ std::string printOp(Operation *op) {
 }
 } // namespace
 
+/// Records every buffer's layout right after tessel-layout-inference.
+struct RecordLayouts : PassInstrumentation {
+  std::vector<BufferLayout> &out;
+  explicit RecordLayouts(std::vector<BufferLayout> &out) : out(out) {}
+  void runAfterPass(Pass *pass, Operation *op) override {
+    if (pass->getArgument() != "tessel-layout-inference") return;
+    int index = 0;
+    op->walk([&](tile::AllocOp alloc) {
+      BufferLayout b;
+      b.name = alloc.getName() ? alloc.getName()->str() : fmt::format("buffer {}", index);
+      ++index;
+      if (auto fl = llvm::dyn_cast<FileLineColLoc>(alloc.getLoc()))
+        b.where = fmt::format("{}:{}", fl.getFilename().getValue().str(), fl.getLine());
+      llvm::raw_string_ostream ts(b.type), ls(b.layout);
+      alloc.getType().print(ts);
+      if (auto f = llvm::dyn_cast_or_null<tile::FragmentLayoutAttr>(alloc.getLayoutAttr())) {
+        Attribute(f).print(ls);
+        b.svg = layout::renderFragmentSvg(f.getLayout(), b.name);
+      } else if (auto sh = llvm::dyn_cast_or_null<tile::SharedLayoutAttr>(alloc.getLayoutAttr())) {
+        Attribute(sh).print(ls);
+        b.svg = layout::renderSharedSvg(sh.getLayout(), b.name);
+      } else {
+        b.layout = "(annotated affine map or row-major local)";
+      }
+      out.push_back(std::move(b));
+    });
+  }
+};
+
 Kernel tessel::compile(Program &program, const CompileOptions &options) {
   auto start = std::chrono::steady_clock::now();
   std::optional<TargetInfo> target = lookupTarget(options.arch);
@@ -80,6 +110,7 @@ Kernel tessel::compile(Program &program, const CompileOptions &options) {
 
   PassManager pm(&program.context());
   buildTesselPipeline(pm, *target);
+  pm.addInstrumentation(std::make_unique<RecordLayouts>(k.bufferLayouts));
   if (!options.dumpIrDir.empty()) {
     fs::create_directories(options.dumpIrDir);
     std::ofstream(fs::path(options.dumpIrDir) / "00-input.mlir") << k.tile;

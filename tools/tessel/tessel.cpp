@@ -3,6 +3,7 @@
 //   tessel list
 //   tessel compile KERNEL [--param k=v ...] [--arch sm_80|sm_90a|sm_100a]
 //                  [--emit mlir|lowered|cuda|ptx|cubin] [--dump-ir DIR] [-o FILE]
+//                  [--show-layouts] [--layout-svg BUFFER=FILE.svg]
 //   tessel run KERNEL [--param k=v ...] [--seed N] [--dump-ir DIR]
 //
 //===----------------------------------------------------------------------===//
@@ -26,6 +27,8 @@ struct Args {
   uint64_t seed = 0;
   bool seedGiven = false;
   int reps = 30;
+  bool showLayouts = false, emitGiven = false;
+  std::vector<std::pair<std::string, std::string>> svgs; // buffer name, file
 };
 
 [[noreturn]] void usage(const std::string &why) {
@@ -33,6 +36,7 @@ struct Args {
             << "usage: tessel list\n"
             << "       tessel compile KERNEL [--param k=v ...] [--arch sm_80|sm_90a|sm_100a]\n"
             << "                      [--emit mlir|lowered|cuda|ptx|cubin] [--dump-ir DIR] [-o FILE]\n"
+            << "                      [--show-layouts] [--layout-svg BUFFER=FILE.svg]\n"
             << "       tessel run KERNEL [--param k=v ...] [--seed N] [--dump-ir DIR]\n"
             << "       tessel bench KERNEL [--param k=v ...] [--reps N]\n";
   std::exit(2);
@@ -59,11 +63,18 @@ Args parse(int argc, char **argv) {
       if (eq == std::string::npos) usage("--param takes key=value, got '" + kv + "'");
       a.params[kv.substr(0, eq)] = kv.substr(eq + 1);
     } else if (opt == "--arch") a.arch = next();
-    else if (opt == "--emit") a.emit = next();
+    else if (opt == "--emit") { a.emit = next(); a.emitGiven = true; }
     else if (opt == "--dump-ir") a.dumpDir = next();
     else if (opt == "-o") a.output = next();
     else if (opt == "--seed") { a.seed = std::stoull(next()); a.seedGiven = true; }
     else if (opt == "--reps") a.reps = std::stoi(next());
+    else if (opt == "--show-layouts") a.showLayouts = true;
+    else if (opt == "--layout-svg") {
+      std::string kv = next();
+      size_t eq = kv.find('=');
+      if (eq == std::string::npos) usage("--layout-svg takes BUFFER=FILE.svg, got '" + kv + "'");
+      a.svgs.push_back({kv.substr(0, eq), kv.substr(eq + 1)});
+    }
     else usage("unknown option '" + opt + "'");
   }
   return a;
@@ -91,6 +102,23 @@ int compileCommand(const Args &a) {
   Program program = entry.build(p);
   Kernel k = compile(program, {a.arch.empty() ? "sm_90a" : a.arch, a.dumpDir});
   printTimes(k);
+  if (a.showLayouts)
+    for (const BufferLayout &b : k.layouts())
+      fmt::print("{} ({}, {}):\n  {}\n", b.name, b.type, b.where, b.layout);
+  for (auto &[buffer, file] : a.svgs) {
+    auto it = std::find_if(k.layouts().begin(), k.layouts().end(),
+                           [&](const BufferLayout &b) { return b.name == buffer; });
+    if (it == k.layouts().end()) {
+      std::string names;
+      for (const BufferLayout &b : k.layouts()) names += (names.empty() ? "" : ", ") + b.name;
+      throw Error(fmt::format("no buffer named '{}' in {}; its buffers are: {}", buffer, a.kernel, names));
+    }
+    if (it->svg.empty()) throw Error(fmt::format("buffer '{}' has no layout picture", buffer));
+    std::ofstream(file) << it->svg;
+    fmt::print(stderr, "wrote the layout of {} to {}\n", buffer, file);
+  }
+  // Inspection alone prints no code unless --emit asks for it.
+  if ((a.showLayouts || !a.svgs.empty()) && !a.emitGiven) return 0;
   std::string text;
   if (a.emit == "mlir") text = k.tileIr();
   else if (a.emit == "lowered") text = k.loweredIr();

@@ -17,7 +17,8 @@ tile::AnnotateLayoutOp getAnnotatedLayout(tile::AllocOp alloc);
 /// Number of elements of storage an allocation needs under its layout.
 int64_t getStorageElements(tile::AllocOp alloc);
 /// Places every shared-backed allocation of a kernel in dynamic shared memory
-/// (128-byte aligned, in program order) and returns the total bytes.
+/// (128-byte aligned, 1024 for swizzled layouts, in program order) and
+/// returns the total bytes.
 /// `place` is called with each allocation and its byte offset.
 int64_t planSharedMemory(tile::KernelOp kernel,
                          llvm::function_ref<void(tile::AllocOp, int64_t)> place = {});

@@ -20,6 +20,15 @@ struct CompileTimes {
   bool nvrtcCalled = false; // false on a cache hit
 };
 
+/// The layout tessel-layout-inference gave one buffer of the kernel.
+struct BufferLayout {
+  std::string name;   // the author's name, or "buffer N" in program order
+  std::string where;  // file:line of the allocation
+  std::string type;   // e.g. memref<64x64xf32, #tile.space<fragment>>
+  std::string layout; // the #tile.fragment / #tile.shared attribute
+  std::string svg;    // owner thread and register, or bank, of each element
+};
+
 /// A compiled kernel: the generated code and a launchable binary.
 class Kernel {
 public:
@@ -31,6 +40,8 @@ public:
   const rt::KernelSpec &spec() const { return loaded->spec(); }
   const std::vector<ParamInfo> &params() const { return info; }
   const CompileTimes &times() const { return timing; }
+  /// Every fragment's and shared buffer's inferred layout.
+  const std::vector<BufferLayout> &layouts() const { return bufferLayouts; }
   rt::LoadedKernel &loadedKernel() { return *loaded; }
 
   /// Launches with arguments in parameter order; checks that every tensor's
@@ -40,6 +51,7 @@ public:
 private:
   friend Kernel compile(Program &, const CompileOptions &);
   std::string tile, lowered, source;
+  std::vector<BufferLayout> bufferLayouts;
   std::vector<ParamInfo> info;
   std::shared_ptr<rt::LoadedKernel> loaded;
   CompileTimes timing;
