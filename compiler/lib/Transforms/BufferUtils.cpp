@@ -44,6 +44,16 @@ int64_t tessel::getStorageElements(AllocOp alloc) {
   return type.getNumElements();
 }
 
+std::pair<Value, ValueRange> tessel::getElementAccess(Operation *op) {
+  if (auto load = llvm::dyn_cast<memref::LoadOp>(op)) return {load.getMemRef(), load.getIndices()};
+  if (auto store = llvm::dyn_cast<memref::StoreOp>(op))
+    return {store.getMemRef(), store.getIndices()};
+  if (auto atomic = llvm::dyn_cast<AtomicAddOp>(op);
+      atomic && !llvm::isa<MemRefType>(atomic.getValue().getType()))
+    return {atomic.getDest(), atomic.getIndices()};
+  return {Value(), ValueRange()};
+}
+
 int64_t tessel::planSharedMemory(KernelOp kernel,
                                  llvm::function_ref<void(AllocOp, int64_t)> place) {
   int64_t offset = 0;

@@ -90,14 +90,7 @@ LogicalResult LayoutInference::collectLoopAccesses() {
     Block &body = loop.getBody().front();
     SmallVector<LoopAccess> &accesses = loopAccesses[loop];
     WalkResult inner = loop.getBody().walk([&](Operation *op) -> WalkResult {
-      Value memref;
-      ValueRange indices;
-      if (auto load = llvm::dyn_cast<memref::LoadOp>(op))
-        memref = load.getMemRef(), indices = load.getIndices();
-      else if (auto store = llvm::dyn_cast<memref::StoreOp>(op))
-        memref = store.getMemRef(), indices = store.getIndices();
-      else if (auto atomic = llvm::dyn_cast<AtomicAddOp>(op))
-        memref = atomic.getDest(), indices = atomic.getIndices();
+      auto [memref, indices] = getElementAccess(op);
       if (!memref || !isFragment(memref)) return WalkResult::advance();
       if (!memref.getDefiningOp<AllocOp>())
         return op->emitError("fragments are indexed directly, not through tile.region");

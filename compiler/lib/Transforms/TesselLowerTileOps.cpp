@@ -801,10 +801,8 @@ void TileLowering::lowerParallel(ParallelOp op) {
   // indices are replaced.
   DenseMap<Operation *, SmallVector<unsigned>> accessDims;
   body.walk([&](Operation *nested) {
-    ValueRange indices;
-    if (auto ld = llvm::dyn_cast<memref::LoadOp>(nested)) indices = ld.getIndices();
-    else if (auto st = llvm::dyn_cast<memref::StoreOp>(nested)) indices = st.getIndices();
-    else return;
+    auto [memref, indices] = getElementAccess(nested);
+    if (!memref || llvm::isa<AtomicAddOp>(nested)) return;
     SmallVector<unsigned> &dims = accessDims[nested];
     for (Value i : indices) {
       auto arg = llvm::dyn_cast<BlockArgument>(i);
@@ -822,14 +820,7 @@ void TileLowering::lowerParallel(ParallelOp op) {
     // thread happen once, in the element's owner.
     for (Operation *inner : bodyOps) {
       inner->walk([&](Operation *nested) {
-        Value memref;
-        ValueRange indices;
-        if (auto ld = llvm::dyn_cast<memref::LoadOp>(nested))
-          memref = ld.getMemRef(), indices = ld.getIndices();
-        else if (auto st = llvm::dyn_cast<memref::StoreOp>(nested))
-          memref = st.getMemRef(), indices = st.getIndices();
-        else if (auto atomic = llvm::dyn_cast<AtomicAddOp>(nested))
-          memref = atomic.getDest();
+        Value memref = getElementAccess(nested).first;
         if (!memref) return;
         auto type = llvm::cast<MemRefType>(memref.getType());
         if (getMemorySpace(type) != MemorySpace::fragment) {

@@ -16,6 +16,9 @@ int64_t getElementBytes(mlir::Type elementType);
 tile::AnnotateLayoutOp getAnnotatedLayout(tile::AllocOp alloc);
 /// Number of elements of storage an allocation needs under its layout.
 int64_t getStorageElements(tile::AllocOp alloc);
+/// The buffer and indices of an element access (memref.load, memref.store,
+/// scalar tile.atomic_add); a null buffer for any other op.
+std::pair<mlir::Value, mlir::ValueRange> getElementAccess(mlir::Operation *op);
 /// Places every shared-backed allocation of a kernel in dynamic shared memory
 /// (128-byte aligned, 1024 for swizzled layouts, in program order) and
 /// returns the total bytes.
