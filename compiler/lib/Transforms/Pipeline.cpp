@@ -15,6 +15,12 @@ std::optional<tessel::TargetInfo> tessel::lookupTarget(llvm::StringRef arch) {
   return std::nullopt;
 }
 
+std::optional<tessel::TargetInfo> tessel::lookupTarget(llvm::StringRef arch, Operation *op) {
+  std::optional<TargetInfo> target = lookupTarget(arch);
+  if (!target) op->emitError("unknown target '") << arch << "'; use sm_80, sm_90a or sm_100a";
+  return target;
+}
+
 void tessel::buildTesselPipeline(OpPassManager &pm, const TargetInfo &target) {
   OpPassManager &kernel = pm.nest<tile::KernelOp>();
   kernel.addPass(createTesselVerifyKernel(TesselVerifyKernelOptions{target.arch}));

@@ -423,11 +423,8 @@ struct TesselLayoutInference
     : tessel::impl::TesselLayoutInferenceBase<TesselLayoutInference> {
   using Base::Base;
   void runOnOperation() override {
-    std::optional<TargetInfo> target = lookupTarget(arch);
-    if (!target) {
-      getOperation().emitError("unknown target '") << arch << "'; use sm_80, sm_90a or sm_100a";
-      return signalPassFailure();
-    }
+    std::optional<TargetInfo> target = lookupTarget(arch, getOperation());
+    if (!target) return signalPassFailure();
     if (failed(LayoutInference(getOperation(), *target).run())) signalPassFailure();
   }
 };

@@ -1009,11 +1009,8 @@ namespace {
 struct TesselLowerTileOps : tessel::impl::TesselLowerTileOpsBase<TesselLowerTileOps> {
   using Base::Base;
   void runOnOperation() override {
-    std::optional<TargetInfo> target = lookupTarget(arch);
-    if (!target) {
-      getOperation().emitError("unknown target '") << arch << "'; use sm_80, sm_90a or sm_100a";
-      return signalPassFailure();
-    }
+    std::optional<TargetInfo> target = lookupTarget(arch, getOperation());
+    if (!target) return signalPassFailure();
     if (mlir::failed(TileLowering(getOperation(), *target).run())) signalPassFailure();
   }
 };

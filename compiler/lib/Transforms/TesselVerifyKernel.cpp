@@ -17,11 +17,8 @@ struct TesselVerifyKernel : tessel::impl::TesselVerifyKernelBase<TesselVerifyKer
 
   void runOnOperation() override {
     KernelOp kernel = getOperation();
-    std::optional<TargetInfo> target = lookupTarget(arch);
-    if (!target) {
-      kernel.emitError("unknown target '") << arch << "'; use sm_80, sm_90a or sm_100a";
-      return signalPassFailure();
-    }
+    std::optional<TargetInfo> target = lookupTarget(arch, kernel);
+    if (!target) return signalPassFailure();
     bool ok = true;
     int64_t threads = kernel.getThreads();
     if (threads % 32 != 0 || threads > 1024) {

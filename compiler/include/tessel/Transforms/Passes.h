@@ -22,6 +22,9 @@ struct TargetInfo {
 };
 /// The target for an arch name, or nullopt for an unknown one.
 std::optional<TargetInfo> lookupTarget(llvm::StringRef arch);
+/// The target for a pass's `arch` option, or an error at `op` naming the
+/// known ones.
+std::optional<TargetInfo> lookupTarget(llvm::StringRef arch, mlir::Operation *op);
 
 /// The pass pipeline for a target, one pass per line in order.
 void buildTesselPipeline(mlir::OpPassManager &pm, const TargetInfo &target);
