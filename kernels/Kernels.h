@@ -40,6 +40,9 @@ struct GemmConfig {
   int threads = 128;
   WarpPolicy policy = WarpPolicy::square;
   GemmInstruction instruction = GemmInstruction::automatic;
+  WarpSpecialize warpSpecialize = WarpSpecialize::automatic;
+  /// Block rasterization: rows of tiles per panel (0 = launch order).
+  int swizzlePanel = 0;
 };
 Program gemm(const GemmConfig &config);
 

@@ -25,6 +25,7 @@ struct CheckResult {
 struct BenchResult {
   double ms = 0;        // median of repeated launches (CUDA events)
   double tflops = 0;
+  double gbps = 0;      // bytes every launch must move (inputs + outputs) / time
   std::string shape;
 };
 

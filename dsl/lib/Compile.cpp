@@ -5,7 +5,12 @@
 #include "tessel/Transforms/Passes.h"
 #include "tessel/runtime/Cache.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Parser/Parser.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassInstrumentation.h"
 #include "mlir/Pass/PassManager.h"
@@ -109,6 +114,7 @@ Kernel tessel::compile(Program &program, const CompileOptions &options) {
   });
 
   PassManager pm(&program.context());
+  target->tma = options.tma;
   buildTesselPipeline(pm, *target);
   pm.addInstrumentation(std::make_unique<RecordLayouts>(k.bufferLayouts));
   if (!options.dumpIrDir.empty()) {
@@ -135,6 +141,7 @@ Kernel tessel::compile(Program &program, const CompileOptions &options) {
   k.timing.nvrtcCalled = cache.stats().nvrtcCompiles != before;
   k.timing.nvrtcMs = msSince(nvrtcStart);
   k.loaded = std::make_shared<rt::LoadedKernel>(*spec, bin, target->arch);
+  k.compiledWith = options;
   k.timing.totalMs = msSince(start);
 
   if (!options.dumpIrDir.empty()) {
@@ -144,6 +151,36 @@ Kernel tessel::compile(Program &program, const CompileOptions &options) {
     std::ofstream(dir / "kernel.cubin", std::ios::binary) << bin->cubin;
   }
   return k;
+}
+
+rt::LoadedKernel &Kernel::loadedFor(const std::vector<rt::LaunchArg> &args) {
+  const rt::KernelSpec &s = loaded->spec();
+  bool fits = llvm::all_of(s.tensorMaps, [&](const rt::TensorMapSpec &map) {
+    return map.param < (int)args.size() && args[map.param].kind == rt::LaunchArg::Buffer &&
+           rt::tensorMapFits(s, map, args);
+  });
+  if (fits) return *loaded;
+  if (!withoutTma) {
+    // Rebuild from the kernel's tile IR with cp.async loads.
+    MLIRContext ctx;
+    ctx.loadDialect<tile::TileDialect, tilenv::TileNVDialect, arith::ArithDialect,
+                    math::MathDialect, memref::MemRefDialect, scf::SCFDialect>();
+    OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(tile, &ctx);
+    if (!module) throw Error(fmt::format("kernel {}: cannot re-read its tile IR", s.name));
+    std::optional<TargetInfo> target = lookupTarget(compiledWith.arch);
+    target->tma = false;
+    PassManager pm(&ctx);
+    buildTesselPipeline(pm, *target);
+    if (failed(pm.run(*module)))
+      throw Error(fmt::format("kernel {}: the build without TMA failed", s.name));
+    std::string source;
+    llvm::raw_string_ostream os(source);
+    FailureOr<rt::KernelSpec> spec = emitCuda(*module->getOps<tile::KernelOp>().begin(), os);
+    if (failed(spec)) throw Error(fmt::format("kernel {}: the build without TMA failed", s.name));
+    std::shared_ptr<const rt::Binary> bin = rt::KernelCache::global().getOrCompile(source, target->arch);
+    withoutTma = std::make_shared<rt::LoadedKernel>(*spec, bin, target->arch);
+  }
+  return *withoutTma;
 }
 
 void Kernel::launch(const std::vector<rt::LaunchArg> &args, CUstream stream) {
@@ -170,5 +207,5 @@ void Kernel::launch(const std::vector<rt::LaunchArg> &args, CUstream stream) {
                                 spec().name, info[i].name, args[i].shape[d], d, symbolNames[s], symbols[s]));
     }
   }
-  loaded->launch(args, stream);
+  loadedFor(args).launch(args, stream);
 }

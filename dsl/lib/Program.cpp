@@ -652,7 +652,7 @@ static Buffer allocate(Space space, std::vector<int64_t> shape, DType type, cons
   auto alloc = tile::AllocOp::create(
       p.builder(), p.location(loc),
       tile::getTileMemRefType(shape, toMlir(&p.context(), type), toSpace(space)), IntegerAttr(),
-      Attribute(), name.empty() ? StringAttr() : p.builder().getStringAttr(name));
+      Attribute(), name.empty() ? StringAttr() : p.builder().getStringAttr(name), IntegerAttr());
   return Buffer::wrap(alloc.getResult().getAsOpaquePointer(), shape, type, space);
 }
 
@@ -726,6 +726,11 @@ void tessel::parallel(int64_t m, int64_t n, std::function<void(Expr, Expr)> body
 }
 
 void tessel::pipelined(Expr count, int stages, std::function<void(Expr)> body, SrcLoc loc) {
+  pipelined(count, stages, PipelineOptions{}, std::move(body), loc);
+}
+
+void tessel::pipelined(Expr count, int stages, PipelineOptions options,
+                       std::function<void(Expr)> body, SrcLoc loc) {
   lastLoc = loc;
   Program &p = Program::current(loc);
   if (stages < 1) fail(loc, fmt::format("pipelined needs at least 1 stage, got {}", stages));
@@ -735,6 +740,9 @@ void tessel::pipelined(Expr count, int stages, std::function<void(Expr)> body, S
   OperationState state(l, tile::PipelinedOp::getOperationName());
   state.addOperands({lb, ub, step});
   state.addAttribute("num_stages", b.getI64IntegerAttr(stages));
+  if (options.warp_specialize != WarpSpecialize::automatic)
+    state.addAttribute("warp_specialize",
+                       b.getBoolAttr(options.warp_specialize == WarpSpecialize::on));
   Block *block = new Block();
   state.addRegion()->push_back(block);
   Expr iv = fromValue(block->addArgument(b.getIndexType(), l));
@@ -742,6 +750,81 @@ void tessel::pipelined(Expr count, int stages, std::function<void(Expr)> body, S
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(block);
   body(iv);
+}
+
+std::pair<Expr, Expr> tessel::use_swizzle(Expr bx, Expr by, Expr gridX, Expr gridY, int panel,
+                                          SrcLoc loc) {
+  if (panel < 1) fail(loc, fmt::format("use_swizzle needs a panel of at least 1 row, got {}", panel));
+  // Blocks launch x-fastest; group `panel` rows of tiles and walk each
+  // group column by column, so the blocks in flight share A rows and B
+  // columns in L2.
+  Expr linear = by * gridX + bx;
+  Expr perGroup = gridX * Expr(int64_t(panel));
+  Expr firstRow = (linear / perGroup) * Expr(int64_t(panel));
+  Expr rows = min(gridY - firstRow, Expr(int64_t(panel)));
+  Expr inGroup = linear % perGroup;
+  return {inGroup / rows, firstRow + inGroup % rows};
+}
+
+Buffer tessel::alloc_barriers(int64_t count, int64_t arrivals, std::string name, SrcLoc loc) {
+  if (count < 1 || arrivals < 1)
+    fail(loc, fmt::format("alloc_barriers needs a positive count and arrival count, got {} and {}",
+                          count, arrivals));
+  Buffer bars = alloc_shared({count}, DType::i64, std::move(name), loc);
+  Program &p = Program::current(loc);
+  for (int64_t i = 0; i < count; ++i)
+    tile::MbarrierInitOp::create(p.builder(), p.location(loc), bars.value(), Expr(i).value(),
+                                 p.builder().getI64IntegerAttr(arrivals));
+  return bars;
+}
+
+void tessel::role(int64_t first, int64_t threads, std::function<void()> body,
+                  int64_t maxRegisters, SrcLoc loc) {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  OpBuilder &b = p.builder();
+  auto op = tile::RoleOp::create(b, p.location(loc), b.getI64IntegerAttr(first),
+                                 b.getI64IntegerAttr(threads),
+                                 maxRegisters ? b.getI64IntegerAttr(maxRegisters) : IntegerAttr());
+  Block *block = &op.getBody().emplaceBlock();
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(block);
+  body();
+}
+
+static void checkBarriers(const Buffer &bars, SrcLoc loc) {
+  if (bars.space() != Space::shared || bars.dtype() != DType::i64 || bars.rank() != 1)
+    fail(loc, "mbarriers are a buffer from alloc_barriers");
+}
+
+void tessel::mbarrier_expect_tx(const Buffer &bars, Expr index, int64_t bytes, SrcLoc loc) {
+  checkBarriers(bars, loc);
+  Program &p = Program::current(loc);
+  tile::MbarrierExpectTxOp::create(p.builder(), p.location(loc), bars.value(), index.value(),
+                                   p.builder().getI64IntegerAttr(bytes));
+}
+
+void tessel::mbarrier_arrive(const Buffer &bars, Expr index, SrcLoc loc) {
+  checkBarriers(bars, loc);
+  Program &p = Program::current(loc);
+  tile::MbarrierArriveOp::create(p.builder(), p.location(loc), bars.value(), index.value());
+}
+
+void tessel::mbarrier_wait(const Buffer &bars, Expr index, Expr parity, SrcLoc loc) {
+  checkBarriers(bars, loc);
+  Program &p = Program::current(loc);
+  tile::MbarrierWaitOp::create(p.builder(), p.location(loc), bars.value(), index.value(),
+                               parity.value());
+}
+
+void tessel::copy_async(const Buffer &src, const Buffer &dst, const Buffer &bars, Expr index,
+                        SrcLoc loc) {
+  checkBarriers(bars, loc);
+  if (src.space() != Space::global || dst.space() != Space::shared)
+    fail(loc, "copy_async copies a global window into a shared buffer");
+  Program &p = Program::current(loc);
+  tile::CopyAsyncOp::create(p.builder(), p.location(loc), src.value(), dst.value(), bars.value(),
+                            index.value());
 }
 
 void tessel::serial(Expr count, std::function<void(Expr)> body, SrcLoc loc) {

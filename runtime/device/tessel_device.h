@@ -63,6 +63,58 @@ template <int Bytes> __device__ inline void cp_async(void *dst, const void *src)
                  :: "r"(smem_address(dst)), "l"(src), "n"(Bytes) : "memory");
 }
 
+// A TMA tensor map (CUtensorMap), encoded on the host by
+// cuTensorMapEncodeTiled and passed as a __grid_constant__ parameter.
+struct alignas(64) TensorMap {
+  unsigned long long words[16];
+};
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// One TMA box into shared memory; coordinates innermost first. The bytes
+// complete on the mbarrier at `bar`.
+#define TESSEL_TMA_LOAD(DIMS, COORDS, ...)                                                     \
+  asm volatile("cp.async.bulk.tensor." #DIMS "d.shared::cluster.global.tile"                  \
+               ".mbarrier::complete_tx::bytes [%0], [%1, {" COORDS "}], [%2];"                 \
+               :: "r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(bar),          \
+                  __VA_ARGS__ : "memory")
+__device__ inline void tma_load(const TensorMap *map, unsigned dst, unsigned bar, int c0) {
+  TESSEL_TMA_LOAD(1, "%3", "r"(c0));
+}
+__device__ inline void tma_load(const TensorMap *map, unsigned dst, unsigned bar, int c0, int c1) {
+  TESSEL_TMA_LOAD(2, "%3, %4", "r"(c0), "r"(c1));
+}
+__device__ inline void tma_load(const TensorMap *map, unsigned dst, unsigned bar, int c0, int c1,
+                                int c2) {
+  TESSEL_TMA_LOAD(3, "%3, %4, %5", "r"(c0), "r"(c1), "r"(c2));
+}
+__device__ inline void tma_load(const TensorMap *map, unsigned dst, unsigned bar, int c0, int c1,
+                                int c2, int c3) {
+  TESSEL_TMA_LOAD(4, "%3, %4, %5, %6", "r"(c0), "r"(c1), "r"(c2), "r"(c3));
+}
+#undef TESSEL_TMA_LOAD
+
+__device__ inline void mbarrier_init(unsigned bar, int arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(arrivals) : "memory");
+}
+__device__ inline void mbarrier_arrive(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
+}
+__device__ inline void mbarrier_arrive_expect_tx(unsigned bar, int bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+               :: "r"(bar), "r"(bytes) : "memory");
+}
+// Waits until the phase with parity `parity` has completed. A fresh barrier
+// is in phase 0, so waiting for parity 1 returns at once.
+__device__ inline void mbarrier_wait(unsigned bar, int parity) {
+  unsigned done;
+  do {
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; "
+                 "selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+  } while (!done);
+}
+#endif
+
 // A wgmma shared-memory matrix descriptor (sm_90): start address, leading
 // and stride byte offsets in 16-byte units, swizzle mode in bits 62-63
 // (1 = 128 B, 2 = 64 B, 3 = 32 B).

@@ -179,6 +179,11 @@ void LoadedKernel::launch(const std::vector<LaunchArg> &args, CUstream stream) {
   }
   std::vector<void *> params;
   for (auto &slot : storage) params.push_back(&slot);
+  std::vector<CUtensorMap> maps(s.tensorMaps.size());
+  for (size_t m = 0; m < maps.size(); ++m) {
+    encodeTensorMap(s, s.tensorMaps[m], args, &maps[m]);
+    params.push_back(&maps[m]);
+  }
   std::array<unsigned, 3> grid = s.evaluateGrid(symbols);
   ensureLoaded();
   Driver &d = Driver::get();
@@ -186,15 +191,82 @@ void LoadedKernel::launch(const std::vector<LaunchArg> &args, CUstream stream) {
             static_cast<unsigned>(s.sharedBytes), stream, params.data(), nullptr);
 }
 
-float LoadedKernel::time(const std::vector<LaunchArg> &args, int warmup, int reps) {
+namespace {
+CUtensorMapDataType tensorMapType(ScalarType t) {
+  switch (t) {
+  case ScalarType::F16: return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  case ScalarType::BF16: return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  case ScalarType::F32: return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  case ScalarType::F64: return CU_TENSOR_MAP_DATA_TYPE_FLOAT64;
+  case ScalarType::I32: case ScalarType::Index: return CU_TENSOR_MAP_DATA_TYPE_INT32;
+  case ScalarType::I64: return CU_TENSOR_MAP_DATA_TYPE_INT64;
+  default: return CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  }
+}
+} // namespace
+
+bool tessel::rt::tensorMapFits(const KernelSpec &s, const TensorMapSpec &map,
+                               const std::vector<LaunchArg> &args, std::string *why) {
+  const LaunchArg &a = args.at(map.param);
+  int bytes = scalarBytes(s.params.at(map.param).type);
+  // TMA reads rows whose byte strides are multiples of 16 (and below 2^40).
+  int64_t stride = bytes;
+  for (size_t d = a.shape.size(); d-- > 1;) {
+    stride *= a.shape[d];
+    if (stride % 16 || stride >= (int64_t(1) << 40)) {
+      if (why)
+        *why = fmt::format("argument {} is read with TMA, whose row strides must be multiples of "
+                           "16 bytes; dimension {} has a stride of {} bytes (extent {} of {})",
+                           map.param, d - 1, stride, a.shape[d], scalarName(s.params[map.param].type));
+      return false;
+    }
+  }
+  return true;
+}
+
+void tessel::rt::encodeTensorMap(const KernelSpec &s, const TensorMapSpec &map,
+                                 const std::vector<LaunchArg> &args, CUtensorMap *out) {
+  std::string why;
+  if (!tensorMapFits(s, map, args, &why)) throw Error(fmt::format("kernel {}: {}", s.name, why));
+  const LaunchArg &a = args.at(map.param);
+  ScalarType type = s.params.at(map.param).type;
+  cuuint32_t rank = a.shape.size();
+  // The driver takes dimensions innermost first.
+  std::vector<cuuint64_t> dims, strides;
+  std::vector<cuuint32_t> box, elementStrides(rank, 1);
+  int64_t stride = scalarBytes(type);
+  for (size_t d = rank; d-- > 0;) {
+    dims.push_back(a.shape[d]);
+    box.push_back(static_cast<cuuint32_t>(map.box[d]));
+    stride *= a.shape[d];
+    if (d > 0) strides.push_back(stride);
+  }
+  CUtensorMapSwizzle swizzle = map.swizzle == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                               : map.swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                               : map.swizzle == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
+                                                   : CU_TENSOR_MAP_SWIZZLE_NONE;
   Driver &d = Driver::get();
-  for (int i = 0; i < warmup; ++i) launch(args);
+  // Out-of-bounds elements of a box (partial tiles) are filled with zeros.
+  TESSEL_CU(d, cuTensorMapEncodeTiled, out, tensorMapType(type), rank,
+            reinterpret_cast<void *>(a.ptr), dims.data(), strides.data(), box.data(),
+            elementStrides.data(), CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+float LoadedKernel::time(const std::vector<LaunchArg> &args, int warmup, int reps) {
+  return time(std::vector<std::vector<LaunchArg>>{args}, warmup, reps);
+}
+
+float LoadedKernel::time(const std::vector<std::vector<LaunchArg>> &argSets, int warmup, int reps) {
+  Driver &d = Driver::get();
+  for (int i = 0; i < warmup; ++i) launch(argSets[i % argSets.size()]);
   TESSEL_CU(d, cuCtxSynchronize);
   std::vector<float> times;
   CUevent start, stop;
   TESSEL_CU(d, cuEventCreate, &start, 0);
   TESSEL_CU(d, cuEventCreate, &stop, 0);
   for (int i = 0; i < reps; ++i) {
+    const std::vector<LaunchArg> &args = argSets[(warmup + i) % argSets.size()];
     TESSEL_CU(d, cuEventRecord, start, nullptr);
     launch(args);
     TESSEL_CU(d, cuEventRecord, stop, nullptr);

@@ -23,11 +23,11 @@ static std::string deviceArch() {
   return cc == 90 ? "sm_90a" : cc >= 100 ? "sm_100a" : "sm_80";
 }
 
-static void checkKernel(const std::string &name, const Params &overrides) {
+static void checkKernel(const std::string &name, const Params &overrides, bool tma = true) {
   const LibraryKernel &entry = findKernel(name);
   Params p = withDefaults(entry, overrides);
   Program program = entry.build(p);
-  Kernel k = compile(program, {deviceArch(), ""});
+  Kernel k = compile(program, {deviceArch(), "", tma});
   uint64_t seed = std::random_device{}();
   CheckResult r = entry.check(k, p, seed);
   std::string line = fmt::format("{} {}: rel error {:.3e} (tolerance {:.0e}) {:.4f} ms seed {}", name,
@@ -87,6 +87,32 @@ TEST_CASE("gemm matches the reference", "[gpu]") {
                                {"block_m", "128"}, {"block_n", "128"}, {"block_k", "64"},
                                {"threads", "256"}, {"transpose_a", ta}, {"transpose_b", tb},
                                {"M", "520"}, {"N", "390"}, {"K", "200"}});
+}
+
+// The configurations the benchmark uses, on shapes that stress the
+// pipeline: one iteration, a K that is not a multiple of the tile, more
+// stages than iterations, strides TMA cannot read (the kernel falls back to
+// its cp.async build), and both the warp-specialized and the plain
+// pipelined schedules, with and without TMA.
+TEST_CASE("pipelined gemm matches the reference", "[gpu]") {
+  struct Shape { const char *m, *n, *k; };
+  std::vector<Shape> shapes = {{"520", "390", "200"}, {"256", "512", "64"}, {"130", "260", "40"},
+                               {"384", "256", "136"}, {"300", "200", "130"}, {"1", "8", "8"}};
+  struct Config { const char *bm, *bn, *stages, *ws; bool tma; };
+  std::vector<Config> configs = {{"128", "256", "4", "on", true}, {"128", "256", "4", "off", true},
+                                 {"128", "128", "3", "off", false}, {"128", "128", "2", "auto", true}};
+  if (deviceArch() != "sm_90a") configs = {{"128", "128", "3", "off", false}};
+  for (Config c : configs)
+    for (Shape s : shapes)
+      for (std::string tb : {"0", "1"})
+        checkKernel("gemm", {{"in", "bf16"}, {"out", "f16"}, {"block_m", c.bm}, {"block_n", c.bn},
+                             {"block_k", "64"}, {"threads", "256"}, {"stages", c.stages},
+                             {"warp_specialize", c.ws}, {"swizzle", "8"}, {"transpose_b", tb},
+                             {"M", s.m}, {"N", s.n}, {"K", s.k}},
+                    c.tma);
+  checkKernel("gemm", {{"in", "f16"}, {"block_m", "128"}, {"block_n", "256"}, {"block_k", "64"},
+                       {"threads", "256"}, {"stages", "4"}, {"transpose_a", "1"},
+                       {"M", "264"}, {"N", "264"}, {"K", "264"}});
 }
 
 TEST_CASE("a second compile in one process does not call NVRTC", "[gpu][cache]") {

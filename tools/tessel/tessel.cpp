@@ -3,7 +3,7 @@
 //   tessel list
 //   tessel compile KERNEL [--param k=v ...] [--arch sm_80|sm_90a|sm_100a]
 //                  [--emit mlir|lowered|cuda|ptx|cubin] [--dump-ir DIR] [-o FILE]
-//                  [--show-layouts] [--layout-svg BUFFER=FILE.svg]
+//                  [--show-layouts] [--layout-svg BUFFER=FILE.svg] [--no-tma]
 //   tessel run KERNEL [--param k=v ...] [--seed N] [--dump-ir DIR]
 //
 //===----------------------------------------------------------------------===//
@@ -27,7 +27,7 @@ struct Args {
   uint64_t seed = 0;
   bool seedGiven = false;
   int reps = 30;
-  bool showLayouts = false, emitGiven = false;
+  bool showLayouts = false, emitGiven = false, tma = true;
   std::vector<std::pair<std::string, std::string>> svgs; // buffer name, file
 };
 
@@ -36,7 +36,7 @@ struct Args {
             << "usage: tessel list\n"
             << "       tessel compile KERNEL [--param k=v ...] [--arch sm_80|sm_90a|sm_100a]\n"
             << "                      [--emit mlir|lowered|cuda|ptx|cubin] [--dump-ir DIR] [-o FILE]\n"
-            << "                      [--show-layouts] [--layout-svg BUFFER=FILE.svg]\n"
+            << "                      [--show-layouts] [--layout-svg BUFFER=FILE.svg] [--no-tma]\n"
             << "       tessel run KERNEL [--param k=v ...] [--seed N] [--dump-ir DIR]\n"
             << "       tessel bench KERNEL [--param k=v ...] [--reps N]\n";
   std::exit(2);
@@ -69,6 +69,7 @@ Args parse(int argc, char **argv) {
     else if (opt == "--seed") { a.seed = std::stoull(next()); a.seedGiven = true; }
     else if (opt == "--reps") a.reps = std::stoi(next());
     else if (opt == "--show-layouts") a.showLayouts = true;
+    else if (opt == "--no-tma") a.tma = false;
     else if (opt == "--layout-svg") {
       std::string kv = next();
       size_t eq = kv.find('=');
@@ -100,7 +101,7 @@ int compileCommand(const Args &a) {
   const LibraryKernel &entry = findKernel(a.kernel);
   Params p = withDefaults(entry, a.params);
   Program program = entry.build(p);
-  Kernel k = compile(program, {a.arch.empty() ? "sm_90a" : a.arch, a.dumpDir});
+  Kernel k = compile(program, {a.arch.empty() ? "sm_90a" : a.arch, a.dumpDir, a.tma});
   printTimes(k);
   if (a.showLayouts)
     for (const BufferLayout &b : k.layouts())
@@ -148,7 +149,7 @@ int runCommand(const Args &a) {
     arch = cc == 90 ? "sm_90a" : cc >= 100 ? "sm_100a" : "sm_80";
   }
   Program program = entry.build(p);
-  Kernel k = compile(program, {arch, a.dumpDir});
+  Kernel k = compile(program, {arch, a.dumpDir, a.tma});
   printTimes(k);
   fmt::print("compiled {} for {}: {} bytes of cubin, {} bytes of PTX\n", entry.name, arch,
              k.cubin().size(), k.ptx().size());
@@ -184,7 +185,8 @@ int benchCommand(const Args &a) {
   BenchResult r = entry.bench(k, p, a.reps);
   std::string config;
   for (auto &[key, value] : p) config += fmt::format(" {}={}", key, value);
-  fmt::print("bench {} {}: {:.3f} ms {:.1f} TFLOP/s ({}){}\n", entry.name, r.shape, r.ms, r.tflops,
+  fmt::print("bench {} {}: median {:.3f} ms of {} after warm-up, {:.1f} TFLOP/s, {:.1f} GB/s ({}){}\n",
+             entry.name, r.shape, r.ms, a.reps, r.tflops, r.gbps,
              k.loadedKernel().resourceUsage(), config);
   return 0;
 }

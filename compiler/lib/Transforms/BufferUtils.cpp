@@ -8,8 +8,11 @@ using namespace tessel;
 using namespace tessel::tile;
 
 Value tessel::getRootBuffer(Value buffer) {
-  while (auto region = buffer.getDefiningOp<RegionOp>()) buffer = region.getSource();
-  return buffer;
+  while (true) {
+    if (auto region = buffer.getDefiningOp<RegionOp>()) buffer = region.getSource();
+    else if (auto stage = buffer.getDefiningOp<StageOp>()) buffer = stage.getBuffer();
+    else return buffer;
+  }
 }
 
 bool tessel::isSharedBacked(Value root) {
@@ -54,17 +57,43 @@ std::pair<Value, ValueRange> tessel::getElementAccess(Operation *op) {
   return {Value(), ValueRange()};
 }
 
+/// wgmma and TMA apply swizzles to absolute shared addresses: a swizzled
+/// buffer (and each of its pipeline stages) starts on a 1024-byte boundary,
+/// where the pattern repeats.
+static int64_t sharedAlignment(AllocOp alloc) {
+  auto shared = llvm::dyn_cast_or_null<SharedLayoutAttr>(alloc.getLayoutAttr());
+  return shared && shared.getSwizzleBytes() ? 1024 : 128;
+}
+
+int64_t tessel::getStageBytes(AllocOp alloc) {
+  int64_t bytes = getStorageElements(alloc) * getElementBytes(alloc.getType().getElementType());
+  return alloc.getStages() ? (int64_t)llvm::alignTo(bytes, sharedAlignment(alloc)) : bytes;
+}
+
 int64_t tessel::planSharedMemory(KernelOp kernel,
                                  llvm::function_ref<void(AllocOp, int64_t)> place) {
   int64_t offset = 0;
   kernel.walk([&](AllocOp alloc) {
     if (!isSharedBacked(alloc.getResult())) return;
-    // wgmma and TMA apply swizzles to absolute shared addresses: a swizzled
-    // buffer starts on a 1024-byte boundary, where the pattern repeats.
-    auto shared = llvm::dyn_cast_or_null<SharedLayoutAttr>(alloc.getLayoutAttr());
-    offset = llvm::alignTo(offset, shared && shared.getSwizzleBytes() ? 1024 : 128);
+    offset = llvm::alignTo(offset, sharedAlignment(alloc));
     if (place) place(alloc, offset);
-    offset += getStorageElements(alloc) * getElementBytes(alloc.getType().getElementType());
+    offset += getStageBytes(alloc) * alloc.getStages().value_or(1);
   });
   return offset;
+}
+
+LogicalResult tessel::verifySharedMemory(KernelOp kernel, StringRef arch, int64_t maxBytes) {
+  int64_t smem = planSharedMemory(kernel);
+  if (smem <= maxBytes) return success();
+  InFlightDiagnostic diag = kernel.emitError("kernel needs ")
+                            << smem << " bytes of shared memory; " << arch << " allows "
+                            << maxBytes << " per block";
+  kernel.walk([&](AllocOp alloc) {
+    if (!isSharedBacked(alloc.getResult())) return;
+    Diagnostic &note = diag.attachNote(alloc.getLoc());
+    note << getStageBytes(alloc) * alloc.getStages().value_or(1) << " bytes for "
+         << alloc.getType();
+    if (alloc.getStages()) note << " x " << *alloc.getStages() << " pipeline stages";
+  });
+  return diag;
 }

@@ -134,16 +134,13 @@ void TileLowering::lowerWgmma(GemmOp op) {
     });
   }
 
-  Type i32 = b.getI32Type();
   // Start address of the core matrices at stored (row, col): the
   // unswizzled offset within the buffer.
   auto descriptor = [&](const Access &x, const layout::SharedLayout &l, bool mnMajor, Value r,
                         Value col) -> Value {
-    int64_t w = l.getPanelWidth(), eb = l.getElementBytes(), sw = l.getSwizzleBytes();
+    int64_t w = l.getPanelWidth(), sw = l.getSwizzleBytes();
     Value elements = add(mul(add(mul(divC(col, w), idx(l.getRows())), r), idx(w)), remC(col, w));
-    Value bytes = arith::IndexCastOp::create(b, loc, i32, mul(elements, idx(eb)));
-    Value base = tilenv::SmemAddressOp::create(b, loc, i32, x.root);
-    Value start = arith::AddIOp::create(b, loc, base, bytes);
+    Value start = sharedAddress(x, elements);
     int64_t leading = mnMajor ? l.getRows() * sw : 16; // K-major: unused, encoded 1
     return tilenv::WgmmaDescOp::create(b, loc, b.getI64Type(), start, leading, 8 * sw, sw);
   };

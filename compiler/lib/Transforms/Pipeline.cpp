@@ -25,6 +25,8 @@ void tessel::buildTesselPipeline(OpPassManager &pm, const TargetInfo &target) {
   OpPassManager &kernel = pm.nest<tile::KernelOp>();
   kernel.addPass(createTesselVerifyKernel(TesselVerifyKernelOptions{target.arch}));
   kernel.addPass(createTesselLayoutInference(TesselLayoutInferenceOptions{target.arch}));
+  kernel.addPass(createTesselWarpSpecialize(TesselWarpSpecializeOptions{target.arch, target.tma}));
+  kernel.addPass(createTesselSoftwarePipeline(TesselSoftwarePipelineOptions{target.arch, target.tma}));
   kernel.addPass(createTesselInsertBarriers());
   kernel.addPass(createTesselLowerTileOps(TesselLowerTileOpsOptions{target.arch}));
   kernel.addPass(createCanonicalizerPass());

@@ -4,7 +4,19 @@
 // written by one tile op and read (or rewritten) by a later one is a
 // cross-thread dependence. The pass walks block-uniform code in order,
 // tracking which shared-backed buffers have been read and written since the
-// last barrier, and places a tile.barrier before the first op that conflicts.
+// last barrier, and places a barrier before the first op that conflicts:
+// `__syncthreads` in code all threads run, a named barrier over the role's
+// threads inside a `tile.role` (where a block barrier would deadlock).
+//
+// Three more rules:
+//  - mbarrier initialisation is a write of the mbarrier words: the first use
+//    after it is ordered by a barrier, and `fence.mbarrier_init` follows the
+//    inits so that the async proxy (TMA) sees them.
+//  - A buffer written by threads (the generic proxy) and read by wgmma (the
+//    async proxy) gets `fence.proxy.async` after every such write.
+//  - Multi-buffered pipeline buffers (allocs with `stages`) are ordered by
+//    their pipeline's own protocol (mbarrier phases, or cp.async groups and
+//    the barrier tessel-software-pipeline places), not by this pass.
 //
 //===----------------------------------------------------------------------===//
 #include "tessel/Transforms/BufferUtils.h"
@@ -27,23 +39,40 @@ using BufferSet = llvm::SmallPtrSet<void *, 8>;
 
 struct AccessState {
   BufferSet reads, writes;
+  /// Writes that are mbarrier inits: thread 0 runs them all, so they do not
+  /// conflict with one another.
+  BufferSet inits;
   void merge(const AccessState &other) {
     llvm::set_union(reads, other.reads);
     llvm::set_union(writes, other.writes);
+    llvm::set_union(inits, other.inits);
   }
+  bool empty() const { return reads.empty() && writes.empty(); }
 };
 
+/// The shared-backed buffer an operand lives in, unless a pipeline protocol
+/// orders it.
+static Value orderedRoot(Value buffer) {
+  Value root = getRootBuffer(buffer);
+  if (!isSharedBacked(root)) return {};
+  if (root.getDefiningOp<AllocOp>().getStages()) return {};
+  return root;
+}
+
 /// Shared-backed buffers an op reads and writes, element code inside a
-/// tile.parallel body included.
+/// tile.parallel body included. mbarrier operations other than init are
+/// atomic and count as reads.
 static void collectAccesses(Operation *op, AccessState &acc) {
   auto note = [&](Value buffer, bool write) {
-    Value root = getRootBuffer(buffer);
-    if (!isSharedBacked(root)) return;
-    (write ? acc.writes : acc.reads).insert(root.getAsOpaquePointer());
+    if (Value root = orderedRoot(buffer)) (write ? acc.writes : acc.reads).insert(root.getAsOpaquePointer());
   };
   op->walk([&](Operation *inner) {
     llvm::TypeSwitch<Operation *>(inner)
         .Case([&](CopyOp o) { note(o.getSource(), false), note(o.getDest(), true); })
+        // Conservative for a single-buffered TMA destination: the write is
+        // ordered after earlier reads, and later reads after it, although
+        // its mbarrier already orders the latter.
+        .Case([&](CopyAsyncOp o) { note(o.getBarriers(), false), note(o.getDest(), true); })
         .Case([&](FillOp o) { note(o.getDest(), true); })
         .Case([&](GemmOp o) {
           note(o.getA(), false), note(o.getB(), false), note(o.getC(), false);
@@ -56,14 +85,22 @@ static void collectAccesses(Operation *op, AccessState &acc) {
           if (llvm::isa<MemRefType>(o.getValue().getType())) note(o.getValue(), false);
           note(o.getDest(), false), note(o.getDest(), true);
         })
+        .Case([&](MbarrierInitOp o) {
+          note(o.getBarriers(), true);
+          if (Value root = orderedRoot(o.getBarriers())) acc.inits.insert(root.getAsOpaquePointer());
+        })
+        .Case<MbarrierArriveOp, MbarrierExpectTxOp, MbarrierWaitOp>(
+            [&](Operation *o) { note(o->getOperand(0), false); })
         .Case([&](memref::LoadOp o) { note(o.getMemRef(), false); })
         .Case([&](memref::StoreOp o) { note(o.getMemRef(), true); });
   });
 }
 
 static bool conflicts(const AccessState &pending, const AccessState &next) {
-  for (void *w : next.writes)
-    if (pending.reads.contains(w) || pending.writes.contains(w)) return true;
+  for (void *w : next.writes) {
+    bool bothInit = next.inits.contains(w) && pending.inits.contains(w);
+    if (pending.reads.contains(w) || (pending.writes.contains(w) && !bothInit)) return true;
+  }
   for (void *r : next.reads)
     if (pending.writes.contains(r)) return true;
   return false;
@@ -71,8 +108,22 @@ static bool conflicts(const AccessState &pending, const AccessState &next) {
 
 struct BarrierPlacer {
   bool dryRun;
+  /// The enclosing role's named barrier (id, threads); unset for the block.
+  std::optional<std::pair<int64_t, int64_t>> named;
+  llvm::DenseMap<Operation *, int64_t> *roleIds;
 
-  /// Walks one block of block-uniform code; returns the state at its end.
+  void place(Operation *before) {
+    if (dryRun) return;
+    OpBuilder b(before);
+    if (named)
+      BarrierOp::create(b, before->getLoc(), b.getI64IntegerAttr(named->first),
+                        b.getI64IntegerAttr(named->second));
+    else
+      BarrierOp::create(b, before->getLoc(), IntegerAttr(), IntegerAttr());
+  }
+
+  /// Walks one block of code its threads run uniformly; returns the state
+  /// at its end.
   AccessState walkBlock(Block &block, AccessState state) {
     for (Operation &op : llvm::make_early_inc_range(block)) {
       if (llvm::isa<BarrierOp>(op)) {
@@ -81,7 +132,9 @@ struct BarrierPlacer {
       }
       if (llvm::isa<scf::ForOp, PipelinedOp>(op)) {
         Block &body = op.getRegion(0).front();
-        AccessState exit = BarrierPlacer{true}.walkBlock(body, state);
+        BarrierPlacer probe = *this;
+        probe.dryRun = true;
+        AccessState exit = probe.walkBlock(body, state);
         AccessState entry = state;
         entry.merge(exit); // the back edge
         AccessState realExit = walkBlock(body, entry);
@@ -89,6 +142,8 @@ struct BarrierPlacer {
         continue;
       }
       if (auto ifOp = llvm::dyn_cast<scf::IfOp>(op)) {
+        // Tile-level conditions are block-uniform (no thread index exists
+        // at this level), so both branches are uniform code.
         AccessState out = walkBlock(ifOp.getThenRegion().front(), state);
         if (!ifOp.getElseRegion().empty())
           out.merge(walkBlock(ifOp.getElseRegion().front(), state));
@@ -97,14 +152,26 @@ struct BarrierPlacer {
         state = out;
         continue;
       }
+      if (auto role = llvm::dyn_cast<RoleOp>(op)) {
+        // Threads diverge at a role: order what came before while every
+        // thread is still here, then synchronise only the role's threads.
+        AccessState inside;
+        collectAccesses(role, inside);
+        if (conflicts(state, inside)) {
+          place(role);
+          state = {};
+        }
+        BarrierPlacer nested = *this;
+        nested.named = {{roleIds->lookup(role), role.getThreads()}};
+        nested.walkBlock(role.getBody().front(), {});
+        state.merge(inside);
+        continue;
+      }
       AccessState here;
       collectAccesses(&op, here);
-      if (here.reads.empty() && here.writes.empty()) continue;
+      if (here.empty()) continue;
       if (conflicts(state, here)) {
-        if (!dryRun) {
-          OpBuilder b(&op);
-          BarrierOp::create(b, op.getLoc());
-        }
+        place(&op);
         state = {};
       }
       state.merge(here);
@@ -113,9 +180,78 @@ struct BarrierPlacer {
   }
 };
 
+/// Shared buffers wgmma reads through the async proxy.
+static DenseSet<Value> asyncProxyReads(KernelOp kernel) {
+  DenseSet<Value> roots;
+  kernel.walk([&](GemmOp gemm) {
+    if (gemm.getInstruction() != GemmInstruction::wgmma) return;
+    for (Value operand : {gemm.getA(), gemm.getB()})
+      if (Value root = getRootBuffer(operand); isSharedBacked(root)) roots.insert(root);
+  });
+  return roots;
+}
+
+/// A generic-proxy write of a buffer the async proxy reads is followed by
+/// fence.proxy.async in the writing threads, before the barrier that
+/// publishes it.
+static void fenceGenericWrites(KernelOp kernel) {
+  DenseSet<Value> asyncRead = asyncProxyReads(kernel);
+  if (asyncRead.empty()) return;
+  SmallVector<Operation *> writers;
+  kernel.walk([&](Operation *op) {
+    if (op->getParentOfType<ParallelOp>()) return; // the enclosing loop is the writer
+    AccessState acc;
+    if (llvm::isa<CopyOp, FillOp, ParallelOp, memref::StoreOp>(op)) collectAccesses(op, acc);
+    for (Value root : asyncRead)
+      if (acc.writes.contains(root.getAsOpaquePointer())) return writers.push_back(op);
+  });
+  for (Operation *op : writers) {
+    if (llvm::isa_and_nonnull<FenceProxyAsyncOp>(op->getNextNode())) continue;
+    OpBuilder b(op->getContext());
+    b.setInsertionPointAfter(op);
+    FenceProxyAsyncOp::create(b, op->getLoc());
+  }
+}
+
+/// fence.mbarrier_init after each run of mbarrier inits.
+static void fenceMbarrierInits(KernelOp kernel) {
+  // A run may interleave the scalar code that computes the inits' indices.
+  auto nextInit = [](Operation *op) {
+    for (op = op->getNextNode(); op; op = op->getNextNode()) {
+      if (llvm::isa<MbarrierInitOp>(op)) return true;
+      if (!isMemoryEffectFree(op)) return false;
+    }
+    return false;
+  };
+  SmallVector<MbarrierInitOp> lastOfRun;
+  kernel.walk([&](MbarrierInitOp init) {
+    if (!nextInit(init)) lastOfRun.push_back(init);
+  });
+  for (MbarrierInitOp init : lastOfRun) {
+    OpBuilder b(init->getContext());
+    b.setInsertionPointAfter(init);
+    FenceMbarrierInitOp::create(b, init.getLoc());
+  }
+}
+
 struct TesselInsertBarriers : tessel::impl::TesselInsertBarriersBase<TesselInsertBarriers> {
   void runOnOperation() override {
-    BarrierPlacer{false}.walkBlock(getOperation().getBodyBlock(), {});
+    KernelOp kernel = getOperation();
+    // Named barrier 0 is __syncthreads; each role gets its own id.
+    llvm::DenseMap<Operation *, int64_t> roleIds;
+    bool tooMany = false;
+    kernel.walk([&](RoleOp role) {
+      int64_t id = roleIds.size() + 1;
+      if (id > 15) {
+        role.emitError("more than 15 roles need named barriers; the GPU has 16 (0 is the block's)");
+        tooMany = true;
+      }
+      roleIds[role] = id;
+    });
+    if (tooMany) return signalPassFailure();
+    fenceMbarrierInits(kernel);
+    fenceGenericWrites(kernel);
+    BarrierPlacer{false, std::nullopt, &roleIds}.walkBlock(kernel.getBodyBlock(), {});
   }
 };
 } // namespace

@@ -116,6 +116,12 @@ Access TileLowering::resolve(Value buffer) {
   a.elementType = tileType.getElementType();
   SmallVector<Value> offsets;
   Value root = buffer;
+  if (auto stage = root.getDefiningOp<StageOp>()) {
+    auto alloc = stage.getBuffer().getDefiningOp<AllocOp>();
+    int64_t stageElements = getStageBytes(alloc) / getElementBytes(a.elementType);
+    a.stageBase = mul(stage.getIndex(), idx(stageElements));
+    root = stage.getBuffer();
+  }
   while (auto region = root.getDefiningOp<RegionOp>()) {
     if (offsets.empty()) {
       offsets.assign(region.getOffsets().begin(), region.getOffsets().end());
@@ -150,6 +156,20 @@ SmallVector<Value> TileLowering::rootIndices(const Access &a, ValueRange tileIdx
 }
 
 Value TileLowering::physicalIndex(const Access &a, ValueRange logical) {
+  Value index = layoutIndex(a, logical);
+  return a.stageBase ? add(a.stageBase, index) : index;
+}
+
+Value TileLowering::sharedAddress(const Access &a, Value elements) {
+  Type i32 = b.getI32Type();
+  if (a.stageBase) elements = add(a.stageBase, elements);
+  Value bytes = arith::IndexCastOp::create(b, loc, i32,
+                                           mul(elements, idx(getElementBytes(a.elementType))));
+  Value base = tilenv::SmemAddressOp::create(b, loc, i32, a.root);
+  return arith::AddIOp::create(b, loc, base, bytes);
+}
+
+Value TileLowering::layoutIndex(const Access &a, ValueRange logical) {
   if (auto shared = llvm::dyn_cast_or_null<SharedLayoutAttr>(a.layout)) {
     layout::SharedLayout l = shared.getLayout();
     Value row = zeroIdx;
@@ -257,7 +277,7 @@ void TileLowering::store(const Access &a, ValueRange tileIdx, Value value) {
 
 Value TileLowering::allocLocal(int64_t elements, Type type) {
   return AllocOp::create(b, loc, getTileMemRefType({elements}, type, MemorySpace::local),
-                         IntegerAttr(), Attribute(), StringAttr());
+                         IntegerAttr(), Attribute(), StringAttr(), IntegerAttr());
 }
 
 SmallVector<Value> TileLowering::delinearize(Value linear, ArrayRef<int64_t> shape) {
@@ -430,7 +450,6 @@ void TileLowering::copyGlobalShared(const Access &src, const Access &dst, bool a
     b.setInsertionPointToStart(ifOp.elseBlock());
     scalarCopy(vector);
   });
-  if (async) tilenv::CpAsyncWaitOp::create(b, loc);
 }
 
 void TileLowering::copyToFragment(const Access &src, const Access &dst) {
@@ -551,14 +570,13 @@ void TileLowering::lowerCopy(CopyOp op) {
   }
   if (dst.isFragment()) return copyToFragment(src, dst);
   if (src.isFragment()) return copyFromFragment(src, dst);
-  bool async = target.computeCapability >= 80 && src.isGlobal() &&
-               dst.space == MemorySpace::shared && inPipelined.contains(op);
+  // A pipeline's loads (`async`) complete at its tile.cp_async_wait; other
+  // copies in a pipelined loop wait for themselves.
+  bool global2shared = src.isGlobal() && dst.space == MemorySpace::shared;
+  bool async = target.computeCapability >= 80 && global2shared &&
+               (op.getAsync() || inPipelined.contains(op));
   copyGlobalShared(src, dst, async);
-  // wgmma and TMA read shared memory through the async proxy: order this
-  // thread's generic writes before them (the barrier that follows makes
-  // them visible to the block).
-  if (target.computeCapability == 90 && dst.space == MemorySpace::shared)
-    tilenv::FenceProxyAsyncOp::create(b, loc);
+  if (async && !op.getAsync()) tilenv::CpAsyncWaitOp::create(b, loc, IntegerAttr());
 }
 
 void TileLowering::lowerFill(FillOp op) {
@@ -865,15 +883,140 @@ void TileLowering::lowerPipelined(PipelinedOp op) {
   dest->getOperations().splice(dest->begin(), body.getOperations());
 }
 
+void TileLowering::lowerRole(RoleOp op) {
+  Value inside = andI(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, blockThreadId,
+                                            idx(op.getFirst())),
+                      lt(blockThreadId, idx(op.getFirst() + op.getThreads())));
+  auto ifOp = scf::IfOp::create(b, loc, inside, /*withElseRegion=*/false);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  if (std::optional<int64_t> regs = op.getMaxRegisters()) {
+    if (target.computeCapability != 90)
+      return fail(op, "max_registers (setmaxnreg) needs sm_90a");
+    // A warpgroup starts with the registers ptxas gives every thread under
+    // the kernel's launch bounds; a role that asks for more increases, one
+    // that asks for less releases.
+    int64_t start = entryRegisters(blockThreads);
+    if (*regs != start)
+      tilenv::SetMaxNRegOp::create(b, loc, b.getI64IntegerAttr(*regs),
+                                   *regs > start ? b.getUnitAttr() : UnitAttr());
+  }
+  roleThreadIds[op] = op.getFirst() ? arith::SubIOp::create(b, loc, blockThreadId,
+                                                            idx(op.getFirst())).getResult()
+                                    : blockThreadId;
+  Block &body = op.getBody().front();
+  Block *dest = ifOp.thenBlock();
+  dest->getOperations().splice(std::prev(dest->end()), body.getOperations());
+}
+
+void TileLowering::enterRoleOf(Operation *op) {
+  threadId = blockThreadId;
+  threads = blockThreads;
+  if (RoleOp role = roleOf.lookup(op)) {
+    threadId = roleThreadIds.lookup(role);
+    threads = role.getThreads();
+  }
+  numThreads = idx(threads);
+}
+
+int64_t TileLowering::tensorMapIndex(BlockArgument param, ArrayRef<int64_t> box, int64_t swizzle) {
+  MLIRContext *ctx = kernel.getContext();
+  SmallVector<Attribute> maps;
+  if (ArrayAttr existing = kernel.getTmaDescriptorsAttr()) maps.assign(existing.begin(), existing.end());
+  NamedAttribute fields[] = {
+      {StringAttr::get(ctx, "box"), DenseI64ArrayAttr::get(ctx, box)},
+      {StringAttr::get(ctx, "param"), b.getI64IntegerAttr(param.getArgNumber())},
+      {StringAttr::get(ctx, "swizzle"), b.getI64IntegerAttr(swizzle)}};
+  auto dict = DictionaryAttr::get(ctx, fields);
+  for (auto [i, m] : llvm::enumerate(maps))
+    if (m == dict) return i;
+  maps.push_back(dict);
+  kernel.setTmaDescriptorsAttr(ArrayAttr::get(ctx, maps));
+  return maps.size() - 1;
+}
+
+void TileLowering::lowerCopyAsync(CopyAsyncOp op) {
+  Access src = resolve(op.getSource()), dst = resolve(op.getDest());
+  auto param = llvm::dyn_cast<BlockArgument>(src.root);
+  auto shared = llvm::dyn_cast_or_null<SharedLayoutAttr>(dst.layout);
+  if (target.computeCapability < 90)
+    return fail(op, "asynchronous copies completing on an mbarrier use TMA, which needs sm_90a");
+  if (!param || !shared || shared.getPad() || dst.tileShape != ArrayRef<int64_t>(dst.rootShape))
+    return fail(op, "TMA copies a window of a global tensor parameter into a whole shared "
+                    "buffer with an unpadded #tile.shared layout");
+  layout::SharedLayout l = shared.getLayout();
+  int64_t eb = getElementBytes(dst.elementType);
+  ArrayRef<int64_t> shape = dst.tileShape;
+  int64_t rank = shape.size(), cols = shape.back();
+  if (rank > 5) return fail(op, "TMA boxes have at most 5 dimensions");
+  // A swizzled buffer is a row of panels `swizzle` bytes wide: one box per
+  // panel. Boxes are at most 256 elements along every dimension.
+  int64_t panel = l.getSwizzleBytes() ? l.getPanelWidth() : cols;
+  if ((panel * eb) % 16)
+    return fail(op, "TMA boxes are whole 16-byte rows: " + Twine(cols) + " elements of " +
+                        Twine(eb) + " bytes are not");
+  int64_t rowChunk = 256;
+  if (panel > 256) return fail(op, "the TMA box's inner extent is above 256 elements");
+  for (int64_t d = 0; d + 2 < rank; ++d)
+    if (shape[d] > 256) return fail(op, "TMA boxes are at most 256 elements in every dimension");
+  int64_t rows = rank >= 2 ? shape[rank - 2] : 1;
+  SmallVector<int64_t> box(shape);
+  box.back() = panel;
+  if (rank >= 2) box[rank - 2] = std::min(rows, rowChunk);
+  int64_t descriptor = tensorMapIndex(param, box, l.getSwizzleBytes());
+  int64_t innerRows = l.getRows() / std::max<int64_t>(rows, 1); // product of leading dims > rank-2
+
+  OpBuilder::InsertionGuard g(b);
+  guard(eq(threadId, zeroIdx));
+  Value barrier = mbarrierAddress(op.getBarriers(), op.getIndex());
+  for (int64_t p = 0; p < cols / panel; ++p) {
+    for (int64_t r = 0; r < rows; r += rowChunk) {
+      SmallVector<Value> coords(src.offsets);
+      coords.back() = add(coords.back(), idx(p * panel));
+      if (rank >= 2 && r) coords[rank - 2] = add(coords[rank - 2], idx(r));
+      // Panel p holds all rows `panel` elements wide, one after another.
+      int64_t element = (p * l.getRows() + r * innerRows) * panel;
+      tilenv::TmaLoadOp::create(b, loc, b.getI64IntegerAttr(descriptor),
+                                sharedAddress(dst, idx(element)), barrier, coords);
+    }
+  }
+}
+
+Value TileLowering::mbarrierAddress(Value barriers, Value index) {
+  Access bars = resolve(barriers);
+  return sharedAddress(bars, index);
+}
+
+void TileLowering::lowerMbarrier(Operation *op) {
+  OpBuilder::InsertionGuard g(b);
+  if (auto init = llvm::dyn_cast<MbarrierInitOp>(op)) {
+    guard(eq(threadId, zeroIdx));
+    tilenv::MbarrierInitOp::create(b, loc, mbarrierAddress(init.getBarriers(), init.getIndex()),
+                                   init.getArrivals());
+  } else if (auto arrive = llvm::dyn_cast<MbarrierArriveOp>(op)) {
+    // One arrival per warp, after the whole warp is done.
+    tilenv::SyncWarpOp::create(b, loc);
+    guard(eq(remC(threadId, 32), zeroIdx));
+    tilenv::MbarrierArriveOp::create(b, loc, mbarrierAddress(arrive.getBarriers(), arrive.getIndex()),
+                                     IntegerAttr());
+  } else if (auto expect = llvm::dyn_cast<MbarrierExpectTxOp>(op)) {
+    guard(eq(threadId, zeroIdx));
+    tilenv::MbarrierArriveOp::create(b, loc, mbarrierAddress(expect.getBarriers(), expect.getIndex()),
+                                     b.getI64IntegerAttr(expect.getBytes()));
+  } else if (auto wait = llvm::dyn_cast<MbarrierWaitOp>(op)) {
+    tilenv::MbarrierWaitOp::create(b, loc, mbarrierAddress(wait.getBarriers(), wait.getIndex()),
+                                   wait.getParity());
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Driver
 //===----------------------------------------------------------------------===//
 
 LogicalResult TileLowering::run() {
-  threads = kernel.getThreads();
+  threads = blockThreads = kernel.getThreads();
   Block &entry = kernel.getBodyBlock();
   b.setInsertionPointToStart(&entry);
-  threadId = tilenv::ThreadIdOp::create(b, loc, b.getIndexType());
+  threadId = blockThreadId = tilenv::ThreadIdOp::create(b, loc, b.getIndexType());
   numThreads = idx(threads);
   zeroIdx = idx(0);
 
@@ -889,7 +1032,7 @@ LogicalResult TileLowering::run() {
     int64_t regs = llvm::cast<FragmentLayoutAttr>(dstLayout).getLayout().getNumRegisters();
     reduceScratch[op] = AllocOp::create(
         b, op.getLoc(), getTileMemRefType({threads * regs}, b.getF32Type(), MemorySpace::shared),
-        IntegerAttr(), Attribute(), StringAttr());
+        IntegerAttr(), Attribute(), StringAttr(), IntegerAttr());
   });
 
   // Storage: shared buffers in dynamic shared memory, fragments and local
@@ -905,7 +1048,7 @@ LogicalResult TileLowering::run() {
     auto lowered = AllocOp::create(
         b, alloc.getLoc(),
         getTileMemRefType({getStorageElements(alloc)}, type.getElementType(), MemorySpace::shared),
-        b.getI64IntegerAttr(offset), Attribute(), alloc.getNameAttr());
+        b.getI64IntegerAttr(offset), Attribute(), alloc.getNameAttr(), IntegerAttr());
     if (scratch.contains(alloc)) {
       for (auto &[op, value] : reduceScratch)
         if (value == alloc.getResult()) value = lowered;
@@ -932,7 +1075,7 @@ LogicalResult TileLowering::run() {
     int64_t elements = layout ? layout.getLayout().getNumRegisters() : type.getNumElements();
     auto lowered = AllocOp::create(
         b, alloc.getLoc(), getTileMemRefType({elements}, type.getElementType(), MemorySpace::local),
-        IntegerAttr(), Attribute(), alloc.getNameAttr());
+        IntegerAttr(), Attribute(), alloc.getNameAttr(), IntegerAttr());
     storage[alloc.getResult()] = {lowered.getResult(), layout};
   }
   for (Operation *op : scratch) op->erase();
@@ -943,17 +1086,21 @@ LogicalResult TileLowering::run() {
   SmallVector<Operation *> work;
   kernel.walk<WalkOrder::PreOrder>([&](Operation *op) {
     if (llvm::isa<CopyOp, FillOp, GemmOp, ReduceOp, AtomicAddOp, ParallelOp, PipelinedOp,
-                  BarrierOp>(op))
+                  BarrierOp, RoleOp, CopyAsyncOp, MbarrierInitOp, MbarrierArriveOp,
+                  MbarrierExpectTxOp, MbarrierWaitOp, FenceProxyAsyncOp, FenceMbarrierInitOp,
+                  CpAsyncCommitOp, CpAsyncWaitOp>(op))
       work.push_back(op);
   });
   DenseSet<Operation *> inParallel;
   for (Operation *op : work) {
+    if (auto role = op->getParentOfType<RoleOp>()) roleOf[op] = role;
     if (op->getParentOfType<ParallelOp>()) inParallel.insert(op);
     if (op->getParentOfType<PipelinedOp>()) inPipelined.insert(op);
   }
   for (Operation *op : work) {
     b.setInsertionPoint(op);
     loc = op->getLoc();
+    enterRoleOf(op);
     llvm::TypeSwitch<Operation *>(op)
         .Case([&](CopyOp o) { lowerCopy(o); })
         .Case([&](FillOp o) { lowerFill(o); })
@@ -962,7 +1109,20 @@ LogicalResult TileLowering::run() {
         .Case([&](AtomicAddOp o) { lowerAtomicAdd(o, inParallel.contains(o)); })
         .Case([&](ParallelOp o) { lowerParallel(o); })
         .Case([&](PipelinedOp o) { lowerPipelined(o); })
-        .Case([&](BarrierOp) { tilenv::SyncThreadsOp::create(b, loc); });
+        .Case([&](BarrierOp o) {
+          if (o.getId()) tilenv::NamedBarrierOp::create(b, loc, *o.getId(), *o.getThreads());
+          else tilenv::SyncThreadsOp::create(b, loc);
+        })
+        .Case([&](RoleOp o) { lowerRole(o); })
+        .Case([&](CopyAsyncOp o) { lowerCopyAsync(o); })
+        .Case<MbarrierInitOp, MbarrierArriveOp, MbarrierExpectTxOp, MbarrierWaitOp>(
+            [&](Operation *o) { lowerMbarrier(o); })
+        .Case([&](FenceProxyAsyncOp) { tilenv::FenceProxyAsyncOp::create(b, loc); })
+        .Case([&](CpAsyncCommitOp) { tilenv::CpAsyncCommitOp::create(b, loc); })
+        .Case([&](CpAsyncWaitOp o) {
+          tilenv::CpAsyncWaitOp::create(b, loc, b.getI64IntegerAttr(o.getPending()));
+        })
+        .Case([&](FenceMbarrierInitOp) { tilenv::FenceMbarrierInitOp::create(b, loc); });
     if (mlir::failed(failure)) return mlir::failure();
   }
   for (Operation *op : llvm::reverse(work)) op->erase();
@@ -970,7 +1130,9 @@ LogicalResult TileLowering::run() {
   // Element code (parallel bodies, block-uniform scalar code) still reads and
   // writes tile buffers and regions by their logical indices.
   SmallVector<Operation *> accesses;
-  auto isTileBuffer = [&](Value m) { return m.getDefiningOp<RegionOp>() || storage.count(m); };
+  auto isTileBuffer = [&](Value m) {
+    return m.getDefiningOp<RegionOp>() || m.getDefiningOp<StageOp>() || storage.count(m);
+  };
   kernel.walk([&](Operation *op) {
     if (auto l = llvm::dyn_cast<memref::LoadOp>(op); l && isTileBuffer(l.getMemRef()))
       accesses.push_back(op);
@@ -993,7 +1155,7 @@ LogicalResult TileLowering::run() {
   // The logical buffers are now unused.
   SmallVector<Operation *> dead;
   kernel.walk([&](Operation *op) {
-    if (llvm::isa<AnnotateLayoutOp, RegionOp>(op)) dead.push_back(op);
+    if (llvm::isa<AnnotateLayoutOp, RegionOp, StageOp>(op)) dead.push_back(op);
     if (auto alloc = llvm::dyn_cast<AllocOp>(op); alloc && storage.count(alloc.getResult()))
       dead.push_back(op);
   });

@@ -41,19 +41,7 @@ struct TesselVerifyKernel : tessel::impl::TesselVerifyKernelBase<TesselVerifyKer
         }
       });
     });
-    int64_t smem = planSharedMemory(kernel);
-    if (smem > target->maxSharedBytes) {
-      InFlightDiagnostic diag = kernel.emitError("kernel needs ")
-                                << smem << " bytes of shared memory; " << target->arch
-                                << " allows " << target->maxSharedBytes << " per block";
-      kernel.walk([&](AllocOp alloc) {
-        if (isSharedBacked(alloc.getResult()))
-          diag.attachNote(alloc.getLoc())
-              << getStorageElements(alloc) * getElementBytes(alloc.getType().getElementType())
-              << " bytes for " << alloc.getType();
-      });
-      ok = false;
-    }
+    if (failed(verifySharedMemory(kernel, target->arch, target->maxSharedBytes))) ok = false;
     if (!ok) signalPassFailure();
   }
 };

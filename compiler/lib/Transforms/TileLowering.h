@@ -24,6 +24,9 @@ struct Access {
   bool isFragment() const { return space == tile::MemorySpace::fragment; }
   /// Aligned runs of up to 16 bytes along the last index are contiguous.
   bool vectorizable;
+  /// Element offset of the pipeline stage a tile.stage view selects (shared
+  /// buffers only); null for the first or only copy.
+  mlir::Value stageBase;
 };
 
 class TileLowering {
@@ -48,6 +51,14 @@ private:
   llvm::DenseMap<mlir::Operation *, mlir::Value> reduceScratch;
   /// Copies inside a pipelined loop (they may complete asynchronously).
   llvm::DenseSet<mlir::Operation *> inPipelined;
+  /// The kernel-wide thread index and count; threadId/threads are the
+  /// current role's while an op inside a tile.role is lowered.
+  mlir::Value blockThreadId;
+  int64_t blockThreads = 0;
+  llvm::DenseMap<mlir::Operation *, mlir::Value> roleThreadIds;
+  /// The tile.role each collective op runs in, recorded before lowering
+  /// moves role bodies into plain conditionals.
+  llvm::DenseMap<mlir::Operation *, tile::RoleOp> roleOf;
   mlir::LogicalResult failure = mlir::success();
 
   // Arithmetic.
@@ -72,6 +83,10 @@ private:
   // Memory.
   Access resolve(mlir::Value buffer);
   mlir::Value physicalIndex(const Access &a, mlir::ValueRange logical);
+  mlir::Value layoutIndex(const Access &a, mlir::ValueRange logical);
+  /// 32-bit shared address of element `elements` of a shared access's root
+  /// (plus its stage).
+  mlir::Value sharedAddress(const Access &a, mlir::Value elements);
   llvm::SmallVector<mlir::Value> rootIndices(const Access &a, mlir::ValueRange tileIdx);
   mlir::Value inBounds(const Access &a, mlir::ValueRange rootIdx, int64_t innerExtra = 0);
   mlir::Value aligned(const Access &a, llvm::ArrayRef<mlir::Value> rootIdx, int64_t vector);
@@ -109,6 +124,13 @@ private:
   void lowerAtomicAdd(tile::AtomicAddOp op, bool insideParallel);
   void lowerParallel(tile::ParallelOp op);
   void lowerPipelined(tile::PipelinedOp op);
+  void lowerRole(tile::RoleOp op);
+  void lowerCopyAsync(tile::CopyAsyncOp op);
+  int64_t tensorMapIndex(mlir::BlockArgument param, llvm::ArrayRef<int64_t> box, int64_t swizzle);
+  mlir::Value mbarrierAddress(mlir::Value barriers, mlir::Value index);
+  void lowerMbarrier(mlir::Operation *op);
+  /// Makes threadId/threads those of the tile.role around `op` (or the block).
+  void enterRoleOf(mlir::Operation *op);
   void fail(mlir::Operation *op, const llvm::Twine &message);
 };
 

@@ -5,7 +5,7 @@
 #include "tessel/Dialect/Tile/TileDialect.h"
 
 namespace tessel {
-/// Follows tile.region ops back to the buffer they window.
+/// Follows tile.region and tile.stage ops back to the buffer they window.
 mlir::Value getRootBuffer(mlir::Value buffer);
 /// True for buffers that lower to shared memory (fragments live in
 /// registers).
@@ -16,6 +16,9 @@ int64_t getElementBytes(mlir::Type elementType);
 tile::AnnotateLayoutOp getAnnotatedLayout(tile::AllocOp alloc);
 /// Number of elements of storage an allocation needs under its layout.
 int64_t getStorageElements(tile::AllocOp alloc);
+/// Bytes between two pipeline stages of a multi-buffered shared allocation
+/// (its storage, aligned so that every stage keeps the swizzle's alignment).
+int64_t getStageBytes(tile::AllocOp alloc);
 /// The buffer and indices of an element access (memref.load, memref.store,
 /// scalar tile.atomic_add); a null buffer for any other op.
 std::pair<mlir::Value, mlir::ValueRange> getElementAccess(mlir::Operation *op);
@@ -25,6 +28,10 @@ std::pair<mlir::Value, mlir::ValueRange> getElementAccess(mlir::Operation *op);
 /// `place` is called with each allocation and its byte offset.
 int64_t planSharedMemory(tile::KernelOp kernel,
                          llvm::function_ref<void(tile::AllocOp, int64_t)> place = {});
+/// Errors (with a note per shared buffer) when the kernel's shared memory
+/// exceeds `maxBytes`.
+mlir::LogicalResult verifySharedMemory(tile::KernelOp kernel, llvm::StringRef arch,
+                                       int64_t maxBytes);
 } // namespace tessel
 
 #endif

@@ -19,12 +19,20 @@ struct TargetInfo {
   std::string arch;        // "sm_80", "sm_90a", "sm_100a"
   int computeCapability;   // 80, 90, 100
   int64_t maxSharedBytes;  // dynamic shared memory per block
+  bool tma = true;         // sm_90a loads may use TMA
 };
 /// The target for an arch name, or nullopt for an unknown one.
 std::optional<TargetInfo> lookupTarget(llvm::StringRef arch);
 /// The target for a pass's `arch` option, or an error at `op` naming the
 /// known ones.
 std::optional<TargetInfo> lookupTarget(llvm::StringRef arch, mlir::Operation *op);
+
+/// Registers per thread a kernel of `threads` threads starts with: what
+/// its launch bounds let ptxas give every thread, in setmaxnreg's steps of 8.
+inline int64_t entryRegisters(int64_t threads) {
+  int64_t perThread = 65536 / ((threads + 127) / 128 * 128);
+  return std::min<int64_t>(perThread, 256) / 8 * 8;
+}
 
 /// The pass pipeline for a target, one pass per line in order.
 void buildTesselPipeline(mlir::OpPassManager &pm, const TargetInfo &target);

@@ -50,18 +50,77 @@ def TesselLayoutInference : Pass<"tessel-layout-inference", "::tessel::tile::Ker
   let dependentDialects = ["::tessel::tile::TileDialect"];
 }
 
-def TesselInsertBarriers : Pass<"tessel-insert-barriers", "::tessel::tile::KernelOp"> {
-  let summary = "Insert block barriers between tile ops that share memory";
+def TesselWarpSpecialize : Pass<"tessel-warp-specialize", "::tessel::tile::KernelOp"> {
+  let summary = "Split a TMA-fed pipelined loop into producer and consumer warpgroups";
   let description = [{
-    Pre: tile-level IR. A tile op distributes its elements over the threads
-    differently from the next one, so when two tile ops (or block-uniform
-    scalar accesses) touch the same shared buffer and one of them writes it,
-    a `tile.barrier` goes between them. Fragments are registers, private to
-    their threads, and need none. Loops are walked twice so
-    that a write at the end of an iteration is ordered before a read at the
-    start of the next. Barriers are only placed in block-uniform code (never in
-    a `tile.parallel` body).
-    Post: every cross-thread shared-memory dependence crosses a `tile.barrier`.
+    Pre: tile-level IR with layouts (tessel-layout-inference). On sm_90a, a
+    kernel's single top-level `tile.pipelined` loop whose loads can all be
+    TMA copies (see tessel-software-pipeline) and whose thread count is
+    whole warpgroups is split, unless the loop says `warp_specialize = false`:
+    the kernel gains a producer warpgroup after its threads
+    (`tile.role`, setmaxnreg 40) that issues every stage's loads with
+    `tile.copy_async` once the stage's `empty` mbarrier has completed, and
+    the consumer role (the kernel's threads, setmaxnreg up) runs everything
+    else, waiting on each stage's `full` mbarrier and arriving on `empty`
+    once per warp. A loop that asks for `warp_specialize = true` but cannot
+    be split is an error saying why.
+    Post: no split loop remains; its load buffers have `stages`, the kernel
+    has `threads` + 128 threads.
+  }];
+  let options = [Option<"arch", "arch", "std::string", "\"sm_90a\"",
+                        "target architecture: sm_80, sm_90a or sm_100a">,
+                 Option<"tma", "tma", "bool", "true",
+                        "sm_90a loads may be TMA copies (off: cp.async)">];
+  let dependentDialects = ["::tessel::tile::TileDialect", "mlir::scf::SCFDialect",
+                           "mlir::arith::ArithDialect"];
+}
+
+def TesselSoftwarePipeline : Pass<"tessel-software-pipeline", "::tessel::tile::KernelOp"> {
+  let summary = "Issue a pipelined loop's loads num_stages - 1 iterations ahead";
+  let description = [{
+    Pre: tile-level IR with layouts. The loads of a `tile.pipelined` loop
+    are its top-level global-to-shared copies that fill a whole shared buffer
+    used only inside the loop, with address arithmetic free of side effects.
+    With num_stages S >= 2 each such buffer gets S copies (`stages = S` on
+    its alloc, `tile.stage` views), a prologue issues iterations 0 .. S-2,
+    and iteration k issues iteration k + S - 1 (predicated off past the trip
+    count, which is the epilogue) before computing on stage k % S. On sm_90a
+    with every load TMA-eligible (same element type, unpadded layout, rows of
+    whole 16-byte units) the loads are `tile.copy_async` on a per-stage
+    `full` mbarrier whose phase parity compute waits for; otherwise they are
+    cp.async copies in one commit group per iteration, waited for with
+    `tile.cp_async_wait pending(S - 2)` and published by a barrier.
+    Loops with one stage or no loads are left alone; shared memory is checked
+    against the target's limit after multi-buffering.
+    Post: no `tile.pipelined` with loads and S >= 2 remains.
+  }];
+  let options = [Option<"arch", "arch", "std::string", "\"sm_90a\"",
+                        "target architecture: sm_80, sm_90a or sm_100a">,
+                 Option<"tma", "tma", "bool", "true",
+                        "sm_90a loads may be TMA copies (off: cp.async)">];
+  let dependentDialects = ["::tessel::tile::TileDialect", "mlir::scf::SCFDialect",
+                           "mlir::arith::ArithDialect"];
+}
+
+def TesselInsertBarriers : Pass<"tessel-insert-barriers", "::tessel::tile::KernelOp"> {
+  let summary = "Insert barriers and proxy fences between tile ops that share memory";
+  let description = [{
+    Pre: tile-level IR after pipelining. A tile op distributes its elements
+    over the threads differently from the next one, so when two tile ops (or
+    block-uniform scalar accesses) touch the same shared buffer and one of
+    them writes it, a barrier goes before the later one: `tile.barrier` in
+    code every thread runs, `tile.barrier named(id, threads)` over the
+    role's threads inside a `tile.role` (a block barrier there would
+    deadlock); a conflict between code before a role and the role itself is
+    ordered before the threads diverge. Fragments are registers, private to
+    their threads, and need none; multi-buffered pipeline buffers are ordered
+    by their pipeline's mbarriers or cp.async groups. Loops are walked twice
+    so that a write at the end of an iteration is ordered before a read at
+    the start of the next. Never inside a `tile.parallel` body.
+    mbarrier inits are followed by `tile.fence_mbarrier_init` and ordered
+    before the first use; a generic-proxy write of a buffer wgmma reads is
+    followed by `tile.fence_proxy_async`.
+    Post: every cross-thread shared-memory dependence crosses a barrier.
   }];
   let dependentDialects = ["::tessel::tile::TileDialect"];
 }

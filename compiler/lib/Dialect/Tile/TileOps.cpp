@@ -168,6 +168,11 @@ LogicalResult AllocOp::verify() {
                        << shapeString(type.getShape());
   if (!type.getLayout().isIdentity())
     return emitOpError("allocations are row-major; use tile.annotate_layout for other layouts");
+  if (std::optional<int64_t> stages = getStages()) {
+    if (getMemorySpace(type) != MemorySpace::shared)
+      return emitOpError("only shared buffers have pipeline stages");
+    if (*stages < 1) return emitOpError("stages must be at least 1, got ") << *stages;
+  }
   if (std::optional<Attribute> layout = getLayout())
     return checkLayoutFits(*this, *layout, type);
   return success();
@@ -448,6 +453,85 @@ LogicalResult PipelinedOp::verify() {
     return emitOpError("body must take one index argument");
   if (auto step = getConstantIntValue(getStep()); step && *step <= 0)
     return emitOpError("step must be positive, got ") << *step;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Barriers, pipeline stages, mbarriers and roles
+//===----------------------------------------------------------------------===//
+
+LogicalResult BarrierOp::verify() {
+  if (getId().has_value() != getThreads().has_value())
+    return emitOpError("a named barrier needs both an id and a thread count");
+  if (std::optional<int64_t> id = getId(); id && (*id < 1 || *id > 15))
+    return emitOpError("named barrier ids are 1 to 15 (0 is __syncthreads), got ") << *id;
+  if (std::optional<int64_t> n = getThreads(); n && (*n <= 0 || *n % 32))
+    return emitOpError("a named barrier counts whole warps, got ") << *n << " threads";
+  return success();
+}
+
+LogicalResult StageOp::verify() {
+  auto alloc = getBuffer().getDefiningOp<AllocOp>();
+  if (!alloc || !alloc.getStages())
+    return emitOpError("needs a shared alloc with `stages` (a multi-buffered pipeline buffer)");
+  if (std::optional<int64_t> i = getConstantIntValue(getIndex());
+      i && (*i < 0 || *i >= *alloc.getStages()))
+    return emitOpError("stage ") << *i << " is outside the buffer's " << *alloc.getStages()
+                                 << " stages";
+  return success();
+}
+
+/// mbarriers are 8-byte words in shared memory.
+static LogicalResult verifyBarriers(Operation *op, Value barriers) {
+  MemRefType type = memrefOf(barriers);
+  if (getMemorySpace(type) != MemorySpace::shared || type.getRank() != 1 ||
+      !type.getElementType().isInteger(64))
+    return op->emitOpError("mbarriers must be a rank-1 shared buffer of i64, got ") << type;
+  return success();
+}
+
+LogicalResult CopyAsyncOp::verify() {
+  if (failed(verifyBarriers(*this, getBarriers()))) return failure();
+  MemRefType src = memrefOf(getSource()), dst = memrefOf(getDest());
+  if (spaceOf(getSource()) != MemorySpace::global || spaceOf(getDest()) != MemorySpace::shared)
+    return emitOpError("copies from global to shared memory");
+  if (src.getShape() != dst.getShape())
+    return emitOpError("source tile ") << shapeString(src.getShape())
+                                       << " and destination " << shapeString(dst.getShape())
+                                       << " differ";
+  if (src.getElementType() != dst.getElementType())
+    return emitOpError("cannot convert element types asynchronously (")
+           << src.getElementType() << " to " << dst.getElementType() << ")";
+  return success();
+}
+
+LogicalResult MbarrierInitOp::verify() {
+  if (getArrivals() <= 0) return emitOpError("needs a positive arrival count");
+  return verifyBarriers(*this, getBarriers());
+}
+LogicalResult MbarrierArriveOp::verify() { return verifyBarriers(*this, getBarriers()); }
+LogicalResult MbarrierExpectTxOp::verify() {
+  if (getBytes() <= 0 || getBytes() >= (1 << 20))
+    return emitOpError("transaction bytes must be in (0, 2^20), got ") << getBytes();
+  return verifyBarriers(*this, getBarriers());
+}
+LogicalResult MbarrierWaitOp::verify() { return verifyBarriers(*this, getBarriers()); }
+
+LogicalResult RoleOp::verify() {
+  if (getFirst() < 0 || getFirst() % 32 || getThreads() <= 0 || getThreads() % 32)
+    return emitOpError("a role is whole warps: first thread ")
+           << getFirst() << " and count " << getThreads() << " must be multiples of 32";
+  if (auto kernel = (*this)->getParentOfType<KernelOp>();
+      kernel && getFirst() + getThreads() > kernel.getThreads())
+    return emitOpError("threads [") << getFirst() << ", " << getFirst() + getThreads()
+                                    << ") are outside the kernel's " << kernel.getThreads();
+  if (std::optional<int64_t> regs = getMaxRegisters()) {
+    if (*regs < 24 || *regs > 256 || *regs % 8)
+      return emitOpError("max_registers must be a multiple of 8 in [24, 256], got ") << *regs;
+    if (getFirst() % 128 || getThreads() % 128)
+      return emitOpError("setmaxnreg applies to whole warpgroups: the role must start and "
+                         "end on a multiple of 128 threads");
+  }
   return success();
 }
 

@@ -13,6 +13,7 @@ namespace tessel {
 struct CompileOptions {
   std::string arch = "sm_90a"; // sm_80, sm_90a or sm_100a
   std::string dumpIrDir;       // IR after every pass, the CUDA and the PTX
+  bool tma = true;             // sm_90a pipelines may load with TMA
 };
 
 struct CompileTimes {
@@ -43,6 +44,11 @@ public:
   /// Every fragment's and shared buffer's inferred layout.
   const std::vector<BufferLayout> &layouts() const { return bufferLayouts; }
   rt::LoadedKernel &loadedKernel() { return *loaded; }
+  /// The build that can take these arguments: the kernel itself, or, where
+  /// a TMA load cannot read an argument (row strides that are not whole
+  /// 16-byte units), the same program built without TMA, compiled on first
+  /// need.
+  rt::LoadedKernel &loadedFor(const std::vector<rt::LaunchArg> &args);
 
   /// Launches with arguments in parameter order; checks that every tensor's
   /// extents agree with the symbols passed, naming the tensor and symbol.
@@ -53,7 +59,8 @@ private:
   std::string tile, lowered, source;
   std::vector<BufferLayout> bufferLayouts;
   std::vector<ParamInfo> info;
-  std::shared_ptr<rt::LoadedKernel> loaded;
+  std::shared_ptr<rt::LoadedKernel> loaded, withoutTma;
+  CompileOptions compiledWith;
   CompileTimes timing;
 };
 

@@ -224,7 +224,45 @@ void parallel(std::vector<int64_t> extents, std::function<void(std::vector<Expr>
 void parallel(int64_t n, std::function<void(Expr)> body, SrcLoc loc = SrcLoc::current());
 void parallel(int64_t m, int64_t n, std::function<void(Expr, Expr)> body,
               SrcLoc loc = SrcLoc::current());
+/// How a pipelined loop may be scheduled.
+enum class WarpSpecialize { automatic, on, off };
+struct PipelineOptions {
+  /// sm_90a: split into a TMA producer warpgroup and consumer warpgroups
+  /// (automatic: whenever every load can be TMA).
+  WarpSpecialize warp_specialize = WarpSpecialize::automatic;
+};
+/// A serial loop whose global-to-shared copies are loaded `stages - 1`
+/// iterations ahead of the compute that reads them.
 void pipelined(Expr count, int stages, std::function<void(Expr)> body, SrcLoc loc = SrcLoc::current());
+void pipelined(Expr count, int stages, PipelineOptions options, std::function<void(Expr)> body,
+               SrcLoc loc = SrcLoc::current());
+/// Block rasterization for L2 reuse: remaps the block indices (bx along a
+/// grid of grid_x, by along grid_y) so that consecutive blocks walk down
+/// `panel` rows before moving right, and returns the new (bx, by).
+std::pair<Expr, Expr> use_swizzle(Expr bx, Expr by, Expr grid_x, Expr grid_y, int panel,
+                                  SrcLoc loc = SrcLoc::current());
+
+// Hand-scheduled warp specialization (sm_90a), as tessel-warp-specialize
+// builds it: roles, mbarriers and TMA copies.
+/// A shared buffer of `count` mbarriers, each initialised for `arrivals`.
+Buffer alloc_barriers(int64_t count, int64_t arrivals, std::string name = "",
+                      SrcLoc loc = SrcLoc::current());
+/// Runs `body` on threads [first, first + threads) only; collective ops
+/// inside are collective over them. `max_registers` (whole warpgroups)
+/// becomes setmaxnreg.
+void role(int64_t first, int64_t threads, std::function<void()> body, int64_t max_registers = 0,
+          SrcLoc loc = SrcLoc::current());
+/// One thread arrives on barriers[index] expecting `bytes` more bytes.
+void mbarrier_expect_tx(const Buffer &barriers, Expr index, int64_t bytes,
+                        SrcLoc loc = SrcLoc::current());
+/// Each warp of the executing threads arrives once on barriers[index].
+void mbarrier_arrive(const Buffer &barriers, Expr index, SrcLoc loc = SrcLoc::current());
+/// Every executing thread waits for the phase with this parity.
+void mbarrier_wait(const Buffer &barriers, Expr index, Expr parity, SrcLoc loc = SrcLoc::current());
+/// A TMA copy of a global window into a whole shared buffer, completing on
+/// barriers[index].
+void copy_async(const Buffer &src, const Buffer &dst, const Buffer &barriers, Expr index,
+                SrcLoc loc = SrcLoc::current());
 void serial(Expr count, std::function<void(Expr)> body, SrcLoc loc = SrcLoc::current());
 void if_(Expr cond, std::function<void()> then, std::function<void()> otherwise = nullptr,
          SrcLoc loc = SrcLoc::current());

@@ -35,6 +35,14 @@ struct GridToken {
   int64_t value = 0; // the constant, or the index of the symbol
 };
 
+/// A TMA tensor map the kernel takes after its parameters, encoded at
+/// launch from the buffer argument `param`.
+struct TensorMapSpec {
+  int param = 0;
+  std::vector<int64_t> box; // elements per dimension, outermost first
+  int swizzle = 0;          // 0, 32, 64 or 128 bytes
+};
+
 struct KernelSpec {
   std::string name;
   std::vector<ParamSpec> params;
@@ -43,6 +51,7 @@ struct KernelSpec {
   std::vector<std::vector<GridToken>> grid;
   int threads = 0;
   int64_t sharedBytes = 0;
+  std::vector<TensorMapSpec> tensorMaps;
 
   /// Evaluates the grid for the given index-parameter values.
   std::array<unsigned, 3> evaluateGrid(const std::vector<int64_t> &symbols) const;

@@ -59,6 +59,9 @@ public:
   void launch(const std::vector<LaunchArg> &args, CUstream stream = nullptr);
   /// Median time of `reps` launches in milliseconds, after `warmup` launches.
   float time(const std::vector<LaunchArg> &args, int warmup = 3, int reps = 20);
+  /// The same, with launch i taking argument set i % sets: inputs rotated
+  /// through copies larger than L2 are timed as they come from memory.
+  float time(const std::vector<std::vector<LaunchArg>> &argSets, int warmup, int reps);
   /// Registers and shared memory per thread/block as the driver reports them.
   std::string resourceUsage();
 
@@ -70,6 +73,14 @@ private:
   CUlibrary library = nullptr;
   CUfunction function = nullptr;
 };
+
+/// Whether TMA can read the buffer argument of `map` (row strides in whole
+/// 16-byte units); otherwise why not.
+bool tensorMapFits(const KernelSpec &spec, const TensorMapSpec &map,
+                   const std::vector<LaunchArg> &args, std::string *why = nullptr);
+/// Encodes `map` for this launch's arguments (cuTensorMapEncodeTiled).
+void encodeTensorMap(const KernelSpec &spec, const TensorMapSpec &map,
+                     const std::vector<LaunchArg> &args, CUtensorMap *out);
 
 /// Whether a kernel built for `arch` runs on a device of compute capability
 /// `cc`; otherwise the reason.

@@ -22,6 +22,11 @@ def Tile_KernelOp : Tile_Op<"kernel", [Symbol, SingleBlock, NoTerminator,
     results). Every thread of a block runs the body; tile operations are
     collective over the block's `threads` threads.
 
+    `tma_descriptors`, set by tessel-lower-tile-ops, lists the TMA tensor
+    maps the kernel takes after its parameters: each a dictionary with the
+    tensor `param` index, the `box` extents (outermost first) and the
+    `swizzle` bytes; the runtime encodes them at launch.
+
     ```mlir
     tile.kernel @add(%x: memref<?xf32, #tile.space<global>>, %n: index)
         grid(%bx) = ()[s0] -> (s0 ceildiv 256) threads(128) {
@@ -31,7 +36,8 @@ def Tile_KernelOp : Tile_Op<"kernel", [Symbol, SingleBlock, NoTerminator,
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, AffineMapAttr:$grid,
                        I64Attr:$threads, I64Attr:$num_params,
-                       OptionalAttr<I64Attr>:$smem_bytes);
+                       OptionalAttr<I64Attr>:$smem_bytes,
+                       OptionalAttr<DictArrayAttr>:$tma_descriptors);
   let regions = (region SizedRegion<1>:$body);
   let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;
@@ -57,10 +63,13 @@ def Tile_AllocOp : Tile_Op<"alloc"> {
     shared-backed buffers. `layout` is set by tessel-layout-inference: a
     `#tile.fragment` for fragments, a `#tile.shared` for shared buffers.
     `name` is the name the kernel author gave the buffer, for inspection.
+    `stages` (shared buffers, set by the pipelining passes) reserves that
+    many copies of the buffer, selected with `tile.stage`.
   }];
   let arguments = (ins OptionalAttr<I64Attr>:$offset,
                        OptionalAttr<AnyAttrOf<[Tile_FragmentLayoutAttr, Tile_SharedLayoutAttr]>>:$layout,
-                       OptionalAttr<StrAttr>:$name);
+                       OptionalAttr<StrAttr>:$name,
+                       OptionalAttr<I64Attr>:$stages);
   let results = (outs AnyStaticShapeMemRef:$result);
   let assemblyFormat = "attr-dict `:` type($result)";
   let hasVerifier = 1;
@@ -86,7 +95,12 @@ def Tile_RegionOp : Tile_Op<"region", [Pure]> {
 
 def Tile_CopyOp : Tile_Op<"copy"> {
   let summary = "copy a tile, converting the element type if needed";
-  let arguments = (ins AnyMemRef:$source, AnyMemRef:$dest);
+  let description = [{
+    With `async` (set by tessel-software-pipeline on global-to-shared loads)
+    the copy is issued as cp.async and completes at a later
+    `tile.cp_async_wait`.
+  }];
+  let arguments = (ins AnyMemRef:$source, AnyMemRef:$dest, UnitAttr:$async);
   let assemblyFormat = "$source `,` $dest attr-dict `:` type($source) `,` type($dest)";
   let hasVerifier = 1;
 }
@@ -185,15 +199,127 @@ def Tile_ParallelOp : Tile_Op<"parallel", [SingleBlock, NoTerminator]> {
 
 def Tile_PipelinedOp : Tile_Op<"pipelined", [SingleBlock, NoTerminator]> {
   let summary = "a serial loop whose loads may be overlapped in num_stages stages";
-  let arguments = (ins Index:$lower, Index:$upper, Index:$step, I64Attr:$num_stages);
+  let description = [{
+    The body's global-to-shared copies are the loads: tessel-software-pipeline
+    (or tessel-warp-specialize on sm_90a) issues them up to `num_stages - 1`
+    iterations ahead into `num_stages` copies of their shared buffers.
+    `warp_specialize` forces the producer/consumer split on (true) or off
+    (false); unset lets tessel-warp-specialize decide.
+  }];
+  let arguments = (ins Index:$lower, Index:$upper, Index:$step, I64Attr:$num_stages,
+                       OptionalAttr<BoolAttr>:$warp_specialize);
   let regions = (region SizedRegion<1>:$body);
   let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;
 }
 
 def Tile_BarrierOp : Tile_Op<"barrier"> {
-  let summary = "block-wide barrier";
+  let summary = "block-wide barrier, or a named barrier over a role's threads";
+  let description = [{
+    Without `threads` every thread of the block waits (`__syncthreads`). With
+    `id` and `threads` only the threads of one `tile.role` take part
+    (`bar.sync id, threads`); tessel-insert-barriers sets them inside roles.
+  }];
+  let arguments = (ins OptionalAttr<I64Attr>:$id, OptionalAttr<I64Attr>:$threads);
+  let assemblyFormat = "(`named` `(` $id^ `,` $threads `)`)? attr-dict";
+  let hasVerifier = 1;
+}
+
+def Tile_StageOp : Tile_Op<"stage", [Pure, AllTypesMatch<["buffer", "result"]>]> {
+  let summary = "one of the pipeline copies of a multi-buffered shared buffer";
+  let description = [{
+    `buffer` is a shared alloc with `stages = S` (set by the pipelining
+    passes); the result is its copy number `index` (0 <= index < S), a whole
+    buffer of the same type and layout.
+  }];
+  let arguments = (ins AnyStaticShapeMemRef:$buffer, Index:$index);
+  let results = (outs AnyStaticShapeMemRef:$result);
+  let assemblyFormat = "$buffer `[` $index `]` attr-dict `:` type($buffer)";
+  let hasVerifier = 1;
+}
+
+def Tile_CopyAsyncOp : Tile_Op<"copy_async"> {
+  let summary = "an asynchronous global-to-shared copy that completes on an mbarrier";
+  let description = [{
+    Issued by one thread of the executing threads; its bytes arrive on
+    mbarrier `barriers[index]`, whose expected transaction count must cover
+    them (`tile.mbarrier_expect_tx`). Lowers to TMA (`cp.async.bulk.tensor`)
+    with a tensor map built on the host: `source` must be a window of a
+    global tensor, `dest` a whole shared buffer (or pipeline stage).
+  }];
+  let arguments = (ins AnyMemRef:$source, AnyMemRef:$dest, AnyMemRef:$barriers, Index:$index);
+  let assemblyFormat = [{
+    $source `,` $dest `arrive` $barriers `[` $index `]` attr-dict `:` type($source) `,` type($dest) `,` type($barriers)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tile_MbarrierInitOp : Tile_Op<"mbarrier_init"> {
+  let summary = "one thread initialises mbarrier barriers[index] for `arrivals` arrivals";
+  let arguments = (ins AnyMemRef:$barriers, Index:$index, I64Attr:$arrivals);
+  let assemblyFormat = "$barriers `[` $index `]` `arrivals` `(` $arrivals `)` attr-dict `:` type($barriers)";
+  let hasVerifier = 1;
+}
+
+def Tile_MbarrierArriveOp : Tile_Op<"mbarrier_arrive"> {
+  let summary = "each warp of the executing threads arrives once on barriers[index]";
+  let arguments = (ins AnyMemRef:$barriers, Index:$index);
+  let assemblyFormat = "$barriers `[` $index `]` attr-dict `:` type($barriers)";
+  let hasVerifier = 1;
+}
+
+def Tile_MbarrierExpectTxOp : Tile_Op<"mbarrier_expect_tx"> {
+  let summary = "one thread arrives on barriers[index], expecting `bytes` more transaction bytes";
+  let arguments = (ins AnyMemRef:$barriers, Index:$index, I64Attr:$bytes);
+  let assemblyFormat = "$barriers `[` $index `]` `bytes` `(` $bytes `)` attr-dict `:` type($barriers)";
+  let hasVerifier = 1;
+}
+
+def Tile_MbarrierWaitOp : Tile_Op<"mbarrier_wait"> {
+  let summary = "every executing thread waits for the phase of parity `parity` to complete";
+  let arguments = (ins AnyMemRef:$barriers, Index:$index, Index:$parity);
+  let assemblyFormat = "$barriers `[` $index `]` `parity` $parity attr-dict `:` type($barriers)";
+  let hasVerifier = 1;
+}
+
+def Tile_CpAsyncCommitOp : Tile_Op<"cp_async_commit"> {
+  let summary = "close each thread's group of `async` copies issued since the last commit";
   let assemblyFormat = "attr-dict";
+}
+
+def Tile_CpAsyncWaitOp : Tile_Op<"cp_async_wait"> {
+  let summary = "wait until at most `pending` committed groups of `async` copies are in flight";
+  let arguments = (ins I64Attr:$pending);
+  let assemblyFormat = "`pending` `(` $pending `)` attr-dict";
+}
+
+def Tile_FenceProxyAsyncOp : Tile_Op<"fence_proxy_async"> {
+  let summary = "order this thread's generic shared-memory accesses before async-proxy ones";
+  let assemblyFormat = "attr-dict";
+}
+
+def Tile_FenceMbarrierInitOp : Tile_Op<"fence_mbarrier_init"> {
+  let summary = "make mbarrier initialisation visible to the async proxy";
+  let assemblyFormat = "attr-dict";
+}
+
+def Tile_RoleOp : Tile_Op<"role", [SingleBlock, NoTerminator]> {
+  let summary = "a region only threads [first, first + threads) run: a warp-group role";
+  let description = [{
+    Collective tile ops inside are collective over the role's threads.
+    `max_registers`, when set, becomes `setmaxnreg` (inc or dec) for the role
+    on sm_90a; roles must then be whole warpgroups.
+
+    ```mlir
+    tile.role threads(256, 128) max_registers(40) { ...producer... }
+    ```
+  }];
+  let arguments = (ins I64Attr:$first, I64Attr:$threads, OptionalAttr<I64Attr>:$max_registers);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    `threads` `(` $first `,` $threads `)` (`max_registers` `(` $max_registers^ `)`)? attr-dict-with-keyword $body
+  }];
+  let hasVerifier = 1;
 }
 
 #endif // TESSEL_TILE_OPS

@@ -74,8 +74,72 @@ def TileNV_CpAsyncOp : TileNV_Op<"cp_async", [AttrSizedOperandSegments]> {
 }
 
 def TileNV_CpAsyncWaitOp : TileNV_Op<"cp_async_wait"> {
-  let summary = "cp.async.wait_all: the thread's cp.async copies are done";
+  let summary = "cp.async.wait_all, or cp.async.wait_group N with `pending`";
+  let description = [{
+    Without `pending` every cp.async the thread issued is done; with it, all
+    but the `pending` most recently committed groups are.
+  }];
+  let arguments = (ins OptionalAttr<I64Attr>:$pending);
+  let assemblyFormat = "(`pending` `(` $pending^ `)`)? attr-dict";
+}
+
+def TileNV_CpAsyncCommitOp : TileNV_Op<"cp_async_commit"> {
+  let summary = "cp.async.commit_group: close the thread's current group of cp.async copies";
   let assemblyFormat = "attr-dict";
+}
+
+def TileNV_TmaLoadOp : TileNV_Op<"tma_load"> {
+  let summary = "cp.async.bulk.tensor: one TMA box from global into shared memory";
+  let description = [{
+    Loads the box at element coordinates `coords` (outermost first) of the
+    tensor map `descriptor` (an index into the kernel's `tma_descriptors`)
+    into shared address `dest`, completing `bytes` transaction bytes on the
+    mbarrier at shared address `barrier`. One thread issues it.
+  }];
+  let arguments = (ins I64Attr:$descriptor, I32:$dest, I32:$barrier, Variadic<Index>:$coords);
+  let assemblyFormat = [{
+    $descriptor `[` $coords `]` `->` $dest `arrive` $barrier attr-dict
+  }];
+}
+
+def TileNV_MbarrierInitOp : TileNV_Op<"mbarrier_init"> {
+  let summary = "mbarrier.init.shared::cta.b64 [address], arrivals";
+  let arguments = (ins I32:$address, I64Attr:$arrivals);
+  let assemblyFormat = "$address `arrivals` `=` $arrivals attr-dict";
+}
+
+def TileNV_MbarrierArriveOp : TileNV_Op<"mbarrier_arrive"> {
+  let summary = "mbarrier.arrive.shared::cta.b64, with expect_tx `bytes` when set";
+  let arguments = (ins I32:$address, OptionalAttr<I64Attr>:$expect_bytes);
+  let assemblyFormat = "$address (`expect_tx` `=` $expect_bytes^)? attr-dict";
+}
+
+def TileNV_MbarrierWaitOp : TileNV_Op<"mbarrier_wait"> {
+  let summary = "spin on mbarrier.try_wait.parity until the phase of `parity` completes";
+  let arguments = (ins I32:$address, Index:$parity);
+  let assemblyFormat = "$address `parity` $parity attr-dict";
+}
+
+def TileNV_FenceMbarrierInitOp : TileNV_Op<"fence_mbarrier_init"> {
+  let summary = "fence.mbarrier_init.release.cluster";
+  let assemblyFormat = "attr-dict";
+}
+
+def TileNV_NamedBarrierOp : TileNV_Op<"named_barrier"> {
+  let summary = "bar.sync id, threads: a barrier over a subset of the block's warps";
+  let arguments = (ins I64Attr:$id, I64Attr:$threads);
+  let assemblyFormat = "$id `,` $threads attr-dict";
+}
+
+def TileNV_SyncWarpOp : TileNV_Op<"sync_warp"> {
+  let summary = "__syncwarp()";
+  let assemblyFormat = "attr-dict";
+}
+
+def TileNV_SetMaxNRegOp : TileNV_Op<"setmaxnreg"> {
+  let summary = "setmaxnreg.{inc,dec}.sync.aligned.u32 count (per warpgroup)";
+  let arguments = (ins I64Attr:$count, UnitAttr:$increase);
+  let assemblyFormat = "$count (`increase` $increase^)? attr-dict";
 }
 
 def TileNV_FenceProxyAsyncOp : TileNV_Op<"fence_proxy_async"> {

@@ -1,0 +1,140 @@
+//===- PipelinePlanning.cpp - what a pipelined loop loads ahead -----------===//
+#include "PipelinePlanning.h"
+#include "tessel/Transforms/BufferUtils.h"
+
+#include "mlir/Analysis/SliceAnalysis.h"
+#include "mlir/IR/IRMapping.h"
+
+using namespace mlir;
+using namespace tessel;
+using namespace tessel::tile;
+
+int64_t PipelinePlan::stageBytes() {
+  int64_t total = 0;
+  for (PipelineLoad &load : loads) total += load.bytes;
+  return total;
+}
+
+/// Ops of the loop body that compute `value` (free of memory effects), in
+/// order.
+static FailureOr<SetVector<Operation *>> addressSlice(Value value, Block &body) {
+  SetVector<Operation *> slice;
+  BackwardSliceOptions options;
+  options.filter = [&](Operation *op) { return op->getBlock() == &body; };
+  options.inclusive = true;
+  if (Operation *def = value.getDefiningOp(); def && def->getBlock() == &body)
+    if (failed(getBackwardSlice(def, &slice, options))) return failure();
+  for (Operation *op : slice)
+    if (!isMemoryEffectFree(op)) return failure();
+  return slice;
+}
+
+static std::string whyNoTma(CopyOp copy, AllocOp buffer, const TargetInfo &target) {
+  if (target.computeCapability != 90) return "TMA needs sm_90a";
+  if (!target.tma) return "TMA is turned off for this compile";
+  auto src = llvm::cast<MemRefType>(copy.getSource().getType());
+  if (src.getElementType() != buffer.getType().getElementType())
+    return "the copy converts its element type";
+  if (!llvm::isa<BlockArgument>(getRootBuffer(copy.getSource())))
+    return "the source is not a window of a kernel tensor";
+  if (getAnnotatedLayout(buffer)) return "the buffer has an annotated layout";
+  auto shared = llvm::dyn_cast_or_null<SharedLayoutAttr>(buffer.getLayoutAttr());
+  if (!shared || shared.getPad()) return "the buffer's layout is padded";
+  int64_t eb = getElementBytes(src.getElementType());
+  ArrayRef<int64_t> shape = buffer.getType().getShape();
+  int64_t inner = shared.getSwizzleBytes() ? shared.getLayout().getPanelWidth() : shape.back();
+  if ((inner * eb) % 16 || inner > 256) return "its rows are not whole 16-byte units of at most 256 elements";
+  if (shape.size() > 5) return "TMA boxes have at most 5 dimensions";
+  for (size_t d = 0; d + 2 < shape.size(); ++d)
+    if (shape[d] > 256) return "a box dimension is above 256";
+  return "";
+}
+
+PipelinePlan tessel::planPipeline(PipelinedOp loop, const TargetInfo &target) {
+  PipelinePlan plan;
+  plan.loop = loop;
+  plan.stages = loop.getNumStages();
+  Block &body = loop.getBody().front();
+  for (Operation &op : body) {
+    auto copy = llvm::dyn_cast<CopyOp>(&op);
+    if (!copy) continue;
+    auto src = llvm::cast<MemRefType>(copy.getSource().getType());
+    if (getMemorySpace(src) != MemorySpace::global) continue;
+    auto buffer = copy.getDest().getDefiningOp<AllocOp>();
+    if (!buffer || !isSharedBacked(buffer.getResult()) || buffer.getStages()) continue;
+    if (!loop->isAncestor(copy) || buffer->getParentRegion()->isAncestor(&loop.getBody()) == false)
+      continue;
+    // The buffer is read only inside the loop and written only by this copy.
+    bool onlyHere = llvm::all_of(buffer->getUsers(), [&](Operation *user) {
+      if (llvm::isa<AnnotateLayoutOp>(user)) return true;
+      if (!loop->isAncestor(user)) return false;
+      if (user == copy) return true;
+      if (auto other = llvm::dyn_cast<CopyOp>(user)) return other.getDest() != buffer.getResult();
+      if (llvm::isa<FillOp>(user)) return false;
+      return true;
+    });
+    if (!onlyHere) continue;
+    if (failed(addressSlice(copy.getSource(), body))) continue;
+    PipelineLoad load;
+    load.copy = copy;
+    load.buffer = buffer;
+    load.bytes = buffer.getType().getNumElements() * getElementBytes(src.getElementType());
+    load.noTma = whyNoTma(copy, buffer, target);
+    plan.loads.push_back(load);
+  }
+  plan.tma = !plan.loads.empty() &&
+             llvm::all_of(plan.loads, [](PipelineLoad &l) { return l.noTma.empty(); });
+  return plan;
+}
+
+Value PipelineBuilder::constant(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+
+Value PipelineBuilder::iteration(Value iv) {
+  Value delta = arith::SubIOp::create(b, loc, iv, plan.loop.getLower());
+  return arith::DivUIOp::create(b, loc, delta, plan.loop.getStep());
+}
+
+Value PipelineBuilder::stageOf(Value iteration) {
+  return arith::RemUIOp::create(b, loc, iteration, constant(plan.stages));
+}
+
+Value PipelineBuilder::parityOf(Value iteration) {
+  Value round = arith::DivUIOp::create(b, loc, iteration, constant(plan.stages));
+  return arith::RemUIOp::create(b, loc, round, constant(2));
+}
+
+Value PipelineBuilder::createBarriers(KernelOp kernel, int64_t arrivals, StringRef name) {
+  OpBuilder::InsertionGuard guard(b);
+  Block &entry = kernel.getBodyBlock();
+  b.setInsertionPointToStart(&entry);
+  auto type = getTileMemRefType({plan.stages}, b.getI64Type(), MemorySpace::shared);
+  Value barriers = AllocOp::create(b, loc, type, IntegerAttr(), Attribute(),
+                                   b.getStringAttr(name), IntegerAttr());
+  for (int64_t s = 0; s < plan.stages; ++s)
+    MbarrierInitOp::create(b, loc, barriers, constant(s), b.getI64IntegerAttr(arrivals));
+  return barriers;
+}
+
+void PipelineBuilder::multiBuffer() {
+  for (PipelineLoad &load : plan.loads)
+    load.buffer.setStagesAttr(b.getI64IntegerAttr(plan.stages));
+}
+
+Value PipelineBuilder::sourceFor(PipelineLoad &load, Block &body, Value iv) {
+  FailureOr<SetVector<Operation *>> slice = addressSlice(load.copy.getSource(), body);
+  assert(succeeded(slice) && "planPipeline checked the slice");
+  IRMapping map;
+  map.map(body.getArgument(0), iv);
+  for (Operation *op : *slice) b.clone(*op, map);
+  return map.lookupOrDefault(load.copy.getSource());
+}
+
+void PipelineBuilder::useStage(Region &region, Value stage) {
+  for (PipelineLoad &load : plan.loads) {
+    Value view = StageOp::create(b, loc, load.buffer.getType(), load.buffer.getResult(), stage);
+    load.buffer.getResult().replaceUsesWithIf(view, [&](OpOperand &use) {
+      return region.isAncestor(use.getOwner()->getParentRegion()) &&
+             !llvm::isa<StageOp>(use.getOwner());
+    });
+  }
+}

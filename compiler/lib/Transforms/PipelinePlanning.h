@@ -1,0 +1,70 @@
+//===- PipelinePlanning.h - what a pipelined loop loads ahead ---*- C++ -*-===//
+//
+// The planning step shared by tessel-warp-specialize and
+// tessel-software-pipeline: which copies of a `tile.pipelined` body are
+// loads that can be issued ahead into multi-buffered shared memory, whether
+// TMA can carry them, and the IR helpers both passes use to issue a load for
+// a later iteration and to name an iteration's stage and mbarrier parity.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_TRANSFORMS_PIPELINEPLANNING_H
+#define TESSEL_TRANSFORMS_PIPELINEPLANNING_H
+
+#include "tessel/Transforms/Passes.h"
+
+namespace tessel {
+
+/// A global-to-shared copy of the loop body that fills a whole shared
+/// buffer used only inside the loop.
+struct PipelineLoad {
+  tile::CopyOp copy;
+  tile::AllocOp buffer;
+  int64_t bytes = 0;
+  /// Why TMA cannot carry it (empty when it can).
+  std::string noTma;
+};
+
+struct PipelinePlan {
+  tile::PipelinedOp loop;
+  llvm::SmallVector<PipelineLoad> loads;
+  int64_t stages = 1;
+  /// Every load can be a TMA copy (sm_90a, unpadded layouts, 16-byte rows).
+  bool tma = false;
+  /// Bytes one stage's loads bring in.
+  int64_t stageBytes();
+};
+
+/// The loads of `loop` and how they can be carried. Copies that cannot be
+/// issued ahead (their buffer is used after the loop, or written by another
+/// op) stay synchronous in place.
+PipelinePlan planPipeline(tile::PipelinedOp loop, const TargetInfo &target);
+
+/// Builds index arithmetic for a pipeline at the current insertion point.
+struct PipelineBuilder {
+  mlir::OpBuilder &b;
+  mlir::Location loc;
+  PipelinePlan &plan;
+
+  mlir::Value constant(int64_t v);
+  /// The iteration number of induction value `iv`.
+  mlir::Value iteration(mlir::Value iv);
+  /// iteration % stages and (iteration / stages) % 2.
+  mlir::Value stageOf(mlir::Value iteration);
+  mlir::Value parityOf(mlir::Value iteration);
+  /// A shared i64 buffer of `stages` mbarriers, each initialised for
+  /// `arrivals`, created at the start of the kernel.
+  mlir::Value createBarriers(tile::KernelOp kernel, int64_t arrivals, llvm::StringRef name);
+  /// Marks every load buffer as having `stages` copies.
+  void multiBuffer();
+  /// Clones the load's source window for the iteration whose induction
+  /// value is `iv`: its address arithmetic is cloned from `body`, the
+  /// block (with the induction variable as argument 0) that holds the copy.
+  mlir::Value sourceFor(PipelineLoad &load, mlir::Block &body, mlir::Value iv);
+  /// Replaces the uses of every load buffer inside `region` with the stage
+  /// `stage` of it (views created at the insertion point).
+  void useStage(mlir::Region &region, mlir::Value stage);
+};
+
+} // namespace tessel
+
+#endif

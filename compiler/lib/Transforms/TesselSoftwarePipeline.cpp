@@ -1,0 +1,146 @@
+//===- TesselSoftwarePipeline.cpp - multi-buffered loads ahead of compute -===//
+//
+// A `tile.pipelined` loop with num_stages = S becomes an scf.for whose loads
+// run S - 1 iterations ahead of the compute that uses them:
+//
+//   prologue:  loads of iterations 0 .. S-2 into stages 0 .. S-2
+//   iteration k:
+//     wait until the loads of iteration k have landed
+//     [barrier: every thread is done with iteration k-1's stage]
+//     loads of iteration k + S - 1 into stage (k + S - 1) % S
+//     the body, reading stage k % S
+//
+// The last S - 1 iterations are the epilogue: their loads fall past the
+// trip count and are predicated off, which also covers a loop shorter than
+// its stages. Two protocols carry the loads:
+//   - TMA (sm_90a, every load eligible): one thread issues each load with
+//     the stage's `full` mbarrier expecting its bytes; compute waits on the
+//     stage's phase parity ((k / S) % 2).
+//   - cp.async (sm_80, or loads TMA cannot carry): each thread's copies form
+//     one commit group per iteration; waiting until S - 2 groups are pending
+//     leaves iteration k's data in place, and a barrier publishes it.
+//
+//===----------------------------------------------------------------------===//
+#include "PipelinePlanning.h"
+#include "tessel/Transforms/BufferUtils.h"
+
+namespace tessel {
+#define GEN_PASS_DEF_TESSELSOFTWAREPIPELINE
+#include "tessel/Transforms/Passes.h.inc"
+} // namespace tessel
+
+using namespace mlir;
+using namespace tessel;
+using namespace tessel::tile;
+
+namespace {
+
+/// True when wgmma (the async proxy) reads one of the plan's buffers.
+static bool readByAsyncProxy(PipelinePlan &plan) {
+  bool found = false;
+  plan.loop.walk([&](GemmOp gemm) {
+    if (gemm.getInstruction() != GemmInstruction::wgmma) return;
+    for (PipelineLoad &load : plan.loads)
+      for (Value operand : {gemm.getA(), gemm.getB()})
+        found |= getRootBuffer(operand) == load.buffer.getResult();
+  });
+  return found;
+}
+
+struct Pipeliner {
+  OpBuilder b;
+  PipelinePlan plan;
+  KernelOp kernel;
+  Value full; // TMA: one mbarrier per stage
+
+  /// Issues the loads of the iteration with induction value `iv` into
+  /// `stage`, when `iv` is inside the loop.
+  void issueLoads(Location loc, Block &from, Value iv, Value stage, bool barrierFirst) {
+    PipelineBuilder pb{b, loc, plan};
+    Value inside = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, iv, plan.loop.getUpper());
+    auto ifOp = scf::IfOp::create(b, loc, inside, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    if (barrierFirst) BarrierOp::create(b, loc, IntegerAttr(), IntegerAttr());
+    if (plan.tma) MbarrierExpectTxOp::create(b, loc, full, stage, b.getI64IntegerAttr(plan.stageBytes()));
+    for (PipelineLoad &load : plan.loads) {
+      Value src = pb.sourceFor(load, from, iv);
+      Value dst = StageOp::create(b, loc, load.buffer.getType(), load.buffer.getResult(), stage);
+      if (plan.tma)
+        CopyAsyncOp::create(b, loc, src, dst, full, stage);
+      else
+        CopyOp::create(b, loc, src, dst, /*async=*/true);
+    }
+  }
+
+  void run() {
+    PipelinedOp loop = plan.loop;
+    Location loc = loop.getLoc();
+    PipelineBuilder pb{b, loc, plan};
+    int64_t S = plan.stages;
+    b.setInsertionPoint(loop);
+    pb.multiBuffer();
+    if (plan.tma) full = pb.createBarriers(kernel, 1, "full");
+
+    // Prologue: iterations 0 .. S-2.
+    for (int64_t d = 0; d + 1 < S; ++d) {
+      Value iv = arith::AddIOp::create(b, loc, loop.getLower(),
+                                       arith::MulIOp::create(b, loc, loop.getStep(), pb.constant(d)));
+      issueLoads(loc, loop.getBody().front(), iv, pb.constant(d), /*barrierFirst=*/false);
+      if (!plan.tma) CpAsyncCommitOp::create(b, loc);
+    }
+
+    auto forOp = scf::ForOp::create(b, loc, loop.getLower(), loop.getUpper(), loop.getStep());
+    Block &oldBody = loop.getBody().front();
+    Block *body = forOp.getBody();
+    oldBody.getArgument(0).replaceAllUsesWith(forOp.getInductionVar());
+    body->getOperations().splice(body->begin(), oldBody.getOperations());
+
+    b.setInsertionPointToStart(body);
+    Value iv = forOp.getInductionVar();
+    Value k = pb.iteration(iv);
+    Value stage = pb.stageOf(k);
+    Value aheadIv = arith::AddIOp::create(
+        b, loc, iv, arith::MulIOp::create(b, loc, loop.getStep(), pb.constant(S - 1)));
+    Value aheadStage = pb.stageOf(arith::AddIOp::create(b, loc, k, pb.constant(S - 1)));
+    if (plan.tma) {
+      // The stage refilled below was read in iteration k-1: the barrier
+      // before the refill orders those reads (wgmma has waited for them).
+      issueLoads(loc, *body, aheadIv, aheadStage, /*barrierFirst=*/true);
+      MbarrierWaitOp::create(b, loc, full, stage, pb.parityOf(k));
+    } else {
+      CpAsyncWaitOp::create(b, loc, b.getI64IntegerAttr(std::max<int64_t>(S - 2, 0)));
+      if (readByAsyncProxy(plan)) FenceProxyAsyncOp::create(b, loc);
+      // Publishes iteration k's data and retires iteration k-1's reads.
+      BarrierOp::create(b, loc, IntegerAttr(), IntegerAttr());
+      issueLoads(loc, *body, aheadIv, aheadStage, /*barrierFirst=*/false);
+      CpAsyncCommitOp::create(b, loc);
+    }
+    pb.useStage(forOp.getRegion(), stage);
+    for (PipelineLoad &load : plan.loads) load.copy->erase();
+    loop->erase();
+  }
+};
+
+struct TesselSoftwarePipeline
+    : tessel::impl::TesselSoftwarePipelineBase<TesselSoftwarePipeline> {
+  using Base::Base;
+  void runOnOperation() override {
+    KernelOp kernel = getOperation();
+    std::optional<TargetInfo> target = lookupTarget(arch, kernel);
+    if (!target) return signalPassFailure();
+    target->tma = tma;
+    SmallVector<PipelinedOp> loops;
+    kernel.walk([&](PipelinedOp loop) { loops.push_back(loop); });
+    for (PipelinedOp loop : loops) {
+      PipelinePlan plan = planPipeline(loop, *target);
+      // One stage, or nothing to load ahead: the loop stays as it is and
+      // its copies complete before the compute that follows them.
+      if (plan.stages < 2 || plan.loads.empty()) continue;
+      Pipeliner{OpBuilder(loop), plan, kernel, {}}.run();
+    }
+    if (failed(verifySharedMemory(kernel, target->arch, target->maxSharedBytes)))
+      signalPassFailure();
+  }
+};
+} // namespace
