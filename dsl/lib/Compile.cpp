@@ -165,14 +165,23 @@ rt::LoadedKernel &Kernel::loadedFor(const std::vector<rt::LaunchArg> &args) {
     MLIRContext ctx;
     ctx.loadDialect<tile::TileDialect, tilenv::TileNVDialect, arith::ArithDialect,
                     math::MathDialect, memref::MemRefDialect, scf::SCFDialect>();
+    std::string messages;
+    ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &diag) {
+      messages += "\n" + diag.str();
+      return success();
+    });
     OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(tile, &ctx);
-    if (!module) throw Error(fmt::format("kernel {}: cannot re-read its tile IR", s.name));
+    if (!module)
+      throw Error(fmt::format("kernel {}: cannot re-read its tile IR:{}", s.name, messages));
+    // Warp specialization needs TMA loads: a loop that asked for it runs
+    // as a plain cp.async pipeline in this build.
+    module->walk([](tile::PipelinedOp loop) { loop.removeWarpSpecializeAttr(); });
     std::optional<TargetInfo> target = lookupTarget(compiledWith.arch);
     target->tma = false;
     PassManager pm(&ctx);
     buildTesselPipeline(pm, *target);
     if (failed(pm.run(*module)))
-      throw Error(fmt::format("kernel {}: the build without TMA failed", s.name));
+      throw Error(fmt::format("kernel {}: the build without TMA failed:{}", s.name, messages));
     std::string source;
     llvm::raw_string_ostream os(source);
     FailureOr<rt::KernelSpec> spec = emitCuda(*module->getOps<tile::KernelOp>().begin(), os);

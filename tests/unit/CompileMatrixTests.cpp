@@ -61,3 +61,65 @@ TEST_CASE("row_lse compiles for every target") {
   compileEverywhere("row_lse", {{"dtype", "bf16"}, {"head_dim", "128"}, {"block_m", "128"},
                                 {"threads", "256"}, {"policy", "full_row"}});
 }
+
+// The benchmark configurations: warp-specialized and plain pipelines with
+// TMA on sm_90a, cp.async pipelines elsewhere (4 stages of 128x256x64 do not
+// fit sm_80's 163 KB, so sm_80 gets 3 stages of 128x128).
+TEST_CASE("pipelined gemm configurations compile") {
+  Params big = {{"in", "bf16"}, {"out", "f16"}, {"block_m", "128"}, {"block_n", "256"},
+                {"block_k", "64"}, {"threads", "256"}, {"stages", "4"}, {"swizzle", "8"}};
+  const LibraryKernel &entry = findKernel("gemm");
+  for (std::string ws : {"on", "off"}) {
+    Params p = big;
+    p["warp_specialize"] = ws;
+    Program program = entry.build(withDefaults(entry, p));
+    Kernel k = compile(program, {"sm_90a", ""});
+    INFO("warp_specialize=" << ws);
+    CHECK(k.spec().threads == (ws == "on" ? 384 : 256));
+    // One tensor map per operand: A's box is 128 rows of one 64-element
+    // (128-byte) swizzle panel, B's 64 rows of one of its four panels.
+    REQUIRE(k.spec().tensorMaps.size() == 2);
+    CHECK(k.spec().tensorMaps[0].box == std::vector<int64_t>{128, 64});
+    CHECK(k.spec().tensorMaps[1].box == std::vector<int64_t>{64, 64});
+    CHECK(k.spec().tensorMaps[0].swizzle == 128);
+    CHECK(k.cuda().find("cp.async.bulk.tensor") == std::string::npos); // in the device header
+    CHECK(k.cuda().find("tessel::tma_load(&tma1") != std::string::npos);
+    CHECK((k.cuda().find("setmaxnreg.dec.sync.aligned.u32 40") != std::string::npos) == (ws == "on"));
+    CHECK((k.cuda().find("setmaxnreg.inc.sync.aligned.u32 232") != std::string::npos) == (ws == "on"));
+  }
+  compileEverywhere("gemm", {{"block_m", "128"}, {"block_n", "128"}, {"block_k", "64"},
+                             {"threads", "256"}, {"stages", "3"}, {"warp_specialize", "off"}});
+  Params tooBig = big;
+  Program program = entry.build(withDefaults(entry, tooBig));
+  CHECK_THROWS_WITH(compile(program, {"sm_80", ""}),
+                    Catch::Contains("bytes of shared memory; sm_80 allows 166912 per block") &&
+                        Catch::Contains("x 4 pipeline stages"));
+}
+
+// A TMA load reads rows whose strides are whole 16-byte units; other
+// arguments run the same program built with cp.async loads instead.
+TEST_CASE("arguments TMA cannot read use the build without TMA") {
+  const LibraryKernel &entry = findKernel("gemm");
+  Params p = withDefaults(entry, {{"block_m", "128"}, {"block_n", "128"}, {"block_k", "64"},
+                                  {"threads", "256"}, {"stages", "3"}, {"warp_specialize", "on"}});
+  Program program = entry.build(p);
+  Kernel k = compile(program, {"sm_90a", ""});
+  REQUIRE(k.spec().tensorMaps.size() == 2);
+  CHECK(k.spec().threads == 384);
+  auto args = [](int64_t m, int64_t n, int64_t kk) {
+    return std::vector<rt::LaunchArg>{
+        rt::LaunchArg::integer(m), rt::LaunchArg::integer(n), rt::LaunchArg::integer(kk),
+        rt::LaunchArg::buffer(256, {m, kk}), rt::LaunchArg::buffer(256, {kk, n}),
+        rt::LaunchArg::buffer(256, {m, n})};
+  };
+  CHECK(&k.loadedFor(args(300, 200, 136)) == &k.loadedKernel());
+  std::string why;
+  CHECK_FALSE(rt::tensorMapFits(k.spec(), k.spec().tensorMaps[0], args(300, 200, 130), &why));
+  CHECK(why == "argument 3 is read with TMA, whose row strides must be multiples of 16 bytes; "
+               "dimension 0 has a stride of 260 bytes (extent 130 of f16)");
+  rt::LoadedKernel &fallback = k.loadedFor(args(300, 200, 130));
+  CHECK(&fallback != &k.loadedKernel());
+  CHECK(fallback.spec().tensorMaps.empty());
+  CHECK(fallback.spec().threads == 256); // no producer warpgroup without TMA
+  CHECK(&k.loadedFor(args(300, 200, 130)) == &fallback); // built once
+}

@@ -131,6 +131,14 @@ struct BarrierPlacer {
         continue;
       }
       if (llvm::isa<scf::ForOp, PipelinedOp>(op)) {
+        // What the loop conflicts with on entry is ordered once, before
+        // it, rather than in every iteration.
+        AccessState inside;
+        collectAccesses(&op, inside);
+        if (conflicts(state, inside)) {
+          place(&op);
+          state = {};
+        }
         Block &body = op.getRegion(0).front();
         BarrierPlacer probe = *this;
         probe.dryRun = true;

@@ -401,3 +401,63 @@ tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
 tile.pipelined %k = %c0 to %c4 step %c0 stages(2) {
 }
 }
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  // expected-error @+1 {{threads [64, 192) are outside the kernel's 128}}
+  tile.role threads(64, 128) {
+  }
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(256) {
+  // expected-error @+1 {{setmaxnreg applies to whole warpgroups}}
+  tile.role threads(0, 64) max_registers(40) {
+  }
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  // expected-error @+1 {{named barrier ids are 1 to 15 (0 is __syncthreads), got 0}}
+  tile.barrier named(0, 128)
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %s = tile.alloc : memref<64xf32, #tile.space<shared>>
+  // expected-error @+1 {{needs a shared alloc with `stages`}}
+  %v = tile.stage %s[%c0] : memref<64xf32, #tile.space<shared>>
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %c2 = arith.constant 2 : index
+  %s = tile.alloc {stages = 2 : i64} : memref<64xf32, #tile.space<shared>>
+  // expected-error @+1 {{stage 2 is outside the buffer's 2 stages}}
+  %v = tile.stage %s[%c2] : memref<64xf32, #tile.space<shared>>
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %s = tile.alloc : memref<2xi32, #tile.space<shared>>
+  // expected-error @+1 {{mbarriers must be a rank-1 shared buffer of i64}}
+  tile.mbarrier_init %s[%c0] arrivals(1) : memref<2xi32, #tile.space<shared>>
+}
+
+// -----
+
+tile.kernel @k(%a: memref<64xf32, #tile.space<global>>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %bars = tile.alloc : memref<1xi64, #tile.space<shared>>
+  %s = tile.alloc : memref<64xf16, #tile.space<shared>>
+  // expected-error @+1 {{cannot convert element types asynchronously}}
+  tile.copy_async %a, %s arrive %bars[%c0] : memref<64xf32, #tile.space<global>>, memref<64xf16, #tile.space<shared>>, memref<1xi64, #tile.space<shared>>
+}

@@ -74,3 +74,106 @@ tile.kernel @reduce_then_parallel() grid(%bx) = affine_map<() -> (1)> threads(12
     memref.store %d, %t[%i, %j] : memref<4x32xf32, #f>
   }
 }
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+
+// Threads diverge at a role: a conflict with code before it is ordered by a
+// block barrier before the role (where every thread still is); a conflict
+// inside it by a named barrier over the role's threads only, since the
+// other role never reaches it. Roles are numbered from 1 in program order.
+// CHECK-LABEL: tile.kernel @roles
+// CHECK: tile.fill
+// CHECK-NEXT: tile.barrier
+// CHECK-NOT: named
+// CHECK-NEXT: tile.role threads(0, 128)
+// CHECK: tile.role threads(128, 128)
+// CHECK-NEXT: tile.copy %arg0
+// CHECK-NEXT: tile.barrier named(2, 128)
+// CHECK-NEXT: tile.copy %{{.*}}, %arg1
+tile.kernel @roles(%a: memref<64xf32, #g>, %b: memref<64xf32, #g>) grid(%bx) = affine_map<() -> (1)> threads(256) {
+  %c0 = arith.constant 0.0 : f32
+  %s = tile.alloc : memref<64xf32, #s>
+  %t = tile.alloc : memref<64xf32, #s>
+  tile.fill %t, %c0 : memref<64xf32, #s>, f32
+  tile.role threads(0, 128) {
+    tile.copy %t, %b : memref<64xf32, #s>, memref<64xf32, #g>
+  }
+  tile.role threads(128, 128) {
+    tile.copy %a, %s : memref<64xf32, #g>, memref<64xf32, #s>
+    tile.copy %s, %b : memref<64xf32, #s>, memref<64xf32, #g>
+  }
+}
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// wgmma reads shared memory through the async proxy: the threads' generic
+// write is fenced (fence.proxy.async) before the barrier that publishes it.
+// mma.sync reads through the generic proxy and needs no fence.
+// CHECK-LABEL: tile.kernel @proxy_fence
+// CHECK: tile.fill %[[AS:.*]], %{{.*}}
+// CHECK-NEXT: tile.fence_proxy_async
+// CHECK-NEXT: tile.barrier
+// CHECK-NEXT: tile.gemm %[[AS]]
+// CHECK: tile.fill %[[BS:.*]], %{{.*}}
+// CHECK-NEXT: tile.barrier
+// CHECK-NEXT: tile.gemm %[[BS]]
+tile.kernel @proxy_fence(%c: memref<64x64xf32, #g>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %zero = arith.constant 0.0 : f16
+  %as = tile.alloc : memref<64x64xf16, #s>
+  %bs = tile.alloc : memref<64x64xf16, #s>
+  %acc = tile.alloc : memref<64x64xf32, #f>
+  tile.fill %as, %zero : memref<64x64xf16, #s>, f16
+  tile.gemm %as, %as, %acc {instruction = #tile.instr<wgmma>, warps = array<i64: 1, 1>} : memref<64x64xf16, #s>, memref<64x64xf16, #s>, memref<64x64xf32, #f>
+  tile.fill %bs, %zero : memref<64x64xf16, #s>, f16
+  tile.gemm %bs, %bs, %acc {instruction = #tile.instr<mma_sync>, warps = array<i64: 2, 2>} : memref<64x64xf16, #s>, memref<64x64xf16, #s>, memref<64x64xf32, #f>
+}
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// mbarrier inits (thread 0 runs them all, so they need nothing between
+// them) are followed by fence.mbarrier_init and ordered before the first
+// use by a barrier. A multi-buffered pipeline buffer is ordered by its
+// mbarriers: no barrier goes between the wait and the gemm that reads the
+// TMA'd stage, nor in front of the next TMA copy.
+// CHECK-LABEL: tile.kernel @mbarriers
+// CHECK: tile.mbarrier_init
+// CHECK-NEXT: arith.constant
+// CHECK-NEXT: tile.mbarrier_init
+// CHECK-NEXT: tile.fence_mbarrier_init
+// CHECK: tile.barrier
+// CHECK-NEXT: scf.for
+// CHECK-NOT: tile.barrier
+// CHECK: tile.mbarrier_wait
+// CHECK-NOT: tile.barrier
+// CHECK: tile.gemm
+// CHECK-NOT: tile.barrier
+// CHECK: }
+tile.kernel @mbarriers(%a: memref<?x64xf16, #g>, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %bars = tile.alloc : memref<2xi64, #s>
+  tile.mbarrier_init %bars[%c0] arrivals(1) : memref<2xi64, #s>
+  %c1 = arith.constant 1 : index
+  tile.mbarrier_init %bars[%c1] arrivals(1) : memref<2xi64, #s>
+  %as = tile.alloc {stages = 2 : i64} : memref<64x64xf16, #s>
+  %acc = tile.alloc : memref<64x64xf32, #f>
+  scf.for %k = %c0 to %n step %c1 {
+    %st = arith.remui %k, %c1 : index
+    %view = tile.stage %as[%st] : memref<64x64xf16, #s>
+    %r = tile.region %a[%k, %c0] [64, 64] : memref<?x64xf16, #g> -> memref<64x64xf16, strided<[64, 1], offset: ?>, #g>
+    tile.mbarrier_expect_tx %bars[%st] bytes(8192) : memref<2xi64, #s>
+    tile.copy_async %r, %view arrive %bars[%st] : memref<64x64xf16, strided<[64, 1], offset: ?>, #g>, memref<64x64xf16, #s>, memref<2xi64, #s>
+    tile.mbarrier_wait %bars[%st] parity %c0 : memref<2xi64, #s>
+    tile.gemm %view, %view, %acc {instruction = #tile.instr<wgmma>, warps = array<i64: 1, 1>} : memref<64x64xf16, #s>, memref<64x64xf16, #s>, memref<64x64xf32, #f>
+  }
+}

@@ -1,0 +1,61 @@
+// The sm_90a machinery of tessel-lower-tile-ops: TMA copies, mbarriers,
+// roles with setmaxnreg, named barriers and pipeline stages.
+// RUN: tessel-opt %s -split-input-file -pass-pipeline='builtin.module(tile.kernel(tessel-lower-tile-ops{arch=sm_90a},canonicalize,cse))' | FileCheck %s
+
+// Stage 1 of a two-stage 64x256 f16 buffer starts 32 KB in; its rows are
+// four 128-byte swizzle panels, so the copy is four TMA boxes of 64x64, 8 KB
+// apart, at column offsets 0, 64, 128 and 192, all issued by the role's
+// first thread against one tensor map. One thread inits the mbarrier and
+// arms it; each consumer warp's lane 0 arrives after __syncwarp. Roles are
+// thread-range conditionals that set their register budget first.
+// CHECK-LABEL: tile.kernel @tma
+// CHECK-SAME: tma_descriptors = [{box = array<i64: 64, 64>, param = 0 : i64, swizzle = 128 : i64}]
+// CHECK: %[[TID:.*]] = tilenv.thread_id
+// CHECK: %[[BARS:.*]] = tile.alloc {offset = 0 : i64} : memref<2xi64
+// CHECK: tilenv.mbarrier_init %{{.*}} arrivals = 4
+// CHECK: %[[BS:.*]] = tile.alloc {offset = 1024 : i64} : memref<16384xf16
+// CHECK: scf.if
+// CHECK-NEXT: tilenv.setmaxnreg 40
+// CHECK-NEXT: %[[LOCAL:.*]] = arith.subi %[[TID]], %c128
+// CHECK-NEXT: %[[FIRST:.*]] = arith.cmpi eq, %[[LOCAL]], %c0
+// CHECK: tilenv.mbarrier_arrive %[[BAR1:.*]] expect_tx = 32768
+// CHECK: scf.if %[[FIRST]]
+// CHECK: %[[BASE:.*]] = tilenv.smem_address %[[BS]]
+// CHECK: %[[P0:.*]] = arith.addi %[[BASE]], %c32768_i32
+// CHECK-NEXT: tilenv.tma_load 0[%arg1, %c0] -> %[[P0]] arrive
+// CHECK: tilenv.tma_load 0[%arg1, %c64] -> %{{.*}} arrive
+// CHECK: tilenv.tma_load 0[%arg1, %c128] -> %{{.*}} arrive
+// CHECK: %[[P3:.*]] = arith.addi %[[BASE]], %c57344_i32
+// CHECK-NEXT: tilenv.tma_load 0[%arg1, %c192] -> %[[P3]] arrive
+// CHECK: scf.if
+// CHECK-NEXT: tilenv.setmaxnreg 232
+// CHECK: tilenv.mbarrier_wait %{{.*}} parity %c0
+// CHECK-NEXT: tilenv.named_barrier 2, 128
+// CHECK-NEXT: tilenv.sync_warp
+// CHECK-NEXT: %[[LANE:.*]] = arith.andi %[[TID]], %c31
+// CHECK-NEXT: %[[LANE0:.*]] = arith.cmpi eq, %[[LANE]], %c0
+// CHECK-NEXT: scf.if %[[LANE0]]
+// CHECK-NEXT: tilenv.mbarrier_arrive %{{[0-9]+}}{{$}}
+#g = #tile.space<global>
+#s = #tile.space<shared>
+
+tile.kernel @tma(%b: memref<?x?xf16, #g>, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(256) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %bars = tile.alloc : memref<2xi64, #s>
+  tile.mbarrier_init %bars[%c0] arrivals(4) : memref<2xi64, #s>
+  tile.fence_mbarrier_init
+  tile.barrier
+  %bs = tile.alloc {layout = #tile.shared<[64, 256], elem = 2, swizzle = 128, pad = 0>, stages = 2 : i64} : memref<64x256xf16, #s>
+  tile.role threads(128, 128) max_registers(40) {
+    %view = tile.stage %bs[%c1] : memref<64x256xf16, #s>
+    %r = tile.region %b[%n, %c0] [64, 256] : memref<?x?xf16, #g> -> memref<64x256xf16, strided<[?, 1], offset: ?>, #g>
+    tile.mbarrier_expect_tx %bars[%c1] bytes(32768) : memref<2xi64, #s>
+    tile.copy_async %r, %view arrive %bars[%c1] : memref<64x256xf16, strided<[?, 1], offset: ?>, #g>, memref<64x256xf16, #s>, memref<2xi64, #s>
+  }
+  tile.role threads(0, 128) max_registers(232) {
+    tile.mbarrier_wait %bars[%c1] parity %c0 : memref<2xi64, #s>
+    tile.barrier named(2, 128)
+    tile.mbarrier_arrive %bars[%c0] : memref<2xi64, #s>
+  }
+}

@@ -1,0 +1,94 @@
+// RUN: tessel-opt %s -split-input-file -pass-pipeline='builtin.module(tile.kernel(tessel-layout-inference{arch=sm_90a},tessel-software-pipeline{arch=sm_90a}))' | FileCheck %s --check-prefixes=CHECK,TMA
+// RUN: tessel-opt %s -split-input-file -pass-pipeline='builtin.module(tile.kernel(tessel-layout-inference{arch=sm_80},tessel-software-pipeline{arch=sm_80}))' | FileCheck %s --check-prefixes=CHECK,CPASYNC
+
+// Three stages: the load buffers get three copies, a prologue issues
+// iterations 0 and 1 (each predicated on the trip count, so a loop shorter
+// than its stages still works), and iteration k issues k + 2 before
+// computing on stage k % 3. On sm_90a the loads are TMA copies on a `full`
+// mbarrier per stage whose phase parity (k / 3) % 2 compute waits for; the
+// barrier before a refill retires the previous iteration's reads. On sm_80
+// they are cp.async copies in one commit group per iteration.
+// CHECK-LABEL: tile.kernel @gemm
+// TMA: %[[FULL:.*]] = tile.alloc {name = "full"} : memref<3xi64
+// TMA-COUNT-3: tile.mbarrier_init %[[FULL]][%{{.*}}] arrivals(1)
+// CHECK: %[[AS:.*]] = tile.alloc {layout = {{.*}}, stages = 3 : i64} : memref<64x64xf16
+// CHECK: %[[BS:.*]] = tile.alloc {layout = {{.*}}, stages = 3 : i64} : memref<64x64xf16
+// CHECK: scf.if
+// TMA: tile.mbarrier_expect_tx %[[FULL]][%[[S0:.*]]] bytes(16384)
+// TMA: %[[V0:.*]] = tile.stage %[[AS]][%[[S0]]]
+// TMA: tile.copy_async %{{.*}}, %[[V0]] arrive %[[FULL]][%[[S0]]]
+// CPASYNC: %[[V0:.*]] = tile.stage %[[AS]][%{{.*}}]
+// CPASYNC: tile.copy %{{.*}}, %[[V0]] {async}
+// CPASYNC: tile.cp_async_commit
+// CHECK: scf.if
+// CPASYNC: tile.cp_async_commit
+// CHECK: scf.for %[[IV:.*]] =
+// CHECK: %[[K:.*]] = arith.divui
+// CHECK: %[[STAGE:.*]] = arith.remui %[[K]], %{{.*}}
+// CPASYNC: tile.cp_async_wait pending(1)
+// CPASYNC-NEXT: tile.barrier
+// CHECK: scf.if
+// TMA-NEXT: tile.barrier
+// TMA-NEXT: tile.mbarrier_expect_tx
+// CHECK: tile.stage %[[AS]]
+// TMA: tile.copy_async
+// CPASYNC: tile.copy {{.*}} {async}
+// CHECK: tile.stage %[[BS]]
+// CPASYNC: tile.cp_async_commit
+// TMA: %[[ROUND:.*]] = arith.divui %[[K]]
+// TMA: %[[PARITY:.*]] = arith.remui %[[ROUND]]
+// TMA: tile.mbarrier_wait %[[FULL]][%[[STAGE]]] parity %[[PARITY]]
+// CHECK: %[[A:.*]] = tile.stage %[[AS]][%[[STAGE]]]
+// CHECK: %[[B:.*]] = tile.stage %[[BS]][%[[STAGE]]]
+// CHECK-NOT: tile.copy
+// CHECK: tile.gemm %[[A]], %[[B]]
+// CHECK-NOT: tile.pipelined
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+tile.kernel @gemm(%a: memref<?x?xf16, #g>, %b: memref<?x?xf16, #g>, %c: memref<?x?xf32, #g>, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %as = tile.alloc : memref<64x64xf16, #s>
+  %bs = tile.alloc : memref<64x64xf16, #s>
+  %acc = tile.alloc : memref<64x64xf32, #f>
+  tile.pipelined %k = %c0 to %n step %c1 stages(3) {
+    %k0 = arith.muli %k, %c64 : index
+    %ar = tile.region %a[%c0, %k0] [64, 64] : memref<?x?xf16, #g> -> memref<64x64xf16, strided<[?, 1], offset: ?>, #g>
+    %br = tile.region %b[%k0, %c0] [64, 64] : memref<?x?xf16, #g> -> memref<64x64xf16, strided<[?, 1], offset: ?>, #g>
+    tile.copy %ar, %as : memref<64x64xf16, strided<[?, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+    tile.copy %br, %bs : memref<64x64xf16, strided<[?, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+    tile.gemm %as, %bs, %acc : memref<64x64xf16, #s>, memref<64x64xf16, #s>, memref<64x64xf32, #f>
+  }
+  %cr = tile.region %c[%c0, %c0] [64, 64] : memref<?x?xf32, #g> -> memref<64x64xf32, strided<[?, 1], offset: ?>, #g>
+  tile.copy %acc, %cr : memref<64x64xf32, #f>, memref<64x64xf32, strided<[?, 1], offset: ?>, #g>
+}
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+
+// One stage: nothing to overlap; the loop stays as it is. A buffer that is
+// read after the loop cannot be multi-buffered either.
+// CHECK-LABEL: tile.kernel @untouched
+// CHECK: tile.pipelined {{.*}} stages(1)
+// CHECK: tile.pipelined {{.*}} stages(2)
+// CHECK-NOT: stages = 2
+// CHECK-NOT: tile.copy_async
+tile.kernel @untouched(%a: memref<?xf32, #g>, %b: memref<64xf32, #g>, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(64) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %s = tile.alloc : memref<64xf32, #s>
+  tile.pipelined %k = %c0 to %n step %c1 stages(1) {
+    %r = tile.region %a[%k] [64] : memref<?xf32, #g> -> memref<64xf32, strided<[1], offset: ?>, #g>
+    tile.copy %r, %s : memref<64xf32, strided<[1], offset: ?>, #g>, memref<64xf32, #s>
+  }
+  tile.pipelined %k = %c0 to %n step %c1 stages(2) {
+    %r = tile.region %a[%k] [64] : memref<?xf32, #g> -> memref<64xf32, strided<[1], offset: ?>, #g>
+    tile.copy %r, %s : memref<64xf32, strided<[1], offset: ?>, #g>, memref<64xf32, #s>
+  }
+  tile.copy %s, %b : memref<64xf32, #s>, memref<64xf32, #g>
+}

@@ -1,0 +1,98 @@
+// RUN: tessel-opt %s -split-input-file -verify-diagnostics -pass-pipeline='builtin.module(tile.kernel(tessel-layout-inference{arch=sm_90a},tessel-warp-specialize{arch=sm_90a}))' | FileCheck %s
+// RUN: tessel-opt %s -split-input-file -pass-pipeline='builtin.module(tile.kernel(tessel-layout-inference{arch=sm_80},tessel-warp-specialize{arch=sm_80}))' 2>&1 | FileCheck %s --check-prefix=SM80
+
+// A TMA-fed loop: the kernel grows a producer warpgroup after its 128
+// threads, which waits for each stage to be released (`empty`, inverted
+// parity so that the first round passes), arms `full` with the stage's
+// bytes and issues the TMA copies. The consumers (the kernel's own threads)
+// wait on `full`, compute on the stage and arrive on `empty` per warp; the
+// store after the loop is theirs too.
+// CHECK-LABEL: tile.kernel @gemm
+// CHECK-SAME: threads(256)
+// CHECK: %[[EMPTY:.*]] = tile.alloc {name = "empty"} : memref<3xi64
+// CHECK-COUNT-3: tile.mbarrier_init %[[EMPTY]][%{{.*}}] arrivals(4)
+// CHECK: %[[FULL:.*]] = tile.alloc {name = "full"} : memref<3xi64
+// CHECK-COUNT-3: tile.mbarrier_init %[[FULL]][%{{.*}}] arrivals(1)
+// CHECK: %[[AS:.*]] = tile.alloc {layout = {{.*}}, stages = 3 : i64}
+// CHECK: tile.role threads(128, 128) max_registers(40) {
+// CHECK-NEXT: scf.for
+// CHECK: %[[K:.*]] = arith.divui
+// CHECK: %[[S:.*]] = arith.remui %[[K]]
+// CHECK: %[[ROUND:.*]] = arith.divui %[[K]]
+// CHECK: %[[PARITY:.*]] = arith.remui %[[ROUND]]
+// CHECK: %[[FREED:.*]] = arith.xori %[[PARITY]]
+// CHECK: tile.mbarrier_wait %[[EMPTY]][%[[S]]] parity %[[FREED]]
+// CHECK-NEXT: tile.mbarrier_expect_tx %[[FULL]][%[[S]]] bytes(16384)
+// CHECK: tile.copy_async %{{.*}}, %{{.*}} arrive %[[FULL]][%[[S]]]
+// CHECK: tile.copy_async %{{.*}}, %{{.*}} arrive %[[FULL]][%[[S]]]
+// CHECK: tile.role threads(0, 128) {
+// CHECK-NEXT: scf.for
+// CHECK: tile.mbarrier_wait %[[FULL]][%[[CS:.*]]] parity
+// CHECK: tile.stage %[[AS]][%[[CS]]]
+// CHECK-NOT: tile.copy_async
+// CHECK: tile.gemm
+// CHECK-NEXT: tile.mbarrier_arrive %[[EMPTY]][%[[CS]]]
+// CHECK: tile.copy %{{.*}}, %{{.*}} : memref<64x64xf32, #tile.space<fragment>>
+// SM80-LABEL: tile.kernel @gemm
+// SM80-SAME: threads(128)
+// SM80-NOT: tile.role
+// SM80: tile.pipelined
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+tile.kernel @gemm(%a: memref<?x?xf16, #g>, %b: memref<?x?xf16, #g>, %c: memref<?x?xf32, #g>, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %as = tile.alloc : memref<64x64xf16, #s>
+  %bs = tile.alloc : memref<64x64xf16, #s>
+  %acc = tile.alloc : memref<64x64xf32, #f>
+  tile.pipelined %k = %c0 to %n step %c1 stages(3) {
+    %k0 = arith.muli %k, %c64 : index
+    %ar = tile.region %a[%c0, %k0] [64, 64] : memref<?x?xf16, #g> -> memref<64x64xf16, strided<[?, 1], offset: ?>, #g>
+    %br = tile.region %b[%k0, %c0] [64, 64] : memref<?x?xf16, #g> -> memref<64x64xf16, strided<[?, 1], offset: ?>, #g>
+    tile.copy %ar, %as : memref<64x64xf16, strided<[?, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+    tile.copy %br, %bs : memref<64x64xf16, strided<[?, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+    tile.gemm %as, %bs, %acc : memref<64x64xf16, #s>, memref<64x64xf16, #s>, memref<64x64xf32, #f>
+  }
+  %cr = tile.region %c[%c0, %c0] [64, 64] : memref<?x?xf32, #g> -> memref<64x64xf32, strided<[?, 1], offset: ?>, #g>
+  tile.copy %acc, %cr : memref<64x64xf32, #f>, memref<64x64xf32, strided<[?, 1], offset: ?>, #g>
+}
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+
+// warp_specialize = false keeps the loop for tessel-software-pipeline.
+// CHECK-LABEL: tile.kernel @declined
+// CHECK-SAME: threads(128)
+// CHECK-NOT: tile.role
+// CHECK: tile.pipelined
+tile.kernel @declined(%a: memref<?x64xf16, #g>, %b: memref<64x64xf16, #g>, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %s = tile.alloc : memref<64x64xf16, #s>
+  tile.pipelined %k = %c0 to %n step %c1 stages(2) attributes {warp_specialize = false} {
+    %r = tile.region %a[%k, %c0] [64, 64] : memref<?x64xf16, #g> -> memref<64x64xf16, strided<[64, 1], offset: ?>, #g>
+    tile.copy %r, %s : memref<64x64xf16, strided<[64, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+  }
+}
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+
+// Asked for, but the load converts f32 to f16 on the way, which TMA cannot.
+tile.kernel @impossible(%a: memref<?x64xf32, #g>, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %s = tile.alloc : memref<64x64xf16, #s>
+  // expected-error @+1 {{cannot warp-specialize this pipelined loop: its loads are not all TMA: the copy converts its element type}}
+  tile.pipelined %k = %c0 to %n step %c1 stages(2) attributes {warp_specialize = true} {
+    %r = tile.region %a[%k, %c0] [64, 64] : memref<?x64xf32, #g> -> memref<64x64xf32, strided<[64, 1], offset: ?>, #g>
+    tile.copy %r, %s : memref<64x64xf32, strided<[64, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+  }
+}
