@@ -173,6 +173,32 @@ void synchronize() {
   TESSEL_CU(d, cuCtxSynchronize);
 }
 
+CheckResult checkTmaScale(Kernel &k, const Params &p, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  int64_t m = intParam(p, "M"), cols = intParam(p, "cols");
+  DType t = dtypeParam(p, "dtype");
+  float alpha = std::uniform_real_distribution<float>(0.5f, 2.0f)(rng);
+  HostTensor x(t, {m, cols}), y(DType::f32, {m, cols});
+  randomize(x, rng);
+  std::vector<double> ref(m * cols);
+  for (int64_t i = 0; i < m * cols; ++i) ref[i] = double(alpha) * x.values[i];
+  CheckResult r;
+  r.shape = fmt::format("M={} cols={} {}", m, cols, name(t));
+  DeviceRun run;
+  run.args.push_back(rt::LaunchArg::integer(m));
+  run.args.push_back(rt::LaunchArg::real(alpha));
+  run.addTensor(x, false);
+  run.addTensor(y, true);
+  k.launch(run.args);
+  synchronize();
+  run.download(3, y);
+  r.relError = relativeError(y.values, ref);
+  r.tolerance = 1e-6;
+  r.passed = r.relError < r.tolerance;
+  r.ms = k.loadedFor(run.args).time(run.args);
+  return r;
+}
+
 CheckResult checkScaledAdd(Kernel &k, const Params &p, uint64_t seed) {
   std::mt19937_64 rng(seed);
   int64_t n = intParam(p, "N");
@@ -352,6 +378,10 @@ const std::vector<LibraryKernel> &tessel::kernels::library() {
          return scaledAdd({dtypeParam(p, "dtype"), intParam(p, "block"), (int)intParam(p, "threads")});
        },
        checkScaledAdd},
+      {"tma_scale", "y = alpha * x, [M, cols] rows loaded by a hand-written TMA producer role (sm_90a)",
+       {{"dtype", "f16"}, {"cols", "64"}, {"rows", "32"}, {"M", "1001"}},
+       [](const Params &p) { return tmaScale({dtypeParam(p, "dtype"), intParam(p, "cols"), intParam(p, "rows")}); },
+       checkTmaScale},
       {"row_softmax", "row-wise softmax of an [M, cols] matrix (M at run time)",
        {{"dtype", "f32"}, {"cols", "256"}, {"rows", "4"}, {"threads", "128"}, {"M", "1001"}},
        [](const Params &p) {

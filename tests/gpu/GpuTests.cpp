@@ -115,6 +115,17 @@ TEST_CASE("pipelined gemm matches the reference", "[gpu]") {
                        {"M", "264"}, {"N", "264"}, {"K", "264"}});
 }
 
+TEST_CASE("hand-scheduled TMA producer role matches the reference", "[gpu]") {
+  if (deviceArch() != "sm_90a") {
+    WARN("skipped: TMA and setmaxnreg need sm_90a, the device is " << deviceArch());
+    return;
+  }
+  for (std::string dtype : {"f16", "bf16"})
+    for (std::string m : {"1", "32", "1001"})
+      checkKernel("tma_scale", {{"dtype", dtype}, {"M", m}});
+  checkKernel("tma_scale", {{"cols", "128"}, {"rows", "16"}, {"M", "77"}});
+}
+
 TEST_CASE("a second compile in one process does not call NVRTC", "[gpu][cache]") {
   const LibraryKernel &entry = findKernel("gemm");
   Params p = withDefaults(entry, {{"block_m", "32"}, {"block_n", "32"}});

@@ -96,6 +96,21 @@ TEST_CASE("pipelined gemm configurations compile") {
                         Catch::Contains("x 4 pipeline stages"));
 }
 
+// Hand-scheduled warp specialization (roles, mbarriers, TMA) is sm_90a only.
+TEST_CASE("tma_scale compiles for sm_90a") {
+  for (Params p : {Params{}, Params{{"dtype", "bf16"}, {"cols", "128"}, {"rows", "16"}}}) {
+    const LibraryKernel &entry = findKernel("tma_scale");
+    Program program = entry.build(withDefaults(entry, p));
+    Kernel k = compile(program, {"sm_90a", ""});
+    CHECK(k.cubin().size() > 0);
+    CHECK(k.spec().tensorMaps.size() == 1);
+    CHECK(k.cuda().find("setmaxnreg.dec.sync.aligned.u32 40") != std::string::npos);
+  }
+  const LibraryKernel &entry = findKernel("tma_scale");
+  Program program = entry.build(withDefaults(entry, {}));
+  CHECK_THROWS_WITH(compile(program, {"sm_80", ""}), Catch::Contains("TMA copies (copy_async) need sm_90a; the target is sm_80"));
+}
+
 // A TMA load reads rows whose strides are whole 16-byte units; other
 // arguments run the same program built with cp.async loads instead.
 TEST_CASE("arguments TMA cannot read use the build without TMA") {

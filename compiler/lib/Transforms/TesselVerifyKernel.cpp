@@ -41,6 +41,20 @@ struct TesselVerifyKernel : tessel::impl::TesselVerifyKernelBase<TesselVerifyKer
         }
       });
     });
+    // The Hopper machinery has no sm_80 form.
+    if (target->computeCapability < 90) {
+      kernel.walk([&](Operation *op) {
+        const char *what = nullptr;
+        if (llvm::isa<CopyAsyncOp>(op)) what = "TMA copies (copy_async)";
+        else if (llvm::isa<MbarrierInitOp, MbarrierArriveOp, MbarrierExpectTxOp, MbarrierWaitOp>(op))
+          what = "mbarriers";
+        else if (auto role = llvm::dyn_cast<RoleOp>(op); role && role.getMaxRegisters())
+          what = "register budgets (setmaxnreg)";
+        if (!what) return;
+        op->emitError() << what << " need sm_90a; the target is " << target->arch;
+        ok = false;
+      });
+    }
     if (failed(verifySharedMemory(kernel, target->arch, target->maxSharedBytes))) ok = false;
     if (!ok) signalPassFailure();
   }

@@ -1,0 +1,33 @@
+//===- TmaScale.cpp - y = alpha * x through a hand-scheduled TMA role -----===//
+//
+// Warp specialization written by hand with the DSL's explicit ops: the last
+// warpgroup arms an mbarrier and issues one TMA copy per tile, the first
+// warpgroup waits for the bytes and computes. tessel-warp-specialize builds
+// the same structure automatically for pipelined loops.
+//
+//===----------------------------------------------------------------------===//
+#include "Kernels.h"
+
+using namespace tessel;
+
+Program tessel::kernels::tmaScale(const TmaScaleConfig &c) {
+  Program p("tma_scale");
+  Expr m = p.sym("M");
+  Expr alpha = p.scalar("alpha", DType::f32);
+  Tensor x = p.tensor("x", {m, c.cols}, c.dtype);
+  Tensor y = p.tensor("y", {m, c.cols}, DType::f32);
+  p.kernel({ceil_div(m, c.rows)}, 256, [&](Expr bx) {
+    Buffer full = alloc_barriers(1, 1, "full");
+    Buffer tile = alloc_shared({c.rows, c.cols}, c.dtype, "tile");
+    role(128, 128, [&] {
+      mbarrier_expect_tx(full, 0, c.rows * c.cols * byteSize(c.dtype));
+      copy_async(x.tile({bx * c.rows, 0}, {c.rows, c.cols}), tile, full, 0);
+    }, /*max_registers=*/40);
+    role(0, 128, [&] {
+      mbarrier_wait(full, 0, 0);
+      Buffer out = y.tile({bx * c.rows, 0}, {c.rows, c.cols});
+      parallel(c.rows, c.cols, [&](Expr i, Expr j) { out(i, j) = alpha * cast(tile(i, j), DType::f32); });
+    });
+  });
+  return p;
+}
