@@ -58,11 +58,13 @@ struct RowLseConfig {
 };
 Program rowLogSumExp(const RowLseConfig &config);
 
-/// y = alpha * x for x [M, cols]: each block's rows come in through one TMA
-/// copy issued by a hand-written producer role (sm_90a).
+/// y = alpha * x (or y += alpha * x) for x [M, cols]: each block's rows come
+/// in through one TMA copy issued by a hand-written producer role and go out
+/// through a TMA store (or TMA reduce-add) (sm_90a).
 struct TmaScaleConfig {
   DType dtype = DType::f16;
   int64_t cols = 64, rows = 32;
+  bool accumulate = false;
 };
 Program tmaScale(const TmaScaleConfig &config);
 

@@ -178,17 +178,20 @@ CheckResult checkTmaScale(Kernel &k, const Params &p, uint64_t seed) {
   int64_t m = intParam(p, "M"), cols = intParam(p, "cols");
   DType t = dtypeParam(p, "dtype");
   float alpha = std::uniform_real_distribution<float>(0.5f, 2.0f)(rng);
+  bool accumulate = intParam(p, "accumulate");
   HostTensor x(t, {m, cols}), y(DType::f32, {m, cols});
   randomize(x, rng);
+  randomize(y, rng);
   std::vector<double> ref(m * cols);
-  for (int64_t i = 0; i < m * cols; ++i) ref[i] = double(alpha) * x.values[i];
+  for (int64_t i = 0; i < m * cols; ++i)
+    ref[i] = double(alpha) * x.values[i] + (accumulate ? y.values[i] : 0.0);
   CheckResult r;
   r.shape = fmt::format("M={} cols={} {}", m, cols, name(t));
   DeviceRun run;
   run.args.push_back(rt::LaunchArg::integer(m));
   run.args.push_back(rt::LaunchArg::real(alpha));
   run.addTensor(x, false);
-  run.addTensor(y, true);
+  run.addTensor(y, /*poison=*/!accumulate);
   k.launch(run.args);
   synchronize();
   run.download(3, y);
@@ -378,9 +381,13 @@ const std::vector<LibraryKernel> &tessel::kernels::library() {
          return scaledAdd({dtypeParam(p, "dtype"), intParam(p, "block"), (int)intParam(p, "threads")});
        },
        checkScaledAdd},
-      {"tma_scale", "y = alpha * x, [M, cols] rows loaded by a hand-written TMA producer role (sm_90a)",
-       {{"dtype", "f16"}, {"cols", "64"}, {"rows", "32"}, {"M", "1001"}},
-       [](const Params &p) { return tmaScale({dtypeParam(p, "dtype"), intParam(p, "cols"), intParam(p, "rows")}); },
+      {"tma_scale",
+       "y (+)= alpha * x, [M, cols] rows in and out through TMA, with a hand-written producer role (sm_90a)",
+       {{"dtype", "f16"}, {"cols", "64"}, {"rows", "32"}, {"accumulate", "0"}, {"M", "1001"}},
+       [](const Params &p) {
+         return tmaScale({dtypeParam(p, "dtype"), intParam(p, "cols"), intParam(p, "rows"),
+                          intParam(p, "accumulate") != 0});
+       },
        checkTmaScale},
       {"row_softmax", "row-wise softmax of an [M, cols] matrix (M at run time)",
        {{"dtype", "f32"}, {"cols", "256"}, {"rows", "4"}, {"threads", "128"}, {"M", "1001"}},

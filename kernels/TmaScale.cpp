@@ -2,8 +2,10 @@
 //
 // Warp specialization written by hand with the DSL's explicit ops: the last
 // warpgroup arms an mbarrier and issues one TMA copy per tile, the first
-// warpgroup waits for the bytes and computes. tessel-warp-specialize builds
-// the same structure automatically for pipelined loops.
+// warpgroup waits for the bytes, computes into shared memory and writes the
+// tile back with a TMA store (or adds it into y with a TMA reduce-add).
+// tessel-warp-specialize builds the load side automatically for pipelined
+// loops.
 //
 //===----------------------------------------------------------------------===//
 #include "Kernels.h"
@@ -25,8 +27,12 @@ Program tessel::kernels::tmaScale(const TmaScaleConfig &c) {
     }, /*max_registers=*/40);
     role(0, 128, [&] {
       mbarrier_wait(full, 0, 0);
+      Buffer result = alloc_shared({c.rows, c.cols}, DType::f32, "result");
+      parallel(c.rows, c.cols, [&](Expr i, Expr j) { result(i, j) = alpha * cast(tile(i, j), DType::f32); });
+      // Out through TMA too: a store, or an add into y.
       Buffer out = y.tile({bx * c.rows, 0}, {c.rows, c.cols});
-      parallel(c.rows, c.cols, [&](Expr i, Expr j) { out(i, j) = alpha * cast(tile(i, j), DType::f32); });
+      if (c.accumulate) atomic_add(out, result, MemoryOrder::relaxed, AtomicPath::tma);
+      else copy(result, out);
     });
   });
   return p;

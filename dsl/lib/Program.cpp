@@ -964,7 +964,17 @@ void tessel::reduce_absmax(const Buffer &s, const Buffer &d, int dim, bool clear
 static tile::MemoryOrder toOrder(MemoryOrder o) { return static_cast<tile::MemoryOrder>(static_cast<int>(o)); }
 
 void tessel::atomic_add(const Buffer &dst, const Buffer &src, MemoryOrder order, SrcLoc loc) {
+  atomic_add(dst, src, order, AtomicPath::threads, loc);
+}
+
+void tessel::atomic_add(const Buffer &dst, const Buffer &src, MemoryOrder order, AtomicPath path,
+                        SrcLoc loc) {
   lastLoc = loc;
+  if (path == AtomicPath::tma && (src.space() != Space::shared || dst.space() != Space::global))
+    fail(loc, "a TMA reduce-add adds a shared buffer into a global window");
+  if (path == AtomicPath::tma && order != MemoryOrder::relaxed)
+    fail(loc, "a TMA reduce-add is relaxed; use MemoryOrder::relaxed, or AtomicPath::threads for "
+              "ordered adds");
   Program &p = Program::current(loc);
   requireStatic(dst, "atomic_add", loc);
   if (dst.shape() != src.shape())
@@ -972,8 +982,9 @@ void tessel::atomic_add(const Buffer &dst, const Buffer &src, MemoryOrder order,
                           shapeText(dst.shape())));
   if (dst.space() != Space::global && dst.space() != Space::shared)
     fail(loc, fmt::format("atomic_add destination must be global or shared, not {}", spaceName(dst.space())));
-  tile::AtomicAddOp::create(p.builder(), p.location(loc), src.value(), dst.value(), ValueRange{},
-                            toOrder(order));
+  auto op = tile::AtomicAddOp::create(p.builder(), p.location(loc), src.value(), dst.value(),
+                                      ValueRange{}, toOrder(order));
+  if (path == AtomicPath::tma) op.setTma(true);
 }
 
 void tessel::atomic_add(const Ref &dst, Expr value, MemoryOrder order, SrcLoc loc) {

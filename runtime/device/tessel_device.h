@@ -93,6 +93,31 @@ __device__ inline void tma_load(const TensorMap *map, unsigned dst, unsigned bar
 }
 #undef TESSEL_TMA_LOAD
 
+// One TMA box from shared memory to global memory, stored or added
+// (relaxed) element by element; completion through bulk groups.
+#define TESSEL_TMA_STORE(OP, DIMS, COORDS, ...)                                                \
+  asm volatile(OP "." #DIMS "d.global.shared::cta.bulk_group [%0, {" COORDS "}], [%1];"       \
+               :: "l"(reinterpret_cast<unsigned long long>(map)), "r"(src), __VA_ARGS__       \
+               : "memory")
+#define TESSEL_TMA_OUT(NAME, OP)                                                               \
+  __device__ inline void NAME(const TensorMap *map, unsigned src, int c0) {                    \
+    TESSEL_TMA_STORE(OP, 1, "%2", "r"(c0));                                                    \
+  }                                                                                            \
+  __device__ inline void NAME(const TensorMap *map, unsigned src, int c0, int c1) {            \
+    TESSEL_TMA_STORE(OP, 2, "%2, %3", "r"(c0), "r"(c1));                                       \
+  }                                                                                            \
+  __device__ inline void NAME(const TensorMap *map, unsigned src, int c0, int c1, int c2) {    \
+    TESSEL_TMA_STORE(OP, 3, "%2, %3, %4", "r"(c0), "r"(c1), "r"(c2));                          \
+  }                                                                                            \
+  __device__ inline void NAME(const TensorMap *map, unsigned src, int c0, int c1, int c2,      \
+                              int c3) {                                                        \
+    TESSEL_TMA_STORE(OP, 4, "%2, %3, %4, %5", "r"(c0), "r"(c1), "r"(c2), "r"(c3));             \
+  }
+TESSEL_TMA_OUT(tma_store, "cp.async.bulk.tensor")
+TESSEL_TMA_OUT(tma_reduce_add, "cp.reduce.async.bulk.tensor.add")
+#undef TESSEL_TMA_OUT
+#undef TESSEL_TMA_STORE
+
 __device__ inline void mbarrier_init(unsigned bar, int arrivals) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(arrivals) : "memory");
 }

@@ -98,15 +98,24 @@ TEST_CASE("pipelined gemm configurations compile") {
 
 // Hand-scheduled warp specialization (roles, mbarriers, TMA) is sm_90a only.
 TEST_CASE("tma_scale compiles for sm_90a") {
-  for (Params p : {Params{}, Params{{"dtype", "bf16"}, {"cols", "128"}, {"rows", "16"}}}) {
+  for (Params p : {Params{}, Params{{"dtype", "bf16"}, {"cols", "128"}, {"rows", "16"}},
+                   Params{{"accumulate", "1"}}}) {
     const LibraryKernel &entry = findKernel("tma_scale");
     Program program = entry.build(withDefaults(entry, p));
     Kernel k = compile(program, {"sm_90a", ""});
     CHECK(k.cubin().size() > 0);
-    CHECK(k.spec().tensorMaps.size() == 1);
+    CHECK(k.spec().tensorMaps.size() == 2); // x in, y out
     CHECK(k.cuda().find("setmaxnreg.dec.sync.aligned.u32 40") != std::string::npos);
+    bool add = p.count("accumulate");
+    CHECK((k.cuda().find("tessel::tma_reduce_add(&tma1") != std::string::npos) == add);
+    CHECK((k.cuda().find("tessel::tma_store(&tma1") != std::string::npos) == !add);
   }
   const LibraryKernel &entry = findKernel("tma_scale");
+  // An explicit TMA copy of 40-byte rows cannot be carried; it says so at
+  // the copy_async line.
+  Program narrow = entry.build(withDefaults(entry, {{"cols", "20"}}));
+  CHECK_THROWS_WITH(compile(narrow, {"sm_90a", ""}),
+                    Catch::Contains("TmaScale.cpp") && Catch::Contains("TMA boxes are whole 16-byte rows"));
   Program program = entry.build(withDefaults(entry, {}));
   CHECK_THROWS_WITH(compile(program, {"sm_80", ""}), Catch::Contains("TMA copies (copy_async) need sm_90a; the target is sm_80"));
 }

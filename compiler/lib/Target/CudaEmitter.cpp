@@ -421,6 +421,21 @@ LogicalResult CudaEmitter::emitOp(Operation &op) {
         os << ");\n";
         return success();
       })
+      .Case([&](tilenv::TmaStoreOp o) {
+        line() << (o.getReduceAdd() ? "tessel::tma_reduce_add(&tma" : "tessel::tma_store(&tma")
+               << o.getDescriptor() << ", " << name(o.getSource());
+        for (Value c : llvm::reverse(o.getCoords())) os << ", " << name(c);
+        os << ");\n";
+        return success();
+      })
+      .Case([&](tilenv::BulkCommitOp) {
+        line() << "asm volatile(\"cp.async.bulk.commit_group;\" ::: \"memory\");\n";
+        return success();
+      })
+      .Case([&](tilenv::BulkWaitOp) {
+        line() << "asm volatile(\"cp.async.bulk.wait_group 0;\" ::: \"memory\");\n";
+        return success();
+      })
       .Case([&](tilenv::MbarrierInitOp o) {
         line() << "tessel::mbarrier_init(" << name(o.getAddress()) << ", " << o.getArrivals()
                << ");\n";

@@ -27,8 +27,8 @@ void tessel::buildTesselPipeline(OpPassManager &pm, const TargetInfo &target) {
   kernel.addPass(createTesselLayoutInference(TesselLayoutInferenceOptions{target.arch}));
   kernel.addPass(createTesselWarpSpecialize(TesselWarpSpecializeOptions{target.arch, target.tma}));
   kernel.addPass(createTesselSoftwarePipeline(TesselSoftwarePipelineOptions{target.arch, target.tma}));
-  kernel.addPass(createTesselInsertBarriers());
-  kernel.addPass(createTesselLowerTileOps(TesselLowerTileOpsOptions{target.arch}));
+  kernel.addPass(createTesselInsertBarriers(TesselInsertBarriersOptions{target.arch, target.tma}));
+  kernel.addPass(createTesselLowerTileOps(TesselLowerTileOpsOptions{target.arch, target.tma}));
   kernel.addPass(createCanonicalizerPass());
   kernel.addPass(createCSEPass());
 }

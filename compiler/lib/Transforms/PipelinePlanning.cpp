@@ -1,5 +1,6 @@
 //===- PipelinePlanning.cpp - what a pipelined loop loads ahead -----------===//
 #include "PipelinePlanning.h"
+#include "TmaRules.h"
 #include "tessel/Transforms/BufferUtils.h"
 
 #include "mlir/Analysis/SliceAnalysis.h"
@@ -27,27 +28,6 @@ static FailureOr<SetVector<Operation *>> addressSlice(Value value, Block &body) 
   for (Operation *op : slice)
     if (!isMemoryEffectFree(op)) return failure();
   return slice;
-}
-
-static std::string whyNoTma(CopyOp copy, AllocOp buffer, const TargetInfo &target) {
-  if (target.computeCapability != 90) return "TMA needs sm_90a";
-  if (!target.tma) return "TMA is turned off for this compile";
-  auto src = llvm::cast<MemRefType>(copy.getSource().getType());
-  if (src.getElementType() != buffer.getType().getElementType())
-    return "the copy converts its element type";
-  if (!llvm::isa<BlockArgument>(getRootBuffer(copy.getSource())))
-    return "the source is not a window of a kernel tensor";
-  if (getAnnotatedLayout(buffer)) return "the buffer has an annotated layout";
-  auto shared = llvm::dyn_cast_or_null<SharedLayoutAttr>(buffer.getLayoutAttr());
-  if (!shared || shared.getPad()) return "the buffer's layout is padded";
-  int64_t eb = getElementBytes(src.getElementType());
-  ArrayRef<int64_t> shape = buffer.getType().getShape();
-  int64_t inner = shared.getSwizzleBytes() ? shared.getLayout().getPanelWidth() : shape.back();
-  if ((inner * eb) % 16 || inner > 256) return "its rows are not whole 16-byte units of at most 256 elements";
-  if (shape.size() > 5) return "TMA boxes have at most 5 dimensions";
-  for (size_t d = 0; d + 2 < shape.size(); ++d)
-    if (shape[d] > 256) return "a box dimension is above 256";
-  return "";
 }
 
 PipelinePlan tessel::planPipeline(PipelinedOp loop, const TargetInfo &target) {
@@ -79,7 +59,7 @@ PipelinePlan tessel::planPipeline(PipelinedOp loop, const TargetInfo &target) {
     load.copy = copy;
     load.buffer = buffer;
     load.bytes = buffer.getType().getNumElements() * getElementBytes(src.getElementType());
-    load.noTma = whyNoTma(copy, buffer, target);
+    load.noTma = whyNoTma(copy.getSource(), copy.getDest(), target);
     plan.loads.push_back(load);
   }
   plan.tma = !plan.loads.empty() &&

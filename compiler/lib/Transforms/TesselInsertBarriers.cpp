@@ -19,6 +19,7 @@
 //    the barrier tessel-software-pipeline places), not by this pass.
 //
 //===----------------------------------------------------------------------===//
+#include "TmaRules.h"
 #include "tessel/Transforms/BufferUtils.h"
 #include "tessel/Transforms/Passes.h"
 
@@ -188,13 +189,20 @@ struct BarrierPlacer {
   }
 };
 
-/// Shared buffers wgmma reads through the async proxy.
-static DenseSet<Value> asyncProxyReads(KernelOp kernel) {
+/// Shared buffers read through the async proxy: wgmma operands and the
+/// sources of TMA stores and reduce-adds.
+static DenseSet<Value> asyncProxyReads(KernelOp kernel, const TargetInfo &target) {
   DenseSet<Value> roots;
-  kernel.walk([&](GemmOp gemm) {
-    if (gemm.getInstruction() != GemmInstruction::wgmma) return;
-    for (Value operand : {gemm.getA(), gemm.getB()})
-      if (Value root = getRootBuffer(operand); isSharedBacked(root)) roots.insert(root);
+  auto note = [&](Value operand) {
+    if (Value root = getRootBuffer(operand); isSharedBacked(root)) roots.insert(root);
+  };
+  kernel.walk([&](Operation *op) {
+    if (auto gemm = llvm::dyn_cast<GemmOp>(op); gemm && gemm.getInstruction() == GemmInstruction::wgmma)
+      note(gemm.getA()), note(gemm.getB());
+    if (auto copy = llvm::dyn_cast<CopyOp>(op); copy && isTmaStore(copy, target))
+      note(copy.getSource());
+    if (auto atomic = llvm::dyn_cast<AtomicAddOp>(op); atomic && atomic.getTma())
+      note(atomic.getValue());
   });
   return roots;
 }
@@ -202,8 +210,8 @@ static DenseSet<Value> asyncProxyReads(KernelOp kernel) {
 /// A generic-proxy write of a buffer the async proxy reads is followed by
 /// fence.proxy.async in the writing threads, before the barrier that
 /// publishes it.
-static void fenceGenericWrites(KernelOp kernel) {
-  DenseSet<Value> asyncRead = asyncProxyReads(kernel);
+static void fenceGenericWrites(KernelOp kernel, const TargetInfo &target) {
+  DenseSet<Value> asyncRead = asyncProxyReads(kernel, target);
   if (asyncRead.empty()) return;
   SmallVector<Operation *> writers;
   kernel.walk([&](Operation *op) {
@@ -243,8 +251,12 @@ static void fenceMbarrierInits(KernelOp kernel) {
 }
 
 struct TesselInsertBarriers : tessel::impl::TesselInsertBarriersBase<TesselInsertBarriers> {
+  using Base::Base;
   void runOnOperation() override {
     KernelOp kernel = getOperation();
+    std::optional<TargetInfo> target = lookupTarget(arch, kernel);
+    if (!target) return signalPassFailure();
+    target->tma = tma;
     // Named barrier 0 is __syncthreads; each role gets its own id.
     llvm::DenseMap<Operation *, int64_t> roleIds;
     bool tooMany = false;
@@ -258,7 +270,7 @@ struct TesselInsertBarriers : tessel::impl::TesselInsertBarriersBase<TesselInser
     });
     if (tooMany) return signalPassFailure();
     fenceMbarrierInits(kernel);
-    fenceGenericWrites(kernel);
+    fenceGenericWrites(kernel, *target);
     BarrierPlacer{false, std::nullopt, &roleIds}.walkBlock(kernel.getBodyBlock(), {});
   }
 };

@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "TileLowering.h"
+#include "TmaRules.h"
 #include "tessel/Transforms/BufferUtils.h"
 
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
@@ -570,6 +571,7 @@ void TileLowering::lowerCopy(CopyOp op) {
   }
   if (dst.isFragment()) return copyToFragment(src, dst);
   if (src.isFragment()) return copyFromFragment(src, dst);
+  if (isTmaStore(op, target)) return storeWithTma(op, src, dst, /*add=*/false);
   // A pipeline's loads (`async`) complete at its tile.cp_async_wait; other
   // copies in a pipelined loop wait for themselves.
   bool global2shared = src.isGlobal() && dst.space == MemorySpace::shared;
@@ -774,6 +776,15 @@ void TileLowering::lowerAtomicAdd(AtomicAddOp op, bool insideParallel) {
   };
   if (llvm::isa<MemRefType>(op.getValue().getType())) {
     Access src = resolve(op.getValue());
+    if (op.getTma()) {
+      if (op.getOrder() != MemoryOrder::relaxed)
+        return fail(op, "a TMA reduce-add is relaxed; use order relaxed, or thread atomics for "
+                        "ordered adds");
+      if (src.space != MemorySpace::shared || src.elementType != dst.elementType)
+        return fail(op, "a TMA reduce-add adds a shared buffer into a global window of the "
+                        "same element type");
+      return storeWithTma(op, src, dst, /*add=*/true);
+    }
     if (src.isFragment()) {
       // One atomic per element the thread owns.
       auto attr = llvm::cast<FragmentLayoutAttr>(src.layout);
@@ -934,51 +945,75 @@ int64_t TileLowering::tensorMapIndex(BlockArgument param, ArrayRef<int64_t> box,
   return maps.size() - 1;
 }
 
-void TileLowering::lowerCopyAsync(CopyAsyncOp op) {
-  Access src = resolve(op.getSource()), dst = resolve(op.getDest());
-  auto param = llvm::dyn_cast<BlockArgument>(src.root);
-  auto shared = llvm::dyn_cast_or_null<SharedLayoutAttr>(dst.layout);
-  if (target.computeCapability < 90)
-    return fail(op, "asynchronous copies completing on an mbarrier use TMA, which needs sm_90a");
-  if (!param || !shared || shared.getPad() || dst.tileShape != ArrayRef<int64_t>(dst.rootShape))
-    return fail(op, "TMA copies a window of a global tensor parameter into a whole shared "
-                    "buffer with an unpadded #tile.shared layout");
-  layout::SharedLayout l = shared.getLayout();
-  int64_t eb = getElementBytes(dst.elementType);
-  ArrayRef<int64_t> shape = dst.tileShape;
+bool TileLowering::forEachTmaBox(Operation *op, const Access &global, const Access &shared,
+                                 function_ref<void(int64_t, Value, ArrayRef<Value>)> issue) {
+  auto param = llvm::dyn_cast<BlockArgument>(global.root);
+  auto layoutAttr = llvm::dyn_cast_or_null<SharedLayoutAttr>(shared.layout);
+  if (target.computeCapability < 90) {
+    fail(op, "TMA copies need sm_90a");
+    return false;
+  }
+  if (!param || !layoutAttr || layoutAttr.getPad() ||
+      shared.tileShape != ArrayRef<int64_t>(shared.rootShape)) {
+    fail(op, "TMA moves a window of a global tensor parameter to or from a whole shared buffer "
+             "with an unpadded #tile.shared layout");
+    return false;
+  }
+  layout::SharedLayout l = layoutAttr.getLayout();
+  int64_t eb = getElementBytes(shared.elementType);
+  ArrayRef<int64_t> shape = shared.tileShape;
   int64_t rank = shape.size(), cols = shape.back();
-  if (rank > 5) return fail(op, "TMA boxes have at most 5 dimensions");
   // A swizzled buffer is a row of panels `swizzle` bytes wide: one box per
   // panel. Boxes are at most 256 elements along every dimension.
   int64_t panel = l.getSwizzleBytes() ? l.getPanelWidth() : cols;
-  if ((panel * eb) % 16)
-    return fail(op, "TMA boxes are whole 16-byte rows: " + Twine(cols) + " elements of " +
-                        Twine(eb) + " bytes are not");
-  int64_t rowChunk = 256;
-  if (panel > 256) return fail(op, "the TMA box's inner extent is above 256 elements");
-  for (int64_t d = 0; d + 2 < rank; ++d)
-    if (shape[d] > 256) return fail(op, "TMA boxes are at most 256 elements in every dimension");
+  const int64_t rowChunk = 256;
+  if (rank > 5 || (panel * eb) % 16 || panel > 256 ||
+      llvm::any_of(shape.drop_back(std::min<int64_t>(rank, 2)), [](int64_t d) { return d > 256; })) {
+    fail(op, "TMA boxes are whole 16-byte rows of at most 256 elements, at most 256 elements in "
+             "every other dimension and at most 5 dimensions");
+    return false;
+  }
   int64_t rows = rank >= 2 ? shape[rank - 2] : 1;
   SmallVector<int64_t> box(shape);
   box.back() = panel;
   if (rank >= 2) box[rank - 2] = std::min(rows, rowChunk);
   int64_t descriptor = tensorMapIndex(param, box, l.getSwizzleBytes());
-  int64_t innerRows = l.getRows() / std::max<int64_t>(rows, 1); // product of leading dims > rank-2
-
-  OpBuilder::InsertionGuard g(b);
-  guard(eq(threadId, zeroIdx));
-  Value barrier = mbarrierAddress(op.getBarriers(), op.getIndex());
+  int64_t innerRows = l.getRows() / std::max<int64_t>(rows, 1); // leading dims beyond rank-2
   for (int64_t p = 0; p < cols / panel; ++p) {
     for (int64_t r = 0; r < rows; r += rowChunk) {
-      SmallVector<Value> coords(src.offsets);
+      SmallVector<Value> coords(global.offsets);
       coords.back() = add(coords.back(), idx(p * panel));
       if (rank >= 2 && r) coords[rank - 2] = add(coords[rank - 2], idx(r));
       // Panel p holds all rows `panel` elements wide, one after another.
       int64_t element = (p * l.getRows() + r * innerRows) * panel;
-      tilenv::TmaLoadOp::create(b, loc, b.getI64IntegerAttr(descriptor),
-                                sharedAddress(dst, idx(element)), barrier, coords);
+      issue(descriptor, sharedAddress(shared, idx(element)), coords);
     }
   }
+  return true;
+}
+
+void TileLowering::lowerCopyAsync(CopyAsyncOp op) {
+  Access src = resolve(op.getSource()), dst = resolve(op.getDest());
+  OpBuilder::InsertionGuard g(b);
+  guard(eq(threadId, zeroIdx));
+  Value barrier = mbarrierAddress(op.getBarriers(), op.getIndex());
+  forEachTmaBox(op, src, dst, [&](int64_t descriptor, Value smem, ArrayRef<Value> coords) {
+    tilenv::TmaLoadOp::create(b, loc, b.getI64IntegerAttr(descriptor), smem, barrier, coords);
+  });
+}
+
+void TileLowering::storeWithTma(Operation *op, const Access &src, const Access &dst, bool add) {
+  // One thread issues every box and waits for the group, so that the
+  // barrier before the buffer is written again also orders the TMA reads.
+  OpBuilder::InsertionGuard g(b);
+  guard(eq(threadId, zeroIdx));
+  bool ok = forEachTmaBox(op, dst, src, [&](int64_t descriptor, Value smem, ArrayRef<Value> coords) {
+    tilenv::TmaStoreOp::create(b, loc, b.getI64IntegerAttr(descriptor), smem, coords,
+                               add ? b.getUnitAttr() : UnitAttr());
+  });
+  if (!ok) return;
+  tilenv::BulkCommitOp::create(b, loc);
+  tilenv::BulkWaitOp::create(b, loc);
 }
 
 Value TileLowering::mbarrierAddress(Value barriers, Value index) {
@@ -1173,6 +1208,7 @@ struct TesselLowerTileOps : tessel::impl::TesselLowerTileOpsBase<TesselLowerTile
   void runOnOperation() override {
     std::optional<TargetInfo> target = lookupTarget(arch, getOperation());
     if (!target) return signalPassFailure();
+    target->tma = tma;
     if (mlir::failed(TileLowering(getOperation(), *target).run())) signalPassFailure();
   }
 };

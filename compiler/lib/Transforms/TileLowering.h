@@ -126,6 +126,13 @@ private:
   void lowerPipelined(tile::PipelinedOp op);
   void lowerRole(tile::RoleOp op);
   void lowerCopyAsync(tile::CopyAsyncOp op);
+  /// Issues one TMA box per swizzle panel (and per 256 rows) of a whole
+  /// shared buffer, with its shared address and global coordinates; fails
+  /// at `op` when TMA cannot move it.
+  bool forEachTmaBox(mlir::Operation *op, const Access &global, const Access &shared,
+                     llvm::function_ref<void(int64_t, mlir::Value, llvm::ArrayRef<mlir::Value>)> issue);
+  /// TMA store (or reduce-add) of a whole shared buffer, waited for.
+  void storeWithTma(mlir::Operation *op, const Access &src, const Access &dst, bool add);
   int64_t tensorMapIndex(mlir::BlockArgument param, llvm::ArrayRef<int64_t> box, int64_t swizzle);
   mlir::Value mbarrierAddress(mlir::Value barriers, mlir::Value index);
   void lowerMbarrier(mlir::Operation *op);

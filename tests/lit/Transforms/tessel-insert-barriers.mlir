@@ -114,8 +114,9 @@ tile.kernel @roles(%a: memref<64xf32, #g>, %b: memref<64xf32, #g>) grid(%bx) = a
 #f = #tile.space<fragment>
 
 // wgmma reads shared memory through the async proxy: the threads' generic
-// write is fenced (fence.proxy.async) before the barrier that publishes it.
-// mma.sync reads through the generic proxy and needs no fence.
+// write is fenced (fence.proxy.async) before the barrier that publishes it;
+// so does a TMA store of a whole unpadded buffer. mma.sync reads through the
+// generic proxy and needs no fence.
 // CHECK-LABEL: tile.kernel @proxy_fence
 // CHECK: tile.fill %[[AS:.*]], %{{.*}}
 // CHECK-NEXT: tile.fence_proxy_async
@@ -124,6 +125,10 @@ tile.kernel @roles(%a: memref<64xf32, #g>, %b: memref<64xf32, #g>) grid(%bx) = a
 // CHECK: tile.fill %[[BS:.*]], %{{.*}}
 // CHECK-NEXT: tile.barrier
 // CHECK-NEXT: tile.gemm %[[BS]]
+// CHECK: tile.fill %[[OS:.*]], %{{.*}}
+// CHECK-NEXT: tile.fence_proxy_async
+// CHECK-NEXT: tile.barrier
+// CHECK-NEXT: tile.copy %[[OS]], %arg0
 tile.kernel @proxy_fence(%c: memref<64x64xf32, #g>) grid(%bx) = affine_map<() -> (1)> threads(128) {
   %zero = arith.constant 0.0 : f16
   %as = tile.alloc : memref<64x64xf16, #s>
@@ -133,6 +138,10 @@ tile.kernel @proxy_fence(%c: memref<64x64xf32, #g>) grid(%bx) = affine_map<() ->
   tile.gemm %as, %as, %acc {instruction = #tile.instr<wgmma>, warps = array<i64: 1, 1>} : memref<64x64xf16, #s>, memref<64x64xf16, #s>, memref<64x64xf32, #f>
   tile.fill %bs, %zero : memref<64x64xf16, #s>, f16
   tile.gemm %bs, %bs, %acc {instruction = #tile.instr<mma_sync>, warps = array<i64: 2, 2>} : memref<64x64xf16, #s>, memref<64x64xf16, #s>, memref<64x64xf32, #f>
+  %out = tile.alloc {layout = #tile.shared<[64, 64], elem = 4, swizzle = 0, pad = 0>} : memref<64x64xf32, #s>
+  %fzero = arith.constant 0.0 : f32
+  tile.fill %out, %fzero : memref<64x64xf32, #s>, f32
+  tile.copy %out, %c : memref<64x64xf32, #s>, memref<64x64xf32, #g>
 }
 
 // -----

@@ -119,9 +119,14 @@ def TesselInsertBarriers : Pass<"tessel-insert-barriers", "::tessel::tile::Kerne
     the start of the next. Never inside a `tile.parallel` body.
     mbarrier inits are followed by `tile.fence_mbarrier_init` and ordered
     before the first use; a generic-proxy write of a buffer wgmma reads is
-    followed by `tile.fence_proxy_async`.
+    followed by `tile.fence_proxy_async` (wgmma operands, sources of TMA
+    stores and TMA reduce-adds).
     Post: every cross-thread shared-memory dependence crosses a barrier.
   }];
+  let options = [Option<"arch", "arch", "std::string", "\"sm_90a\"",
+                        "target architecture: sm_80, sm_90a or sm_100a">,
+                 Option<"tma", "tma", "bool", "true",
+                        "whether the lowering may store with TMA (as tessel-lower-tile-ops)">];
   let dependentDialects = ["::tessel::tile::TileDialect"];
 }
 
@@ -146,7 +151,9 @@ def TesselLowerTileOps : Pass<"tessel-lower-tile-ops", "::tessel::tile::KernelOp
     `smem_bytes` set on the kernel.
   }];
   let options = [Option<"arch", "arch", "std::string", "\"sm_90a\"",
-                        "target architecture: sm_80, sm_90a or sm_100a">];
+                        "target architecture: sm_80, sm_90a or sm_100a">,
+                 Option<"tma", "tma", "bool", "true",
+                        "sm_90a copies between whole shared buffers and global windows may be TMA">];
   let dependentDialects = ["::tessel::tile::TileDialect", "::tessel::tilenv::TileNVDialect",
                            "mlir::scf::SCFDialect", "mlir::arith::ArithDialect",
                            "mlir::math::MathDialect", "mlir::memref::MemRefDialect"];

@@ -294,6 +294,12 @@ void reduce_absmax(const Buffer &src, const Buffer &dst, int dim, bool clear = t
 /// dst += src, element by element, atomically.
 void atomic_add(const Buffer &dst, const Buffer &src, MemoryOrder order = MemoryOrder::relaxed,
                 SrcLoc loc = SrcLoc::current());
+/// Who performs a region atomic_add: the threads, element by element, or
+/// TMA (sm_90a: a shared buffer added into a global window with
+/// cp.reduce.async.bulk.tensor, relaxed).
+enum class AtomicPath { threads, tma };
+void atomic_add(const Buffer &dst, const Buffer &src, MemoryOrder order, AtomicPath path,
+                SrcLoc loc = SrcLoc::current());
 /// One element += value, atomically.
 void atomic_add(const Ref &dst, Expr value, MemoryOrder order = MemoryOrder::relaxed,
                 SrcLoc loc = SrcLoc::current());

@@ -155,10 +155,13 @@ def Tile_AtomicAddOp : Tile_Op<"atomic_add"> {
     Scalar form: `value` is a scalar and `indices` name one element of `dest`.
     Region form: `value` is a tile of the same shape as `dest` and there are no
     indices. Inside `tile.parallel` the scalar form runs once per element;
-    outside it runs once per block.
+    outside it runs once per block. With `tma` (region form, a whole shared
+    buffer added into a global window, relaxed order, sm_90a) the add is one
+    TMA reduce (`cp.reduce.async.bulk.tensor.add`) per box.
   }];
   let arguments = (ins AnyType:$value, AnyMemRef:$dest, Variadic<Index>:$indices,
-                       DefaultValuedAttr<Tile_MemoryOrder, "::tessel::tile::MemoryOrder::relaxed">:$order);
+                       DefaultValuedAttr<Tile_MemoryOrder, "::tessel::tile::MemoryOrder::relaxed">:$order,
+                       UnitAttr:$tma);
   let assemblyFormat = [{
     $value `,` $dest (`[` $indices^ `]`)? `order` `=` $order attr-dict `:` type($value) `,` type($dest)
   }];

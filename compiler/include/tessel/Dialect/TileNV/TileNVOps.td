@@ -102,6 +102,30 @@ def TileNV_TmaLoadOp : TileNV_Op<"tma_load"> {
   }];
 }
 
+def TileNV_TmaStoreOp : TileNV_Op<"tma_store"> {
+  let summary = "cp.async.bulk.tensor (or cp.reduce.async.bulk.tensor.add): one box to global";
+  let description = [{
+    Stores (with `reduce_add`, adds) the shared box at address `source` to
+    the box at `coords` (outermost first) of tensor map `descriptor`, in the
+    thread's current bulk group. One thread issues it.
+  }];
+  let arguments = (ins I64Attr:$descriptor, I32:$source, Variadic<Index>:$coords,
+                       UnitAttr:$reduce_add);
+  let assemblyFormat = [{
+    $source `->` $descriptor `[` $coords `]` (`reduce_add` $reduce_add^)? attr-dict
+  }];
+}
+
+def TileNV_BulkCommitOp : TileNV_Op<"bulk_commit"> {
+  let summary = "cp.async.bulk.commit_group";
+  let assemblyFormat = "attr-dict";
+}
+
+def TileNV_BulkWaitOp : TileNV_Op<"bulk_wait"> {
+  let summary = "cp.async.bulk.wait_group 0: the thread's bulk stores are complete";
+  let assemblyFormat = "attr-dict";
+}
+
 def TileNV_MbarrierInitOp : TileNV_Op<"mbarrier_init"> {
   let summary = "mbarrier.init.shared::cta.b64 [address], arrivals";
   let arguments = (ins I32:$address, I64Attr:$arrivals);
