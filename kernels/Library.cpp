@@ -173,6 +173,19 @@ void synchronize() {
   TESSEL_CU(d, cuCtxSynchronize);
 }
 
+/// Launches once, compares argument `out` with `ref`, then times the kernel.
+CheckResult launchAndCompare(Kernel &k, DeviceRun &run, size_t out, HostTensor &result,
+                             const std::vector<double> &ref, double tolerance, CheckResult r) {
+  k.launch(run.args);
+  synchronize();
+  run.download(out, result);
+  r.relError = relativeError(result.values, ref);
+  r.tolerance = tolerance;
+  r.passed = r.relError < r.tolerance;
+  r.ms = k.loadedFor(run.args).time(run.args);
+  return r;
+}
+
 CheckResult checkTmaScale(Kernel &k, const Params &p, uint64_t seed) {
   std::mt19937_64 rng(seed);
   int64_t m = intParam(p, "M"), cols = intParam(p, "cols");
@@ -192,14 +205,7 @@ CheckResult checkTmaScale(Kernel &k, const Params &p, uint64_t seed) {
   run.args.push_back(rt::LaunchArg::real(alpha));
   run.addTensor(x, false);
   run.addTensor(y, /*poison=*/!accumulate);
-  k.launch(run.args);
-  synchronize();
-  run.download(3, y);
-  r.relError = relativeError(y.values, ref);
-  r.tolerance = 1e-6;
-  r.passed = r.relError < r.tolerance;
-  r.ms = k.loadedFor(run.args).time(run.args);
-  return r;
+  return launchAndCompare(k, run, 3, y, ref, 1e-6, r);
 }
 
 CheckResult checkScaledAdd(Kernel &k, const Params &p, uint64_t seed) {
@@ -250,14 +256,7 @@ CheckResult checkSoftmax(Kernel &k, const Params &p, uint64_t seed) {
   run.args.push_back(rt::LaunchArg::integer(m));
   run.addTensor(x, false);
   run.addTensor(y, true);
-  k.launch(run.args);
-  synchronize();
-  run.download(2, y);
-  r.relError = relativeError(y.values, ref);
-  r.tolerance = toleranceFor(t);
-  r.passed = r.relError < r.tolerance;
-  r.ms = k.loadedFor(run.args).time(run.args);
-  return r;
+  return launchAndCompare(k, run, 2, y, ref, toleranceFor(t), r);
 }
 
 BenchResult benchGemm(Kernel &k, const Params &p, int reps) {
@@ -324,14 +323,7 @@ CheckResult checkRowLse(Kernel &k, const Params &p, uint64_t seed) {
   run.addTensor(q, false);
   run.addTensor(kt, false);
   run.addTensor(lse, true);
-  k.launch(run.args);
-  synchronize();
-  run.download(5, lse);
-  r.relError = relativeError(lse.values, ref);
-  r.tolerance = 1e-5;
-  r.passed = r.relError < r.tolerance;
-  r.ms = k.loadedFor(run.args).time(run.args);
-  return r;
+  return launchAndCompare(k, run, 5, lse, ref, 1e-5, r);
 }
 
 CheckResult checkGemm(Kernel &k, const Params &p, uint64_t seed) {
@@ -360,16 +352,9 @@ CheckResult checkGemm(Kernel &k, const Params &p, uint64_t seed) {
   run.addTensor(a, false);
   run.addTensor(b, false);
   run.addTensor(c, true);
-  k.launch(run.args);
-  synchronize();
-  run.download(5, c);
-  r.relError = relativeError(c.values, ref);
   // Inputs are rounded on the host, so the reference sees the same operands;
   // the remaining error is fp32 accumulation (and rounding of a 16-bit C).
-  r.tolerance = outType == DType::f32 ? 1e-5 : 1e-2;
-  r.passed = r.relError < r.tolerance;
-  r.ms = k.loadedFor(run.args).time(run.args);
-  return r;
+  return launchAndCompare(k, run, 5, c, ref, outType == DType::f32 ? 1e-5 : 1e-2, r);
 }
 } // namespace
 

@@ -21,6 +21,13 @@ std::optional<tessel::TargetInfo> tessel::lookupTarget(llvm::StringRef arch, Ope
   return target;
 }
 
+std::optional<tessel::TargetInfo> tessel::lookupTarget(llvm::StringRef arch, bool tma,
+                                                      Operation *op) {
+  std::optional<TargetInfo> target = lookupTarget(arch, op);
+  if (target) target->tma = tma;
+  return target;
+}
+
 void tessel::buildTesselPipeline(OpPassManager &pm, const TargetInfo &target) {
   OpPassManager &kernel = pm.nest<tile::KernelOp>();
   kernel.addPass(createTesselVerifyKernel(TesselVerifyKernelOptions{target.arch}));

@@ -254,9 +254,8 @@ struct TesselInsertBarriers : tessel::impl::TesselInsertBarriersBase<TesselInser
   using Base::Base;
   void runOnOperation() override {
     KernelOp kernel = getOperation();
-    std::optional<TargetInfo> target = lookupTarget(arch, kernel);
+    std::optional<TargetInfo> target = lookupTarget(arch, tma, kernel);
     if (!target) return signalPassFailure();
-    target->tma = tma;
     // Named barrier 0 is __syncthreads; each role gets its own id.
     llvm::DenseMap<Operation *, int64_t> roleIds;
     bool tooMany = false;

@@ -1206,9 +1206,8 @@ namespace {
 struct TesselLowerTileOps : tessel::impl::TesselLowerTileOpsBase<TesselLowerTileOps> {
   using Base::Base;
   void runOnOperation() override {
-    std::optional<TargetInfo> target = lookupTarget(arch, getOperation());
+    std::optional<TargetInfo> target = lookupTarget(arch, tma, getOperation());
     if (!target) return signalPassFailure();
-    target->tma = tma;
     if (mlir::failed(TileLowering(getOperation(), *target).run())) signalPassFailure();
   }
 };

@@ -127,9 +127,8 @@ struct TesselSoftwarePipeline
   using Base::Base;
   void runOnOperation() override {
     KernelOp kernel = getOperation();
-    std::optional<TargetInfo> target = lookupTarget(arch, kernel);
+    std::optional<TargetInfo> target = lookupTarget(arch, tma, kernel);
     if (!target) return signalPassFailure();
-    target->tma = tma;
     SmallVector<PipelinedOp> loops;
     kernel.walk([&](PipelinedOp loop) { loops.push_back(loop); });
     for (PipelinedOp loop : loops) {

@@ -145,9 +145,8 @@ struct TesselWarpSpecialize : tessel::impl::TesselWarpSpecializeBase<TesselWarpS
   using Base::Base;
   void runOnOperation() override {
     KernelOp kernel = getOperation();
-    std::optional<TargetInfo> target = lookupTarget(arch, kernel);
+    std::optional<TargetInfo> target = lookupTarget(arch, tma, kernel);
     if (!target) return signalPassFailure();
-    target->tma = tma;
     if (target->computeCapability != 90) return;
     SmallVector<PipelinedOp> loops;
     kernel.walk([&](PipelinedOp loop) { loops.push_back(loop); });

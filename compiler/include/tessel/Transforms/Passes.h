@@ -26,6 +26,8 @@ std::optional<TargetInfo> lookupTarget(llvm::StringRef arch);
 /// The target for a pass's `arch` option, or an error at `op` naming the
 /// known ones.
 std::optional<TargetInfo> lookupTarget(llvm::StringRef arch, mlir::Operation *op);
+/// The same, for the passes that also take a `tma` option.
+std::optional<TargetInfo> lookupTarget(llvm::StringRef arch, bool tma, mlir::Operation *op);
 
 /// Registers per thread a kernel of `threads` threads starts with: what
 /// its launch bounds let ptxas give every thread, in setmaxnreg's steps of 8.
