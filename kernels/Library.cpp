@@ -20,36 +20,39 @@ int64_t intParam(const Params &p, const std::string &key) {
   }
 }
 
-DType dtypeParam(const Params &p, const std::string &key) {
+/// The value of a parameter that names one of `choices`; an error lists them.
+template <class T>
+T choiceParam(const Params &p, const std::string &key,
+              std::initializer_list<std::pair<const char *, T>> choices) {
   const std::string &v = p.at(key);
-  if (v == "f16") return DType::f16;
-  if (v == "bf16") return DType::bf16;
-  if (v == "f32") return DType::f32;
-  throw Error(fmt::format("parameter {}={}: use f16, bf16 or f32", key, v));
+  std::string names;
+  for (auto [name, value] : choices) {
+    if (v == name) return value;
+    names += names.empty() ? name : std::string(", ") + name;
+  }
+  throw Error(fmt::format("parameter {}={}: use one of {}", key, v, names));
+}
+
+DType dtypeParam(const Params &p, const std::string &key) {
+  return choiceParam<DType>(p, key, {{"f16", DType::f16}, {"bf16", DType::bf16}, {"f32", DType::f32}});
 }
 
 WarpPolicy policyParam(const Params &p, const std::string &key) {
-  const std::string &v = p.at(key);
-  if (v == "square") return WarpPolicy::square;
-  if (v == "full_row") return WarpPolicy::full_row;
-  if (v == "full_col") return WarpPolicy::full_col;
-  throw Error(fmt::format("parameter {}={}: use square, full_row or full_col", key, v));
+  return choiceParam<WarpPolicy>(p, key, {{"square", WarpPolicy::square},
+                                          {"full_row", WarpPolicy::full_row},
+                                          {"full_col", WarpPolicy::full_col}});
 }
 
 WarpSpecialize warpSpecializeParam(const Params &p, const std::string &key) {
-  const std::string &v = p.at(key);
-  if (v == "auto") return WarpSpecialize::automatic;
-  if (v == "on" || v == "1") return WarpSpecialize::on;
-  if (v == "off" || v == "0") return WarpSpecialize::off;
-  throw Error(fmt::format("parameter {}: '{}' is not auto, on or off", key, v));
+  return choiceParam<WarpSpecialize>(p, key, {{"auto", WarpSpecialize::automatic},
+                                              {"on", WarpSpecialize::on},
+                                              {"off", WarpSpecialize::off}});
 }
 
 GemmInstruction instructionParam(const Params &p, const std::string &key) {
-  const std::string &v = p.at(key);
-  if (v == "auto") return GemmInstruction::automatic;
-  if (v == "mma_sync") return GemmInstruction::mma_sync;
-  if (v == "wgmma") return GemmInstruction::wgmma;
-  throw Error(fmt::format("parameter {}={}: use auto, mma_sync or wgmma", key, v));
+  return choiceParam<GemmInstruction>(p, key, {{"auto", GemmInstruction::automatic},
+                                               {"mma_sync", GemmInstruction::mma_sync},
+                                               {"wgmma", GemmInstruction::wgmma}});
 }
 
 // Host conversions, round to nearest even.

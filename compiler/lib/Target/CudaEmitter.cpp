@@ -33,6 +33,18 @@ private:
   int depth = 1;
 
   raw_ostream &line() { return os.indent(2 * depth); }
+  /// Closes a tessel::tma_* call with its coordinates, innermost first (the
+  /// order TMA takes; the ops hold them outermost first).
+  LogicalResult finishTmaCall(ValueRange coords) {
+    for (Value c : llvm::reverse(coords)) os << ", " << name(c);
+    os << ");\n";
+    return success();
+  }
+  /// One PTX instruction with no operands, as a memory-clobbering asm statement.
+  LogicalResult asmStatement(const Twine &ptx) {
+    line() << "asm volatile(\"" << ptx << ";\" ::: \"memory\");\n";
+    return success();
+  }
   std::string fresh(StringRef prefix = "v") { return (prefix + Twine(nextId++)).str(); }
   std::string &name(Value v) {
     std::string &n = names[v];
@@ -405,37 +417,22 @@ LogicalResult CudaEmitter::emitOp(Operation &op) {
       })
       .Case([&](tilenv::CpAsyncWaitOp o) {
         if (std::optional<int64_t> n = o.getPending())
-          line() << "asm volatile(\"cp.async.wait_group " << *n << ";\" ::: \"memory\");\n";
-        else
-          line() << "asm volatile(\"cp.async.wait_all;\" ::: \"memory\");\n";
-        return success();
+          return asmStatement("cp.async.wait_group " + Twine(*n));
+        return asmStatement("cp.async.wait_all");
       })
-      .Case([&](tilenv::CpAsyncCommitOp) {
-        line() << "asm volatile(\"cp.async.commit_group;\" ::: \"memory\");\n";
-        return success();
-      })
+      .Case([&](tilenv::CpAsyncCommitOp) { return asmStatement("cp.async.commit_group"); })
       .Case([&](tilenv::TmaLoadOp o) {
         line() << "tessel::tma_load(&tma" << o.getDescriptor() << ", " << name(o.getDest()) << ", "
                << name(o.getBarrier());
-        for (Value c : llvm::reverse(o.getCoords())) os << ", " << name(c);
-        os << ");\n";
-        return success();
+        return finishTmaCall(o.getCoords());
       })
       .Case([&](tilenv::TmaStoreOp o) {
         line() << (o.getReduceAdd() ? "tessel::tma_reduce_add(&tma" : "tessel::tma_store(&tma")
                << o.getDescriptor() << ", " << name(o.getSource());
-        for (Value c : llvm::reverse(o.getCoords())) os << ", " << name(c);
-        os << ");\n";
-        return success();
+        return finishTmaCall(o.getCoords());
       })
-      .Case([&](tilenv::BulkCommitOp) {
-        line() << "asm volatile(\"cp.async.bulk.commit_group;\" ::: \"memory\");\n";
-        return success();
-      })
-      .Case([&](tilenv::BulkWaitOp) {
-        line() << "asm volatile(\"cp.async.bulk.wait_group 0;\" ::: \"memory\");\n";
-        return success();
-      })
+      .Case([&](tilenv::BulkCommitOp) { return asmStatement("cp.async.bulk.commit_group"); })
+      .Case([&](tilenv::BulkWaitOp) { return asmStatement("cp.async.bulk.wait_group 0"); })
       .Case([&](tilenv::MbarrierInitOp o) {
         line() << "tessel::mbarrier_init(" << name(o.getAddress()) << ", " << o.getArrivals()
                << ");\n";
@@ -455,13 +452,10 @@ LogicalResult CudaEmitter::emitOp(Operation &op) {
         return success();
       })
       .Case([&](tilenv::FenceMbarrierInitOp) {
-        line() << "asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");\n";
-        return success();
+        return asmStatement("fence.mbarrier_init.release.cluster");
       })
       .Case([&](tilenv::NamedBarrierOp o) {
-        line() << "asm volatile(\"bar.sync " << o.getId() << ", " << o.getThreads()
-               << ";\" ::: \"memory\");\n";
-        return success();
+        return asmStatement("bar.sync " + Twine(o.getId()) + ", " + Twine(o.getThreads()));
       })
       .Case([&](tilenv::SyncWarpOp) {
         line() << "__syncwarp();\n";
@@ -472,10 +466,7 @@ LogicalResult CudaEmitter::emitOp(Operation &op) {
                << ".sync.aligned.u32 " << o.getCount() << ";\");\n";
         return success();
       })
-      .Case([&](tilenv::FenceProxyAsyncOp) {
-        line() << "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n";
-        return success();
-      })
+      .Case([&](tilenv::FenceProxyAsyncOp) { return asmStatement("fence.proxy.async.shared::cta"); })
       .Case([&](tilenv::LdMatrixOp o) { return emitLdMatrix(o); })
       .Case([&](tilenv::MmaSyncOp o) { return emitMmaSync(o); })
       .Case([&](tilenv::SmemAddressOp o) {
@@ -490,18 +481,10 @@ LogicalResult CudaEmitter::emitOp(Operation &op) {
         return success();
       })
       .Case([&](tilenv::WgmmaOp o) { return emitWgmma(o); })
-      .Case([&](tilenv::WgmmaFenceOp) {
-        line() << "asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");\n";
-        return success();
-      })
-      .Case([&](tilenv::WgmmaCommitOp) {
-        line() << "asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");\n";
-        return success();
-      })
+      .Case([&](tilenv::WgmmaFenceOp) { return asmStatement("wgmma.fence.sync.aligned"); })
+      .Case([&](tilenv::WgmmaCommitOp) { return asmStatement("wgmma.commit_group.sync.aligned"); })
       .Case([&](tilenv::WgmmaWaitOp o) {
-        line() << "asm volatile(\"wgmma.wait_group.sync.aligned " << o.getPending()
-               << ";\" ::: \"memory\");\n";
-        return success();
+        return asmStatement("wgmma.wait_group.sync.aligned " + Twine(o.getPending()));
       })
       .Default([&](Operation *) {
         return LogicalResult(op.emitError("the CUDA emitter cannot print '")
