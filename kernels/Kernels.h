@@ -68,6 +68,22 @@ struct TmaScaleConfig {
 };
 Program tmaScale(const TmaScaleConfig &config);
 
+/// FlashAttention over BSHD tensors: Q, O [batch, seqlen_q, heads_q,
+/// head_dim], K, V [batch, seqlen_k, heads_kv, head_dim], LSE [batch,
+/// heads_q, seqlen_q] (f32, natural log). Every extent is a run-time symbol;
+/// heads_q must be a multiple of heads_kv (GQA groups of heads_q / heads_kv).
+struct AttentionConfig {
+  DType dtype = DType::bf16;
+  int64_t headDim = 128;
+  int64_t blockM = 128, blockN = 128;
+  int threads = 256;
+  int stages = 2;
+  bool causal = false;
+  WarpSpecialize warpSpecialize = WarpSpecialize::automatic;
+};
+/// O = softmax(scale * Q K^T) V and its log-sum-exp.
+Program flashAttentionForward(const AttentionConfig &config);
+
 } // namespace tessel::kernels
 
 #endif

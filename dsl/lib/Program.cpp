@@ -621,22 +621,27 @@ Buffer Buffer::tile(std::vector<Expr> offsets, std::vector<int64_t> sizes, SrcLo
   if (offsets.size() != dims.size() || sizes.size() != dims.size())
     fail(loc, fmt::format("a tile of a rank-{} buffer needs {} offsets and sizes, got {} and {}",
                           rank(), rank(), offsets.size(), sizes.size()));
+  std::vector<int64_t> window(sizes), shape;
+  llvm::SmallVector<bool> dropped(sizes.size(), false);
   for (size_t d = 0; d < dims.size(); ++d) {
-    if (sizes[d] <= 0)
-      fail(loc, fmt::format("tile sizes must be positive, got {}", shapeText(sizes)));
+    if (sizes[d] == drop) window[d] = 1, dropped[d] = true;
+    else shape.push_back(sizes[d]);
+    if (window[d] < 0)
+      fail(loc, fmt::format("tile sizes must be positive (or `drop`), got {}", shapeText(sizes)));
     int64_t off;
-    if (dims[d] >= 0 && sizes[d] > dims[d])
+    if (dims[d] >= 0 && window[d] > dims[d])
       fail(loc, fmt::format("tile {} does not fit in buffer {} (dimension {})", shapeText(sizes),
                             shapeText(dims), d));
-    if (dims[d] >= 0 && offsets[d].isConstant(&off) && (off < 0 || off + sizes[d] > dims[d]))
+    if (dims[d] >= 0 && offsets[d].isConstant(&off) && (off < 0 || off + window[d] > dims[d]))
       fail(loc, fmt::format("tile {} at offset {} lies outside buffer {} in dimension {}",
                             shapeText(sizes), off, shapeText(dims), d));
   }
+  if (shape.empty()) fail(loc, "a tile keeps at least one dimension; index the buffer instead");
   auto region = tile::RegionOp::create(p.builder(), p.location(loc), value(), indexValues(offsets),
-                                       ArrayRef<int64_t>(sizes));
+                                       ArrayRef<int64_t>(window), dropped);
   Buffer out;
   out.impl = region.getResult().getAsOpaquePointer();
-  out.dims = sizes;
+  out.dims = shape;
   out.elt = elt;
   out.where = where;
   return out;

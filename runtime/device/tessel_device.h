@@ -31,6 +31,12 @@ struct bfloat16 {
 
 __device__ inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
+// Two 16-bit values in one 32-bit register, `lo` in the low half: how
+// tensor-core instructions take f16/bf16 operands.
+template <class T> __device__ inline unsigned pack_pair(T lo, T hi) {
+  return static_cast<unsigned>(lo.bits) | (static_cast<unsigned>(hi.bits) << 16);
+}
+
 // Raw moves of 4, 8 or 16 aligned bytes.
 template <int Bytes> __device__ inline void copy_bytes(void *dst, const void *src);
 template <> __device__ inline void copy_bytes<16>(void *dst, const void *src) {

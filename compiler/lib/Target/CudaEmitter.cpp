@@ -70,9 +70,18 @@ private:
   LogicalResult emitLdMatrix(tilenv::LdMatrixOp op);
   LogicalResult emitMmaSync(tilenv::MmaSyncOp op);
   LogicalResult emitWgmma(tilenv::WgmmaOp op);
+  LogicalResult emitWgmmaRegA(tilenv::WgmmaRegAOp op);
   /// `array[base + i]` for an asm operand list.
   std::string slot(Value array, Value base, int64_t i) {
     return name(array) + "[" + name(base) + " + " + std::to_string(i) + "]";
+  }
+  /// The i-th 32-bit register of an operand array: an element of an i32
+  /// array, or elements 2i and 2i + 1 of a 16-bit one packed together.
+  std::string pairSlot(Value array, Value base, int64_t i) {
+    if (llvm::cast<MemRefType>(array.getType()).getElementType().getIntOrFloatBitWidth() != 16)
+      return slot(array, base, i);
+    return "tessel::pack_pair(" + slot(array, base, 2 * i) + ", " + slot(array, base, 2 * i + 1) +
+           ")";
   }
   static std::string ptxType(Type t) { return t.isBF16() ? "bf16" : "f16"; }
 };
@@ -104,10 +113,32 @@ LogicalResult CudaEmitter::emitMmaSync(tilenv::MmaSyncOp o) {
   os << "\n";
   line() << "    : ";
   for (int64_t i = 0; i < 4; ++i)
-    os << (i ? ", " : "") << "\"r\"(" << slot(o.getA(), o.getABase(), i) << ")";
+    os << (i ? ", " : "") << "\"r\"(" << pairSlot(o.getA(), o.getABase(), i) << ")";
   for (int64_t i = 0; i < 2; ++i)
     os << ", \"r\"(" << slot(o.getB(), o.getBBase(), i) << ")";
   os << ");\n";
+  return success();
+}
+
+LogicalResult CudaEmitter::emitWgmmaRegA(tilenv::WgmmaRegAOp o) {
+  int64_t n = o.getN(), regs = n / 2;
+  std::string t = ptxType(o.getOperandType());
+  std::string list;
+  for (int64_t i = 0; i < regs; ++i) list += (i ? ", %" : "%") + std::to_string(i);
+  line() << "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" << regs + 5
+         << ", 0;\\nwgmma.mma_async.sync.aligned.m64n" << n << "k16.f32." << t << "." << t << " {"
+         << list << "}, {%" << regs << ", %" << regs + 1 << ", %" << regs + 2 << ", %" << regs + 3
+         << "}, %" << regs + 4 << ", p, 1, 1, " << (o.getTransB() ? 1 : 0) << ";\\n}\"\n";
+  line() << "    : ";
+  for (int64_t i = 0; i < regs; ++i) {
+    os << (i ? ", " : "") << "\"+f\"(" << slot(o.getAcc(), o.getBase(), i) << ")";
+    if (i % 4 == 3 && i + 1 < regs) os << "\n" << std::string(2 * depth + 6, ' ');
+  }
+  os << "\n";
+  line() << "    : ";
+  for (int64_t i = 0; i < 4; ++i)
+    os << "\"r\"(" << pairSlot(o.getA(), o.getABase(), i) << "), ";
+  os << "\"l\"(" << name(o.getDescB()) << "), \"r\"(1));\n";
   return success();
 }
 
@@ -481,6 +512,7 @@ LogicalResult CudaEmitter::emitOp(Operation &op) {
         return success();
       })
       .Case([&](tilenv::WgmmaOp o) { return emitWgmma(o); })
+      .Case([&](tilenv::WgmmaRegAOp o) { return emitWgmmaRegA(o); })
       .Case([&](tilenv::WgmmaFenceOp) { return asmStatement("wgmma.fence.sync.aligned"); })
       .Case([&](tilenv::WgmmaCommitOp) { return asmStatement("wgmma.commit_group.sync.aligned"); })
       .Case([&](tilenv::WgmmaWaitOp o) {

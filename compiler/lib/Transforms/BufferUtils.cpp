@@ -15,6 +15,16 @@ Value tessel::getRootBuffer(Value buffer) {
   }
 }
 
+SmallVector<unsigned> tessel::getRootDims(Value buffer) {
+  auto region = buffer.getDefiningOp<RegionOp>();
+  if (!region) {
+    if (auto stage = buffer.getDefiningOp<StageOp>()) return getRootDims(stage.getBuffer());
+    return llvm::to_vector(llvm::seq<unsigned>(0, llvm::cast<MemRefType>(buffer.getType()).getRank()));
+  }
+  SmallVector<unsigned> source = getRootDims(region.getSource());
+  return llvm::map_to_vector(*region.getKeptDims(), [&](unsigned k) { return source[k]; });
+}
+
 bool tessel::isSharedBacked(Value root) {
   auto type = llvm::dyn_cast<MemRefType>(root.getType());
   if (!type || !root.getDefiningOp<AllocOp>()) return false;

@@ -59,7 +59,11 @@ void TileLowering::lowerMmaSync(GemmOp op) {
       memref::StoreOp::create(b, loc, zero, c.root, ValueRange{r});
     });
   }
-  Value aRegs = allocLocal(mTiles * 4, b.getI32Type());
+  // An A fragment already holds the instruction's A registers: for k-step
+  // ks and 16-row tile mi, 8 elements from 8 * ks + mi * k / 2 (its layout is
+  // the accumulator layout of [m, k], column tiles before row tiles).
+  bool aInRegisters = a.isFragment();
+  Value aRegs = aInRegisters ? a.root : allocLocal(mTiles * 4, b.getI32Type());
   Value bRegs = allocLocal(std::max<int64_t>(nTiles, 2) * 2, b.getI32Type());
   auto address = [&](const Access &x, Value r, Value col) {
     return physicalIndex(x, rootIndices(x, ValueRange{r, col}));
@@ -67,7 +71,7 @@ void TileLowering::lowerMmaSync(GemmOp op) {
 
   unrolledFor(k / 16, [&](Value kStep) {
     Value k0 = mul(kStep, idx(16));
-    unrolledFor(mTiles, [&](Value mi) {
+    if (!aInRegisters) unrolledFor(mTiles, [&](Value mi) {
       Value m0 = add(rowBase, mul(mi, idx(16)));
       // a0..a3 = rows 0-7/8-15 x k 0-7, then x k 8-15.
       Value offset =
@@ -95,7 +99,8 @@ void TileLowering::lowerMmaSync(GemmOp op) {
     unrolledFor(mTiles, [&](Value mi) {
       unrolledFor(nTiles, [&](Value nj) {
         Value accBase = mul(add(nj, mul(mi, idx(nTiles))), idx(4));
-        tilenv::MmaSyncOp::create(b, loc, c.root, accBase, aRegs, mul(mi, idx(4)), bRegs,
+        Value aBase = aInRegisters ? add(mul(kStep, idx(8)), mul(mi, idx(k / 2))) : mul(mi, idx(4));
+        tilenv::MmaSyncOp::create(b, loc, c.root, accBase, aRegs, aBase, bRegs,
                                   mul(nj, idx(2)), TypeAttr::get(operandType));
       });
     });
@@ -121,8 +126,10 @@ void TileLowering::lowerWgmma(GemmOp op) {
     }
     return attr.getLayout();
   };
-  std::optional<layout::SharedLayout> la = sharedLayout(a, "A"), lb = sharedLayout(bOp, "B");
-  if (!la || !lb) return;
+  bool aInRegisters = a.isFragment();
+  std::optional<layout::SharedLayout> la = aInRegisters ? std::nullopt : sharedLayout(a, "A");
+  std::optional<layout::SharedLayout> lb = sharedLayout(bOp, "B");
+  if ((!aInRegisters && !la) || !lb) return;
 
   Value group = divC(threadId, 128);
   Value rowBase = mul(divC(group, groups[1]), idx(tileM));
@@ -151,9 +158,17 @@ void TileLowering::lowerWgmma(GemmOp op) {
     Value k0 = mul(kStep, idx(16));
     unrolledFor(mTiles, [&](Value mi) {
       Value m0 = add(rowBase, mul(mi, idx(64)));
-      Value descA = aMnMajor ? descriptor(a, *la, true, k0, m0) : descriptor(a, *la, false, m0, k0);
       Value descB = bMnMajor ? descriptor(bOp, *lb, true, k0, colBase)
                              : descriptor(bOp, *lb, false, colBase, k0);
+      if (aInRegisters) {
+        // The thread's A registers for (ks, mi), as for mma.sync.
+        Value aBase = add(mul(kStep, idx(8)), mul(mi, idx(k / 2)));
+        tilenv::WgmmaRegAOp::create(b, loc, c.root, mul(mi, idx(tileN / 2)), a.root, aBase, descB,
+                                    b.getI64IntegerAttr(tileN), TypeAttr::get(a.elementType),
+                                    bMnMajor ? b.getUnitAttr() : UnitAttr());
+        return;
+      }
+      Value descA = aMnMajor ? descriptor(a, *la, true, k0, m0) : descriptor(a, *la, false, m0, k0);
       tilenv::WgmmaOp::create(b, loc, c.root, mul(mi, idx(tileN / 2)), descA, descB,
                               b.getI64IntegerAttr(tileN),
                               TypeAttr::get(a.elementType),

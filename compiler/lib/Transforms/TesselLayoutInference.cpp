@@ -163,10 +163,21 @@ LogicalResult LayoutInference::placeGemm(GemmOp gemm) {
     return gemm.emitError("tensor-core gemm needs f16 or bf16 operands, got ") << in;
   if (!c.getElementType().isF32())
     return gemm.emitError("tensor-core gemm accumulates in f32, got ") << c.getElementType();
-  for (Value operand : {gemm.getA(), gemm.getB()})
-    if (getMemorySpace(llvm::cast<MemRefType>(operand.getType())) != MemorySpace::shared)
-      return gemm.emitError("gemm operands A and B must be in shared memory (register "
-                            "operands are not supported yet)");
+  // A may come from registers (FlashAttention's P x V): its layout is then
+  // the accumulator layout of an [M, K] tile on the same warps, which is
+  // what the instructions read, so warps split M only.
+  bool aInRegisters = isFragment(gemm.getA());
+  if (getMemorySpace(llvm::cast<MemRefType>(gemm.getB().getType())) != MemorySpace::shared)
+    return gemm.emitError("gemm operand B must be in shared memory");
+  if (!aInRegisters &&
+      getMemorySpace(llvm::cast<MemRefType>(gemm.getA().getType())) != MemorySpace::shared)
+    return gemm.emitError("gemm operand A must be in shared memory or a fragment");
+  if (aInRegisters && gemm.getTransposeA())
+    return gemm.emitError("a gemm operand A in registers cannot be transposed; transpose the "
+                          "product that produces it instead");
+  if (aInRegisters && gemm.getPolicy() == WarpPolicy::full_col)
+    return gemm.emitError("a gemm operand A in registers splits the warps along M; use policy "
+                          "full_row (or square)");
   for (auto [name, extent] : {std::pair{"M", m}, {"N", n}, {"K", k}})
     if (!llvm::isPowerOf2_64(extent))
       return gemm.emitError("gemm tile extents must be powers of two, got ")
@@ -176,7 +187,7 @@ LogicalResult LayoutInference::placeGemm(GemmOp gemm) {
                                       << "tensor-core instruction";
 
   std::optional<GemmInstruction> forced = gemm.getInstruction();
-  WarpPolicy policy = gemm.getPolicy();
+  WarpPolicy policy = aInRegisters ? WarpPolicy::full_row : gemm.getPolicy();
   // wgmma: warpgroups of 128 threads, each owning a multiple of 64 rows and
   // at most 256 columns.
   bool wgmmaPossible = target.computeCapability == 90 && threads % 128 == 0;
@@ -188,6 +199,9 @@ LogicalResult LayoutInference::placeGemm(GemmOp gemm) {
       if (m % (gm * 64) || n % (gn * 8) || n / gn > 256) continue;
       gemm.setInstructionAttr(GemmInstructionAttr::get(ctx, GemmInstruction::wgmma));
       gemm.setWarpsAttr(DenseI64ArrayAttr::get(ctx, {gm, gn}));
+      if (aInRegisters &&
+          failed(assign(gemm.getA(), FragmentLayout::wgmmaAccumulator(m, k, gm, 1), gemm)))
+        return failure();
       return assign(gemm.getC(), FragmentLayout::wgmmaAccumulator(m, n, gm, gn), gemm);
     }
     if (forced == GemmInstruction::wgmma)
@@ -201,6 +215,9 @@ LogicalResult LayoutInference::placeGemm(GemmOp gemm) {
     if (m % (wm * 16) || n % (wn * 8)) continue;
     gemm.setInstructionAttr(GemmInstructionAttr::get(ctx, GemmInstruction::mma_sync));
     gemm.setWarpsAttr(DenseI64ArrayAttr::get(ctx, {wm, wn}));
+    if (aInRegisters &&
+        failed(assign(gemm.getA(), FragmentLayout::mmaAccumulator(m, k, wm, 1), gemm)))
+      return failure();
     return assign(gemm.getC(), FragmentLayout::mmaAccumulator(m, n, wm, wn), gemm);
   }
   auto grid = warpGrids(warps, m, n, policy).front();
@@ -328,7 +345,7 @@ int64_t LayoutInference::preferredVector(Value fragment) {
 void LayoutInference::placeSharedLayouts() {
   DenseSet<Value> tensorCoreOperands;
   kernel.walk([&](GemmOp gemm) {
-    tensorCoreOperands.insert(getRootBuffer(gemm.getA()));
+    if (!isFragment(gemm.getA())) tensorCoreOperands.insert(getRootBuffer(gemm.getA()));
     tensorCoreOperands.insert(getRootBuffer(gemm.getB()));
   });
   kernel.walk([&](AllocOp alloc) {

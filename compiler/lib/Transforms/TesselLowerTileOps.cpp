@@ -115,7 +115,6 @@ Access TileLowering::resolve(Value buffer) {
   auto tileType = llvm::cast<MemRefType>(buffer.getType());
   a.tileShape = tileType.getShape();
   a.elementType = tileType.getElementType();
-  SmallVector<Value> offsets;
   Value root = buffer;
   if (auto stage = root.getDefiningOp<StageOp>()) {
     auto alloc = stage.getBuffer().getDefiningOp<AllocOp>();
@@ -123,21 +122,33 @@ Access TileLowering::resolve(Value buffer) {
     a.stageBase = mul(stage.getIndex(), idx(stageElements));
     root = stage.getBuffer();
   }
+  SmallVector<RegionOp> regions; // innermost window first
   while (auto region = root.getDefiningOp<RegionOp>()) {
-    if (offsets.empty()) {
-      offsets.assign(region.getOffsets().begin(), region.getOffsets().end());
-    } else {
-      for (auto [acc, off] : llvm::zip(offsets, region.getOffsets())) acc = add(acc, off);
-    }
+    regions.push_back(region);
     root = region.getSource();
   }
   auto rootType = llvm::cast<MemRefType>(root.getType());
-  if (offsets.empty()) offsets.assign(rootType.getRank(), zeroIdx);
-  a.offsets = offsets;
+  // Compose the windows from the root outwards: each one's offsets land on
+  // the root dimensions its source dimensions walk.
+  SmallVector<unsigned> dims = llvm::to_vector(llvm::seq<unsigned>(0, rootType.getRank()));
+  a.offsets.assign(rootType.getRank(), zeroIdx);
+  a.windowShape.assign(rootType.getShape().begin(), rootType.getShape().end());
+  for (RegionOp region : llvm::reverse(regions)) {
+    for (auto [d, off] : llvm::enumerate(region.getOffsets())) {
+      Value &acc = a.offsets[dims[d]];
+      acc = acc == zeroIdx ? off : add(acc, off);
+      a.windowShape[dims[d]] = region.getSizes()[d];
+    }
+    SmallVector<unsigned> kept = *region.getKeptDims();
+    dims = llvm::map_to_vector(kept, [&](unsigned k) { return dims[k]; });
+  }
+  a.rootDims = dims;
   a.rootShape.assign(rootType.getShape().begin(), rootType.getShape().end());
   a.space = getMemorySpace(rootType);
   a.root = root;
-  a.vectorizable = true;
+  // Vectors run along the tile's last dimension: contiguous only when that
+  // is the root's last dimension too.
+  a.vectorizable = a.rootDims.empty() || a.rootDims.back() + 1 == a.rootShape.size();
   if (!a.isGlobal()) {
     auto it = storage.find(root);
     assert(it != storage.end() && "allocation lowered before its uses");
@@ -145,14 +156,14 @@ Access TileLowering::resolve(Value buffer) {
     a.layout = it->second.second;
     // Swizzles move whole 16-byte chunks and padding whole rows; an affine
     // map may do anything.
-    a.vectorizable = !llvm::isa_and_nonnull<AffineMapAttr>(a.layout);
+    a.vectorizable = a.vectorizable && !llvm::isa_and_nonnull<AffineMapAttr>(a.layout);
   }
   return a;
 }
 
 SmallVector<Value> TileLowering::rootIndices(const Access &a, ValueRange tileIdx) {
-  SmallVector<Value> out;
-  for (auto [off, i] : llvm::zip(a.offsets, tileIdx)) out.push_back(add(off, i));
+  SmallVector<Value> out(a.offsets);
+  for (auto [d, i] : llvm::zip(a.rootDims, tileIdx)) out[d] = add(out[d], i);
   return out;
 }
 
@@ -215,14 +226,14 @@ Value TileLowering::inBounds(const Access &a, ValueRange rootIdx, int64_t innerE
   if (!a.isGlobal()) return {};
   Value cond;
   for (auto [d, i] : llvm::enumerate(rootIdx)) {
-    int64_t extent = a.tileShape[d];
+    int64_t extent = a.windowShape[d];
     int64_t dim = a.rootShape[d];
     std::optional<int64_t> off = getConstantIntValue(a.offsets[d]);
     if (!ShapedType::isDynamic(dim) && off && *off + extent <= dim) continue;
     Value bound = ShapedType::isDynamic(dim)
                       ? memref::DimOp::create(b, loc, a.root, d).getResult()
                       : idx(dim);
-    Value last = d + 1 == rootIdx.size() && innerExtra ? add(i, idx(innerExtra)) : i;
+    Value last = d == a.rootDims.back() && innerExtra ? add(i, idx(innerExtra)) : i;
     cond = andI(cond, lt(last, bound));
   }
   return cond;
@@ -974,16 +985,26 @@ bool TileLowering::forEachTmaBox(Operation *op, const Access &global, const Acce
     return false;
   }
   int64_t rows = rank >= 2 ? shape[rank - 2] : 1;
-  SmallVector<int64_t> box(shape);
-  box.back() = panel;
-  if (rank >= 2) box[rank - 2] = std::min(rows, rowChunk);
+  // The box spans the global tensor's rank; dimensions a rank-reducing
+  // window leaves out are one element deep.
+  ArrayRef<unsigned> dims = global.rootDims;
+  if (dims.back() + 1 != global.rootShape.size() || global.rootShape.size() > 5) {
+    fail(op, "TMA needs the tile's rows contiguous in the tensor (its last dimension the "
+             "tensor's last) and a tensor of at most 5 dimensions");
+    return false;
+  }
+  SmallVector<int64_t> box(global.rootShape.size(), 1);
+  for (auto [k, d] : llvm::enumerate(dims)) box[d] = shape[k];
+  box[dims.back()] = panel;
+  if (rank >= 2) box[dims[rank - 2]] = std::min(rows, rowChunk);
   int64_t descriptor = tensorMapIndex(param, box, l.getSwizzleBytes());
   int64_t innerRows = l.getRows() / std::max<int64_t>(rows, 1); // leading dims beyond rank-2
   for (int64_t p = 0; p < cols / panel; ++p) {
     for (int64_t r = 0; r < rows; r += rowChunk) {
       SmallVector<Value> coords(global.offsets);
-      coords.back() = add(coords.back(), idx(p * panel));
-      if (rank >= 2 && r) coords[rank - 2] = add(coords[rank - 2], idx(r));
+      Value &col = coords[dims.back()];
+      col = add(col, idx(p * panel));
+      if (rank >= 2 && r) coords[dims[rank - 2]] = add(coords[dims[rank - 2]], idx(r));
       // Panel p holds all rows `panel` elements wide, one after another.
       int64_t element = (p * l.getRows() + r * innerRows) * panel;
       issue(descriptor, sharedAddress(shared, idx(element)), coords);

@@ -18,6 +18,10 @@ struct Access {
   llvm::SmallVector<mlir::Value> offsets; // region origin in the root's index space
   llvm::SmallVector<int64_t> rootShape;
   llvm::ArrayRef<int64_t> tileShape;
+  /// The root dimension each tile dimension walks (rank-reducing windows
+  /// leave some out), and the window's extent in every root dimension.
+  llvm::SmallVector<unsigned> rootDims;
+  llvm::SmallVector<int64_t> windowShape;
   mlir::Type elementType;
   tile::MemorySpace space;
   bool isGlobal() const { return space == tile::MemorySpace::global; }

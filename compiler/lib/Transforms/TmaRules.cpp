@@ -14,6 +14,10 @@ std::string tessel::whyNoTma(Value global, Value shared, const TargetInfo &targe
   if (getMemorySpace(globalType) != MemorySpace::global ||
       !llvm::isa<BlockArgument>(getRootBuffer(global)))
     return "the global side is not a window of a kernel tensor";
+  auto globalRoot = llvm::cast<MemRefType>(getRootBuffer(global).getType());
+  if (getRootDims(global).back() + 1 != globalRoot.getRank())
+    return "the tile's rows are not contiguous in the tensor";
+  if (globalRoot.getRank() > 5) return "TMA boxes have at most 5 dimensions";
   auto buffer = getRootBuffer(shared).getDefiningOp<AllocOp>();
   if (!buffer || getRootBuffer(shared).getType() != shared.getType() ||
       !isSharedBacked(buffer.getResult()))

@@ -7,6 +7,9 @@
 namespace tessel {
 /// Follows tile.region and tile.stage ops back to the buffer they window.
 mlir::Value getRootBuffer(mlir::Value buffer);
+/// For each dimension of a (window of a) buffer, the root buffer's dimension
+/// it walks; rank-reducing windows leave some root dimensions out.
+llvm::SmallVector<unsigned> getRootDims(mlir::Value buffer);
 /// True for buffers that lower to shared memory (fragments live in
 /// registers).
 bool isSharedBacked(mlir::Value rootBuffer);

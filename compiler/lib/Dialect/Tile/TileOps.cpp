@@ -179,13 +179,30 @@ LogicalResult AllocOp::verify() {
 }
 
 void RegionOp::build(OpBuilder &b, OperationState &state, Value source, ValueRange offsets,
-                     ArrayRef<int64_t> sizes) {
+                     ArrayRef<int64_t> sizes, ArrayRef<bool> dropped) {
   auto srcType = memrefOf(source);
   SmallVector<int64_t> dynOffsets(offsets.size(), ShapedType::kDynamic);
   SmallVector<int64_t> unitStrides(offsets.size(), 1);
+  SmallVector<int64_t> shape;
+  for (auto [d, size] : llvm::enumerate(sizes))
+    if (dropped.empty() || !dropped[d]) shape.push_back(size);
   MemRefType resultType =
-      memref::SubViewOp::inferResultType(srcType, dynOffsets, sizes, unitStrides);
+      shape.size() == sizes.size()
+          ? memref::SubViewOp::inferResultType(srcType, dynOffsets, sizes, unitStrides)
+          : memref::SubViewOp::inferRankReducedResultType(shape, srcType, dynOffsets, sizes,
+                                                          unitStrides);
   build(b, state, resultType, source, offsets, sizes);
+}
+
+std::optional<SmallVector<unsigned>> RegionOp::getKeptDims() {
+  ArrayRef<int64_t> sizes = getSizes(), shape = memrefOf(getResult()).getShape();
+  SmallVector<unsigned> kept;
+  for (auto [d, size] : llvm::enumerate(sizes)) {
+    if (kept.size() < shape.size() && shape[kept.size()] == size) kept.push_back(d);
+    else if (size != 1) return std::nullopt;
+  }
+  if (kept.size() != shape.size()) return std::nullopt;
+  return kept;
 }
 
 LogicalResult RegionOp::verify() {
@@ -209,10 +226,10 @@ LogicalResult RegionOp::verify() {
                << *off << " of size " << size << " lies outside dimension " << i
                << " of buffer " << shapeString(src.getShape());
   }
-  if (memrefOf(getResult()).getShape() != sizes)
+  if (!getKeptDims())
     return emitOpError("result shape ") << shapeString(memrefOf(getResult()).getShape())
-                                        << " differs from the region sizes "
-                                        << shapeString(sizes);
+                                        << " is not the region sizes " << shapeString(sizes)
+                                        << " less some dimensions of size 1";
   return success();
 }
 

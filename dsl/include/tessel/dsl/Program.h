@@ -88,6 +88,9 @@ Expr cast(Expr a, DType to, SrcLoc loc = SrcLoc::current());
 
 class Ref;
 
+/// A tile size that indexes one element of a dimension and drops it.
+inline constexpr int64_t drop = 0;
+
 /// A buffer, or a rectangular window of one, in a memory space.
 class Buffer {
 public:
@@ -96,7 +99,10 @@ public:
   Ref operator()(Expr i, Expr j, SrcLoc loc = SrcLoc::current()) const;
   Ref operator()(Expr i, Expr j, Expr k, SrcLoc loc = SrcLoc::current()) const;
   Ref at(std::vector<Expr> idx, SrcLoc loc = SrcLoc::current()) const;
-  /// The window of static `sizes` at `offsets`.
+  /// The window of static `sizes` at `offsets`. A size of `drop` takes the
+  /// one index at its offset and leaves the dimension out of the tile:
+  /// `q.tile({b, row, h, 0}, {drop, 64, drop, 128})` is a 64x128 tile of a
+  /// [batch, seq, heads, dim] tensor.
   Buffer tile(std::vector<Expr> offsets, std::vector<int64_t> sizes,
               SrcLoc loc = SrcLoc::current()) const;
   const std::vector<int64_t> &shape() const { return dims; } // -1 where dynamic

@@ -81,6 +81,11 @@ def Tile_RegionOp : Tile_Op<"region", [Pure]> {
     The window of static `sizes` starting at `offsets`. A window may reach past
     the end of a dynamically sized global dimension: reads there give zero and
     writes there are dropped. A window outside a static dimension is an error.
+
+    The result may leave out dimensions of size 1 (a rank-reducing window):
+    `tile.region %q[%b, %s, %h, %c0] [1, 64, 1, 128]` may give a 64x128 tile of
+    a [batch, seq, heads, dim] tensor. The kept dimensions are matched to the
+    sizes from the left.
   }];
   let arguments = (ins AnyMemRef:$source, Variadic<Index>:$offsets,
                        DenseI64ArrayAttr:$sizes);
@@ -90,7 +95,13 @@ def Tile_RegionOp : Tile_Op<"region", [Pure]> {
   }];
   let hasVerifier = 1;
   let builders = [OpBuilder<(ins "mlir::Value":$source, "mlir::ValueRange":$offsets,
-                                 "llvm::ArrayRef<int64_t>":$sizes)>];
+                                 "llvm::ArrayRef<int64_t>":$sizes,
+                                 CArg<"llvm::ArrayRef<bool>", "{}">:$dropped)>];
+  let extraClassDeclaration = [{
+    /// For each result dimension, the source dimension it windows; nothing
+    /// when the result shape is not the sizes less some unit dimensions.
+    std::optional<llvm::SmallVector<unsigned>> getKeptDims();
+  }];
 }
 
 def Tile_CopyOp : Tile_Op<"copy"> {

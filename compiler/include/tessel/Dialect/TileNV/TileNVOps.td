@@ -190,7 +190,9 @@ def TileNV_MmaSyncOp : TileNV_Op<"mma_sync"> {
   let summary = "mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}: acc += a * b";
   let description = [{
     `acc[acc_base..+3]` (f32), `a[a_base..+3]` and `b[b_base..+1]` (packed
-    pairs in i32) are the per-thread fragments of the instruction.
+    pairs in i32) are the per-thread fragments of the instruction. An `a`
+    of f16 or bf16 elements (a fragment used as operand A) is read in pairs
+    from `a[a_base..+7]`.
   }];
   let arguments = (ins AnyMemRef:$acc, Index:$acc_base, AnyMemRef:$a, Index:$a_base,
                        AnyMemRef:$b, Index:$b_base, TypeAttr:$operand_type);
@@ -233,6 +235,21 @@ def TileNV_WgmmaOp : TileNV_Op<"wgmma"> {
   let assemblyFormat = [{
     $acc `[` $base `]` `,` $desc_a `,` $desc_b `n` `=` $n $operand_type
     (`trans_a` $trans_a^)? (`trans_b` $trans_b^)? attr-dict `:` type($acc)
+  }];
+}
+
+def TileNV_WgmmaRegAOp : TileNV_Op<"wgmma_reg_a"> {
+  let summary = "wgmma m64nNk16 with A in registers: acc += A * B";
+  let description = [{
+    As tilenv.wgmma, but A is the thread's part of a 64x16 K-major tile in
+    registers: `a[a_base]` .. `a[a_base + 7]` (f16 or bf16), read in pairs.
+    They must not change until the wgmma completes.
+  }];
+  let arguments = (ins AnyMemRef:$acc, Index:$base, AnyMemRef:$a, Index:$a_base, I64:$desc_b,
+                       I64Attr:$n, TypeAttr:$operand_type, UnitAttr:$trans_b);
+  let assemblyFormat = [{
+    $acc `[` $base `]` `,` $a `[` $a_base `]` `,` $desc_b `n` `=` $n $operand_type
+    (`trans_b` $trans_b^)? attr-dict `:` type($acc) `,` type($a)
   }];
 }
 

@@ -1,0 +1,93 @@
+//===- FlashAttentionForward.cpp - softmax(Q K^T) V, tile by tile ---------===//
+//
+// One thread block computes block_m rows of one query head. It walks the
+// key/value blocks of its K/V head (shared by `heads_q / heads_kv` query
+// heads under GQA) with a running row maximum and row sum (the online
+// softmax), rescaling the output accumulator whenever the maximum grows.
+// Scores are kept in base 2 (scale * log2(e)) so that exp2 is one MUFU op.
+// P goes from the score accumulator straight into the second product as its
+// A operand, in registers. The row's log-sum-exp (natural base) is written
+// for the backward pass.
+//
+//===----------------------------------------------------------------------===//
+#include "Kernels.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace tessel;
+
+namespace {
+const double kLog2e = 1.4426950408889634;
+const double kNegInf = -std::numeric_limits<double>::infinity();
+} // namespace
+
+Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
+  Program p("flash_attention_fwd");
+  Expr batch = p.sym("batch"), seqQ = p.sym("seqlen_q"), seqK = p.sym("seqlen_k");
+  Expr headsQ = p.sym("heads_q"), headsKv = p.sym("heads_kv");
+  Expr scale = p.scalar("scale", DType::f32);
+  const int64_t d = c.headDim, bm = c.blockM, bn = c.blockN;
+  Tensor q = p.tensor("Q", {batch, seqQ, headsQ, d}, c.dtype);
+  Tensor k = p.tensor("K", {batch, seqK, headsKv, d}, c.dtype);
+  Tensor v = p.tensor("V", {batch, seqK, headsKv, d}, c.dtype);
+  Tensor o = p.tensor("O", {batch, seqQ, headsQ, d}, c.dtype);
+  Tensor lse = p.tensor("LSE", {batch, headsQ, seqQ}, DType::f32);
+
+  p.kernel({ceil_div(seqQ, bm), headsQ, batch}, c.threads, [&](Expr bx, Expr h, Expr b) {
+    Expr kvHead = h / (headsQ / headsKv);
+    Expr row0 = bx * bm;
+    Buffer qs = alloc_shared({bm, d}, c.dtype, "q_tile");
+    Buffer ks = alloc_shared({bn, d}, c.dtype, "k_tile");
+    Buffer vs = alloc_shared({bn, d}, c.dtype, "v_tile");
+    Buffer s = alloc_fragment({bm, bn}, DType::f32, "scores");
+    Buffer pr = alloc_fragment({bm, bn}, c.dtype, "probs");
+    Buffer acc = alloc_fragment({bm, d}, DType::f32, "out_acc");
+    Buffer rowMax = alloc_fragment({bm}, DType::f32, "row_max");
+    Buffer rowSum = alloc_fragment({bm}, DType::f32, "row_sum");
+    Buffer tileMax = alloc_fragment({bm}, DType::f32, "tile_max");
+    Buffer rescale = alloc_fragment({bm}, DType::f32, "rescale");
+
+    copy(q.tile({b, row0, h, 0}, {drop, bm, drop, d}), qs);
+    fill(rowMax, kNegInf);
+    clear(rowSum);
+    clear(acc);
+    Expr scaleLog2 = scale * kLog2e;
+    // Causal (top-left aligned, key j visible to query i when j <= i): the
+    // blocks right of this block's last row are skipped.
+    Expr blocks = ceil_div(seqK, bn);
+    if (c.causal) blocks = min(blocks, ceil_div(row0 + bm, bn));
+    pipelined(blocks, c.stages, {.warp_specialize = c.warpSpecialize}, [&](Expr kt) {
+      Expr col0 = kt * bn;
+      copy(k.tile({b, col0, kvHead, 0}, {drop, bn, drop, d}), ks);
+      copy(v.tile({b, col0, kvHead, 0}, {drop, bn, drop, d}), vs);
+      gemm(qs, ks, s, {.transpose_b = true, .clear_accum = true, .policy = WarpPolicy::full_row});
+      parallel(bm, bn, [&](Expr i, Expr j) {
+        Expr visible = col0 + j < seqK;
+        if (c.causal) visible = visible && col0 + j <= row0 + i;
+        s(i, j) = select(visible, s(i, j) * scaleLog2, Expr(kNegInf));
+      });
+      reduce_max(s, tileMax, 1);
+      parallel(bm, [&](Expr i) {
+        Expr next = max(rowMax(i), tileMax(i));
+        // A row with nothing visible yet keeps max -inf; exp2(-inf - -inf)
+        // would be NaN.
+        rescale(i) = select(next == Expr(kNegInf), Expr(1.0), exp2(rowMax(i) - next));
+        rowMax(i) = next;
+        rowSum(i) = rowSum(i) * rescale(i);
+      });
+      parallel(bm, d, [&](Expr i, Expr j) { acc(i, j) = acc(i, j) * rescale(i); });
+      parallel(bm, bn, [&](Expr i, Expr j) {
+        s(i, j) = exp2(s(i, j) - rowMax(i));
+        pr(i, j) = cast(s(i, j), c.dtype);
+      });
+      reduce_sum(s, rowSum, 1, /*clear=*/false);
+      gemm(pr, vs, acc, {.policy = WarpPolicy::full_row});
+    });
+    parallel(bm, d, [&](Expr i, Expr j) { acc(i, j) = acc(i, j) / rowSum(i); });
+    copy(acc, o.tile({b, row0, h, 0}, {drop, bm, drop, d}));
+    parallel(bm, [&](Expr i) { tileMax(i) = rowMax(i) / kLog2e + log(rowSum(i)); });
+    copy(tileMax, lse.tile({b, h, row0}, {drop, drop, bm}));
+  });
+  return p;
+}
