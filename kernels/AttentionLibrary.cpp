@@ -146,6 +146,217 @@ BenchResult benchForward(Kernel &kernel, const Params &p, int reps) {
   return r;
 }
 
+/// Reference gradients in float64: dQ, dK, dV for upstream gradient dO.
+void referenceBackward(const AttentionShape &s, const HostTensor &q, const HostTensor &k,
+                       const HostTensor &v, const HostTensor &dO, std::vector<double> &dq,
+                       std::vector<double> &dk, std::vector<double> &dv) {
+  const int64_t d = s.headDim, group = s.headsQ / s.headsKv;
+  dq.assign(q.values.size(), 0.0);
+  dk.assign(k.values.size(), 0.0);
+  dv.assign(v.values.size(), 0.0);
+  std::vector<double> prob(s.seqK), dp(s.seqK);
+  auto at = [&](int64_t b, int64_t row, int64_t rows, int64_t head, int64_t heads) {
+    return ((b * rows + row) * heads + head) * d;
+  };
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t h = 0; h < s.headsQ; ++h) {
+      int64_t hk = h / group;
+      for (int64_t i = 0; i < s.seqQ; ++i) {
+        const float *qi = &q.values[at(b, i, s.seqQ, h, s.headsQ)];
+        const float *doi = &dO.values[at(b, i, s.seqQ, h, s.headsQ)];
+        int64_t visible = s.causal ? std::min(i + 1, s.seqK) : s.seqK;
+        double mx = -INFINITY, sum = 0, delta = 0;
+        for (int64_t j = 0; j < visible; ++j) {
+          const float *kj = &k.values[at(b, j, s.seqK, hk, s.headsKv)];
+          double dot = 0;
+          for (int64_t l = 0; l < d; ++l) dot += double(qi[l]) * kj[l];
+          prob[j] = dot * s.scale;
+          mx = std::max(mx, prob[j]);
+        }
+        for (int64_t j = 0; j < visible; ++j) sum += (prob[j] = std::exp(prob[j] - mx));
+        for (int64_t j = 0; j < visible; ++j) {
+          prob[j] /= sum;
+          const float *vj = &v.values[at(b, j, s.seqK, hk, s.headsKv)];
+          double dot = 0;
+          for (int64_t l = 0; l < d; ++l) dot += double(doi[l]) * vj[l];
+          dp[j] = dot;
+          delta += prob[j] * dp[j];
+        }
+        for (int64_t j = 0; j < visible; ++j) {
+          double ds = prob[j] * (dp[j] - delta) * s.scale;
+          int64_t kvAt = at(b, j, s.seqK, hk, s.headsKv);
+          for (int64_t l = 0; l < d; ++l) {
+            dq[at(b, i, s.seqQ, h, s.headsQ) + l] += ds * k.values[kvAt + l];
+            dk[kvAt + l] += ds * qi[l];
+            dv[kvAt + l] += prob[j] * doi[l];
+          }
+        }
+      }
+    }
+}
+
+AttentionBackwardConfig backwardConfig(const Params &p) {
+  AttentionBackwardConfig c;
+  c.dtype = dtypeParam(p, "dtype");
+  c.headDim = intParam(p, "head_dim");
+  c.blockM = intParam(p, "block_m");
+  c.blockN = intParam(p, "block_n");
+  c.threads = intParam(p, "threads");
+  c.stages = intParam(p, "stages");
+  c.causal = intParam(p, "causal");
+  c.kvReduction = choiceParam<KvReduction>(p, "kv_reduction", {{"direct", KvReduction::direct},
+                                                               {"atomic", KvReduction::atomic},
+                                                               {"split", KvReduction::split}});
+  c.elementAtomics = intParam(p, "element_atomics");
+  c.dqOrder = choiceParam<MemoryOrder>(p, "dq_order", {{"relaxed", MemoryOrder::relaxed},
+                                                       {"release", MemoryOrder::release}});
+  c.warpSpecialize = warpSpecializeParam(p, "warp_specialize");
+  return c;
+}
+
+/// The whole backward pass on the device: preprocess, zeroed accumulators,
+/// the main kernel, postprocess; inputs and reference-free outputs.
+struct BackwardRun {
+  const AttentionShape &s;
+  AttentionBackwardConfig config;
+  Kernel &main;
+  Kernel pre, post;
+  HostTensor q, k, v, o, dO, lse, delta, dqAcc, dkOut, dvOut, dq, dk, dv;
+  DeviceRun dev;
+  std::vector<rt::LaunchArg> preArgs, mainArgs, postDq, postDk, postDv;
+  std::vector<rt::DeviceBuffer *> zeroed;
+
+  static int64_t kvHeads(const AttentionShape &s, KvReduction r) {
+    return r == KvReduction::split ? s.headsQ : s.headsKv;
+  }
+  BackwardRun(Kernel &kernel, const Params &p, const AttentionShape &shape)
+      : s(shape), config(backwardConfig(p)), main(kernel),
+        pre(compile(*std::make_unique<Program>(flashAttentionBackwardPre(config)),
+                    {.arch = kernel.loadedKernel().arch()})),
+        post(compile(*std::make_unique<Program>(flashAttentionBackwardPost(config)),
+                     {.arch = kernel.loadedKernel().arch()})),
+        q(config.dtype, {s.batch, s.seqQ, s.headsQ, s.headDim}),
+        k(config.dtype, {s.batch, s.seqK, s.headsKv, s.headDim}), v(k), o(q), dO(q),
+        lse(DType::f32, {s.batch, s.headsQ, s.seqQ}), delta(lse),
+        dqAcc(DType::f32, q.shape),
+        dkOut(config.kvReduction == KvReduction::direct ? config.dtype : DType::f32,
+              {s.batch, s.seqK, kvHeads(s, config.kvReduction), s.headDim}),
+        dvOut(dkOut), dq(q), dk(k), dv(k) {
+    if (config.kvReduction == KvReduction::direct && s.headsQ != s.headsKv)
+      throw Error(fmt::format("kv_reduction=direct writes dK/dV per K/V head and needs heads_q == "
+                              "heads_kv (got {} and {}); use atomic or split",
+                              s.headsQ, s.headsKv));
+  }
+
+  /// Uploads the inputs (o and lse as given) and lays out every launch.
+  void upload() {
+    auto sym = [](std::initializer_list<int64_t> v) {
+      std::vector<rt::LaunchArg> a;
+      for (int64_t x : v) a.push_back(rt::LaunchArg::integer(x));
+      return a;
+    };
+    auto buffer = [&](HostTensor &t, bool poison) {
+      dev.addTensor(t, poison);
+      return dev.args.back();
+    };
+    rt::LaunchArg aq = buffer(q, false), ak = buffer(k, false), av = buffer(v, false),
+                  ao = buffer(o, false), ado = buffer(dO, false), alse = buffer(lse, false),
+                  adelta = buffer(delta, true), aacc = buffer(dqAcc, true),
+                  adk = buffer(dkOut, true), adv = buffer(dvOut, true), adq = buffer(dq, true);
+    zeroed.push_back(dev.buffers[7].get());
+    if (config.kvReduction == KvReduction::atomic) {
+      zeroed.push_back(dev.buffers[8].get());
+      zeroed.push_back(dev.buffers[9].get());
+    }
+    preArgs = sym({s.batch, s.seqQ, s.headsQ});
+    preArgs.insert(preArgs.end(), {ao, ado, adelta});
+    mainArgs = sym({s.batch, s.seqQ, s.seqK, s.headsQ, s.headsKv});
+    mainArgs.push_back(rt::LaunchArg::real(s.scale));
+    mainArgs.insert(mainArgs.end(), {aq, ak, av, ado, alse, adelta, aacc, adk, adv});
+    postDq = sym({s.batch, s.seqQ, s.headsQ, s.headsQ});
+    postDq.insert(postDq.end(), {aacc, adq});
+    if (config.kvReduction != KvReduction::direct) {
+      rt::LaunchArg agk = buffer(dk, true), agv = buffer(dv, true);
+      int64_t in = kvHeads(s, config.kvReduction);
+      postDk = sym({s.batch, s.seqK, in, s.headsKv});
+      postDk.insert(postDk.end(), {adk, agk});
+      postDv = sym({s.batch, s.seqK, in, s.headsKv});
+      postDv.insert(postDv.end(), {adv, agv});
+    }
+  }
+  void launchAll() {
+    pre.launch(preArgs);
+    for (rt::DeviceBuffer *b : zeroed) b->fillBytes(0);
+    main.launch(mainArgs);
+    post.launch(postDq);
+    if (!postDk.empty()) {
+      post.launch(postDk);
+      post.launch(postDv);
+    }
+  }
+  /// Downloads dQ, dK, dV (in the output type).
+  void download() {
+    auto fetch = [&](const rt::LaunchArg &a, HostTensor &t) {
+      for (auto &b : dev.buffers)
+        if (b->ptr() == a.ptr) b->download(t.bytes.data(), t.bytes.size());
+      t.decode();
+    };
+    fetch(postDq.back(), dq);
+    if (config.kvReduction == KvReduction::direct) {
+      fetch(mainArgs[mainArgs.size() - 2], dk);
+      fetch(mainArgs.back(), dv);
+    } else {
+      fetch(postDk.back(), dk);
+      fetch(postDv.back(), dv);
+    }
+  }
+};
+
+CheckResult checkBackward(Kernel &kernel, const Params &p, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  AttentionShape s(p);
+  BackwardRun run(kernel, p, s);
+  randomize(run.q, rng, -2, 2);
+  randomize(run.k, rng, -2, 2);
+  randomize(run.v, rng);
+  randomize(run.dO, rng);
+  std::vector<double> o, lse, dq, dk, dv;
+  referenceForward(s, run.q, run.k, run.v, o, lse);
+  for (size_t i = 0; i < o.size(); ++i) run.o.set(i, float(o[i]));
+  for (size_t i = 0; i < lse.size(); ++i) run.lse.set(i, float(lse[i]));
+  referenceBackward(s, run.q, run.k, run.v, run.dO, dq, dk, dv);
+  run.upload();
+  run.launchAll();
+  synchronize();
+  run.download();
+  CheckResult r;
+  r.shape = s.str(run.config.dtype) + fmt::format(" kv_reduction={}", p.at("kv_reduction"));
+  double eq = relativeError(run.dq.values, dq), ek = relativeError(run.dk.values, dk),
+         ev = relativeError(run.dv.values, dv);
+  r.shape += fmt::format(" (dQ {:.2e}, dK {:.2e}, dV {:.2e})", eq, ek, ev);
+  r.relError = std::max({eq, ek, ev});
+  r.tolerance = toleranceFor(run.config.dtype);
+  r.passed = r.relError < r.tolerance;
+  r.ms = rt::timeMedian([&](int) { run.launchAll(); }, 3, 20);
+  return r;
+}
+
+BenchResult benchBackward(Kernel &kernel, const Params &p, int reps) {
+  std::mt19937_64 rng(1);
+  AttentionShape s(p);
+  BackwardRun run(kernel, p, s);
+  for (HostTensor *t : {&run.q, &run.k, &run.v, &run.o, &run.dO}) randomize(*t, rng);
+  for (size_t i = 0; i < run.lse.values.size(); ++i) run.lse.set(i, 4.0f);
+  run.upload();
+  BenchResult r;
+  r.ms = rt::timeMedian([&](int) { run.launchAll(); }, 10, reps);
+  // FLOPs as FlashAttention counts them: 2.5x the forward pass.
+  r.tflops = 2.5 * s.forwardFlops() / r.ms / 1e9;
+  r.shape = s.str(run.config.dtype) + fmt::format(" kv_reduction={}{}", p.at("kv_reduction"),
+                                                  run.config.elementAtomics ? " element atomics" : "");
+  return r;
+}
+
 Params attentionDefaults() {
   return {{"dtype", "bf16"}, {"head_dim", "128"}, {"block_m", "128"}, {"block_n", "128"},
           {"threads", "256"}, {"stages", "2"}, {"causal", "0"}, {"warp_specialize", "auto"},
@@ -160,5 +371,16 @@ std::vector<LibraryKernel> tessel::kernels::attentionKernels() {
        "O = softmax(scale * Q K^T) V with its log-sum-exp, BSHD tensors, GQA, causal or full",
        attentionDefaults(), [](const Params &p) { return flashAttentionForward(attentionConfig(p)); },
        checkForward, benchForward},
+      {"flash_attention_bwd",
+       "dQ, dK, dV of attention: preprocess (delta), main kernel with region atomic_add of dQ, "
+       "postprocess; GQA dK/dV by atomics or split slices",
+       [] {
+         Params p = attentionDefaults();
+         p["block_m"] = "64";
+         p.insert({{"kv_reduction", "atomic"}, {"element_atomics", "0"}, {"dq_order", "relaxed"}});
+         return p;
+       }(),
+       [](const Params &p) { return flashAttentionBackward(backwardConfig(p)); }, checkBackward,
+       benchBackward},
   };
 }

@@ -84,6 +84,35 @@ struct AttentionConfig {
 /// O = softmax(scale * Q K^T) V and its log-sum-exp.
 Program flashAttentionForward(const AttentionConfig &config);
 
+/// How the backward pass combines the dK/dV of the query heads that share a
+/// K/V head: written directly (heads_q == heads_kv), added into fp32
+/// accumulators with atomic_add, or written as one fp32 slice per query
+/// head and summed by the postprocess kernel.
+enum class KvReduction { direct, atomic, split };
+struct AttentionBackwardConfig {
+  DType dtype = DType::bf16;
+  int64_t headDim = 128;
+  int64_t blockM = 64, blockN = 128; // query rows per step, key rows per block
+  int64_t preBlock = 64;             // rows per block of the pre/postprocess
+  int threads = 256;
+  int stages = 2;
+  bool causal = false;
+  KvReduction kvReduction = KvReduction::direct;
+  /// Per-element atomics instead of one region atomic_add per fragment (for
+  /// comparison).
+  bool elementAtomics = false;
+  MemoryOrder dqOrder = MemoryOrder::relaxed;
+  WarpSpecialize warpSpecialize = WarpSpecialize::automatic;
+};
+/// delta [batch, heads_q, seqlen_q] = rowsum(dO * O).
+Program flashAttentionBackwardPre(const AttentionBackwardConfig &config);
+/// dQ_accum (+)= dQ (fp32, zeroed first) and dK, dV as `kvReduction` says,
+/// from Q, K, V, dO, LSE and delta.
+Program flashAttentionBackward(const AttentionBackwardConfig &config);
+/// grad [batch, seqlen, heads_out, dim] (output type) = the sum over each
+/// group of heads_in / heads_out heads of accum (fp32).
+Program flashAttentionBackwardPost(const AttentionBackwardConfig &config);
+
 } // namespace tessel::kernels
 
 #endif

@@ -414,8 +414,11 @@ Value Expr::value(DType as) const {
     case '*': return arith::MulIOp::create(b, l, lhs, rhs);
     case '/': return arith::DivSIOp::create(b, l, lhs, rhs);
     case '%': return arith::RemSIOp::create(b, l, lhs, rhs);
-    default: return arith::CeilDivSIOp::create(b, l, lhs, rhs);
+    case 'c': return arith::CeilDivSIOp::create(b, l, lhs, rhs);
+    case 'M': return arith::MaxSIOp::create(b, l, lhs, rhs);
+    case 'm': return arith::MinSIOp::create(b, l, lhs, rhs);
     }
+    llvm_unreachable("hostBinary builds only the operators above");
   }
   case ExprNode::Val: return Value::getFromOpaquePointer(node->val);
   }
@@ -463,10 +466,13 @@ static Expr binary(char op, Expr a, Expr b) {
     case '/': if (y) return x / y; break;
     case '%': if (y) return x % y; break;
     case 'c': if (y) return (x + y - 1) / y; break;
+    case 'M': return std::max(x, y);
+    case 'm': return std::min(x, y);
     }
-    fail(lastLoc, "division by zero in a constant expression");
+    if (op != '&') fail(lastLoc, "division by zero in a constant expression");
   }
-  if (isHost(*a.node) && isHost(*b.node)) return hostBinary(op, a, b);
+  if (isHost(*a.node) && isHost(*b.node) && llvm::StringRef("+-*/%cMm").contains(op))
+    return hostBinary(op, a, b);
   DType t = commonType(a, b);
   Program &p = Program::current(lastLoc);
   OpBuilder &bld = p.builder();

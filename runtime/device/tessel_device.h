@@ -222,6 +222,30 @@ TESSEL_ATOMIC_ADD(order_acq_rel, "acq_rel")
 TESSEL_ATOMIC_ADD(order_seq_cst, "acq_rel")
 #undef TESSEL_ATOMIC_ADD
 
+// Vector reductions of 2 or 4 contiguous floats (sm_90): one memory
+// transaction where per-element atomics would take 2 or 4.
+#define TESSEL_RED_ADD_VECTOR(ORDER, SEM)                                                   \
+  __device__ inline void red_add_v2_impl(ORDER, float *p, float a, float b) {               \
+    asm volatile("red.global." SEM ".gpu.add.v2.f32 [%0], {%1, %2};"                        \
+                 :: "l"(p), "f"(a), "f"(b) : "memory");                                     \
+  }                                                                                         \
+  __device__ inline void red_add_v4_impl(ORDER, float *p, float a, float b, float c,        \
+                                         float d) {                                         \
+    asm volatile("red.global." SEM ".gpu.add.v4.f32 [%0], {%1, %2, %3, %4};"                \
+                 :: "l"(p), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");                     \
+  }
+TESSEL_RED_ADD_VECTOR(order_relaxed, "relaxed")
+TESSEL_RED_ADD_VECTOR(order_release, "release")
+#undef TESSEL_RED_ADD_VECTOR
+
+template <class Order> __device__ inline void red_add_v2(float *p, float a, float b) {
+  red_add_v2_impl(Order{}, p, a, b);
+}
+template <class Order>
+__device__ inline void red_add_v4(float *p, float a, float b, float c, float d) {
+  red_add_v4_impl(Order{}, p, a, b, c, d);
+}
+
 template <class Order, class T> __device__ inline void atomic_add(T *p, T v) {
   if (Order::sc) asm volatile("fence.sc.gpu;" ::: "memory");
   atomic_add_impl(Order{}, p, v);

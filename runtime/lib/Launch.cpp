@@ -258,17 +258,20 @@ float LoadedKernel::time(const std::vector<LaunchArg> &args, int warmup, int rep
 }
 
 float LoadedKernel::time(const std::vector<std::vector<LaunchArg>> &argSets, int warmup, int reps) {
+  return timeMedian([&](int run) { launch(argSets[run % argSets.size()]); }, warmup, reps);
+}
+
+float tessel::rt::timeMedian(const std::function<void(int)> &work, int warmup, int reps) {
   Driver &d = Driver::get();
-  for (int i = 0; i < warmup; ++i) launch(argSets[i % argSets.size()]);
+  for (int i = 0; i < warmup; ++i) work(i);
   TESSEL_CU(d, cuCtxSynchronize);
   std::vector<float> times;
   CUevent start, stop;
   TESSEL_CU(d, cuEventCreate, &start, 0);
   TESSEL_CU(d, cuEventCreate, &stop, 0);
   for (int i = 0; i < reps; ++i) {
-    const std::vector<LaunchArg> &args = argSets[(warmup + i) % argSets.size()];
     TESSEL_CU(d, cuEventRecord, start, nullptr);
-    launch(args);
+    work(warmup + i);
     TESSEL_CU(d, cuEventRecord, stop, nullptr);
     TESSEL_CU(d, cuEventSynchronize, stop);
     float ms = 0;

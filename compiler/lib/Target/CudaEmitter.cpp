@@ -434,6 +434,15 @@ LogicalResult CudaEmitter::emitOp(Operation &op) {
                << ");\n";
         return success();
       })
+      .Case([&](tilenv::ReduceAddVectorOp o) {
+        line() << "tessel::red_add_v" << o.getCount() << "<tessel::order_"
+               << stringifyMemoryOrder(o.getOrder()) << ">(&"
+               << element(o.getDest(), o.getDestIndices());
+        for (int64_t i = 0; i < o.getCount(); ++i)
+          os << ", " << slot(o.getSource(), o.getSourceIndex(), i);
+        os << ");\n";
+        return success();
+      })
       .Case([&](tilenv::CopyVectorOp o) {
         line() << "tessel::copy_bytes<" << o.getBytes() << ">(&"
                << element(o.getDest(), o.getDestIndices()) << ", &"

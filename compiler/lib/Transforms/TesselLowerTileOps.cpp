@@ -796,20 +796,7 @@ void TileLowering::lowerAtomicAdd(AtomicAddOp op, bool insideParallel) {
                         "same element type");
       return storeWithTma(op, src, dst, /*add=*/true);
     }
-    if (src.isFragment()) {
-      // One atomic per element the thread owns.
-      auto attr = llvm::cast<FragmentLayoutAttr>(src.layout);
-      FragmentLayout l = attr.getLayout();
-      Value threadOwner = threadOwns(l);
-      unrolledFor(l.getNumRegisters(), [&](Value r) {
-        OpBuilder::InsertionGuard g(b);
-        SmallVector<Value> coords = coordsAt(attr, r);
-        guard(andI(andI(threadOwner, registerOwns(l, r)), insideShape(coords, src.tileShape)));
-        Value x = memref::LoadOp::create(b, loc, src.root, ValueRange{r});
-        atomicAt(coords, convert(x, dst.elementType));
-      });
-      return;
-    }
+    if (src.isFragment()) return atomicAddFragment(op, src, dst);
     forEachElement(dst.tileShape, 1, [&](ArrayRef<Value> index) {
       atomicAt(index, convert(load(src, index), dst.elementType));
     });
@@ -821,6 +808,50 @@ void TileLowering::lowerAtomicAdd(AtomicAddOp op, bool insideParallel) {
   OpBuilder::InsertionGuard g(b);
   guard(eq(threadId, zeroIdx));
   atomicAt(index, op.getValue());
+}
+
+void TileLowering::atomicAddFragment(AtomicAddOp op, const Access &src, const Access &dst) {
+  auto attr = llvm::cast<FragmentLayoutAttr>(src.layout);
+  FragmentLayout l = attr.getLayout();
+  Value threadOwner = threadOwns(l);
+  // sm_90 adds runs of 2 or 4 contiguous f32 registers with one vector
+  // reduction (relaxed or release); elsewhere, and where a run is cut by the
+  // tensor's edge or misaligned, one atomic per element.
+  bool vectorOrder = op.getOrder() == MemoryOrder::relaxed || op.getOrder() == MemoryOrder::release;
+  int64_t v = target.computeCapability >= 90 && vectorOrder && dst.vectorizable &&
+                      src.elementType.isF32() && dst.elementType.isF32()
+                  ? std::min<int64_t>(vectorRegisters(l, dst.elementType), 4)
+                  : 1;
+  unrolledFor(l.getNumRegisters() / v, [&](Value group) {
+    Value r0 = mul(group, idx(v));
+    OpBuilder::InsertionGuard g(b);
+    guard(andI(threadOwner, registerOwns(l, r0)));
+    SmallVector<Value> coords = coordsAt(attr, r0);
+    auto scalar = [&]() {
+      for (int64_t j = 0; j < v; ++j) {
+        OpBuilder::InsertionGuard g(b);
+        SmallVector<Value> c(coords);
+        c.back() = add(c.back(), idx(j));
+        SmallVector<Value> rootIdx = rootIndices(dst, c);
+        guard(andI(insideShape(c, src.tileShape), inBounds(dst, rootIdx)));
+        Value x = memref::LoadOp::create(b, loc, src.root, ValueRange{add(r0, idx(j))});
+        tilenv::AtomicAddOp::create(b, loc, convert(x, dst.elementType), dst.root,
+                                    operandIndices(dst, rootIdx), op.getOrder());
+      }
+    };
+    if (v == 1) return scalar();
+    SmallVector<Value> rootIdx = rootIndices(dst, coords);
+    SmallVector<Value> last(coords);
+    last.back() = add(last.back(), idx(v - 1));
+    Value cond = andI(insideShape(last, src.tileShape), inBounds(dst, rootIdx, v - 1));
+    cond = andI(cond, aligned(dst, rootIdx, v));
+    auto ifOp = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/true);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    tilenv::ReduceAddVectorOp::create(b, loc, src.root, r0, dst.root, operandIndices(dst, rootIdx),
+                                      v, op.getOrder());
+    b.setInsertionPointToStart(ifOp.elseBlock());
+    scalar();
+  });
 }
 
 void TileLowering::lowerParallel(ParallelOp op) {

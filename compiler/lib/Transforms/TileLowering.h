@@ -126,6 +126,9 @@ private:
   void lowerReduce(tile::ReduceOp op);
   void reduceFragment(tile::ReduceOp op);
   void lowerAtomicAdd(tile::AtomicAddOp op, bool insideParallel);
+  /// Region atomic_add of a fragment: one vector reduction per run of
+  /// contiguous registers where the target has them.
+  void atomicAddFragment(tile::AtomicAddOp op, const Access &src, const Access &dst);
   void lowerParallel(tile::ParallelOp op);
   void lowerPipelined(tile::PipelinedOp op);
   void lowerRole(tile::RoleOp op);

@@ -74,6 +74,11 @@ private:
   CUfunction function = nullptr;
 };
 
+/// Median time in milliseconds of `reps` runs of `work` (launches on the
+/// default stream), timed with CUDA events after `warmup` runs: how a
+/// sequence of kernels (FlashAttention's backward) is timed as one.
+float timeMedian(const std::function<void(int run)> &work, int warmup, int reps);
+
 /// Whether TMA can read the buffer argument of `map` (row strides in whole
 /// 16-byte units); otherwise why not.
 bool tensorMapFits(const KernelSpec &spec, const TensorMapSpec &map,

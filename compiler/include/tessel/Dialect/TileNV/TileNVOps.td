@@ -49,6 +49,21 @@ def TileNV_AtomicAddOp : TileNV_Op<"atomic_add"> {
   }];
 }
 
+def TileNV_ReduceAddVectorOp : TileNV_Op<"red_add_vector"> {
+  let summary = "red.global.add.v{2,4}.f32: add `count` contiguous f32 values atomically";
+  let description = [{
+    One vector reduction (sm_90) of `source[source_index..+count)` into the
+    aligned global elements starting at `dest[dest_indices]`, relaxed or
+    release at GPU scope.
+  }];
+  let arguments = (ins AnyMemRef:$source, Index:$source_index, AnyMemRef:$dest,
+                       Variadic<Index>:$dest_indices, I64Attr:$count, Tile_MemoryOrder:$order);
+  let assemblyFormat = [{
+    $source `[` $source_index `]` `,` $dest `[` $dest_indices `]` `count` `=` $count $order
+    attr-dict `:` type($source) `,` type($dest)
+  }];
+}
+
 def TileNV_CopyVectorOp : TileNV_Op<"copy_vector", [AttrSizedOperandSegments]> {
   let summary = "move `bytes` contiguous bytes (4, 8 or 16, aligned) between buffers";
   let arguments = (ins AnyMemRef:$source, Variadic<Index>:$source_indices,

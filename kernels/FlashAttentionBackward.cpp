@@ -1,0 +1,160 @@
+//===- FlashAttentionBackward.cpp - gradients of softmax(Q K^T) V ---------===//
+//
+// Three kernels, as in FlashAttention-2/3:
+//  1. preprocess: delta = rowsum(dO * O), per query row;
+//  2. main: one thread block per key/value block and query head walks the
+//     query blocks, recomputing P^T = exp(S^T - lse) from S^T = K Q^T (so P^T
+//     sits in the accumulator layout and feeds dV += P^T dO from registers),
+//     then dS^T = P^T * (dP^T - delta) with dP^T = V dO^T, dK += dS^T Q, and
+//     dQ = dS K through shared memory, added into an fp32 dQ accumulator with
+//     a region atomic_add (one vector reduction per register pair);
+//  3. postprocess: fp32 accumulators to the output type, summing the query
+//     heads of a GQA group where the main kernel wrote one slice per head.
+//
+//===----------------------------------------------------------------------===//
+#include "Kernels.h"
+
+using namespace tessel;
+
+namespace {
+const double kLog2e = 1.4426950408889634;
+
+/// A [block, dim] tile of a BSHD tensor at (batch b, row, head h).
+Buffer rowsOf(const Tensor &t, Expr b, Expr row, Expr h, int64_t block, int64_t dim) {
+  return t.tile({b, row, h, 0}, {drop, block, drop, dim});
+}
+} // namespace
+
+Program tessel::kernels::flashAttentionBackwardPre(const AttentionBackwardConfig &c) {
+  Program p("flash_attention_bwd_pre");
+  Expr batch = p.sym("batch"), seqQ = p.sym("seqlen_q"), headsQ = p.sym("heads_q");
+  const int64_t d = c.headDim, bm = c.preBlock;
+  Tensor o = p.tensor("O", {batch, seqQ, headsQ, d}, c.dtype);
+  Tensor dO = p.tensor("dO", {batch, seqQ, headsQ, d}, c.dtype);
+  Tensor delta = p.tensor("delta", {batch, headsQ, seqQ}, DType::f32);
+  p.kernel({ceil_div(seqQ, bm), headsQ, batch}, 128, [&](Expr bx, Expr h, Expr b) {
+    Buffer of = alloc_fragment({bm, d}, DType::f32, "o");
+    Buffer dof = alloc_fragment({bm, d}, DType::f32, "d_o");
+    Buffer sum = alloc_fragment({bm}, DType::f32, "delta");
+    copy(rowsOf(o, b, bx * bm, h, bm, d), of);
+    copy(rowsOf(dO, b, bx * bm, h, bm, d), dof);
+    parallel(bm, d, [&](Expr i, Expr j) { of(i, j) = of(i, j) * dof(i, j); });
+    reduce_sum(of, sum, 1);
+    copy(sum, delta.tile({b, h, bx * bm}, {drop, drop, bm}));
+  });
+  return p;
+}
+
+Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c) {
+  Program p("flash_attention_bwd");
+  Expr batch = p.sym("batch"), seqQ = p.sym("seqlen_q"), seqK = p.sym("seqlen_k");
+  Expr headsQ = p.sym("heads_q"), headsKv = p.sym("heads_kv");
+  Expr scale = p.scalar("scale", DType::f32);
+  const int64_t d = c.headDim, bm = c.blockM, bn = c.blockN;
+  Tensor q = p.tensor("Q", {batch, seqQ, headsQ, d}, c.dtype);
+  Tensor k = p.tensor("K", {batch, seqK, headsKv, d}, c.dtype);
+  Tensor v = p.tensor("V", {batch, seqK, headsKv, d}, c.dtype);
+  Tensor dO = p.tensor("dO", {batch, seqQ, headsQ, d}, c.dtype);
+  Tensor lse = p.tensor("LSE", {batch, headsQ, seqQ}, DType::f32);
+  Tensor delta = p.tensor("delta", {batch, headsQ, seqQ}, DType::f32);
+  Tensor dQacc = p.tensor("dQ_accum", {batch, seqQ, headsQ, d}, DType::f32);
+  // dK, dV: the output type per K/V head (direct), fp32 accumulators per
+  // K/V head (atomic), or fp32 slices per query head (split).
+  bool perQueryHead = c.kvReduction == KvReduction::split;
+  DType kvType = c.kvReduction == KvReduction::direct ? c.dtype : DType::f32;
+  Expr kvHeads = perQueryHead ? headsQ : headsKv;
+  Tensor dK = p.tensor("dK", {batch, seqK, kvHeads, d}, kvType);
+  Tensor dV = p.tensor("dV", {batch, seqK, kvHeads, d}, kvType);
+
+  p.kernel({ceil_div(seqK, bn), headsQ, batch}, c.threads, [&](Expr bx, Expr h, Expr b) {
+    Expr kvHead = h / (headsQ / headsKv);
+    Expr col0 = bx * bn;
+    Buffer ks = alloc_shared({bn, d}, c.dtype, "k_tile");
+    Buffer vs = alloc_shared({bn, d}, c.dtype, "v_tile");
+    Buffer qs = alloc_shared({bm, d}, c.dtype, "q_tile");
+    Buffer dos = alloc_shared({bm, d}, c.dtype, "do_tile");
+    Buffer lses = alloc_shared({bm}, DType::f32, "lse_tile");
+    Buffer deltas = alloc_shared({bm}, DType::f32, "delta_tile");
+    Buffer dss = alloc_shared({bn, bm}, c.dtype, "ds_t_tile");
+    Buffer st = alloc_fragment({bn, bm}, DType::f32, "s_t"); // S^T, then dP^T
+    Buffer pt = alloc_fragment({bn, bm}, c.dtype, "p_t");    // P^T, then dS^T
+    Buffer dv = alloc_fragment({bn, d}, DType::f32, "dv");
+    Buffer dk = alloc_fragment({bn, d}, DType::f32, "dk");
+    Buffer dq = alloc_fragment({bm, d}, DType::f32, "dq");
+    copy(rowsOf(k, b, col0, kvHead, bn, d), ks);
+    copy(rowsOf(v, b, col0, kvHead, bn, d), vs);
+    clear(dk);
+    clear(dv);
+    // Causal (top-left): query blocks entirely above this key block see
+    // none of it.
+    Expr first = c.causal ? col0 / bm : Expr(0);
+    Expr blocks = max(ceil_div(seqQ, bm) - first, Expr(0));
+    GemmOptions rowSplit{.policy = WarpPolicy::full_row};
+    pipelined(blocks, c.stages, {.warp_specialize = c.warpSpecialize}, [&](Expr mt) {
+      Expr row0 = (first + mt) * bm;
+      copy(rowsOf(q, b, row0, h, bm, d), qs);
+      copy(rowsOf(dO, b, row0, h, bm, d), dos);
+      copy(lse.tile({b, h, row0}, {drop, drop, bm}), lses);
+      copy(delta.tile({b, h, row0}, {drop, drop, bm}), deltas);
+      gemm(ks, qs, st, {.transpose_b = true, .clear_accum = true, .policy = WarpPolicy::full_row});
+      parallel(bn, bm, [&](Expr j, Expr i) {
+        Expr visible = row0 + i < seqQ;
+        if (c.causal) visible = visible && col0 + j <= row0 + i;
+        Expr prob = exp2(st(j, i) * (scale * kLog2e) - lses(i) * kLog2e);
+        pt(j, i) = cast(select(visible, prob, Expr(0.0)), c.dtype);
+      });
+      gemm(pt, dos, dv, rowSplit);
+      gemm(vs, dos, st, {.transpose_b = true, .clear_accum = true, .policy = WarpPolicy::full_row});
+      parallel(bn, bm, [&](Expr j, Expr i) {
+        pt(j, i) = cast(cast(pt(j, i), DType::f32) * (st(j, i) - deltas(i)) * scale, c.dtype);
+      });
+      gemm(pt, qs, dk, rowSplit);
+      copy(pt, dss);
+      gemm(dss, ks, dq, {.transpose_a = true, .clear_accum = true});
+      Buffer dqRows = rowsOf(dQacc, b, row0, h, bm, d);
+      if (c.elementAtomics)
+        parallel(bm, d, [&](Expr i, Expr j) { atomic_add(dqRows(i, j), dq(i, j), c.dqOrder); });
+      else
+        atomic_add(dqRows, dq, c.dqOrder);
+    });
+    Expr outHead = perQueryHead ? h : kvHead;
+    Buffer dkRows = rowsOf(dK, b, col0, outHead, bn, d);
+    Buffer dvRows = rowsOf(dV, b, col0, outHead, bn, d);
+    if (c.kvReduction != KvReduction::atomic) {
+      copy(dk, dkRows);
+      copy(dv, dvRows);
+    } else if (c.elementAtomics) {
+      parallel(bn, d, [&](Expr j, Expr i) {
+        atomic_add(dkRows(j, i), dk(j, i));
+        atomic_add(dvRows(j, i), dv(j, i));
+      });
+    } else {
+      atomic_add(dkRows, dk);
+      atomic_add(dvRows, dv);
+    }
+  });
+  return p;
+}
+
+Program tessel::kernels::flashAttentionBackwardPost(const AttentionBackwardConfig &c) {
+  Program p("flash_attention_bwd_post");
+  Expr batch = p.sym("batch"), seq = p.sym("seqlen"), headsIn = p.sym("heads_in");
+  Expr headsOut = p.sym("heads_out");
+  const int64_t d = c.headDim, bm = c.preBlock;
+  Tensor in = p.tensor("accum", {batch, seq, headsIn, d}, DType::f32);
+  Tensor out = p.tensor("grad", {batch, seq, headsOut, d}, c.dtype);
+  // Output head h sums input heads h * G .. h * G + G - 1 (G = 1: a plain
+  // conversion).
+  p.kernel({ceil_div(seq, bm), headsOut, batch}, 128, [&](Expr bx, Expr h, Expr b) {
+    Expr group = headsIn / headsOut;
+    Buffer sum = alloc_fragment({bm, d}, DType::f32, "sum");
+    Buffer part = alloc_fragment({bm, d}, DType::f32, "part");
+    copy(rowsOf(in, b, bx * bm, h * group, bm, d), sum);
+    serial(group - 1, [&](Expr g) {
+      copy(rowsOf(in, b, bx * bm, h * group + g + 1, bm, d), part);
+      parallel(bm, d, [&](Expr i, Expr j) { sum(i, j) = sum(i, j) + part(i, j); });
+    });
+    copy(sum, rowsOf(out, b, bx * bm, h, bm, d));
+  });
+  return p;
+}
