@@ -23,50 +23,127 @@ AttentionConfig attentionConfig(const Params &p) {
   c.threads = intParam(p, "threads");
   c.stages = intParam(p, "stages");
   c.causal = intParam(p, "causal");
+  c.varlen = intParam(p, "varlen");
   c.warpSpecialize = warpSpecializeParam(p, "warp_specialize");
   return c;
 }
 
-/// Run shapes of an attention check or benchmark.
+std::vector<int64_t> listParam(const Params &p, const std::string &key) {
+  std::vector<int64_t> out;
+  std::string v = p.at(key);
+  for (size_t at = 0; at < v.size();) {
+    size_t comma = v.find(',', at);
+    std::string item = v.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    try {
+      out.push_back(std::stoll(item));
+    } catch (const std::exception &) {
+      throw Error(fmt::format("parameter {}={}: '{}' is not an integer", key, v, item));
+    }
+    at = comma == std::string::npos ? v.size() : comma + 1;
+  }
+  return out;
+}
+
+/// Run shapes of an attention check or benchmark. A fixed batch is `batch`
+/// sequences of seqlen_q/seqlen_k; a packed (varlen) batch lists each
+/// sequence's lengths and is stored as one batch of the rows end to end.
 struct AttentionShape {
   int64_t batch, seqQ, seqK, headsQ, headsKv, headDim;
-  bool causal;
+  bool causal, varlen;
   double scale;
+  std::vector<int64_t> startQ, lenQ, startK, lenK; // per sequence
   explicit AttentionShape(const Params &p)
       : batch(intParam(p, "batch")), seqQ(intParam(p, "seqlen_q")),
         seqK(intParam(p, "seqlen_k")), headsQ(intParam(p, "heads_q")),
         headsKv(intParam(p, "heads_kv")), headDim(intParam(p, "head_dim")),
-        causal(intParam(p, "causal")), scale(realParam(p, "scale")) {
+        causal(intParam(p, "causal")), varlen(intParam(p, "varlen")), scale(realParam(p, "scale")) {
     if (scale == 0) scale = 1.0 / std::sqrt(double(headDim));
+    if (headsKv <= 0 || headsQ <= 0) throw Error("heads_q and heads_kv must be positive");
+    if (varlen) {
+      lenQ = listParam(p, "seqlens_q");
+      lenK = p.at("seqlens_k").empty() ? lenQ : listParam(p, "seqlens_k");
+      if (lenQ.size() != lenK.size())
+        throw Error("seqlens_q and seqlens_k list different numbers of sequences");
+      batch = lenQ.size();
+    } else {
+      lenQ.assign(batch, seqQ);
+      lenK.assign(batch, seqK);
+    }
+    for (int64_t b = 0, q = 0, k = 0; b < batch; ++b) {
+      startQ.push_back(q);
+      startK.push_back(k);
+      q += lenQ[b];
+      k += lenK[b];
+    }
+    if (varlen) {
+      seqQ = startQ.back() + lenQ.back(); // the packed tensors' rows
+      seqK = startK.back() + lenK.back();
+    }
+  }
+  /// The batch extent of the tensors (packed: 1).
+  int64_t tensorBatch() const { return varlen ? 1 : batch; }
+  int64_t maxLen(const std::vector<int64_t> &lens) const {
+    return *std::max_element(lens.begin(), lens.end());
+  }
+  /// Element offsets of (sequence b, row i, head h) in Q/O-like and
+  /// K/V-like tensors, and of (b, h, i) in LSE-like row vectors.
+  int64_t qAt(int64_t b, int64_t i, int64_t h) const {
+    return ((startQ[b] + i) * headsQ + h) * headDim;
+  }
+  int64_t kAt(int64_t b, int64_t j, int64_t h) const {
+    return ((startK[b] + j) * headsKv + h) * headDim;
+  }
+  int64_t lseAt(int64_t b, int64_t h, int64_t i) const {
+    return varlen ? h * seqQ + startQ[b] + i : (b * headsQ + h) * seqQ + i;
   }
   std::string str(DType t) const {
-    return fmt::format("batch={} seqlen_q={} seqlen_k={} heads_q={} heads_kv={} d={} {}{}", batch,
-                       seqQ, seqK, headsQ, headsKv, headDim, name(t), causal ? " causal" : "");
+    std::string lengths = varlen ? fmt::format("varlen {} sequences, {} + {} rows", batch, seqQ, seqK)
+                                 : fmt::format("batch={} seqlen_q={} seqlen_k={}", batch, seqQ, seqK);
+    return fmt::format("{} heads_q={} heads_kv={} d={} {}{}", lengths, headsQ, headsKv, headDim,
+                       name(t), causal ? " causal" : "");
   }
-  /// Matmul FLOPs of the forward pass (two products; half of them when
-  /// causal with equal lengths).
+  /// Matmul FLOPs of the forward pass (two products over the visible
+  /// query-key pairs).
   double forwardFlops() const {
-    double f = 4.0 * batch * headsQ * seqQ * seqK * headDim;
-    return causal ? f / 2 : f;
+    double pairs = 0;
+    for (int64_t b = 0; b < batch; ++b)
+      pairs += causal ? double(std::min(lenQ[b], lenK[b])) * (std::min(lenQ[b], lenK[b]) + 1) / 2 +
+                            double(std::max<int64_t>(lenQ[b] - lenK[b], 0)) * lenK[b]
+                      : double(lenQ[b]) * lenK[b];
+    return 4.0 * headsQ * headDim * pairs;
+  }
+  AttentionArgs args(DType t) const {
+    AttentionArgs a;
+    a.q = a.o = {t, {tensorBatch(), seqQ, headsQ, headDim}};
+    a.k = a.v = {t, {tensorBatch(), seqK, headsKv, headDim}};
+    if (varlen) {
+      for (int64_t b = 0; b <= batch; ++b) {
+        a.cuSeqlensQ.push_back(b < batch ? startQ[b] : seqQ);
+        a.cuSeqlensK.push_back(b < batch ? startK[b] : seqK);
+      }
+      a.maxSeqlenQ = maxLen(lenQ);
+      a.maxSeqlenK = maxLen(lenK);
+    }
+    return a;
   }
 };
 
-/// Reference forward pass in float64 over BSHD tensors: O and LSE.
+/// Reference forward pass in float64: O and LSE.
 void referenceForward(const AttentionShape &s, const HostTensor &q, const HostTensor &k,
                       const HostTensor &v, std::vector<double> &o, std::vector<double> &lse) {
   const int64_t d = s.headDim, group = s.headsQ / s.headsKv;
-  o.assign(s.batch * s.seqQ * s.headsQ * d, 0.0);
-  lse.assign(s.batch * s.headsQ * s.seqQ, 0.0);
-  std::vector<double> scores(s.seqK);
-  for (int64_t b = 0; b < s.batch; ++b)
+  o.assign(q.values.size(), 0.0);
+  lse.assign(s.tensorBatch() * s.headsQ * s.seqQ, 0.0);
+  for (int64_t b = 0; b < s.batch; ++b) {
+    std::vector<double> scores(s.lenK[b]);
     for (int64_t h = 0; h < s.headsQ; ++h) {
       int64_t hk = h / group;
-      for (int64_t i = 0; i < s.seqQ; ++i) {
-        const float *qi = &q.values[((b * s.seqQ + i) * s.headsQ + h) * d];
+      for (int64_t i = 0; i < s.lenQ[b]; ++i) {
+        const float *qi = &q.values[s.qAt(b, i, h)];
         double mx = -INFINITY;
-        int64_t visible = s.causal ? std::min(i + 1, s.seqK) : s.seqK;
+        int64_t visible = s.causal ? std::min(i + 1, s.lenK[b]) : s.lenK[b];
         for (int64_t j = 0; j < visible; ++j) {
-          const float *kj = &k.values[((b * s.seqK + j) * s.headsKv + hk) * d];
+          const float *kj = &k.values[s.kAt(b, j, hk)];
           double dot = 0;
           for (int64_t l = 0; l < d; ++l) dot += double(qi[l]) * kj[l];
           scores[j] = dot * s.scale;
@@ -74,27 +151,36 @@ void referenceForward(const AttentionShape &s, const HostTensor &q, const HostTe
         }
         double sum = 0;
         for (int64_t j = 0; j < visible; ++j) sum += (scores[j] = std::exp(scores[j] - mx));
-        double *oi = &o[((b * s.seqQ + i) * s.headsQ + h) * d];
+        double *oi = &o[s.qAt(b, i, h)];
         for (int64_t j = 0; j < visible; ++j) {
-          const float *vj = &v.values[((b * s.seqK + j) * s.headsKv + hk) * d];
+          const float *vj = &v.values[s.kAt(b, j, hk)];
           for (int64_t l = 0; l < d; ++l) oi[l] += scores[j] / sum * vj[l];
         }
-        lse[(b * s.headsQ + h) * s.seqQ + i] = mx + std::log(sum);
+        // A row that sees no key has output 0 and LSE -inf.
+        lse[s.lseAt(b, h, i)] = visible ? mx + std::log(sum) : -INFINITY;
       }
     }
+  }
 }
 
 struct ForwardTensors {
-  HostTensor q, k, v, o, lse;
+  HostTensor q, k, v, o, lse, cuQ, cuK;
   ForwardTensors(const AttentionShape &s, DType t)
-      : q(t, {s.batch, s.seqQ, s.headsQ, s.headDim}), k(t, {s.batch, s.seqK, s.headsKv, s.headDim}),
-        v(t, {s.batch, s.seqK, s.headsKv, s.headDim}), o(t, {s.batch, s.seqQ, s.headsQ, s.headDim}),
-        lse(DType::f32, {s.batch, s.headsQ, s.seqQ}) {}
+      : q(t, {s.tensorBatch(), s.seqQ, s.headsQ, s.headDim}),
+        k(t, {s.tensorBatch(), s.seqK, s.headsKv, s.headDim}), v(k), o(q),
+        lse(DType::f32, {s.tensorBatch(), s.headsQ, s.seqQ}), cuQ(DType::i32, {s.batch + 1}),
+        cuK(cuQ) {
+    AttentionArgs a = s.args(t);
+    for (size_t i = 0; i < a.cuSeqlensQ.size(); ++i) {
+      cuQ.set(i, a.cuSeqlensQ[i]);
+      cuK.set(i, a.cuSeqlensK[i]);
+    }
+  }
 };
 
-/// Symbols in the order the forward kernel declares them, then its tensors.
+/// Arguments in the order the forward kernel declares them.
 void forwardArgs(DeviceRun &run, const AttentionShape &s, ForwardTensors &t, bool poison) {
-  for (int64_t n : {s.batch, s.seqQ, s.seqK, s.headsQ, s.headsKv})
+  for (int64_t n : {s.tensorBatch(), s.seqQ, s.seqK, s.headsQ, s.headsKv})
     run.args.push_back(rt::LaunchArg::integer(n));
   run.args.push_back(rt::LaunchArg::real(s.scale));
   run.addTensor(t.q, false);
@@ -102,12 +188,18 @@ void forwardArgs(DeviceRun &run, const AttentionShape &s, ForwardTensors &t, boo
   run.addTensor(t.v, false);
   run.addTensor(t.o, poison);
   run.addTensor(t.lse, poison);
+  if (!s.varlen) return;
+  run.args.push_back(rt::LaunchArg::integer(s.batch + 1));
+  run.args.push_back(rt::LaunchArg::integer(s.maxLen(s.lenQ)));
+  run.addTensor(t.cuQ, false);
+  run.addTensor(t.cuK, false);
 }
 
 CheckResult checkForward(Kernel &kernel, const Params &p, uint64_t seed) {
   std::mt19937_64 rng(seed);
   AttentionShape s(p);
   DType t = dtypeParam(p, "dtype");
+  validateAttention(t, s.headDim, s.varlen, s.args(t));
   ForwardTensors x(s, t);
   randomize(x.q, rng, -2, 2);
   randomize(x.k, rng, -2, 2);
@@ -130,6 +222,7 @@ BenchResult benchForward(Kernel &kernel, const Params &p, int reps) {
   std::mt19937_64 rng(1);
   AttentionShape s(p);
   DType t = dtypeParam(p, "dtype");
+  validateAttention(t, s.headDim, s.varlen, s.args(t));
   ForwardTensors x(s, t);
   randomize(x.q, rng, -2, 2);
   randomize(x.k, rng, -2, 2);
@@ -141,6 +234,7 @@ BenchResult benchForward(Kernel &kernel, const Params &p, int reps) {
   r.tflops = s.forwardFlops() / r.ms / 1e9;
   int64_t bytes = x.q.bytes.size() + x.k.bytes.size() + x.v.bytes.size() + x.o.bytes.size() +
                   x.lse.bytes.size();
+
   r.gbps = bytes / r.ms / 1e6;
   r.shape = s.str(t);
   return r;
@@ -154,20 +248,17 @@ void referenceBackward(const AttentionShape &s, const HostTensor &q, const HostT
   dq.assign(q.values.size(), 0.0);
   dk.assign(k.values.size(), 0.0);
   dv.assign(v.values.size(), 0.0);
-  std::vector<double> prob(s.seqK), dp(s.seqK);
-  auto at = [&](int64_t b, int64_t row, int64_t rows, int64_t head, int64_t heads) {
-    return ((b * rows + row) * heads + head) * d;
-  };
-  for (int64_t b = 0; b < s.batch; ++b)
+  for (int64_t b = 0; b < s.batch; ++b) {
+    std::vector<double> prob(s.lenK[b]), dp(s.lenK[b]);
     for (int64_t h = 0; h < s.headsQ; ++h) {
       int64_t hk = h / group;
-      for (int64_t i = 0; i < s.seqQ; ++i) {
-        const float *qi = &q.values[at(b, i, s.seqQ, h, s.headsQ)];
-        const float *doi = &dO.values[at(b, i, s.seqQ, h, s.headsQ)];
-        int64_t visible = s.causal ? std::min(i + 1, s.seqK) : s.seqK;
+      for (int64_t i = 0; i < s.lenQ[b]; ++i) {
+        const float *qi = &q.values[s.qAt(b, i, h)];
+        const float *doi = &dO.values[s.qAt(b, i, h)];
+        int64_t visible = s.causal ? std::min(i + 1, s.lenK[b]) : s.lenK[b];
         double mx = -INFINITY, sum = 0, delta = 0;
         for (int64_t j = 0; j < visible; ++j) {
-          const float *kj = &k.values[at(b, j, s.seqK, hk, s.headsKv)];
+          const float *kj = &k.values[s.kAt(b, j, hk)];
           double dot = 0;
           for (int64_t l = 0; l < d; ++l) dot += double(qi[l]) * kj[l];
           prob[j] = dot * s.scale;
@@ -176,7 +267,7 @@ void referenceBackward(const AttentionShape &s, const HostTensor &q, const HostT
         for (int64_t j = 0; j < visible; ++j) sum += (prob[j] = std::exp(prob[j] - mx));
         for (int64_t j = 0; j < visible; ++j) {
           prob[j] /= sum;
-          const float *vj = &v.values[at(b, j, s.seqK, hk, s.headsKv)];
+          const float *vj = &v.values[s.kAt(b, j, hk)];
           double dot = 0;
           for (int64_t l = 0; l < d; ++l) dot += double(doi[l]) * vj[l];
           dp[j] = dot;
@@ -184,15 +275,16 @@ void referenceBackward(const AttentionShape &s, const HostTensor &q, const HostT
         }
         for (int64_t j = 0; j < visible; ++j) {
           double ds = prob[j] * (dp[j] - delta) * s.scale;
-          int64_t kvAt = at(b, j, s.seqK, hk, s.headsKv);
+          int64_t kvAt = s.kAt(b, j, hk);
           for (int64_t l = 0; l < d; ++l) {
-            dq[at(b, i, s.seqQ, h, s.headsQ) + l] += ds * k.values[kvAt + l];
+            dq[s.qAt(b, i, h) + l] += ds * k.values[kvAt + l];
             dk[kvAt + l] += ds * qi[l];
             dv[kvAt + l] += prob[j] * doi[l];
           }
         }
       }
     }
+  }
 }
 
 AttentionBackwardConfig backwardConfig(const Params &p) {
@@ -204,6 +296,7 @@ AttentionBackwardConfig backwardConfig(const Params &p) {
   c.threads = intParam(p, "threads");
   c.stages = intParam(p, "stages");
   c.causal = intParam(p, "causal");
+  c.varlen = intParam(p, "varlen");
   c.kvReduction = choiceParam<KvReduction>(p, "kv_reduction", {{"direct", KvReduction::direct},
                                                                {"atomic", KvReduction::atomic},
                                                                {"split", KvReduction::split}});
@@ -215,13 +308,14 @@ AttentionBackwardConfig backwardConfig(const Params &p) {
 }
 
 /// The whole backward pass on the device: preprocess, zeroed accumulators,
-/// the main kernel, postprocess; inputs and reference-free outputs.
+/// the main kernel, postprocess. The pre/postprocess kernels see a packed
+/// batch as one long sequence.
 struct BackwardRun {
   const AttentionShape &s;
   AttentionBackwardConfig config;
   Kernel &main;
   Kernel pre, post;
-  HostTensor q, k, v, o, dO, lse, delta, dqAcc, dkOut, dvOut, dq, dk, dv;
+  HostTensor q, k, v, o, dO, lse, delta, dqAcc, dkOut, dvOut, dq, dk, dv, cuQ, cuK;
   DeviceRun dev;
   std::vector<rt::LaunchArg> preArgs, mainArgs, postDq, postDk, postDv;
   std::vector<rt::DeviceBuffer *> zeroed;
@@ -229,23 +323,30 @@ struct BackwardRun {
   static int64_t kvHeads(const AttentionShape &s, KvReduction r) {
     return r == KvReduction::split ? s.headsQ : s.headsKv;
   }
+  static Kernel compileFor(Program program, const Kernel &like) {
+    return compile(program, {.arch = const_cast<Kernel &>(like).loadedKernel().arch()});
+  }
   BackwardRun(Kernel &kernel, const Params &p, const AttentionShape &shape)
       : s(shape), config(backwardConfig(p)), main(kernel),
-        pre(compile(*std::make_unique<Program>(flashAttentionBackwardPre(config)),
-                    {.arch = kernel.loadedKernel().arch()})),
-        post(compile(*std::make_unique<Program>(flashAttentionBackwardPost(config)),
-                     {.arch = kernel.loadedKernel().arch()})),
-        q(config.dtype, {s.batch, s.seqQ, s.headsQ, s.headDim}),
-        k(config.dtype, {s.batch, s.seqK, s.headsKv, s.headDim}), v(k), o(q), dO(q),
-        lse(DType::f32, {s.batch, s.headsQ, s.seqQ}), delta(lse),
+        pre(compileFor(flashAttentionBackwardPre(config), kernel)),
+        post(compileFor(flashAttentionBackwardPost(config), kernel)),
+        q(config.dtype, {s.tensorBatch(), s.seqQ, s.headsQ, s.headDim}),
+        k(config.dtype, {s.tensorBatch(), s.seqK, s.headsKv, s.headDim}), v(k), o(q), dO(q),
+        lse(DType::f32, {s.tensorBatch(), s.headsQ, s.seqQ}), delta(lse),
         dqAcc(DType::f32, q.shape),
         dkOut(config.kvReduction == KvReduction::direct ? config.dtype : DType::f32,
-              {s.batch, s.seqK, kvHeads(s, config.kvReduction), s.headDim}),
-        dvOut(dkOut), dq(q), dk(k), dv(k) {
+              {s.tensorBatch(), s.seqK, kvHeads(s, config.kvReduction), s.headDim}),
+        dvOut(dkOut), dq(q), dk(k), dv(k), cuQ(DType::i32, {s.batch + 1}), cuK(cuQ) {
+    validateAttention(config.dtype, s.headDim, s.varlen, s.args(config.dtype));
     if (config.kvReduction == KvReduction::direct && s.headsQ != s.headsKv)
       throw Error(fmt::format("kv_reduction=direct writes dK/dV per K/V head and needs heads_q == "
                               "heads_kv (got {} and {}); use atomic or split",
                               s.headsQ, s.headsKv));
+    AttentionArgs a = s.args(config.dtype);
+    for (size_t i = 0; i < a.cuSeqlensQ.size(); ++i) {
+      cuQ.set(i, a.cuSeqlensQ[i]);
+      cuK.set(i, a.cuSeqlensK[i]);
+    }
   }
 
   /// Uploads the inputs (o and lse as given) and lays out every launch.
@@ -255,32 +356,37 @@ struct BackwardRun {
       for (int64_t x : v) a.push_back(rt::LaunchArg::integer(x));
       return a;
     };
-    auto buffer = [&](HostTensor &t, bool poison) {
+    auto buffer = [&](HostTensor &t, bool poison, bool zero = false) {
       dev.addTensor(t, poison);
+      if (zero) zeroed.push_back(dev.buffers.back().get());
       return dev.args.back();
     };
+    bool atomicKv = config.kvReduction == KvReduction::atomic;
     rt::LaunchArg aq = buffer(q, false), ak = buffer(k, false), av = buffer(v, false),
                   ao = buffer(o, false), ado = buffer(dO, false), alse = buffer(lse, false),
-                  adelta = buffer(delta, true), aacc = buffer(dqAcc, true),
-                  adk = buffer(dkOut, true), adv = buffer(dvOut, true), adq = buffer(dq, true);
-    zeroed.push_back(dev.buffers[7].get());
-    if (config.kvReduction == KvReduction::atomic) {
-      zeroed.push_back(dev.buffers[8].get());
-      zeroed.push_back(dev.buffers[9].get());
-    }
-    preArgs = sym({s.batch, s.seqQ, s.headsQ});
+                  adelta = buffer(delta, true), aacc = buffer(dqAcc, true, true),
+                  adk = buffer(dkOut, true, atomicKv), adv = buffer(dvOut, true, atomicKv),
+                  adq = buffer(dq, true);
+    int64_t tb = s.tensorBatch();
+    preArgs = sym({tb, s.seqQ, s.headsQ});
     preArgs.insert(preArgs.end(), {ao, ado, adelta});
-    mainArgs = sym({s.batch, s.seqQ, s.seqK, s.headsQ, s.headsKv});
+    mainArgs = sym({tb, s.seqQ, s.seqK, s.headsQ, s.headsKv});
     mainArgs.push_back(rt::LaunchArg::real(s.scale));
     mainArgs.insert(mainArgs.end(), {aq, ak, av, ado, alse, adelta, aacc, adk, adv});
-    postDq = sym({s.batch, s.seqQ, s.headsQ, s.headsQ});
+    if (s.varlen) {
+      mainArgs.push_back(rt::LaunchArg::integer(s.batch + 1));
+      mainArgs.push_back(rt::LaunchArg::integer(s.maxLen(s.lenK)));
+      mainArgs.push_back(buffer(cuQ, false));
+      mainArgs.push_back(buffer(cuK, false));
+    }
+    postDq = sym({tb, s.seqQ, s.headsQ, s.headsQ});
     postDq.insert(postDq.end(), {aacc, adq});
     if (config.kvReduction != KvReduction::direct) {
       rt::LaunchArg agk = buffer(dk, true), agv = buffer(dv, true);
       int64_t in = kvHeads(s, config.kvReduction);
-      postDk = sym({s.batch, s.seqK, in, s.headsKv});
+      postDk = sym({tb, s.seqK, in, s.headsKv});
       postDk.insert(postDk.end(), {adk, agk});
-      postDv = sym({s.batch, s.seqK, in, s.headsKv});
+      postDv = sym({tb, s.seqK, in, s.headsKv});
       postDv.insert(postDv.end(), {adv, agv});
     }
   }
@@ -302,13 +408,8 @@ struct BackwardRun {
       t.decode();
     };
     fetch(postDq.back(), dq);
-    if (config.kvReduction == KvReduction::direct) {
-      fetch(mainArgs[mainArgs.size() - 2], dk);
-      fetch(mainArgs.back(), dv);
-    } else {
-      fetch(postDk.back(), dk);
-      fetch(postDv.back(), dv);
-    }
+    fetch(postDk.empty() ? mainArgs[13] : postDk.back(), dk);
+    fetch(postDv.empty() ? mainArgs[14] : postDv.back(), dv);
   }
 };
 
@@ -360,7 +461,8 @@ BenchResult benchBackward(Kernel &kernel, const Params &p, int reps) {
 Params attentionDefaults() {
   return {{"dtype", "bf16"}, {"head_dim", "128"}, {"block_m", "128"}, {"block_n", "128"},
           {"threads", "256"}, {"stages", "2"}, {"causal", "0"}, {"warp_specialize", "auto"},
-          {"batch", "2"}, {"seqlen_q", "300"}, {"seqlen_k", "300"}, {"heads_q", "4"},
+          {"varlen", "0"}, {"batch", "2"}, {"seqlen_q", "300"}, {"seqlen_k", "300"},
+          {"seqlens_q", "1,77,300,128,5"}, {"seqlens_k", ""}, {"heads_q", "4"},
           {"heads_kv", "2"}, {"scale", "0"}};
 }
 } // namespace

@@ -12,14 +12,18 @@
 //     heads of a GQA group where the main kernel wrote one slice per head.
 //
 //===----------------------------------------------------------------------===//
+#include "AttentionSequences.h"
 #include "Kernels.h"
+
+#include <fmt/format.h>
 
 using namespace tessel;
 
 namespace {
 const double kLog2e = 1.4426950408889634;
 
-/// A [block, dim] tile of a BSHD tensor at (batch b, row, head h).
+/// A [block, dim] tile of a BSHD tensor at (batch b, row, head h); the
+/// pre/postprocess kernels see a packed batch as one long sequence.
 Buffer rowsOf(const Tensor &t, Expr b, Expr row, Expr h, int64_t block, int64_t dim) {
   return t.tile({b, row, h, 0}, {drop, block, drop, dim});
 }
@@ -46,7 +50,12 @@ Program tessel::kernels::flashAttentionBackwardPre(const AttentionBackwardConfig
 }
 
 Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c) {
-  Program p("flash_attention_bwd");
+  // head_dim 256 would need dK and dV accumulators of 256 columns: more
+  // registers than a thread has beside the score tiles.
+  if (c.headDim != 64 && c.headDim != 128)
+    throw Error(fmt::format("flash attention backward supports head_dim 64 and 128, not {}",
+                            c.headDim));
+  Program p(c.varlen ? "flash_attention_varlen_bwd" : "flash_attention_bwd");
   Expr batch = p.sym("batch"), seqQ = p.sym("seqlen_q"), seqK = p.sym("seqlen_k");
   Expr headsQ = p.sym("heads_q"), headsKv = p.sym("heads_kv");
   Expr scale = p.scalar("scale", DType::f32);
@@ -65,8 +74,19 @@ Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c
   Expr kvHeads = perQueryHead ? headsQ : headsKv;
   Tensor dK = p.tensor("dK", {batch, seqK, kvHeads, d}, kvType);
   Tensor dV = p.tensor("dV", {batch, seqK, kvHeads, d}, kvType);
+  Expr entries = 0, maxSeqK = seqK;
+  Tensor cuQ, cuK;
+  if (c.varlen) {
+    entries = p.sym("cu_entries");
+    maxSeqK = p.sym("max_seqlen_k");
+    cuQ = p.tensor("cu_seqlens_q", {entries}, DType::i32);
+    cuK = p.tensor("cu_seqlens_k", {entries}, DType::i32);
+  }
+  Expr sequences = c.varlen ? entries - 1 : batch;
 
-  p.kernel({ceil_div(seqK, bn), headsQ, batch}, c.threads, [&](Expr bx, Expr h, Expr b) {
+  p.kernel({ceil_div(maxSeqK, bn), headsQ, sequences}, c.threads, [&](Expr bx, Expr h, Expr b) {
+    Sequence sq = c.varlen ? Sequence::packedAt(cuQ, b) : Sequence::fixed(b, seqQ);
+    Sequence sk = c.varlen ? Sequence::packedAt(cuK, b) : Sequence::fixed(b, seqK);
     Expr kvHead = h / (headsQ / headsKv);
     Expr col0 = bx * bn;
     Buffer ks = alloc_shared({bn, d}, c.dtype, "k_tile");
@@ -81,24 +101,28 @@ Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c
     Buffer dv = alloc_fragment({bn, d}, DType::f32, "dv");
     Buffer dk = alloc_fragment({bn, d}, DType::f32, "dk");
     Buffer dq = alloc_fragment({bm, d}, DType::f32, "dq");
-    copy(rowsOf(k, b, col0, kvHead, bn, d), ks);
-    copy(rowsOf(v, b, col0, kvHead, bn, d), vs);
+    copy(sk.rows(k, col0, kvHead, bn, d), ks);
+    copy(sk.rows(v, col0, kvHead, bn, d), vs);
     clear(dk);
     clear(dv);
     // Causal (top-left): query blocks entirely above this key block see
-    // none of it.
+    // none of it. A key block past its (packed) sequence's end runs none.
     Expr first = c.causal ? col0 / bm : Expr(0);
-    Expr blocks = max(ceil_div(seqQ, bm) - first, Expr(0));
+    Expr blocks = max(ceil_div(sq.length, bm) - first, Expr(0));
+    if (c.varlen) blocks = select(col0 < sk.length, blocks, Expr(0));
     GemmOptions rowSplit{.policy = WarpPolicy::full_row};
     pipelined(blocks, c.stages, {.warp_specialize = c.warpSpecialize}, [&](Expr mt) {
       Expr row0 = (first + mt) * bm;
-      copy(rowsOf(q, b, row0, h, bm, d), qs);
-      copy(rowsOf(dO, b, row0, h, bm, d), dos);
-      copy(lse.tile({b, h, row0}, {drop, drop, bm}), lses);
-      copy(delta.tile({b, h, row0}, {drop, drop, bm}), deltas);
+      copy(sq.rows(q, row0, h, bm, d), qs);
+      copy(sq.rows(dO, row0, h, bm, d), dos);
+      copy(sq.vector(lse, h, row0, bm), lses);
+      copy(sq.vector(delta, h, row0, bm), deltas);
       gemm(ks, qs, st, {.transpose_b = true, .clear_accum = true, .policy = WarpPolicy::full_row});
+      // Rows and columns outside the sequences get P = 0, so they add
+      // nothing to dK, dV or dQ (in a packed batch they are another
+      // sequence's).
       parallel(bn, bm, [&](Expr j, Expr i) {
-        Expr visible = row0 + i < seqQ;
+        Expr visible = row0 + i < sq.length && col0 + j < sk.length;
         if (c.causal) visible = visible && col0 + j <= row0 + i;
         Expr prob = exp2(st(j, i) * (scale * kLog2e) - lses(i) * kLog2e);
         pt(j, i) = cast(select(visible, prob, Expr(0.0)), c.dtype);
@@ -111,18 +135,19 @@ Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c
       gemm(pt, qs, dk, rowSplit);
       copy(pt, dss);
       gemm(dss, ks, dq, {.transpose_a = true, .clear_accum = true});
-      Buffer dqRows = rowsOf(dQacc, b, row0, h, bm, d);
+      // Rows past the query sequence hold exact zeros.
+      Buffer dqRows = sq.rows(dQacc, row0, h, bm, d);
       if (c.elementAtomics)
         parallel(bm, d, [&](Expr i, Expr j) { atomic_add(dqRows(i, j), dq(i, j), c.dqOrder); });
       else
         atomic_add(dqRows, dq, c.dqOrder);
     });
     Expr outHead = perQueryHead ? h : kvHead;
-    Buffer dkRows = rowsOf(dK, b, col0, outHead, bn, d);
-    Buffer dvRows = rowsOf(dV, b, col0, outHead, bn, d);
+    Buffer dkRows = sk.rows(dK, col0, outHead, bn, d);
+    Buffer dvRows = sk.rows(dV, col0, outHead, bn, d);
     if (c.kvReduction != KvReduction::atomic) {
-      copy(dk, dkRows);
-      copy(dv, dvRows);
+      sk.store(dk, dkRows, col0);
+      sk.store(dv, dvRows, col0);
     } else if (c.elementAtomics) {
       parallel(bn, d, [&](Expr j, Expr i) {
         atomic_add(dkRows(j, i), dk(j, i));

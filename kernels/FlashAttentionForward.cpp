@@ -10,9 +10,11 @@
 // for the backward pass.
 //
 //===----------------------------------------------------------------------===//
+#include "AttentionSequences.h"
 #include "Kernels.h"
 
 #include <cmath>
+#include <fmt/format.h>
 #include <limits>
 
 using namespace tessel;
@@ -23,7 +25,10 @@ const double kNegInf = -std::numeric_limits<double>::infinity();
 } // namespace
 
 Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
-  Program p("flash_attention_fwd");
+  if (c.headDim != 64 && c.headDim != 128 && c.headDim != 256)
+    throw Error(fmt::format("flash attention forward supports head_dim 64, 128 and 256, not {}",
+                            c.headDim));
+  Program p(c.varlen ? "flash_attention_varlen_fwd" : "flash_attention_fwd");
   Expr batch = p.sym("batch"), seqQ = p.sym("seqlen_q"), seqK = p.sym("seqlen_k");
   Expr headsQ = p.sym("heads_q"), headsKv = p.sym("heads_kv");
   Expr scale = p.scalar("scale", DType::f32);
@@ -33,8 +38,21 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
   Tensor v = p.tensor("V", {batch, seqK, headsKv, d}, c.dtype);
   Tensor o = p.tensor("O", {batch, seqQ, headsQ, d}, c.dtype);
   Tensor lse = p.tensor("LSE", {batch, headsQ, seqQ}, DType::f32);
+  // Packed batches: `entries` = sequences + 1 prefix sums of each side, and
+  // the longest query sequence sizes the grid.
+  Expr entries = 0, maxSeqQ = seqQ;
+  Tensor cuQ, cuK;
+  if (c.varlen) {
+    entries = p.sym("cu_entries");
+    maxSeqQ = p.sym("max_seqlen_q");
+    cuQ = p.tensor("cu_seqlens_q", {entries}, DType::i32);
+    cuK = p.tensor("cu_seqlens_k", {entries}, DType::i32);
+  }
+  Expr sequences = c.varlen ? entries - 1 : batch;
 
-  p.kernel({ceil_div(seqQ, bm), headsQ, batch}, c.threads, [&](Expr bx, Expr h, Expr b) {
+  p.kernel({ceil_div(maxSeqQ, bm), headsQ, sequences}, c.threads, [&](Expr bx, Expr h, Expr b) {
+    Sequence sq = c.varlen ? Sequence::packedAt(cuQ, b) : Sequence::fixed(b, seqQ);
+    Sequence sk = c.varlen ? Sequence::packedAt(cuK, b) : Sequence::fixed(b, seqK);
     Expr kvHead = h / (headsQ / headsKv);
     Expr row0 = bx * bm;
     Buffer qs = alloc_shared({bm, d}, c.dtype, "q_tile");
@@ -48,22 +66,24 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
     Buffer tileMax = alloc_fragment({bm}, DType::f32, "tile_max");
     Buffer rescale = alloc_fragment({bm}, DType::f32, "rescale");
 
-    copy(q.tile({b, row0, h, 0}, {drop, bm, drop, d}), qs);
+    copy(sq.rows(q, row0, h, bm, d), qs);
     fill(rowMax, kNegInf);
     clear(rowSum);
     clear(acc);
     Expr scaleLog2 = scale * kLog2e;
     // Causal (top-left aligned, key j visible to query i when j <= i): the
-    // blocks right of this block's last row are skipped.
-    Expr blocks = ceil_div(seqK, bn);
+    // blocks right of this block's last row are skipped. A block past its
+    // (packed) sequence's end runs no iterations.
+    Expr blocks = ceil_div(sk.length, bn);
     if (c.causal) blocks = min(blocks, ceil_div(row0 + bm, bn));
+    if (c.varlen) blocks = select(row0 < sq.length, blocks, Expr(0));
     pipelined(blocks, c.stages, {.warp_specialize = c.warpSpecialize}, [&](Expr kt) {
       Expr col0 = kt * bn;
-      copy(k.tile({b, col0, kvHead, 0}, {drop, bn, drop, d}), ks);
-      copy(v.tile({b, col0, kvHead, 0}, {drop, bn, drop, d}), vs);
+      copy(sk.rows(k, col0, kvHead, bn, d), ks);
+      copy(sk.rows(v, col0, kvHead, bn, d), vs);
       gemm(qs, ks, s, {.transpose_b = true, .clear_accum = true, .policy = WarpPolicy::full_row});
       parallel(bm, bn, [&](Expr i, Expr j) {
-        Expr visible = col0 + j < seqK;
+        Expr visible = col0 + j < sk.length;
         if (c.causal) visible = visible && col0 + j <= row0 + i;
         s(i, j) = select(visible, s(i, j) * scaleLog2, Expr(kNegInf));
       });
@@ -85,9 +105,9 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
       gemm(pr, vs, acc, {.policy = WarpPolicy::full_row});
     });
     parallel(bm, d, [&](Expr i, Expr j) { acc(i, j) = acc(i, j) / rowSum(i); });
-    copy(acc, o.tile({b, row0, h, 0}, {drop, bm, drop, d}));
+    sq.store(acc, sq.rows(o, row0, h, bm, d), row0);
     parallel(bm, [&](Expr i) { tileMax(i) = rowMax(i) / kLog2e + log(rowSum(i)); });
-    copy(tileMax, lse.tile({b, h, row0}, {drop, drop, bm}));
+    sq.store(tileMax, sq.vector(lse, h, row0, bm), row0);
   });
   return p;
 }

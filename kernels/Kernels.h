@@ -79,10 +79,34 @@ struct AttentionConfig {
   int threads = 256;
   int stages = 2;
   bool causal = false;
+  /// Packed sequences: batch = 1, seqlen = total rows, plus cu_seqlens_q/k
+  /// (int32 prefix sums, cu_entries = sequences + 1) and max_seqlen_q.
+  bool varlen = false;
   WarpSpecialize warpSpecialize = WarpSpecialize::automatic;
 };
 /// O = softmax(scale * Q K^T) V and its log-sum-exp.
 Program flashAttentionForward(const AttentionConfig &config);
+
+/// An attention call's arguments as the host holds them, for checking
+/// before any launch.
+struct AttentionArgs {
+  struct TensorArg {
+    DType dtype;
+    std::vector<int64_t> shape; // [batch, seqlen, heads, head_dim]
+  };
+  TensorArg q, k, v, o;
+  /// Packed batches (batch 1): int32 prefix sums with one entry more than
+  /// sequences, and each side's longest sequence.
+  std::vector<int32_t> cuSeqlensQ, cuSeqlensK;
+  int64_t maxSeqlenQ = 0, maxSeqlenK = 0;
+};
+/// Throws tessel::Error, naming the argument, when `args` do not fit a
+/// kernel built with `config`: ranks, dtypes, head_dim, batch and sequence
+/// extents that disagree between Q/K/V/O, heads_q not a positive multiple of
+/// heads_kv, and for packed batches a cu_seqlens that does not start at 0,
+/// decreases, does not end at the packed row count, or has a sequence
+/// longer than max_seqlen.
+void validateAttention(DType dtype, int64_t headDim, bool varlen, const AttentionArgs &args);
 
 /// How the backward pass combines the dK/dV of the query heads that share a
 /// K/V head: written directly (heads_q == heads_kv), added into fp32
@@ -97,6 +121,9 @@ struct AttentionBackwardConfig {
   int threads = 256;
   int stages = 2;
   bool causal = false;
+  /// Packed sequences (see AttentionConfig::varlen); the grid follows
+  /// max_seqlen_k.
+  bool varlen = false;
   KvReduction kvReduction = KvReduction::direct;
   /// Per-element atomics instead of one region atomic_add per fragment (for
   /// comparison).

@@ -104,6 +104,12 @@ HostTensor::HostTensor(DType t, std::vector<int64_t> s) : type(t), shape(std::mo
 }
 
 void HostTensor::set(int64_t i, float v) {
+  if (type == DType::i32) {
+    int32_t x = static_cast<int32_t>(v);
+    values[i] = float(x);
+    std::memcpy(&bytes[i * 4], &x, 4);
+    return;
+  }
   if (type == DType::f32) {
     values[i] = v;
     std::memcpy(&bytes[i * 4], &v, 4);
@@ -116,6 +122,12 @@ void HostTensor::set(int64_t i, float v) {
 
 void HostTensor::decode() {
   for (size_t i = 0; i < values.size(); ++i) {
+    if (type == DType::i32) {
+      int32_t x;
+      std::memcpy(&x, &bytes[i * 4], 4);
+      values[i] = float(x);
+      continue;
+    }
     if (type == DType::f32) {
       std::memcpy(&values[i], &bytes[i * 4], 4);
       continue;

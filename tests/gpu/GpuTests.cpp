@@ -130,6 +130,62 @@ TEST_CASE("hand-scheduled TMA producer role matches the reference", "[gpu]") {
 
 }
 
+TEST_CASE("flash attention forward matches the reference", "[gpu][attention]") {
+  // GQA groups 1, 4 and 8; lengths that are not tile multiples, and 1.
+  for (std::string causal : {"0", "1"})
+    for (auto [hq, hkv] : {std::pair{"4", "4"}, {"8", "2"}, {"8", "1"}})
+      checkKernel("flash_attention_fwd", {{"causal", causal}, {"heads_q", hq}, {"heads_kv", hkv},
+                                          {"seqlen_q", "200"}, {"seqlen_k", "200"}});
+  for (std::string d : {"64", "256"})
+    checkKernel("flash_attention_fwd", {{"head_dim", d}, {"block_n", d == "256" ? "64" : "128"},
+                                        {"causal", "1"}, {"seqlen_q", "77"}, {"seqlen_k", "77"}});
+  checkKernel("flash_attention_fwd", {{"dtype", "f16"}, {"seqlen_q", "1"}, {"seqlen_k", "1"}});
+  checkKernel("flash_attention_fwd", {{"seqlen_q", "130"}, {"seqlen_k", "333"}});
+  checkKernel("flash_attention_fwd", {{"warp_specialize", "off"}, {"causal", "1"}});
+  checkKernel("flash_attention_fwd", {{"block_m", "64"}, {"threads", "128"}, {"head_dim", "64"},
+                                      {"block_n", "64"}});
+}
+
+TEST_CASE("flash attention forward over packed sequences matches the reference", "[gpu][attention]") {
+  for (std::string causal : {"0", "1"})
+    for (auto [hq, hkv] : {std::pair{"4", "4"}, {"8", "2"}, {"8", "1"}})
+      checkKernel("flash_attention_fwd", {{"varlen", "1"}, {"causal", causal}, {"heads_q", hq},
+                                          {"heads_kv", hkv}, {"seqlens_q", "1,77,300,128,5"}});
+  checkKernel("flash_attention_fwd", {{"varlen", "1"}, {"seqlens_q", "3,200,1"},
+                                      {"seqlens_k", "130,7,1"}});
+}
+
+TEST_CASE("flash attention backward matches the reference", "[gpu][attention]") {
+  for (std::string causal : {"0", "1"}) {
+    checkKernel("flash_attention_bwd", {{"causal", causal}, {"heads_q", "4"}, {"heads_kv", "4"},
+                                        {"kv_reduction", "direct"}});
+    for (std::string reduction : {"atomic", "split"})
+      for (auto [hq, hkv] : {std::pair{"8", "2"}, {"8", "1"}})
+        checkKernel("flash_attention_bwd", {{"causal", causal}, {"heads_q", hq}, {"heads_kv", hkv},
+                                            {"kv_reduction", reduction}});
+  }
+  checkKernel("flash_attention_bwd", {{"element_atomics", "1"}, {"heads_q", "8"}, {"heads_kv", "1"}});
+  checkKernel("flash_attention_bwd", {{"dq_order", "release"}, {"causal", "1"}});
+  checkKernel("flash_attention_bwd", {{"head_dim", "64"}, {"dtype", "f16"}, {"seqlen_q", "77"},
+                                      {"seqlen_k", "77"}});
+  // seqlen_k = 1 makes dQ and dK exactly zero (softmax of one key is 1), so
+  // a relative error says nothing there; one query row still does.
+  checkKernel("flash_attention_bwd", {{"seqlen_q", "1"}, {"seqlen_k", "7"}});
+  checkKernel("flash_attention_bwd", {{"seqlen_q", "130"}, {"seqlen_k", "333"}, {"causal", "1"}});
+  checkKernel("flash_attention_bwd", {{"warp_specialize", "off"}});
+}
+
+TEST_CASE("flash attention backward over packed sequences matches the reference", "[gpu][attention]") {
+  for (std::string causal : {"0", "1"})
+    for (std::string reduction : {"atomic", "split"})
+      checkKernel("flash_attention_bwd", {{"varlen", "1"}, {"causal", causal}, {"heads_q", "8"},
+                                          {"heads_kv", "2"}, {"kv_reduction", reduction},
+                                          {"seqlens_q", "1,77,300,128,5"}});
+  checkKernel("flash_attention_bwd", {{"varlen", "1"}, {"heads_q", "4"}, {"heads_kv", "4"},
+                                      {"kv_reduction", "direct"}, {"seqlens_q", "3,200,2"},
+                                      {"seqlens_k", "130,7,2"}});
+}
+
 TEST_CASE("a second compile in one process does not call NVRTC", "[gpu][cache]") {
   const LibraryKernel &entry = findKernel("gemm");
   Params p = withDefaults(entry, {{"block_m", "32"}, {"block_n", "32"}});

@@ -1107,13 +1107,18 @@ LogicalResult TileLowering::run() {
   numThreads = idx(threads);
   zeroIdx = idx(0);
 
-  // Reductions across warps need a shared scratch buffer.
+  // Reductions across warps need a shared scratch buffer; those that stay
+  // inside each warp (rows owned by one warp) do not.
   kernel.walk([&](ReduceOp op) {
     auto srcType = llvm::cast<MemRefType>(op.getSource().getType());
     if (getMemorySpace(srcType) != MemorySpace::fragment) return;
-    auto layout = op.getSource().getDefiningOp<AllocOp>().getLayoutAttr();
+    auto layout = llvm::dyn_cast_or_null<FragmentLayoutAttr>(
+        op.getSource().getDefiningOp<AllocOp>().getLayoutAttr());
     auto dstLayout = op.getDest().getDefiningOp<AllocOp>().getLayoutAttr();
     if (!layout || !dstLayout) return;
+    FragmentLayout l = layout.getLayout();
+    uint64_t dimMask = ((uint64_t{1} << l.getDimBits(op.getDim())) - 1) << l.getDimShift(op.getDim());
+    if (llvm::none_of(l.getWarp(), [&](uint64_t col) { return col & dimMask; })) return;
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointAfter(threadId.getDefiningOp());
     int64_t regs = llvm::cast<FragmentLayoutAttr>(dstLayout).getLayout().getNumRegisters();
@@ -1121,6 +1126,10 @@ LogicalResult TileLowering::run() {
         b, op.getLoc(), getTileMemRefType({threads * regs}, b.getF32Type(), MemorySpace::shared),
         IntegerAttr(), Attribute(), StringAttr(), IntegerAttr());
   });
+
+  // Scratch added here counts against the limit too.
+  if (mlir::failed(verifySharedMemory(kernel, target.arch, target.maxSharedBytes)))
+    return mlir::failure();
 
   // Storage: shared buffers in dynamic shared memory, fragments and local
   // buffers per thread; all 1-D, addressed through their layout.

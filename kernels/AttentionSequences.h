@@ -1,0 +1,59 @@
+//===- AttentionSequences.h - where a block's sequence lies -----*- C++ -*-===//
+//
+// Attention kernels take BSHD tensors [batch, seqlen, heads, dim]. A
+// variable-length batch packs its sequences' rows into one sequence of a
+// batch of one, [1, total, heads, dim], and sequence b is rows
+// cu_seqlens[b] .. cu_seqlens[b + 1]; lengths are kernel arguments, so new
+// lengths do not recompile. Row vectors (LSE, delta) are [batch, heads,
+// seqlen] in the same way.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_KERNELS_ATTENTIONSEQUENCES_H
+#define TESSEL_KERNELS_ATTENTIONSEQUENCES_H
+
+#include "tessel/dsl/Program.h"
+
+namespace tessel::kernels {
+
+struct Sequence {
+  Expr batch;  // index into the tensors' batch dimension (0 when packed)
+  Expr start;  // first row of the sequence
+  Expr length; // its rows
+  bool packed = false;
+
+  /// Sequence `b` of a fixed-length batch.
+  static Sequence fixed(Expr b, Expr seqlen) { return {b, 0, seqlen, false}; }
+  /// Sequence `b` of a packed batch with prefix sums `cuSeqlens` (int32).
+  static Sequence packedAt(const Tensor &cuSeqlens, Expr b) {
+    Expr start = cast(cuSeqlens(b), DType::index);
+    return {0, start, cast(cuSeqlens(b + 1), DType::index) - start, true};
+  }
+
+  /// Rows [row, row + block) of head `head`: a [block, dim] tile.
+  Buffer rows(const Tensor &t, Expr row, Expr head, int64_t block, int64_t dim) const {
+    return t.tile({batch, start + row, head, 0}, {drop, block, drop, dim});
+  }
+  /// Elements [row, row + block) of a [batch, heads, seqlen] row vector.
+  Buffer vector(const Tensor &t, Expr head, Expr row, int64_t block) const {
+    return t.tile({batch, head, start + row}, {drop, drop, block});
+  }
+  /// Writes `frag` to `dst` (a tile from rows() or vector() at `row`). In a
+  /// packed batch the rows past the sequence belong to the next one and are
+  /// left alone; in a fixed batch they lie past the tensor and are dropped.
+  void store(const Buffer &frag, const Buffer &dst, Expr row) const {
+    if (!packed) return copy(frag, dst);
+    if (frag.rank() == 1) {
+      parallel(frag.shape()[0], [&](Expr i) {
+        if_(row + i < length, [&] { dst(i) = cast(frag(i), dst.dtype()); });
+      });
+      return;
+    }
+    parallel(frag.shape()[0], frag.shape()[1], [&](Expr i, Expr j) {
+      if_(row + i < length, [&] { dst(i, j) = cast(frag(i, j), dst.dtype()); });
+    });
+  }
+};
+
+} // namespace tessel::kernels
+
+#endif
