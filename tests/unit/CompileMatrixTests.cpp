@@ -56,6 +56,16 @@ TEST_CASE("gemm compiles for every target") {
   compileEverywhere("gemm", {{"instruction", "mma_sync"}, {"policy", "full_col"}, {"transpose_b", "1"}});
 }
 
+TEST_CASE("flash attention kernels compile for every target") {
+  compileEverywhere("flash_attention_fwd", {});
+  compileEverywhere("flash_attention_fwd", {{"dtype", "f16"}, {"head_dim", "64"}, {"causal", "1"}});
+  compileEverywhere("flash_attention_fwd", {{"head_dim", "256"}, {"block_n", "64"}, {"stages", "1"}, {"varlen", "1"}});
+  compileEverywhere("flash_attention_bwd", {});
+  compileEverywhere("flash_attention_bwd", {{"kv_reduction", "split"}, {"causal", "1"}, {"varlen", "1"}});
+  compileEverywhere("flash_attention_bwd", {{"element_atomics", "1"}, {"dq_order", "release"},
+                                            {"head_dim", "64"}});
+}
+
 TEST_CASE("row_lse compiles for every target") {
   compileEverywhere("row_lse", {});
   compileEverywhere("row_lse", {{"dtype", "bf16"}, {"head_dim", "128"}, {"block_m", "128"},

@@ -167,3 +167,42 @@ TEST_CASE("warp specialization that cannot happen says why at the loop") {
                    "copy converts its element type") != std::string::npos);
   }
 }
+
+TEST_CASE("drop sizes give rank-reducing tiles; dropping every dimension is an error") {
+  Program p("bshd");
+  Expr b = p.sym("B"), s = p.sym("S");
+  Tensor q = p.tensor("q", {b, s, 4, 64}, DType::f16);
+  int line = 0;
+  std::string msg = "no error";
+  try {
+    p.kernel({1}, 128, [&](Expr) {
+      Buffer rows = q.tile({0, 16, 2, 0}, {drop, 32, drop, 64});
+      CHECK(rows.shape() == std::vector<int64_t>{32, 64});
+      Buffer shared = alloc_shared({32, 64}, DType::f16);
+      copy(rows, shared);
+      line = __LINE__ + 1;
+      q.tile({0, 0, 0, 0}, {drop, drop, drop, drop});
+    });
+  } catch (const Error &e) {
+    msg = e.what();
+  }
+  CHECK(msg.find(here(line)) == 0);
+  CHECK(msg.find("a tile keeps at least one dimension") != std::string::npos);
+}
+
+TEST_CASE("min and max of symbols build min and max, not another operator") {
+  // Regression: two symbolic operands once fell through to ceil_div.
+  Program p("bounds");
+  Expr n = p.sym("N"), m = p.sym("M");
+  Tensor x = p.tensor("x", {n}, DType::f32);
+  p.kernel({1}, 32, [&](Expr) {
+    serial(max(ceil_div(n, 64) - m, Expr(0)), [&](Expr i) { x(i) = x(i) + 1.0; });
+    serial(min(n, m), [&](Expr i) { x(i) = x(i) * 2.0; });
+  });
+  std::string ir = p.str();
+  CHECK(ir.find("arith.maxsi") != std::string::npos);
+  CHECK(ir.find("arith.minsi") != std::string::npos);
+  // The only ceil_div is the one written.
+  CHECK(ir.find("arith.ceildivsi") == ir.rfind("arith.ceildivsi"));
+  CHECK(Expr(max(Expr(3), Expr(7))).isConstant());
+}

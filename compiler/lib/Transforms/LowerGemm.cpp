@@ -158,18 +158,20 @@ void TileLowering::lowerWgmma(GemmOp op) {
     Value k0 = mul(kStep, idx(16));
     unrolledFor(mTiles, [&](Value mi) {
       Value m0 = add(rowBase, mul(mi, idx(64)));
-      Value descB = bMnMajor ? descriptor(bOp, *lb, true, k0, colBase)
-                             : descriptor(bOp, *lb, false, colBase, k0);
+      auto descB = [&] {
+        return bMnMajor ? descriptor(bOp, *lb, true, k0, colBase)
+                        : descriptor(bOp, *lb, false, colBase, k0);
+      };
       if (aInRegisters) {
         // The thread's A registers for (ks, mi), as for mma.sync.
         Value aBase = add(mul(kStep, idx(8)), mul(mi, idx(k / 2)));
-        tilenv::WgmmaRegAOp::create(b, loc, c.root, mul(mi, idx(tileN / 2)), a.root, aBase, descB,
+        tilenv::WgmmaRegAOp::create(b, loc, c.root, mul(mi, idx(tileN / 2)), a.root, aBase, descB(),
                                     b.getI64IntegerAttr(tileN), TypeAttr::get(a.elementType),
                                     bMnMajor ? b.getUnitAttr() : UnitAttr());
         return;
       }
       Value descA = aMnMajor ? descriptor(a, *la, true, k0, m0) : descriptor(a, *la, false, m0, k0);
-      tilenv::WgmmaOp::create(b, loc, c.root, mul(mi, idx(tileN / 2)), descA, descB,
+      tilenv::WgmmaOp::create(b, loc, c.root, mul(mi, idx(tileN / 2)), descA, descB(),
                               b.getI64IntegerAttr(tileN),
                               TypeAttr::get(a.elementType),
                               aMnMajor ? b.getUnitAttr() : UnitAttr(),

@@ -173,3 +173,47 @@ tile.kernel @scalar_access() grid(%bx) = affine_map<() -> (1)> threads(32) {
   // expected-error @+1 {{a fragment is read or written outside tile.parallel}}
   %x = memref.load %t[%c0] : memref<4xf32, #f>
 }
+
+// -----
+
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// P x V with P in registers: the bf16 P takes the scores' accumulator
+// layout through the element-wise cast, and that is the layout the second
+// gemm reads A in (the accumulator layout of [M, K] on the same warps along
+// M), so nothing moves through shared memory.
+// CHECK-LABEL: tile.kernel @register_a
+// CHECK: %[[S:.*]] = tile.alloc {layout = #tile.fragment<[64, 32], reg = {{\[}}[0, 1], [8, 0], [0, 8], [0, 16]], lane = {{\[}}[0, 2], [0, 4], [1, 0], [2, 0], [4, 0]], warp = {{\[}}[16, 0], [32, 0]]>}
+// CHECK-NEXT: %[[P:.*]] = tile.alloc {layout = #tile.fragment<[64, 32], reg = {{\[}}[0, 1], [8, 0], [0, 8], [0, 16]], lane = {{\[}}[0, 2], [0, 4], [1, 0], [2, 0], [4, 0]], warp = {{\[}}[16, 0], [32, 0]]>}
+// CHECK: tile.gemm %[[P]], {{.*}}instruction = #tile.instr<mma_sync>, warps = array<i64: 4, 1>
+// HOPPER-LABEL: tile.kernel @register_a
+// HOPPER: tile.gemm %{{.*}}, {{.*}}instruction = #tile.instr<wgmma>, warps = array<i64: 1, 1>}{{.*}}memref<64x32xbf16
+tile.kernel @register_a() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %q = tile.alloc : memref<64x64xbf16, #s>
+  %k = tile.alloc : memref<32x64xbf16, #s>
+  %v = tile.alloc : memref<32x64xbf16, #s>
+  %s = tile.alloc : memref<64x32xf32, #f>
+  %p = tile.alloc : memref<64x32xbf16, #f>
+  %o = tile.alloc : memref<64x64xf32, #f>
+  tile.gemm %q, %k, %s {transpose_b, policy = #tile.policy<full_row>} : memref<64x64xbf16, #s>, memref<32x64xbf16, #s>, memref<64x32xf32, #f>
+  tile.parallel (%i, %j) in [64, 32] {
+    %x = memref.load %s[%i, %j] : memref<64x32xf32, #f>
+    %y = arith.truncf %x : f32 to bf16
+    memref.store %y, %p[%i, %j] : memref<64x32xbf16, #f>
+  }
+  tile.gemm %p, %v, %o : memref<64x32xbf16, #f>, memref<32x64xbf16, #s>, memref<64x64xf32, #f>
+}
+
+// -----
+
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+tile.kernel @register_a_transposed() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %p = tile.alloc : memref<32x64xbf16, #f>
+  %v = tile.alloc : memref<32x64xbf16, #s>
+  %o = tile.alloc : memref<64x64xf32, #f>
+  // expected-error @+1 {{a gemm operand A in registers cannot be transposed; transpose the product that produces it instead}}
+  tile.gemm %p, %v, %o {transpose_a} : memref<32x64xbf16, #f>, memref<32x64xbf16, #s>, memref<64x64xf32, #f>
+}

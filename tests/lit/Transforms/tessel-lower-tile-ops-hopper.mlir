@@ -85,3 +85,47 @@ tile.kernel @tma_out(%y: memref<?x64xf32, #g>, %m: index) grid(%bx) = affine_map
   tile.copy %s, %r : memref<32x64xf32, #s>, memref<32x64xf32, strided<[64, 1], offset: ?>, #g>
   tile.atomic_add %s, %r order = relaxed {tma} : memref<32x64xf32, #s>, memref<32x64xf32, strided<[64, 1], offset: ?>, #g>
 }
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+
+// A rank-reducing window of a [batch, seq, heads, dim] tensor: the TMA box
+// spans all four dimensions, one deep in batch and heads, and starts at the
+// window's origin.
+// CHECK-LABEL: tile.kernel @tma_bshd
+// CHECK-SAME: tma_descriptors = [{box = array<i64: 1, 64, 1, 64>, param = 0 : i64, swizzle = 128 : i64}]
+// CHECK: tilenv.tma_load 0[%arg1, %arg2, %arg3, %c0] -> %{{.*}} arrive
+tile.kernel @tma_bshd(%q: memref<?x?x?x64xf16, #g>, %b: index, %row: index, %h: index) grid(%bx) = affine_map<()[s0, s1, s2] -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %bars = tile.alloc : memref<1xi64, #s>
+  tile.mbarrier_init %bars[%c0] arrivals(4) : memref<1xi64, #s>
+  tile.fence_mbarrier_init
+  tile.barrier
+  %qs = tile.alloc {layout = #tile.shared<[64, 64], elem = 2, swizzle = 128, pad = 0>} : memref<64x64xf16, #s>
+  %r = tile.region %q[%b, %row, %h, %c0] [1, 64, 1, 64] : memref<?x?x?x64xf16, #g> -> memref<64x64xf16, strided<[?, 1], offset: ?>, #g>
+  tile.mbarrier_expect_tx %bars[%c0] bytes(8192) : memref<1xi64, #s>
+  tile.copy_async %r, %qs arrive %bars[%c0] : memref<64x64xf16, strided<[?, 1], offset: ?>, #g>, memref<64x64xf16, #s>, memref<1xi64, #s>
+  tile.mbarrier_wait %bars[%c0] parity %c0 : memref<1xi64, #s>
+}
+
+// -----
+
+#g = #tile.space<global>
+#f = #tile.space<fragment>
+
+// A region atomic_add of an f32 wgmma accumulator adds each register pair
+// (two adjacent columns) with one red.global.add.v2.f32, falling back to
+// per-element atomics where a pair is cut by the tensor's edge or
+// misaligned.
+// CHECK-LABEL: tile.kernel @vector_atomics
+// CHECK: scf.if
+// CHECK-NEXT: tilenv.red_add_vector %{{.*}}[%{{.*}}], %arg0[%{{.*}}, %{{.*}}] count = 2 release
+// CHECK-NEXT: } else {
+// CHECK: tilenv.atomic_add {{.*}} release
+tile.kernel @vector_atomics(%dq: memref<?x128xf32, #g>, %row: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
+  %acc = tile.alloc {layout = #tile.fragment<[64, 128], reg = [[0, 1], [8, 0], [0, 8], [0, 16], [0, 32], [0, 64]], lane = [[0, 2], [0, 4], [1, 0], [2, 0], [4, 0]], warp = [[16, 0], [32, 0]]>} : memref<64x128xf32, #f>
+  %r = tile.region %dq[%row, %row] [64, 128] : memref<?x128xf32, #g> -> memref<64x128xf32, strided<[128, 1], offset: ?>, #g>
+  tile.atomic_add %acc, %r order = release : memref<64x128xf32, #f>, memref<64x128xf32, strided<[128, 1], offset: ?>, #g>
+}
