@@ -121,12 +121,23 @@ Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c
       // Rows and columns outside the sequences get P = 0, so they add
       // nothing to dK, dV or dQ (in a packed batch they are another
       // sequence's).
-      parallel(bn, bm, [&](Expr j, Expr i) {
-        Expr visible = row0 + i < sq.length && col0 + j < sk.length;
-        if (c.causal) visible = visible && col0 + j <= row0 + i;
-        Expr prob = exp2(st(j, i) * (scale * kLog2e) - lses(i) * kLog2e);
-        pt(j, i) = cast(select(visible, prob, Expr(0.0)), c.dtype);
-      });
+      // Only blocks at a sequence's end (or, causal, on the diagonal) need
+      // the mask.
+      Expr scaleLog2 = scale * kLog2e;
+      auto probabilities = [&](bool masked) {
+        parallel(bn, bm, [&](Expr j, Expr i) {
+          Expr prob = exp2(st(j, i) * scaleLog2 - lses(i) * kLog2e);
+          if (masked) {
+            Expr visible = row0 + i < sq.length && col0 + j < sk.length;
+            if (c.causal) visible = visible && col0 + j <= row0 + i;
+            prob = select(visible, prob, Expr(0.0));
+          }
+          pt(j, i) = cast(prob, c.dtype);
+        });
+      };
+      Expr inside = row0 + bm <= sq.length && col0 + bn <= sk.length;
+      if (c.causal) inside = inside && col0 + bn <= row0 + 1;
+      if_(inside, [&] { probabilities(false); }, [&] { probabilities(true); });
       gemm(pt, dos, dv, rowSplit);
       gemm(vs, dos, st, {.transpose_b = true, .clear_accum = true, .policy = WarpPolicy::full_row});
       parallel(bn, bm, [&](Expr j, Expr i) {

@@ -82,14 +82,21 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
       copy(sk.rows(k, col0, kvHead, bn, d), ks);
       copy(sk.rows(v, col0, kvHead, bn, d), vs);
       gemm(qs, ks, s, {.transpose_b = true, .clear_accum = true, .policy = WarpPolicy::full_row});
-      parallel(bm, bn, [&](Expr i, Expr j) {
-        Expr visible = col0 + j < sk.length;
-        if (c.causal) visible = visible && col0 + j <= row0 + i;
-        s(i, j) = select(visible, s(i, j) * scaleLog2, Expr(kNegInf));
+      // Only blocks that reach past the keys (or, causal, cross the
+      // diagonal) need a mask; the rest skip the compares.
+      Expr lastVisible = c.causal ? min(sk.length, row0 + 1) : sk.length;
+      if_(col0 + bn > lastVisible, [&] {
+        parallel(bm, bn, [&](Expr i, Expr j) {
+          Expr visible = col0 + j < sk.length;
+          if (c.causal) visible = visible && col0 + j <= row0 + i;
+          s(i, j) = select(visible, s(i, j), Expr(kNegInf));
+        });
       });
+      // The running maximum is kept scaled (scale > 0 keeps the order), so
+      // each probability is one fused multiply-add and an exp2.
       reduce_max(s, tileMax, 1);
       parallel(bm, [&](Expr i) {
-        Expr next = max(rowMax(i), tileMax(i));
+        Expr next = max(rowMax(i), tileMax(i) * scaleLog2);
         // A row with nothing visible yet keeps max -inf; exp2(-inf - -inf)
         // would be NaN.
         rescale(i) = select(next == Expr(kNegInf), Expr(1.0), exp2(rowMax(i) - next));
@@ -98,7 +105,7 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
       });
       parallel(bm, d, [&](Expr i, Expr j) { acc(i, j) = acc(i, j) * rescale(i); });
       parallel(bm, bn, [&](Expr i, Expr j) {
-        s(i, j) = exp2(s(i, j) - rowMax(i));
+        s(i, j) = exp2(s(i, j) * scaleLog2 - rowMax(i));
         pr(i, j) = cast(s(i, j), c.dtype);
       });
       reduce_sum(s, rowSum, 1, /*clear=*/false);

@@ -31,6 +31,14 @@ struct bfloat16 {
 
 __device__ inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
+// 2^x with the special-function unit: one MUFU.EX2 (about 2 ulp, flushes
+// denormal results to zero; exp2(-inf) = 0).
+__device__ inline float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Two 16-bit values in one 32-bit register, `lo` in the low half: how
 // tensor-core instructions take f16/bf16 operands.
 template <class T> __device__ inline unsigned pack_pair(T lo, T hi) {

@@ -38,7 +38,8 @@ struct Args {
             << "                      [--emit mlir|lowered|cuda|ptx|cubin] [--dump-ir DIR] [-o FILE]\n"
             << "                      [--show-layouts] [--layout-svg BUFFER=FILE.svg] [--no-tma]\n"
             << "       tessel run KERNEL [--param k=v ...] [--seed N] [--dump-ir DIR]\n"
-            << "       tessel bench KERNEL [--param k=v ...] [--reps N]\n";
+            << "       tessel bench KERNEL [--param k=v ...] [--reps N]\n"
+            << "       tessel bench attention [--param k=v ...]   (forward and backward, FA3 shapes)\n";
   std::exit(2);
 }
 
@@ -168,8 +169,52 @@ int runCommand(const Args &a) {
              r.relError, r.tolerance, r.ms, r.passed ? "PASS" : "FAIL");
   return r.passed ? 0 : 1;
 }
+/// `tessel bench attention`: forward and backward at FlashAttention-3's
+/// shapes (batch * seqlen = 16k, heads * head_dim = 2048), or at the shape
+/// the --param settings give; other settings (stages, block sizes) apply to
+/// both passes.
+int benchAttention(const Args &a) {
+  std::string why;
+  if (!rt::Driver::available(&why)) {
+    fmt::print("NO GPU: cannot benchmark attention here ({})\n", why);
+    return 1;
+  }
+  int cc = rt::Driver::get().computeCapability();
+  std::string arch = !a.arch.empty() ? a.arch : cc == 90 ? "sm_90a" : cc >= 100 ? "sm_100a" : "sm_80";
+  bool oneShape = a.params.count("seqlen_q") || a.params.count("head_dim");
+  std::vector<int64_t> dims = {64, 128}, lengths = {1024, 4096, 8192};
+  fmt::print("{:>4} {:>6} {:>6} {:>4} {:>10} {:>10}\n", "d", "seqlen", "mask", "pass", "ms",
+             "TFLOP/s");
+  for (int64_t d : dims)
+    for (int64_t s : lengths)
+      for (int causal : {0, 1})
+        for (std::string pass : {"fwd", "bwd"}) {
+          const LibraryKernel &entry = findKernel("flash_attention_" + pass);
+          Params shape = {{"head_dim", std::to_string(d)},
+                          {"batch", std::to_string(16384 / s)},
+                          {"seqlen_q", std::to_string(s)},
+                          {"seqlen_k", std::to_string(s)},
+                          {"heads_q", std::to_string(2048 / d)},
+                          {"heads_kv", std::to_string(2048 / d)},
+                          {"causal", std::to_string(causal)}};
+          if (pass == "bwd") shape["kv_reduction"] = "direct";
+          for (auto &[key, value] : a.params)
+            if (entry.defaults.count(key)) shape[key] = value;
+          Params p = withDefaults(entry, shape);
+          Program program = entry.build(p);
+          Kernel k = compile(program, {arch, ""});
+          BenchResult r = entry.bench(k, p, a.reps);
+          fmt::print("{:>4} {:>6} {:>6} {:>4} {:>10.3f} {:>10.1f}   {}\n", p.at("head_dim"),
+                     p.at("seqlen_q"), p.at("causal") == "1" ? "causal" : "full", pass, r.ms,
+                     r.tflops, r.shape);
+          if (oneShape && pass == "bwd") return 0;
+        }
+  return 0;
+}
+
 /// Times a kernel at a (possibly large) shape without the CPU reference.
 int benchCommand(const Args &a) {
+  if (a.kernel == "attention") return benchAttention(a);
   const LibraryKernel &entry = findKernel(a.kernel);
   if (!entry.bench) usage("kernel " + entry.name + " has no benchmark");
   Params p = withDefaults(entry, a.params);

@@ -328,7 +328,15 @@ LogicalResult CudaEmitter::emitArith(Operation &op) {
       .Case<arith::ExtFOp, arith::TruncFOp, arith::SIToFPOp, arith::FPToSIOp,
             arith::IndexCastOp, arith::ExtSIOp, arith::TruncIOp>([&](auto) { return cast(); })
       .Case([&](math::ExpOp) { return call("__exp"); })
-      .Case([&](math::Exp2Op) { return call("exp2"); })
+      // exp2 is the hardware's ex2.approx (about 2 ulp, denormals flushed),
+      // as exp is __expf: softmax needs throughput, not the last ulp.
+      .Case([&](math::Exp2Op o) {
+        if (!r.getType().isF32() && !r.getType().isF16() && !r.getType().isBF16()) return call("exp2");
+        line() << declare(r) << " = "
+               << fromFloat(r.getType(), "tessel::exp2_approx(" + asFloat(o.getOperand()) + ")")
+               << ";\n";
+        return success();
+      })
       .Case([&](math::LogOp) { return call("log"); })
       .Case([&](math::Log2Op) { return call("log2"); })
       .Case([&](math::SqrtOp) { return call("sqrt"); })
