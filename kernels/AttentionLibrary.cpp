@@ -14,8 +14,9 @@ using namespace tessel;
 using namespace tessel::kernels;
 
 namespace {
-AttentionConfig attentionConfig(const Params &p) {
-  AttentionConfig c;
+/// The settings the forward and backward configurations share.
+template <class Config> Config sharedAttentionConfig(const Params &p) {
+  Config c;
   c.dtype = dtypeParam(p, "dtype");
   c.headDim = intParam(p, "head_dim");
   c.blockM = intParam(p, "block_m");
@@ -26,6 +27,10 @@ AttentionConfig attentionConfig(const Params &p) {
   c.varlen = intParam(p, "varlen");
   c.warpSpecialize = warpSpecializeParam(p, "warp_specialize");
   return c;
+}
+
+AttentionConfig attentionConfig(const Params &p) {
+  return sharedAttentionConfig<AttentionConfig>(p);
 }
 
 std::vector<int64_t> listParam(const Params &p, const std::string &key) {
@@ -288,22 +293,13 @@ void referenceBackward(const AttentionShape &s, const HostTensor &q, const HostT
 }
 
 AttentionBackwardConfig backwardConfig(const Params &p) {
-  AttentionBackwardConfig c;
-  c.dtype = dtypeParam(p, "dtype");
-  c.headDim = intParam(p, "head_dim");
-  c.blockM = intParam(p, "block_m");
-  c.blockN = intParam(p, "block_n");
-  c.threads = intParam(p, "threads");
-  c.stages = intParam(p, "stages");
-  c.causal = intParam(p, "causal");
-  c.varlen = intParam(p, "varlen");
+  auto c = sharedAttentionConfig<AttentionBackwardConfig>(p);
   c.kvReduction = choiceParam<KvReduction>(p, "kv_reduction", {{"direct", KvReduction::direct},
                                                                {"atomic", KvReduction::atomic},
                                                                {"split", KvReduction::split}});
   c.elementAtomics = intParam(p, "element_atomics");
   c.dqOrder = choiceParam<MemoryOrder>(p, "dq_order", {{"relaxed", MemoryOrder::relaxed},
                                                        {"release", MemoryOrder::release}});
-  c.warpSpecialize = warpSpecializeParam(p, "warp_specialize");
   return c;
 }
 

@@ -54,6 +54,32 @@ struct Sequence {
   }
 };
 
+/// The sequences of a batch as kernel parameters: for a packed batch, the
+/// query and key prefix sums (`cu_entries` = sequences + 1 of each) and the
+/// longest sequence on the side that sizes the grid (`maxName`).
+struct Batch {
+  bool packed = false;
+  Expr sequences;  // grid extent over sequences
+  Expr maxLength;  // grid extent over the gridded side's rows
+  Tensor cuQ, cuK; // packed only
+
+  static Batch declare(Program &p, bool packed, Expr batch, Expr seqlen, const char *maxName) {
+    if (!packed) return {false, batch, seqlen, {}, {}};
+    Expr entries = p.sym("cu_entries");
+    Expr maxLength = p.sym(maxName);
+    Tensor cuQ = p.tensor("cu_seqlens_q", {entries}, DType::i32);
+    Tensor cuK = p.tensor("cu_seqlens_k", {entries}, DType::i32);
+    return {true, entries - 1, maxLength, cuQ, cuK};
+  }
+  /// Sequence `b`'s queries and keys (fixed batches: seqlen_q, seqlen_k).
+  Sequence queries(Expr b, Expr seqQ) const {
+    return packed ? Sequence::packedAt(cuQ, b) : Sequence::fixed(b, seqQ);
+  }
+  Sequence keys(Expr b, Expr seqK) const {
+    return packed ? Sequence::packedAt(cuK, b) : Sequence::fixed(b, seqK);
+  }
+};
+
 } // namespace tessel::kernels
 
 #endif

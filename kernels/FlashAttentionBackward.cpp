@@ -74,19 +74,11 @@ Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c
   Expr kvHeads = perQueryHead ? headsQ : headsKv;
   Tensor dK = p.tensor("dK", {batch, seqK, kvHeads, d}, kvType);
   Tensor dV = p.tensor("dV", {batch, seqK, kvHeads, d}, kvType);
-  Expr entries = 0, maxSeqK = seqK;
-  Tensor cuQ, cuK;
-  if (c.varlen) {
-    entries = p.sym("cu_entries");
-    maxSeqK = p.sym("max_seqlen_k");
-    cuQ = p.tensor("cu_seqlens_q", {entries}, DType::i32);
-    cuK = p.tensor("cu_seqlens_k", {entries}, DType::i32);
-  }
-  Expr sequences = c.varlen ? entries - 1 : batch;
+  // One block per block_n keys of a sequence and query head.
+  Batch seqs = Batch::declare(p, c.varlen, batch, seqK, "max_seqlen_k");
 
-  p.kernel({ceil_div(maxSeqK, bn), headsQ, sequences}, c.threads, [&](Expr bx, Expr h, Expr b) {
-    Sequence sq = c.varlen ? Sequence::packedAt(cuQ, b) : Sequence::fixed(b, seqQ);
-    Sequence sk = c.varlen ? Sequence::packedAt(cuK, b) : Sequence::fixed(b, seqK);
+  p.kernel({ceil_div(seqs.maxLength, bn), headsQ, seqs.sequences}, c.threads, [&](Expr bx, Expr h, Expr b) {
+    Sequence sq = seqs.queries(b, seqQ), sk = seqs.keys(b, seqK);
     Expr kvHead = h / (headsQ / headsKv);
     Expr col0 = bx * bn;
     Buffer ks = alloc_shared({bn, d}, c.dtype, "k_tile");

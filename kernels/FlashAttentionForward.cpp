@@ -38,21 +38,11 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
   Tensor v = p.tensor("V", {batch, seqK, headsKv, d}, c.dtype);
   Tensor o = p.tensor("O", {batch, seqQ, headsQ, d}, c.dtype);
   Tensor lse = p.tensor("LSE", {batch, headsQ, seqQ}, DType::f32);
-  // Packed batches: `entries` = sequences + 1 prefix sums of each side, and
-  // the longest query sequence sizes the grid.
-  Expr entries = 0, maxSeqQ = seqQ;
-  Tensor cuQ, cuK;
-  if (c.varlen) {
-    entries = p.sym("cu_entries");
-    maxSeqQ = p.sym("max_seqlen_q");
-    cuQ = p.tensor("cu_seqlens_q", {entries}, DType::i32);
-    cuK = p.tensor("cu_seqlens_k", {entries}, DType::i32);
-  }
-  Expr sequences = c.varlen ? entries - 1 : batch;
+  // One block per block_m queries of a sequence and head.
+  Batch seqs = Batch::declare(p, c.varlen, batch, seqQ, "max_seqlen_q");
 
-  p.kernel({ceil_div(maxSeqQ, bm), headsQ, sequences}, c.threads, [&](Expr bx, Expr h, Expr b) {
-    Sequence sq = c.varlen ? Sequence::packedAt(cuQ, b) : Sequence::fixed(b, seqQ);
-    Sequence sk = c.varlen ? Sequence::packedAt(cuK, b) : Sequence::fixed(b, seqK);
+  p.kernel({ceil_div(seqs.maxLength, bm), headsQ, seqs.sequences}, c.threads, [&](Expr bx, Expr h, Expr b) {
+    Sequence sq = seqs.queries(b, seqQ), sk = seqs.keys(b, seqK);
     Expr kvHead = h / (headsQ / headsKv);
     Expr row0 = bx * bm;
     Buffer qs = alloc_shared({bm, d}, c.dtype, "q_tile");

@@ -464,6 +464,22 @@ void TileLowering::copyGlobalShared(const Access &src, const Access &dst, bool a
   });
 }
 
+void TileLowering::vectorRunOrScalar(const Access &frag, ArrayRef<Value> coords, const Access &mem,
+                                     int64_t v, function_ref<void(ArrayRef<Value>)> vector,
+                                     function_ref<void()> scalar) {
+  SmallVector<Value> memIdx = rootIndices(mem, coords);
+  SmallVector<Value> last(coords);
+  last.back() = add(last.back(), idx(v - 1));
+  Value cond = andI(insideShape(last, frag.tileShape), inBounds(mem, memIdx, v - 1));
+  cond = andI(cond, aligned(mem, memIdx, v));
+  OpBuilder::InsertionGuard g(b);
+  auto ifOp = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/true);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  vector(memIdx);
+  b.setInsertionPointToStart(ifOp.elseBlock());
+  scalar();
+}
+
 void TileLowering::copyToFragment(const Access &src, const Access &dst) {
   auto attr = llvm::cast<FragmentLayoutAttr>(dst.layout);
   FragmentLayout l = attr.getLayout();
@@ -484,22 +500,13 @@ void TileLowering::copyToFragment(const Access &src, const Access &dst) {
       }
     };
     if (v == 1) return scalar();
-    SmallVector<Value> srcIdx = rootIndices(src, coords);
-    SmallVector<Value> last(coords);
-    last.back() = add(last.back(), idx(v - 1));
-    Value cond = andI(insideShape(last, dst.tileShape), inBounds(src, srcIdx, v - 1));
-    cond = andI(cond, aligned(src, srcIdx, v));
-    OpBuilder::InsertionGuard g(b);
-    scf::IfOp ifOp;
-    if (cond) {
-      ifOp = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/true);
-      b.setInsertionPointToStart(ifOp.thenBlock());
-    }
-    int64_t bytes = v * getElementBytes(src.elementType);
-    if (!staging) {
-      tilenv::CopyVectorOp::create(b, loc, src.root, operandIndices(src, srcIdx), dst.root,
-                                   ValueRange{r0}, bytes);
-    } else {
+    vectorRunOrScalar(dst, coords, src, v, [&](ArrayRef<Value> srcIdx) {
+      int64_t bytes = v * getElementBytes(src.elementType);
+      if (!staging) {
+        tilenv::CopyVectorOp::create(b, loc, src.root, operandIndices(src, srcIdx), dst.root,
+                                     ValueRange{r0}, bytes);
+        return;
+      }
       tilenv::CopyVectorOp::create(b, loc, src.root, operandIndices(src, srcIdx), staging,
                                    ValueRange{zeroIdx}, bytes);
       for (int64_t j = 0; j < v; ++j) {
@@ -507,10 +514,7 @@ void TileLowering::copyToFragment(const Access &src, const Access &dst) {
         memref::StoreOp::create(b, loc, convert(x, dst.elementType), dst.root,
                                 ValueRange{add(r0, idx(j))});
       }
-    }
-    if (!ifOp) return;
-    b.setInsertionPointToStart(ifOp.elseBlock());
-    scalar();
+    }, scalar);
   });
 }
 
@@ -538,32 +542,20 @@ void TileLowering::copyFromFragment(const Access &src, const Access &dst) {
       }
     };
     if (v == 1) return scalar();
-    SmallVector<Value> dstIdx = rootIndices(dst, coords);
-    SmallVector<Value> last(coords);
-    last.back() = add(last.back(), idx(v - 1));
-    Value cond = andI(insideShape(last, src.tileShape), inBounds(dst, dstIdx, v - 1));
-    cond = andI(cond, aligned(dst, dstIdx, v));
-    OpBuilder::InsertionGuard g(b);
-    scf::IfOp ifOp;
-    if (cond) {
-      ifOp = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/true);
-      b.setInsertionPointToStart(ifOp.thenBlock());
-    }
-    int64_t bytes = v * getElementBytes(dst.elementType);
-    if (!staging) {
-      tilenv::CopyVectorOp::create(b, loc, src.root, ValueRange{r0}, dst.root,
-                                   operandIndices(dst, dstIdx), bytes);
-    } else {
+    vectorRunOrScalar(src, coords, dst, v, [&](ArrayRef<Value> dstIdx) {
+      int64_t bytes = v * getElementBytes(dst.elementType);
+      if (!staging) {
+        tilenv::CopyVectorOp::create(b, loc, src.root, ValueRange{r0}, dst.root,
+                                     operandIndices(dst, dstIdx), bytes);
+        return;
+      }
       for (int64_t j = 0; j < v; ++j) {
         Value x = memref::LoadOp::create(b, loc, src.root, ValueRange{add(r0, idx(j))});
         memref::StoreOp::create(b, loc, convert(x, dst.elementType), staging, ValueRange{idx(j)});
       }
       tilenv::CopyVectorOp::create(b, loc, staging, ValueRange{zeroIdx}, dst.root,
                                    operandIndices(dst, dstIdx), bytes);
-    }
-    if (!ifOp) return;
-    b.setInsertionPointToStart(ifOp.elseBlock());
-    scalar();
+    }, scalar);
   });
 }
 
@@ -840,17 +832,10 @@ void TileLowering::atomicAddFragment(AtomicAddOp op, const Access &src, const Ac
       }
     };
     if (v == 1) return scalar();
-    SmallVector<Value> rootIdx = rootIndices(dst, coords);
-    SmallVector<Value> last(coords);
-    last.back() = add(last.back(), idx(v - 1));
-    Value cond = andI(insideShape(last, src.tileShape), inBounds(dst, rootIdx, v - 1));
-    cond = andI(cond, aligned(dst, rootIdx, v));
-    auto ifOp = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/true);
-    b.setInsertionPointToStart(ifOp.thenBlock());
-    tilenv::ReduceAddVectorOp::create(b, loc, src.root, r0, dst.root, operandIndices(dst, rootIdx),
-                                      v, op.getOrder());
-    b.setInsertionPointToStart(ifOp.elseBlock());
-    scalar();
+    vectorRunOrScalar(src, coords, dst, v, [&](ArrayRef<Value> dstIdx) {
+      tilenv::ReduceAddVectorOp::create(b, loc, src.root, r0, dst.root, operandIndices(dst, dstIdx),
+                                        v, op.getOrder());
+    }, scalar);
   });
 }
 

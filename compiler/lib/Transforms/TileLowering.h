@@ -117,6 +117,13 @@ private:
 
   void lowerCopy(tile::CopyOp op);
   void copyGlobalShared(const Access &src, const Access &dst, bool async);
+  /// For a run of `v` fragment registers at `coords` (consecutive along the
+  /// last dimension): `vector` with the memory indices where the whole run is
+  /// inside the fragment's shape and the memory's bounds and aligned there,
+  /// otherwise `scalar` (element by element).
+  void vectorRunOrScalar(const Access &frag, llvm::ArrayRef<mlir::Value> coords, const Access &mem,
+                         int64_t v, llvm::function_ref<void(llvm::ArrayRef<mlir::Value>)> vector,
+                         llvm::function_ref<void()> scalar);
   void copyToFragment(const Access &src, const Access &dst);
   void copyFromFragment(const Access &src, const Access &dst);
   void lowerFill(tile::FillOp op);
