@@ -446,7 +446,7 @@ LogicalResult CudaEmitter::emitOp(Operation &op) {
         line() << "tessel::red_add_v" << o.getCount() << "<tessel::order_"
                << stringifyMemoryOrder(o.getOrder()) << ">(&"
                << element(o.getDest(), o.getDestIndices());
-        for (int64_t i = 0; i < o.getCount(); ++i)
+        for (int64_t i = 0, n = o.getCount(); i < n; ++i)
           os << ", " << slot(o.getSource(), o.getSourceIndex(), i);
         os << ");\n";
         return success();
