@@ -183,6 +183,16 @@ struct ForwardTensors {
   }
 };
 
+/// Checked, random forward inputs (outputs left zero).
+ForwardTensors randomForwardInputs(const AttentionShape &s, DType t, std::mt19937_64 &rng) {
+  validateAttention(t, s.headDim, s.varlen, s.args(t));
+  ForwardTensors x(s, t);
+  randomize(x.q, rng, -2, 2);
+  randomize(x.k, rng, -2, 2);
+  randomize(x.v, rng);
+  return x;
+}
+
 /// Arguments in the order the forward kernel declares them.
 void forwardArgs(DeviceRun &run, const AttentionShape &s, ForwardTensors &t, bool poison) {
   for (int64_t n : {s.tensorBatch(), s.seqQ, s.seqK, s.headsQ, s.headsKv})
@@ -204,11 +214,7 @@ CheckResult checkForward(Kernel &kernel, const Params &p, uint64_t seed) {
   std::mt19937_64 rng(seed);
   AttentionShape s(p);
   DType t = dtypeParam(p, "dtype");
-  validateAttention(t, s.headDim, s.varlen, s.args(t));
-  ForwardTensors x(s, t);
-  randomize(x.q, rng, -2, 2);
-  randomize(x.k, rng, -2, 2);
-  randomize(x.v, rng);
+  ForwardTensors x = randomForwardInputs(s, t, rng);
   std::vector<double> o, lse;
   referenceForward(s, x.q, x.k, x.v, o, lse);
   DeviceRun run;
@@ -227,11 +233,7 @@ BenchResult benchForward(Kernel &kernel, const Params &p, int reps) {
   std::mt19937_64 rng(1);
   AttentionShape s(p);
   DType t = dtypeParam(p, "dtype");
-  validateAttention(t, s.headDim, s.varlen, s.args(t));
-  ForwardTensors x(s, t);
-  randomize(x.q, rng, -2, 2);
-  randomize(x.k, rng, -2, 2);
-  randomize(x.v, rng);
+  ForwardTensors x = randomForwardInputs(s, t, rng);
   DeviceRun run;
   forwardArgs(run, s, x, /*poison=*/false);
   BenchResult r;

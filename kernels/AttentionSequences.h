@@ -54,6 +54,29 @@ struct Sequence {
   }
 };
 
+/// The parameters every attention kernel starts with, in this order:
+/// extents, the softmax scale, and Q, K, V ([batch, seqlen, heads, dim]).
+struct AttentionInputs {
+  Expr batch, seqQ, seqK, headsQ, headsKv, scale;
+  Tensor q, k, v;
+
+  static AttentionInputs declare(Program &p, DType dtype, int64_t headDim) {
+    // Braced initialisers run left to right: the parameters keep this order.
+    Expr batch = p.sym("batch"), seqQ = p.sym("seqlen_q"), seqK = p.sym("seqlen_k");
+    Expr headsQ = p.sym("heads_q"), headsKv = p.sym("heads_kv");
+    Expr scale = p.scalar("scale", DType::f32);
+    return {batch,
+            seqQ,
+            seqK,
+            headsQ,
+            headsKv,
+            scale,
+            p.tensor("Q", {batch, seqQ, headsQ, headDim}, dtype),
+            p.tensor("K", {batch, seqK, headsKv, headDim}, dtype),
+            p.tensor("V", {batch, seqK, headsKv, headDim}, dtype)};
+  }
+};
+
 /// The sequences of a batch as kernel parameters: for a packed batch, the
 /// query and key prefix sums (`cu_entries` = sequences + 1 of each) and the
 /// longest sequence on the side that sizes the grid (`maxName`).

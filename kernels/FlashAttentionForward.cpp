@@ -29,13 +29,8 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
     throw Error(fmt::format("flash attention forward supports head_dim 64, 128 and 256, not {}",
                             c.headDim));
   Program p(c.varlen ? "flash_attention_varlen_fwd" : "flash_attention_fwd");
-  Expr batch = p.sym("batch"), seqQ = p.sym("seqlen_q"), seqK = p.sym("seqlen_k");
-  Expr headsQ = p.sym("heads_q"), headsKv = p.sym("heads_kv");
-  Expr scale = p.scalar("scale", DType::f32);
   const int64_t d = c.headDim, bm = c.blockM, bn = c.blockN;
-  Tensor q = p.tensor("Q", {batch, seqQ, headsQ, d}, c.dtype);
-  Tensor k = p.tensor("K", {batch, seqK, headsKv, d}, c.dtype);
-  Tensor v = p.tensor("V", {batch, seqK, headsKv, d}, c.dtype);
+  auto [batch, seqQ, seqK, headsQ, headsKv, scale, q, k, v] = AttentionInputs::declare(p, c.dtype, d);
   Tensor o = p.tensor("O", {batch, seqQ, headsQ, d}, c.dtype);
   Tensor lse = p.tensor("LSE", {batch, headsQ, seqQ}, DType::f32);
   // One block per block_m queries of a sequence and head.
