@@ -136,6 +136,9 @@ template <class Fn> static void withDiagnostics(MLIRContext &ctx, Fn &&fn) {
 
 Program::Program(std::string name, SrcLoc loc) : impl(std::make_unique<Impl>()) {
   impl->ctx = std::make_unique<MLIRContext>();
+  // A diagnostic points at the user's line; the whole kernel's IR in a note
+  // would bury it.
+  impl->ctx->printOpOnDiagnostic(false);
   impl->ctx->loadDialect<tile::TileDialect, tilenv::TileNVDialect, arith::ArithDialect,
                          math::MathDialect, memref::MemRefDialect, scf::SCFDialect>();
   impl->builder = std::make_unique<OpBuilder>(impl->ctx.get());
@@ -754,6 +757,7 @@ void tessel::pipelined(Expr count, int stages, PipelineOptions options,
   if (options.warp_specialize != WarpSpecialize::automatic)
     state.addAttribute("warp_specialize",
                        b.getBoolAttr(options.warp_specialize == WarpSpecialize::on));
+  if (options.pingpong) state.addAttribute("pingpong", b.getUnitAttr());
   Block *block = new Block();
   state.addRegion()->push_back(block);
   Expr iv = fromValue(block->addArgument(b.getIndexType(), l));

@@ -45,6 +45,13 @@ template <class T> __device__ inline unsigned pack_pair(T lo, T hi) {
   return static_cast<unsigned>(lo.bits) | (static_cast<unsigned>(hi.bits) << 16);
 }
 
+// An empty asm that reads and writes every register of an array: accesses
+// cannot move across it (after a wgmma wait, none move above the wait).
+template <int N> __device__ inline void fence_registers(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
 // Raw moves of 4, 8 or 16 aligned bytes.
 template <int Bytes> __device__ inline void copy_bytes(void *dst, const void *src);
 template <> __device__ inline void copy_bytes<16>(void *dst, const void *src) {

@@ -71,6 +71,7 @@ private:
   LogicalResult emitMmaSync(tilenv::MmaSyncOp op);
   LogicalResult emitWgmma(tilenv::WgmmaOp op);
   LogicalResult emitWgmmaRegA(tilenv::WgmmaRegAOp op);
+  std::string scaleD(Value accumulate);
   /// `array[base + i]` for an asm operand list.
   std::string slot(Value array, Value base, int64_t i) {
     return name(array) + "[" + name(base) + " + " + std::to_string(i) + "]";
@@ -120,6 +121,11 @@ LogicalResult CudaEmitter::emitMmaSync(tilenv::MmaSyncOp o) {
   return success();
 }
 
+/// The scale-d operand of a wgmma: 1 (accumulate) unless `accumulate` says.
+std::string CudaEmitter::scaleD(Value accumulate) {
+  return accumulate ? "int(" + name(accumulate) + ")" : "1";
+}
+
 LogicalResult CudaEmitter::emitWgmmaRegA(tilenv::WgmmaRegAOp o) {
   int64_t n = o.getN(), regs = n / 2;
   std::string t = ptxType(o.getOperandType());
@@ -138,7 +144,7 @@ LogicalResult CudaEmitter::emitWgmmaRegA(tilenv::WgmmaRegAOp o) {
   line() << "    : ";
   for (int64_t i = 0; i < 4; ++i)
     os << "\"r\"(" << pairSlot(o.getA(), o.getABase(), i) << "), ";
-  os << "\"l\"(" << name(o.getDescB()) << "), \"r\"(1));\n";
+  os << "\"l\"(" << name(o.getDescB()) << "), \"r\"(" << scaleD(o.getAccumulate()) << "));\n";
   return success();
 }
 
@@ -158,7 +164,7 @@ LogicalResult CudaEmitter::emitWgmma(tilenv::WgmmaOp o) {
   }
   os << "\n";
   line() << "    : \"l\"(" << name(o.getDescA()) << "), \"l\"(" << name(o.getDescB())
-         << "), \"r\"(1));\n";
+         << "), \"r\"(" << scaleD(o.getAccumulate()) << "));\n";
   return success();
 }
 
@@ -480,7 +486,10 @@ LogicalResult CudaEmitter::emitOp(Operation &op) {
         return finishTmaCall(o.getCoords());
       })
       .Case([&](tilenv::BulkCommitOp) { return asmStatement("cp.async.bulk.commit_group"); })
-      .Case([&](tilenv::BulkWaitOp) { return asmStatement("cp.async.bulk.wait_group 0"); })
+      .Case([&](tilenv::BulkWaitOp o) {
+        return asmStatement(o.getRead() ? "cp.async.bulk.wait_group.read 0"
+                                        : "cp.async.bulk.wait_group 0");
+      })
       .Case([&](tilenv::MbarrierInitOp o) {
         line() << "tessel::mbarrier_init(" << name(o.getAddress()) << ", " << o.getArrivals()
                << ");\n";
@@ -503,7 +512,8 @@ LogicalResult CudaEmitter::emitOp(Operation &op) {
         return asmStatement("fence.mbarrier_init.release.cluster");
       })
       .Case([&](tilenv::NamedBarrierOp o) {
-        return asmStatement("bar.sync " + Twine(o.getId()) + ", " + Twine(o.getThreads()));
+        return asmStatement((o.getArrive() ? "bar.arrive " : "bar.sync ") + Twine(o.getId()) +
+                            ", " + Twine(o.getThreads()));
       })
       .Case([&](tilenv::SyncWarpOp) {
         line() << "__syncwarp();\n";
@@ -533,7 +543,14 @@ LogicalResult CudaEmitter::emitOp(Operation &op) {
       .Case([&](tilenv::WgmmaFenceOp) { return asmStatement("wgmma.fence.sync.aligned"); })
       .Case([&](tilenv::WgmmaCommitOp) { return asmStatement("wgmma.commit_group.sync.aligned"); })
       .Case([&](tilenv::WgmmaWaitOp o) {
-        return asmStatement("wgmma.wait_group.sync.aligned " + Twine(o.getPending()));
+        if (failed(asmStatement("wgmma.wait_group.sync.aligned " + Twine(o.getPending()))))
+          return failure();
+        // Keeps the compiler from hoisting reads of the results above the
+        // wait (the asm above names no registers).
+        for (Value ready : o.getReady())
+          if (llvm::cast<MemRefType>(ready.getType()).getElementType().isF32())
+            line() << "tessel::fence_registers(" << name(ready) << ");\n";
+        return success();
       })
       .Default([&](Operation *) {
         return LogicalResult(op.emitError("the CUDA emitter cannot print '")

@@ -134,12 +134,6 @@ void TileLowering::lowerWgmma(GemmOp op) {
   Value group = divC(threadId, 128);
   Value rowBase = mul(divC(group, groups[1]), idx(tileM));
   Value colBase = mul(remC(group, groups[1]), idx(tileN));
-  if (op.getClearAccum()) {
-    Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
-    unrolledFor(mTiles * tileN / 2, [&](Value r) {
-      memref::StoreOp::create(b, loc, zero, c.root, ValueRange{r});
-    });
-  }
 
   // Start address of the core matrices at stored (row, col): the
   // unswizzled offset within the buffer.
@@ -156,6 +150,11 @@ void TileLowering::lowerWgmma(GemmOp op) {
   bool aMnMajor = op.getTransposeA(), bMnMajor = !op.getTransposeB();
   unrolledFor(k / 16, [&](Value kStep) {
     Value k0 = mul(kStep, idx(16));
+    // A cleared accumulator: the first k-step overwrites it (scale-d 0),
+    // so its registers are never written before the wgmma reads them.
+    Value accumulate;
+    if (op.getClearAccum())
+      accumulate = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, kStep, idx(0));
     unrolledFor(mTiles, [&](Value mi) {
       Value m0 = add(rowBase, mul(mi, idx(64)));
       auto descB = [&] {
@@ -167,7 +166,7 @@ void TileLowering::lowerWgmma(GemmOp op) {
         Value aBase = add(mul(kStep, idx(8)), mul(mi, idx(k / 2)));
         tilenv::WgmmaRegAOp::create(b, loc, c.root, mul(mi, idx(tileN / 2)), a.root, aBase, descB(),
                                     b.getI64IntegerAttr(tileN), TypeAttr::get(a.elementType),
-                                    bMnMajor ? b.getUnitAttr() : UnitAttr());
+                                    bMnMajor ? b.getUnitAttr() : UnitAttr(), accumulate);
         return;
       }
       Value descA = aMnMajor ? descriptor(a, *la, true, k0, m0) : descriptor(a, *la, false, m0, k0);
@@ -175,9 +174,9 @@ void TileLowering::lowerWgmma(GemmOp op) {
                               b.getI64IntegerAttr(tileN),
                               TypeAttr::get(a.elementType),
                               aMnMajor ? b.getUnitAttr() : UnitAttr(),
-                              bMnMajor ? b.getUnitAttr() : UnitAttr());
+                              bMnMajor ? b.getUnitAttr() : UnitAttr(), accumulate);
     });
   });
   tilenv::WgmmaCommitOp::create(b, loc);
-  tilenv::WgmmaWaitOp::create(b, loc, 0);
+  tilenv::WgmmaWaitOp::create(b, loc, 0, ValueRange{});
 }

@@ -261,8 +261,10 @@ struct TesselInsertBarriers : tessel::impl::TesselInsertBarriersBase<TesselInser
     bool tooMany = false;
     kernel.walk([&](RoleOp role) {
       int64_t id = roleIds.size() + 1;
-      if (id > 15) {
-        role.emitError("more than 15 roles need named barriers; the GPU has 16 (0 is the block's)");
+      if (id > kLastRoleBarrier) {
+        role.emitError("more than ")
+            << kLastRoleBarrier << " roles need named barriers; the GPU has 16 (0 is the "
+            << "block's, the last two take ping-pong turns)";
         tooMany = true;
       }
       roleIds[role] = id;

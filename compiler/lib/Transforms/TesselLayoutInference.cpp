@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "tessel/Transforms/BufferUtils.h"
 #include "tessel/Transforms/Passes.h"
+#include "tessel/Transforms/RegisterPressure.h"
 
 #include "llvm/Support/MathExtras.h"
 
@@ -411,20 +412,20 @@ LogicalResult LayoutInference::run() {
                                        free.getDefiningOp()});
   }
 
-  // Registers: a thread holds every fragment at once in the worst case.
-  int64_t registers = 0;
-  for (Value f : fragmentOrder) {
+  // Registers: 16-bit elements pack in pairs.
+  auto registersOf = [&](Value f) {
     auto type = llvm::cast<MemRefType>(f.getType());
-    registers += fragments.find(f)->second.layout.getNumRegisters() *
-                 llvm::divideCeil(getElementBytes(type.getElementType()), 4);
-  }
-  if (registers > 224) {
+    return llvm::divideCeil(fragments.find(f)->second.layout.getNumRegisters() *
+                                getElementBytes(type.getElementType()),
+                            4);
+  };
+  RegisterPeak peak = peakFragmentRegisters(kernel, fragmentOrder, registersOf);
+  if (peak.registers > 224) {
     InFlightDiagnostic diag = kernel.emitError("fragments need ")
-                              << registers << " 32-bit registers per thread; at most 224 fit "
+                              << peak.registers << " 32-bit registers per thread; at most 224 fit "
                               << "beside addresses and temporaries (255 per thread)";
-    for (Value f : fragmentOrder)
-      diag.attachNote(f.getLoc()) << fragments.find(f)->second.layout.getNumRegisters()
-                                  << " registers for " << f.getType();
+    for (Value f : peak.live)
+      diag.attachNote(f.getLoc()) << registersOf(f) << " registers for " << f.getType();
     return failure();
   }
 

@@ -1050,7 +1050,9 @@ void TileLowering::storeWithTma(Operation *op, const Access &src, const Access &
   });
   if (!ok) return;
   tilenv::BulkCommitOp::create(b, loc);
-  tilenv::BulkWaitOp::create(b, loc);
+  // A reduce-add is not read back by the kernel (atomics promise no order
+  // with later loads), so only the shared source must be free again.
+  tilenv::BulkWaitOp::create(b, loc, add ? b.getUnitAttr() : UnitAttr());
 }
 
 Value TileLowering::mbarrierAddress(Value barriers, Value index) {

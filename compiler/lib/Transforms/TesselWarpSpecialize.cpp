@@ -64,6 +64,17 @@ static std::string whyNot(PipelinePlan &plan, KernelOp kernel) {
   return "";
 }
 
+/// Why the split loop's consumers cannot take ping-pong turns, or empty.
+static std::string whyNoPingpong(PipelinedOp loop, KernelOp kernel) {
+  if (kernel.getThreads() != 256)
+    return "it takes exactly two consumer warpgroups (256 threads), not " +
+           std::to_string(kernel.getThreads()) + " threads";
+  // With one stage a warpgroup holding its turn would wait for a load that
+  // needs the other warpgroup to release the only stage first.
+  if (loop.getNumStages() < 2) return "it needs at least 2 stages";
+  return "";
+}
+
 struct Specializer {
   OpBuilder b;
   PipelinePlan plan;
@@ -137,6 +148,7 @@ struct Specializer {
     pb.useStage(consume.getRegion(), stage);
     b.setInsertionPoint(body->getTerminator());
     MbarrierArriveOp::create(b, loc, empty, stage);
+    if (loop.getPingpong()) consume->setAttr(kPingpongAttr, b.getUnitAttr());
     loop->erase();
   }
 };
@@ -152,9 +164,29 @@ struct TesselWarpSpecialize : tessel::impl::TesselWarpSpecializeBase<TesselWarpS
     kernel.walk([&](PipelinedOp loop) { loops.push_back(loop); });
     for (PipelinedOp loop : loops) {
       std::optional<bool> asked = loop.getWarpSpecialize();
-      if (asked && !*asked) continue;
+      if (asked && !*asked) {
+        if (loop.getPingpong()) {
+          loop.emitError("ping-pong turns need a warp-specialized loop, and this one has "
+                         "warp_specialize off");
+          return signalPassFailure();
+        }
+        continue;
+      }
       PipelinePlan plan = planPipeline(loop, *target);
       std::string why = whyNot(plan, kernel);
+      if (!why.empty() && loop.getPingpong() && asked) {
+        loop.emitError("ping-pong turns need a warp-specialized loop, and this one cannot be "
+                       "split: ") << why;
+        return signalPassFailure();
+      }
+      // Left to this pass, a loop that is not split has no warpgroups to
+      // take turns.
+      if (why.empty() && loop.getPingpong()) {
+        if (std::string reason = whyNoPingpong(loop, kernel); !reason.empty()) {
+          loop.emitError("cannot schedule this loop's warpgroups in ping-pong turns: ") << reason;
+          return signalPassFailure();
+        }
+      }
       if (!why.empty()) {
         // Asked for explicitly: say why not; otherwise the loop is
         // software-pipelined without roles.

@@ -165,6 +165,51 @@ tile.kernel @too_many_registers() grid(%bx) = affine_map<() -> (1)> threads(32) 
 
 #f = #tile.space<fragment>
 
+// Fragments used only inside one loop iteration count from their first to
+// their last use: two of 128 registers in turn fit beside a bf16 fragment
+// that lives throughout, whose 16-bit elements pack in pairs (64 registers,
+// not 128).
+// HOPPER-LABEL: tile.kernel @registers_in_turn
+tile.kernel @registers_in_turn(%n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(32) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %z = arith.constant 0.0 : f32
+  %zh = arith.constant 0.0 : bf16
+  %a = tile.alloc : memref<32x128xf32, #f>
+  %b = tile.alloc : memref<32x128xf32, #f>
+  %h = tile.alloc : memref<32x128xbf16, #f>
+  tile.fill %h, %zh : memref<32x128xbf16, #f>, bf16
+  scf.for %i = %c0 to %n step %c1 {
+    tile.fill %a, %z : memref<32x128xf32, #f>, f32
+    tile.fill %b, %z : memref<32x128xf32, #f>, f32
+  }
+}
+
+// -----
+
+#f = #tile.space<fragment>
+
+// The same two fragments live at once do not fit.
+// expected-error @+1 {{fragments need 256 32-bit registers per thread; at most 224 fit}}
+tile.kernel @registers_at_once(%n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(32) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %z = arith.constant 0.0 : f32
+  // expected-note @+1 {{128 registers for 'memref<32x128xf32, #tile.space<fragment>>'}}
+  %a = tile.alloc : memref<32x128xf32, #f>
+  // expected-note @+1 {{128 registers for 'memref<32x128xf32, #tile.space<fragment>>'}}
+  %b = tile.alloc : memref<32x128xf32, #f>
+  scf.for %i = %c0 to %n step %c1 {
+    tile.fill %a, %z : memref<32x128xf32, #f>, f32
+    tile.fill %b, %z : memref<32x128xf32, #f>, f32
+    tile.fill %a, %z : memref<32x128xf32, #f>, f32
+  }
+}
+
+// -----
+
+#f = #tile.space<fragment>
+
 // A fragment is spread over the threads: scalar code outside tile.parallel
 // cannot reach its elements.
 tile.kernel @scalar_access() grid(%bx) = affine_map<() -> (1)> threads(32) {

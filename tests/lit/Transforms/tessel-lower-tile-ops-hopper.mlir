@@ -67,17 +67,18 @@ tile.kernel @tma(%b: memref<?x?xf16, #g>, %n: index) grid(%bx) = affine_map<()[s
 
 // A whole unpadded shared buffer stored to a global window is a TMA store;
 // a region atomic_add asked to use TMA is a TMA reduce-add. One thread
-// issues the boxes and waits for its bulk group.
+// issues the boxes and waits for its bulk group (for a reduce-add, only
+// until the shared source has been read).
 // CHECK-LABEL: tile.kernel @tma_out
 // CHECK-SAME: tma_descriptors = [{box = array<i64: 32, 64>, param = 0 : i64, swizzle = 0 : i64}]
 // CHECK: scf.if
 // CHECK-NEXT: %[[SRC:.*]] = tilenv.smem_address
 // CHECK-NEXT: tilenv.tma_store %[[SRC]] -> 0[%arg1, %c0]{{$}}
 // CHECK-NEXT: tilenv.bulk_commit
-// CHECK-NEXT: tilenv.bulk_wait
+// CHECK-NEXT: tilenv.bulk_wait{{$}}
 // CHECK: tilenv.tma_store %{{.*}} -> 0[%arg1, %c0] reduce_add
 // CHECK-NEXT: tilenv.bulk_commit
-// CHECK-NEXT: tilenv.bulk_wait
+// CHECK-NEXT: tilenv.bulk_wait read
 tile.kernel @tma_out(%y: memref<?x64xf32, #g>, %m: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
   %c0 = arith.constant 0 : index
   %s = tile.alloc {layout = #tile.shared<[32, 64], elem = 4, swizzle = 0, pad = 0>} : memref<32x64xf32, #s>

@@ -96,3 +96,73 @@ tile.kernel @impossible(%a: memref<?x64xf32, #g>, %n: index) grid(%bx) = affine_
     tile.copy %r, %s : memref<64x64xf32, strided<[64, 1], offset: ?>, #g>, memref<64x64xf16, #s>
   }
 }
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+
+// Ping-pong turns take two consumer warpgroups; the consumer loop carries
+// the mark for tessel-schedule-pingpong.
+// CHECK-LABEL: tile.kernel @pingpong
+// CHECK-SAME: threads(384)
+// CHECK: tile.role threads(0, 256)
+// CHECK: scf.for
+// CHECK: } {tessel.pingpong}
+tile.kernel @pingpong(%a: memref<?x64xf16, #g>, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(256) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %s = tile.alloc : memref<64x64xf16, #s>
+  tile.pipelined %k = %c0 to %n step %c1 stages(2) attributes {pingpong} {
+    %r = tile.region %a[%k, %c0] [64, 64] : memref<?x64xf16, #g> -> memref<64x64xf16, strided<[64, 1], offset: ?>, #g>
+    tile.copy %r, %s : memref<64x64xf16, strided<[64, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+  }
+}
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+
+tile.kernel @pingpong_one_warpgroup(%a: memref<?x64xf16, #g>, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %s = tile.alloc : memref<64x64xf16, #s>
+  // expected-error @+1 {{cannot schedule this loop's warpgroups in ping-pong turns: it takes exactly two consumer warpgroups (256 threads), not 128 threads}}
+  tile.pipelined %k = %c0 to %n step %c1 stages(2) attributes {pingpong} {
+    %r = tile.region %a[%k, %c0] [64, 64] : memref<?x64xf16, #g> -> memref<64x64xf16, strided<[64, 1], offset: ?>, #g>
+    tile.copy %r, %s : memref<64x64xf16, strided<[64, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+  }
+}
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+
+tile.kernel @pingpong_one_stage(%a: memref<?x64xf16, #g>, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(256) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %s = tile.alloc : memref<64x64xf16, #s>
+  // expected-error @+1 {{cannot schedule this loop's warpgroups in ping-pong turns: it needs at least 2 stages}}
+  tile.pipelined %k = %c0 to %n step %c1 stages(1) attributes {pingpong} {
+    %r = tile.region %a[%k, %c0] [64, 64] : memref<?x64xf16, #g> -> memref<64x64xf16, strided<[64, 1], offset: ?>, #g>
+    tile.copy %r, %s : memref<64x64xf16, strided<[64, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+  }
+}
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+
+tile.kernel @pingpong_unsplit(%a: memref<?x64xf16, #g>, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(256) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %s = tile.alloc : memref<64x64xf16, #s>
+  // expected-error @+1 {{ping-pong turns need a warp-specialized loop, and this one has warp_specialize off}}
+  tile.pipelined %k = %c0 to %n step %c1 stages(2) attributes {pingpong, warp_specialize = false} {
+    %r = tile.region %a[%k, %c0] [64, 64] : memref<?x64xf16, #g> -> memref<64x64xf16, strided<[64, 1], offset: ?>, #g>
+    tile.copy %r, %s : memref<64x64xf16, strided<[64, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+  }
+}

@@ -29,6 +29,13 @@ std::optional<TargetInfo> lookupTarget(llvm::StringRef arch, mlir::Operation *op
 /// The same, for the passes that also take a `tma` option.
 std::optional<TargetInfo> lookupTarget(llvm::StringRef arch, bool tma, mlir::Operation *op);
 
+/// Named barriers: 0 is __syncthreads, roles take 1 .. kLastRoleBarrier,
+/// and the two after are the ping-pong turns of consumer warpgroups 0 and 1.
+constexpr int64_t kLastRoleBarrier = 13;
+constexpr int64_t kPingpongBarrier = 14;
+/// Marks a consumer loop whose warpgroups take ping-pong turns.
+constexpr llvm::StringLiteral kPingpongAttr = "tessel.pingpong";
+
 /// Registers per thread a kernel of `threads` threads starts with: what
 /// its launch bounds let ptxas give every thread, in setmaxnreg's steps of 8.
 inline int64_t entryRegisters(int64_t threads) {

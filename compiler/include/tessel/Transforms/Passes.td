@@ -159,4 +159,43 @@ def TesselLowerTileOps : Pass<"tessel-lower-tile-ops", "::tessel::tile::KernelOp
                            "mlir::math::MathDialect", "mlir::memref::MemRefDialect"];
 }
 
+def TesselSchedulePingpong : Pass<"tessel-schedule-pingpong", "::tessel::tile::KernelOp"> {
+  let summary = "Let the two consumer warpgroups of a split loop take turns at the tensor cores";
+  let description = [{
+    Pre: thread-level IR; tessel-warp-specialize marked the consumer loop of
+    a `tile.pipelined` loop with `pingpong` as `tessel.pingpong` (two
+    consumer warpgroups, two or more stages). Warpgroup w waits on named
+    barrier 14 + w before the loop body's last gemm and arrives on the
+    other's after its first gemm is issued (one gemm: around it), with a
+    first arrival that lets warpgroup 0 start and a last wait that takes
+    warpgroup 1's final arrival. One warpgroup's element-wise work then
+    overlaps the other's gemms. A marked loop whose warpgroups synchronize
+    inside it, or whose gemms sit in control flow, is an error.
+    Post: the loop's tensor-core phases alternate between the warpgroups;
+    the mark is gone.
+  }];
+  let dependentDialects = ["::tessel::tilenv::TileNVDialect", "mlir::scf::SCFDialect",
+                           "mlir::arith::ArithDialect"];
+}
+
+def TesselDeferWgmmaWaits : Pass<"tessel-defer-wgmma-waits", "::tessel::tile::KernelOp"> {
+  let summary = "Wait for each wgmma group only where its result or operands are next touched";
+  let description = [{
+    Pre: thread-level IR from tessel-lower-tile-ops, where every gemm ends
+    in `wgmma_commit; wgmma_wait 0`. Per block, the waits are removed and
+    the weakest `wgmma_wait N` (N: groups committed after the one needed;
+    groups complete in order) goes back before the first op that touches a
+    pending group's accumulator or A registers, writes a shared buffer its
+    descriptors read (also when another warpgroup may do so after a
+    barrier later in the block), arrives on an mbarrier (which may free a
+    pipeline stage), commits gemms in nested control flow, or is not
+    understood; and before the block's terminator. Independent gemms then
+    run back to back and element-wise work overlaps the gemms it does not
+    read.
+    Post: the same program with fewer, later and weaker waits; each wait
+    lists the registers it makes safe in `ready`.
+  }];
+  let dependentDialects = ["::tessel::tilenv::TileNVDialect"];
+}
+
 #endif

@@ -236,6 +236,11 @@ struct PipelineOptions {
   /// sm_90a: split into a TMA producer warpgroup and consumer warpgroups
   /// (automatic: whenever every load can be TMA).
   WarpSpecialize warp_specialize = WarpSpecialize::automatic;
+  /// sm_90a, split loops with two consumer warpgroups and at least two
+  /// stages: the warpgroups take turns at the tensor cores, each one's
+  /// element-wise work running while the other's gemms do (ignored on other
+  /// targets).
+  bool pingpong = false;
 };
 /// A serial loop whose global-to-shared copies are loaded `stages - 1`
 /// iterations ahead of the compute that reads them.

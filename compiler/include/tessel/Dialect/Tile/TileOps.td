@@ -218,10 +218,12 @@ def Tile_PipelinedOp : Tile_Op<"pipelined", [SingleBlock, NoTerminator]> {
     (or tessel-warp-specialize on sm_90a) issues them up to `num_stages - 1`
     iterations ahead into `num_stages` copies of their shared buffers.
     `warp_specialize` forces the producer/consumer split on (true) or off
-    (false); unset lets tessel-warp-specialize decide.
+    (false); unset lets tessel-warp-specialize decide. `pingpong` asks that
+    the two consumer warpgroups of a split loop take turns at the tensor
+    cores (tessel-schedule-pingpong).
   }];
   let arguments = (ins Index:$lower, Index:$upper, Index:$step, I64Attr:$num_stages,
-                       OptionalAttr<BoolAttr>:$warp_specialize);
+                       OptionalAttr<BoolAttr>:$warp_specialize, UnitAttr:$pingpong);
   let regions = (region SizedRegion<1>:$body);
   let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;

@@ -138,7 +138,12 @@ def TileNV_BulkCommitOp : TileNV_Op<"bulk_commit"> {
 
 def TileNV_BulkWaitOp : TileNV_Op<"bulk_wait"> {
   let summary = "cp.async.bulk.wait_group 0: the thread's bulk stores are complete";
-  let assemblyFormat = "attr-dict";
+  let description = [{
+    With `read`, only their reads of shared memory are (`.read`): the
+    source may be written again while the global writes are in flight.
+  }];
+  let arguments = (ins UnitAttr:$read);
+  let assemblyFormat = "(`read` $read^)? attr-dict";
 }
 
 def TileNV_MbarrierInitOp : TileNV_Op<"mbarrier_init"> {
@@ -166,8 +171,12 @@ def TileNV_FenceMbarrierInitOp : TileNV_Op<"fence_mbarrier_init"> {
 
 def TileNV_NamedBarrierOp : TileNV_Op<"named_barrier"> {
   let summary = "bar.sync id, threads: a barrier over a subset of the block's warps";
-  let arguments = (ins I64Attr:$id, I64Attr:$threads);
-  let assemblyFormat = "$id `,` $threads attr-dict";
+  let description = [{
+    With `arrive` (bar.arrive) the warp counts towards the barrier without
+    waiting for it.
+  }];
+  let arguments = (ins I64Attr:$id, I64Attr:$threads, UnitAttr:$arrive);
+  let assemblyFormat = "$id `,` $threads (`arrive` $arrive^)? attr-dict";
 }
 
 def TileNV_SyncWarpOp : TileNV_Op<"sync_warp"> {
@@ -244,12 +253,16 @@ def TileNV_WgmmaOp : TileNV_Op<"wgmma"> {
     Issued by a whole warpgroup; `acc[base]` .. `acc[base + n/2 - 1]` are the
     thread's accumulator registers. `trans_a`/`trans_b` mark MN-major
     operands. Completion: tilenv.wgmma_commit then tilenv.wgmma_wait.
+    With `accumulate` false the product overwrites acc (scale-d 0), which
+    clears an accumulator without writing its registers first.
   }];
   let arguments = (ins AnyMemRef:$acc, Index:$base, I64:$desc_a, I64:$desc_b, I64Attr:$n,
-                       TypeAttr:$operand_type, UnitAttr:$trans_a, UnitAttr:$trans_b);
+                       TypeAttr:$operand_type, UnitAttr:$trans_a, UnitAttr:$trans_b,
+                       Optional<I1>:$accumulate);
   let assemblyFormat = [{
     $acc `[` $base `]` `,` $desc_a `,` $desc_b `n` `=` $n $operand_type
-    (`trans_a` $trans_a^)? (`trans_b` $trans_b^)? attr-dict `:` type($acc)
+    (`trans_a` $trans_a^)? (`trans_b` $trans_b^)? (`accumulate` `(` $accumulate^ `)`)?
+    attr-dict `:` type($acc)
   }];
 }
 
@@ -258,13 +271,16 @@ def TileNV_WgmmaRegAOp : TileNV_Op<"wgmma_reg_a"> {
   let description = [{
     As tilenv.wgmma, but A is the thread's part of a 64x16 K-major tile in
     registers: `a[a_base]` .. `a[a_base + 7]` (f16 or bf16), read in pairs.
-    They must not change until the wgmma completes.
+    They must not change until the wgmma completes. `accumulate` as for
+    tilenv.wgmma.
   }];
   let arguments = (ins AnyMemRef:$acc, Index:$base, AnyMemRef:$a, Index:$a_base, I64:$desc_b,
-                       I64Attr:$n, TypeAttr:$operand_type, UnitAttr:$trans_b);
+                       I64Attr:$n, TypeAttr:$operand_type, UnitAttr:$trans_b,
+                       Optional<I1>:$accumulate);
   let assemblyFormat = [{
     $acc `[` $base `]` `,` $a `[` $a_base `]` `,` $desc_b `n` `=` $n $operand_type
-    (`trans_b` $trans_b^)? attr-dict `:` type($acc) `,` type($a)
+    (`trans_b` $trans_b^)? (`accumulate` `(` $accumulate^ `)`)? attr-dict `:` type($acc) `,`
+    type($a)
   }];
 }
 
@@ -280,8 +296,14 @@ def TileNV_WgmmaCommitOp : TileNV_Op<"wgmma_commit"> {
 
 def TileNV_WgmmaWaitOp : TileNV_Op<"wgmma_wait"> {
   let summary = "wgmma.wait_group.sync.aligned N";
-  let arguments = (ins I64Attr:$pending);
-  let assemblyFormat = "$pending attr-dict";
+  let description = [{
+    Waits until at most `pending` of the warpgroup's most recently committed
+    wgmma groups are incomplete. `ready` lists the register arrays (the
+    completed groups' accumulators and A fragments) that may be touched
+    again from here; the emitter keeps their accesses after the wait.
+  }];
+  let arguments = (ins I64Attr:$pending, Variadic<AnyMemRef>:$ready);
+  let assemblyFormat = "$pending (`ready` `(` $ready^ `:` type($ready) `)`)? attr-dict";
 }
 
 #endif

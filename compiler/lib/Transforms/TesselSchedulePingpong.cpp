@@ -1,0 +1,127 @@
+//===- TesselSchedulePingpong.cpp - consumer warpgroups take turns -------===//
+//
+// In a warp-specialized loop marked `tessel.pingpong`, the two consumer
+// warpgroups take turns issuing gemms, so that the tensor cores see them
+// alternate and one warpgroup's element-wise work (a softmax) runs while
+// the other's gemm does. A turn is a pair of named barriers: warpgroup w
+// waits on its own (`bar.sync 14 + w, 256`) before a gemm's first wgmma and
+// lets the other go (`bar.arrive 15 - w, 256`) once the gemm is issued,
+// before waiting for it:
+//
+//   wg 1: arrive(turn 0)                (wg 0 goes first)
+//   loop: for each gemm: wait(own turn); issue; arrive(other turn) ...
+//   wg 0: wait(turn 0)                  (takes wg 1's last arrival)
+//
+// so every arrival meets one wait, and a turn never holds a wait for a
+// gemm or a load. Warpgroups that synchronize with each other inside the
+// loop would deadlock against the turns: that is an error.
+//
+//===----------------------------------------------------------------------===//
+#include "tessel/Dialect/TileNV/TileNVDialect.h"
+#include "tessel/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+namespace tessel {
+#define GEN_PASS_DEF_TESSELSCHEDULEPINGPONG
+#include "tessel/Transforms/Passes.h.inc"
+} // namespace tessel
+
+using namespace mlir;
+using namespace tessel;
+
+namespace {
+constexpr int64_t kTurnThreads = 256;
+
+struct Turns {
+  OpBuilder &b;
+  Location loc;
+  Value isFirst; // this thread is in warpgroup 0
+
+  /// `wait` on the warpgroup's own turn, or an arrival on the other's.
+  void emit(bool wait) {
+    auto branch = scf::IfOp::create(b, loc, isFirst, /*withElse=*/true);
+    for (int64_t wg : {0, 1}) {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(wg == 0 ? branch.thenBlock() : branch.elseBlock());
+      int64_t id = kPingpongBarrier + (wait ? wg : 1 - wg);
+      tilenv::NamedBarrierOp::create(b, loc, id, kTurnThreads, /*arrive=*/!wait);
+    }
+  }
+  /// One warpgroup alone: wg 0 waits on its turn or wg 1 arrives on it.
+  void only(bool first, bool wait) {
+    Value cond = first ? isFirst
+                       : arith::XOrIOp::create(b, loc, isFirst,
+                                               arith::ConstantIntOp::create(b, loc, 1, 1));
+    auto branch = scf::IfOp::create(b, loc, cond, /*withElse=*/false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(branch.thenBlock());
+    tilenv::NamedBarrierOp::create(b, loc, kPingpongBarrier, kTurnThreads,
+                                   /*arrive=*/!wait);
+  }
+};
+
+LogicalResult schedule(scf::ForOp loop) {
+  Block *body = loop.getBody();
+  WalkResult synced = loop.getBody()->walk([](Operation *op) {
+    return llvm::isa<tilenv::NamedBarrierOp, tilenv::SyncThreadsOp>(op) ? WalkResult::interrupt()
+                                                                         : WalkResult::advance();
+  });
+  if (synced.wasInterrupted())
+    return loop.emitError("cannot schedule this loop's warpgroups in ping-pong turns: they "
+                          "synchronize inside it (its warps share data through shared memory), "
+                          "which would deadlock against the turns");
+  SmallVector<Operation *> fences, commits;
+  for (Operation &op : *body) {
+    if (llvm::isa<tilenv::WgmmaFenceOp>(op)) fences.push_back(&op);
+    if (llvm::isa<tilenv::WgmmaCommitOp>(op)) commits.push_back(&op);
+  }
+  int64_t nested = 0;
+  body->walk([&](tilenv::WgmmaCommitOp commit) { nested += commit->getBlock() != body; });
+  if (commits.empty() || nested)
+    return loop.emitError("cannot schedule this loop's warpgroups in ping-pong turns: ")
+           << (commits.empty() ? "it has no wgmma gemm" : "some of its gemms are inside control flow");
+  // Every gemm opens with its fence.
+  SmallVector<Operation *> opens;
+  for (Operation *commit : commits) {
+    Operation *open = nullptr;
+    for (Operation *fence : fences)
+      if (fence->isBeforeInBlock(commit) && (opens.empty() || opens.back()->isBeforeInBlock(fence)))
+        open = fence;
+    if (!open) return loop.emitError("a wgmma gemm without its wgmma fence");
+    opens.push_back(open);
+  }
+
+  OpBuilder b(loop);
+  Location loc = loop.getLoc();
+  Value warpgroup = arith::DivUIOp::create(b, loc, tilenv::ThreadIdOp::create(b, loc, b.getIndexType()),
+                                           arith::ConstantIndexOp::create(b, loc, 128));
+  Value isFirst = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, warpgroup,
+                                        arith::ConstantIndexOp::create(b, loc, 0));
+  Turns turns{b, loc, isFirst};
+  turns.only(/*first=*/false, /*wait=*/false);
+  for (auto [open, commit] : llvm::zip(opens, commits)) {
+    b.setInsertionPoint(open);
+    turns.emit(/*wait=*/true);
+    b.setInsertionPointAfter(commit);
+    turns.emit(/*wait=*/false);
+  }
+  b.setInsertionPointAfter(loop);
+  turns.only(/*first=*/true, /*wait=*/true);
+  loop->removeAttr(kPingpongAttr);
+  return success();
+}
+
+struct TesselSchedulePingpong
+    : tessel::impl::TesselSchedulePingpongBase<TesselSchedulePingpong> {
+  void runOnOperation() override {
+    SmallVector<scf::ForOp> loops;
+    getOperation()->walk([&](scf::ForOp loop) {
+      if (loop->hasAttr(kPingpongAttr)) loops.push_back(loop);
+    });
+    for (scf::ForOp loop : loops)
+      if (failed(schedule(loop))) return signalPassFailure();
+  }
+};
+} // namespace

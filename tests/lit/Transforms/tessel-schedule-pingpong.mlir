@@ -1,0 +1,93 @@
+// RUN: tessel-opt %s -split-input-file -verify-diagnostics -pass-pipeline='builtin.module(tile.kernel(tessel-schedule-pingpong))' | FileCheck %s
+
+#l = #tile.space<local>
+#s = #tile.space<shared>
+
+// Each gemm of the marked loop is issued in the warpgroup's turn: wait on
+// its own barrier (14 for warpgroup 0, 15 for 1) before the fence, arrive
+// on the other's once committed. Warpgroup 1 lets 0 start; 0 takes 1's last
+// arrival after the loop. The mark is gone.
+// CHECK-LABEL: tile.kernel @turns
+// CHECK: %[[TID:.*]] = tilenv.thread_id
+// CHECK: %[[WG:.*]] = arith.divui %[[TID]], %c128
+// CHECK: %[[FIRST:.*]] = arith.cmpi eq, %[[WG]], %c0
+// CHECK: %[[SECOND:.*]] = arith.xori %[[FIRST]], %true
+// CHECK: scf.if %[[SECOND]] {
+// CHECK-NEXT: tilenv.named_barrier 14, 256 arrive
+// CHECK: scf.for
+// CHECK-NOT: tessel.pingpong
+// CHECK: scf.if %[[FIRST]] {
+// CHECK-NEXT: tilenv.named_barrier 14, 256{{$}}
+// CHECK-NEXT: } else {
+// CHECK-NEXT: tilenv.named_barrier 15, 256{{$}}
+// CHECK: tilenv.wgmma_fence
+// CHECK: tilenv.wgmma_commit
+// CHECK-NEXT: scf.if %[[FIRST]] {
+// CHECK-NEXT: tilenv.named_barrier 15, 256 arrive
+// CHECK-NEXT: } else {
+// CHECK-NEXT: tilenv.named_barrier 14, 256 arrive
+// CHECK: tilenv.wgmma_wait 0
+// CHECK: tilenv.named_barrier 14, 256{{$}}
+// CHECK: tilenv.wgmma_fence
+// CHECK: tilenv.wgmma_commit
+// CHECK-NEXT: scf.if %[[FIRST]] {
+// CHECK-NEXT: tilenv.named_barrier 15, 256 arrive
+// CHECK: tilenv.mbarrier_arrive
+// CHECK: }
+// CHECK-NEXT: scf.if %[[FIRST]] {
+// CHECK-NEXT: tilenv.named_barrier 14, 256{{$}}
+tile.kernel @turns(%n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(384) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %a = tile.alloc {offset = 0 : i64} : memref<4096xbf16, #s>
+  %bar = tile.alloc {offset = 8192 : i64} : memref<1xi64, #s>
+  %acc = tile.alloc : memref<32xf32, #l>
+  scf.for %i = %c0 to %n step %c1 {
+    %pa = tilenv.smem_address %a : memref<4096xbf16, #s>
+    %da = tilenv.wgmma_desc %pa lbo = 16 sbo = 1024 swizzle = 128
+    tilenv.wgmma_fence
+    tilenv.wgmma %acc[%c0], %da, %da n = 64 bf16 : memref<32xf32, #l>
+    tilenv.wgmma_commit
+    tilenv.wgmma_wait 0
+    tilenv.wgmma_fence
+    tilenv.wgmma %acc[%c0], %da, %da n = 64 bf16 : memref<32xf32, #l>
+    tilenv.wgmma_commit
+    tilenv.wgmma_wait 0
+    %pbar = tilenv.smem_address %bar : memref<1xi64, #s>
+    tilenv.mbarrier_arrive %pbar
+  } {tessel.pingpong}
+}
+
+// -----
+
+#l = #tile.space<local>
+#s = #tile.space<shared>
+
+// Warpgroups that meet at a barrier inside the loop cannot take turns.
+tile.kernel @synchronized(%n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(384) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %a = tile.alloc {offset = 0 : i64} : memref<4096xbf16, #s>
+  %acc = tile.alloc : memref<32xf32, #l>
+  // expected-error @+1 {{cannot schedule this loop's warpgroups in ping-pong turns: they synchronize inside it}}
+  scf.for %i = %c0 to %n step %c1 {
+    %pa = tilenv.smem_address %a : memref<4096xbf16, #s>
+    %da = tilenv.wgmma_desc %pa lbo = 16 sbo = 1024 swizzle = 128
+    tilenv.wgmma_fence
+    tilenv.wgmma %acc[%c0], %da, %da n = 64 bf16 : memref<32xf32, #l>
+    tilenv.wgmma_commit
+    tilenv.wgmma_wait 0
+    tilenv.named_barrier 2, 256
+  } {tessel.pingpong}
+}
+
+// -----
+
+// A marked loop without gemms has nothing to take turns at.
+tile.kernel @no_gemm(%n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(384) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  // expected-error @+1 {{cannot schedule this loop's warpgroups in ping-pong turns: it has no wgmma gemm}}
+  scf.for %i = %c0 to %n step %c1 {
+  } {tessel.pingpong}
+}
