@@ -30,7 +30,9 @@ template <class Config> Config sharedAttentionConfig(const Params &p) {
 }
 
 AttentionConfig attentionConfig(const Params &p) {
-  return sharedAttentionConfig<AttentionConfig>(p);
+  auto c = sharedAttentionConfig<AttentionConfig>(p);
+  c.pingpong = intParam(p, "pingpong");
+  return c;
 }
 
 std::vector<int64_t> listParam(const Params &p, const std::string &key) {
@@ -302,6 +304,7 @@ AttentionBackwardConfig backwardConfig(const Params &p) {
   c.elementAtomics = intParam(p, "element_atomics");
   c.dqOrder = choiceParam<MemoryOrder>(p, "dq_order", {{"relaxed", MemoryOrder::relaxed},
                                                        {"release", MemoryOrder::release}});
+  c.dqTma = choiceParam<bool>(p, "dq_atomics", {{"registers", false}, {"tma", true}});
   return c;
 }
 
@@ -469,7 +472,12 @@ std::vector<LibraryKernel> tessel::kernels::attentionKernels() {
   return {
       {"flash_attention_fwd",
        "O = softmax(scale * Q K^T) V with its log-sum-exp, BSHD tensors, GQA, causal or full",
-       attentionDefaults(), [](const Params &p) { return flashAttentionForward(attentionConfig(p)); },
+       [] {
+         Params p = attentionDefaults();
+         p["pingpong"] = "0";
+         return p;
+       }(),
+       [](const Params &p) { return flashAttentionForward(attentionConfig(p)); },
        checkForward, benchForward},
       {"flash_attention_bwd",
        "dQ, dK, dV of attention: preprocess (delta), main kernel with region atomic_add of dQ, "
@@ -477,7 +485,8 @@ std::vector<LibraryKernel> tessel::kernels::attentionKernels() {
        [] {
          Params p = attentionDefaults();
          p["block_m"] = "64";
-         p.insert({{"kv_reduction", "atomic"}, {"element_atomics", "0"}, {"dq_order", "relaxed"}});
+         p.insert({{"kv_reduction", "atomic"}, {"element_atomics", "0"}, {"dq_order", "relaxed"},
+                   {"dq_atomics", "registers"}});
          return p;
        }(),
        [](const Params &p) { return flashAttentionBackward(backwardConfig(p)); }, checkBackward,

@@ -83,8 +83,11 @@ Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c
     Buffer lses = alloc_shared({bm}, DType::f32, "lse_tile");
     Buffer deltas = alloc_shared({bm}, DType::f32, "delta_tile");
     Buffer dss = alloc_shared({bn, bm}, c.dtype, "ds_t_tile");
-    Buffer st = alloc_fragment({bn, bm}, DType::f32, "s_t"); // S^T, then dP^T
-    Buffer pt = alloc_fragment({bn, bm}, c.dtype, "p_t");    // P^T, then dS^T
+    Buffer dqs = c.dqTma ? alloc_shared({bm, d}, DType::f32, "dq_tile") : Buffer();
+    Buffer st = alloc_fragment({bn, bm}, DType::f32, "s_t");   // S^T, then P^T
+    Buffer dpt = alloc_fragment({bn, bm}, DType::f32, "dp_t"); // dP^T
+    Buffer pt = alloc_fragment({bn, bm}, c.dtype, "p_t");
+    Buffer dst = alloc_fragment({bn, bm}, c.dtype, "ds_t");
     Buffer dv = alloc_fragment({bn, d}, DType::f32, "dv");
     Buffer dk = alloc_fragment({bn, d}, DType::f32, "dk");
     Buffer dq = alloc_fragment({bm, d}, DType::f32, "dq");
@@ -98,13 +101,18 @@ Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c
     Expr blocks = max(ceil_div(sq.length, bm) - first, Expr(0));
     if (c.varlen) blocks = select(col0 < sk.length, blocks, Expr(0));
     GemmOptions rowSplit{.policy = WarpPolicy::full_row};
+    GemmOptions scores{.transpose_b = true, .clear_accum = true, .policy = WarpPolicy::full_row};
+    // The order lets the gemms overlap the element-wise work (each waits
+    // only where its result is read): dP^T runs while P^T is computed, dV
+    // while dS^T is, dK while dQ is added to the accumulator.
     pipelined(blocks, c.stages, {.warp_specialize = c.warpSpecialize}, [&](Expr mt) {
       Expr row0 = (first + mt) * bm;
       copy(sq.rows(q, row0, h, bm, d), qs);
       copy(sq.rows(dO, row0, h, bm, d), dos);
       copy(sq.vector(lse, h, row0, bm), lses);
       copy(sq.vector(delta, h, row0, bm), deltas);
-      gemm(ks, qs, st, {.transpose_b = true, .clear_accum = true, .policy = WarpPolicy::full_row});
+      gemm(ks, qs, st, scores);
+      gemm(vs, dos, dpt, scores);
       // Rows and columns outside the sequences get P = 0, so they add
       // nothing to dK, dV or dQ (in a packed batch they are another
       // sequence's).
@@ -119,6 +127,7 @@ Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c
             if (c.causal) visible = visible && col0 + j <= row0 + i;
             prob = select(visible, prob, Expr(0.0));
           }
+          st(j, i) = prob;
           pt(j, i) = cast(prob, c.dtype);
         });
       };
@@ -126,18 +135,20 @@ Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c
       if (c.causal) inside = inside && col0 + bn <= row0 + 1;
       if_(inside, [&] { probabilities(false); }, [&] { probabilities(true); });
       gemm(pt, dos, dv, rowSplit);
-      gemm(vs, dos, st, {.transpose_b = true, .clear_accum = true, .policy = WarpPolicy::full_row});
       parallel(bn, bm, [&](Expr j, Expr i) {
-        pt(j, i) = cast(cast(pt(j, i), DType::f32) * (st(j, i) - deltas(i)) * scale, c.dtype);
+        dst(j, i) = cast(st(j, i) * (dpt(j, i) - deltas(i)) * scale, c.dtype);
       });
-      gemm(pt, qs, dk, rowSplit);
-      copy(pt, dss);
+      copy(dst, dss);
       gemm(dss, ks, dq, {.transpose_a = true, .clear_accum = true});
+      gemm(dst, qs, dk, rowSplit);
       // Rows past the query sequence hold exact zeros.
       Buffer dqRows = sq.rows(dQacc, row0, h, bm, d);
-      if (c.elementAtomics)
+      if (c.elementAtomics) {
         parallel(bm, d, [&](Expr i, Expr j) { atomic_add(dqRows(i, j), dq(i, j), c.dqOrder); });
-      else
+      } else if (c.dqTma) {
+        copy(dq, dqs);
+        atomic_add(dqRows, dqs, c.dqOrder, AtomicPath::tma);
+      } else
         atomic_add(dqRows, dq, c.dqOrder);
     });
     Expr outHead = perQueryHead ? h : kvHead;

@@ -62,7 +62,10 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
     Expr blocks = ceil_div(sk.length, bn);
     if (c.causal) blocks = min(blocks, ceil_div(row0 + bm, bn));
     if (c.varlen) blocks = select(row0 < sq.length, blocks, Expr(0));
-    pipelined(blocks, c.stages, {.warp_specialize = c.warpSpecialize}, [&](Expr kt) {
+    bool pingpong = c.pingpong && c.threads == 256 && c.stages >= 2 &&
+                    c.warpSpecialize != WarpSpecialize::off;
+    pipelined(blocks, c.stages, {.warp_specialize = c.warpSpecialize, .pingpong = pingpong},
+              [&](Expr kt) {
       Expr col0 = kt * bn;
       copy(sk.rows(k, col0, kvHead, bn, d), ks);
       copy(sk.rows(v, col0, kvHead, bn, d), vs);

@@ -83,6 +83,12 @@ struct AttentionConfig {
   /// (int32 prefix sums, cu_entries = sequences + 1) and max_seqlen_q.
   bool varlen = false;
   WarpSpecialize warpSpecialize = WarpSpecialize::automatic;
+  /// The two consumer warpgroups take turns issuing gemms (sm_90a, split
+  /// loops of 256 threads and two or more stages; ignored otherwise). Off:
+  /// with each gemm waited for where it is issued, the free-running
+  /// warpgroups overlap better (8k, head_dim 128 on H200: 603 TFLOP/s
+  /// against 554 with turns).
+  bool pingpong = false;
 };
 /// O = softmax(scale * Q K^T) V and its log-sum-exp.
 Program flashAttentionForward(const AttentionConfig &config);
@@ -129,6 +135,9 @@ struct AttentionBackwardConfig {
   /// comparison).
   bool elementAtomics = false;
   MemoryOrder dqOrder = MemoryOrder::relaxed;
+  /// dQ goes through a shared tile added by TMA (sm_90a, relaxed) instead
+  /// of register-pair atomics.
+  bool dqTma = false;
   WarpSpecialize warpSpecialize = WarpSpecialize::automatic;
 };
 /// delta [batch, heads_q, seqlen_q] = rowsum(dO * O).

@@ -142,6 +142,8 @@ TEST_CASE("flash attention forward matches the reference", "[gpu][attention]") {
   checkKernel("flash_attention_fwd", {{"dtype", "f16"}, {"seqlen_q", "1"}, {"seqlen_k", "1"}});
   checkKernel("flash_attention_fwd", {{"seqlen_q", "130"}, {"seqlen_k", "333"}});
   checkKernel("flash_attention_fwd", {{"warp_specialize", "off"}, {"causal", "1"}});
+  // Consumer warpgroups taking ping-pong turns.
+  checkKernel("flash_attention_fwd", {{"pingpong", "1"}, {"causal", "1"}, {"seqlen_q", "333"}});
   checkKernel("flash_attention_fwd", {{"block_m", "64"}, {"threads", "128"}, {"head_dim", "64"},
                                       {"block_n", "64"}});
 }
@@ -173,6 +175,9 @@ TEST_CASE("flash attention backward matches the reference", "[gpu][attention]") 
   checkKernel("flash_attention_bwd", {{"seqlen_q", "1"}, {"seqlen_k", "7"}});
   checkKernel("flash_attention_bwd", {{"seqlen_q", "130"}, {"seqlen_k", "333"}, {"causal", "1"}});
   checkKernel("flash_attention_bwd", {{"warp_specialize", "off"}});
+  // dQ through a shared tile and one TMA reduce-add.
+  checkKernel("flash_attention_bwd", {{"dq_atomics", "tma"}, {"causal", "1"}, {"heads_q", "8"},
+                                      {"heads_kv", "1"}, {"seqlen_q", "130"}, {"seqlen_k", "333"}});
 }
 
 TEST_CASE("flash attention backward over packed sequences matches the reference", "[gpu][attention]") {
