@@ -518,28 +518,41 @@ void TileLowering::copyToFragment(const Access &src, const Access &dst) {
   });
 }
 
-void TileLowering::copyFromFragment(const Access &src, const Access &dst) {
-  auto attr = llvm::cast<FragmentLayoutAttr>(src.layout);
+void TileLowering::forEachOwnedRun(const Access &frag, int64_t v,
+                                   function_ref<void(Value, ArrayRef<Value>)> body) {
+  auto attr = llvm::cast<FragmentLayoutAttr>(frag.layout);
   FragmentLayout l = attr.getLayout();
-  int64_t v = dst.vectorizable ? vectorRegisters(l, dst.elementType) : 1;
-  Value staging = v > 1 && src.elementType != dst.elementType ? allocLocal(v, dst.elementType)
-                                                              : Value();
   Value threadOwner = threadOwns(l);
   unrolledFor(l.getNumRegisters() / v, [&](Value group) {
     Value r0 = mul(group, idx(v));
-    OpBuilder::InsertionGuard g0(b);
+    OpBuilder::InsertionGuard g(b);
     // Replicas hold copies; only the owner writes.
     guard(andI(threadOwner, registerOwns(l, r0)));
-    SmallVector<Value> coords = coordsAt(attr, r0);
+    body(r0, coordsAt(attr, r0));
+  });
+}
+
+void TileLowering::forEachRunElement(const Access &frag, Value r0, ArrayRef<Value> coords,
+                                     int64_t v, function_ref<void(ArrayRef<Value>, Value)> body) {
+  for (int64_t j = 0; j < v; ++j) {
+    OpBuilder::InsertionGuard g(b);
+    SmallVector<Value> c(coords);
+    c.back() = add(c.back(), idx(j));
+    guard(insideShape(c, frag.tileShape));
+    body(c, memref::LoadOp::create(b, loc, frag.root, ValueRange{add(r0, idx(j))}));
+  }
+}
+
+void TileLowering::copyFromFragment(const Access &src, const Access &dst) {
+  FragmentLayout l = llvm::cast<FragmentLayoutAttr>(src.layout).getLayout();
+  int64_t v = dst.vectorizable ? vectorRegisters(l, dst.elementType) : 1;
+  Value staging = v > 1 && src.elementType != dst.elementType ? allocLocal(v, dst.elementType)
+                                                              : Value();
+  forEachOwnedRun(src, v, [&](Value r0, ArrayRef<Value> coords) {
     auto scalar = [&]() {
-      for (int64_t j = 0; j < v; ++j) {
-        OpBuilder::InsertionGuard g(b);
-        SmallVector<Value> c(coords);
-        c.back() = add(c.back(), idx(j));
-        guard(insideShape(c, src.tileShape));
-        Value x = memref::LoadOp::create(b, loc, src.root, ValueRange{add(r0, idx(j))});
+      forEachRunElement(src, r0, coords, v, [&](ArrayRef<Value> c, Value x) {
         store(dst, c, convert(x, dst.elementType));
-      }
+      });
     };
     if (v == 1) return scalar();
     vectorRunOrScalar(src, coords, dst, v, [&](ArrayRef<Value> dstIdx) {
@@ -803,9 +816,7 @@ void TileLowering::lowerAtomicAdd(AtomicAddOp op, bool insideParallel) {
 }
 
 void TileLowering::atomicAddFragment(AtomicAddOp op, const Access &src, const Access &dst) {
-  auto attr = llvm::cast<FragmentLayoutAttr>(src.layout);
-  FragmentLayout l = attr.getLayout();
-  Value threadOwner = threadOwns(l);
+  FragmentLayout l = llvm::cast<FragmentLayoutAttr>(src.layout).getLayout();
   // sm_90 adds runs of 2 or 4 contiguous f32 registers with one vector
   // reduction (relaxed or release); elsewhere, and where a run is cut by the
   // tensor's edge or misaligned, one atomic per element.
@@ -814,22 +825,14 @@ void TileLowering::atomicAddFragment(AtomicAddOp op, const Access &src, const Ac
                       src.elementType.isF32() && dst.elementType.isF32()
                   ? std::min<int64_t>(vectorRegisters(l, dst.elementType), 4)
                   : 1;
-  unrolledFor(l.getNumRegisters() / v, [&](Value group) {
-    Value r0 = mul(group, idx(v));
-    OpBuilder::InsertionGuard g(b);
-    guard(andI(threadOwner, registerOwns(l, r0)));
-    SmallVector<Value> coords = coordsAt(attr, r0);
+  forEachOwnedRun(src, v, [&](Value r0, ArrayRef<Value> coords) {
     auto scalar = [&]() {
-      for (int64_t j = 0; j < v; ++j) {
-        OpBuilder::InsertionGuard g(b);
-        SmallVector<Value> c(coords);
-        c.back() = add(c.back(), idx(j));
+      forEachRunElement(src, r0, coords, v, [&](ArrayRef<Value> c, Value x) {
         SmallVector<Value> rootIdx = rootIndices(dst, c);
-        guard(andI(insideShape(c, src.tileShape), inBounds(dst, rootIdx)));
-        Value x = memref::LoadOp::create(b, loc, src.root, ValueRange{add(r0, idx(j))});
+        guard(inBounds(dst, rootIdx));
         tilenv::AtomicAddOp::create(b, loc, convert(x, dst.elementType), dst.root,
                                     operandIndices(dst, rootIdx), op.getOrder());
-      }
+      });
     };
     if (v == 1) return scalar();
     vectorRunOrScalar(src, coords, dst, v, [&](ArrayRef<Value> dstIdx) {

@@ -125,6 +125,14 @@ private:
                          int64_t v, llvm::function_ref<void(llvm::ArrayRef<mlir::Value>)> vector,
                          llvm::function_ref<void()> scalar);
   void copyToFragment(const Access &src, const Access &dst);
+  /// For each run of `v` registers of fragment `frag` that this thread owns
+  /// (replicas skip): its first register and its first element's coordinates.
+  void forEachOwnedRun(const Access &frag, int64_t v,
+                       llvm::function_ref<void(mlir::Value, llvm::ArrayRef<mlir::Value>)> body);
+  /// Each element of such a run inside the tile: its coordinates and value.
+  void forEachRunElement(const Access &frag, mlir::Value r0, llvm::ArrayRef<mlir::Value> coords,
+                         int64_t v,
+                         llvm::function_ref<void(llvm::ArrayRef<mlir::Value>, mlir::Value)> body);
   void copyFromFragment(const Access &src, const Access &dst);
   void lowerFill(tile::FillOp op);
   void lowerGemm(tile::GemmOp op);
