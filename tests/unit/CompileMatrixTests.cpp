@@ -94,8 +94,11 @@ TEST_CASE("pipelined gemm configurations compile") {
     CHECK(k.spec().tensorMaps[0].swizzle == 128);
     CHECK(k.cuda().find("cp.async.bulk.tensor") == std::string::npos); // in the device header
     CHECK(k.cuda().find("tessel::tma_load(&tma1") != std::string::npos);
-    CHECK((k.cuda().find("setmaxnreg.dec.sync.aligned.u32 40") != std::string::npos) == (ws == "on"));
-    CHECK((k.cuda().find("setmaxnreg.inc.sync.aligned.u32 232") != std::string::npos) == (ws == "on"));
+    // Two consumer warpgroups take the registers the producer gives up; the
+    // kernel promises one block per SM so that ptxas honours setmaxnreg.
+    CHECK((k.cuda().find("setmaxnreg.dec.sync.aligned.u32 24") != std::string::npos) == (ws == "on"));
+    CHECK((k.cuda().find("setmaxnreg.inc.sync.aligned.u32 240") != std::string::npos) == (ws == "on"));
+    CHECK((k.cuda().find("__launch_bounds__(384, 1)") != std::string::npos) == (ws == "on"));
   }
   compileEverywhere("gemm", {{"block_m", "128"}, {"block_n", "128"}, {"block_k", "64"},
                              {"threads", "256"}, {"stages", "3"}, {"warp_specialize", "off"}});

@@ -155,9 +155,10 @@ void collectOwn(Operation *op, Effects &fx) {
     return write(mma.getAcc());
   }
   if (isMemoryEffectFree(op)) {
-    // An address taken is not an access, and pure ops take no buffers
-    // otherwise; anything else with a buffer operand is not understood.
-    if (llvm::isa<tilenv::SmemAddressOp>(op)) return;
+    // An address taken or an extent read is not an access, and pure ops
+    // take no buffers otherwise; anything else with a buffer operand is not
+    // understood.
+    if (llvm::isa<tilenv::SmemAddressOp, memref::DimOp>(op)) return;
     for (Value v : op->getOperands())
       if (llvm::isa<MemRefType>(v.getType())) fx.opaque = true;
     return;
@@ -240,6 +241,14 @@ struct Deferrer {
       complete(&op, needed(fx, laterWrites));
       if (!commitsInside)
         for (Operation *wgmma : fx.wgmmas) addGemmOperands(wgmma, open);
+    }
+    // A block without a terminator (the kernel body) ends here.
+    if (!pending.empty()) {
+      OpBuilder b = OpBuilder::atBlockEnd(&block);
+      SmallVector<Value> ready;
+      for (Group &group : pending) ready.append(group.registers.begin(), group.registers.end());
+      tilenv::WgmmaWaitOp::create(b, block.getParentOp()->getLoc(), 0, ready);
+      pending.clear();
     }
   }
 

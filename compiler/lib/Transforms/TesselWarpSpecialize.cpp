@@ -35,7 +35,11 @@ using namespace tessel::tile;
 
 namespace {
 constexpr int64_t kProducerThreads = 128;
-constexpr int64_t kProducerRegisters = 40;
+// The producer runs scalar address code and TMA issues: setmaxnreg's floor
+// of 24 registers suffices, and each register it gives up lets two consumer
+// warpgroups keep 240. Those last 8 matter: at 232, ptxas serializes the
+// attention backward pass's wgmmas (C7512) to fit its in-flight operands.
+constexpr int64_t kProducerRegisters = 24;
 
 /// Ops that every thread may run before the roles split: allocations,
 /// mbarrier inits (thread 0 runs them; insert-barriers orders them before
@@ -95,14 +99,16 @@ struct Specializer {
     // Registers the producer gives up go to the consumers, in steps of 8.
     int64_t consumerRegisters =
         std::min<int64_t>(240, (65536 - kProducerThreads * kProducerRegisters) / consumers / 8 * 8);
-    auto producer = RoleOp::create(b, loc, b.getI64IntegerAttr(consumers),
-                                   b.getI64IntegerAttr(kProducerThreads),
-                                   b.getI64IntegerAttr(kProducerRegisters));
-    producer.getBody().emplaceBlock();
-    // Only worth asking for when it is more than the threads start with.
-    IntegerAttr consumerBudget;
-    if (consumerRegisters > entryRegisters(consumers + kProducerThreads))
+    // Only worth moving when the consumers get more than they start with
+    // (one consumer warpgroup already starts with enough).
+    IntegerAttr consumerBudget, producerBudget;
+    if (consumerRegisters > entryRegisters(consumers + kProducerThreads)) {
       consumerBudget = b.getI64IntegerAttr(consumerRegisters);
+      producerBudget = b.getI64IntegerAttr(kProducerRegisters);
+    }
+    auto producer = RoleOp::create(b, loc, b.getI64IntegerAttr(consumers),
+                                   b.getI64IntegerAttr(kProducerThreads), producerBudget);
+    producer.getBody().emplaceBlock();
     auto consumer = RoleOp::create(b, loc, b.getI64IntegerAttr(0), b.getI64IntegerAttr(consumers),
                                    consumerBudget);
     Block *consumerBody = &consumer.getBody().emplaceBlock();

@@ -140,3 +140,51 @@ tile.kernel @register_a(%out: memref<?xf32, #g>, %p: i1) grid(%bx) = affine_map<
     memref.store %x, %out[%c0] : memref<?xf32, #g>
   }
 }
+
+// -----
+
+#l = #tile.space<local>
+#s = #tile.space<shared>
+#g = #tile.space<global>
+
+// Reading a tensor's extent (bounds of a masked store) touches no buffer:
+// writing the first gemm's result waits only for it (wait 1), not for the
+// gemm issued after it. The kernel body has no terminator; the second gemm
+// completes at its end.
+// CHECK-LABEL: tile.kernel @extent_reads
+// CHECK: tilenv.wgmma_commit
+// CHECK: tilenv.wgmma_commit
+// CHECK-NEXT: tilenv.wgmma_wait 1
+// CHECK-NEXT: scf.for
+// CHECK: memref.dim
+// CHECK: tilenv.atomic_add
+// CHECK: }
+// CHECK-NEXT: }
+// CHECK-NEXT: tilenv.wgmma_wait 0 ready(%{{.*}} : memref<32xf32, #tile.space<local>>)
+// CHECK-NEXT: }
+tile.kernel @extent_reads(%out: memref<?xf32, #g>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %a = tile.alloc {offset = 0 : i64} : memref<4096xbf16, #s>
+  %acc0 = tile.alloc : memref<32xf32, #l>
+  %acc1 = tile.alloc : memref<32xf32, #l>
+  %pa = tilenv.smem_address %a : memref<4096xbf16, #s>
+  %da = tilenv.wgmma_desc %pa lbo = 16 sbo = 1024 swizzle = 128
+  tilenv.wgmma_fence
+  tilenv.wgmma %acc0[%c0], %da, %da n = 64 bf16 : memref<32xf32, #l>
+  tilenv.wgmma_commit
+  tilenv.wgmma_wait 0
+  tilenv.wgmma_fence
+  tilenv.wgmma %acc1[%c0], %da, %da n = 64 bf16 : memref<32xf32, #l>
+  tilenv.wgmma_commit
+  tilenv.wgmma_wait 0
+  scf.for %i = %c0 to %c4 step %c1 {
+    %n = memref.dim %out, %c0 : memref<?xf32, #g>
+    %inside = arith.cmpi slt, %i, %n : index
+    scf.if %inside {
+      %x = memref.load %acc0[%i] : memref<32xf32, #l>
+      tilenv.atomic_add %x, %out[%i] relaxed : f32, memref<?xf32, #g>
+    }
+  }
+}
