@@ -175,9 +175,13 @@ TEST_CASE("flash attention backward matches the reference", "[gpu][attention]") 
   checkKernel("flash_attention_bwd", {{"seqlen_q", "1"}, {"seqlen_k", "7"}});
   checkKernel("flash_attention_bwd", {{"seqlen_q", "130"}, {"seqlen_k", "333"}, {"causal", "1"}});
   checkKernel("flash_attention_bwd", {{"warp_specialize", "off"}});
-  // dQ through a shared tile and one TMA reduce-add.
-  checkKernel("flash_attention_bwd", {{"dq_atomics", "tma"}, {"causal", "1"}, {"heads_q", "8"},
-                                      {"heads_kv", "1"}, {"seqlen_q", "130"}, {"seqlen_k", "333"}});
+  // dQ through a shared tile and one TMA reduce-add (the default at
+  // head_dim 128), and from registers (the default at 64), both ways.
+  for (std::string path : {"tma", "registers"})
+    for (std::string d : {"64", "128"})
+      checkKernel("flash_attention_bwd", {{"dq_atomics", path}, {"head_dim", d}, {"causal", "1"},
+                                          {"heads_q", "8"}, {"heads_kv", "1"}, {"seqlen_q", "130"},
+                                          {"seqlen_k", "333"}});
 }
 
 TEST_CASE("flash attention backward over packed sequences matches the reference", "[gpu][attention]") {

@@ -540,6 +540,11 @@ LogicalResult CudaEmitter::emitOp(Operation &op) {
       })
       .Case([&](tilenv::WgmmaOp o) { return emitWgmma(o); })
       .Case([&](tilenv::WgmmaRegAOp o) { return emitWgmmaRegA(o); })
+      .Case([&](tilenv::PackPairOp o) {
+        line() << declare(o.getResult()) << " = int(tessel::pack_pair(" << name(o.getLo()) << ", "
+               << name(o.getHi()) << "));\n";
+        return success();
+      })
       .Case([&](tilenv::WgmmaFenceOp) { return asmStatement("wgmma.fence.sync.aligned"); })
       .Case([&](tilenv::WgmmaCommitOp) { return asmStatement("wgmma.commit_group.sync.aligned"); })
       .Case([&](tilenv::WgmmaWaitOp o) {

@@ -21,12 +21,52 @@
 //
 //===----------------------------------------------------------------------===//
 #include "TileLowering.h"
+#include "tessel/Transforms/BufferUtils.h"
 
 #include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace tessel;
 using namespace tessel::tile;
+
+/// Whether `op` (or an op nested in it) touches `root` through any view.
+static bool touches(Operation *op, Value root) {
+  WalkResult found = op->walk([&](Operation *nested) {
+    for (Value v : nested->getOperands())
+      if (llvm::isa<MemRefType>(v.getType()) && getRootBuffer(v) == root)
+        return WalkResult::interrupt();
+    return WalkResult::advance();
+  });
+  return found.wasInterrupted();
+}
+
+/// A gemm is still in flight when the block reads the result of an earlier
+/// gemm it overtook (one issued before it and not read in between): the
+/// wait for that earlier gemm must not take this one's wgmmas with it.
+static bool overtakesAWaitedGemm(GemmOp gemm) {
+  Block *block = gemm->getBlock();
+  SmallVector<Value> unread;
+  auto it = block->begin();
+  for (; &*it != gemm.getOperation(); ++it) {
+    llvm::erase_if(unread, [&](Value c) { return touches(&*it, c); });
+    if (auto earlier = llvm::dyn_cast<GemmOp>(*it)) unread.push_back(getRootBuffer(earlier.getC()));
+  }
+  Value own = getRootBuffer(gemm.getC());
+  for (++it; it != block->end(); ++it) {
+    if (touches(&*it, own)) return false;
+    if (llvm::any_of(unread, [&](Value c) { return touches(&*it, c); })) return true;
+  }
+  return false;
+}
+
+void TileLowering::decidePacking() {
+  kernel.walk([&](GemmOp gemm) {
+    auto aType = llvm::cast<MemRefType>(gemm.getA().getType());
+    if (gemm.getInstruction() == GemmInstruction::wgmma &&
+        getMemorySpace(aType) == MemorySpace::fragment && overtakesAWaitedGemm(gemm))
+      packAFirst.insert(gemm);
+  });
+}
 
 void TileLowering::lowerGemm(GemmOp op) {
   std::optional<GemmInstruction> instruction = op.getInstruction();
@@ -146,6 +186,24 @@ void TileLowering::lowerWgmma(GemmOp op) {
     return tilenv::WgmmaDescOp::create(b, loc, b.getI64Type(), start, leading, 8 * sw, sw);
   };
 
+  // A in registers is packed into 32-bit pairs, by default as each wgmma
+  // takes them: ptxas then fences before each wgmma (C7519) and the first
+  // ones start while the rest of A is still being converted. That splits
+  // the group, so a gemm that stays in flight while an earlier one is
+  // waited for (overtakesAWaitedGemm) packs all of A before its fence.
+  Value aWords = a.root;
+  bool packFirst = aInRegisters && packAFirst.contains(op);
+  if (packFirst) {
+    if (a.elementType.getIntOrFloatBitWidth() != 16)
+      return fail(op, "wgmma takes A from registers only as f16 or bf16");
+    aWords = allocLocal(mTiles * k / 4, b.getI32Type());
+    unrolledFor(mTiles * k / 4, [&](Value word) {
+      Value lo = memref::LoadOp::create(b, loc, a.root, ValueRange{mul(word, idx(2))});
+      Value hi = memref::LoadOp::create(b, loc, a.root, ValueRange{add(mul(word, idx(2)), idx(1))});
+      Value packed = tilenv::PackPairOp::create(b, loc, b.getI32Type(), lo, hi);
+      memref::StoreOp::create(b, loc, packed, aWords, ValueRange{word});
+    });
+  }
   tilenv::WgmmaFenceOp::create(b, loc);
   bool aMnMajor = op.getTransposeA(), bMnMajor = !op.getTransposeB();
   unrolledFor(k / 16, [&](Value kStep) {
@@ -162,9 +220,11 @@ void TileLowering::lowerWgmma(GemmOp op) {
                         : descriptor(bOp, *lb, false, colBase, k0);
       };
       if (aInRegisters) {
-        // The thread's A registers for (ks, mi), as for mma.sync.
-        Value aBase = add(mul(kStep, idx(8)), mul(mi, idx(k / 2)));
-        tilenv::WgmmaRegAOp::create(b, loc, c.root, mul(mi, idx(tileN / 2)), a.root, aBase, descB(),
+        // The thread's A registers for (ks, mi), as for mma.sync: 8
+        // elements, or 4 packed words.
+        Value aBase = packFirst ? add(mul(kStep, idx(4)), mul(mi, idx(k / 4)))
+                                : add(mul(kStep, idx(8)), mul(mi, idx(k / 2)));
+        tilenv::WgmmaRegAOp::create(b, loc, c.root, mul(mi, idx(tileN / 2)), aWords, aBase, descB(),
                                     b.getI64IntegerAttr(tileN), TypeAttr::get(a.elementType),
                                     bMnMajor ? b.getUnitAttr() : UnitAttr(), accumulate);
         return;

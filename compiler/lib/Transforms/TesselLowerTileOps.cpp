@@ -1177,6 +1177,7 @@ LogicalResult TileLowering::run() {
                   CpAsyncCommitOp, CpAsyncWaitOp>(op))
       work.push_back(op);
   });
+  decidePacking();
   DenseSet<Operation *> inParallel;
   for (Operation *op : work) {
     if (auto role = op->getParentOfType<RoleOp>()) roleOf[op] = role;

@@ -55,6 +55,8 @@ private:
   llvm::DenseMap<mlir::Operation *, mlir::Value> reduceScratch;
   /// Copies inside a pipelined loop (they may complete asynchronously).
   llvm::DenseSet<mlir::Operation *> inPipelined;
+  /// wgmma gemms whose A registers are packed before the group's fence.
+  llvm::DenseSet<mlir::Operation *> packAFirst;
   /// The kernel-wide thread index and count; threadId/threads are the
   /// current role's while an op inside a tile.role is lowered.
   mlir::Value blockThreadId;
@@ -138,6 +140,8 @@ private:
   void lowerGemm(tile::GemmOp op);
   void lowerMmaSync(tile::GemmOp op);
   void lowerWgmma(tile::GemmOp op);
+  /// Fills packAFirst, before any gemm is lowered.
+  void decidePacking();
   void lowerReduce(tile::ReduceOp op);
   void reduceFragment(tile::ReduceOp op);
   void lowerAtomicAdd(tile::AtomicAddOp op, bool insideParallel);

@@ -66,6 +66,47 @@ tile.kernel @gemm_tensor_cores() grid(%bx) = affine_map<() -> (1)> threads(128) 
 
 // -----
 
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// With A in registers (sm_90a), each wgmma reads its 16-bit A elements in
+// pairs, packed as it takes them. A gemm that stays in flight while the
+// block reads an earlier gemm's result (here %c1, after %c2's gemm) packs
+// all of its A into 32-bit words before the fence instead: the wait for the
+// earlier gemm must not take this one's wgmmas with it.
+// HOPPER-LABEL: tile.kernel @gemm_registers_a
+// HOPPER: tilenv.wgmma_fence
+// HOPPER: tilenv.wgmma %{{.*}}, %{{.*}}, %{{.*}} n = 64 f16 trans_b
+// HOPPER: tilenv.wgmma_commit
+// HOPPER: %[[WORDS:.*]] = tile.alloc : memref<16xi32, #tile.space<local>>
+// HOPPER: scf.for
+// HOPPER: %[[PAIR:.*]] = tilenv.pack_pair %{{.*}}, %{{.*}} : f16
+// HOPPER-NEXT: memref.store %[[PAIR]], %[[WORDS]][
+// HOPPER: tilenv.wgmma_fence
+// HOPPER-NOT: tilenv.pack_pair
+// HOPPER: tilenv.wgmma_reg_a %{{.*}}[%{{.*}}], %[[WORDS]][%{{.*}}], %{{.*}} n = 64 f16 trans_b
+// HOPPER: tilenv.wgmma_commit
+// HOPPER-LABEL: tile.kernel @gemm_registers_a_last
+// HOPPER-NOT: tilenv.pack_pair
+// HOPPER: tilenv.wgmma_reg_a %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}} n = 64 f16 trans_b : memref<32xf32, #tile.space<local>>, memref<32xf16, #tile.space<local>>
+tile.kernel @gemm_registers_a(%out: memref<64x64xf32, #tile.space<global>>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc : memref<64x64xf16, #f>
+  %b = tile.alloc : memref<64x64xf16, #s>
+  %c1 = tile.alloc : memref<64x64xf32, #f>
+  %c2 = tile.alloc : memref<64x64xf32, #f>
+  tile.gemm %b, %b, %c1 : memref<64x64xf16, #s>, memref<64x64xf16, #s>, memref<64x64xf32, #f>
+  tile.gemm %a, %b, %c2 : memref<64x64xf16, #f>, memref<64x64xf16, #s>, memref<64x64xf32, #f>
+  tile.copy %c1, %out : memref<64x64xf32, #f>, memref<64x64xf32, #tile.space<global>>
+}
+tile.kernel @gemm_registers_a_last() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc : memref<64x64xf16, #f>
+  %b = tile.alloc : memref<64x64xf16, #s>
+  %c = tile.alloc : memref<64x64xf32, #f>
+  tile.gemm %a, %b, %c : memref<64x64xf16, #f>, memref<64x64xf16, #s>, memref<64x64xf32, #f>
+}
+
+// -----
+
 #g = #tile.space<global>
 #s = #tile.space<shared>
 #f = #tile.space<fragment>

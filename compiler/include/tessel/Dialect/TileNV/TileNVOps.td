@@ -270,7 +270,8 @@ def TileNV_WgmmaRegAOp : TileNV_Op<"wgmma_reg_a"> {
   let summary = "wgmma m64nNk16 with A in registers: acc += A * B";
   let description = [{
     As tilenv.wgmma, but A is the thread's part of a 64x16 K-major tile in
-    registers: `a[a_base]` .. `a[a_base + 7]` (f16 or bf16), read in pairs.
+    registers: `a[a_base]` .. `a[a_base + 7]` (f16 or bf16), read in pairs,
+    or, packed (i32, see tilenv.pack_pair), `a[a_base]` .. `a[a_base + 3]`.
     They must not change until the wgmma completes. `accumulate` as for
     tilenv.wgmma.
   }];
@@ -282,6 +283,18 @@ def TileNV_WgmmaRegAOp : TileNV_Op<"wgmma_reg_a"> {
     (`trans_b` $trans_b^)? (`accumulate` `(` $accumulate^ `)`)? attr-dict `:` type($acc) `,`
     type($a)
   }];
+}
+
+def TileNV_PackPairOp : TileNV_Op<"pack_pair", [Pure, AllTypesMatch<["lo", "hi"]>]> {
+  let summary = "two 16-bit floats in one 32-bit register, `lo` in the low half";
+  let description = [{
+    How tensor-core instructions take f16/bf16 register operands. Packing a
+    wgmma's A fragment before its `wgmma_fence` keeps ptxas from fencing
+    (and splitting the group) before every wgmma that reads it.
+  }];
+  let arguments = (ins AnyTypeOf<[F16, BF16]>:$lo, AnyTypeOf<[F16, BF16]>:$hi);
+  let results = (outs I32:$result);
+  let assemblyFormat = "$lo `,` $hi attr-dict `:` type($lo)";
 }
 
 def TileNV_WgmmaFenceOp : TileNV_Op<"wgmma_fence"> {
