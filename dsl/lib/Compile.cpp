@@ -142,6 +142,11 @@ Kernel tessel::compile(Program &program, const CompileOptions &options) {
   k.timing.nvrtcMs = msSince(nvrtcStart);
   k.loaded = std::make_shared<rt::LoadedKernel>(*spec, bin, target->arch);
   k.compiledWith = options;
+  // The kernel runs, but not as the IR says (e.g. wgmmas serialized for
+  // want of registers): say so rather than leave it to a profiler.
+  if (!bin->performanceWarnings.empty())
+    fmt::print(stderr, "tessel: warning: ptxas slows kernel {} for {}:\n{}", spec->name,
+               target->arch, bin->performanceWarnings);
   k.timing.totalMs = msSince(start);
 
   if (!options.dumpIrDir.empty()) {

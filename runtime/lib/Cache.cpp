@@ -13,7 +13,7 @@
 using namespace tessel::rt;
 namespace fs = std::filesystem;
 
-static constexpr char kMagic[8] = {'T', 'E', 'S', 'S', 'B', 'I', 'N', '1'};
+static constexpr char kMagic[8] = {'T', 'E', 'S', 'S', 'B', 'I', 'N', '2'};
 
 static uint64_t fnv1a(const void *data, size_t n, uint64_t h = 1469598103934665603ull) {
   auto *p = static_cast<const unsigned char *>(data);
@@ -55,24 +55,27 @@ std::string KernelCache::key(const std::string &source, const std::string &arch,
 }
 
 std::string KernelCache::encode(const Binary &bin) {
-  uint64_t sizes[2] = {bin.cubin.size(), bin.ptx.size()};
-  uint64_t sum = fnv1a(bin.ptx.data(), bin.ptx.size(), fnv1a(bin.cubin.data(), bin.cubin.size()));
+  uint64_t sizes[3] = {bin.cubin.size(), bin.ptx.size(), bin.performanceWarnings.size()};
+  const std::string body = bin.cubin + bin.ptx + bin.performanceWarnings;
+  uint64_t sum = fnv1a(body.data(), body.size());
   std::string out(kMagic, sizeof(kMagic));
   out.append(reinterpret_cast<const char *>(sizes), sizeof(sizes));
   out.append(reinterpret_cast<const char *>(&sum), sizeof(sum));
-  return out + bin.cubin + bin.ptx;
+  return out + body;
 }
 
 bool KernelCache::decode(const std::string &bytes, Binary &out) {
-  constexpr size_t header = sizeof(kMagic) + 3 * sizeof(uint64_t);
+  constexpr size_t header = sizeof(kMagic) + 4 * sizeof(uint64_t);
   if (bytes.size() < header || std::memcmp(bytes.data(), kMagic, sizeof(kMagic))) return false;
-  uint64_t sizes[2], sum;
+  uint64_t sizes[3], sum;
   std::memcpy(sizes, bytes.data() + sizeof(kMagic), sizeof(sizes));
   std::memcpy(&sum, bytes.data() + sizeof(kMagic) + sizeof(sizes), sizeof(sum));
-  if (sizes[0] == 0 || bytes.size() != header + sizes[0] + sizes[1]) return false;
+  if (sizes[0] == 0 || bytes.size() != header + sizes[0] + sizes[1] + sizes[2]) return false;
+  if (fnv1a(bytes.data() + header, bytes.size() - header) != sum) return false;
   out.cubin = bytes.substr(header, sizes[0]);
   out.ptx = bytes.substr(header + sizes[0], sizes[1]);
-  return fnv1a(out.ptx.data(), out.ptx.size(), fnv1a(out.cubin.data(), out.cubin.size())) == sum;
+  out.performanceWarnings = bytes.substr(header + sizes[0] + sizes[1], sizes[2]);
+  return true;
 }
 
 void KernelCache::clearMemory() {

@@ -53,7 +53,8 @@ Binary tessel::rt::compileCuda(const std::string &source, const std::string &arc
   const char *names[] = {"tessel_device.h"};
   checkNvrtc(nvrtcCreateProgram(&prog, source.c_str(), "tessel_kernel.cu", 1, headers, names),
              "nvrtcCreateProgram");
-  std::vector<std::string> opts = {"--gpu-architecture=" + arch, "-std=c++17", "-lineinfo"};
+  std::vector<std::string> opts = {"--gpu-architecture=" + arch, "-std=c++17", "-lineinfo",
+                                   "--ptxas-options=-v"};
   opts.insert(opts.end(), options.begin(), options.end());
   std::vector<const char *> argv;
   for (auto &o : opts) argv.push_back(o.c_str());
@@ -68,6 +69,13 @@ Binary tessel::rt::compileCuda(const std::string &source, const std::string &arc
                             nvrtcGetErrorString(r), annotateLog(log, source)));
   }
   Binary bin;
+  std::istringstream logLines(log);
+  for (std::string l; std::getline(logLines, l);)
+    if (size_t at = l.find("Potential Performance Loss"); at != std::string::npos) {
+      // "ptxas info    : (C7512) Potential Performance Loss: ..." -> from "(C7512)".
+      size_t code = l.rfind('(', at);
+      bin.performanceWarnings += l.substr(code == std::string::npos ? at : code) + "\n";
+    }
   size_t size = 0;
   checkNvrtc(nvrtcGetPTXSize(prog, &size), "nvrtcGetPTXSize");
   bin.ptx.resize(size);

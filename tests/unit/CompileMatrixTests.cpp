@@ -56,6 +56,23 @@ TEST_CASE("gemm compiles for every target") {
   compileEverywhere("gemm", {{"instruction", "mma_sync"}, {"policy", "full_col"}, {"transpose_b", "1"}});
 }
 
+// ptxas compiles the attention kernels as written: no wgmma serialized for
+// want of registers (C7512), no setmaxnreg ignored (C7507, C7508).
+TEST_CASE("flash attention kernels compile on sm_90a without ptxas performance warnings") {
+  for (std::string name : {"flash_attention_fwd", "flash_attention_bwd"})
+    for (std::string d : {"64", "128"})
+      for (std::string dq : {"registers", "tma"}) {
+        if (name == "flash_attention_fwd" && dq == "tma") continue;
+        Params p = {{"head_dim", d}};
+        if (name == "flash_attention_bwd") p["dq_atomics"] = dq;
+        const LibraryKernel &entry = findKernel(name);
+        Program program = entry.build(withDefaults(entry, p));
+        Kernel k = compile(program, {"sm_90a", ""});
+        INFO(name << " head_dim=" << d << " dq_atomics=" << dq);
+        CHECK(k.performanceWarnings() == "");
+      }
+}
+
 TEST_CASE("flash attention kernels compile for every target") {
   compileEverywhere("flash_attention_fwd", {});
   compileEverywhere("flash_attention_fwd", {{"dtype", "f16"}, {"head_dim", "64"}, {"causal", "1"}});

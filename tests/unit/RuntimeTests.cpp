@@ -15,12 +15,13 @@ using namespace tessel::rt;
 namespace fs = std::filesystem;
 
 TEST_CASE("cache entries round-trip and corrupt ones are rejected") {
-  Binary bin{"cubin-bytes\x01\x02", ".version 9.0"};
+  Binary bin{"cubin-bytes\x01\x02", ".version 9.0", "(C7512) Potential Performance Loss\n"};
   std::string bytes = KernelCache::encode(bin);
   Binary out;
   REQUIRE(KernelCache::decode(bytes, out));
   CHECK(out.cubin == bin.cubin);
   CHECK(out.ptx == bin.ptx);
+  CHECK(out.performanceWarnings == bin.performanceWarnings);
   std::string flipped = bytes;
   flipped[flipped.size() - 3] ^= 0x20;
   CHECK_FALSE(KernelCache::decode(flipped, out));
@@ -74,6 +75,19 @@ TEST_CASE("NVRTC errors show the generated line") {
     CHECK(msg.find("nvrtcCompileProgram failed for sm_80") != std::string::npos);
     CHECK(msg.find("generated line 2:   int x = undefined_name;") != std::string::npos);
   }
+}
+
+// ptxas ignores setmaxnreg unless the kernel promises one block per SM; the
+// note it prints is kept with the binary.
+TEST_CASE("ptxas performance warnings reach the binary") {
+  auto kernel = [](const std::string &bounds) {
+    return "extern \"C\" __global__ void __launch_bounds__(" + bounds +
+           ") k(float *p) {\n  asm volatile(\"setmaxnreg.dec.sync.aligned.u32 40;\");\n"
+           "  p[threadIdx.x] = 1.0f;\n}\n";
+  };
+  Binary ignored = compileCuda(kernel("384"), "sm_90a");
+  CHECK(ignored.performanceWarnings.rfind("(C7508) Potential Performance Loss: 'setmaxnreg' ignored", 0) == 0);
+  CHECK(compileCuda(kernel("384, 1"), "sm_90a").performanceWarnings.empty());
 }
 
 TEST_CASE("grid extents evaluate from symbols") {

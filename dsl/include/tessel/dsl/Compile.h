@@ -38,6 +38,11 @@ public:
   const std::string &cuda() const { return source; }
   const std::string &ptx() const { return loaded->binary().ptx; }
   const std::string &cubin() const { return loaded->binary().cubin; }
+  /// ptxas's "Potential Performance Loss" notes for this kernel, one per
+  /// line; empty when it compiled as written. Also printed to stderr.
+  const std::string &performanceWarnings() const {
+    return loaded->binary().performanceWarnings;
+  }
   const rt::KernelSpec &spec() const { return loaded->spec(); }
   const std::vector<ParamInfo> &params() const { return info; }
   const CompileTimes &times() const { return timing; }

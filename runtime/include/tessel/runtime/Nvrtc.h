@@ -10,6 +10,10 @@ namespace tessel::rt {
 struct Binary {
   std::string cubin;
   std::string ptx;
+  /// ptxas's "Potential Performance Loss" notes, one per line (wgmmas
+  /// serialized, setmaxnreg ignored, ...): the code runs, but slower than
+  /// written.
+  std::string performanceWarnings;
 };
 
 /// "major.minor" of the linked NVRTC.
@@ -18,7 +22,8 @@ std::string nvrtcVersion();
 const char *deviceHeader();
 /// Compiles a Tessel-generated translation unit for `arch` (sm_80, sm_90a,
 /// sm_100a). Throws tessel::Error with NVRTC's log and, for each error, the
-/// generated line it points at.
+/// generated line it points at. ptxas reports in the log, which is how its
+/// performance warnings reach the Binary.
 Binary compileCuda(const std::string &source, const std::string &arch,
                    const std::vector<std::string> &options = {});
 
