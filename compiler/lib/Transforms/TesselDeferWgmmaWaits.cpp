@@ -183,12 +183,15 @@ struct Deferrer {
 
   /// Waits, before `at`, until `groups` oldest pending groups are complete.
   void complete(Operation *at, size_t groups) {
+    OpBuilder b(at);
+    complete(b, at->getLoc(), groups);
+  }
+  void complete(OpBuilder &b, Location loc, size_t groups) {
     if (groups == 0) return;
     SmallVector<Value> ready;
     for (size_t i = 0; i < groups; ++i)
       ready.append(pending[i].registers.begin(), pending[i].registers.end());
-    OpBuilder b(at);
-    tilenv::WgmmaWaitOp::create(b, at->getLoc(), pending.size() - groups, ready);
+    tilenv::WgmmaWaitOp::create(b, loc, pending.size() - groups, ready);
     pending.erase(pending.begin(), pending.begin() + groups);
   }
 
@@ -243,13 +246,8 @@ struct Deferrer {
         for (Operation *wgmma : fx.wgmmas) addGemmOperands(wgmma, open);
     }
     // A block without a terminator (the kernel body) ends here.
-    if (!pending.empty()) {
-      OpBuilder b = OpBuilder::atBlockEnd(&block);
-      SmallVector<Value> ready;
-      for (Group &group : pending) ready.append(group.registers.begin(), group.registers.end());
-      tilenv::WgmmaWaitOp::create(b, block.getParentOp()->getLoc(), 0, ready);
-      pending.clear();
-    }
+    OpBuilder atEnd = OpBuilder::atBlockEnd(&block);
+    complete(atEnd, block.getParentOp()->getLoc(), pending.size());
   }
 
   /// The shared buffers written by the ops after `op` in its block: after a
