@@ -40,6 +40,7 @@ void tessel::buildTesselPipeline(OpPassManager &pm, const TargetInfo &target) {
   kernel.addPass(createCSEPass());
   kernel.addPass(createTesselSchedulePingpong());
   kernel.addPass(createTesselDeferWgmmaWaits());
+  kernel.addPass(createTesselDeferBulkWaits());
 }
 
 namespace {

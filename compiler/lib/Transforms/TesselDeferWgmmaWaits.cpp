@@ -130,6 +130,9 @@ void collectOwn(Operation *op, Effects &fx) {
                 tilenv::BulkCommitOp, tilenv::BulkWaitOp, tilenv::TmaStoreOp,
                 tilenv::FenceMbarrierInitOp>(op))
     return;
+  // A fresh buffer (say, A fragments packed for the next gemm) is nobody's
+  // operand yet.
+  if (llvm::isa<AllocOp>(op)) return;
   if (auto load = llvm::dyn_cast<memref::LoadOp>(op)) return read(load.getMemRef());
   if (auto store = llvm::dyn_cast<memref::StoreOp>(op)) return write(store.getMemRef());
   if (auto copy = llvm::dyn_cast<tilenv::CopyVectorOp>(op)) {

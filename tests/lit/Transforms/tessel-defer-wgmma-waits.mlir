@@ -188,3 +188,42 @@ tile.kernel @extent_reads(%out: memref<?xf32, #g>) grid(%bx) = affine_map<() -> 
     }
   }
 }
+
+// -----
+
+#l = #tile.space<local>
+#s = #tile.space<shared>
+#g = #tile.space<global>
+
+// Packing the next gemm's A into a fresh register buffer overlaps the
+// pending gemm: allocating a buffer touches nothing in flight.
+// CHECK-LABEL: tile.kernel @fresh_buffer
+// CHECK: tilenv.wgmma_commit
+// CHECK-NEXT: tile.alloc
+// CHECK-NEXT: memref.store
+// CHECK-NEXT: tilenv.wgmma_fence
+// CHECK-NEXT: tilenv.wgmma_reg_a
+// CHECK-NEXT: tilenv.wgmma_commit
+// CHECK-NEXT: tilenv.wgmma_wait 1 ready(%{{.*}} : memref<32xf32, #tile.space<local>>)
+// CHECK-NEXT: memref.load
+tile.kernel @fresh_buffer(%out: memref<?xf32, #g>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %z = arith.constant 0 : i32
+  %a = tile.alloc {offset = 0 : i64} : memref<4096xbf16, #s>
+  %acc0 = tile.alloc : memref<32xf32, #l>
+  %acc1 = tile.alloc : memref<32xf32, #l>
+  %pa = tilenv.smem_address %a : memref<4096xbf16, #s>
+  %da = tilenv.wgmma_desc %pa lbo = 16 sbo = 1024 swizzle = 128
+  tilenv.wgmma_fence
+  tilenv.wgmma %acc0[%c0], %da, %da n = 64 bf16 : memref<32xf32, #l>
+  tilenv.wgmma_commit
+  tilenv.wgmma_wait 0
+  %packed = tile.alloc : memref<4xi32, #l>
+  memref.store %z, %packed[%c0] : memref<4xi32, #l>
+  tilenv.wgmma_fence
+  tilenv.wgmma_reg_a %acc1[%c0], %packed[%c0], %da n = 64 bf16 : memref<32xf32, #l>, memref<4xi32, #l>
+  tilenv.wgmma_commit
+  tilenv.wgmma_wait 0
+  %x = memref.load %acc0[%c0] : memref<32xf32, #l>
+  memref.store %x, %out[%c0] : memref<?xf32, #g>
+}

@@ -198,4 +198,23 @@ def TesselDeferWgmmaWaits : Pass<"tessel-defer-wgmma-waits", "::tessel::tile::Ke
   let dependentDialects = ["::tessel::tilenv::TileNVDialect"];
 }
 
+def TesselDeferBulkWaits : Pass<"tessel-defer-bulk-waits", "::tessel::tile::KernelOp"> {
+  let summary = "Wait for a TMA store's shared-memory reads only before they could be disturbed";
+  let description = [{
+    Pre: thread-level IR from tessel-lower-tile-ops, where one thread issues
+    each TMA store or reduce-add as `scf.if %c { tma_store...; bulk_commit;
+    bulk_wait read }`. The wait moves, under the same condition, before the
+    first later op in its block that writes shared memory, is a barrier (it
+    may order other threads' writes), issues or waits for bulk groups, or
+    holds control flow other than scf.for/scf.if. Past the block's end in a
+    loop (with the condition defined outside it), the wait goes before the
+    first such op from the top of the body and once more after the loop;
+    otherwise before the block's end.
+    Post: the issuing thread (and its warpgroup) runs on while the copy
+    engine reads the tile; every write of shared memory that the original
+    wait ordered is still ordered.
+  }];
+  let dependentDialects = ["::tessel::tilenv::TileNVDialect", "::mlir::scf::SCFDialect"];
+}
+
 #endif
