@@ -26,6 +26,9 @@ template <class Config> Config sharedAttentionConfig(const Params &p) {
   c.causal = intParam(p, "causal");
   c.varlen = intParam(p, "varlen");
   c.warpSpecialize = warpSpecializeParam(p, "warp_specialize");
+  c.gridOrder = choiceParam<GridOrder>(
+      p, "grid_order",
+      {{"auto", GridOrder::automatic}, {"blocks", GridOrder::blocks}, {"heads", GridOrder::heads}});
   return c;
 }
 
@@ -462,7 +465,7 @@ BenchResult benchBackward(Kernel &kernel, const Params &p, int reps) {
 Params attentionDefaults() {
   return {{"dtype", "bf16"}, {"head_dim", "128"}, {"block_m", "128"}, {"block_n", "128"},
           {"threads", "256"}, {"stages", "2"}, {"causal", "0"}, {"warp_specialize", "auto"},
-          {"varlen", "0"}, {"batch", "2"}, {"seqlen_q", "300"}, {"seqlen_k", "300"},
+          {"grid_order", "auto"}, {"varlen", "0"}, {"batch", "2"}, {"seqlen_q", "300"}, {"seqlen_k", "300"},
           {"seqlens_q", "1,77,300,128,5"}, {"seqlens_k", ""}, {"heads_q", "4"},
           {"heads_kv", "2"}, {"scale", "0"}};
 }

@@ -11,7 +11,10 @@
 #ifndef TESSEL_KERNELS_ATTENTIONSEQUENCES_H
 #define TESSEL_KERNELS_ATTENTIONSEQUENCES_H
 
+#include "Kernels.h"
 #include "tessel/dsl/Program.h"
+
+#include <functional>
 
 namespace tessel::kernels {
 
@@ -102,6 +105,17 @@ struct Batch {
     return packed ? Sequence::packedAt(cuK, b) : Sequence::fixed(b, seqK);
   }
 };
+
+/// One block per (row block, head, sequence), launched in `order`; `body`
+/// gets them in that order whatever the grid's.
+inline void launchAttentionGrid(Program &p, GridOrder order, bool causal, Expr rowBlocks,
+                                Expr heads, Expr sequences, int threads,
+                                const std::function<void(Expr, Expr, Expr)> &body) {
+  if (order == GridOrder::automatic) order = causal ? GridOrder::heads : GridOrder::blocks;
+  if (order == GridOrder::blocks) return p.kernel({rowBlocks, heads, sequences}, threads, body);
+  p.kernel({heads, rowBlocks, sequences}, threads,
+           [&](Expr h, Expr block, Expr b) { body(block, h, b); });
+}
 
 } // namespace tessel::kernels
 

@@ -72,7 +72,9 @@ Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c
   // One block per block_n keys of a sequence and query head.
   Batch seqs = Batch::declare(p, c.varlen, batch, seqK, "max_seqlen_k");
 
-  p.kernel({ceil_div(seqs.maxLength, bn), headsQ, seqs.sequences}, c.threads, [&](Expr bx, Expr h, Expr b) {
+  // Causal: the first key blocks see the most queries and go first.
+  launchAttentionGrid(p, c.gridOrder, c.causal, ceil_div(seqs.maxLength, bn), headsQ,
+                      seqs.sequences, c.threads, [&](Expr bx, Expr h, Expr b) {
     Sequence sq = seqs.queries(b, seqQ), sk = seqs.keys(b, seqK);
     Expr kvHead = h / (headsQ / headsKv);
     Expr col0 = bx * bn;

@@ -36,10 +36,14 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
   // One block per block_m queries of a sequence and head.
   Batch seqs = Batch::declare(p, c.varlen, batch, seqQ, "max_seqlen_q");
 
-  p.kernel({ceil_div(seqs.maxLength, bm), headsQ, seqs.sequences}, c.threads, [&](Expr bx, Expr h, Expr b) {
+  Expr rowBlocks = ceil_div(seqs.maxLength, bm);
+  launchAttentionGrid(p, c.gridOrder, c.causal, rowBlocks, headsQ, seqs.sequences, c.threads,
+                      [&](Expr bx, Expr h, Expr b) {
     Sequence sq = seqs.queries(b, seqQ), sk = seqs.keys(b, seqK);
     Expr kvHead = h / (headsQ / headsKv);
-    Expr row0 = bx * bm;
+    // Causal: the last row blocks see the most keys; launching them first
+    // leaves the short ones to fill the last wave.
+    Expr row0 = (c.causal ? rowBlocks - 1 - bx : bx) * bm;
     Buffer qs = alloc_shared({bm, d}, c.dtype, "q_tile");
     Buffer ks = alloc_shared({bn, d}, c.dtype, "k_tile");
     Buffer vs = alloc_shared({bn, d}, c.dtype, "v_tile");

@@ -72,6 +72,18 @@ Program tmaScale(const TmaScaleConfig &config);
 /// head_dim], K, V [batch, seqlen_k, heads_kv, head_dim], LSE [batch,
 /// heads_q, seqlen_q] (f32, natural log). Every extent is a run-time symbol;
 /// heads_q must be a multiple of heads_kv (GQA groups of heads_q / heads_kv).
+/// The order in which an attention grid's blocks are launched. `blocks`
+/// walks one head's row blocks before the next head: concurrent blocks share
+/// that head's K/V (forward) or Q/dO (backward) in L2. `heads` walks every
+/// head's first row block first: concurrent blocks spread over heads, so
+/// under a causal mask the longest blocks of all heads start first, and in
+/// the backward pass fewer blocks add into the same dQ rows at once.
+/// `automatic` takes `heads` under a causal mask and `blocks` otherwise
+/// (8k, head_dim 128 on an H200: causal forward 559 against 541 TFLOP/s,
+/// backward 391 against 377; full 612 against 596 and 414 against 408 the
+/// other way).
+enum class GridOrder { automatic, blocks, heads };
+
 struct AttentionConfig {
   DType dtype = DType::bf16;
   int64_t headDim = 128;
@@ -89,6 +101,7 @@ struct AttentionConfig {
   /// warpgroups overlap better (8k, head_dim 128 on H200: 603 TFLOP/s
   /// against 554 with turns).
   bool pingpong = false;
+  GridOrder gridOrder = GridOrder::automatic;
 };
 /// O = softmax(scale * Q K^T) V and its log-sum-exp.
 Program flashAttentionForward(const AttentionConfig &config);
@@ -139,6 +152,7 @@ struct AttentionBackwardConfig {
   /// of register-pair atomics.
   bool dqTma = false;
   WarpSpecialize warpSpecialize = WarpSpecialize::automatic;
+  GridOrder gridOrder = GridOrder::automatic;
 };
 /// delta [batch, heads_q, seqlen_q] = rowsum(dO * O).
 Program flashAttentionBackwardPre(const AttentionBackwardConfig &config);
