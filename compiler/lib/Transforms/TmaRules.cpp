@@ -2,9 +2,54 @@
 #include "TmaRules.h"
 #include "tessel/Transforms/BufferUtils.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+
 using namespace mlir;
 using namespace tessel;
 using namespace tessel::tile;
+
+namespace {
+const int64_t kAnyMultiple = int64_t(1) << 30;
+
+/// The largest power of two `v` is known to be a multiple of (1 when
+/// nothing is known, kAnyMultiple for zero).
+int64_t knownMultiple(Value v, int depth = 0) {
+  if (std::optional<int64_t> c = getConstantIntValue(v))
+    return *c == 0 ? kAnyMultiple : std::min(kAnyMultiple, *c & -*c);
+  Operation *def = v.getDefiningOp();
+  if (!def || depth > 16) return 1;
+  auto of = [&](unsigned i) { return knownMultiple(def->getOperand(i), depth + 1); };
+  if (llvm::isa<arith::AddIOp, arith::SubIOp, arith::MinSIOp, arith::MaxSIOp, arith::MinUIOp,
+                arith::MaxUIOp>(def))
+    return std::min(of(0), of(1));
+  if (llvm::isa<arith::SelectOp>(def)) return std::min(of(1), of(2));
+  if (llvm::isa<arith::AndIOp>(def)) return std::max(of(0), of(1));
+  if (llvm::isa<arith::MulIOp>(def)) return std::min(kAnyMultiple, of(0) * of(1));
+  if (llvm::isa<arith::IndexCastOp, arith::IndexCastUIOp, arith::ExtSIOp, arith::ExtUIOp>(def))
+    return of(0);
+  return 1;
+}
+
+/// What the offset of `window` along its root tensor's innermost dimension
+/// is known to be a multiple of (summed over nested windows).
+int64_t innermostOffsetMultiple(Value window) {
+  unsigned innermost = llvm::cast<MemRefType>(getRootBuffer(window).getType()).getRank() - 1;
+  int64_t multiple = kAnyMultiple;
+  for (Value v = window;;) {
+    if (auto stage = v.getDefiningOp<StageOp>()) {
+      v = stage.getBuffer();
+      continue;
+    }
+    auto region = v.getDefiningOp<RegionOp>();
+    if (!region) return multiple;
+    SmallVector<unsigned> sourceDims = getRootDims(region.getSource());
+    for (auto [k, dim] : llvm::enumerate(sourceDims))
+      if (dim == innermost) multiple = std::min(multiple, knownMultiple(region.getOffsets()[k]));
+    v = region.getSource();
+  }
+}
+} // namespace
 
 std::string tessel::whyNoTma(Value global, Value shared, const TargetInfo &target) {
   if (target.computeCapability != 90) return "TMA needs sm_90a";
@@ -18,6 +63,12 @@ std::string tessel::whyNoTma(Value global, Value shared, const TargetInfo &targe
   if (getRootDims(global).back() + 1 != globalRoot.getRank())
     return "the tile's rows are not contiguous in the tensor";
   if (globalRoot.getRank() > 5) return "TMA boxes have at most 5 dimensions";
+  // A box must start on a 16-byte boundary of its rows (an unaligned start
+  // is an illegal instruction).
+  int64_t rowStartBytes =
+      innermostOffsetMultiple(global) * getElementBytes(globalType.getElementType());
+  if (rowStartBytes % 16)
+    return "the tile's start within a row is not known to be a multiple of 16 bytes";
   auto buffer = getRootBuffer(shared).getDefiningOp<AllocOp>();
   if (!buffer || getRootBuffer(shared).getType() != shared.getType() ||
       !isSharedBacked(buffer.getResult()))

@@ -92,3 +92,42 @@ tile.kernel @untouched(%a: memref<?xf32, #g>, %b: memref<64xf32, #g>, %n: index)
   }
   tile.copy %s, %b : memref<64xf32, #s>, memref<64xf32, #g>
 }
+
+// -----
+
+// A TMA box starts on a 16-byte boundary of its rows: a row start known to
+// be a multiple of 4 floats loads with TMA, one that may be any element
+// (a packed sequence's start) falls back to cp.async.
+// CHECK-LABEL: tile.kernel @row_start
+// TMA: tile.mbarrier_expect_tx %{{.*}} bytes(256)
+// TMA: %[[ALIGNED:.*]] = arith.muli %{{.*}}, %c4
+// TMA-NEXT: tile.region %arg0[%{{.*}}, %[[ALIGNED]]]
+// TMA: tile.copy_async
+// TMA: tile.cp_async_commit
+// TMA: tile.region %arg0[%[[ANY:.*]], %[[ANY]]]
+// TMA-NEXT: tile.stage
+// TMA-NEXT: tile.copy %{{.*}} {async}
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+tile.kernel @row_start(%a: memref<?x?xf32, #g>, %out: memref<64xf32, #g>, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %s = tile.alloc : memref<64xf32, #s>
+  %t = tile.alloc : memref<64xf32, #s>
+  %acc = tile.alloc : memref<64xf32, #f>
+  tile.pipelined %k = %c0 to %n step %c1 stages(2) {
+    %aligned = arith.muli %k, %c4 : index
+    %r = tile.region %a[%k, %aligned] [1, 64] : memref<?x?xf32, #g> -> memref<64xf32, strided<[1], offset: ?>, #g>
+    tile.copy %r, %s : memref<64xf32, strided<[1], offset: ?>, #g>, memref<64xf32, #s>
+    tile.copy %s, %acc : memref<64xf32, #s>, memref<64xf32, #f>
+  }
+  tile.pipelined %k = %c0 to %n step %c1 stages(2) {
+    %r = tile.region %a[%k, %k] [1, 64] : memref<?x?xf32, #g> -> memref<64xf32, strided<[1], offset: ?>, #g>
+    tile.copy %r, %t : memref<64xf32, strided<[1], offset: ?>, #g>, memref<64xf32, #s>
+    tile.copy %t, %acc : memref<64xf32, #s>, memref<64xf32, #f>
+  }
+  tile.copy %acc, %out : memref<64xf32, #f>, memref<64xf32, #g>
+}
