@@ -20,7 +20,7 @@ template <class Config> Config sharedAttentionConfig(const Params &p) {
   c.dtype = dtypeParam(p, "dtype");
   c.headDim = intParam(p, "head_dim");
   c.blockM = intParam(p, "block_m");
-  c.blockN = intParam(p, "block_n");
+  c.blockN = p.at("block_n") == "auto" ? 0 : intParam(p, "block_n");
   c.threads = intParam(p, "threads");
   c.stages = intParam(p, "stages");
   c.causal = intParam(p, "causal");
@@ -478,6 +478,7 @@ std::vector<LibraryKernel> tessel::kernels::attentionKernels() {
        [] {
          Params p = attentionDefaults();
          p["pingpong"] = "0";
+         p["block_n"] = "auto";
          return p;
        }(),
        [](const Params &p) { return flashAttentionForward(attentionConfig(p)); },

@@ -40,6 +40,24 @@ struct Sequence {
   Buffer vector(const Tensor &t, Expr head, Expr row, int64_t block) const {
     return t.tile({batch, head, start + row}, {drop, drop, block});
   }
+  /// A TMA box starts on a 16-byte boundary, and a packed sequence's rows
+  /// start anywhere: a row vector tile of a packed batch starts at the
+  /// 4-element boundary at or below `row` and is kAlignPad longer, and row +
+  /// i is its element i + shift. A fixed batch's tile is exact (shift 0).
+  static constexpr int64_t kAlignPad = 4; // 16 bytes of f32
+  struct AlignedVector {
+    Buffer tile;
+    Expr shift;
+  };
+  AlignedVector alignedVector(const Tensor &t, Expr head, Expr row, int64_t block) const {
+    if (!packed) return {vector(t, head, row, block), Expr(0)};
+    Expr first = start + row;
+    Expr aligned = first / kAlignPad * kAlignPad;
+    return {t.tile({batch, head, aligned}, {drop, drop, block + kAlignPad}), first - aligned};
+  }
+  /// The length of alignedVector's tile.
+  int64_t alignedVectorLength(int64_t block) const { return packed ? block + kAlignPad : block; }
+
   /// Writes `frag` to `dst` (a tile from rows() or vector() at `row`). In a
   /// packed batch the rows past the sequence belong to the next one and are
   /// left alone; in a fixed batch they lie past the tensor and are dropped.
@@ -107,14 +125,18 @@ struct Batch {
 };
 
 /// One block per (row block, head, sequence), launched in `order`; `body`
-/// gets them in that order whatever the grid's.
+/// gets them in that order whatever the grid's. Diagnostics about the
+/// kernel point at the caller.
 inline void launchAttentionGrid(Program &p, GridOrder order, bool causal, Expr rowBlocks,
                                 Expr heads, Expr sequences, int threads,
-                                const std::function<void(Expr, Expr, Expr)> &body) {
+                                const std::function<void(Expr, Expr, Expr)> &body,
+                                SrcLoc loc = SrcLoc::current()) {
   if (order == GridOrder::automatic) order = causal ? GridOrder::heads : GridOrder::blocks;
-  if (order == GridOrder::blocks) return p.kernel({rowBlocks, heads, sequences}, threads, body);
-  p.kernel({heads, rowBlocks, sequences}, threads,
-           [&](Expr h, Expr block, Expr b) { body(block, h, b); });
+  if (order == GridOrder::blocks)
+    return p.kernel({rowBlocks, heads, sequences}, threads, body, loc);
+  p.kernel(
+      {heads, rowBlocks, sequences}, threads,
+      [&](Expr h, Expr block, Expr b) { body(block, h, b); }, loc);
 }
 
 } // namespace tessel::kernels

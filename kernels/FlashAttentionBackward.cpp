@@ -56,7 +56,7 @@ Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c
     throw Error(fmt::format("flash attention backward supports head_dim 64 and 128, not {}",
                             c.headDim));
   Program p(c.varlen ? "flash_attention_varlen_bwd" : "flash_attention_bwd");
-  const int64_t d = c.headDim, bm = c.blockM, bn = c.blockN;
+  const int64_t d = c.headDim, bm = c.blockM, bn = c.blockN ? c.blockN : 128;
   auto [batch, seqQ, seqK, headsQ, headsKv, scale, q, k, v] = AttentionInputs::declare(p, c.dtype, d);
   Tensor dO = p.tensor("dO", {batch, seqQ, headsQ, d}, c.dtype);
   Tensor lse = p.tensor("LSE", {batch, headsQ, seqQ}, DType::f32);
@@ -82,8 +82,9 @@ Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c
     Buffer vs = alloc_shared({bn, d}, c.dtype, "v_tile");
     Buffer qs = alloc_shared({bm, d}, c.dtype, "q_tile");
     Buffer dos = alloc_shared({bm, d}, c.dtype, "do_tile");
-    Buffer lses = alloc_shared({bm}, DType::f32, "lse_tile");
-    Buffer deltas = alloc_shared({bm}, DType::f32, "delta_tile");
+    int64_t vectorLength = sq.alignedVectorLength(bm);
+    Buffer lses = alloc_shared({vectorLength}, DType::f32, "lse_tile");
+    Buffer deltas = alloc_shared({vectorLength}, DType::f32, "delta_tile");
     Buffer dss = alloc_shared({bn, bm}, c.dtype, "ds_t_tile");
     Buffer dqs = c.dqTma ? alloc_shared({bm, d}, DType::f32, "dq_tile") : Buffer();
     Buffer st = alloc_fragment({bn, bm}, DType::f32, "s_t");   // S^T, then P^T
@@ -111,8 +112,10 @@ Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c
       Expr row0 = (first + mt) * bm;
       copy(sq.rows(q, row0, h, bm, d), qs);
       copy(sq.rows(dO, row0, h, bm, d), dos);
-      copy(sq.vector(lse, h, row0, bm), lses);
-      copy(sq.vector(delta, h, row0, bm), deltas);
+      Sequence::AlignedVector lseRows = sq.alignedVector(lse, h, row0, bm);
+      Expr shift = lseRows.shift;
+      copy(lseRows.tile, lses);
+      copy(sq.alignedVector(delta, h, row0, bm).tile, deltas);
       gemm(ks, qs, st, scores);
       gemm(vs, dos, dpt, scores);
       // Rows and columns outside the sequences get P = 0, so they add
@@ -123,7 +126,7 @@ Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c
       Expr scaleLog2 = scale * kLog2e;
       auto probabilities = [&](bool masked) {
         parallel(bn, bm, [&](Expr j, Expr i) {
-          Expr prob = exp2(st(j, i) * scaleLog2 - lses(i) * kLog2e);
+          Expr prob = exp2(st(j, i) * scaleLog2 - lses(i + shift) * kLog2e);
           if (masked) {
             Expr visible = row0 + i < sq.length && col0 + j < sk.length;
             if (c.causal) visible = visible && col0 + j <= row0 + i;
@@ -138,7 +141,7 @@ Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c
       if_(inside, [&] { probabilities(false); }, [&] { probabilities(true); });
       gemm(pt, dos, dv, rowSplit);
       parallel(bn, bm, [&](Expr j, Expr i) {
-        dst(j, i) = cast(st(j, i) * (dpt(j, i) - deltas(i)) * scale, c.dtype);
+        dst(j, i) = cast(st(j, i) * (dpt(j, i) - deltas(i + shift)) * scale, c.dtype);
       });
       copy(dst, dss);
       gemm(dss, ks, dq, {.transpose_a = true, .clear_accum = true});

@@ -29,7 +29,7 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
     throw Error(fmt::format("flash attention forward supports head_dim 64, 128 and 256, not {}",
                             c.headDim));
   Program p(c.varlen ? "flash_attention_varlen_fwd" : "flash_attention_fwd");
-  const int64_t d = c.headDim, bm = c.blockM, bn = c.blockN;
+  const int64_t d = c.headDim, bm = c.blockM, bn = c.blockN ? c.blockN : d > 128 ? 64 : 128;
   auto [batch, seqQ, seqK, headsQ, headsKv, scale, q, k, v] = AttentionInputs::declare(p, c.dtype, d);
   Tensor o = p.tensor("O", {batch, seqQ, headsQ, d}, c.dtype);
   Tensor lse = p.tensor("LSE", {batch, headsQ, seqQ}, DType::f32);
@@ -103,7 +103,11 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
       reduce_sum(s, rowSum, 1, /*clear=*/false);
       gemm(pr, vs, acc, {.policy = WarpPolicy::full_row});
     });
-    parallel(bm, d, [&](Expr i, Expr j) { acc(i, j) = acc(i, j) / rowSum(i); });
+    // A row that sees no key (a sequence without keys) has output 0 and LSE
+    // -inf, not 0 / 0.
+    parallel(bm, d, [&](Expr i, Expr j) {
+      acc(i, j) = select(rowSum(i) == Expr(0.0), Expr(0.0), acc(i, j) / rowSum(i));
+    });
     sq.store(acc, sq.rows(o, row0, h, bm, d), row0);
     parallel(bm, [&](Expr i) { tileMax(i) = rowMax(i) / kLog2e + log(rowSum(i)); });
     sq.store(tileMax, sq.vector(lse, h, row0, bm), row0);

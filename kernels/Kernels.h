@@ -87,7 +87,9 @@ enum class GridOrder { automatic, blocks, heads };
 struct AttentionConfig {
   DType dtype = DType::bf16;
   int64_t headDim = 128;
-  int64_t blockM = 128, blockN = 128;
+  /// blockN 0: 128 keys per step, 64 at head_dim 256 (where two score
+  /// tiles of 128 columns and a 256-column accumulator exceed the registers).
+  int64_t blockM = 128, blockN = 0;
   int threads = 256;
   int stages = 2;
   bool causal = false;

@@ -136,9 +136,13 @@ TEST_CASE("flash attention forward matches the reference", "[gpu][attention]") {
     for (auto [hq, hkv] : {std::pair{"4", "4"}, {"8", "2"}, {"8", "1"}})
       checkKernel("flash_attention_fwd", {{"causal", causal}, {"heads_q", hq}, {"heads_kv", hkv},
                                           {"seqlen_q", "200"}, {"seqlen_k", "200"}});
+  // block_n follows head_dim (64 keys per step at 256).
   for (std::string d : {"64", "256"})
-    checkKernel("flash_attention_fwd", {{"head_dim", d}, {"block_n", d == "256" ? "64" : "128"},
-                                        {"causal", "1"}, {"seqlen_q", "77"}, {"seqlen_k", "77"}});
+    checkKernel("flash_attention_fwd",
+                {{"head_dim", d}, {"causal", "1"}, {"seqlen_q", "77"}, {"seqlen_k", "77"}});
+  // Both launch orders, each where it is not the default.
+  checkKernel("flash_attention_fwd", {{"grid_order", "blocks"}, {"causal", "1"}, {"seqlen_q", "333"}});
+  checkKernel("flash_attention_fwd", {{"grid_order", "heads"}, {"seqlen_q", "333"}});
   checkKernel("flash_attention_fwd", {{"dtype", "f16"}, {"seqlen_q", "1"}, {"seqlen_k", "1"}});
   checkKernel("flash_attention_fwd", {{"seqlen_q", "130"}, {"seqlen_k", "333"}});
   checkKernel("flash_attention_fwd", {{"warp_specialize", "off"}, {"causal", "1"}});
@@ -155,6 +159,10 @@ TEST_CASE("flash attention forward over packed sequences matches the reference",
                                           {"heads_kv", hkv}, {"seqlens_q", "1,77,300,128,5"}});
   checkKernel("flash_attention_fwd", {{"varlen", "1"}, {"seqlens_q", "3,200,1"},
                                       {"seqlens_k", "130,7,1"}});
+  // A sequence without keys: its rows are 0 with LSE -inf.
+  for (std::string causal : {"0", "1"})
+    checkKernel("flash_attention_fwd", {{"varlen", "1"}, {"causal", causal}, {"seqlens_q", "3,200,5"},
+                                        {"seqlens_k", "0,130,7"}});
 }
 
 TEST_CASE("flash attention backward matches the reference", "[gpu][attention]") {
@@ -175,6 +183,8 @@ TEST_CASE("flash attention backward matches the reference", "[gpu][attention]") 
   checkKernel("flash_attention_bwd", {{"seqlen_q", "1"}, {"seqlen_k", "7"}});
   checkKernel("flash_attention_bwd", {{"seqlen_q", "130"}, {"seqlen_k", "333"}, {"causal", "1"}});
   checkKernel("flash_attention_bwd", {{"warp_specialize", "off"}});
+  checkKernel("flash_attention_bwd", {{"grid_order", "blocks"}, {"causal", "1"}});
+  checkKernel("flash_attention_bwd", {{"grid_order", "heads"}});
   // dQ through a shared tile and one TMA reduce-add (the default at
   // head_dim 128), and from registers (the default at 64), both ways.
   for (std::string path : {"tma", "registers"})
@@ -193,6 +203,11 @@ TEST_CASE("flash attention backward over packed sequences matches the reference"
   checkKernel("flash_attention_bwd", {{"varlen", "1"}, {"heads_q", "4"}, {"heads_kv", "4"},
                                       {"kv_reduction", "direct"}, {"seqlens_q", "3,200,2"},
                                       {"seqlens_k", "130,7,2"}});
+  // A sequence without keys gets dQ = 0 and adds nothing to dK, dV.
+  for (std::string causal : {"0", "1"})
+    checkKernel("flash_attention_bwd", {{"varlen", "1"}, {"causal", causal}, {"heads_q", "4"},
+                                        {"heads_kv", "2"}, {"seqlens_q", "3,200,5"},
+                                        {"seqlens_k", "0,130,7"}});
 }
 
 TEST_CASE("a second compile in one process does not call NVRTC", "[gpu][cache]") {
