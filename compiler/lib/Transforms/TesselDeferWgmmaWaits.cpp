@@ -128,7 +128,7 @@ void collectOwn(Operation *op, Effects &fx) {
   if (llvm::isa<tilenv::WgmmaFenceOp, tilenv::SyncWarpOp, tilenv::FenceProxyAsyncOp,
                 tilenv::MbarrierWaitOp, tilenv::CpAsyncCommitOp, tilenv::CpAsyncWaitOp,
                 tilenv::BulkCommitOp, tilenv::BulkWaitOp, tilenv::TmaStoreOp,
-                tilenv::FenceMbarrierInitOp>(op))
+                tilenv::FenceMbarrierInitOp, tilenv::ShflXorOp>(op))
     return;
   // A fresh buffer (say, A fragments packed for the next gemm) is nobody's
   // operand yet.

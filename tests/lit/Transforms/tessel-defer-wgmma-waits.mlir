@@ -196,7 +196,8 @@ tile.kernel @extent_reads(%out: memref<?xf32, #g>) grid(%bx) = affine_map<() -> 
 #g = #tile.space<global>
 
 // Packing the next gemm's A into a fresh register buffer overlaps the
-// pending gemm: allocating a buffer touches nothing in flight.
+// pending gemm: allocating a buffer touches nothing in flight. Neither does
+// a warp shuffle (a row reduction of other registers).
 // CHECK-LABEL: tile.kernel @fresh_buffer
 // CHECK: tilenv.wgmma_commit
 // CHECK-NEXT: tile.alloc
@@ -204,10 +205,12 @@ tile.kernel @extent_reads(%out: memref<?xf32, #g>) grid(%bx) = affine_map<() -> 
 // CHECK-NEXT: tilenv.wgmma_fence
 // CHECK-NEXT: tilenv.wgmma_reg_a
 // CHECK-NEXT: tilenv.wgmma_commit
+// CHECK-NEXT: tilenv.shfl_xor
 // CHECK-NEXT: tilenv.wgmma_wait 1 ready(%{{.*}} : memref<32xf32, #tile.space<local>>)
 // CHECK-NEXT: memref.load
 tile.kernel @fresh_buffer(%out: memref<?xf32, #g>) grid(%bx) = affine_map<() -> (1)> threads(128) {
   %c0 = arith.constant 0 : index
+  %one = arith.constant 1.0 : f32
   %z = arith.constant 0 : i32
   %a = tile.alloc {offset = 0 : i64} : memref<4096xbf16, #s>
   %acc0 = tile.alloc : memref<32xf32, #l>
@@ -224,6 +227,7 @@ tile.kernel @fresh_buffer(%out: memref<?xf32, #g>) grid(%bx) = affine_map<() -> 
   tilenv.wgmma_reg_a %acc1[%c0], %packed[%c0], %da n = 64 bf16 : memref<32xf32, #l>, memref<4xi32, #l>
   tilenv.wgmma_commit
   tilenv.wgmma_wait 0
+  %other = tilenv.shfl_xor %one, 1, 32 : f32
   %x = memref.load %acc0[%c0] : memref<32xf32, #l>
   memref.store %x, %out[%c0] : memref<?xf32, #g>
 }
