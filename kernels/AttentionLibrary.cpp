@@ -35,6 +35,7 @@ template <class Config> Config sharedAttentionConfig(const Params &p) {
 AttentionConfig attentionConfig(const Params &p) {
   auto c = sharedAttentionConfig<AttentionConfig>(p);
   c.pingpong = intParam(p, "pingpong");
+  c.overlap = intParam(p, "overlap");
   return c;
 }
 
@@ -479,6 +480,7 @@ std::vector<LibraryKernel> tessel::kernels::attentionKernels() {
          Params p = attentionDefaults();
          p["pingpong"] = "0";
          p["block_n"] = "auto";
+         p["overlap"] = "0";
          return p;
        }(),
        [](const Params &p) { return flashAttentionForward(attentionConfig(p)); },

@@ -14,6 +14,7 @@
 #include "Kernels.h"
 
 #include <cmath>
+#include <functional>
 #include <fmt/format.h>
 #include <limits>
 
@@ -66,16 +67,13 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
     Expr blocks = ceil_div(sk.length, bn);
     if (c.causal) blocks = min(blocks, ceil_div(row0 + bm, bn));
     if (c.varlen) blocks = select(row0 < sq.length, blocks, Expr(0));
-    bool pingpong = c.pingpong && c.threads == 256 && c.stages >= 2 &&
-                    c.warpSpecialize != WarpSpecialize::off;
-    pipelined(blocks, c.stages, {.warp_specialize = c.warpSpecialize, .pingpong = pingpong},
-              [&](Expr kt) {
-      Expr col0 = kt * bn;
-      copy(sk.rows(k, col0, kvHead, bn, d), ks);
-      copy(sk.rows(v, col0, kvHead, bn, d), vs);
-      gemm(qs, ks, s, {.transpose_b = true, .clear_accum = true, .policy = WarpPolicy::full_row});
-      // Only blocks that reach past the keys (or, causal, cross the
-      // diagonal) need a mask; the rest skip the compares.
+    // Scores of the block at key col0 to probabilities: masked where the
+    // block reaches past the keys (or, causal, crosses the diagonal), the
+    // running maximum and sum updated, `rescale` set for the accumulator
+    // (`thenRescaled` runs once it is known). The maximum is kept scaled
+    // (scale > 0 keeps the order), so each probability is one fused
+    // multiply-add and an exp2.
+    auto softmax = [&](Expr col0, const std::function<void()> &thenRescaled) {
       Expr lastVisible = c.causal ? min(sk.length, row0 + 1) : sk.length;
       if_(col0 + bn > lastVisible, [&] {
         parallel(bm, bn, [&](Expr i, Expr j) {
@@ -84,27 +82,60 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
           s(i, j) = select(visible, s(i, j), Expr(kNegInf));
         });
       });
-      // The running maximum is kept scaled (scale > 0 keeps the order), so
-      // each probability is one fused multiply-add and an exp2.
       reduce_max(s, tileMax, 1);
       parallel(bm, [&](Expr i) {
         Expr next = max(rowMax(i), tileMax(i) * scaleLog2);
         // A row with nothing visible yet keeps max -inf; exp2(-inf - -inf)
-        // would be NaN.
-        rescale(i) = select(next == Expr(kNegInf), Expr(1.0), exp2(rowMax(i) - next));
+        // would be NaN, so its scores are shifted by 0 instead.
+        Expr seen = next > Expr(kNegInf);
+        rescale(i) = select(seen, exp2(rowMax(i) - next), Expr(1.0));
         rowMax(i) = next;
+        tileMax(i) = select(seen, next, Expr(0.0));
         rowSum(i) = rowSum(i) * rescale(i);
       });
-      parallel(bm, d, [&](Expr i, Expr j) { acc(i, j) = acc(i, j) * rescale(i); });
+      thenRescaled();
       parallel(bm, bn, [&](Expr i, Expr j) {
-        s(i, j) = exp2(s(i, j) * scaleLog2 - rowMax(i));
+        s(i, j) = exp2(s(i, j) * scaleLog2 - tileMax(i));
         pr(i, j) = cast(s(i, j), c.dtype);
       });
       reduce_sum(s, rowSum, 1, /*clear=*/false);
-      gemm(pr, vs, acc, {.policy = WarpPolicy::full_row});
-    });
-    // A row that sees no key (a sequence without keys) has output 0 and LSE
-    // -inf, not 0 / 0.
+    };
+    auto rescaleOutput = [&] {
+      parallel(bm, d, [&](Expr i, Expr j) { acc(i, j) = acc(i, j) * rescale(i); });
+    };
+    GemmOptions scores{.transpose_b = true, .clear_accum = true, .policy = WarpPolicy::full_row};
+    PipelineOptions loop{.warp_specialize = c.warpSpecialize};
+    loop.pingpong = c.pingpong && c.threads == 256 && c.stages >= 2 &&
+                    c.warpSpecialize != WarpSpecialize::off;
+    if (!c.overlap) {
+      pipelined(blocks, c.stages, loop, [&](Expr kt) {
+        Expr col0 = kt * bn;
+        copy(sk.rows(k, col0, kvHead, bn, d), ks);
+        copy(sk.rows(v, col0, kvHead, bn, d), vs);
+        gemm(qs, ks, s, scores);
+        softmax(col0, rescaleOutput);
+        gemm(pr, vs, acc, {.policy = WarpPolicy::full_row});
+      });
+    } else {
+      // K runs one block ahead of V: step kt issues S_{kt+1} = Q K_{kt+1}^T
+      // and O += P_kt V_kt back to back, then turns S_{kt+1} into P_{kt+1}
+      // while the second product runs (FlashAttention-3's overlap within a
+      // warpgroup). The last step's scores lie past the visible keys: fully
+      // masked, they change nothing.
+      Buffer k0s = alloc_shared({bn, d}, c.dtype, "k0_tile");
+      copy(sk.rows(k, 0, kvHead, bn, d), k0s);
+      gemm(qs, k0s, s, scores);
+      softmax(0, [] {});
+      pipelined(blocks, c.stages, loop, [&](Expr kt) {
+        Expr col0 = kt * bn;
+        copy(sk.rows(k, col0 + bn, kvHead, bn, d), ks);
+        copy(sk.rows(v, col0, kvHead, bn, d), vs);
+        gemm(qs, ks, s, scores);
+        rescaleOutput();
+        gemm(pr, vs, acc, {.policy = WarpPolicy::full_row});
+        softmax(col0 + bn, [] {});
+      });
+    }
     parallel(bm, d, [&](Expr i, Expr j) {
       acc(i, j) = select(rowSum(i) == Expr(0.0), Expr(0.0), acc(i, j) / rowSum(i));
     });

@@ -103,6 +103,14 @@ struct AttentionConfig {
   /// warpgroups overlap better (8k, head_dim 128 on H200: 603 TFLOP/s
   /// against 554 with turns).
   bool pingpong = false;
+  /// K one block ahead of V, so that each step's softmax runs while its
+  /// P V product does (costs a K tile of shared memory and one product of
+  /// scores that are all masked). With `pingpong` a turn issues both
+  /// products of a step: FlashAttention-3's schedule. Off: on an H200 it
+  /// wins only at 8k without a mask (head_dim 128: 609 TFLOP/s with turns
+  /// against 593) and loses elsewhere (causal 8k 533 against 553, 4k 540
+  /// against 552, 1k 307 against 360).
+  bool overlap = false;
   GridOrder gridOrder = GridOrder::automatic;
 };
 /// O = softmax(scale * Q K^T) V and its log-sum-exp.

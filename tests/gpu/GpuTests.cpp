@@ -146,8 +146,14 @@ TEST_CASE("flash attention forward matches the reference", "[gpu][attention]") {
   checkKernel("flash_attention_fwd", {{"dtype", "f16"}, {"seqlen_q", "1"}, {"seqlen_k", "1"}});
   checkKernel("flash_attention_fwd", {{"seqlen_q", "130"}, {"seqlen_k", "333"}});
   checkKernel("flash_attention_fwd", {{"warp_specialize", "off"}, {"causal", "1"}});
-  // Consumer warpgroups taking ping-pong turns.
+  // Consumer warpgroups taking ping-pong turns; K a block ahead of V, with
+  // and without turns (both products of a step in one turn).
   checkKernel("flash_attention_fwd", {{"pingpong", "1"}, {"causal", "1"}, {"seqlen_q", "333"}});
+  for (std::string pingpong : {"0", "1"})
+    checkKernel("flash_attention_fwd", {{"overlap", "1"}, {"pingpong", pingpong}, {"causal", "1"},
+                                        {"seqlen_q", "333"}, {"seqlen_k", "333"}});
+  checkKernel("flash_attention_fwd", {{"overlap", "1"}, {"varlen", "1"}, {"seqlens_q", "3,200,5"},
+                                      {"seqlens_k", "0,130,7"}});
   checkKernel("flash_attention_fwd", {{"block_m", "64"}, {"threads", "128"}, {"head_dim", "64"},
                                       {"block_n", "64"}});
 }

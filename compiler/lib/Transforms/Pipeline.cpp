@@ -38,8 +38,8 @@ void tessel::buildTesselPipeline(OpPassManager &pm, const TargetInfo &target) {
   kernel.addPass(createTesselLowerTileOps(TesselLowerTileOpsOptions{target.arch, target.tma}));
   kernel.addPass(createCanonicalizerPass());
   kernel.addPass(createCSEPass());
-  kernel.addPass(createTesselSchedulePingpong());
   kernel.addPass(createTesselDeferWgmmaWaits());
+  kernel.addPass(createTesselSchedulePingpong());
   kernel.addPass(createTesselDeferBulkWaits());
 }
 

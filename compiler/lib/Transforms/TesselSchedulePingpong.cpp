@@ -3,13 +3,15 @@
 // In a warp-specialized loop marked `tessel.pingpong`, the two consumer
 // warpgroups take turns issuing gemms, so that the tensor cores see them
 // alternate and one warpgroup's element-wise work (a softmax) runs while
-// the other's gemm does. A turn is a pair of named barriers: warpgroup w
-// waits on its own (`bar.sync 14 + w, 256`) before a gemm's first wgmma and
-// lets the other go (`bar.arrive 15 - w, 256`) once the gemm is issued,
-// before waiting for it:
+// the other's gemms do. A turn is the gemms a warpgroup issues back to back
+// (from a wgmma fence to the next wgmma wait, as tessel-defer-wgmma-waits
+// left them) between a pair of named barriers: warpgroup w waits on its own
+// (`bar.sync 14 + w, 256`) before the turn's first wgmma and lets the other
+// go (`bar.arrive 15 - w, 256`) once its last gemm is issued, before
+// waiting for any:
 //
 //   wg 1: arrive(turn 0)                (wg 0 goes first)
-//   loop: for each gemm: wait(own turn); issue; arrive(other turn) ...
+//   loop: for each turn: wait(own turn); issue; arrive(other turn) ...
 //   wg 0: wait(turn 0)                  (takes wg 1's last arrival)
 //
 // so every arrival meets one wait, and a turn never holds a wait for a
@@ -72,26 +74,30 @@ LogicalResult schedule(scf::ForOp loop) {
     return loop.emitError("cannot schedule this loop's warpgroups in ping-pong turns: they "
                           "synchronize inside it (its warps share data through shared memory), "
                           "which would deadlock against the turns");
-  SmallVector<Operation *> fences, commits;
-  for (Operation &op : *body) {
-    if (llvm::isa<tilenv::WgmmaFenceOp>(op)) fences.push_back(&op);
-    if (llvm::isa<tilenv::WgmmaCommitOp>(op)) commits.push_back(&op);
-  }
   int64_t nested = 0;
   body->walk([&](tilenv::WgmmaCommitOp commit) { nested += commit->getBlock() != body; });
-  if (commits.empty() || nested)
-    return loop.emitError("cannot schedule this loop's warpgroups in ping-pong turns: ")
-           << (commits.empty() ? "it has no wgmma gemm" : "some of its gemms are inside control flow");
-  // Every gemm opens with its fence.
-  SmallVector<Operation *> opens;
-  for (Operation *commit : commits) {
-    Operation *open = nullptr;
-    for (Operation *fence : fences)
-      if (fence->isBeforeInBlock(commit) && (opens.empty() || opens.back()->isBeforeInBlock(fence)))
-        open = fence;
-    if (!open) return loop.emitError("a wgmma gemm without its wgmma fence");
-    opens.push_back(open);
+  if (nested)
+    return loop.emitError("cannot schedule this loop's warpgroups in ping-pong turns: some of "
+                          "its gemms are inside control flow");
+  // A turn issues the gemms from one fence up to the next wait: gemms issued
+  // back to back (nothing read in between) go to the tensor cores together.
+  SmallVector<std::pair<Operation *, Operation *>> spans; // first fence, last commit
+  Operation *open = nullptr, *lastCommit = nullptr;
+  for (Operation &op : *body) {
+    if (llvm::isa<tilenv::WgmmaFenceOp>(op) && !open) open = &op;
+    if (llvm::isa<tilenv::WgmmaCommitOp>(op)) {
+      if (!open) return loop.emitError("a wgmma gemm without its wgmma fence");
+      lastCommit = &op;
+    }
+    if ((llvm::isa<tilenv::WgmmaWaitOp>(op) || op.hasTrait<OpTrait::IsTerminator>()) &&
+        lastCommit) {
+      spans.push_back({open, lastCommit});
+      open = lastCommit = nullptr;
+    }
   }
+  if (spans.empty())
+    return loop.emitError("cannot schedule this loop's warpgroups in ping-pong turns: it has no "
+                          "wgmma gemm");
 
   OpBuilder b(loop);
   Location loc = loop.getLoc();
@@ -101,7 +107,7 @@ LogicalResult schedule(scf::ForOp loop) {
                                         arith::ConstantIndexOp::create(b, loc, 0));
   Turns turns{b, loc, isFirst};
   turns.only(/*first=*/false, /*wait=*/false);
-  for (auto [open, commit] : llvm::zip(opens, commits)) {
+  for (auto [open, commit] : spans) {
     b.setInsertionPoint(open);
     turns.emit(/*wait=*/true);
     b.setInsertionPointAfter(commit);

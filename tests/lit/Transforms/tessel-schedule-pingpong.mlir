@@ -63,6 +63,49 @@ tile.kernel @turns(%n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(384)
 #l = #tile.space<local>
 #s = #tile.space<shared>
 
+// Gemms issued back to back (no wait between them) are one turn: the
+// warpgroup issues both before letting the other go.
+// CHECK-LABEL: tile.kernel @back_to_back
+// CHECK: scf.for
+// CHECK: tilenv.named_barrier 14, 256{{$}}
+// CHECK: tilenv.wgmma_fence
+// CHECK-NEXT: tilenv.wgmma
+// CHECK-NEXT: tilenv.wgmma_commit
+// CHECK-NEXT: tilenv.wgmma_fence
+// CHECK-NEXT: tilenv.wgmma
+// CHECK-NEXT: tilenv.wgmma_commit
+// CHECK-NEXT: scf.if
+// CHECK-NEXT: tilenv.named_barrier 15, 256 arrive
+// CHECK: tilenv.wgmma_wait 1
+// CHECK-NOT: tilenv.named_barrier
+// CHECK: tilenv.wgmma_wait 0
+// CHECK-NEXT: }
+tile.kernel @back_to_back(%n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(384) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %a = tile.alloc {offset = 0 : i64} : memref<4096xbf16, #s>
+  %acc0 = tile.alloc : memref<32xf32, #l>
+  %acc1 = tile.alloc : memref<32xf32, #l>
+  scf.for %i = %c0 to %n step %c1 {
+    %pa = tilenv.smem_address %a : memref<4096xbf16, #s>
+    %da = tilenv.wgmma_desc %pa lbo = 16 sbo = 1024 swizzle = 128
+    tilenv.wgmma_fence
+    tilenv.wgmma %acc0[%c0], %da, %da n = 64 bf16 : memref<32xf32, #l>
+    tilenv.wgmma_commit
+    tilenv.wgmma_fence
+    tilenv.wgmma %acc1[%c0], %da, %da n = 64 bf16 : memref<32xf32, #l>
+    tilenv.wgmma_commit
+    tilenv.wgmma_wait 1
+    %x = memref.load %acc0[%c0] : memref<32xf32, #l>
+    tilenv.wgmma_wait 0
+  } {tessel.pingpong}
+}
+
+// -----
+
+#l = #tile.space<local>
+#s = #tile.space<shared>
+
 // Warpgroups that meet at a barrier inside the loop cannot take turns.
 tile.kernel @synchronized(%n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(384) {
   %c0 = arith.constant 0 : index

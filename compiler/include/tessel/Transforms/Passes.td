@@ -162,15 +162,17 @@ def TesselLowerTileOps : Pass<"tessel-lower-tile-ops", "::tessel::tile::KernelOp
 def TesselSchedulePingpong : Pass<"tessel-schedule-pingpong", "::tessel::tile::KernelOp"> {
   let summary = "Let the two consumer warpgroups of a split loop take turns at the tensor cores";
   let description = [{
-    Pre: thread-level IR; tessel-warp-specialize marked the consumer loop of
-    a `tile.pipelined` loop with `pingpong` as `tessel.pingpong` (two
-    consumer warpgroups, two or more stages). Warpgroup w waits on named
-    barrier 14 + w before the loop body's last gemm and arrives on the
-    other's after its first gemm is issued (one gemm: around it), with a
-    first arrival that lets warpgroup 0 start and a last wait that takes
-    warpgroup 1's final arrival. One warpgroup's element-wise work then
-    overlaps the other's gemms. A marked loop whose warpgroups synchronize
-    inside it, or whose gemms sit in control flow, is an error.
+    Pre: thread-level IR after tessel-defer-wgmma-waits;
+    tessel-warp-specialize marked the consumer loop of a `tile.pipelined`
+    loop with `pingpong` as `tessel.pingpong` (two consumer warpgroups, two
+    or more stages). A turn is the gemms issued back to back, from a
+    `wgmma_fence` to the next `wgmma_wait`: warpgroup w waits on named
+    barrier 14 + w before the turn's first gemm and arrives on the other's
+    after its last commit, with a first arrival that lets warpgroup 0 start
+    and a last wait that takes warpgroup 1's final arrival. One warpgroup's
+    element-wise work then overlaps the other's gemms. A marked loop whose
+    warpgroups synchronize inside it, or whose gemms sit in control flow, is
+    an error.
     Post: the loop's tensor-core phases alternate between the warpgroups;
     the mark is gone.
   }];
