@@ -86,16 +86,17 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
       parallel(bm, [&](Expr i) {
         Expr next = max(rowMax(i), tileMax(i) * scaleLog2);
         // A row with nothing visible yet keeps max -inf; exp2(-inf - -inf)
-        // would be NaN, so its scores are shifted by 0 instead.
-        Expr seen = next > Expr(kNegInf);
-        rescale(i) = select(seen, exp2(rowMax(i) - next), Expr(1.0));
+        // would be NaN. (Only the overlapped prologue can see no key at all;
+        // its scores are then shifted by 0.)
+        rescale(i) = select(next == Expr(kNegInf), Expr(1.0), exp2(rowMax(i) - next));
         rowMax(i) = next;
-        tileMax(i) = select(seen, next, Expr(0.0));
+        if (c.overlap) tileMax(i) = select(next == Expr(kNegInf), Expr(0.0), next);
         rowSum(i) = rowSum(i) * rescale(i);
       });
       thenRescaled();
+      Buffer shift = c.overlap ? tileMax : rowMax;
       parallel(bm, bn, [&](Expr i, Expr j) {
-        s(i, j) = exp2(s(i, j) * scaleLog2 - tileMax(i));
+        s(i, j) = exp2(s(i, j) * scaleLog2 - shift(i));
         pr(i, j) = cast(s(i, j), c.dtype);
       });
       reduce_sum(s, rowSum, 1, /*clear=*/false);
