@@ -139,39 +139,48 @@ struct AttentionShape {
   }
 };
 
-/// Reference forward pass in float64: O and LSE.
+/// Query row i of head h in sequence b, in float64: softmax(scale q_i K^T)
+/// over the keys it sees, prob[0, visible). Returns `visible` and sets the
+/// row's log-sum-exp (-inf for a row that sees no key).
+int64_t referenceProbabilities(const AttentionShape &s, const HostTensor &q, const HostTensor &k,
+                               int64_t b, int64_t h, int64_t i, std::vector<double> &prob,
+                               double &lse) {
+  const int64_t d = s.headDim, hk = h / (s.headsQ / s.headsKv);
+  const float *qi = &q.values[s.qAt(b, i, h)];
+  int64_t visible = s.causal ? std::min(i + 1, s.lenK[b]) : s.lenK[b];
+  prob.resize(s.lenK[b]);
+  double mx = -INFINITY, sum = 0;
+  for (int64_t j = 0; j < visible; ++j) {
+    const float *kj = &k.values[s.kAt(b, j, hk)];
+    double dot = 0;
+    for (int64_t l = 0; l < d; ++l) dot += double(qi[l]) * kj[l];
+    prob[j] = dot * s.scale;
+    mx = std::max(mx, prob[j]);
+  }
+  for (int64_t j = 0; j < visible; ++j) sum += (prob[j] = std::exp(prob[j] - mx));
+  for (int64_t j = 0; j < visible; ++j) prob[j] /= sum;
+  lse = visible ? mx + std::log(sum) : -INFINITY;
+  return visible;
+}
+
+/// Reference forward pass in float64: O and LSE (a row that sees no key has
+/// output 0 and LSE -inf).
 void referenceForward(const AttentionShape &s, const HostTensor &q, const HostTensor &k,
                       const HostTensor &v, std::vector<double> &o, std::vector<double> &lse) {
   const int64_t d = s.headDim, group = s.headsQ / s.headsKv;
   o.assign(q.values.size(), 0.0);
   lse.assign(s.tensorBatch() * s.headsQ * s.seqQ, 0.0);
-  for (int64_t b = 0; b < s.batch; ++b) {
-    std::vector<double> scores(s.lenK[b]);
-    for (int64_t h = 0; h < s.headsQ; ++h) {
-      int64_t hk = h / group;
+  std::vector<double> prob;
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t h = 0; h < s.headsQ; ++h)
       for (int64_t i = 0; i < s.lenQ[b]; ++i) {
-        const float *qi = &q.values[s.qAt(b, i, h)];
-        double mx = -INFINITY;
-        int64_t visible = s.causal ? std::min(i + 1, s.lenK[b]) : s.lenK[b];
-        for (int64_t j = 0; j < visible; ++j) {
-          const float *kj = &k.values[s.kAt(b, j, hk)];
-          double dot = 0;
-          for (int64_t l = 0; l < d; ++l) dot += double(qi[l]) * kj[l];
-          scores[j] = dot * s.scale;
-          mx = std::max(mx, scores[j]);
-        }
-        double sum = 0;
-        for (int64_t j = 0; j < visible; ++j) sum += (scores[j] = std::exp(scores[j] - mx));
+        int64_t visible = referenceProbabilities(s, q, k, b, h, i, prob, lse[s.lseAt(b, h, i)]);
         double *oi = &o[s.qAt(b, i, h)];
         for (int64_t j = 0; j < visible; ++j) {
-          const float *vj = &v.values[s.kAt(b, j, hk)];
-          for (int64_t l = 0; l < d; ++l) oi[l] += scores[j] / sum * vj[l];
+          const float *vj = &v.values[s.kAt(b, j, h / group)];
+          for (int64_t l = 0; l < d; ++l) oi[l] += prob[j] * vj[l];
         }
-        // A row that sees no key has output 0 and LSE -inf.
-        lse[s.lseAt(b, h, i)] = visible ? mx + std::log(sum) : -INFINITY;
       }
-    }
-  }
 }
 
 struct ForwardTensors {
@@ -261,25 +270,17 @@ void referenceBackward(const AttentionShape &s, const HostTensor &q, const HostT
   dq.assign(q.values.size(), 0.0);
   dk.assign(k.values.size(), 0.0);
   dv.assign(v.values.size(), 0.0);
+  std::vector<double> prob;
   for (int64_t b = 0; b < s.batch; ++b) {
-    std::vector<double> prob(s.lenK[b]), dp(s.lenK[b]);
+    std::vector<double> dp(s.lenK[b]);
     for (int64_t h = 0; h < s.headsQ; ++h) {
       int64_t hk = h / group;
       for (int64_t i = 0; i < s.lenQ[b]; ++i) {
         const float *qi = &q.values[s.qAt(b, i, h)];
         const float *doi = &dO.values[s.qAt(b, i, h)];
-        int64_t visible = s.causal ? std::min(i + 1, s.lenK[b]) : s.lenK[b];
-        double mx = -INFINITY, sum = 0, delta = 0;
+        double lse, delta = 0;
+        int64_t visible = referenceProbabilities(s, q, k, b, h, i, prob, lse);
         for (int64_t j = 0; j < visible; ++j) {
-          const float *kj = &k.values[s.kAt(b, j, hk)];
-          double dot = 0;
-          for (int64_t l = 0; l < d; ++l) dot += double(qi[l]) * kj[l];
-          prob[j] = dot * s.scale;
-          mx = std::max(mx, prob[j]);
-        }
-        for (int64_t j = 0; j < visible; ++j) sum += (prob[j] = std::exp(prob[j] - mx));
-        for (int64_t j = 0; j < visible; ++j) {
-          prob[j] /= sum;
           const float *vj = &v.values[s.kAt(b, j, hk)];
           double dot = 0;
           for (int64_t l = 0; l < d; ++l) dot += double(doi[l]) * vj[l];

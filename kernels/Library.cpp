@@ -82,16 +82,40 @@ CheckResult checkSoftmax(Kernel &k, const Params &p, uint64_t seed) {
   return launchAndCompare(k, run, 2, y, ref, toleranceFor(t), r);
 }
 
+/// A gemm run's extents, types and random operands (C = A B, either
+/// operand transposed), and how its launches take them.
+struct GemmProblem {
+  int64_t m, n, kk;
+  bool ta, tb;
+  DType in, outType;
+  HostTensor a, b, c;
+
+  GemmProblem(const Params &p, std::mt19937_64 &rng)
+      : m(intParam(p, "M")), n(intParam(p, "N")), kk(intParam(p, "K")),
+        ta(intParam(p, "transpose_a")), tb(intParam(p, "transpose_b")), in(dtypeParam(p, "in")),
+        outType(dtypeParam(p, "out")),
+        a(in, ta ? std::vector<int64_t>{kk, m} : std::vector<int64_t>{m, kk}),
+        b(in, tb ? std::vector<int64_t>{n, kk} : std::vector<int64_t>{kk, n}), c(outType, {m, n}) {
+    randomize(a, rng);
+    randomize(b, rng);
+  }
+  /// M, N, K, then A, B and a poisoned C.
+  void addArgs(DeviceRun &run) {
+    for (int64_t extent : {m, n, kk}) run.args.push_back(rt::LaunchArg::integer(extent));
+    run.addTensor(a, false);
+    run.addTensor(b, false);
+    run.addTensor(c, true);
+  }
+  std::string shape(const char *format) const {
+    return fmt::format(fmt::runtime(format), m, n, kk, ta ? "At" : "A", tb ? "Bt" : "B", name(in),
+                       name(outType));
+  }
+};
+
 BenchResult benchGemm(Kernel &k, const Params &p, int reps) {
   std::mt19937_64 rng(1);
-  int64_t m = intParam(p, "M"), n = intParam(p, "N"), kk = intParam(p, "K");
-  bool ta = intParam(p, "transpose_a"), tb = intParam(p, "transpose_b");
-  DType in = dtypeParam(p, "in"), outType = dtypeParam(p, "out");
-  HostTensor a(in, ta ? std::vector<int64_t>{kk, m} : std::vector<int64_t>{m, kk});
-  HostTensor b(in, tb ? std::vector<int64_t>{n, kk} : std::vector<int64_t>{kk, n});
-  HostTensor c(outType, {m, n});
-  randomize(a, rng);
-  randomize(b, rng);
+  GemmProblem g(p, rng);
+  auto &[m, n, kk, ta, tb, in, outType, a, b, c] = g;
   // Enough copies of the inputs to exceed a 60 MB L2 twice over, so that no
   // launch finds its operands left in L2 by the one before.
   int64_t bytes = a.bytes.size() + b.bytes.size() + c.bytes.size();
@@ -99,20 +123,14 @@ BenchResult benchGemm(Kernel &k, const Params &p, int reps) {
   std::vector<DeviceRun> runs(copies);
   std::vector<std::vector<rt::LaunchArg>> argSets;
   for (DeviceRun &run : runs) {
-    run.args.push_back(rt::LaunchArg::integer(m));
-    run.args.push_back(rt::LaunchArg::integer(n));
-    run.args.push_back(rt::LaunchArg::integer(kk));
-    run.addTensor(a, false);
-    run.addTensor(b, false);
-    run.addTensor(c, true);
+    g.addArgs(run);
     argSets.push_back(run.args);
   }
   BenchResult r;
   r.ms = k.loadedFor(argSets[0]).time(argSets, 10, reps);
   r.tflops = 2.0 * m * n * kk / r.ms / 1e9;
   r.gbps = bytes / r.ms / 1e6;
-  r.shape = fmt::format("{}x{}x{} {}{} {}->{}, inputs rotated over {} copies", m, n, kk,
-                        ta ? "At" : "A", tb ? "Bt" : "B", name(in), name(outType), copies);
+  r.shape = g.shape("{}x{}x{} {}{} {}->{}") + fmt::format(", inputs rotated over {} copies", copies);
   return r;
 }
 
@@ -151,14 +169,8 @@ CheckResult checkRowLse(Kernel &k, const Params &p, uint64_t seed) {
 
 CheckResult checkGemm(Kernel &k, const Params &p, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  int64_t m = intParam(p, "M"), n = intParam(p, "N"), kk = intParam(p, "K");
-  bool ta = intParam(p, "transpose_a"), tb = intParam(p, "transpose_b");
-  DType in = dtypeParam(p, "in"), outType = dtypeParam(p, "out");
-  HostTensor a(in, ta ? std::vector<int64_t>{kk, m} : std::vector<int64_t>{m, kk});
-  HostTensor b(in, tb ? std::vector<int64_t>{n, kk} : std::vector<int64_t>{kk, n});
-  HostTensor c(outType, {m, n});
-  randomize(a, rng);
-  randomize(b, rng);
+  GemmProblem g(p, rng);
+  auto &[m, n, kk, ta, tb, in, outType, a, b, c] = g;
   std::vector<double> ref(m * n, 0.0);
   for (int64_t i = 0; i < m; ++i)
     for (int64_t l = 0; l < kk; ++l) {
@@ -166,15 +178,9 @@ CheckResult checkGemm(Kernel &k, const Params &p, uint64_t seed) {
       for (int64_t j = 0; j < n; ++j) ref[i * n + j] += av * b.values[tb ? j * kk + l : l * n + j];
     }
   CheckResult r;
-  r.shape = fmt::format("M={} N={} K={} {}{} {}->{}", m, n, kk, ta ? "At" : "A", tb ? "Bt" : "B",
-                        name(in), name(outType));
+  r.shape = g.shape("M={} N={} K={} {}{} {}->{}");
   DeviceRun run;
-  run.args.push_back(rt::LaunchArg::integer(m));
-  run.args.push_back(rt::LaunchArg::integer(n));
-  run.args.push_back(rt::LaunchArg::integer(kk));
-  run.addTensor(a, false);
-  run.addTensor(b, false);
-  run.addTensor(c, true);
+  g.addArgs(run);
   // Inputs are rounded on the host, so the reference sees the same operands;
   // the remaining error is fp32 accumulation (and rounding of a 16-bit C).
   return launchAndCompare(k, run, 5, c, ref, outType == DType::f32 ? 1e-5 : 1e-2, r);
