@@ -8,6 +8,7 @@
 #include "Kernels.h"
 #include "LibrarySupport.h"
 
+#include <climits>
 #include <cmath>
 
 using namespace tessel;
@@ -23,8 +24,8 @@ template <class Config> Config sharedAttentionConfig(const Params &p) {
   c.blockN = p.at("block_n") == "auto" ? 0 : intParam(p, "block_n");
   c.threads = intParam(p, "threads");
   c.stages = intParam(p, "stages");
-  c.causal = intParam(p, "causal");
-  c.varlen = intParam(p, "varlen");
+  c.causal = flagParam(p, "causal");
+  c.varlen = flagParam(p, "varlen");
   c.warpSpecialize = warpSpecializeParam(p, "warp_specialize");
   c.gridOrder = choiceParam<GridOrder>(
       p, "grid_order",
@@ -34,8 +35,8 @@ template <class Config> Config sharedAttentionConfig(const Params &p) {
 
 AttentionConfig attentionConfig(const Params &p) {
   auto c = sharedAttentionConfig<AttentionConfig>(p);
-  c.pingpong = intParam(p, "pingpong");
-  c.overlap = intParam(p, "overlap");
+  c.pingpong = flagParam(p, "pingpong");
+  c.overlap = flagParam(p, "overlap");
   return c;
 }
 
@@ -45,11 +46,7 @@ std::vector<int64_t> listParam(const Params &p, const std::string &key) {
   for (size_t at = 0; at < v.size();) {
     size_t comma = v.find(',', at);
     std::string item = v.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-    try {
-      out.push_back(std::stoll(item));
-    } catch (const std::exception &) {
-      throw Error(fmt::format("parameter {}={}: '{}' is not an integer", key, v, item));
-    }
+    out.push_back(parseInteger(item, INT32_MIN, INT32_MAX, fmt::format("parameter {}={}: item", key, v)));
     at = comma == std::string::npos ? v.size() : comma + 1;
   }
   return out;
@@ -67,7 +64,7 @@ struct AttentionShape {
       : batch(intParam(p, "batch")), seqQ(intParam(p, "seqlen_q")),
         seqK(intParam(p, "seqlen_k")), headsQ(intParam(p, "heads_q")),
         headsKv(intParam(p, "heads_kv")), headDim(intParam(p, "head_dim")),
-        causal(intParam(p, "causal")), varlen(intParam(p, "varlen")), scale(realParam(p, "scale")) {
+        causal(flagParam(p, "causal")), varlen(flagParam(p, "varlen")), scale(realParam(p, "scale")) {
     if (scale == 0) scale = 1.0 / std::sqrt(double(headDim));
     if (headsKv <= 0 || headsQ <= 0) throw Error("heads_q and heads_kv must be positive");
     if (varlen) {
@@ -306,7 +303,7 @@ AttentionBackwardConfig backwardConfig(const Params &p) {
   c.kvReduction = choiceParam<KvReduction>(p, "kv_reduction", {{"direct", KvReduction::direct},
                                                                {"atomic", KvReduction::atomic},
                                                                {"split", KvReduction::split}});
-  c.elementAtomics = intParam(p, "element_atomics");
+  c.elementAtomics = flagParam(p, "element_atomics");
   c.dqOrder = choiceParam<MemoryOrder>(p, "dq_order", {{"relaxed", MemoryOrder::relaxed},
                                                        {"release", MemoryOrder::release}});
   c.dqTma = choiceParam<bool>(p, "dq_atomics", {{"registers", false}, {"tma", true}});

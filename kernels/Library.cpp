@@ -14,7 +14,7 @@ CheckResult checkTmaScale(Kernel &k, const Params &p, uint64_t seed) {
   int64_t m = intParam(p, "M"), cols = intParam(p, "cols");
   DType t = dtypeParam(p, "dtype");
   float alpha = std::uniform_real_distribution<float>(0.5f, 2.0f)(rng);
-  bool accumulate = intParam(p, "accumulate");
+  bool accumulate = flagParam(p, "accumulate");
   HostTensor x(t, {m, cols}), y(DType::f32, {m, cols});
   randomize(x, rng);
   randomize(y, rng);
@@ -92,7 +92,7 @@ struct GemmProblem {
 
   GemmProblem(const Params &p, std::mt19937_64 &rng)
       : m(intParam(p, "M")), n(intParam(p, "N")), kk(intParam(p, "K")),
-        ta(intParam(p, "transpose_a")), tb(intParam(p, "transpose_b")), in(dtypeParam(p, "in")),
+        ta(flagParam(p, "transpose_a")), tb(flagParam(p, "transpose_b")), in(dtypeParam(p, "in")),
         outType(dtypeParam(p, "out")),
         a(in, ta ? std::vector<int64_t>{kk, m} : std::vector<int64_t>{m, kk}),
         b(in, tb ? std::vector<int64_t>{n, kk} : std::vector<int64_t>{kk, n}), c(outType, {m, n}) {
@@ -200,7 +200,7 @@ const std::vector<LibraryKernel> &tessel::kernels::library() {
        {{"dtype", "f16"}, {"cols", "64"}, {"rows", "32"}, {"accumulate", "0"}, {"M", "1001"}},
        [](const Params &p) {
          return tmaScale({dtypeParam(p, "dtype"), intParam(p, "cols"), intParam(p, "rows"),
-                          intParam(p, "accumulate") != 0});
+                          flagParam(p, "accumulate")});
        },
        checkTmaScale},
       {"row_softmax", "row-wise softmax of an [M, cols] matrix (M at run time)",
@@ -220,8 +220,8 @@ const std::vector<LibraryKernel> &tessel::kernels::library() {
          GemmConfig c;
          c.in = dtypeParam(p, "in");
          c.out = dtypeParam(p, "out");
-         c.transposeA = intParam(p, "transpose_a");
-         c.transposeB = intParam(p, "transpose_b");
+         c.transposeA = flagParam(p, "transpose_a");
+         c.transposeB = flagParam(p, "transpose_b");
          c.blockM = intParam(p, "block_m");
          c.blockN = intParam(p, "block_n");
          c.blockK = intParam(p, "block_k");

@@ -41,6 +41,10 @@ struct LibraryKernel {
   std::function<BenchResult(Kernel &, const Params &, int reps)> bench = {};
 };
 
+/// `text` as a whole decimal integer in [lo, hi]: no sign or digits missing,
+/// no trailing characters, no overflow. Throws tessel::Error naming `what`.
+int64_t parseInteger(const std::string &text, int64_t lo, int64_t hi, const std::string &what);
+
 const std::vector<LibraryKernel> &library();
 /// The kernel called `name`; throws tessel::Error listing the known ones.
 const LibraryKernel &findKernel(const std::string &name);

@@ -1,26 +1,49 @@
 //===- LibrarySupport.cpp - host tensors, launches and checks -------------===//
 #include "LibrarySupport.h"
 
+#include <charconv>
+#include <climits>
 #include <cmath>
 #include <cstring>
 
 using namespace tessel;
 using namespace tessel::kernels;
 
+int64_t tessel::kernels::parseInteger(const std::string &text, int64_t lo, int64_t hi,
+                                      const std::string &what) {
+  int64_t value = 0;
+  const char *begin = text.data(), *end = text.data() + text.size();
+  auto [last, ec] = std::from_chars(begin, end, value);
+  if (ec == std::errc::result_out_of_range || (ec == std::errc() && last == end &&
+                                               (value < lo || value > hi)))
+    throw Error(fmt::format("{}={} is out of range: use an integer in [{}, {}]", what, text, lo, hi));
+  if (ec != std::errc() || last != end || text.empty())
+    throw Error(fmt::format("{}={} is not an integer", what, text));
+  return value;
+}
+
 int64_t tessel::kernels::intParam(const Params &p, const std::string &key) {
-  try {
-    return std::stoll(p.at(key));
-  } catch (const std::exception &) {
-    throw Error(fmt::format("parameter {}={} is not an integer", key, p.at(key)));
-  }
+  return parseInteger(p.at(key), INT32_MIN, INT32_MAX, "parameter " + key);
+}
+
+bool tessel::kernels::flagParam(const Params &p, const std::string &key) {
+  const std::string &v = p.at(key);
+  if (v != "0" && v != "1") throw Error(fmt::format("parameter {}={}: use 0 or 1", key, v));
+  return v == "1";
 }
 
 double tessel::kernels::realParam(const Params &p, const std::string &key) {
+  const std::string &v = p.at(key);
+  size_t used = 0;
+  double value = 0;
   try {
-    return std::stod(p.at(key));
+    value = std::stod(v, &used);
   } catch (const std::exception &) {
-    throw Error(fmt::format("parameter {}={} is not a number", key, p.at(key)));
+    used = 0;
   }
+  if (v.empty() || used != v.size() || !std::isfinite(value))
+    throw Error(fmt::format("parameter {}={} is not a finite number", key, v));
+  return value;
 }
 
 DType tessel::kernels::dtypeParam(const Params &p, const std::string &key) {

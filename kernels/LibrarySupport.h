@@ -17,7 +17,10 @@
 
 namespace tessel::kernels {
 
+/// An integer parameter (a 32-bit value: sizes, counts, tile shapes).
 int64_t intParam(const Params &p, const std::string &key);
+/// A parameter that is 0 or 1.
+bool flagParam(const Params &p, const std::string &key);
 double realParam(const Params &p, const std::string &key);
 
 /// The value of a parameter that names one of `choices`; an error lists them.

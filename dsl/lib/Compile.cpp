@@ -4,6 +4,7 @@
 #include "tessel/Target/CudaEmitter.h"
 #include "tessel/Transforms/Passes.h"
 #include "tessel/runtime/Cache.h"
+#include "tessel/runtime/Files.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -26,17 +27,24 @@ namespace fs = std::filesystem;
 
 namespace {
 /// Writes the IR after every pass to NN-<pass>.mlir.
+/// A write that fails is kept in `error` (an exception must not unwind
+/// through the pass manager) and reported once the pipeline returns.
 struct DumpAfterEachPass : PassInstrumentation {
   fs::path dir;
+  std::string &error;
   int counter = 1;
-  explicit DumpAfterEachPass(fs::path d) : dir(std::move(d)) {}
+  DumpAfterEachPass(fs::path d, std::string &error) : dir(std::move(d)), error(error) {}
   void runAfterPass(Pass *pass, Operation *op) override {
-    if (pass->getArgument().empty()) return; // the nesting adaptor
+    if (pass->getArgument().empty() || !error.empty()) return; // the nesting adaptor
     ModuleOp module = op->getParentOfType<ModuleOp>();
     std::string text;
     llvm::raw_string_ostream os(text);
     (module ? module.getOperation() : op)->print(os);
-    std::ofstream(dir / fmt::format("{:02}-{}.mlir", counter++, pass->getArgument().str())) << text;
+    try {
+      rt::writeFile(dir / fmt::format("{:02}-{}.mlir", counter++, pass->getArgument().str()), text);
+    } catch (const Error &e) {
+      error = e.what();
+    }
   }
 };
 
@@ -113,17 +121,19 @@ Kernel tessel::compile(Program &program, const CompileOptions &options) {
     return success();
   });
 
+  std::string dumpError;
   PassManager pm(&program.context());
   target->tma = options.tma;
   buildTesselPipeline(pm, *target);
   pm.addInstrumentation(std::make_unique<RecordLayouts>(k.bufferLayouts));
   if (!options.dumpIrDir.empty()) {
-    fs::create_directories(options.dumpIrDir);
-    std::ofstream(fs::path(options.dumpIrDir) / "00-input.mlir") << k.tile;
-    pm.addInstrumentation(std::make_unique<DumpAfterEachPass>(options.dumpIrDir));
+    rt::createDirectories(options.dumpIrDir, "--dump-ir");
+    rt::writeFile(fs::path(options.dumpIrDir) / "00-input.mlir", k.tile);
+    pm.addInstrumentation(std::make_unique<DumpAfterEachPass>(options.dumpIrDir, dumpError));
   }
   if (failed(pm.run(*module)))
     throw Error(messages.empty() ? "the Tessel pipeline failed" : messages.substr(0, messages.size() - 1));
+  if (!dumpError.empty()) throw Error("--dump-ir: " + dumpError);
   k.timing.passesMs = msSince(start);
   k.lowered = printOp(*module);
 
@@ -151,9 +161,9 @@ Kernel tessel::compile(Program &program, const CompileOptions &options) {
 
   if (!options.dumpIrDir.empty()) {
     fs::path dir(options.dumpIrDir);
-    std::ofstream(dir / "kernel.cu") << k.source;
-    std::ofstream(dir / "kernel.ptx") << bin->ptx;
-    std::ofstream(dir / "kernel.cubin", std::ios::binary) << bin->cubin;
+    rt::writeFile(dir / "kernel.cu", k.source);
+    rt::writeFile(dir / "kernel.ptx", bin->ptx);
+    rt::writeFile(dir / "kernel.cubin", bin->cubin);
   }
   return k;
 }

@@ -785,6 +785,10 @@ Buffer tessel::alloc_barriers(int64_t count, int64_t arrivals, std::string name,
   if (count < 1 || arrivals < 1)
     fail(loc, fmt::format("alloc_barriers needs a positive count and arrival count, got {} and {}",
                           count, arrivals));
+  // PTX's mbarrier.init takes an arrival count below 2^20.
+  if (arrivals >= (int64_t{1} << 20))
+    fail(loc, fmt::format("alloc_barriers: an mbarrier counts at most 2^20 - 1 arrivals, got {}",
+                          arrivals));
   Buffer bars = alloc_shared({count}, DType::i64, std::move(name), loc);
   Program &p = Program::current(loc);
   for (int64_t i = 0; i < count; ++i)

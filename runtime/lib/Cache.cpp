@@ -83,6 +83,69 @@ void KernelCache::clearMemory() {
   memory.clear();
 }
 
+/// Says once per process that the disk cache is not being used, and why;
+/// compiling goes on without it.
+static void warnUnusable(const std::string &dir, const std::string &why) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    fmt::print(stderr,
+               "tessel: warning: the kernel cache directory {} is unusable ({}); kernels are "
+               "compiled without the disk cache (set TESSEL_CACHE_DIR, or TESSEL_CACHE=off)\n",
+               dir, why);
+  });
+}
+
+std::shared_ptr<Binary> KernelCache::readEntry(const std::string &dir, const fs::path &file) {
+  std::error_code ec;
+  fs::file_status status = fs::status(file, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory) {
+    warnUnusable(dir, ec.message());
+    return nullptr;
+  }
+  if (!fs::exists(status)) return nullptr;
+  if (!fs::is_regular_file(status)) {
+    // Not ours to delete (a directory, a device): compile, and say so.
+    warnUnusable(dir, file.filename().string() + " is not a regular file");
+    return nullptr;
+  }
+  std::ifstream in(file, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto loaded = std::make_shared<Binary>();
+  if (in.bad() || !decode(bytes, *loaded)) {
+    // Corrupt or truncated: delete it; the rebuilt entry replaces it.
+    ++counters.diskRejected;
+    fs::remove(file, ec);
+    return nullptr;
+  }
+  ++counters.diskHits;
+  return loaded;
+}
+
+void KernelCache::writeEntry(const std::string &dir, const fs::path &file, const Binary &bin) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return warnUnusable(dir, ec.message());
+  // Write then rename, so a concurrent reader never sees half an entry.
+  fs::path tmp = file;
+  tmp += fmt::format(".tmp{}.{}", getpid(), ++tmpCounter);
+  std::string bytes = encode(bin);
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out.write(bytes.data(), bytes.size());
+    out.close();
+    if (!out) {
+      fs::remove(tmp, ec);
+      return warnUnusable(dir, "cannot write " + tmp.filename().string());
+    }
+  }
+  fs::rename(tmp, file, ec);
+  if (ec) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    warnUnusable(dir, "cannot replace " + file.filename().string() + ": " + ec.message());
+  }
+}
+
 std::shared_ptr<const Binary>
 KernelCache::getOrCompile(const std::string &source, const std::string &arch,
                           const std::vector<std::string> &options) {
@@ -98,36 +161,11 @@ KernelCache::getOrCompile(const std::string &source, const std::string &arch,
   std::string dir = directory();
   fs::path file = dir.empty() ? fs::path() : fs::path(dir) / (k + ".tbin");
   std::shared_ptr<Binary> bin;
-  if (!dir.empty() && fs::exists(file)) {
-    std::ifstream in(file, std::ios::binary);
-    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    auto loaded = std::make_shared<Binary>();
-    if (decode(bytes, *loaded)) {
-      ++counters.diskHits;
-      bin = loaded;
-    } else {
-      ++counters.diskRejected;
-      std::error_code ec;
-      fs::remove(file, ec);
-    }
-  }
+  if (!dir.empty()) bin = readEntry(dir, file);
   if (!bin) {
     bin = std::make_shared<Binary>(compileCuda(source, arch, options));
     ++counters.nvrtcCompiles;
-    if (!dir.empty()) {
-      // Write then rename, so a concurrent reader never sees half an entry.
-      std::error_code ec;
-      fs::create_directories(dir, ec);
-      fs::path tmp = file;
-      tmp += fmt::format(".tmp{}", getpid());
-      {
-        std::ofstream out(tmp, std::ios::binary);
-        std::string bytes = encode(*bin);
-        out.write(bytes.data(), bytes.size());
-      }
-      fs::rename(tmp, file, ec);
-      if (ec) fs::remove(tmp, ec);
-    }
+    if (!dir.empty()) writeEntry(dir, file, *bin);
   }
   if (useMemory) {
     std::lock_guard<std::mutex> lock(mutex);

@@ -10,7 +10,10 @@
 #include "Library.h"
 #include "tessel/runtime/Cache.h"
 #include "tessel/runtime/Driver.h"
+#include "tessel/runtime/Files.h"
+#include "tessel/Transforms/Passes.h"
 
+#include <climits>
 #include <cstring>
 #include <random>
 #include <fmt/format.h>
@@ -43,6 +46,14 @@ struct Args {
   std::exit(2);
 }
 
+int64_t parseOption(const std::string &opt, const std::string &value, int64_t lo, int64_t hi) {
+  try {
+    return parseInteger(value, lo, hi, opt);
+  } catch (const Error &e) {
+    usage(e.what());
+  }
+}
+
 Args parse(int argc, char **argv) {
   Args a;
   if (argc < 2) usage("no command");
@@ -63,12 +74,17 @@ Args parse(int argc, char **argv) {
       size_t eq = kv.find('=');
       if (eq == std::string::npos) usage("--param takes key=value, got '" + kv + "'");
       a.params[kv.substr(0, eq)] = kv.substr(eq + 1);
-    } else if (opt == "--arch") a.arch = next();
+    } else if (opt == "--arch") {
+      a.arch = next();
+      if (!lookupTarget(a.arch)) usage("--arch takes sm_80, sm_90a or sm_100a, got '" + a.arch + "'");
+    }
     else if (opt == "--emit") { a.emit = next(); a.emitGiven = true; }
     else if (opt == "--dump-ir") a.dumpDir = next();
     else if (opt == "-o") a.output = next();
-    else if (opt == "--seed") { a.seed = std::stoull(next()); a.seedGiven = true; }
-    else if (opt == "--reps") a.reps = std::stoi(next());
+    else if (opt == "--seed") {
+      a.seed = uint64_t(parseOption(opt, next(), 0, INT64_MAX));
+      a.seedGiven = true;
+    } else if (opt == "--reps") a.reps = int(parseOption(opt, next(), 1, 1000000));
     else if (opt == "--show-layouts") a.showLayouts = true;
     else if (opt == "--no-tma") a.tma = false;
     else if (opt == "--layout-svg") {
@@ -116,7 +132,7 @@ int compileCommand(const Args &a) {
       throw Error(fmt::format("no buffer named '{}' in {}; its buffers are: {}", buffer, a.kernel, names));
     }
     if (it->svg.empty()) throw Error(fmt::format("buffer '{}' has no layout picture", buffer));
-    std::ofstream(file) << it->svg;
+    rt::writeFile(file, it->svg);
     fmt::print(stderr, "wrote the layout of {} to {}\n", buffer, file);
   }
   // Inspection alone prints no code unless --emit asks for it.
@@ -132,7 +148,7 @@ int compileCommand(const Args &a) {
     if (a.emit == "cubin") usage("--emit cubin needs -o FILE");
     std::cout << text;
   } else {
-    std::ofstream(a.output, std::ios::binary) << text;
+    rt::writeFile(a.output, text);
     fmt::print(stderr, "wrote {} ({} bytes)\n", a.output, text.size());
   }
   if (!a.dumpDir.empty()) fmt::print(stderr, "IR after every pass, CUDA and PTX in {}\n", a.dumpDir);
@@ -261,6 +277,10 @@ int main(int argc, char **argv) {
     usage("unknown command '" + a.command + "'");
   } catch (const Error &e) {
     std::cerr << "tessel: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception &e) {
+    // Not a Tessel error: still a message and an exit code, never an abort.
+    std::cerr << "tessel: internal error: " << e.what() << "\n";
     return 1;
   }
 }

@@ -107,3 +107,13 @@ LogicalResult tessel::verifySharedMemory(KernelOp kernel, StringRef arch, int64_
   });
   return diag;
 }
+
+int64_t tessel::getRoleBarrierId(RoleOp role) {
+  auto kernel = role->getParentOfType<KernelOp>();
+  int64_t id = 0, found = 0;
+  kernel.walk([&](RoleOp other) {
+    ++id;
+    if (other == role) found = id;
+  });
+  return found;
+}

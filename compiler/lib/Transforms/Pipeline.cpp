@@ -41,6 +41,7 @@ void tessel::buildTesselPipeline(OpPassManager &pm, const TargetInfo &target) {
   kernel.addPass(createTesselDeferWgmmaWaits());
   kernel.addPass(createTesselSchedulePingpong());
   kernel.addPass(createTesselDeferBulkWaits());
+  kernel.addPass(createTesselVerifyBarriers());
 }
 
 namespace {

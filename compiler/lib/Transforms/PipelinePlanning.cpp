@@ -30,6 +30,15 @@ static FailureOr<SetVector<Operation *>> addressSlice(Value value, Block &body) 
   return slice;
 }
 
+LogicalResult tessel::verifyStagesFit(PipelinePlan &plan, const TargetInfo &target) {
+  int64_t bytes = plan.stageBytes();
+  if (bytes == 0 || plan.stages <= target.maxSharedBytes / bytes) return success();
+  return plan.loop.emitError("pipeline of ")
+         << plan.stages << " stages of " << bytes << " bytes each needs more than the "
+         << target.maxSharedBytes << " bytes of shared memory " << target.arch
+         << " has per block; use fewer stages or smaller tiles";
+}
+
 PipelinePlan tessel::planPipeline(PipelinedOp loop, const TargetInfo &target) {
   PipelinePlan plan;
   plan.loop = loop;
@@ -100,12 +109,16 @@ void PipelineBuilder::multiBuffer() {
     load.buffer.setStagesAttr(b.getI64IntegerAttr(plan.stages));
 }
 
-Value PipelineBuilder::sourceFor(PipelineLoad &load, Block &body, Value iv) {
+SetVector<Operation *> tessel::loadAddressSlice(PipelineLoad &load, Block &body) {
   FailureOr<SetVector<Operation *>> slice = addressSlice(load.copy.getSource(), body);
   assert(succeeded(slice) && "planPipeline checked the slice");
+  return *slice;
+}
+
+Value PipelineBuilder::sourceFor(PipelineLoad &load, Block &body, Value iv) {
   IRMapping map;
   map.map(body.getArgument(0), iv);
-  for (Operation *op : *slice) b.clone(*op, map);
+  for (Operation *op : loadAddressSlice(load, body)) b.clone(*op, map);
   return map.lookupOrDefault(load.copy.getSource());
 }
 

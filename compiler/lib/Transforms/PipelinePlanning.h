@@ -12,6 +12,8 @@
 
 #include "tessel/Transforms/Passes.h"
 
+#include "llvm/ADT/SetVector.h"
+
 namespace tessel {
 
 /// A global-to-shared copy of the loop body that fills a whole shared
@@ -34,10 +36,18 @@ struct PipelinePlan {
   int64_t stageBytes();
 };
 
+/// Errors at the loop when its stages cannot all fit in the target's
+/// shared memory, before any pass unrolls a prologue per stage.
+mlir::LogicalResult verifyStagesFit(PipelinePlan &plan, const TargetInfo &target);
+
 /// The loads of `loop` and how they can be carried. Copies that cannot be
 /// issued ahead (their buffer is used after the loop, or written by another
 /// op) stay synchronous in place.
 PipelinePlan planPipeline(tile::PipelinedOp loop, const TargetInfo &target);
+
+/// The ops of the loop body `body` that compute a load's source window (its
+/// address arithmetic), in order.
+llvm::SetVector<mlir::Operation *> loadAddressSlice(PipelineLoad &load, mlir::Block &body);
 
 /// Builds index arithmetic for a pipeline at the current insertion point.
 struct PipelineBuilder {

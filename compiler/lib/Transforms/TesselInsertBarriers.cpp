@@ -260,7 +260,7 @@ struct TesselInsertBarriers : tessel::impl::TesselInsertBarriersBase<TesselInser
     llvm::DenseMap<Operation *, int64_t> roleIds;
     bool tooMany = false;
     kernel.walk([&](RoleOp role) {
-      int64_t id = roleIds.size() + 1;
+      int64_t id = getRoleBarrierId(role);
       if (id > kLastRoleBarrier) {
         role.emitError("more than ")
             << kLastRoleBarrier << " roles need named barriers; the GPU has 16 (0 is the "

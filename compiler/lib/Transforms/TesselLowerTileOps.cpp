@@ -694,11 +694,13 @@ void TileLowering::reduceFragment(ReduceOp op) {
   }
   if (warpMask) {
     Value scratch = reduceScratch.lookup(op);
-    tilenv::SyncThreadsOp::create(b, loc);
+    // Over the threads that run the reduction: inside a role, the others
+    // never reach it.
+    syncExecutingThreads(op);
     for (int64_t r = 0; r < outRegs; ++r)
       memref::StoreOp::create(b, loc, acc[r], scratch,
                               ValueRange{add(mul(threadId, idx(outRegs)), idx(r))});
-    tilenv::SyncThreadsOp::create(b, loc);
+    syncExecutingThreads(op);
     Value lane = remC(threadId, 32), warp = divC(threadId, 32);
     Value base = arith::AndIOp::create(b, loc, warp, idx(~int64_t(warpMask)));
     for (int64_t r = 0; r < outRegs; ++r) {
@@ -947,6 +949,13 @@ void TileLowering::lowerRole(RoleOp op) {
   Block &body = op.getBody().front();
   Block *dest = ifOp.thenBlock();
   dest->getOperations().splice(std::prev(dest->end()), body.getOperations());
+}
+
+void TileLowering::syncExecutingThreads(Operation *op) {
+  if (RoleOp role = roleOf.lookup(op))
+    tilenv::NamedBarrierOp::create(b, loc, getRoleBarrierId(role), role.getThreads());
+  else
+    tilenv::SyncThreadsOp::create(b, loc);
 }
 
 void TileLowering::enterRoleOf(Operation *op) {

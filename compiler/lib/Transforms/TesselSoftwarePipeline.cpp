@@ -136,6 +136,7 @@ struct TesselSoftwarePipeline
       // One stage, or nothing to load ahead: the loop stays as it is and
       // its copies complete before the compute that follows them.
       if (plan.stages < 2 || plan.loads.empty()) continue;
+      if (failed(verifyStagesFit(plan, *target))) return signalPassFailure();
       Pipeliner{OpBuilder(loop), plan, kernel, {}}.run();
     }
     if (failed(verifySharedMemory(kernel, target->arch, target->maxSharedBytes)))

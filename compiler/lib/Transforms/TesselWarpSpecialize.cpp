@@ -53,6 +53,91 @@ static bool staysShared(Operation &op) {
   return isMemoryEffectFree(&op);
 }
 
+/// Code every thread can run as well as the consumers alone: staysShared
+/// ops, per-thread (local) memory, reads of shared and global memory,
+/// global-to-shared copies and shared fills (spread over whatever threads run
+/// them), and loops and conditionals made only of such code. Fragments are
+/// the exception: their layouts are the consumer threads'.
+static bool runsOnEveryThread(Operation &op) {
+  if (staysShared(op)) return true;
+  auto spaceOf = [](Value v) { return getMemorySpace(llvm::cast<MemRefType>(v.getType())); };
+  if (auto load = llvm::dyn_cast<memref::LoadOp>(op))
+    return spaceOf(load.getMemRef()) != MemorySpace::fragment;
+  if (auto store = llvm::dyn_cast<memref::StoreOp>(op))
+    return spaceOf(store.getMemRef()) == MemorySpace::local;
+  if (auto copy = llvm::dyn_cast<CopyOp>(op))
+    return spaceOf(copy.getSource()) == MemorySpace::global &&
+           spaceOf(copy.getDest()) == MemorySpace::shared;
+  if (auto fill = llvm::dyn_cast<FillOp>(op)) return spaceOf(fill.getDest()) == MemorySpace::shared;
+  if (llvm::isa<scf::ForOp, scf::IfOp>(op)) {
+    for (Region &region : op.getRegions())
+      for (Operation &inner : region.getOps())
+        if (!runsOnEveryThread(inner)) return false;
+    return true;
+  }
+  return false;
+}
+
+/// Root buffers `op` (and the ops nested in it) read, and those it may write.
+static void bufferAccesses(Operation *op, DenseSet<Value> &reads, DenseSet<Value> &writes) {
+  op->walk([&](Operation *inner) {
+    for (Value operand : inner->getOperands()) {
+      if (!llvm::isa<MemRefType>(operand.getType())) continue;
+      Value root = getRootBuffer(operand);
+      reads.insert(root);
+      if (!llvm::isa<memref::LoadOp, RegionOp, StageOp>(inner)) writes.insert(root);
+    }
+  });
+}
+
+/// The ops before the loop, at the kernel's top level, that issuing its
+/// loads depends on: those computing the loop bounds and the loads'
+/// addresses, those writing memory these read, and those touching memory
+/// these write before they do. They must run before the roles split, on
+/// every thread; the first that cannot is returned in `blocker`.
+static SetVector<Operation *> producerInputs(PipelinePlan &plan, KernelOp kernel,
+                                             Operation *&blocker) {
+  PipelinedOp loop = plan.loop;
+  Block &top = kernel.getBodyBlock();
+  SetVector<Operation *> needed;
+  SmallVector<Operation *> work;
+  auto requireValue = [&](Value v) {
+    Operation *def = v.getDefiningOp();
+    if (!def) def = v.getParentBlock()->getParentOp();
+    if (Operation *at = top.findAncestorOpInBlock(*def); at && at->isBeforeInBlock(loop))
+      work.push_back(at);
+  };
+  for (Value v : {loop.getLower(), loop.getUpper(), loop.getStep()}) requireValue(v);
+  for (PipelineLoad &load : plan.loads) {
+    for (Operation *op : loadAddressSlice(load, loop.getBody().front()))
+      for (Value v : op->getOperands())
+        if (!loop->isAncestor(v.getParentBlock()->getParentOp())) requireValue(v);
+    requireValue(load.copy.getSource());
+  }
+  blocker = nullptr;
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val();
+    if (!needed.insert(op)) continue;
+    if (!blocker && !runsOnEveryThread(*op)) blocker = op;
+    op->walk([&](Operation *inner) {
+      for (Value v : inner->getOperands())
+        if (!op->isAncestor(v.getParentBlock()->getParentOp())) requireValue(v);
+    });
+    // Running it early must see, and leave, the same memory.
+    DenseSet<Value> reads, writes;
+    bufferAccesses(op, reads, writes);
+    for (Operation &other : top) {
+      if (&other == op) break;
+      DenseSet<Value> otherReads, otherWrites;
+      bufferAccesses(&other, otherReads, otherWrites);
+      if (llvm::any_of(reads, [&](Value b) { return otherWrites.contains(b); }) ||
+          llvm::any_of(writes, [&](Value b) { return otherReads.contains(b); }))
+        work.push_back(&other);
+    }
+  }
+  return needed;
+}
+
 /// Why the loop is not split, or empty when it can be.
 static std::string whyNot(PipelinePlan &plan, KernelOp kernel) {
   if (plan.loads.empty()) return "it has no loads to issue ahead";
@@ -65,6 +150,16 @@ static std::string whyNot(PipelinePlan &plan, KernelOp kernel) {
   int64_t loops = 0;
   kernel.walk([&](PipelinedOp) { ++loops; });
   if (loops != 1) return "the kernel has more than one pipelined loop";
+  Operation *blocker = nullptr;
+  producerInputs(plan, kernel, blocker);
+  if (blocker) {
+    std::string what;
+    llvm::raw_string_ostream os(what);
+    os << "the loads' addresses depend on '" << blocker->getName() << "' at " << blocker->getLoc()
+       << ", which only the consumer threads can run (it touches fragments or is a tensor-core "
+          "or store operation)";
+    return what;
+  }
   return "";
 }
 
@@ -115,13 +210,30 @@ struct Specializer {
     // Before the loop, shared scalar code stays where every thread runs
     // it (the producer's addresses may need it); from the loop on,
     // everything is the consumers'.
+    // So does what the producer's loads depend on (whyNot checked that
+    // every thread can run it).
     Block &top = kernel.getBodyBlock();
+    Operation *blocker = nullptr;
+    SetVector<Operation *> producerNeeds = producerInputs(plan, kernel, blocker);
+    // Scalar code that uses a moved value moves with it.
+    auto usesMoved = [&](Operation &op) {
+      WalkResult r = op.walk([&](Operation *inner) {
+        for (Value v : inner->getOperands())
+          if (Operation *def = v.getDefiningOp(); def && consumer->isAncestor(def))
+            return WalkResult::interrupt();
+        return WalkResult::advance();
+      });
+      return r.wasInterrupted();
+    };
     bool afterLoop = false;
     for (Operation &op : llvm::make_early_inc_range(top)) {
       if (&op == producer.getOperation() || &op == consumer.getOperation()) continue;
       afterLoop |= &op == loop.getOperation();
-      if (afterLoop || !staysShared(op)) op.moveBefore(consumerBody, consumerBody->end());
+      bool stays = !afterLoop && (producerNeeds.contains(&op) || (staysShared(op) && !usesMoved(op)));
+      if (stays) continue;
+      op.moveBefore(consumerBody, consumerBody->end());
     }
+    (void)blocker;
 
     // Producer: the loads, gated by `empty`.
     Block &loopBody = loop.getBody().front();
@@ -179,6 +291,7 @@ struct TesselWarpSpecialize : tessel::impl::TesselWarpSpecializeBase<TesselWarpS
         continue;
       }
       PipelinePlan plan = planPipeline(loop, *target);
+      if (failed(verifyStagesFit(plan, *target))) return signalPassFailure();
       std::string why = whyNot(plan, kernel);
       if (!why.empty() && loop.getPingpong() && asked) {
         loop.emitError("ping-pong turns need a warp-specialized loop, and this one cannot be "

@@ -35,6 +35,9 @@ int64_t planSharedMemory(tile::KernelOp kernel,
 /// exceeds `maxBytes`.
 mlir::LogicalResult verifySharedMemory(tile::KernelOp kernel, llvm::StringRef arch,
                                        int64_t maxBytes);
+/// The named barrier a tile.role synchronises its threads with: roles are
+/// numbered 1, 2, ... in the kernel's walk order (0 is __syncthreads).
+int64_t getRoleBarrierId(tile::RoleOp role);
 } // namespace tessel
 
 #endif

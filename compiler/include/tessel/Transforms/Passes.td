@@ -219,4 +219,22 @@ def TesselDeferBulkWaits : Pass<"tessel-defer-bulk-waits", "::tessel::tile::Kern
   let dependentDialects = ["::tessel::tilenv::TileNVDialect", "::mlir::scf::SCFDialect"];
 }
 
+def TesselVerifyBarriers : Pass<"tessel-verify-barriers", "::tessel::tile::KernelOp"> {
+  let summary = "Check that no block-wide barrier is reachable from divergent code";
+  let description = [{
+    Pre: any level; run at the end of the pipeline on lowered IR. A
+    `__syncthreads` (`tilenv.sync_threads`, or `tile.barrier` without an id)
+    waits for every thread of the block, so one that only some threads can
+    reach hangs the block. The pass rejects a block-wide barrier nested in a
+    `tile.role`, or in an `scf.if`, `scf.for` or `scf.while` whose condition
+    or bounds depend on the thread index (`tilenv.thread_id`, through
+    arithmetic or the indices of memory reads). The error is at the barrier
+    and a note names the divergent construct: a pass that lowered a
+    collective op with the wrong barrier is caught here instead of as a hang
+    on the GPU.
+    Post: the IR is unchanged.
+  }];
+  let dependentDialects = ["::tessel::tile::TileDialect", "::tessel::tilenv::TileNVDialect"];
+}
+
 #endif

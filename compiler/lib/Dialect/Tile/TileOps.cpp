@@ -484,6 +484,9 @@ LogicalResult BarrierOp::verify() {
     return emitOpError("named barrier ids are 1 to 15 (0 is __syncthreads), got ") << *id;
   if (std::optional<int64_t> n = getThreads(); n && (*n <= 0 || *n % 32))
     return emitOpError("a named barrier counts whole warps, got ") << *n << " threads";
+  if (!getId() && (*this)->getParentOfType<RoleOp>())
+    return emitOpError("a block-wide barrier inside a role would wait for threads that never "
+                       "reach it; give it the role's id and thread count");
   return success();
 }
 
@@ -523,7 +526,9 @@ LogicalResult CopyAsyncOp::verify() {
 }
 
 LogicalResult MbarrierInitOp::verify() {
-  if (getArrivals() <= 0) return emitOpError("needs a positive arrival count");
+  // PTX: the expected arrival count is in [1, 2^20 - 1].
+  if (getArrivals() <= 0 || getArrivals() >= (1 << 20))
+    return emitOpError("arrival count must be in [1, 2^20 - 1], got ") << getArrivals();
   return verifyBarriers(*this, getBarriers());
 }
 LogicalResult MbarrierArriveOp::verify() { return verifyBarriers(*this, getBarriers()); }

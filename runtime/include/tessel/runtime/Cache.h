@@ -2,7 +2,9 @@
 //
 // Keyed by the generated source, the target, NVRTC's version and the options.
 // Disk entries carry a magic, their sizes and a checksum; an entry that fails
-// any check is deleted and rebuilt, never loaded.
+// any check is deleted and rebuilt, never loaded. A directory that cannot be
+// used (no permission, an entry path that is not a file) is reported once on
+// stderr and compiling goes on without it.
 //   TESSEL_CACHE_DIR  where entries live (default $XDG_CACHE_HOME/tessel or
 //                     ~/.cache/tessel)
 //   TESSEL_CACHE=off  no disk cache (the in-memory cache stays)
@@ -14,6 +16,7 @@
 
 #include "tessel/runtime/Nvrtc.h"
 #include <atomic>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -42,7 +45,10 @@ public:
   static bool decode(const std::string &bytes, Binary &out);
 
 private:
+  std::shared_ptr<Binary> readEntry(const std::string &dir, const std::filesystem::path &file);
+  void writeEntry(const std::string &dir, const std::filesystem::path &file, const Binary &bin);
   CacheStats counters;
+  std::atomic<uint64_t> tmpCounter{0};
 };
 
 } // namespace tessel::rt

@@ -129,4 +129,11 @@ def Tile_SharedLayoutAttr : AttrDef<Tile_Dialect, "SharedLayout"> {
   }];
 }
 
+// A 64-bit integer attribute read as int64_t. MLIR's I64Attr reads as
+// uint64_t, so a negative count or id would pass every `< 0` check.
+def Tessel_I64Attr : TypedSignlessIntegerAttrBase<I64, "int64_t",
+                                                  "64-bit signless integer attribute"> {
+  let convertFromStorage = "$_self.getValue().getSExtValue()";
+}
+
 #endif // TESSEL_TILE_DIALECT

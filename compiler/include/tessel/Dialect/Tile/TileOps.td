@@ -35,8 +35,8 @@ def Tile_KernelOp : Tile_Op<"kernel", [Symbol, SingleBlock, NoTerminator,
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, AffineMapAttr:$grid,
-                       I64Attr:$threads, I64Attr:$num_params,
-                       OptionalAttr<I64Attr>:$smem_bytes,
+                       Tessel_I64Attr:$threads, Tessel_I64Attr:$num_params,
+                       OptionalAttr<Tessel_I64Attr>:$smem_bytes,
                        OptionalAttr<DictArrayAttr>:$tma_descriptors);
   let regions = (region SizedRegion<1>:$body);
   let hasCustomAssemblyFormat = 1;
@@ -66,10 +66,10 @@ def Tile_AllocOp : Tile_Op<"alloc"> {
     `stages` (shared buffers, set by the pipelining passes) reserves that
     many copies of the buffer, selected with `tile.stage`.
   }];
-  let arguments = (ins OptionalAttr<I64Attr>:$offset,
+  let arguments = (ins OptionalAttr<Tessel_I64Attr>:$offset,
                        OptionalAttr<AnyAttrOf<[Tile_FragmentLayoutAttr, Tile_SharedLayoutAttr]>>:$layout,
                        OptionalAttr<StrAttr>:$name,
-                       OptionalAttr<I64Attr>:$stages);
+                       OptionalAttr<Tessel_I64Attr>:$stages);
   let results = (outs AnyStaticShapeMemRef:$result);
   let assemblyFormat = "attr-dict `:` type($result)";
   let hasVerifier = 1;
@@ -153,7 +153,7 @@ def Tile_ReduceOp : Tile_Op<"reduce"> {
     result overwrites `dest`, otherwise it is combined with it.
   }];
   let arguments = (ins Tile_ReduceKind:$kind, AnyMemRef:$source, AnyMemRef:$dest,
-                       I64Attr:$dim, UnitAttr:$clear);
+                       Tessel_I64Attr:$dim, UnitAttr:$clear);
   let assemblyFormat = [{
     $kind $source `->` $dest `dim` `=` $dim (`clear` $clear^)? attr-dict `:` type($source) `->` type($dest)
   }];
@@ -222,7 +222,7 @@ def Tile_PipelinedOp : Tile_Op<"pipelined", [SingleBlock, NoTerminator]> {
     the two consumer warpgroups of a split loop take turns at the tensor
     cores (tessel-schedule-pingpong).
   }];
-  let arguments = (ins Index:$lower, Index:$upper, Index:$step, I64Attr:$num_stages,
+  let arguments = (ins Index:$lower, Index:$upper, Index:$step, Tessel_I64Attr:$num_stages,
                        OptionalAttr<BoolAttr>:$warp_specialize, UnitAttr:$pingpong);
   let regions = (region SizedRegion<1>:$body);
   let hasCustomAssemblyFormat = 1;
@@ -236,7 +236,7 @@ def Tile_BarrierOp : Tile_Op<"barrier"> {
     `id` and `threads` only the threads of one `tile.role` take part
     (`bar.sync id, threads`); tessel-insert-barriers sets them inside roles.
   }];
-  let arguments = (ins OptionalAttr<I64Attr>:$id, OptionalAttr<I64Attr>:$threads);
+  let arguments = (ins OptionalAttr<Tessel_I64Attr>:$id, OptionalAttr<Tessel_I64Attr>:$threads);
   let assemblyFormat = "(`named` `(` $id^ `,` $threads `)`)? attr-dict";
   let hasVerifier = 1;
 }
@@ -272,7 +272,7 @@ def Tile_CopyAsyncOp : Tile_Op<"copy_async"> {
 
 def Tile_MbarrierInitOp : Tile_Op<"mbarrier_init"> {
   let summary = "one thread initialises mbarrier barriers[index] for `arrivals` arrivals";
-  let arguments = (ins AnyMemRef:$barriers, Index:$index, I64Attr:$arrivals);
+  let arguments = (ins AnyMemRef:$barriers, Index:$index, Tessel_I64Attr:$arrivals);
   let assemblyFormat = "$barriers `[` $index `]` `arrivals` `(` $arrivals `)` attr-dict `:` type($barriers)";
   let hasVerifier = 1;
 }
@@ -286,7 +286,7 @@ def Tile_MbarrierArriveOp : Tile_Op<"mbarrier_arrive"> {
 
 def Tile_MbarrierExpectTxOp : Tile_Op<"mbarrier_expect_tx"> {
   let summary = "one thread arrives on barriers[index], expecting `bytes` more transaction bytes";
-  let arguments = (ins AnyMemRef:$barriers, Index:$index, I64Attr:$bytes);
+  let arguments = (ins AnyMemRef:$barriers, Index:$index, Tessel_I64Attr:$bytes);
   let assemblyFormat = "$barriers `[` $index `]` `bytes` `(` $bytes `)` attr-dict `:` type($barriers)";
   let hasVerifier = 1;
 }
@@ -305,7 +305,7 @@ def Tile_CpAsyncCommitOp : Tile_Op<"cp_async_commit"> {
 
 def Tile_CpAsyncWaitOp : Tile_Op<"cp_async_wait"> {
   let summary = "wait until at most `pending` committed groups of `async` copies are in flight";
-  let arguments = (ins I64Attr:$pending);
+  let arguments = (ins Tessel_I64Attr:$pending);
   let assemblyFormat = "`pending` `(` $pending `)` attr-dict";
 }
 
@@ -330,7 +330,7 @@ def Tile_RoleOp : Tile_Op<"role", [SingleBlock, NoTerminator]> {
     tile.role threads(256, 128) max_registers(40) { ...producer... }
     ```
   }];
-  let arguments = (ins I64Attr:$first, I64Attr:$threads, OptionalAttr<I64Attr>:$max_registers);
+  let arguments = (ins Tessel_I64Attr:$first, Tessel_I64Attr:$threads, OptionalAttr<Tessel_I64Attr>:$max_registers);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     `threads` `(` $first `,` $threads `)` (`max_registers` `(` $max_registers^ `)`)? attr-dict-with-keyword $body

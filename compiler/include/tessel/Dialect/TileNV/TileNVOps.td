@@ -57,7 +57,7 @@ def TileNV_ReduceAddVectorOp : TileNV_Op<"red_add_vector"> {
     release at GPU scope.
   }];
   let arguments = (ins AnyMemRef:$source, Index:$source_index, AnyMemRef:$dest,
-                       Variadic<Index>:$dest_indices, I64Attr:$count, Tile_MemoryOrder:$order);
+                       Variadic<Index>:$dest_indices, Tessel_I64Attr:$count, Tile_MemoryOrder:$order);
   let assemblyFormat = [{
     $source `[` $source_index `]` `,` $dest `[` $dest_indices `]` `count` `=` $count $order
     attr-dict `:` type($source) `,` type($dest)
@@ -67,7 +67,7 @@ def TileNV_ReduceAddVectorOp : TileNV_Op<"red_add_vector"> {
 def TileNV_CopyVectorOp : TileNV_Op<"copy_vector", [AttrSizedOperandSegments]> {
   let summary = "move `bytes` contiguous bytes (4, 8 or 16, aligned) between buffers";
   let arguments = (ins AnyMemRef:$source, Variadic<Index>:$source_indices,
-                       AnyMemRef:$dest, Variadic<Index>:$dest_indices, I64Attr:$bytes);
+                       AnyMemRef:$dest, Variadic<Index>:$dest_indices, Tessel_I64Attr:$bytes);
   let assemblyFormat = [{
     $source `[` $source_indices `]` `,` $dest `[` $dest_indices `]` `bytes` `=` $bytes
     attr-dict `:` type($source) `,` type($dest)
@@ -81,7 +81,7 @@ def TileNV_CpAsyncOp : TileNV_Op<"cp_async", [AttrSizedOperandSegments]> {
     copy the thread issued.
   }];
   let arguments = (ins AnyMemRef:$source, Variadic<Index>:$source_indices,
-                       AnyMemRef:$dest, Variadic<Index>:$dest_indices, I64Attr:$bytes);
+                       AnyMemRef:$dest, Variadic<Index>:$dest_indices, Tessel_I64Attr:$bytes);
   let assemblyFormat = [{
     $source `[` $source_indices `]` `,` $dest `[` $dest_indices `]` `bytes` `=` $bytes
     attr-dict `:` type($source) `,` type($dest)
@@ -94,7 +94,7 @@ def TileNV_CpAsyncWaitOp : TileNV_Op<"cp_async_wait"> {
     Without `pending` every cp.async the thread issued is done; with it, all
     but the `pending` most recently committed groups are.
   }];
-  let arguments = (ins OptionalAttr<I64Attr>:$pending);
+  let arguments = (ins OptionalAttr<Tessel_I64Attr>:$pending);
   let assemblyFormat = "(`pending` `(` $pending^ `)`)? attr-dict";
 }
 
@@ -111,7 +111,7 @@ def TileNV_TmaLoadOp : TileNV_Op<"tma_load"> {
     into shared address `dest`, completing `bytes` transaction bytes on the
     mbarrier at shared address `barrier`. One thread issues it.
   }];
-  let arguments = (ins I64Attr:$descriptor, I32:$dest, I32:$barrier, Variadic<Index>:$coords);
+  let arguments = (ins Tessel_I64Attr:$descriptor, I32:$dest, I32:$barrier, Variadic<Index>:$coords);
   let assemblyFormat = [{
     $descriptor `[` $coords `]` `->` $dest `arrive` $barrier attr-dict
   }];
@@ -124,7 +124,7 @@ def TileNV_TmaStoreOp : TileNV_Op<"tma_store"> {
     the box at `coords` (outermost first) of tensor map `descriptor`, in the
     thread's current bulk group. One thread issues it.
   }];
-  let arguments = (ins I64Attr:$descriptor, I32:$source, Variadic<Index>:$coords,
+  let arguments = (ins Tessel_I64Attr:$descriptor, I32:$source, Variadic<Index>:$coords,
                        UnitAttr:$reduce_add);
   let assemblyFormat = [{
     $source `->` $descriptor `[` $coords `]` (`reduce_add` $reduce_add^)? attr-dict
@@ -148,13 +148,13 @@ def TileNV_BulkWaitOp : TileNV_Op<"bulk_wait"> {
 
 def TileNV_MbarrierInitOp : TileNV_Op<"mbarrier_init"> {
   let summary = "mbarrier.init.shared::cta.b64 [address], arrivals";
-  let arguments = (ins I32:$address, I64Attr:$arrivals);
+  let arguments = (ins I32:$address, Tessel_I64Attr:$arrivals);
   let assemblyFormat = "$address `arrivals` `=` $arrivals attr-dict";
 }
 
 def TileNV_MbarrierArriveOp : TileNV_Op<"mbarrier_arrive"> {
   let summary = "mbarrier.arrive.shared::cta.b64, with expect_tx `bytes` when set";
-  let arguments = (ins I32:$address, OptionalAttr<I64Attr>:$expect_bytes);
+  let arguments = (ins I32:$address, OptionalAttr<Tessel_I64Attr>:$expect_bytes);
   let assemblyFormat = "$address (`expect_tx` `=` $expect_bytes^)? attr-dict";
 }
 
@@ -175,7 +175,7 @@ def TileNV_NamedBarrierOp : TileNV_Op<"named_barrier"> {
     With `arrive` (bar.arrive) the warp counts towards the barrier without
     waiting for it.
   }];
-  let arguments = (ins I64Attr:$id, I64Attr:$threads, UnitAttr:$arrive);
+  let arguments = (ins Tessel_I64Attr:$id, Tessel_I64Attr:$threads, UnitAttr:$arrive);
   let assemblyFormat = "$id `,` $threads (`arrive` $arrive^)? attr-dict";
 }
 
@@ -186,7 +186,7 @@ def TileNV_SyncWarpOp : TileNV_Op<"sync_warp"> {
 
 def TileNV_SetMaxNRegOp : TileNV_Op<"setmaxnreg"> {
   let summary = "setmaxnreg.{inc,dec}.sync.aligned.u32 count (per warpgroup)";
-  let arguments = (ins I64Attr:$count, UnitAttr:$increase);
+  let arguments = (ins Tessel_I64Attr:$count, UnitAttr:$increase);
   let assemblyFormat = "$count (`increase` $increase^)? attr-dict";
 }
 
@@ -203,7 +203,7 @@ def TileNV_LdMatrixOp : TileNV_Op<"ldmatrix"> {
     one 32-bit register each, transposed with `trans`.
   }];
   let arguments = (ins AnyMemRef:$source, Index:$offset, AnyMemRef:$dest, Index:$base,
-                       I64Attr:$count, UnitAttr:$trans);
+                       Tessel_I64Attr:$count, UnitAttr:$trans);
   let assemblyFormat = [{
     $source `[` $offset `]` `->` $dest `[` $base `]` `x` $count (`trans` $trans^)?
     attr-dict `:` type($source) `,` type($dest)
@@ -239,8 +239,8 @@ def TileNV_WgmmaDescOp : TileNV_Op<"wgmma_desc", [Pure]> {
     Start address (`address`, bytes), leading and stride byte offsets and the
     swizzle (0, 32, 64 or 128 bytes), encoded as sm_90's 64-bit descriptor.
   }];
-  let arguments = (ins I32:$address, I64Attr:$leading_bytes, I64Attr:$stride_bytes,
-                       I64Attr:$swizzle_bytes);
+  let arguments = (ins I32:$address, Tessel_I64Attr:$leading_bytes, Tessel_I64Attr:$stride_bytes,
+                       Tessel_I64Attr:$swizzle_bytes);
   let results = (outs I64:$result);
   let assemblyFormat = [{
     $address `lbo` `=` $leading_bytes `sbo` `=` $stride_bytes `swizzle` `=` $swizzle_bytes attr-dict
@@ -256,7 +256,7 @@ def TileNV_WgmmaOp : TileNV_Op<"wgmma"> {
     With `accumulate` false the product overwrites acc (scale-d 0), which
     clears an accumulator without writing its registers first.
   }];
-  let arguments = (ins AnyMemRef:$acc, Index:$base, I64:$desc_a, I64:$desc_b, I64Attr:$n,
+  let arguments = (ins AnyMemRef:$acc, Index:$base, I64:$desc_a, I64:$desc_b, Tessel_I64Attr:$n,
                        TypeAttr:$operand_type, UnitAttr:$trans_a, UnitAttr:$trans_b,
                        Optional<I1>:$accumulate);
   let assemblyFormat = [{
@@ -276,7 +276,7 @@ def TileNV_WgmmaRegAOp : TileNV_Op<"wgmma_reg_a"> {
     tilenv.wgmma.
   }];
   let arguments = (ins AnyMemRef:$acc, Index:$base, AnyMemRef:$a, Index:$a_base, I64:$desc_b,
-                       I64Attr:$n, TypeAttr:$operand_type, UnitAttr:$trans_b,
+                       Tessel_I64Attr:$n, TypeAttr:$operand_type, UnitAttr:$trans_b,
                        Optional<I1>:$accumulate);
   let assemblyFormat = [{
     $acc `[` $base `]` `,` $a `[` $a_base `]` `,` $desc_b `n` `=` $n $operand_type
@@ -315,7 +315,7 @@ def TileNV_WgmmaWaitOp : TileNV_Op<"wgmma_wait"> {
     completed groups' accumulators and A fragments) that may be touched
     again from here; the emitter keeps their accesses after the wait.
   }];
-  let arguments = (ins I64Attr:$pending, Variadic<AnyMemRef>:$ready);
+  let arguments = (ins Tessel_I64Attr:$pending, Variadic<AnyMemRef>:$ready);
   let assemblyFormat = "$pending (`ready` `(` $ready^ `:` type($ready) `)`)? attr-dict";
 }
 

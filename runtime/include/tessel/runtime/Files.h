@@ -1,0 +1,22 @@
+//===- Files.h - files written for the user ---------------------*- C++ -*-===//
+//
+// Everything Tessel writes on a user's request (dumps, -o, pictures) goes
+// through here, so that a missing directory, a read-only one or a full disk
+// is an error that names the file rather than a success message.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_RUNTIME_FILES_H
+#define TESSEL_RUNTIME_FILES_H
+
+#include <filesystem>
+#include <string_view>
+
+namespace tessel::rt {
+/// Creates `dir` and its parents; throws tessel::Error saying why not.
+void createDirectories(const std::filesystem::path &dir, std::string_view purpose);
+/// Writes `bytes` to `file`, replacing it; throws tessel::Error naming the
+/// file and the reason when it cannot be written completely.
+void writeFile(const std::filesystem::path &file, std::string_view bytes);
+} // namespace tessel::rt
+
+#endif

@@ -1,0 +1,39 @@
+//===- Files.cpp - files written for the user -----------------------------===//
+#include "tessel/runtime/Files.h"
+#include "tessel/runtime/Error.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fmt/format.h>
+
+using namespace tessel;
+namespace fs = std::filesystem;
+
+void rt::createDirectories(const fs::path &dir, std::string_view purpose) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec)
+    throw Error(fmt::format("cannot create the {} directory {}: {}", purpose, dir.string(),
+                            ec.message()));
+  if (!fs::is_directory(dir, ec))
+    throw Error(fmt::format("cannot use {} as the {} directory: it is not a directory",
+                            dir.string(), purpose));
+}
+
+void rt::writeFile(const fs::path &file, std::string_view bytes) {
+  // stdio rather than ofstream: fclose reports a write that fails late (a
+  // full disk), and errno says why.
+  std::FILE *f = std::fopen(file.c_str(), "wb");
+  if (!f) throw Error(fmt::format("cannot write {}: {}", file.string(), std::strerror(errno)));
+  size_t written = bytes.empty() ? 0 : std::fwrite(bytes.data(), 1, bytes.size(), f);
+  int writeErrno = errno;
+  bool flushed = std::fflush(f) == 0;
+  int flushErrno = errno;
+  bool closed = std::fclose(f) == 0;
+  if (written != bytes.size() || !flushed || !closed) {
+    int why = written != bytes.size() ? writeErrno : !flushed ? flushErrno : errno;
+    throw Error(fmt::format("cannot write {}: {} ({} of {} bytes written)", file.string(),
+                            std::strerror(why), written, bytes.size()));
+  }
+}
