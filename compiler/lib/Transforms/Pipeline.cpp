@@ -52,10 +52,19 @@ struct PipelineOptions : PassPipelineOptions<PipelineOptions> {
 } // namespace
 
 void tessel::registerTesselPipeline() {
-  PassPipelineRegistration<PipelineOptions>(
+  // Registered by hand rather than with PassPipelineRegistration so that an
+  // unknown arch is an error, not a silent sm_90a.
+  registerPassPipeline(
       "tessel-pipeline", "The full Tessel lowering for one target",
-      [](OpPassManager &pm, const PipelineOptions &options) {
+      [](OpPassManager &pm, StringRef text, function_ref<LogicalResult(const Twine &)> error) {
+        PipelineOptions options;
+        if (failed(options.parseFromString(text))) return failure();
         std::optional<TargetInfo> target = lookupTarget(options.arch);
-        buildTesselPipeline(pm, target ? *target : *lookupTarget("sm_90a"));
-      });
+        if (!target)
+          return error("tessel-pipeline: unknown arch '" + options.arch +
+                       "'; use sm_80, sm_90a or sm_100a");
+        buildTesselPipeline(pm, *target);
+        return success();
+      },
+      [](function_ref<void(const detail::PassOptions &)> print) { print(PipelineOptions()); });
 }

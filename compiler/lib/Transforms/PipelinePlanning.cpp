@@ -33,6 +33,15 @@ static FailureOr<SetVector<Operation *>> addressSlice(Value value, Block &body) 
 LogicalResult tessel::verifyStagesFit(PipelinePlan &plan, const TargetInfo &target) {
   int64_t bytes = plan.stageBytes();
   if (bytes == 0 || plan.stages <= target.maxSharedBytes / bytes) return success();
+  // A count that can be multi-buffered without overflow gets the usual
+  // report, each buffer and its stages in a note.
+  if (plan.stages <= target.maxSharedBytes) {
+    for (PipelineLoad &load : plan.loads)
+      load.buffer.setStagesAttr(IntegerAttr::get(IntegerType::get(load.buffer.getContext(), 64),
+                                                 plan.stages));
+    auto kernel = plan.loop->getParentOfType<KernelOp>();
+    if (failed(verifySharedMemory(kernel, target.arch, target.maxSharedBytes))) return failure();
+  }
   return plan.loop.emitError("pipeline of ")
          << plan.stages << " stages of " << bytes << " bytes each needs more than the "
          << target.maxSharedBytes << " bytes of shared memory " << target.arch

@@ -130,3 +130,30 @@ tile.kernel @vector_atomics(%dq: memref<?x128xf32, #g>, %row: index) grid(%bx) =
   %r = tile.region %dq[%row, %row] [64, 128] : memref<?x128xf32, #g> -> memref<64x128xf32, strided<[128, 1], offset: ?>, #g>
   tile.atomic_add %acc, %r order = release : memref<64x128xf32, #f>, memref<64x128xf32, strided<[128, 1], offset: ?>, #g>
 }
+
+// -----
+
+// A row reduction across warps inside the consumer role (warps split the
+// columns) exchanges partials through shared scratch. The threads of the
+// other role never reach it, so the exchange waits on the role's named
+// barrier (role 2 of the kernel, its 128 threads), never on __syncthreads.
+// CHECK-LABEL: tile.kernel @reduce_in_role
+// CHECK: tilenv.setmaxnreg
+// CHECK-NOT: tilenv.sync_threads
+// CHECK: tilenv.named_barrier 2, 128
+// CHECK: memref.store {{.*}} #tile.space<shared>>
+// CHECK: tilenv.named_barrier 2, 128
+// CHECK-NOT: tilenv.sync_threads
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+tile.kernel @reduce_in_role() grid(%bx) = affine_map<() -> (1)> threads(256) {
+  %acc = tile.alloc {layout = #tile.fragment<[16, 64], reg = [[0, 1], [8, 0], [0, 8]], lane = [[0, 2], [0, 4], [1, 0], [2, 0], [4, 0]], warp = [[0, 16], [0, 32]]>} : memref<16x64xf32, #f>
+  %max = tile.alloc {layout = #tile.fragment<[16], reg = [[8]], lane = [[0], [0], [1], [2], [4]], warp = [[0], [0]]>} : memref<16xf32, #f>
+  %one = arith.constant 1.0 : f32
+  tile.role threads(128, 128) max_registers(24) {
+  }
+  tile.role threads(0, 128) max_registers(240) {
+    tile.fill %acc, %one : memref<16x64xf32, #f>, f32
+    tile.reduce max %acc -> %max dim = 1 : memref<16x64xf32, #f> -> memref<16xf32, #f>
+  }
+}
