@@ -12,6 +12,7 @@
 #include "tessel/runtime/Driver.h"
 
 #include <fmt/format.h>
+#include <functional>
 #include <memory>
 #include <random>
 
@@ -66,6 +67,12 @@ struct DeviceRun {
   rt::LaunchArg &addTensor(HostTensor &t, bool poison);
   void download(size_t argIndex, HostTensor &t);
 };
+
+/// Timed launches a check makes after comparing (20 unless TESSEL_CHECK_REPS
+/// says otherwise; 0 skips timing, for runs under compute-sanitizer).
+int checkTimingReps();
+/// The median time of `launch` for a check, 0 when checkTimingReps() is 0.
+double checkTime(const std::function<void()> &launch);
 
 /// Waits for the launch, so that a kernel fault is reported by the check.
 void synchronize();

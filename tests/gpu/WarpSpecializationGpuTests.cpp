@@ -23,7 +23,7 @@ static std::string deviceArch() {
   return cc == 90 ? "sm_90a" : cc >= 100 ? "sm_100a" : "sm_80";
 }
 
-TEST_CASE("a cross-warp reduction inside the consumer role runs past the stage count", "[gpu]") {
+TEST_CASE("a cross-warp reduction inside the consumer role runs past the stage count", "[gpu][user]") {
   for (int64_t n : {64 * 5, 1000}) {
     Program p = test::reduceInConsumer();
     Kernel k = compile(p, {deviceArch()});
@@ -53,7 +53,7 @@ TEST_CASE("a cross-warp reduction inside the consumer role runs past the stage c
   }
 }
 
-TEST_CASE("producer addresses computed before the loop reach the producer", "[gpu]") {
+TEST_CASE("producer addresses computed before the loop reach the producer", "[gpu][user]") {
   for (test::RowSource source :
        {test::RowSource::localScan, test::RowSource::conditional, test::RowSource::sharedRead}) {
     Program p = test::offsetRowsSum(source);

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Runs compute-sanitizer's memcheck, racecheck, synccheck and initcheck over
+# every library kernel and each configuration axis the GPU tests cover
+# (warp-specialized or not, TMA or cp.async, ping-pong turns, K ahead of V,
+# packed sequences, GQA reductions, dQ paths), plus the user kernels of the
+# GPU tests, at small shapes. Each check still compares with its CPU
+# reference; timing is skipped (TESSEL_CHECK_REPS=0).
+#
+#   tools/sanitize.sh [BIN_DIR]        (default build/bin; on a GPU machine)
+#   TOOLS="racecheck" tools/sanitize.sh   one tool only
+#
+# Prints one line per tool and run, then the error count per tool; exits 1
+# if any tool reported an error or a run failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bin="${1:-build/bin}"
+tools=(${TOOLS:-memcheck racecheck synccheck initcheck})
+sanitizer="${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}"
+if [ ! -x "$sanitizer" ]; then
+  echo "sanitize: compute-sanitizer not found (set COMPUTE_SANITIZER)" >&2
+  exit 2
+fi
+export TESSEL_CHECK_REPS=0
+export TESSEL_CACHE_DIR="${TESSEL_CACHE_DIR:-$(mktemp -d)}"
+
+runs=(
+  "scaled_add --param N=1000"
+  "scaled_add --param dtype=bf16 --param block=512 --param threads=64 --param N=7777"
+  "row_softmax --param M=7"
+  "row_softmax --param cols=1000 --param rows=2 --param threads=256 --param M=33"
+  "row_lse --param policy=square --param M=100 --param N=100"
+  "row_lse --param policy=full_row --param M=100 --param N=100"
+  "row_lse --param policy=full_col --param M=100 --param N=100"
+  "gemm --param M=130 --param N=70 --param K=72"
+  "gemm --param in=bf16 --param instruction=wgmma --param block_m=128 --param block_n=128 --param block_k=64 --param threads=256 --param transpose_a=1 --param M=130 --param N=130 --param K=72"
+  "gemm --param in=bf16 --param out=f16 --param block_m=128 --param block_n=256 --param block_k=64 --param threads=256 --param stages=4 --param warp_specialize=on --param swizzle=8 --param M=130 --param N=260 --param K=200"
+  "gemm --param in=bf16 --param out=f16 --param block_m=128 --param block_n=256 --param block_k=64 --param threads=256 --param stages=4 --param warp_specialize=off --param transpose_b=1 --param M=130 --param N=260 --param K=200"
+  "gemm --no-tma --param in=bf16 --param block_m=128 --param block_n=128 --param block_k=64 --param threads=256 --param stages=3 --param warp_specialize=off --param M=130 --param N=130 --param K=200"
+  "tma_scale --param M=77"
+  "tma_scale --param accumulate=1 --param M=77"
+  "flash_attention_fwd --param seqlen_q=130 --param seqlen_k=130 --param batch=1 --param causal=1 --param heads_q=4 --param heads_kv=2"
+  "flash_attention_fwd --param seqlen_q=77 --param seqlen_k=77 --param batch=1 --param head_dim=256 --param causal=1"
+  "flash_attention_fwd --param seqlen_q=130 --param seqlen_k=130 --param batch=1 --param pingpong=1 --param causal=1"
+  "flash_attention_fwd --param seqlen_q=130 --param seqlen_k=200 --param batch=1 --param overlap=1 --param pingpong=1"
+  "flash_attention_fwd --param varlen=1 --param seqlens_q=3,130,5 --param seqlens_k=0,130,7"
+  "flash_attention_fwd --param seqlen_q=130 --param seqlen_k=130 --param batch=1 --param warp_specialize=off"
+  "flash_attention_fwd --param seqlen_q=130 --param seqlen_k=130 --param batch=1 --param block_m=64 --param threads=128 --param head_dim=64 --param block_n=64"
+  "flash_attention_bwd --param seqlen_q=130 --param seqlen_k=130 --param batch=1 --param causal=1"
+  "flash_attention_bwd --param seqlen_q=130 --param seqlen_k=130 --param batch=1 --param heads_q=8 --param heads_kv=2 --param kv_reduction=split"
+  "flash_attention_bwd --param seqlen_q=130 --param seqlen_k=130 --param batch=1 --param heads_q=8 --param heads_kv=1 --param element_atomics=1"
+  "flash_attention_bwd --param seqlen_q=130 --param seqlen_k=200 --param batch=1 --param dq_atomics=tma --param causal=1"
+  "flash_attention_bwd --param seqlen_q=77 --param seqlen_k=77 --param batch=1 --param head_dim=64 --param dtype=f16 --param dq_atomics=tma"
+  "flash_attention_bwd --param seqlen_q=130 --param seqlen_k=130 --param batch=1 --param warp_specialize=off"
+  "flash_attention_bwd --param varlen=1 --param kv_reduction=split --param seqlens_q=3,130,5 --param seqlens_k=0,130,7"
+)
+
+declare -A errors
+failed=0
+summary() { # the error count in a sanitizer log
+  local n
+  n=$(grep -oE "ERROR SUMMARY: [0-9]+ error" "$1" | grep -oE "[0-9]+" | tail -1)
+  [ -z "$n" ] && n=$(grep -oE "RACECHECK SUMMARY: [0-9]+ hazards displayed \([0-9]+ error" "$1" |
+                     grep -oE "\([0-9]+" | tr -d '(' | tail -1)
+  echo "${n:-?}"
+}
+run_one() { # tool, label, command...
+  local tool=$1 label=$2; shift 2
+  local log; log=$(mktemp)
+  timeout 300 "$sanitizer" --tool "$tool" --print-limit 20 "$@" >"$log" 2>&1
+  local rc=$? n; n=$(summary "$log")
+  if [ "$n" = "?" ] || [ $rc -ne 0 ]; then
+    failed=1
+    echo "$tool: $label: exit $rc, errors $n"; grep -E "=========|FAIL|error" "$log" | head -20
+    [ "$n" = "?" ] && n=0
+  else
+    echo "$tool: $label: $n errors"
+  fi
+  errors[$tool]=$(( ${errors[$tool]:-0} + n ))
+  rm -f "$log"
+}
+
+for tool in "${tools[@]}"; do
+  for r in "${runs[@]}"; do
+    # shellcheck disable=SC2086
+    run_one "$tool" "$r" "$bin/tessel" run $r --seed 1
+  done
+  run_one "$tool" "user kernels" "$bin/tessel-gpu-tests" "[user]"
+done
+
+echo "sanitize: ${#runs[@]} library runs + the user kernels, per tool:"
+total=0
+for tool in "${tools[@]}"; do
+  echo "  $tool: ${errors[$tool]} errors"
+  total=$(( total + errors[$tool] ))
+done
+[ $total -eq 0 ] && [ $failed -eq 0 ]
