@@ -19,6 +19,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <fstream>
 
 using namespace mlir;
@@ -207,6 +208,14 @@ rt::LoadedKernel &Kernel::loadedFor(const std::vector<rt::LaunchArg> &args) {
   return *withoutTma;
 }
 
+/// "N = 5, M = 7" for a message.
+static std::vector<std::string> symbolText(const std::vector<std::string> &names,
+                                           const std::vector<int64_t> &values) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < names.size(); ++i) out.push_back(fmt::format("{} = {}", names[i], values[i]));
+  return out;
+}
+
 void Kernel::launch(const std::vector<rt::LaunchArg> &args, CUstream stream) {
   if (args.size() != info.size())
     throw Error(fmt::format("kernel {} takes {} arguments, got {}", spec().name, info.size(), args.size()));
@@ -225,6 +234,15 @@ void Kernel::launch(const std::vector<rt::LaunchArg> &args, CUstream stream) {
     for (size_t d = 0; d < info[i].extents.size() && d < args[i].shape.size(); ++d) {
       int64_t e = info[i].extents[d];
       if (e >= 0) continue;
+      if (e == kExtentExpression) {
+        int64_t expected = evaluate(info[i].extentExprs[d], symbols);
+        if (args[i].shape[d] != expected)
+          throw Error(fmt::format("kernel {}: tensor '{}' has extent {} in dimension {}, but its "
+                                  "declared extent evaluates to {} for {}",
+                                  spec().name, info[i].name, args[i].shape[d], d, expected,
+                                  fmt::join(symbolText(symbolNames, symbols), ", ")));
+        continue;
+      }
       size_t s = -(e + 1);
       if (args[i].shape[d] != symbols[s])
         throw Error(fmt::format("kernel {}: tensor '{}' has extent {} in dimension {}, but {} = {}",

@@ -198,6 +198,47 @@ Expr Program::scalar(const std::string &name, DType type, SrcLoc loc) {
   return Expr(node);
 }
 
+/// An expression the host can evaluate from the index symbols.
+static bool isHostExpression(const ExprNode &n) {
+  switch (n.kind) {
+  case ExprNode::Const: return true;
+  case ExprNode::Sym: return n.i >= 0;
+  case ExprNode::Bin: return isHostExpression(*n.lhs) && isHostExpression(*n.rhs);
+  default: return false;
+  }
+}
+
+static int64_t floorDiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+
+int64_t tessel::evaluate(const Expr &e, const std::vector<int64_t> &symbols) {
+  const ExprNode &n = *e.node;
+  switch (n.kind) {
+  case ExprNode::Const: return n.i;
+  case ExprNode::Sym:
+    if (n.i < 0 || size_t(n.i) >= symbols.size())
+      throw Error("evaluate: the expression uses a value that is not an index symbol");
+    return symbols[n.i];
+  case ExprNode::Bin: {
+    int64_t a = evaluate(Expr(n.lhs), symbols), b = evaluate(Expr(n.rhs), symbols);
+    if ((n.op == '/' || n.op == '%' || n.op == 'c') && b == 0)
+      throw Error("evaluate: division by zero");
+    switch (n.op) {
+    case '+': return a + b;
+    case '-': return a - b;
+    case '*': return a * b;
+    case '/': return floorDiv(a, b);
+    case '%': return a - floorDiv(a, b) * b;
+    case 'c': return -floorDiv(-a, b);
+    case 'M': return std::max(a, b);
+    case 'm': return std::min(a, b);
+    }
+    break;
+  }
+  default: break;
+  }
+  throw Error("evaluate: the expression is not computed from constants and index symbols");
+}
+
 Tensor Program::tensor(const std::string &name, std::vector<Expr> shape, DType type, SrcLoc loc) {
   if (impl->built) fail(loc, "parameters must be declared before the kernel is built");
   if (shape.empty()) fail(loc, "tensor '" + name + "' needs at least one dimension");
@@ -216,10 +257,17 @@ Tensor Program::tensor(const std::string &name, std::vector<Expr> shape, DType t
     } else if (n.kind == ExprNode::Sym && n.i >= 0) {
       p.extents.push_back(-(1 + n.i));
       t.dims.push_back(-1);
+    } else if (isHostExpression(n)) {
+      // Checked against the symbols at launch, like a symbol extent.
+      p.extents.push_back(kExtentExpression);
+      t.dims.push_back(-1);
     } else {
-      fail(loc, fmt::format("tensor '{}' dimension {} must be a constant or a symbol", name, d));
+      fail(loc, fmt::format("tensor '{}' dimension {} must be computed from constants and index "
+                            "symbols (Program::sym) with + - * / % ceil_div min max",
+                            name, d));
     }
   }
+  p.extentExprs = shape;
   t.elt = type;
   t.where = Space::global;
   t.param = impl->params.size();
@@ -656,6 +704,34 @@ Buffer Buffer::tile(std::vector<Expr> offsets, std::vector<int64_t> sizes, SrcLo
   return out;
 }
 
+Buffer Tensor::bounded(std::vector<Expr> limits, SrcLoc loc) const {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  if (limits.size() != dims.size())
+    fail(loc, fmt::format("tensor '{}' has {} dimensions; bounded() takes one limit for each, "
+                          "got {}", label, dims.size(), limits.size()));
+  for (Expr &limit : limits)
+    if (limit.type() != DType::index && limit.type() != DType::i32 && limit.type() != DType::i64)
+      fail(loc, fmt::format("bounded(): limits are integers, got {}", tessel::name(limit.type())));
+  SmallVector<Value> values;
+  for (Expr &limit : limits) {
+    Value v = limit.value(limit.type() == DType::index || limit.node->kind != ExprNode::Val
+                              ? DType::index
+                              : limit.type());
+    if (!v.getType().isIndex())
+      v = arith::IndexCastOp::create(p.builder(), p.location(loc), p.builder().getIndexType(), v);
+    values.push_back(v);
+  }
+  Value source = value();
+  auto bound = tile::BoundOp::create(p.builder(), p.location(loc), source.getType(), source, values);
+  Buffer out;
+  out.impl = bound.getResult().getAsOpaquePointer();
+  out.dims = dims;
+  out.elt = elt;
+  out.where = where;
+  return out;
+}
+
 static Buffer allocate(Space space, std::vector<int64_t> shape, DType type, const std::string &name,
                        SrcLoc loc) {
   lastLoc = loc;
@@ -855,6 +931,56 @@ void tessel::serial(Expr count, std::function<void(Expr)> body, SrcLoc loc) {
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(loop.getBody()->getTerminator());
   body(fromValue(loop.getInductionVar()));
+}
+
+std::vector<Expr> tessel::serial(Expr count, std::vector<Expr> init,
+                                 std::function<std::vector<Expr>(Expr, std::vector<Expr>)> body,
+                                 SrcLoc loc) {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  OpBuilder &b = p.builder();
+  Location l = p.location(loc);
+  if (init.empty()) fail(loc, "serial with carried values needs at least one initial value");
+  SmallVector<Value> inits;
+  std::vector<DType> types;
+  for (Expr &e : init) {
+    types.push_back(e.type());
+    inits.push_back(e.value(e.type()));
+  }
+  auto loop = scf::ForOp::create(b, l, Expr(0).value(), count.value(DType::index),
+                                 Expr(1).value(), inits);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    Block *block = loop.getBody();
+    // Built without a body builder: the block has no terminator yet.
+    b.setInsertionPointToEnd(block);
+    std::vector<Expr> carried;
+    for (Value arg : loop.getRegionIterArgs()) carried.push_back(fromValue(arg));
+    std::vector<Expr> next = body(fromValue(loop.getInductionVar()), carried);
+    lastLoc = loc;
+    if (next.size() != init.size())
+      fail(loc, fmt::format("serial carries {} values but its body returned {}", init.size(),
+                            next.size()));
+    SmallVector<Value> yields;
+    for (size_t i = 0; i < next.size(); ++i) {
+      Value v = next[i].value(types[i]);
+      if (v.getType() != inits[i].getType())
+        fail(loc, fmt::format("serial: carried value {} is {} but the body returned {}; cast it",
+                              i, name(types[i]), name(next[i].type())));
+      yields.push_back(v);
+    }
+    scf::YieldOp::create(b, l, yields);
+  }
+  std::vector<Expr> out;
+  for (Value r : loop.getResults()) out.push_back(fromValue(r));
+  return out;
+}
+
+Expr tessel::serial(Expr count, Expr init, std::function<Expr(Expr, Expr)> body, SrcLoc loc) {
+  return serial(
+      count, std::vector<Expr>{init},
+      [&](Expr i, std::vector<Expr> carried) { return std::vector<Expr>{body(i, carried[0])}; },
+      loc)[0];
 }
 
 void tessel::if_(Expr cond, std::function<void()> then, std::function<void()> otherwise, SrcLoc loc) {

@@ -40,13 +40,16 @@ inline Program reduceInConsumer() {
 
 /// Where offsetRowsSum's first row comes from: a serial scan into local
 /// memory, a conditional on a symbol, or an element of a shared tile.
-enum class RowSource { localScan, conditional, sharedRead };
+enum class RowSource { localScan, conditional, sharedRead, carriedScan };
+inline constexpr RowSource allRowSources[] = {RowSource::localScan, RowSource::conditional,
+                                              RowSource::sharedRead, RowSource::carriedScan};
 
 inline const char *name(RowSource s) {
   switch (s) {
   case RowSource::localScan: return "serial scan into alloc_local";
   case RowSource::conditional: return "if_ before the loop";
-  default: return "element of a shared tile";
+  case RowSource::sharedRead: return "element of a shared tile";
+  default: return "serial loop carrying the sum";
   }
 }
 
@@ -68,10 +71,13 @@ inline Program offsetRowsSum(RowSource source) {
       base(0) = 0;
       if_(n > 256, [&] { base(0) = 128; });
       row0 = cast(base(0), DType::index);
-    } else {
+    } else if (source == RowSource::sharedRead) {
       Buffer offsets = alloc_shared({4}, DType::i32, "offsets");
       copy(off.tile({0}, {4}), offsets);
       row0 = cast(offsets(2), DType::index);
+    } else {
+      Expr sum = serial(4, cast(Expr(0), DType::i32), [&](Expr i, Expr acc) { return acc + off(i); });
+      row0 = cast(sum, DType::index);
     }
     Buffer s = alloc_shared({64, 64}, DType::bf16);
     Buffer acc = alloc_fragment({64, 64}, DType::f32);
@@ -88,10 +94,82 @@ inline Program offsetRowsSum(RowSource source) {
 /// The row offsetRowsSum starts at for `rows` rows and offsets `off`.
 inline int64_t expectedRowStart(RowSource source, int64_t rows, const std::vector<float> &off) {
   switch (source) {
-  case RowSource::localScan: return int64_t(off[0] + off[1] + off[2] + off[3]);
+  case RowSource::localScan:
+  case RowSource::carriedScan: return int64_t(off[0] + off[1] + off[2] + off[3]);
   case RowSource::conditional: return rows > 256 ? 128 : 0;
   default: return int64_t(off[2]);
   }
+}
+
+/// y = softmax(x) over one vector of 256: the maximum and the sum are
+/// reductions of the whole fragment, read inside parallel at index 0 by
+/// every thread.
+inline Program vectorSoftmax() {
+  Program p("vector_softmax");
+  Tensor x = p.tensor("x", {256}, DType::f32), y = p.tensor("y", {256}, DType::f32);
+  p.kernel({1}, 128, [&](Expr) {
+    Buffer l = alloc_fragment({256}, DType::f32), mx = alloc_fragment({1}, DType::f32);
+    Buffer sum = alloc_fragment({1}, DType::f32);
+    copy(x.tile({0}, {256}), l);
+    reduce_max(l, mx, 0);
+    parallel(256, [&](Expr j) { l(j) = exp(l(j) - mx(0)); });
+    reduce_sum(l, sum, 0);
+    parallel(256, [&](Expr j) { l(j) = l(j) / sum(0); });
+    copy(l, y.tile({0}, {256}));
+  });
+  return p;
+}
+
+/// y = 2 x, then z = 3 x, each through its own [128, 128] f32 fragment of
+/// 128 registers per thread: live one after the other, never together.
+inline Program twoPhases() {
+  Program p("two_phases");
+  Tensor x = p.tensor("x", {128, 128}, DType::f32), y = p.tensor("y", {128, 128}, DType::f32);
+  Tensor z = p.tensor("z", {128, 128}, DType::f32);
+  p.kernel({1}, 128, [&](Expr) {
+    Buffer a = alloc_fragment({128, 128}, DType::f32, "a");
+    copy(x.tile({0, 0}, {128, 128}), a);
+    parallel(128, 128, [&](Expr i, Expr j) { a(i, j) = a(i, j) * 2.0; });
+    copy(a, y.tile({0, 0}, {128, 128}));
+    Buffer b = alloc_fragment({128, 128}, DType::f32, "b");
+    copy(x.tile({0, 0}, {128, 128}), b);
+    parallel(128, 128, [&](Expr i, Expr j) { b(i, j) = b(i, j) * 3.0; });
+    copy(b, z.tile({0, 0}, {128, 128}));
+  });
+  return p;
+}
+
+/// A cache of N rows of which the first `len` are valid: y = the first 128
+/// rows read through a bound at len (zero past it), and out's rows below
+/// len set to 2 * cache through a bounded store (rows past it untouched).
+inline Program boundedCache() {
+  Program p("bounded_cache");
+  Expr n = p.sym("N"), len = p.sym("len");
+  Tensor cache = p.tensor("cache", {n, 64}, DType::f16);
+  Tensor y = p.tensor("y", {128, 64}, DType::f16), out = p.tensor("out", {n, 64}, DType::f16);
+  p.kernel({ceil_div(n, 128)}, 128, [&](Expr bx) {
+    Buffer s = alloc_shared({128, 64}, DType::f16);
+    copy(cache.bounded({len, 64}).tile({bx * 128, 0}, {128, 64}), s);
+    if_(bx == 0, [&] { copy(s, y.tile({0, 0}, {128, 64})); });
+    parallel(128, 64, [&](Expr i, Expr j) { s(i, j) = s(i, j) * 2.0; });
+    copy(s, out.bounded({len, 64}).tile({bx * 128, 0}, {128, 64}));
+  });
+  return p;
+}
+
+/// out[0] = sum of offs, a tensor of groups + 1 entries (an extent computed
+/// from a symbol).
+inline Program extentExpression() {
+  Program p("extent_expression");
+  Expr groups = p.sym("groups");
+  Tensor offs = p.tensor("offs", {groups + 1}, DType::i32);
+  Tensor out = p.tensor("out", {1}, DType::i32);
+  p.kernel({1}, 32, [&](Expr) {
+    Expr total = serial(groups + 1, cast(Expr(0), DType::i32),
+                        [&](Expr i, Expr acc) { return acc + offs(i); });
+    out(0) = total;
+  });
+  return p;
 }
 
 } // namespace tessel::test

@@ -54,8 +54,7 @@ TEST_CASE("a cross-warp reduction inside the consumer role runs past the stage c
 }
 
 TEST_CASE("producer addresses computed before the loop reach the producer", "[gpu][user]") {
-  for (test::RowSource source :
-       {test::RowSource::localScan, test::RowSource::conditional, test::RowSource::sharedRead}) {
+  for (test::RowSource source : test::allRowSources) {
     Program p = test::offsetRowsSum(source);
     Kernel k = compile(p, {deviceArch()});
     const int64_t rows = 640;

@@ -51,12 +51,87 @@ TEST_CASE("a reduction across warps in the consumer role uses the role's barrier
 }
 
 TEST_CASE("addresses computed before a warp-specialized loop stay visible to the producer") {
-  for (test::RowSource source :
-       {test::RowSource::localScan, test::RowSource::conditional, test::RowSource::sharedRead})
+  for (test::RowSource source : test::allRowSources)
     for (std::string arch : {"sm_80", "sm_90a", "sm_100a"}) {
       Program p = test::offsetRowsSum(source);
       Kernel k = compileChecked(p, arch);
       INFO(test::name(source) << " on " << arch << "\n" << k.loweredIr());
       if (arch == "sm_90a") CHECK(k.loweredIr().find("threads(256)") != std::string::npos);
     }
+}
+
+TEST_CASE("a serial loop carries values") {
+  for (std::string arch : {"sm_80", "sm_90a"}) {
+    Program p = test::offsetRowsSum(test::RowSource::carriedScan);
+    Kernel k = compileChecked(p, arch);
+    INFO(arch << "\n" << k.tileIr());
+    CHECK(k.tileIr().find("iter_args") != std::string::npos);
+  }
+  Program p("bad_carry");
+  Tensor x = p.tensor("x", {4}, DType::f32);
+  CHECK_THROWS_WITH(p.kernel({1}, 32,
+                             [&](Expr) {
+                               serial(4, cast(Expr(0), DType::i32),
+                                      [&](Expr i, Expr acc) { return x(i); });
+                             }),
+                    Catch::Contains("carried value 0 is i32 but the body returned f32"));
+}
+
+TEST_CASE("a reduction's result is read inside parallel at any index") {
+  for (std::string arch : {"sm_80", "sm_90a", "sm_100a"}) {
+    Program p = test::vectorSoftmax();
+    compileChecked(p, arch);
+  }
+  // A fragment spread over the threads cannot be read at a fixed index.
+  Program p("spread_broadcast");
+  Tensor x = p.tensor("x", {256}, DType::f32);
+  p.kernel({1}, 128, [&](Expr) {
+    Buffer l = alloc_fragment({256}, DType::f32);
+    copy(x.tile({0}, {256}), l);
+    parallel(256, [&](Expr j) { l(j) = l(j) - l(0); });
+    copy(l, x.tile({0}, {256}));
+  });
+  CHECK_THROWS_WITH(compile(p, {"sm_90a", ""}),
+                    Catch::Contains("UserKernelTests.cpp") &&
+                        Catch::Contains("every thread must hold all of it"));
+}
+
+TEST_CASE("fragments live at different times share registers") {
+  Program p = test::twoPhases();
+  // 128 registers each: together over the 224 that fit, one after the
+  // other well within.
+  Kernel k = compileChecked(p, "sm_90a");
+  CHECK(k.cubin().size() > 0);
+}
+
+TEST_CASE("bounded tensors mask loads and stores at run-time limits") {
+  for (std::string arch : {"sm_80", "sm_90a", "sm_100a"}) {
+    Program p = test::boundedCache();
+    Kernel k = compileChecked(p, arch);
+    INFO(arch << "\n" << k.loweredIr());
+    // Bounded tiles never go through TMA.
+    CHECK(k.loweredIr().find("tilenv.tma_load") == std::string::npos);
+    CHECK(k.loweredIr().find("tile.bound") == std::string::npos);
+  }
+  Program p("bad_bound");
+  Expr n = p.sym("N");
+  Tensor x = p.tensor("x", {n, 64}, DType::f16);
+  CHECK_THROWS_WITH(p.kernel({1}, 32, [&](Expr) { x.bounded({n}); }),
+                    Catch::Contains("bounded() takes one limit for each, got 1"));
+}
+
+TEST_CASE("tensor extents may be expressions of symbols, checked at launch") {
+  Program p = test::extentExpression();
+  Kernel k = compileChecked(p, "sm_90a");
+  // The extent check runs before anything reaches the driver.
+  std::vector<rt::LaunchArg> args = {rt::LaunchArg::integer(4), rt::LaunchArg::buffer(0, {4}),
+                                     rt::LaunchArg::buffer(0, {1})};
+  CHECK_THROWS_WITH(k.launch(args), Catch::Contains("tensor 'offs' has extent 4 in dimension 0, "
+                                                    "but its declared extent evaluates to 5 for "
+                                                    "groups = 4"));
+  Program q("bad_extent");
+  Expr s = q.scalar("scale", DType::f32);
+  CHECK_THROWS_WITH(q.tensor("t", {s}, DType::f32),
+                    Catch::Contains("must be computed from constants and index symbols"));
+  CHECK(evaluate(ceil_div(Expr(7), Expr(2)) * 3 - 1, {}) == 11);
 }

@@ -49,6 +49,14 @@ std::pair<int64_t, int64_t> rowCol(llvm::ArrayRef<int64_t> shape, llvm::ArrayRef
 }
 } // namespace
 
+/// `prefix` followed by `value` (built by appending: GCC 12 warns falsely
+/// on a literal plus a temporary string).
+static std::string tagged(const char *prefix, int64_t value) {
+  std::string text(prefix);
+  text += std::to_string(value);
+  return text;
+}
+
 std::string tessel::layout::renderFragmentSvg(const FragmentLayout &l, const std::string &title) {
   llvm::ArrayRef<int64_t> shape = l.getShape();
   int64_t rows = 1;
@@ -70,19 +78,20 @@ std::string tessel::layout::renderFragmentSvg(const FragmentLayout &l, const std
   for (auto &[pos, owner] : held) {
     auto [t, r] = owner.first;
     int hue = static_cast<int>((t % 32) * 360 / 32), light = 55 + 25 * static_cast<int>(t / 32 % 2);
-    std::string bottom = "r" + std::to_string(r);
-    if (owner.second > 1) bottom += " x" + std::to_string(owner.second);
-    canvas.cell(pos.first, pos.second, hue, light, "T" + std::to_string(t), bottom);
+    std::string bottom = tagged("r", r);
+    if (owner.second > 1) bottom += tagged(" x", owner.second);
+    canvas.cell(pos.first, pos.second, hue, light, tagged("T", t), bottom);
   }
   return canvas.finish();
 }
 
 std::string tessel::layout::renderSharedSvg(const SharedLayout &l, const std::string &title) {
-  Canvas canvas(l.getRows(), l.getCols(),
-                title + " — bank of each element (" +
-                    (l.getSwizzleBytes() ? std::to_string(l.getSwizzleBytes()) + "-byte swizzle"
-                                         : "pad " + std::to_string(l.getPad())) +
-                    ")");
+  std::string caption = title;
+  caption += " — bank of each element (";
+  caption += l.getSwizzleBytes() ? tagged("", l.getSwizzleBytes()) + "-byte swizzle"
+                                 : tagged("pad ", l.getPad());
+  caption += ")";
+  Canvas canvas(l.getRows(), l.getCols(), caption);
   llvm::ArrayRef<int64_t> shape = l.getShape();
   for (int64_t row = 0; row < l.getRows(); ++row)
     for (int64_t col = 0; col < l.getCols(); ++col) {
@@ -91,8 +100,8 @@ std::string tessel::layout::renderSharedSvg(const SharedLayout &l, const std::st
       int64_t rest = row;
       for (size_t d = shape.size() - 1; d-- > 0;) coord[d] = rest % shape[d], rest /= shape[d];
       int64_t bank = l.bank(coord);
-      canvas.cell(row, col, static_cast<int>(bank * 360 / 32), 70, "b" + std::to_string(bank),
-                  "@" + std::to_string(l.apply(coord)));
+      canvas.cell(row, col, static_cast<int>(bank * 360 / 32), 70, tagged("b", bank),
+                  tagged("@", l.apply(coord)));
     }
   return canvas.finish();
 }

@@ -11,6 +11,7 @@ Value tessel::getRootBuffer(Value buffer) {
   while (true) {
     if (auto region = buffer.getDefiningOp<RegionOp>()) buffer = region.getSource();
     else if (auto stage = buffer.getDefiningOp<StageOp>()) buffer = stage.getBuffer();
+    else if (auto bound = buffer.getDefiningOp<BoundOp>()) buffer = bound.getSource();
     else return buffer;
   }
 }
@@ -19,6 +20,7 @@ SmallVector<unsigned> tessel::getRootDims(Value buffer) {
   auto region = buffer.getDefiningOp<RegionOp>();
   if (!region) {
     if (auto stage = buffer.getDefiningOp<StageOp>()) return getRootDims(stage.getBuffer());
+    if (auto bound = buffer.getDefiningOp<BoundOp>()) return getRootDims(bound.getSource());
     return llvm::to_vector(llvm::seq<unsigned>(0, llvm::cast<MemRefType>(buffer.getType()).getRank()));
   }
   SmallVector<unsigned> source = getRootDims(region.getSource());

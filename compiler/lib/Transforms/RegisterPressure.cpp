@@ -38,33 +38,30 @@ RegisterPeak tessel::peakFragmentRegisters(KernelOp kernel, ArrayRef<Value> frag
   };
   SmallVector<Interval> intervals;
   for (Value f : fragments) {
-    // The one loop holding every use, if there is one.
-    Operation *loop = nullptr;
-    bool oneLoop = true;
+    if (f.use_empty()) continue;
+    // The innermost loop holding every use, if any: its iterations carry
+    // nothing (the fragment is rebuilt in each one).
+    Operation *common = enclosingLoop(*f.getUsers().begin());
+    for (Operation *user : f.getUsers())
+      while (common && !common->isAncestor(user)) common = enclosingLoop(common);
+    // Live from the first use to the last in program order, and through
+    // every iteration of a loop inside `common` that it enters with a value.
     int64_t first = std::numeric_limits<int64_t>::max(), last = -1;
     Operation *lastUser = nullptr;
-    for (OpOperand &use : f.getUses()) {
-      Operation *user = use.getOwner();
-      Operation *userLoop = enclosingLoop(user);
-      if (!userLoop || (loop && loop != userLoop && !loop->isAncestor(userLoop) &&
-                        !userLoop->isAncestor(loop)))
-        oneLoop = false;
-      else if (!loop || userLoop->isAncestor(loop))
-        loop = userLoop;
+    for (Operation *user : f.getUsers()) {
       auto [begin, end] = span.lookup(user);
       first = std::min(first, begin);
-      if (end > last) {
-        last = end;
-        lastUser = user;
+      if (end > last) last = end, lastUser = user;
+      for (Operation *loop = enclosingLoop(user); loop && loop != common;
+           loop = enclosingLoop(loop)) {
+        auto [loopBegin, loopEnd] = span.lookup(loop);
+        first = std::min(first, loopBegin);
+        last = std::max(last, loopEnd);
       }
-    }
-    if (!oneLoop || !loop || f.use_empty()) {
-      intervals.push_back({0, next - 1, f});
-      continue;
     }
     // A gemm's registers stay busy until its wait: at the latest, the end
     // of the iteration.
-    if (llvm::isa<GemmOp>(lastUser)) last = span.lookup(loop).second;
+    if (common && llvm::isa<GemmOp>(lastUser)) last = std::max(last, span.lookup(common).second);
     intervals.push_back({first, last, f});
   }
 

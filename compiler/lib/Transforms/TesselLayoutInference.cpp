@@ -51,6 +51,8 @@ private:
   DenseMap<Value, Placed> fragments;
   DenseMap<Operation *, Placed> loops;
   DenseMap<Operation *, SmallVector<LoopAccess>> loopAccesses;
+  /// Loads of a fragment at indices other than the loop's own.
+  SmallVector<Operation *> broadcastReads;
   SmallVector<Value> fragmentOrder;
 
   static bool isFragment(Value v) {
@@ -63,6 +65,9 @@ private:
   LogicalResult placeGemm(GemmOp gemm);
   LogicalResult propagate(bool &changed);
   LogicalResult propagateLoop(ParallelOp loop, bool &changed);
+  /// Every thread holding every element: the layout broadcast reads need.
+  FragmentLayout replicated(ArrayRef<int64_t> shape) const;
+  LogicalResult checkBroadcastReads();
   int64_t preferredVector(Value fragment);
   void placeSharedLayouts();
 };
@@ -99,15 +104,27 @@ LogicalResult LayoutInference::collectLoopAccesses() {
         return op->emitError("atomic_add into a fragment: fragments are private to threads; "
                              "use plain arithmetic");
       LoopAccess access{memref, {}};
+      bool loopIndexed = true;
       for (Value index : indices) {
         auto arg = llvm::dyn_cast<BlockArgument>(index);
         if (!arg || arg.getOwner() != &body ||
             (!access.dims.empty() && arg.getArgNumber() <= access.dims.back()))
-          return op->emitError("a fragment inside tile.parallel is indexed by the loop's own "
-                               "indices, in loop order (each thread holds only its part)");
-        access.dims.push_back(arg.getArgNumber());
+          loopIndexed = false;
+        else
+          access.dims.push_back(arg.getArgNumber());
       }
-      accesses.push_back(access);
+      if (loopIndexed) {
+        accesses.push_back(access);
+        return WalkResult::advance();
+      }
+      // Any other index reads a fragment every thread holds whole (a
+      // replicated layout, such as a reduction over all its dimensions
+      // gives): a broadcast value.
+      if (!llvm::isa<memref::LoadOp>(op))
+        return op->emitError("a fragment written inside tile.parallel is indexed by the "
+                             "loop's own indices, in loop order (each thread holds only its "
+                             "part)");
+      broadcastReads.push_back(op);
       return WalkResult::advance();
     });
     return inner.wasInterrupted() ? WalkResult::interrupt() : WalkResult::advance();
@@ -289,6 +306,33 @@ LogicalResult LayoutInference::propagateLoop(ParallelOp loop, bool &changed) {
   return success();
 }
 
+FragmentLayout LayoutInference::replicated(ArrayRef<int64_t> shape) const {
+  FragmentLayout probe(shape, {}, {0, 0, 0, 0, 0}, {});
+  SmallVector<uint64_t> reg;
+  for (unsigned bit = 0; bit < probe.getLogicalBits(); ++bit) reg.push_back(uint64_t{1} << bit);
+  SmallVector<uint64_t> warp(llvm::Log2_64(threads / 32), 0);
+  return FragmentLayout(shape, reg, {0, 0, 0, 0, 0}, warp);
+}
+
+LogicalResult LayoutInference::checkBroadcastReads() {
+  for (Operation *op : broadcastReads) {
+    Value fragment = getElementAccess(op).first;
+    const Placed &placed = fragments.find(fragment)->second;
+    const FragmentLayout &l = placed.layout;
+    auto zero = [](uint64_t column) { return column == 0; };
+    if (llvm::all_of(l.getLane(), zero) && llvm::all_of(l.getWarp(), zero) && l.isSurjective())
+      continue;
+    InFlightDiagnostic diag =
+        op->emitError("this fragment is read inside tile.parallel at an index that is not the "
+                      "loop's own, so every thread must hold all of it, but its layout ")
+        << str(l) << " spreads it over the threads; index it with the loop's indices, or "
+        << "read a reduction's result (which every thread holds)";
+    diag.attachNote(placed.origin->getLoc()) << "the fragment's layout comes from here";
+    return failure();
+  }
+  return success();
+}
+
 LogicalResult LayoutInference::propagate(bool &changed) {
   WalkResult result = kernel.walk([&](Operation *op) -> WalkResult {
     if (auto loop = llvm::dyn_cast<ParallelOp>(op))
@@ -303,7 +347,10 @@ LogicalResult LayoutInference::propagate(bool &changed) {
       SmallVector<unsigned> kept;
       for (unsigned d = 0; d < src->second.layout.getRank(); ++d)
         if (d != reduce.getDim()) kept.push_back(d);
-      FragmentLayout result = src->second.layout.project(kept);
+      // Reducing the only dimension leaves one element that every thread
+      // ends up holding.
+      FragmentLayout result =
+          kept.empty() ? replicated({1}) : src->second.layout.project(kept);
       if (!fragments.count(reduce.getDest())) changed = true;
       return failed(assign(reduce.getDest(), result, reduce)) ? WalkResult::interrupt()
                                                               : WalkResult::advance();
@@ -407,10 +454,22 @@ LogicalResult LayoutInference::run() {
         free = f;
     if (!free) break;
     auto type = llvm::cast<MemRefType>(free.getType());
-    fragments.try_emplace(free, Placed{FragmentLayout::elementwise(type.getShape(), threads,
-                                                                   preferredVector(free)),
+    // Replicated only when nothing indexes it element-wise: a fragment
+    // computed in parallel loops keeps those loops' spread layout (and a
+    // broadcast read of it is then an error).
+    bool loopIndexed = llvm::any_of(loopAccesses, [&](auto &entry) {
+      return llvm::any_of(entry.second, [&](const LoopAccess &a) { return a.fragment == free; });
+    });
+    bool broadcast = !loopIndexed && llvm::any_of(broadcastReads, [&](Operation *op) {
+      return getElementAccess(op).first == free;
+    });
+    fragments.try_emplace(free, Placed{broadcast ? replicated(type.getShape())
+                                                 : FragmentLayout::elementwise(
+                                                       type.getShape(), threads,
+                                                       preferredVector(free)),
                                        free.getDefiningOp()});
   }
+  if (failed(checkBroadcastReads())) return failure();
 
   // Registers: 16-bit elements pack in pairs.
   auto registersOf = [&](Value f) {

@@ -127,6 +127,10 @@ Access TileLowering::resolve(Value buffer) {
     regions.push_back(region);
     root = region.getSource();
   }
+  if (auto bound = root.getDefiningOp<BoundOp>()) {
+    a.limits.assign(bound.getLimits().begin(), bound.getLimits().end());
+    root = bound.getSource();
+  }
   auto rootType = llvm::cast<MemRefType>(root.getType());
   // Compose the windows from the root outwards: each one's offsets land on
   // the root dimensions its source dimensions walk.
@@ -228,12 +232,13 @@ Value TileLowering::inBounds(const Access &a, ValueRange rootIdx, int64_t innerE
   for (auto [d, i] : llvm::enumerate(rootIdx)) {
     int64_t extent = a.windowShape[d];
     int64_t dim = a.rootShape[d];
+    Value last = d == a.rootDims.back() && innerExtra ? add(i, idx(innerExtra)) : i;
+    if (!a.limits.empty()) cond = andI(cond, lt(last, a.limits[d]));
     std::optional<int64_t> off = getConstantIntValue(a.offsets[d]);
     if (!ShapedType::isDynamic(dim) && off && *off + extent <= dim) continue;
     Value bound = ShapedType::isDynamic(dim)
                       ? memref::DimOp::create(b, loc, a.root, d).getResult()
                       : idx(dim);
-    Value last = d == a.rootDims.back() && innerExtra ? add(i, idx(innerExtra)) : i;
     cond = andI(cond, lt(last, bound));
   }
   return cond;
@@ -647,7 +652,10 @@ void TileLowering::reduceFragment(ReduceOp op) {
   SmallVector<unsigned> kept;
   for (unsigned i = 0; i < s.getRank(); ++i)
     if (i != dim) kept.push_back(i);
-  std::optional<LinearMap> regMap = s.registerMapTo(d, kept);
+  // Reducing the only dimension folds every register into the one result.
+  std::optional<LinearMap> regMap =
+      kept.empty() ? LinearMap(0, SmallVector<uint64_t>(s.getReg().size(), 0))
+                   : s.registerMapTo(d, kept);
   if (!regMap) return fail(op, "reduction result layout is not the source layout without the "
                                "reduced dimension; run tessel-layout-inference");
   uint64_t dimMask = ((1ull << s.getDimBits(dim)) - 1) << s.getDimShift(dim);
@@ -895,8 +903,25 @@ void TileLowering::lowerParallel(ParallelOp op) {
         SmallVector<unsigned> dims = accessDims.lookup(nested);
         auto it = storage.find(memref);
         auto fragAttr = llvm::cast<FragmentLayoutAttr>(it->second.second);
+        if (llvm::is_contained(dims, ~0u)) {
+          // A broadcast read (layout inference checked that every thread
+          // holds the whole fragment): the register of the element itself.
+          auto ld = llvm::dyn_cast<memref::LoadOp>(nested);
+          std::optional<Value> reg =
+              ld ? replicatedRegister(fragAttr.getLayout(), ld.getIndices()) : std::nullopt;
+          if (!reg) {
+            fail(nested, "a fragment read at an index other than the loop's own must be "
+                         "held whole by every thread; run tessel-layout-inference");
+            return;
+          }
+          b.setInsertionPoint(nested);
+          Value v = memref::LoadOp::create(b, loc, it->second.first, ValueRange{*reg});
+          ld.getResult().replaceAllUsesWith(v);
+          nested->erase();
+          return;
+        }
         std::optional<LinearMap> map;
-        if (llvm::is_contained(dims, ~0u) || !(map = l.registerMapTo(fragAttr.getLayout(), dims))) {
+        if (!(map = l.registerMapTo(fragAttr.getLayout(), dims))) {
           fail(nested, "a fragment in this parallel loop does not follow the loop's layout; "
                        "run tessel-layout-inference");
           return;
@@ -951,6 +976,30 @@ void TileLowering::lowerRole(RoleOp op) {
   dest->getOperations().splice(std::prev(dest->end()), body.getOperations());
 }
 
+std::optional<Value> TileLowering::replicatedRegister(const FragmentLayout &l, ValueRange coords) {
+  auto zero = [](uint64_t column) { return column == 0; };
+  if (!llvm::all_of(l.getLane(), zero) || !llvm::all_of(l.getWarp(), zero) || !l.isSurjective() ||
+      coords.size() != l.getRank())
+    return std::nullopt;
+  // The packed logical index, then a register whose image it is: a right
+  // inverse of the register map, one logical bit at a time.
+  LinearMap regMap(l.getLogicalBits(), l.getReg());
+  SmallVector<uint64_t> columns;
+  for (unsigned bit = 0; bit < l.getLogicalBits(); ++bit) {
+    std::optional<uint64_t> r = regMap.solve(uint64_t{1} << bit);
+    if (!r) return std::nullopt;
+    columns.push_back(*r);
+  }
+  Value packed = zeroIdx;
+  for (unsigned d = 0; d < l.getRank(); ++d) {
+    Value bits = andI(coords[d], idx((int64_t{1} << l.getDimBits(d)) - 1));
+    packed = arith::OrIOp::create(
+        b, loc, packed,
+        arith::ShLIOp::create(b, loc, bits, idx(l.getDimShift(d))).getResult());
+  }
+  return applyMap(LinearMap(l.getReg().size(), columns), packed);
+}
+
 void TileLowering::syncExecutingThreads(Operation *op) {
   if (RoleOp role = roleOf.lookup(op))
     tilenv::NamedBarrierOp::create(b, loc, getRoleBarrierId(role), role.getThreads());
@@ -990,6 +1039,11 @@ bool TileLowering::forEachTmaBox(Operation *op, const Access &global, const Acce
   auto layoutAttr = llvm::dyn_cast_or_null<SharedLayoutAttr>(shared.layout);
   if (target.computeCapability < 90) {
     fail(op, "TMA copies need sm_90a");
+    return false;
+  }
+  if (!global.limits.empty()) {
+    fail(op, "TMA cannot honour the run-time limits of a tile.bound tensor (a tensor map holds "
+             "fixed extents); copy with threads instead");
     return false;
   }
   if (!param || !layoutAttr || layoutAttr.getPad() ||
@@ -1227,7 +1281,8 @@ LogicalResult TileLowering::run() {
   // writes tile buffers and regions by their logical indices.
   SmallVector<Operation *> accesses;
   auto isTileBuffer = [&](Value m) {
-    return m.getDefiningOp<RegionOp>() || m.getDefiningOp<StageOp>() || storage.count(m);
+    return m.getDefiningOp<RegionOp>() || m.getDefiningOp<StageOp>() || m.getDefiningOp<BoundOp>() ||
+           storage.count(m);
   };
   kernel.walk([&](Operation *op) {
     if (auto l = llvm::dyn_cast<memref::LoadOp>(op); l && isTileBuffer(l.getMemRef()))
@@ -1251,7 +1306,7 @@ LogicalResult TileLowering::run() {
   // The logical buffers are now unused.
   SmallVector<Operation *> dead;
   kernel.walk([&](Operation *op) {
-    if (llvm::isa<AnnotateLayoutOp, RegionOp, StageOp>(op)) dead.push_back(op);
+    if (llvm::isa<AnnotateLayoutOp, RegionOp, StageOp, BoundOp>(op)) dead.push_back(op);
     if (auto alloc = llvm::dyn_cast<AllocOp>(op); alloc && storage.count(alloc.getResult()))
       dead.push_back(op);
   });

@@ -78,10 +78,11 @@ private:
     }
     bool depends = anyDivergent(op->getOperands());
     // A region op's results are what its regions yield.
+    // (Blocks of ops without terminators, such as tile.kernel, end in any op.)
     for (Region &region : op->getRegions())
       for (Block &block : region)
-        if (Operation *term = block.getTerminator();
-            term && term->hasTrait<OpTrait::ReturnLike>() && anyDivergent(term->getOperands()))
+        if (!block.empty() && block.back().hasTrait<OpTrait::ReturnLike>() &&
+            anyDivergent(block.back().getOperands()))
           depends = true;
     if (!depends) return false;
     for (Value r : op->getResults()) changed |= mark(r);

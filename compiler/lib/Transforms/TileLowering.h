@@ -28,6 +28,9 @@ struct Access {
   bool isFragment() const { return space == tile::MemorySpace::fragment; }
   /// Aligned runs of up to 16 bytes along the last index are contiguous.
   bool vectorizable;
+  /// Per root dimension, a run-time limit from tile.bound (null where the
+  /// extent alone bounds it).
+  llvm::SmallVector<mlir::Value> limits;
   /// Element offset of the pipeline stage a tile.stage view selects (shared
   /// buffers only); null for the first or only copy.
   mlir::Value stageBase;
@@ -115,6 +118,10 @@ private:
   /// Register `r` is not a duplicate of a lower register; null if always.
   mlir::Value registerOwns(const layout::FragmentLayout &l, mlir::Value r);
   mlir::Value applyMap(const layout::LinearMap &map, mlir::Value input);
+  /// The register holding the element at `coords` of a fragment every
+  /// thread holds whole; nothing when the layout spreads it over threads.
+  std::optional<mlir::Value> replicatedRegister(const layout::FragmentLayout &l,
+                                                mlir::ValueRange coords);
   int64_t vectorRegisters(const layout::FragmentLayout &l, mlir::Type memType);
 
   void lowerCopy(tile::CopyOp op);

@@ -59,6 +59,10 @@ std::string tessel::whyNoTma(Value global, Value shared, const TargetInfo &targe
   if (getMemorySpace(globalType) != MemorySpace::global ||
       !llvm::isa<BlockArgument>(getRootBuffer(global)))
     return "the global side is not a window of a kernel tensor";
+  Value window = global;
+  while (auto region = window.getDefiningOp<RegionOp>()) window = region.getSource();
+  if (window.getDefiningOp<BoundOp>())
+    return "the tensor is bounded by run-time limits (tile.bound), which a tensor map cannot hold";
   auto globalRoot = llvm::cast<MemRefType>(getRootBuffer(global).getType());
   if (getRootDims(global).back() + 1 != globalRoot.getRank())
     return "the tile's rows are not contiguous in the tensor";

@@ -461,3 +461,61 @@ tile.kernel @k(%a: memref<64xf32, #tile.space<global>>) grid(%bx) = affine_map<(
   // expected-error @+1 {{cannot convert element types asynchronously}}
   tile.copy_async %a, %s arrive %bars[%c0] : memref<64xf32, #tile.space<global>>, memref<64xf16, #tile.space<shared>>, memref<1xi64, #tile.space<shared>>
 }
+
+// -----
+
+// Signed attributes: a negative count is caught, not read as 2^64 - 32.
+// expected-error @+1 {{threads must be positive, got -32}}
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(-32) {
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  // expected-error @+1 {{stages must be at least 1, got -1}}
+  %s = tile.alloc {stages = -1 : i64} : memref<64xf32, #tile.space<shared>>
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %b = tile.alloc : memref<2xi64, #tile.space<shared>>
+  // expected-error @+1 {{arrival count must be in [1, 2^20 - 1], got 1048576}}
+  tile.mbarrier_init %b[%c0] arrivals(1048576) : memref<2xi64, #tile.space<shared>>
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(256) {
+  tile.role threads(0, 128) {
+    // expected-error @+1 {{a block-wide barrier inside a role would wait for threads that never reach it}}
+    tile.barrier
+  }
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(256) {
+  // expected-error @+1 {{a role is whole warps: first thread -32 and count 128}}
+  tile.role threads(-32, 128) {
+  }
+}
+
+// -----
+
+tile.kernel @k(%t: memref<?x64xf16, #tile.space<global>>, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
+  // expected-error @+1 {{needs one limit per dimension: 1 for a rank-2 tensor}}
+  %b = tile.bound %t [%n] : memref<?x64xf16, #tile.space<global>>
+}
+
+// -----
+
+tile.kernel @k(%t: memref<?x64xf16, #tile.space<global>>, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %r = tile.region %t[%c0, %c0] [64, 64] : memref<?x64xf16, #tile.space<global>> -> memref<64x64xf16, strided<[64, 1], offset: ?>, #tile.space<global>>
+  // expected-error @+1 {{bounds a kernel tensor parameter, not a window or another buffer}}
+  %b = tile.bound %r [%n, %n] : memref<64x64xf16, strided<[64, 1], offset: ?>, #tile.space<global>>
+}

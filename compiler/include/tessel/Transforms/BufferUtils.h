@@ -5,7 +5,8 @@
 #include "tessel/Dialect/Tile/TileDialect.h"
 
 namespace tessel {
-/// Follows tile.region and tile.stage ops back to the buffer they window.
+/// Follows tile.region, tile.stage and tile.bound ops back to the buffer
+/// they window.
 mlir::Value getRootBuffer(mlir::Value buffer);
 /// For each dimension of a (window of a) buffer, the root buffer's dimension
 /// it walks; rank-reducing windows leave some root dimensions out.

@@ -13,10 +13,11 @@ struct RegisterPeak {
 };
 
 /// Estimates per-thread fragment registers over the kernel's program order.
-/// A fragment whose uses all lie in one loop body holds nothing from one
-/// iteration to the next, so it counts from its first to its last use there
-/// (to the end of the body when that use is a gemm, which may complete
-/// late); any other fragment counts everywhere.
+/// A fragment counts from its first use to its last, and through the whole
+/// of every loop it enters holding a value (a loop with a use inside, and
+/// another use outside). The innermost loop holding all its uses carries
+/// nothing from one iteration to the next; there a gemm's registers count
+/// to the end of the body, since the gemm may complete late.
 RegisterPeak peakFragmentRegisters(tile::KernelOp kernel, llvm::ArrayRef<mlir::Value> fragments,
                                    llvm::function_ref<int64_t(mlir::Value)> registersOf);
 } // namespace tessel

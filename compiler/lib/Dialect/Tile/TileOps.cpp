@@ -205,6 +205,16 @@ std::optional<SmallVector<unsigned>> RegionOp::getKeptDims() {
   return kept;
 }
 
+LogicalResult BoundOp::verify() {
+  MemRefType type = memrefOf(getSource());
+  if (getMemorySpace(type) != MemorySpace::global || !llvm::isa<BlockArgument>(getSource()))
+    return emitOpError("bounds a kernel tensor parameter, not a window or another buffer");
+  if ((int64_t)getLimits().size() != type.getRank())
+    return emitOpError("needs one limit per dimension: ")
+           << getLimits().size() << " for a rank-" << type.getRank() << " tensor";
+  return success();
+}
+
 LogicalResult RegionOp::verify() {
   MemRefType src = memrefOf(getSource());
   ArrayRef<int64_t> sizes = getSizes();

@@ -19,6 +19,7 @@
 
 #include "tessel/runtime/Error.h"
 
+#include <climits>
 #include <functional>
 #include <memory>
 #include <source_location>
@@ -146,6 +147,12 @@ private:
 class Tensor : public Buffer {
 public:
   const std::vector<Expr> &extents() const { return exts; }
+  /// The tensor seen only up to `limits` (one per dimension, run-time
+  /// values): its tiles read zero past a limit and drop writes there, as
+  /// past the tensor's extent. For a sequence's rows inside a cache, say:
+  /// `cache.bounded({len, 64}).tile({row, 0}, {64, 64})`. Never carried by
+  /// TMA.
+  Buffer bounded(std::vector<Expr> limits, SrcLoc loc = SrcLoc::current()) const;
   const std::string &name() const { return label; }
 
 private:
@@ -154,13 +161,24 @@ private:
   std::string label;
 };
 
+/// A tensor extent computed from symbols (see ParamInfo::extents).
+inline constexpr int64_t kExtentExpression = INT64_MIN;
+
+/// The value of a host expression (constants and index symbols, as tensor
+/// extents and grids use) for the symbols' values in declaration order.
+/// Throws tessel::Error for anything else, or a division by zero.
+int64_t evaluate(const Expr &e, const std::vector<int64_t> &symbols);
+
 /// Describes what a kernel expects at launch, for binding host arguments.
 struct ParamInfo {
   std::string name;
   bool isTensor = false;
   DType dtype = DType::f32;
-  /// For tensors: per dimension, the constant extent or -(1 + symbol index).
+  /// For tensors: per dimension, the constant extent, -(1 + symbol index),
+  /// or kExtentExpression for an expression of symbols (`groups + 1`).
   std::vector<int64_t> extents;
+  /// For tensors: each dimension's extent as written.
+  std::vector<Expr> extentExprs;
 };
 
 class Program {
@@ -275,6 +293,16 @@ void mbarrier_wait(const Buffer &barriers, Expr index, Expr parity, SrcLoc loc =
 void copy_async(const Buffer &src, const Buffer &dst, const Buffer &barriers, Expr index,
                 SrcLoc loc = SrcLoc::current());
 void serial(Expr count, std::function<void(Expr)> body, SrcLoc loc = SrcLoc::current());
+/// A serial loop carrying scalar values from one iteration to the next:
+/// `body(i, carried)` returns the next values (each of its initial value's
+/// type); the loop returns the values after its last iteration, the initial
+/// ones when `count` is 0.
+///   Expr sum = serial(4, Expr(0), [&](Expr i, Expr acc) { return acc + off(i); });
+std::vector<Expr> serial(Expr count, std::vector<Expr> init,
+                         std::function<std::vector<Expr>(Expr, std::vector<Expr>)> body,
+                         SrcLoc loc = SrcLoc::current());
+Expr serial(Expr count, Expr init, std::function<Expr(Expr, Expr)> body,
+            SrcLoc loc = SrcLoc::current());
 void if_(Expr cond, std::function<void()> then, std::function<void()> otherwise = nullptr,
          SrcLoc loc = SrcLoc::current());
 

@@ -75,6 +75,27 @@ def Tile_AllocOp : Tile_Op<"alloc"> {
   let hasVerifier = 1;
 }
 
+def Tile_BoundOp : Tile_Op<"bound", [Pure, AllTypesMatch<["source", "result"]>]> {
+  let summary = "a kernel tensor seen only up to run-time limits";
+  let description = [{
+    The same tensor, with each dimension ending at `min(extent, limit)`:
+    windows of the result read zero past a limit and drop writes there, as
+    they do past a tensor's extent. For a sequence's rows inside a larger
+    cache tensor, say. Tiles of a bounded tensor are never carried by TMA
+    (a tensor map holds fixed extents).
+
+    ```mlir
+    %kv = tile.bound %cache [%len, %c64] : memref<?x64xf16, #tile.space<global>>
+    ```
+  }];
+  let arguments = (ins AnyMemRef:$source, Variadic<Index>:$limits);
+  let results = (outs AnyMemRef:$result);
+  let assemblyFormat = [{
+    $source `[` $limits `]` attr-dict `:` type($source)
+  }];
+  let hasVerifier = 1;
+}
+
 def Tile_RegionOp : Tile_Op<"region", [Pure]> {
   let summary = "a rectangular window of a buffer";
   let description = [{
