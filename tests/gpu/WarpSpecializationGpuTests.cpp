@@ -18,6 +18,17 @@
 using namespace tessel;
 using namespace tessel::kernels;
 
+/// The largest |out - ref|; NaN (an unwritten poisoned element) counts as
+/// infinite.
+static double maxDifference(const std::vector<float> &out, const std::vector<double> &ref) {
+  double worst = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    double d = std::abs(double(out[i]) - ref[i]);
+    worst = std::isnan(d) ? INFINITY : std::max(worst, d);
+  }
+  return worst;
+}
+
 static std::string deviceArch() {
   int cc = rt::Driver::get().computeCapability();
   return cc == 90 ? "sm_90a" : cc >= 100 ? "sm_100a" : "sm_80";
@@ -75,5 +86,93 @@ TEST_CASE("producer addresses computed before the loop reach the producer", "[gp
     CheckResult r = launchAndCompare(k, run, 3, y, ref, 1e-5, {});
     INFO(fmt::format("{}: row start {}, rel error {:.3e}", test::name(source), row0, r.relError));
     CHECK(r.passed);
+  }
+}
+
+TEST_CASE("a reduction's result read by every thread: vector softmax", "[gpu][user]") {
+  Program p = test::vectorSoftmax();
+  Kernel k = compile(p, {deviceArch()});
+  std::mt19937_64 rng(7);
+  HostTensor x(DType::f32, {256}), y(DType::f32, {256});
+  randomize(x, rng, -4, 4);
+  double mx = -INFINITY, sum = 0;
+  for (float v : x.values) mx = std::max(mx, double(v));
+  std::vector<double> ref(256);
+  for (int i = 0; i < 256; ++i) sum += ref[i] = std::exp(x.values[i] - mx);
+  for (double &r : ref) r /= sum;
+  DeviceRun run;
+  run.addTensor(x, false);
+  run.addTensor(y, true);
+  CheckResult r = launchAndCompare(k, run, 1, y, ref, 1e-5, {});
+  INFO(fmt::format("rel error {:.3e}", r.relError));
+  CHECK(r.passed);
+}
+
+TEST_CASE("fragments live one after the other", "[gpu][user]") {
+  Program p = test::twoPhases();
+  Kernel k = compile(p, {deviceArch()});
+  std::mt19937_64 rng(8);
+  HostTensor x(DType::f32, {128, 128}), y(DType::f32, {128, 128}), z(DType::f32, {128, 128});
+  randomize(x, rng);
+  std::vector<double> twice(x.values.begin(), x.values.end()), thrice = twice;
+  for (double &v : twice) v *= 2;
+  for (double &v : thrice) v *= 3;
+  DeviceRun run;
+  run.addTensor(x, false);
+  run.addTensor(y, true);
+  run.addTensor(z, true);
+  CheckResult r = launchAndCompare(k, run, 1, y, twice, 1e-6, {});
+  run.download(2, z);
+  CHECK(r.passed);
+  CHECK(relativeError(z.values, thrice) < 1e-6);
+}
+
+TEST_CASE("bounded tensors read zero and drop writes past their limits", "[gpu][user]") {
+  const int64_t n = 300;
+  for (int64_t len : {0, 1, 77, 128, 200, 300}) {
+    Program p = test::boundedCache();
+    Kernel k = compile(p, {deviceArch()});
+    std::mt19937_64 rng(len + 1);
+    HostTensor cache(DType::f16, {n, 64}), y(DType::f16, {128, 64}), out(DType::f16, {n, 64});
+    randomize(cache, rng);
+    for (int64_t i = 0; i < n * 64; ++i) out.set(i, 5.0f); // rows past len must keep this
+    std::vector<double> yRef(128 * 64), outRef(n * 64);
+    for (int64_t r = 0; r < 128; ++r)
+      for (int64_t c = 0; c < 64; ++c) yRef[r * 64 + c] = r < len ? cache.values[r * 64 + c] : 0.0;
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < 64; ++c)
+        outRef[r * 64 + c] = r < len ? 2.0 * cache.values[r * 64 + c] : 5.0;
+    DeviceRun run;
+    run.args.push_back(rt::LaunchArg::integer(n));
+    run.args.push_back(rt::LaunchArg::integer(len));
+    run.addTensor(cache, false);
+    run.addTensor(y, true);
+    run.addTensor(out, false);
+    k.launch(run.args);
+    synchronize();
+    run.download(3, y);
+    run.download(4, out);
+    INFO("len " << len);
+    // Exact: copies and a doubling in f16 (a zero reference too).
+    CHECK(maxDifference(y.values, yRef) == 0);
+    CHECK(maxDifference(out.values, outRef) == 0);
+  }
+}
+
+TEST_CASE("a tensor whose extent is an expression of a symbol", "[gpu][user]") {
+  Program p = test::extentExpression();
+  Kernel k = compile(p, {deviceArch()});
+  for (int64_t groups : {1, 7}) {
+    HostTensor offs(DType::i32, {groups + 1}), out(DType::i32, {1});
+    int64_t total = 0;
+    for (int64_t i = 0; i <= groups; ++i) offs.set(i, float(3 * i + 1)), total += 3 * i + 1;
+    DeviceRun run;
+    run.args.push_back(rt::LaunchArg::integer(groups));
+    run.addTensor(offs, false);
+    run.addTensor(out, true);
+    k.launch(run.args);
+    synchronize();
+    run.download(2, out);
+    CHECK(out.values[0] == float(total));
   }
 }

@@ -51,6 +51,7 @@ int main(int argc, char **argv) {
   registry.insert<tessel::tile::TileDialect, tessel::tilenv::TileNVDialect, arith::ArithDialect,
                   math::MathDialect, memref::MemRefDialect, scf::SCFDialect>();
   MLIRContext context(registry);
+  context.printOpOnDiagnostic(false);
   llvm::SourceMgr sources;
   sources.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
   SourceMgrDiagnosticHandler diagnostics(sources, &context);
