@@ -206,3 +206,12 @@ TEST_CASE("min and max of symbols build min and max, not another operator") {
   CHECK(ir.find("arith.ceildivsi") == ir.rfind("arith.ceildivsi"));
   CHECK(Expr(max(Expr(3), Expr(7))).isConstant());
 }
+
+TEST_CASE("mbarrier arrival counts beyond PTX's 2^20 - 1 are rejected at the user's line") {
+  for (int64_t arrivals : {int64_t{1} << 20, int64_t{1} << 32}) {
+    Program p("too_many_arrivals");
+    CHECK_THROWS_WITH(p.kernel({1}, 128, [&](Expr) { alloc_barriers(2, arrivals); }),
+                      Catch::Contains("DslErrorTests.cpp") &&
+                          Catch::Contains("an mbarrier counts at most 2^20 - 1 arrivals"));
+  }
+}

@@ -66,6 +66,35 @@ TEST_CASE("the disk cache is found by a new cache, and a truncated entry is rebu
   fs::remove_all(dir);
 }
 
+TEST_CASE("an unusable disk cache is skipped, with a warning, never a crash") {
+  fs::path dir = fs::temp_directory_path() / "tessel-cache-unusable";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  setenv("TESSEL_CACHE_DIR", dir.c_str(), 1);
+  unsetenv("TESSEL_CACHE");
+  KernelCache &cache = KernelCache::global();
+  // An entry's path taken by a directory: compiled, and the directory left.
+  const std::string src = "extern \"C\" __global__ void k(int *p) { p[threadIdx.x] = 2; }\n";
+  fs::path entry = dir / (KernelCache::key(src, "sm_80", {}) + ".tbin");
+  fs::create_directories(entry / "inside");
+  cache.clearMemory();
+  int compiles = cache.stats().nvrtcCompiles;
+  auto bin = cache.getOrCompile(src, "sm_80");
+  CHECK(bin->cubin.size() > 0);
+  CHECK(cache.stats().nvrtcCompiles == compiles + 1);
+  CHECK(fs::is_directory(entry / "inside"));
+  // A cache "directory" that is a file: compiles go on without the cache.
+  fs::path file = dir / "plain-file";
+  std::ofstream(file) << "x";
+  setenv("TESSEL_CACHE_DIR", (file / "sub").c_str(), 1);
+  cache.clearMemory();
+  const std::string src2 = "extern \"C\" __global__ void k(int *p) { p[threadIdx.x] = 3; }\n";
+  CHECK(cache.getOrCompile(src2, "sm_80")->cubin.size() > 0);
+  CHECK(fs::is_regular_file(file));
+  unsetenv("TESSEL_CACHE_DIR");
+  fs::remove_all(dir);
+}
+
 TEST_CASE("NVRTC errors show the generated line") {
   try {
     compileCuda("extern \"C\" __global__ void k() {\n  int x = undefined_name;\n}\n", "sm_80");

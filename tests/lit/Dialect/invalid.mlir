@@ -519,3 +519,13 @@ tile.kernel @k(%t: memref<?x64xf16, #tile.space<global>>, %n: index) grid(%bx) =
   // expected-error @+1 {{bounds a kernel tensor parameter, not a window or another buffer}}
   %b = tile.bound %r [%n, %n] : memref<64x64xf16, strided<[64, 1], offset: ?>, #tile.space<global>>
 }
+
+// -----
+
+tile.kernel @k(%n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  // expected-error @+1 {{num_stages must be at least 1, got -1}}
+  tile.pipelined %k = %c0 to %n step %c1 stages(-1) {
+  }
+}

@@ -1,5 +1,5 @@
-// RUN: tessel-opt %s -split-input-file -pass-pipeline='builtin.module(tile.kernel(tessel-layout-inference{arch=sm_90a},tessel-software-pipeline{arch=sm_90a}))' | FileCheck %s --check-prefixes=CHECK,TMA
-// RUN: tessel-opt %s -split-input-file -pass-pipeline='builtin.module(tile.kernel(tessel-layout-inference{arch=sm_80},tessel-software-pipeline{arch=sm_80}))' | FileCheck %s --check-prefixes=CHECK,CPASYNC
+// RUN: tessel-opt %s -split-input-file -verify-diagnostics -pass-pipeline='builtin.module(tile.kernel(tessel-layout-inference{arch=sm_90a},tessel-software-pipeline{arch=sm_90a}))' | FileCheck %s --check-prefixes=CHECK,TMA
+// RUN: tessel-opt %s -split-input-file -verify-diagnostics -pass-pipeline='builtin.module(tile.kernel(tessel-layout-inference{arch=sm_80},tessel-software-pipeline{arch=sm_80}))' | FileCheck %s --check-prefixes=CHECK,CPASYNC
 
 // Three stages: the load buffers get three copies, a prologue issues
 // iterations 0 and 1 (each predicated on the trip count, so a loop shorter
@@ -130,4 +130,21 @@ tile.kernel @row_start(%a: memref<?x?xf32, #g>, %out: memref<64xf32, #g>, %n: in
     tile.copy %t, %acc : memref<64xf32, #s>, memref<64xf32, #f>
   }
   tile.copy %acc, %out : memref<64xf32, #f>, memref<64xf32, #g>
+}
+
+// -----
+
+// A stage count no shared memory can hold is an error before any prologue
+// is unrolled (2^32 stages used to run out of time and memory).
+#g = #tile.space<global>
+#s = #tile.space<shared>
+tile.kernel @absurd_stages(%a: memref<?x64xf16, #g>, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %s = tile.alloc : memref<64x64xf16, #s>
+  // expected-error @+1 {{pipeline of 4294967296 stages of 8192 bytes each needs more than the}}
+  tile.pipelined %k = %c0 to %n step %c1 stages(4294967296) {
+    %r = tile.region %a[%k, %c0] [64, 64] : memref<?x64xf16, #g> -> memref<64x64xf16, strided<[64, 1], offset: ?>, #g>
+    tile.copy %r, %s : memref<64x64xf16, strided<[64, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+  }
 }
