@@ -169,3 +169,89 @@ tile.kernel @pingpong_unsplit(%a: memref<?x64xf16, #g>, %n: index) grid(%bx) = a
     tile.copy %r, %s : memref<64x64xf16, strided<[64, 1], offset: ?>, #g>, memref<64x64xf16, #s>
   }
 }
+
+// -----
+
+// The first row comes from a serial scan into per-thread memory before the
+// loop. The producer's TMA addresses need it, so the scan, the read and the
+// cast stay before the roles, where every thread runs them; the consumers
+// keep the rest.
+// CHECK-LABEL: tile.kernel @local_scan_address
+// CHECK-SAME: threads(256)
+// CHECK: %[[BASE:.*]] = tile.alloc {name = "base"}
+// CHECK: scf.for
+// CHECK: memref.store {{.*}}, %[[BASE]]
+// CHECK: %[[SUM:.*]] = memref.load %[[BASE]]
+// CHECK: %[[ROW0:.*]] = arith.index_cast %[[SUM]]
+// CHECK: tile.role threads(128, 128)
+// CHECK: arith.addi %[[ROW0]]
+// CHECK: tile.copy_async
+// CHECK: tile.role threads(0, 128)
+// CHECK: tile.fill
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+#l = #tile.space<local>
+tile.kernel @local_scan_address(%x: memref<?x64xbf16, #g>, %off: memref<4xi32, #g>, %y: memref<64x64xf32, #g>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %base = tile.alloc {name = "base"} : memref<1xi32, #l>
+  %zero = arith.constant 0 : i32
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c64 = arith.constant 64 : index
+  memref.store %zero, %base[%c0] : memref<1xi32, #l>
+  scf.for %i = %c0 to %c4 step %c1 {
+    %o = memref.load %off[%i] : memref<4xi32, #g>
+    %b = memref.load %base[%c0] : memref<1xi32, #l>
+    %sum = arith.addi %b, %o : i32
+    memref.store %sum, %base[%c0] : memref<1xi32, #l>
+  }
+  %total = memref.load %base[%c0] : memref<1xi32, #l>
+  %row0 = arith.index_cast %total : i32 to index
+  %s = tile.alloc : memref<64x64xbf16, #s>
+  %acc = tile.alloc : memref<64x64xf32, #f>
+  %fzero = arith.constant 0.0 : f32
+  tile.fill %acc, %fzero : memref<64x64xf32, #f>, f32
+  tile.pipelined %k = %c0 to %c4 step %c1 stages(2) {
+    %k64 = arith.muli %k, %c64 : index
+    %row = arith.addi %row0, %k64 : index
+    %r = tile.region %x[%row, %c0] [64, 64] : memref<?x64xbf16, #g> -> memref<64x64xbf16, strided<[64, 1], offset: ?>, #g>
+    tile.copy %r, %s : memref<64x64xbf16, strided<[64, 1], offset: ?>, #g>, memref<64x64xbf16, #s>
+    tile.parallel (%i, %j) in [64, 64] {
+      %v = memref.load %s[%i, %j] : memref<64x64xbf16, #s>
+      %w = arith.extf %v : bf16 to f32
+      %a = memref.load %acc[%i, %j] : memref<64x64xf32, #f>
+      %t = arith.addf %a, %w : f32
+      memref.store %t, %acc[%i, %j] : memref<64x64xf32, #f>
+    }
+  }
+  %yr = tile.region %y[%c0, %c0] [64, 64] : memref<64x64xf32, #g> -> memref<64x64xf32, strided<[64, 1], offset: ?>, #g>
+  tile.copy %acc, %yr : memref<64x64xf32, #f>, memref<64x64xf32, strided<[64, 1], offset: ?>, #g>
+}
+
+// -----
+
+// An address that only the consumers can compute (it passes through a
+// fragment): asked for, warp specialization says why it cannot happen.
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+tile.kernel @address_from_fragment(%x: memref<?x64xbf16, #g>, %o: memref<64xi32, #g>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %frag = tile.alloc : memref<64xi32, #f>
+  %sh = tile.alloc : memref<64xi32, #s>
+  %or = tile.region %o[%c0] [64] : memref<64xi32, #g> -> memref<64xi32, strided<[1], offset: ?>, #g>
+  tile.copy %or, %frag : memref<64xi32, strided<[1], offset: ?>, #g>, memref<64xi32, #f>
+  tile.copy %frag, %sh : memref<64xi32, #f>, memref<64xi32, #s>
+  %v = memref.load %sh[%c0] : memref<64xi32, #s>
+  %row0 = arith.index_cast %v : i32 to index
+  %s = tile.alloc : memref<64x64xbf16, #s>
+  // expected-error @+1 {{cannot warp-specialize this pipelined loop: the loads' addresses depend on 'tile.copy'}}
+  tile.pipelined %k = %c0 to %c4 step %c1 stages(2) attributes {warp_specialize = true} {
+    %row = arith.addi %row0, %k : index
+    %r = tile.region %x[%row, %c0] [64, 64] : memref<?x64xbf16, #g> -> memref<64x64xbf16, strided<[64, 1], offset: ?>, #g>
+    tile.copy %r, %s : memref<64x64xbf16, strided<[64, 1], offset: ?>, #g>, memref<64x64xbf16, #s>
+  }
+}
