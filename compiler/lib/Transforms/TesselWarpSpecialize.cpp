@@ -94,9 +94,9 @@ static void bufferAccesses(Operation *op, DenseSet<Value> &reads, DenseSet<Value
 /// loads depends on: those computing the loop bounds and the loads'
 /// addresses, those writing memory these read, and those touching memory
 /// these write before they do. They must run before the roles split, on
-/// every thread; the first that cannot is returned in `blocker`.
+/// every thread; the first that cannot is returned in `blocker`, if given.
 static SetVector<Operation *> producerInputs(PipelinePlan &plan, KernelOp kernel,
-                                             Operation *&blocker) {
+                                             Operation **blocker = nullptr) {
   PipelinedOp loop = plan.loop;
   Block &top = kernel.getBodyBlock();
   SetVector<Operation *> needed;
@@ -114,11 +114,11 @@ static SetVector<Operation *> producerInputs(PipelinePlan &plan, KernelOp kernel
         if (!loop->isAncestor(v.getParentBlock()->getParentOp())) requireValue(v);
     requireValue(load.copy.getSource());
   }
-  blocker = nullptr;
+  if (blocker) *blocker = nullptr;
   while (!work.empty()) {
     Operation *op = work.pop_back_val();
     if (!needed.insert(op)) continue;
-    if (!blocker && !runsOnEveryThread(*op)) blocker = op;
+    if (blocker && !*blocker && !runsOnEveryThread(*op)) *blocker = op;
     op->walk([&](Operation *inner) {
       for (Value v : inner->getOperands())
         if (!op->isAncestor(v.getParentBlock()->getParentOp())) requireValue(v);
@@ -151,7 +151,7 @@ static std::string whyNot(PipelinePlan &plan, KernelOp kernel) {
   kernel.walk([&](PipelinedOp) { ++loops; });
   if (loops != 1) return "the kernel has more than one pipelined loop";
   Operation *blocker = nullptr;
-  producerInputs(plan, kernel, blocker);
+  producerInputs(plan, kernel, &blocker);
   if (blocker) {
     std::string what;
     llvm::raw_string_ostream os(what);
@@ -213,8 +213,7 @@ struct Specializer {
     // So does what the producer's loads depend on (whyNot checked that
     // every thread can run it).
     Block &top = kernel.getBodyBlock();
-    Operation *blocker = nullptr;
-    SetVector<Operation *> producerNeeds = producerInputs(plan, kernel, blocker);
+    SetVector<Operation *> producerNeeds = producerInputs(plan, kernel);
     // Scalar code that uses a moved value moves with it.
     auto usesMoved = [&](Operation &op) {
       WalkResult r = op.walk([&](Operation *inner) {
@@ -233,7 +232,6 @@ struct Specializer {
       if (stays) continue;
       op.moveBefore(consumerBody, consumerBody->end());
     }
-    (void)blocker;
 
     // Producer: the loads, gated by `empty`.
     Block &loopBody = loop.getBody().front();
