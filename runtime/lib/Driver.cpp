@@ -4,10 +4,16 @@
 
 #include <dlfcn.h>
 #include <fmt/format.h>
+#include <atomic>
+#include <cstdlib>
 #include <mutex>
 
 using namespace tessel;
 using namespace tessel::rt;
+
+/// Threads that never called setDevice work on the process default.
+static thread_local int threadDevice = -1;
+static std::atomic<int> defaultDevice{0};
 
 // The ABI each entry point is requested at. cuda.h's prototypes are those of
 // 12.8: CUDA 13.0 changed cuCtxSynchronize to take a context, and asking for
@@ -35,12 +41,24 @@ void Driver::load() {
   int count = 0;
   TESSEL_CU(*this, cuDeviceGetCount, &count);
   if (count == 0) throw Error("no GPU: the CUDA driver found no device");
-  TESSEL_CU(*this, cuDeviceGet, &dev, 0);
-  int major = 0, minor = 0;
-  TESSEL_CU(*this, cuDeviceGetAttribute, &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
-  TESSEL_CU(*this, cuDeviceGetAttribute, &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
-  cc = major * 10 + minor;
-  TESSEL_CU(*this, cuDevicePrimaryCtxRetain, &ctx, dev);
+  devices.resize(count);
+  for (int i = 0; i < count; ++i) {
+    TESSEL_CU(*this, cuDeviceGet, &devices[i].dev, i);
+    int major = 0, minor = 0;
+    TESSEL_CU(*this, cuDeviceGetAttribute, &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+              devices[i].dev);
+    TESSEL_CU(*this, cuDeviceGetAttribute, &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+              devices[i].dev);
+    devices[i].cc = major * 10 + minor;
+  }
+  if (const char *env = std::getenv("TESSEL_DEVICE"); env && *env) {
+    char *end = nullptr;
+    long ordinal = std::strtol(env, &end, 10);
+    if (*end || ordinal < 0 || ordinal >= count)
+      throw Error(fmt::format("TESSEL_DEVICE={} is not a device: this machine has {} (0 to {})", env,
+                              count, count - 1));
+    defaultDevice = static_cast<int>(ordinal);
+  }
   makeCurrent();
 }
 
@@ -69,11 +87,50 @@ bool Driver::available(std::string *why) {
   }
 }
 
-void Driver::makeCurrent() const { check(fns.cuCtxSetCurrent(ctx), "cuCtxSetCurrent"); }
+int Driver::currentDevice() const { return threadDevice >= 0 ? threadDevice : defaultDevice.load(); }
 
-std::string Driver::deviceName() const {
+void Driver::requireOrdinal(int ordinal, const char *what) const {
+  if (ordinal < 0 || ordinal >= deviceCount())
+    throw Error(fmt::format("{}({}): there is no such device; this machine has {} (0 to {})", what,
+                            ordinal, deviceCount(), deviceCount() - 1));
+}
+
+void Driver::setDevice(int ordinal) {
+  requireOrdinal(ordinal, "setDevice");
+  threadDevice = ordinal;
+  makeCurrent();
+}
+
+void Driver::setDefaultDevice(int ordinal) {
+  requireOrdinal(ordinal, "setDefaultDevice");
+  defaultDevice = ordinal;
+  if (threadDevice < 0) makeCurrent();
+}
+
+const Driver::DeviceState &Driver::state(int ordinal) const {
+  requireOrdinal(ordinal, "device");
+  static std::mutex retainMutex;
+  std::lock_guard<std::mutex> lock(retainMutex);
+  DeviceState &s = devices[ordinal];
+  if (!s.ctx) {
+    CUresult r = fns.cuDevicePrimaryCtxRetain(&s.ctx, s.dev);
+    if (r != CUDA_SUCCESS) {
+      s.ctx = nullptr;
+      const char *name = nullptr;
+      fns.cuGetErrorName(r, &name);
+      throw Error(fmt::format("cuDevicePrimaryCtxRetain failed on device {}: {}", ordinal,
+                              name ? name : "unknown error"));
+    }
+  }
+  return s;
+}
+
+void Driver::makeCurrent() const { check(fns.cuCtxSetCurrent(context()), "cuCtxSetCurrent"); }
+
+std::string Driver::deviceName(int ordinal) const {
+  requireOrdinal(ordinal, "deviceName");
   char name[256] = {};
-  check(fns.cuDeviceGetName(name, sizeof(name), dev), "cuDeviceGetName");
+  check(fns.cuDeviceGetName(name, sizeof(name), devices[ordinal].dev), "cuDeviceGetName");
   return name;
 }
 
@@ -82,6 +139,8 @@ void Driver::check(CUresult result, const char *call) const {
   const char *name = nullptr, *text = nullptr;
   if (fns.cuGetErrorName) fns.cuGetErrorName(result, &name);
   if (fns.cuGetErrorString) fns.cuGetErrorString(result, &text);
-  throw Error(fmt::format("{} failed: {} ({})", call, name ? name : "unknown error",
+  std::string where =
+      devices.empty() ? std::string() : fmt::format(" on device {}", currentDevice());
+  throw Error(fmt::format("{} failed{}: {} ({})", call, where, name ? name : "unknown error",
                           text ? text : "no description"));
 }

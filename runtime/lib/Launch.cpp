@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <fmt/format.h>
 
 using namespace tessel;
@@ -13,27 +14,40 @@ using namespace tessel::rt;
 DeviceBuffer::DeviceBuffer(size_t bytes) : n(bytes) {
   Driver &d = Driver::get();
   d.makeCurrent();
+  ordinal = d.currentDevice();
   TESSEL_CU(d, cuMemAlloc, &p, std::max<size_t>(bytes, 1));
 }
 
 DeviceBuffer::~DeviceBuffer() {
-  if (p) Driver::get().api().cuMemFree(p);
+  if (!p) return;
+  // Freed in the context it came from, whatever the thread's device is now;
+  // a destructor reports nothing.
+  try {
+    Driver &d = Driver::get();
+    d.api().cuCtxSetCurrent(d.context(ordinal));
+    d.api().cuMemFree(p);
+    d.api().cuCtxSetCurrent(d.context());
+  } catch (const Error &) {
+  }
 }
 
 void DeviceBuffer::upload(const void *host, size_t bytes) {
   if (bytes > n) throw Error(fmt::format("upload of {} bytes into a {}-byte buffer", bytes, n));
   Driver &d = Driver::get();
+  d.makeCurrent();
   TESSEL_CU(d, cuMemcpyHtoD, p, host, bytes);
 }
 
 void DeviceBuffer::download(void *host, size_t bytes) const {
   if (bytes > n) throw Error(fmt::format("download of {} bytes from a {}-byte buffer", bytes, n));
   Driver &d = Driver::get();
+  d.makeCurrent();
   TESSEL_CU(d, cuMemcpyDtoH, host, p, bytes);
 }
 
 void DeviceBuffer::fillBytes(unsigned char value) {
   Driver &d = Driver::get();
+  d.makeCurrent();
   TESSEL_CU(d, cuMemsetD8, p, value, n);
 }
 
@@ -96,20 +110,29 @@ LoadedKernel::~LoadedKernel() {
   if (library) Driver::get().api().cuLibraryUnload(library);
 }
 
-void LoadedKernel::ensureLoaded() {
-  if (function) return;
+CUfunction LoadedKernel::ensureLoaded() {
   Driver &d = Driver::get();
   d.makeCurrent();
+  std::lock_guard<std::mutex> lock(loadMutex);
+  CUcontext ctx = d.context();
+  if (auto it = functions.find(ctx); it != functions.end()) return it->second;
   std::string why;
-  if (!archRunsOn(target, d.computeCapability(), &why)) throw Error(why);
-  TESSEL_CU(d, cuLibraryLoadData, &library, bin->cubin.data(), nullptr, nullptr, 0, nullptr,
-            nullptr, 0);
+  if (!archRunsOn(target, d.computeCapability(), &why))
+    throw Error(fmt::format("{} (device {}: {})", why, d.currentDevice(), d.deviceName()));
+  // A library belongs to no context; each device's context gets its own
+  // function handle (and shared-memory limit).
+  if (!library)
+    TESSEL_CU(d, cuLibraryLoadData, &library, bin->cubin.data(), nullptr, nullptr, 0, nullptr,
+              nullptr, 0);
   CUkernel kernel;
   TESSEL_CU(d, cuLibraryGetKernel, &kernel, library, kernelSpec.name.c_str());
+  CUfunction function;
   TESSEL_CU(d, cuKernelGetFunction, &function, kernel);
   if (kernelSpec.sharedBytes > 48 * 1024)
     TESSEL_CU(d, cuFuncSetAttribute, function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
               static_cast<int>(kernelSpec.sharedBytes));
+  functions[ctx] = function;
+  return function;
 }
 
 void LoadedKernel::launch(const std::vector<LaunchArg> &args, CUstream stream) {
@@ -185,7 +208,7 @@ void LoadedKernel::launch(const std::vector<LaunchArg> &args, CUstream stream) {
     params.push_back(&maps[m]);
   }
   std::array<unsigned, 3> grid = s.evaluateGrid(symbols);
-  ensureLoaded();
+  CUfunction function = ensureLoaded();
   Driver &d = Driver::get();
   TESSEL_CU(d, cuLaunchKernel, function, grid[0], grid[1], grid[2], s.threads, 1, 1,
             static_cast<unsigned>(s.sharedBytes), stream, params.data(), nullptr);
@@ -285,7 +308,7 @@ float tessel::rt::timeMedian(const std::function<void(int)> &work, int warmup, i
 }
 
 std::string LoadedKernel::resourceUsage() {
-  ensureLoaded();
+  CUfunction function = ensureLoaded();
   Driver &d = Driver::get();
   int regs = 0, staticSmem = 0, local = 0;
   TESSEL_CU(d, cuFuncGetAttribute, &regs, CU_FUNC_ATTRIBUTE_NUM_REGS, function);

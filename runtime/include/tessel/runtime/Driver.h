@@ -10,6 +10,7 @@
 
 #include <cuda.h>
 #include <string>
+#include <vector>
 
 namespace tessel::rt {
 
@@ -18,6 +19,11 @@ struct DriverApi {
 #include "tessel/runtime/DriverFunctions.def"
 };
 
+/// The CUDA driver and the process's devices. Each device is used through
+/// its primary context. A thread works on its current device: the one it
+/// chose with setDevice, else the process default (setDefaultDevice, else
+/// $TESSEL_DEVICE, else 0). Memory, module loads and launches go to the
+/// current device; errors name it.
 class Driver {
 public:
   /// The driver, loaded and initialised on first use. Throws tessel::Error
@@ -27,24 +33,45 @@ public:
   static bool available(std::string *why = nullptr);
 
   const DriverApi &api() const { return fns; }
-  CUdevice device() const { return dev; }
-  CUcontext context() const { return ctx; }
+  int deviceCount() const { return static_cast<int>(devices.size()); }
+  /// The calling thread's device ordinal.
+  int currentDevice() const;
+  /// Makes `ordinal` the calling thread's device (and its primary context
+  /// current). Throws naming the devices there are.
+  void setDevice(int ordinal);
+  /// The device of threads that never called setDevice.
+  void setDefaultDevice(int ordinal);
+
+  // The current device's properties.
+  CUdevice device() const { return state(currentDevice()).dev; }
+  CUcontext context() const { return state(currentDevice()).ctx; }
   /// Compute capability as major * 10 + minor (90 for H100).
-  int computeCapability() const { return cc; }
-  std::string deviceName() const;
-  /// Makes the primary context current on the calling thread.
+  int computeCapability() const { return state(currentDevice()).cc; }
+  std::string deviceName() const { return deviceName(currentDevice()); }
+  std::string deviceName(int ordinal) const;
+  int computeCapability(int ordinal) const { return state(ordinal).cc; }
+  /// The primary context of `ordinal`, retained on first use.
+  CUcontext context(int ordinal) const { return state(ordinal).ctx; }
+  /// Makes the current device's primary context current on the thread.
   void makeCurrent() const;
 
-  /// Throws tessel::Error naming `call` and the driver's explanation.
+  /// Throws tessel::Error naming `call`, the current device and the
+  /// driver's explanation.
   void check(CUresult result, const char *call) const;
 
 private:
+  struct DeviceState {
+    CUdevice dev = 0;
+    CUcontext ctx = nullptr;
+    int cc = 0;
+  };
   Driver() = default;
   void load();
+  /// The device's state, its context retained on first use.
+  const DeviceState &state(int ordinal) const;
+  void requireOrdinal(int ordinal, const char *what) const;
   DriverApi fns;
-  CUdevice dev = 0;
-  CUcontext ctx = nullptr;
-  int cc = 0;
+  mutable std::vector<DeviceState> devices;
 };
 
 #define TESSEL_CU(driver, call, ...) (driver).check((driver).api().call(__VA_ARGS__), #call)

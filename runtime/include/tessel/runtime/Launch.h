@@ -7,13 +7,15 @@
 
 #include <cuda.h>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace tessel::rt {
 
-/// Device memory owned by the caller.
+/// Device memory owned by the caller, on the thread's current device.
 class DeviceBuffer {
 public:
   explicit DeviceBuffer(size_t bytes);
@@ -21,6 +23,7 @@ public:
   DeviceBuffer(const DeviceBuffer &) = delete;
   DeviceBuffer &operator=(const DeviceBuffer &) = delete;
   CUdeviceptr ptr() const { return p; }
+  int device() const { return ordinal; }
   size_t bytes() const { return n; }
   void upload(const void *host, size_t bytes);
   void download(void *host, size_t bytes) const;
@@ -30,6 +33,7 @@ public:
 private:
   CUdeviceptr p = 0;
   size_t n = 0;
+  int ordinal = 0; // the device it lives on
 };
 
 /// A launch argument: a device buffer with its shape, or a scalar.
@@ -46,7 +50,8 @@ struct LaunchArg {
   static LaunchArg real(double v) { return {Float, 0, {}, 0, v}; }
 };
 
-/// A compiled kernel, loaded into the primary context on first launch.
+/// A compiled kernel, loaded on first launch on each device (into that
+/// device's primary context).
 class LoadedKernel {
 public:
   LoadedKernel(KernelSpec spec, std::shared_ptr<const Binary> binary, std::string arch);
@@ -66,12 +71,15 @@ public:
   std::string resourceUsage();
 
 private:
-  void ensureLoaded();
+  /// The kernel's function in the current device's context, loading the
+  /// library on first use.
+  CUfunction ensureLoaded();
   KernelSpec kernelSpec;
   std::shared_ptr<const Binary> bin;
   std::string target;
+  std::mutex loadMutex;
   CUlibrary library = nullptr;
-  CUfunction function = nullptr;
+  std::map<CUcontext, CUfunction> functions;
 };
 
 /// Median time in milliseconds of `reps` runs of `work` (launches on the

@@ -1,0 +1,85 @@
+//===- Nccl.cpp - NCCL, loaded at run time --------------------------------===//
+#include "tessel/runtime/Nccl.h"
+#include "tessel/runtime/Error.h"
+
+#include <cstdlib>
+#include <dlfcn.h>
+#include <fmt/format.h>
+#include <link.h>
+#include <mutex>
+
+using namespace tessel;
+using namespace tessel::rt;
+
+void Nccl::load() {
+  const char *env = std::getenv("TESSEL_NCCL_LIBRARY");
+  std::string name = env && *env ? env : "libnccl.so.2";
+  void *lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!lib)
+    throw Error(fmt::format("no NCCL: dlopen(\"{}\") failed: {}. Install NCCL for CUDA 13 "
+                            "(libnccl2) or point TESSEL_NCCL_LIBRARY at libnccl.so.2",
+                            name, dlerror()));
+  auto take = [&](const char *symbol, void **slot) {
+    *slot = dlsym(lib, symbol);
+    if (!*slot)
+      throw Error(fmt::format("NCCL at {} has no {}: Tessel needs NCCL 2.28 or newer", name, symbol));
+  };
+#define TESSEL_NCCL_TAKE(fn) take(#fn, reinterpret_cast<void **>(&fns.fn));
+  TESSEL_NCCL_TAKE(ncclGetVersion)
+  TESSEL_NCCL_TAKE(ncclGetUniqueId)
+  TESSEL_NCCL_TAKE(ncclCommInitRank)
+  TESSEL_NCCL_TAKE(ncclCommDestroy)
+  TESSEL_NCCL_TAKE(ncclCommAbort)
+  TESSEL_NCCL_TAKE(ncclCommGetAsyncError)
+  TESSEL_NCCL_TAKE(ncclGetErrorString)
+  TESSEL_NCCL_TAKE(ncclGetLastError)
+  TESSEL_NCCL_TAKE(ncclAllGather)
+  TESSEL_NCCL_TAKE(ncclAllReduce)
+  TESSEL_NCCL_TAKE(ncclAlltoAll)
+  TESSEL_NCCL_TAKE(ncclSend)
+  TESSEL_NCCL_TAKE(ncclRecv)
+  TESSEL_NCCL_TAKE(ncclGroupStart)
+  TESSEL_NCCL_TAKE(ncclGroupEnd)
+#undef TESSEL_NCCL_TAKE
+  check(fns.ncclGetVersion(&versionCode), "ncclGetVersion");
+  link_map *map = nullptr;
+  where = dlinfo(lib, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name ? map->l_name : name;
+}
+
+Nccl &Nccl::get() {
+  static Nccl nccl;
+  static std::once_flag once;
+  static std::string failure;
+  std::call_once(once, [] {
+    try {
+      nccl.load();
+    } catch (const Error &e) {
+      failure = e.what();
+    }
+  });
+  if (!failure.empty()) throw Error(failure);
+  return nccl;
+}
+
+bool Nccl::available(std::string *why) {
+  try {
+    get();
+    return true;
+  } catch (const Error &e) {
+    if (why) *why = e.what();
+    return false;
+  }
+}
+
+std::string Nccl::version() const {
+  // NCCL >= 2.9 encodes major * 10000 + minor * 100 + patch.
+  return fmt::format("{}.{}.{}", versionCode / 10000, versionCode / 100 % 100, versionCode % 100);
+}
+
+void Nccl::check(ncclResult_t result, const char *call, ncclComm_t comm) const {
+  if (result == ncclSuccess || result == ncclInProgress) return;
+  const char *text = fns.ncclGetErrorString ? fns.ncclGetErrorString(result) : "unknown";
+  const char *last = comm && fns.ncclGetLastError ? fns.ncclGetLastError(comm) : nullptr;
+  throw Error(fmt::format("{} failed: {}{}{}", call, text, last && *last ? ": " : "",
+                          last ? last : ""));
+}

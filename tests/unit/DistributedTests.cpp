@@ -1,0 +1,148 @@
+//===- DistributedTests.cpp - ranks, bootstrap and NCCL loading -----------===//
+//
+// Real processes, no GPU: the environment a launcher sets, the node channel
+// that carries records and file descriptors between ranks, the launcher
+// itself, and the NCCL loader's messages.
+//
+//===----------------------------------------------------------------------===//
+#include <catch2/catch.hpp>
+
+#include "tessel/runtime/Distributed.h"
+#include "tessel/runtime/Error.h"
+#include "tessel/runtime/Nccl.h"
+
+#include <fmt/format.h>
+#include <map>
+#include <sys/mman.h>
+#include <unistd.h>
+
+using namespace tessel;
+using namespace tessel::rt;
+
+namespace {
+RankInfo fromMap(const std::map<std::string, std::string> &env) {
+  return rankInfoFromEnvironment([&](const char *name) -> const char * {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+}
+} // namespace
+
+TEST_CASE("rank variables are read strictly") {
+  RankInfo single = fromMap({});
+  CHECK(single.worldSize == 1);
+  CHECK(single.rank == 0);
+  RankInfo torchrun = fromMap({{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "3"},
+                               {"LOCAL_WORLD_SIZE", "4"}, {"TORCHELASTIC_RUN_ID", "abc"},
+                               {"MASTER_PORT", "29500"}});
+  CHECK(torchrun.rank == 3);
+  CHECK(torchrun.localWorldSize == 4);
+  CHECK_FALSE(torchrun.singleNode());
+  CHECK(torchrun.jobId == "abc-29500");
+  CHECK_THROWS_WITH(fromMap({{"RANK", "0"}}), Catch::Contains("WORLD_SIZE is not set"));
+  CHECK_THROWS_WITH(fromMap({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"},
+                             {"LOCAL_WORLD_SIZE", "2"}, {"TESSEL_JOB_ID", "j"}}),
+                    Catch::Contains("RANK=2 is outside WORLD_SIZE=2"));
+  CHECK_THROWS_WITH(fromMap({{"RANK", "x1"}, {"WORLD_SIZE", "2"}}),
+                    Catch::Contains("RANK=x1 is not a non-negative integer"));
+  CHECK_THROWS_WITH(fromMap({{"RANK", "0"}, {"WORLD_SIZE", "6"}, {"LOCAL_RANK", "0"},
+                             {"LOCAL_WORLD_SIZE", "4"}, {"TESSEL_JOB_ID", "j"}}),
+                    Catch::Contains("LOCAL_WORLD_SIZE=4 does not divide WORLD_SIZE=6"));
+  CHECK_THROWS_WITH(fromMap({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"},
+                             {"LOCAL_WORLD_SIZE", "2"}}),
+                    Catch::Contains("set TESSEL_JOB_ID"));
+}
+
+TEST_CASE("local ranks exchange records and file descriptors") {
+  for (int ranks : {1, 2, 3, 5}) {
+    int result = runLocalRanks(ranks, [&](const RankInfo &info) {
+      NodeChannel channel(info, 30);
+      std::vector<std::string> all = channel.allGather(fmt::format("rank {}", info.localRank));
+      for (int r = 0; r < ranks; ++r)
+        if (all[r] != fmt::format("rank {}", r)) return 10;
+      // A descriptor per rank: a memory file holding its rank, read back
+      // through every peer's descriptor.
+      int fd = memfd_create("tessel-test", MFD_CLOEXEC);
+      std::string text = fmt::format("payload of {}", info.localRank);
+      if (fd < 0 || write(fd, text.data(), text.size()) != (ssize_t)text.size()) return 11;
+      std::vector<int> fds = channel.allGatherFds(fd);
+      close(fd);
+      if ((int)fds.size() != ranks) return 12;
+      for (int r = 0; r < ranks; ++r) {
+        char buffer[64] = {};
+        ssize_t n = pread(fds[r], buffer, sizeof(buffer) - 1, 0);
+        if (n <= 0 || std::string(buffer, n) != fmt::format("payload of {}", r)) return 13;
+        close(fds[r]);
+      }
+      channel.barrier();
+      return 0;
+    });
+    INFO(ranks << " ranks");
+    CHECK(result == 0);
+  }
+}
+
+TEST_CASE("a rank that never joins is an error, not a hang") {
+  int result = runLocalRanks(2, [](const RankInfo &info) {
+    if (info.localRank == 1) return 0; // exits without joining
+    try {
+      NodeChannel channel(info, 1.0);
+      return 20; // must not succeed
+    } catch (const Error &e) {
+      return std::string(e.what()).find("of the 1 other local ranks sent nothing for 1 s") !=
+                     std::string::npos
+                 ? 0
+                 : 21;
+    }
+  });
+  CHECK(result == 0);
+  // A rank that leaves mid-exchange.
+  result = runLocalRanks(2, [](const RankInfo &info) {
+    NodeChannel channel(info, 10);
+    if (info.localRank == 1) return 0;
+    try {
+      channel.allGather("x");
+      return 22;
+    } catch (const Error &e) {
+      return std::string(e.what()).find("local rank 1 closed its connection") != std::string::npos
+                 ? 0
+                 : 23;
+    }
+  });
+  CHECK(result == 0);
+}
+
+TEST_CASE("the launcher sets the rank variables and stops the others when one fails") {
+  CHECK(launchLocalRanks(3, {"sh", "-c",
+                             "test \"$RANK\" = \"$LOCAL_RANK\" && test \"$WORLD_SIZE\" = 3 && "
+                             "test \"$RANK\" -lt 3 && test -n \"$TESSEL_JOB_ID\""}) == 0);
+  auto start = std::chrono::steady_clock::now();
+  CHECK(launchLocalRanks(2, {"sh", "-c", "if [ $RANK = 0 ]; then exit 3; fi; sleep 60"}) == 3);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
+  CHECK(launchLocalRanks(1, {"/nonexistent/program"}) == 127);
+  CHECK_THROWS_WITH(launchLocalRanks(0, {"true"}), Catch::Contains("cannot launch 0 ranks"));
+}
+
+TEST_CASE("NCCL is loaded at run time and a missing one is named") {
+  // The loader caches its outcome per process: each case in its own.
+  int missing = runLocalRanks(1, [](const RankInfo &) {
+    setenv("TESSEL_NCCL_LIBRARY", "/nonexistent/libnccl.so.2", 1);
+    std::string why;
+    if (Nccl::available(&why)) return 30;
+    return why.find("no NCCL: dlopen(\"/nonexistent/libnccl.so.2\") failed") != std::string::npos &&
+                   why.find("TESSEL_NCCL_LIBRARY") != std::string::npos
+               ? 0
+               : 31;
+  });
+  CHECK(missing == 0);
+  int found = runLocalRanks(1, [](const RankInfo &) {
+    setenv("TESSEL_NCCL_LIBRARY", TESSEL_TOOLKIT_NCCL, 1);
+    std::string why;
+    if (!Nccl::available(&why)) {
+      std::fprintf(stderr, "%s\n", why.c_str());
+      return 32;
+    }
+    return Nccl::get().version().rfind("2.", 0) == 0 ? 0 : 33;
+  });
+  CHECK(found == 0);
+}
