@@ -10,8 +10,10 @@
 #include "tessel/runtime/Distributed.h"
 #include "tessel/runtime/Error.h"
 #include "tessel/runtime/Nccl.h"
+#include "Ulysses.h"
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <map>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -145,4 +147,55 @@ TEST_CASE("NCCL is loaded at run time and a missing one is named") {
     return Nccl::get().version().rfind("2.", 0) == 0 ? 0 : 33;
   });
   CHECK(found == 0);
+}
+
+TEST_CASE("the Ulysses exchange moves every input element to exactly one output place") {
+  for (int ranks : {1, 2, 4, 8}) {
+    kernels::UlyssesShape s;
+    s.batch = 2, s.seqlen = 8 * ranks, s.headsQ = 2 * ranks, s.headsKV = ranks, s.headDim = 4;
+    s.ranks = ranks;
+    kernels::validateUlysses(s);
+    for (int64_t heads : {s.headsQ, s.headsKV}) {
+      // Every (source rank, input offset) is hit once over all ranks' outputs.
+      std::vector<int> hits(ranks * s.inputElements(heads), 0);
+      for (int r = 0; r < ranks; ++r)
+        for (int64_t b = 0; b < s.batch; ++b)
+          for (int64_t t = 0; t < s.seqlen; ++t)
+            for (int64_t h = 0; h < heads / ranks; ++h)
+              for (int64_t d = 0; d < s.headDim; ++d) {
+                kernels::UlyssesSource src = kernels::ulyssesSource(s, heads, r, b, t, h, d);
+                REQUIRE(src.rank == t / s.localSeq());
+                ++hits[src.rank * s.inputElements(heads) + src.offset];
+              }
+      CHECK(std::all_of(hits.begin(), hits.end(), [](int n) { return n == 1; }));
+    }
+  }
+  // Output head h of rank r is global head r * heads/N + h, row t of the
+  // sequence is row t % (S/N) of rank t / (S/N).
+  kernels::UlyssesShape s;
+  s.batch = 1, s.seqlen = 8, s.headsQ = 4, s.headsKV = 2, s.headDim = 2, s.ranks = 2;
+  kernels::UlyssesSource src = kernels::ulyssesSource(s, 4, 1, 0, 5, 1, 1);
+  CHECK(src.rank == 1);
+  CHECK(src.offset == ((0 * 4 + 1) * 4 + 3) * 2 + 1);
+}
+
+TEST_CASE("Ulysses shapes are validated before anything moves") {
+  kernels::UlyssesShape s;
+  s.batch = 2, s.seqlen = 8192, s.headsQ = 32, s.headsKV = 8, s.headDim = 128, s.ranks = 2;
+  kernels::validateUlysses(s);
+  auto with = [&](auto change) {
+    kernels::UlyssesShape t = s;
+    change(t);
+    return t;
+  };
+  CHECK_THROWS_WITH(kernels::validateUlysses(with([](auto &t) { t.seqlen = 8191; })),
+                    Catch::Contains("seqlen=8191 does not split over 2 ranks"));
+  CHECK_THROWS_WITH(kernels::validateUlysses(with([](auto &t) { t.headsKV = 3, t.headsQ = 33; })),
+                    Catch::Contains("heads_q=33 does not split over 2 ranks"));
+  CHECK_THROWS_WITH(kernels::validateUlysses(with([](auto &t) { t.headsKV = 5, t.headsQ = 10; })),
+                    Catch::Contains("heads_kv=5 does not split over 2 ranks"));
+  CHECK_THROWS_WITH(kernels::validateUlysses(with([](auto &t) { t.headsKV = 6; })),
+                    Catch::Contains("heads_q=32 is not a multiple of heads_kv=6"));
+  CHECK_THROWS_WITH(kernels::validateUlysses(with([](auto &t) { t.headDim = 0; })),
+                    Catch::Contains("head_dim=0 must be positive"));
 }

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Library.h"
+#include "MultiGpu.h"
 #include "tessel/runtime/Cache.h"
 #include "tessel/runtime/Driver.h"
 #include "tessel/runtime/Files.h"
@@ -30,6 +31,7 @@ struct Args {
   uint64_t seed = 0;
   bool seedGiven = false;
   int reps = 30;
+  int ranks = 0; // multi-GPU commands: 0 means one per GPU
   bool showLayouts = false, emitGiven = false, tma = true;
   std::vector<std::pair<std::string, std::string>> svgs; // buffer name, file
 };
@@ -42,7 +44,9 @@ struct Args {
             << "                      [--show-layouts] [--layout-svg BUFFER=FILE.svg] [--no-tma]\n"
             << "       tessel run KERNEL [--param k=v ...] [--seed N] [--dump-ir DIR]\n"
             << "       tessel bench KERNEL [--param k=v ...] [--reps N]\n"
-            << "       tessel bench attention [--param k=v ...]   (forward and backward, FA3 shapes)\n";
+            << "       tessel bench attention [--param k=v ...]   (forward and backward, FA3 shapes)\n"
+            << "       tessel run|bench all2all [--ranks N] [--param k=v ...]   (one process per GPU)\n"
+            << "       tessel launch -n N -- PROGRAM [ARGS...]   (N local ranks, torchrun's variables)\n";
   std::exit(2);
 }
 
@@ -85,6 +89,7 @@ Args parse(int argc, char **argv) {
       a.seed = uint64_t(parseOption(opt, next(), 0, INT64_MAX));
       a.seedGiven = true;
     } else if (opt == "--reps") a.reps = int(parseOption(opt, next(), 1, 1000000));
+    else if (opt == "--ranks") a.ranks = int(parseOption(opt, next(), 1, 1024));
     else if (opt == "--show-layouts") a.showLayouts = true;
     else if (opt == "--no-tma") a.tma = false;
     else if (opt == "--layout-svg") {
@@ -156,6 +161,7 @@ int compileCommand(const Args &a) {
 }
 
 int runCommand(const Args &a) {
+  if (a.kernel == "all2all") return allToAllCommand(false, a.params, a.ranks, a.reps);
   const LibraryKernel &entry = findKernel(a.kernel);
   Params p = withDefaults(entry, a.params);
   std::string why;
@@ -245,6 +251,7 @@ int benchAttention(const Args &a) {
 /// Times a kernel at a (possibly large) shape without the CPU reference.
 int benchCommand(const Args &a) {
   if (a.kernel == "attention") return benchAttention(a);
+  if (a.kernel == "all2all") return allToAllCommand(true, a.params, a.ranks, a.reps);
   const LibraryKernel &entry = findKernel(a.kernel);
   if (!entry.bench) usage("kernel " + entry.name + " has no benchmark");
   Params p = withDefaults(entry, a.params);
@@ -267,7 +274,30 @@ int benchCommand(const Args &a) {
 }
 } // namespace
 
+/// `tessel launch -n N -- PROGRAM [ARGS...]`
+int launch(int argc, char **argv) {
+  int ranks = 0, i = 2;
+  for (; i < argc && std::strcmp(argv[i], "--"); ++i) {
+    if (!std::strcmp(argv[i], "-n") && i + 1 < argc)
+      ranks = int(parseOption("-n", argv[++i], 1, 1024));
+    else
+      usage(fmt::format("launch: unknown option '{}'", argv[i]));
+  }
+  if (ranks == 0) usage("launch needs -n N");
+  if (i >= argc) usage("launch: put the program after --");
+  return launchCommand(ranks, std::vector<std::string>(argv + i + 1, argv + argc));
+}
+
 int main(int argc, char **argv) {
+  setCommandLine(argc, argv);
+  if (argc > 1 && std::string(argv[1]) == "launch") {
+    try {
+      return launch(argc, argv);
+    } catch (const std::exception &e) {
+      std::cerr << "tessel: " << e.what() << "\n";
+      return 1;
+    }
+  }
   Args a = parse(argc, argv);
   try {
     if (a.command == "list") return list();

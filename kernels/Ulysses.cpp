@@ -1,0 +1,141 @@
+//===- Ulysses.cpp - the sequence-parallel all-to-all ---------------------===//
+#include "Ulysses.h"
+#include "tessel/runtime/Driver.h"
+#include "tessel/runtime/Error.h"
+
+#include <fmt/format.h>
+
+using namespace tessel;
+using namespace tessel::kernels;
+using namespace tessel::rt;
+
+void tessel::kernels::validateUlysses(const UlyssesShape &s) {
+  if (s.ranks < 1) throw Error(fmt::format("Ulysses: {} ranks", s.ranks));
+  for (auto [name, v] : {std::pair{"batch", s.batch}, {"seqlen", s.seqlen}, {"heads_q", s.headsQ},
+                         {"heads_kv", s.headsKV}, {"head_dim", s.headDim}})
+    if (v <= 0) throw Error(fmt::format("Ulysses: {}={} must be positive", name, v));
+  if (s.elementBytes != 2 && s.elementBytes != 4)
+    throw Error(fmt::format("Ulysses: {}-byte elements; use 16- or 32-bit types", s.elementBytes));
+  if (s.seqlen % s.ranks)
+    throw Error(fmt::format("Ulysses: seqlen={} does not split over {} ranks", s.seqlen, s.ranks));
+  if (s.headsQ % s.headsKV)
+    throw Error(fmt::format("Ulysses: heads_q={} is not a multiple of heads_kv={}", s.headsQ,
+                            s.headsKV));
+  if (s.headsQ % s.ranks)
+    throw Error(fmt::format("Ulysses: heads_q={} does not split over {} ranks", s.headsQ, s.ranks));
+  if (s.headsKV % s.ranks)
+    throw Error(fmt::format("Ulysses: heads_kv={} does not split over {} ranks (replicating K/V "
+                            "heads is not supported yet)",
+                            s.headsKV, s.ranks));
+}
+
+UlyssesSource tessel::kernels::ulyssesSource(const UlyssesShape &s, int64_t heads, int rank,
+                                             int64_t b, int64_t t, int64_t h, int64_t d) {
+  int64_t local = s.localSeq(), perRank = heads / s.ranks;
+  int source = static_cast<int>(t / local);
+  int64_t row = t % local, head = rank * perRank + h;
+  return {source, ((b * local + row) * heads + head) * s.headDim + d};
+}
+
+UlyssesExchange::UlyssesExchange(Communicator &c, const UlyssesShape &s) : comm(c), shape(s) {
+  if (c.size() != c.localSize())
+    throw Error("Ulysses: the copy-engine exchange runs within one node; this job spans several");
+  if (s.ranks != c.size())
+    throw Error(fmt::format("Ulysses: the shape is for {} ranks, the job has {}", s.ranks, c.size()));
+  validateUlysses(s);
+  for (int t = 0; t < 3; ++t) {
+    inputs[t] = std::make_unique<SymmetricBuffer>(c, shape.inputElements(heads(t)) * s.elementBytes);
+    outputs[t] = std::make_unique<DeviceBuffer>(shape.outputElements(heads(t)) * s.elementBytes);
+  }
+  flags = std::make_unique<SymmetricBuffer>(c, 2 * sizeof(uint32_t) * s.ranks);
+}
+
+void UlyssesExchange::forward(CUstream stream) {
+  Driver &d = Driver::get();
+  d.setDevice(comm.device());
+  int n = shape.ranks, me = comm.localRank();
+  ++epoch;
+  auto readySlot = [&](int owner, int from) { return flags->peer(owner) + 4 * from; };
+  auto readSlot = [&](int owner, int from) { return flags->peer(owner) + 4 * (n + from); };
+  // Inputs ready here (the write is fenced system-wide); wait for everyone's.
+  for (int s = 0; s < n; ++s) TESSEL_CU(d, cuStreamWriteValue32, stream, readySlot(s, me), epoch, 0);
+  for (int s = 0; s < n; ++s)
+    TESSEL_CU(d, cuStreamWaitValue32, stream, readySlot(me, s), epoch, CU_STREAM_WAIT_VALUE_GEQ);
+  int64_t eb = shape.elementBytes, dim = shape.headDim, local = shape.localSeq();
+  for (int i = 0; i < n; ++i) {
+    int s = (me + i) % n; // ring order, own shard first
+    for (int t = 0; t < 3; ++t) {
+      int64_t all = heads(t), mine = all / n;
+      for (int64_t b = 0; b < shape.batch; ++b) {
+        CUDA_MEMCPY2D copy{};
+        copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+        copy.srcDevice = inputs[t]->peer(s) + ((b * local * all) + me * mine) * dim * eb;
+        copy.srcPitch = all * dim * eb;
+        copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+        copy.dstDevice = output(t) + ((b * shape.seqlen + s * local) * mine) * dim * eb;
+        copy.dstPitch = mine * dim * eb;
+        copy.WidthInBytes = mine * dim * eb;
+        copy.Height = local;
+        TESSEL_CU(d, cuMemcpy2DAsync, &copy, stream);
+      }
+    }
+  }
+  // Sources may be overwritten once every reader has them.
+  for (int s = 0; s < n; ++s) TESSEL_CU(d, cuStreamWriteValue32, stream, readSlot(s, me), epoch, 0);
+  for (int s = 0; s < n; ++s)
+    TESSEL_CU(d, cuStreamWaitValue32, stream, readSlot(me, s), epoch, CU_STREAM_WAIT_VALUE_GEQ);
+}
+
+NcclUlysses::NcclUlysses(Communicator &c, const UlyssesShape &s, UlyssesExchange &x)
+    : comm(c), shape(s), exchange(x) {
+  for (int t = 0; t < 3; ++t) {
+    perPeer += shape.outputElements(x.heads(t)) / shape.ranks * shape.elementBytes;
+    outputs[t] = std::make_unique<DeviceBuffer>(shape.outputElements(x.heads(t)) * s.elementBytes);
+  }
+  send = std::make_unique<DeviceBuffer>(perPeer * shape.ranks);
+  recv = std::make_unique<DeviceBuffer>(perPeer * shape.ranks);
+  comm.nccl();
+}
+
+void NcclUlysses::forward(CUstream stream, bool packing) {
+  Driver &d = Driver::get();
+  d.setDevice(comm.device());
+  int n = shape.ranks;
+  int64_t eb = shape.elementBytes, dim = shape.headDim, local = shape.localSeq();
+  // Chunk for destination r: for each tensor, [B, S/N, heads/N, D].
+  auto chunk = [&](CUdeviceptr base, int r, int t, int64_t b) {
+    CUdeviceptr at = base + r * perPeer;
+    for (int u = 0; u < t; ++u) at += shape.batch * local * exchange.heads(u) / n * dim * eb;
+    return at + b * local * exchange.heads(t) / n * dim * eb;
+  };
+  if (packing)
+    for (int r = 0; r < n; ++r)
+      for (int t = 0; t < 3; ++t) {
+        int64_t all = exchange.heads(t), mine = all / n;
+        for (int64_t b = 0; b < shape.batch; ++b) {
+          CUDA_MEMCPY2D copy{};
+          copy.srcMemoryType = copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+          copy.srcDevice = exchange.input(t) + (b * local * all + r * mine) * dim * eb;
+          copy.srcPitch = all * dim * eb;
+          copy.dstDevice = chunk(send->ptr(), r, t, b);
+          copy.dstPitch = mine * dim * eb;
+          copy.WidthInBytes = mine * dim * eb;
+          copy.Height = local;
+          TESSEL_CU(d, cuMemcpy2DAsync, &copy, stream);
+        }
+      }
+  Nccl &nccl = Nccl::get();
+  TESSEL_NCCL(nccl, ncclAlltoAll, reinterpret_cast<void *>(send->ptr()),
+              reinterpret_cast<void *>(recv->ptr()), static_cast<size_t>(perPeer), ncclChar,
+              comm.nccl(), stream);
+  if (!packing) return;
+  // From source r: rows r*S/N .. of every batch, contiguous on both sides.
+  for (int r = 0; r < n; ++r)
+    for (int t = 0; t < 3; ++t) {
+      int64_t mine = exchange.heads(t) / n;
+      for (int64_t b = 0; b < shape.batch; ++b)
+        TESSEL_CU(d, cuMemcpyAsync,
+                  output(t) + (b * shape.seqlen + r * local) * mine * dim * eb,
+                  chunk(recv->ptr(), r, t, b), local * mine * dim * eb, stream);
+    }
+}

@@ -1,0 +1,102 @@
+//===- Ulysses.h - the sequence-parallel all-to-all ---------------*- C++ -*-===//
+//
+// Ulysses sequence parallelism over N ranks: before attention each rank holds
+// a shard of the sequence for all heads, Q [B, S/N, Hq, D] (K, V with Hkv);
+// the all-to-all gives rank r the whole sequence for its heads,
+// [B, S, Hq/N, D] (heads r*Hq/N ...), and the inverse brings O back.
+//
+// The exchange here is pulled by each rank's copy engine straight from its
+// peers' inputs in symmetric memory, one 2-D copy per (source rank, batch,
+// tensor) in ring order starting with itself: no packing pass. Epoch-valued
+// flags written by the stream (cuStreamWriteValue32 into every peer) say when
+// a rank's inputs are ready and when its peers have read them, so no host
+// barrier sits between calls.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_KERNELS_ULYSSES_H
+#define TESSEL_KERNELS_ULYSSES_H
+
+#include "tessel/runtime/Communicator.h"
+#include "tessel/runtime/Launch.h"
+
+#include <array>
+#include <cstdint>
+#include <memory>
+
+namespace tessel::kernels {
+
+struct UlyssesShape {
+  int64_t batch = 1, seqlen = 0; // the whole sequence, S
+  int64_t headsQ = 0, headsKV = 0, headDim = 0;
+  int64_t elementBytes = 2;
+  int ranks = 1;
+  int64_t localSeq() const { return seqlen / ranks; }
+  /// Elements of one rank's input (sequence shard, all heads) and output
+  /// (whole sequence, its heads) of a tensor with `heads` heads.
+  int64_t inputElements(int64_t heads) const { return batch * localSeq() * heads * headDim; }
+  int64_t outputElements(int64_t heads) const { return batch * seqlen * heads / ranks * headDim; }
+};
+
+/// Throws tessel::Error naming the value when the exchange cannot run: the
+/// sequence split over the ranks, heads split over them, GQA groups whole.
+void validateUlysses(const UlyssesShape &s);
+
+/// Where element (b, t, h, d) of rank `rank`'s output of a tensor with
+/// `heads` heads comes from: the source rank and the element's offset in
+/// that rank's input. The CPU model the GPU exchange is checked against.
+struct UlyssesSource {
+  int rank;
+  int64_t offset;
+};
+UlyssesSource ulyssesSource(const UlyssesShape &s, int64_t heads, int rank, int64_t b, int64_t t,
+                            int64_t h, int64_t d);
+
+/// The exchange of one rank. Construction is collective (symmetric buffers).
+class UlyssesExchange {
+public:
+  UlyssesExchange(rt::Communicator &comm, const UlyssesShape &shape);
+  /// This rank's inputs Q, K, V (sequence shard, all heads), to be filled
+  /// before forward(), and its outputs (whole sequence, its heads).
+  CUdeviceptr input(int tensor) const { return inputs[tensor]->local(); }
+  CUdeviceptr output(int tensor) const { return outputs[tensor]->ptr(); }
+  int64_t heads(int tensor) const { return tensor == 0 ? shape.headsQ : shape.headsKV; }
+  /// The all-to-all of Q, K and V on `stream`: waits (on the stream) until
+  /// every rank has reached the same call, pulls, then tells each source it
+  /// has been read and waits until this rank's own inputs have been read by
+  /// all, so work queued after it may overwrite them.
+  void forward(CUstream stream);
+
+private:
+  rt::Communicator &comm;
+  UlyssesShape shape;
+  std::array<std::unique_ptr<rt::SymmetricBuffer>, 3> inputs;
+  std::array<std::unique_ptr<rt::DeviceBuffer>, 3> outputs;
+  /// Per rank: 'ready' epochs from each peer, then 'read' epochs.
+  std::unique_ptr<rt::SymmetricBuffer> flags;
+  uint32_t epoch = 0;
+};
+
+/// The same exchange through NCCL, for comparison: each rank packs its
+/// inputs by destination (2-D device copies), one ncclAlltoAll moves the
+/// bytes, and the received chunks are copied into the outputs' layout.
+/// `packing` false times the ncclAlltoAll alone.
+class NcclUlysses {
+public:
+  NcclUlysses(rt::Communicator &comm, const UlyssesShape &shape, UlyssesExchange &exchange);
+  CUdeviceptr output(int tensor) const { return outputs[tensor]->ptr(); }
+  void forward(CUstream stream, bool packing = true);
+  /// Bytes every rank sends (its own chunk included).
+  int64_t bytesPerRank() const { return perPeer * shape.ranks; }
+
+private:
+  rt::Communicator &comm;
+  UlyssesShape shape;
+  UlyssesExchange &exchange;
+  int64_t perPeer = 0; // bytes to each destination
+  std::unique_ptr<rt::DeviceBuffer> send, recv;
+  std::array<std::unique_ptr<rt::DeviceBuffer>, 3> outputs;
+};
+
+} // namespace tessel::kernels
+
+#endif

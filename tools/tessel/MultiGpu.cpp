@@ -1,0 +1,249 @@
+//===- MultiGpu.cpp - tessel run/bench all2all, tessel launch ------------===//
+//
+// Multi-GPU commands run one process per GPU. Started without a launcher
+// (no RANK in the environment), they start the ranks themselves: this
+// program again, once per rank, with the torchrun variables set.
+//
+//===----------------------------------------------------------------------===//
+#include "MultiGpu.h"
+#include "Ulysses.h"
+#include "tessel/runtime/Driver.h"
+#include "tessel/runtime/Error.h"
+#include "tessel/runtime/Nccl.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <fmt/format.h>
+#include <unistd.h>
+
+using namespace tessel;
+using namespace tessel::kernels;
+using namespace tessel::rt;
+
+namespace {
+const Params kAllToAllDefaults = {{"batch", "2"},   {"seqlen", "1024"}, {"heads_q", "8"},
+                                  {"heads_kv", "4"}, {"head_dim", "128"}, {"dtype", "bf16"}};
+const Params kAllToAllBenchShape = {{"batch", "2"},   {"seqlen", "8192"}, {"heads_q", "32"},
+                                    {"heads_kv", "8"}, {"head_dim", "128"}, {"dtype", "bf16"}};
+
+UlyssesShape shapeFrom(const Params &given, const Params &defaults, int ranks) {
+  Params p = defaults;
+  for (auto &[k, v] : given) {
+    if (!p.count(k)) {
+      std::string known;
+      for (auto &[dk, dv] : defaults) known += (known.empty() ? "" : ", ") + dk;
+      throw Error(fmt::format("all2all has no parameter '{}'; it takes: {}", k, known));
+    }
+    p[k] = v;
+  }
+  UlyssesShape s;
+  auto get = [&](const char *k) { return parseInteger(p.at(k), 1, INT32_MAX, "parameter " + std::string(k)); };
+  s.batch = get("batch");
+  s.seqlen = get("seqlen");
+  s.headsQ = get("heads_q");
+  s.headsKV = get("heads_kv");
+  s.headDim = get("head_dim");
+  const std::string &dtype = p.at("dtype");
+  if (dtype == "bf16" || dtype == "f16") s.elementBytes = 2;
+  else if (dtype == "f32") s.elementBytes = 4;
+  else throw Error(fmt::format("parameter dtype={}: use bf16, f16 or f32", dtype));
+  s.ranks = ranks;
+  validateUlysses(s);
+  return s;
+}
+
+/// The 16-bit pattern of element `offset` of tensor `t` on rank `rank`:
+/// distinct enough that a misplaced element shows.
+uint16_t pattern(int rank, int t, int64_t offset) {
+  uint64_t x = (uint64_t(rank) * 0x9e3779b97f4a7c15ull) ^ (uint64_t(t) << 56) ^ uint64_t(offset);
+  x ^= x >> 29;
+  x *= 0xbf58476d1ce4e5b9ull;
+  return static_cast<uint16_t>(x ^ (x >> 32));
+}
+
+void fillInputs(UlyssesExchange &x, const UlyssesShape &s, int rank) {
+  Driver &d = Driver::get();
+  for (int t = 0; t < 3; ++t) {
+    int64_t n = s.inputElements(x.heads(t)) * s.elementBytes / 2;
+    std::vector<uint16_t> host(n);
+    for (int64_t i = 0; i < n; ++i) host[i] = pattern(rank, t, i);
+    TESSEL_CU(d, cuMemcpyHtoD, x.input(t), host.data(), n * 2);
+  }
+}
+
+/// Elements of `out` (tensor t on `rank`) that are not where the CPU model
+/// puts them.
+int64_t countMisplaced(const UlyssesShape &s, int64_t heads, int t, int rank,
+                       const std::vector<uint16_t> &out) {
+  int64_t mine = heads / s.ranks, words = s.elementBytes / 2, bad = 0;
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t row = 0; row < s.seqlen; ++row)
+      for (int64_t h = 0; h < mine; ++h)
+        for (int64_t e = 0; e < s.headDim * words; ++e) {
+          int64_t d = e / words;
+          UlyssesSource src = ulyssesSource(s, heads, rank, b, row, h, d);
+          int64_t at = ((b * s.seqlen + row) * mine + h) * s.headDim * words + e;
+          bad += out[at] != pattern(src.rank, t, src.offset * words + e % words);
+        }
+  return bad;
+}
+
+std::vector<uint16_t> download(CUdeviceptr p, int64_t bytes) {
+  std::vector<uint16_t> host(bytes / 2);
+  Driver &d = Driver::get();
+  TESSEL_CU(d, cuMemcpyDtoH, host.data(), p, bytes);
+  return host;
+}
+
+double medianMs(Communicator &comm, int reps, const std::function<void()> &work) {
+  Driver &d = Driver::get();
+  CUstream stream = comm.stream();
+  CUevent start, stop;
+  TESSEL_CU(d, cuEventCreate, &start, 0);
+  TESSEL_CU(d, cuEventCreate, &stop, 0);
+  for (int i = 0; i < 5; ++i) work();
+  TESSEL_CU(d, cuStreamSynchronize, stream);
+  comm.barrier();
+  std::vector<float> times;
+  for (int i = 0; i < reps; ++i) {
+    TESSEL_CU(d, cuEventRecord, start, stream);
+    work();
+    TESSEL_CU(d, cuEventRecord, stop, stream);
+    TESSEL_CU(d, cuEventSynchronize, stop);
+    float ms = 0;
+    TESSEL_CU(d, cuEventElapsedTime, &ms, start, stop);
+    times.push_back(ms);
+  }
+  d.api().cuEventDestroy(start);
+  d.api().cuEventDestroy(stop);
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+/// The slowest rank's value.
+double slowest(Communicator &comm, double mine) {
+  double worst = 0;
+  for (const std::string &v : comm.node().allGather(fmt::format("{}", mine)))
+    worst = std::max(worst, std::atof(v.c_str()));
+  return worst;
+}
+
+bool distinctDevices(Communicator &comm) {
+  std::vector<int> devices = comm.localDevices();
+  std::sort(devices.begin(), devices.end());
+  return std::adjacent_find(devices.begin(), devices.end()) == devices.end();
+}
+
+int runRank(const Params &params, bool bench, int reps) {
+  auto comm = Communicator::fromEnvironment();
+  UlyssesShape s = shapeFrom(params, bench ? kAllToAllBenchShape : kAllToAllDefaults, comm->size());
+  UlyssesExchange x(*comm, s);
+  fillInputs(x, s, comm->rank());
+  Driver &d = Driver::get();
+  std::string ncclWhy;
+  bool useNccl = distinctDevices(*comm) && Nccl::available(&ncclWhy);
+  if (!distinctDevices(*comm)) ncclWhy = "ranks share a GPU (virtual ranks), which NCCL refuses";
+  std::unique_ptr<NcclUlysses> reference;
+  if (useNccl) reference = std::make_unique<NcclUlysses>(*comm, s, x);
+  int rank = comm->rank();
+  if (!bench) {
+    x.forward(comm->stream());
+    TESSEL_CU(d, cuStreamSynchronize, comm->stream());
+    int64_t bad = 0, differs = 0;
+    for (int t = 0; t < 3; ++t) {
+      int64_t bytes = s.outputElements(x.heads(t)) * s.elementBytes;
+      std::vector<uint16_t> out = download(x.output(t), bytes);
+      bad += countMisplaced(s, x.heads(t), t, rank, out);
+      if (reference) {
+        reference->forward(comm->stream());
+        TESSEL_CU(d, cuStreamSynchronize, comm->stream());
+        differs += download(reference->output(t), bytes) != out;
+      }
+    }
+    // Symmetric memory comes and goes without leaking.
+    size_t before = 0, after = 0, total = 0;
+    { SymmetricBuffer warm(*comm, 1 << 20); }
+    TESSEL_CU(d, cuMemGetInfo, &before, &total);
+    for (int i = 0; i < 1000; ++i) SymmetricBuffer cycle(*comm, 1 << 20);
+    TESSEL_CU(d, cuMemGetInfo, &after, &total);
+    int64_t grown = int64_t(before) - int64_t(after);
+    bool ok = bad == 0 && differs == 0 && grown <= (4 << 20);
+    fmt::print("rank {} (device {}): all2all batch={} seqlen={} heads_q={} heads_kv={} d={}: {} "
+               "misplaced elements; {}; 1000 symmetric alloc/free cycles grew device use by {} "
+               "bytes — {}\n",
+               rank, comm->device(), s.batch, s.seqlen, s.headsQ, s.headsKV, s.headDim, bad,
+               reference ? (differs ? "DIFFERS from NCCL's all-to-all"
+                                    : "bit-identical to NCCL's all-to-all")
+                         : "NCCL not compared: " + ncclWhy,
+               grown, ok ? "PASS" : "FAIL");
+    return ok ? 0 : 1;
+  }
+  int64_t sent = 0;
+  for (int t = 0; t < 3; ++t) sent += s.inputElements(x.heads(t)) * s.elementBytes;
+  double leaving = double(sent) * (s.ranks - 1) / s.ranks;
+  double tessel = slowest(*comm, medianMs(*comm, reps, [&] { x.forward(comm->stream()); }));
+  double nccl = 0, ncclBare = 0;
+  if (reference) {
+    nccl = slowest(*comm, medianMs(*comm, reps, [&] { reference->forward(comm->stream()); }));
+    ncclBare = slowest(*comm, medianMs(*comm, reps, [&] {
+      reference->forward(comm->stream(), /*packing=*/false);
+    }));
+  }
+  if (rank == 0) {
+    fmt::print("all2all on {} ranks, batch={} seqlen={} heads_q={} heads_kv={} d={} ({} bytes per "
+               "rank, {:.1f} MiB leaving each GPU); median of {}, slowest rank:\n",
+               s.ranks, s.batch, s.seqlen, s.headsQ, s.headsKV, s.headDim, s.elementBytes, sent / 1048576.0 * (s.ranks - 1) / s.ranks, reps);
+    fmt::print("  tessel copy-engine pull         {:8.3f} ms  {:7.1f} GB/s\n", tessel,
+               leaving / tessel / 1e6);
+    if (reference) {
+      Nccl &n = Nccl::get();
+      fmt::print("  NCCL {} pack+alltoall+unpack {:8.3f} ms  {:7.1f} GB/s  (tessel {:.2f}x "
+                 "faster)\n",
+                 n.version(), nccl, leaving / nccl / 1e6, nccl / tessel);
+      fmt::print("  NCCL {} alltoall alone       {:8.3f} ms  {:7.1f} GB/s  (tessel {:.2f}x "
+                 "faster)\n",
+                 n.version(), ncclBare, leaving / ncclBare / 1e6, ncclBare / tessel);
+      fmt::print("  NCCL library: {}\n", n.path());
+    } else {
+      fmt::print("  NCCL not timed: {}\n", ncclWhy);
+    }
+  }
+  return 0;
+}
+
+int selfLaunch(int ranks) {
+  std::vector<std::string> argv;
+  std::string self = "/proc/self/exe";
+  char path[4096];
+  ssize_t n = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (n > 0) self = std::string(path, n);
+  argv.push_back(self);
+  for (const std::string &a : commandLine()) argv.push_back(a);
+  return launchLocalRanks(ranks, argv);
+}
+} // namespace
+
+static std::vector<std::string> savedArgs;
+
+void tessel::setCommandLine(int argc, char **argv) { savedArgs.assign(argv + 1, argv + argc); }
+const std::vector<std::string> &tessel::commandLine() { return savedArgs; }
+
+int tessel::allToAllCommand(bool bench, const Params &params, int ranks, int reps) {
+  if (std::getenv("RANK")) return runRank(params, bench, reps);
+  // Checked here first, so that a bad shape is one message (not one per
+  // rank), with or without a GPU.
+  shapeFrom(params, bench ? kAllToAllBenchShape : kAllToAllDefaults, ranks > 0 ? ranks : 1);
+  std::string why;
+  if (!Driver::available(&why)) {
+    fmt::print("NO GPU: cannot run all2all here ({})\n", why);
+    return bench ? 1 : 0;
+  }
+  if (ranks <= 0) ranks = Driver::get().deviceCount();
+  shapeFrom(params, bench ? kAllToAllBenchShape : kAllToAllDefaults, ranks);
+  return selfLaunch(ranks);
+}
+
+int tessel::launchCommand(int ranks, const std::vector<std::string> &program) {
+  if (program.empty()) throw Error("tessel launch -n N -- PROGRAM [ARGS...]: no program given");
+  return launchLocalRanks(ranks, program);
+}

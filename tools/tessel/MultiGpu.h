@@ -1,0 +1,21 @@
+//===- MultiGpu.h - the tool's multi-GPU commands ---------------*- C++ -*-===//
+#ifndef TESSEL_TOOLS_MULTIGPU_H
+#define TESSEL_TOOLS_MULTIGPU_H
+
+#include "Library.h"
+
+#include <string>
+#include <vector>
+
+namespace tessel {
+/// The tool's arguments after the program name, kept for ranks it starts.
+void setCommandLine(int argc, char **argv);
+const std::vector<std::string> &commandLine();
+/// `tessel run|bench all2all [--ranks N]`: checks (run) or times (bench) the
+/// Ulysses all-to-all, against NCCL's where NCCL can run.
+int allToAllCommand(bool bench, const kernels::Params &params, int ranks, int reps);
+/// `tessel launch -n N -- PROGRAM ARGS...`
+int launchCommand(int ranks, const std::vector<std::string> &program);
+} // namespace tessel
+
+#endif
