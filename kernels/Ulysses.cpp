@@ -48,6 +48,21 @@ UlyssesExchange::UlyssesExchange(Communicator &c, const UlyssesShape &s) : comm(
     outputs[t] = std::make_unique<DeviceBuffer>(shape.outputElements(heads(t)) * s.elementBytes);
   }
   flags = std::make_unique<SymmetricBuffer>(c, 2 * sizeof(uint32_t) * s.ranks);
+  Driver &d = Driver::get();
+  TESSEL_CU(d, cuEventCreate, &forkEvent, CU_EVENT_DISABLE_TIMING);
+  lanes.resize(3 * s.ranks);
+  joinEvents.resize(3 * s.ranks);
+  for (int i = 0; i < 3 * s.ranks; ++i) {
+    TESSEL_CU(d, cuStreamCreate, &lanes[i], CU_STREAM_NON_BLOCKING);
+    TESSEL_CU(d, cuEventCreate, &joinEvents[i], CU_EVENT_DISABLE_TIMING);
+  }
+}
+
+UlyssesExchange::~UlyssesExchange() {
+  Driver &d = Driver::get();
+  for (CUstream lane : lanes) d.api().cuStreamDestroy(lane);
+  for (CUevent e : joinEvents) d.api().cuEventDestroy(e);
+  if (forkEvent) d.api().cuEventDestroy(forkEvent);
 }
 
 void UlyssesExchange::forward(CUstream stream) {
@@ -62,9 +77,14 @@ void UlyssesExchange::forward(CUstream stream) {
   for (int s = 0; s < n; ++s)
     TESSEL_CU(d, cuStreamWaitValue32, stream, readySlot(me, s), epoch, CU_STREAM_WAIT_VALUE_GEQ);
   int64_t eb = shape.elementBytes, dim = shape.headDim, local = shape.localSeq();
+  // One stream per source rank and tensor, so the copy engines work on every
+  // source (and the local shard) at once.
+  TESSEL_CU(d, cuEventRecord, forkEvent, stream);
   for (int i = 0; i < n; ++i) {
     int s = (me + i) % n; // ring order, own shard first
     for (int t = 0; t < 3; ++t) {
+      CUstream lane = lanes[3 * i + t];
+      TESSEL_CU(d, cuStreamWaitEvent, lane, forkEvent, 0);
       int64_t all = heads(t), mine = all / n;
       for (int64_t b = 0; b < shape.batch; ++b) {
         CUDA_MEMCPY2D copy{};
@@ -76,8 +96,10 @@ void UlyssesExchange::forward(CUstream stream) {
         copy.dstPitch = mine * dim * eb;
         copy.WidthInBytes = mine * dim * eb;
         copy.Height = local;
-        TESSEL_CU(d, cuMemcpy2DAsync, &copy, stream);
+        TESSEL_CU(d, cuMemcpy2DAsync, &copy, lane);
       }
+      TESSEL_CU(d, cuEventRecord, joinEvents[3 * i + t], lane);
+      TESSEL_CU(d, cuStreamWaitEvent, stream, joinEvents[3 * i + t], 0);
     }
   }
   // Sources may be overwritten once every reader has them.

@@ -55,6 +55,9 @@ UlyssesSource ulyssesSource(const UlyssesShape &s, int64_t heads, int rank, int6
 class UlyssesExchange {
 public:
   UlyssesExchange(rt::Communicator &comm, const UlyssesShape &shape);
+  ~UlyssesExchange();
+  UlyssesExchange(const UlyssesExchange &) = delete;
+  UlyssesExchange &operator=(const UlyssesExchange &) = delete;
   /// This rank's inputs Q, K, V (sequence shard, all heads), to be filled
   /// before forward(), and its outputs (whole sequence, its heads).
   CUdeviceptr input(int tensor) const { return inputs[tensor]->local(); }
@@ -74,6 +77,11 @@ private:
   /// Per rank: 'ready' epochs from each peer, then 'read' epochs.
   std::unique_ptr<rt::SymmetricBuffer> flags;
   uint32_t epoch = 0;
+  /// A stream per source rank and tensor, forked from and joined to the
+  /// caller's.
+  std::vector<CUstream> lanes;
+  CUevent forkEvent = nullptr;
+  std::vector<CUevent> joinEvents;
 };
 
 /// The same exchange through NCCL, for comparison: each rank packs its

@@ -190,9 +190,10 @@ int runRank(const Params &params, bool bench, int reps) {
     }));
   }
   if (rank == 0) {
-    fmt::print("all2all on {} ranks, batch={} seqlen={} heads_q={} heads_kv={} d={} ({} bytes per "
-               "rank, {:.1f} MiB leaving each GPU); median of {}, slowest rank:\n",
-               s.ranks, s.batch, s.seqlen, s.headsQ, s.headsKV, s.headDim, s.elementBytes, sent / 1048576.0 * (s.ranks - 1) / s.ranks, reps);
+    fmt::print("all2all on {} ranks, batch={} seqlen={} heads_q={} heads_kv={} d={} ({:.1f} MiB "
+               "of Q, K, V per rank, {:.1f} MiB leaving each GPU); median of {}, slowest rank:\n",
+               s.ranks, s.batch, s.seqlen, s.headsQ, s.headsKV, s.headDim, sent / 1048576.0,
+               leaving / 1048576.0, reps);
     fmt::print("  tessel copy-engine pull         {:8.3f} ms  {:7.1f} GB/s\n", tessel,
                leaving / tessel / 1e6);
     if (reference) {
