@@ -47,6 +47,8 @@ UlyssesExchange::UlyssesExchange(Communicator &c, const UlyssesShape &s) : comm(
     inputs[t] = std::make_unique<SymmetricBuffer>(c, shape.inputElements(heads(t)) * s.elementBytes);
     outputs[t] = std::make_unique<DeviceBuffer>(shape.outputElements(heads(t)) * s.elementBytes);
   }
+  headOutput = std::make_unique<SymmetricBuffer>(c, shape.outputElements(s.headsQ) * s.elementBytes);
+  sequenceOutput = std::make_unique<DeviceBuffer>(shape.inputElements(s.headsQ) * s.elementBytes);
   flags = std::make_unique<SymmetricBuffer>(c, 2 * sizeof(uint32_t) * s.ranks);
   Driver &d = Driver::get();
   TESSEL_CU(d, cuEventCreate, &forkEvent, CU_EVENT_DISABLE_TIMING);
@@ -65,7 +67,8 @@ UlyssesExchange::~UlyssesExchange() {
   if (forkEvent) d.api().cuEventDestroy(forkEvent);
 }
 
-void UlyssesExchange::forward(CUstream stream) {
+void UlyssesExchange::exchange(CUstream stream,
+                               const std::function<void(int, CUstream)> &issue) {
   Driver &d = Driver::get();
   d.setDevice(comm.device());
   int n = shape.ranks, me = comm.localRank();
@@ -76,36 +79,67 @@ void UlyssesExchange::forward(CUstream stream) {
   for (int s = 0; s < n; ++s) TESSEL_CU(d, cuStreamWriteValue32, stream, readySlot(s, me), epoch, 0);
   for (int s = 0; s < n; ++s)
     TESSEL_CU(d, cuStreamWaitValue32, stream, readySlot(me, s), epoch, CU_STREAM_WAIT_VALUE_GEQ);
-  int64_t eb = shape.elementBytes, dim = shape.headDim, local = shape.localSeq();
-  // One stream per source rank and tensor, so the copy engines work on every
-  // source (and the local shard) at once.
+  // Several streams, so the copy engines work on every source (and the
+  // local shard) at once; ring order, own shard first.
   TESSEL_CU(d, cuEventRecord, forkEvent, stream);
-  for (int i = 0; i < n; ++i) {
-    int s = (me + i) % n; // ring order, own shard first
-    for (int t = 0; t < 3; ++t) {
-      CUstream lane = lanes[3 * i + t];
-      TESSEL_CU(d, cuStreamWaitEvent, lane, forkEvent, 0);
-      int64_t all = heads(t), mine = all / n;
-      for (int64_t b = 0; b < shape.batch; ++b) {
-        CUDA_MEMCPY2D copy{};
-        copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-        copy.srcDevice = inputs[t]->peer(s) + ((b * local * all) + me * mine) * dim * eb;
-        copy.srcPitch = all * dim * eb;
-        copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-        copy.dstDevice = output(t) + ((b * shape.seqlen + s * local) * mine) * dim * eb;
-        copy.dstPitch = mine * dim * eb;
-        copy.WidthInBytes = mine * dim * eb;
-        copy.Height = local;
-        TESSEL_CU(d, cuMemcpy2DAsync, &copy, lane);
-      }
-      TESSEL_CU(d, cuEventRecord, joinEvents[3 * i + t], lane);
-      TESSEL_CU(d, cuStreamWaitEvent, stream, joinEvents[3 * i + t], 0);
+  size_t lane = 0;
+  for (int i = 0; i < n; ++i)
+    for (int part = 0; part < int(lanes.size()) / n; ++part, ++lane) {
+      TESSEL_CU(d, cuStreamWaitEvent, lanes[lane], forkEvent, 0);
+      issue((me + i) % n * (int(lanes.size()) / n) + part, lanes[lane]);
+      TESSEL_CU(d, cuEventRecord, joinEvents[lane], lanes[lane]);
+      TESSEL_CU(d, cuStreamWaitEvent, stream, joinEvents[lane], 0);
     }
-  }
   // Sources may be overwritten once every reader has them.
   for (int s = 0; s < n; ++s) TESSEL_CU(d, cuStreamWriteValue32, stream, readSlot(s, me), epoch, 0);
   for (int s = 0; s < n; ++s)
     TESSEL_CU(d, cuStreamWaitValue32, stream, readSlot(me, s), epoch, CU_STREAM_WAIT_VALUE_GEQ);
+}
+
+/// One 2-D copy of `rows` rows of `width` bytes.
+static void copyRows(CUdeviceptr src, int64_t srcPitch, CUdeviceptr dst, int64_t dstPitch,
+                     int64_t width, int64_t rows, CUstream stream) {
+  Driver &d = Driver::get();
+  CUDA_MEMCPY2D copy{};
+  copy.srcMemoryType = copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  copy.srcDevice = src;
+  copy.srcPitch = srcPitch;
+  copy.dstDevice = dst;
+  copy.dstPitch = dstPitch;
+  copy.WidthInBytes = width;
+  copy.Height = rows;
+  TESSEL_CU(d, cuMemcpy2DAsync, &copy, stream);
+}
+
+void UlyssesExchange::forward(CUstream stream) {
+  int n = shape.ranks, me = comm.localRank();
+  int64_t eb = shape.elementBytes, dim = shape.headDim, local = shape.localSeq();
+  // Part p of source s: tensor p % 3; from Q (K, V) [B, S/N, H, D] on s, the
+  // heads of this rank into rows s*S/N.. of [B, S, H/N, D].
+  exchange(stream, [&](int part, CUstream lane) {
+    int s = part / 3, t = part % 3;
+    int64_t all = heads(t), mine = all / n;
+    for (int64_t b = 0; b < shape.batch; ++b)
+      copyRows(inputs[t]->peer(s) + ((b * local * all) + me * mine) * dim * eb, all * dim * eb,
+               output(t) + ((b * shape.seqlen + s * local) * mine) * dim * eb, mine * dim * eb,
+               mine * dim * eb, local, lane);
+  });
+}
+
+void UlyssesExchange::reverse(CUstream stream) {
+  int n = shape.ranks, me = comm.localRank();
+  int64_t eb = shape.elementBytes, dim = shape.headDim, local = shape.localSeq();
+  int64_t all = shape.headsQ, mine = all / n;
+  // From O' [B, S, Hq/N, D] on s: this rank's rows, into heads s*Hq/N.. of
+  // O [B, S/N, Hq, D]. Parts beyond the first of a source have nothing.
+  exchange(stream, [&](int part, CUstream lane) {
+    if (part % 3) return;
+    int s = part / 3;
+    for (int64_t b = 0; b < shape.batch; ++b)
+      copyRows(headOutput->peer(s) + ((b * shape.seqlen + me * local) * mine) * dim * eb,
+               mine * dim * eb, result() + ((b * local * all) + s * mine) * dim * eb,
+               all * dim * eb, mine * dim * eb, local, lane);
+  });
 }
 
 NcclUlysses::NcclUlysses(Communicator &c, const UlyssesShape &s, UlyssesExchange &x)

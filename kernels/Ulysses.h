@@ -21,6 +21,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 namespace tessel::kernels {
@@ -68,12 +69,23 @@ public:
   /// has been read and waits until this rank's own inputs have been read by
   /// all, so work queued after it may overwrite them.
   void forward(CUstream stream);
+  /// After attention: the per-head output O' [B, S, Hq/N, D] (written into
+  /// attentionOutput()) goes back to O [B, S/N, Hq, D] (result()), the
+  /// inverse exchange, pulled and flagged the same way.
+  CUdeviceptr attentionOutput() const { return headOutput->local(); }
+  CUdeviceptr result() const { return sequenceOutput->ptr(); }
+  void reverse(CUstream stream);
 
 private:
   rt::Communicator &comm;
   UlyssesShape shape;
   std::array<std::unique_ptr<rt::SymmetricBuffer>, 3> inputs;
   std::array<std::unique_ptr<rt::DeviceBuffer>, 3> outputs;
+  std::unique_ptr<rt::SymmetricBuffer> headOutput;
+  std::unique_ptr<rt::DeviceBuffer> sequenceOutput;
+  /// Each call: every rank's inputs ready, then copies issued by
+  /// `issue(source, lane)` on forked streams, then every reader done.
+  void exchange(CUstream stream, const std::function<void(int, CUstream)> &issue);
   /// Per rank: 'ready' epochs from each peer, then 'read' epochs.
   std::unique_ptr<rt::SymmetricBuffer> flags;
   uint32_t epoch = 0;

@@ -212,7 +212,11 @@ int runRank(const Params &params, bool bench, int reps) {
   return 0;
 }
 
-int selfLaunch(int ranks) {
+} // namespace
+
+static std::vector<std::string> savedArgs;
+
+int tessel::relaunchAsRanks(int ranks) {
   std::vector<std::string> argv;
   std::string self = "/proc/self/exe";
   char path[4096];
@@ -222,9 +226,6 @@ int selfLaunch(int ranks) {
   for (const std::string &a : commandLine()) argv.push_back(a);
   return launchLocalRanks(ranks, argv);
 }
-} // namespace
-
-static std::vector<std::string> savedArgs;
 
 void tessel::setCommandLine(int argc, char **argv) { savedArgs.assign(argv + 1, argv + argc); }
 const std::vector<std::string> &tessel::commandLine() { return savedArgs; }
@@ -241,7 +242,7 @@ int tessel::allToAllCommand(bool bench, const Params &params, int ranks, int rep
   }
   if (ranks <= 0) ranks = Driver::get().deviceCount();
   shapeFrom(params, bench ? kAllToAllBenchShape : kAllToAllDefaults, ranks);
-  return selfLaunch(ranks);
+  return relaunchAsRanks(ranks);
 }
 
 int tessel::launchCommand(int ranks, const std::vector<std::string> &program) {

@@ -14,6 +14,12 @@ const std::vector<std::string> &commandLine();
 /// `tessel run|bench all2all [--ranks N]`: checks (run) or times (bench) the
 /// Ulysses all-to-all, against NCCL's where NCCL can run.
 int allToAllCommand(bool bench, const kernels::Params &params, int ranks, int reps);
+/// `tessel run|bench sp_attention [--ranks N]`: Ulysses sequence-parallel
+/// attention forward, checked (run) against single-GPU attention over the
+/// gathered tensors, or timed (bench) against it.
+int spAttentionCommand(bool bench, const kernels::Params &params, int ranks, int reps);
+/// Runs this program again as `ranks` local ranks with the same arguments.
+int relaunchAsRanks(int ranks);
 /// `tessel launch -n N -- PROGRAM ARGS...`
 int launchCommand(int ranks, const std::vector<std::string> &program);
 } // namespace tessel

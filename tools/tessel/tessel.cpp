@@ -45,7 +45,7 @@ struct Args {
             << "       tessel run KERNEL [--param k=v ...] [--seed N] [--dump-ir DIR]\n"
             << "       tessel bench KERNEL [--param k=v ...] [--reps N]\n"
             << "       tessel bench attention [--param k=v ...]   (forward and backward, FA3 shapes)\n"
-            << "       tessel run|bench all2all [--ranks N] [--param k=v ...]   (one process per GPU)\n"
+            << "       tessel run|bench all2all|sp_attention [--ranks N] [--param k=v ...]   (one process per GPU)\n"
             << "       tessel launch -n N -- PROGRAM [ARGS...]   (N local ranks, torchrun's variables)\n";
   std::exit(2);
 }
@@ -162,6 +162,7 @@ int compileCommand(const Args &a) {
 
 int runCommand(const Args &a) {
   if (a.kernel == "all2all") return allToAllCommand(false, a.params, a.ranks, a.reps);
+  if (a.kernel == "sp_attention") return spAttentionCommand(false, a.params, a.ranks, a.reps);
   const LibraryKernel &entry = findKernel(a.kernel);
   Params p = withDefaults(entry, a.params);
   std::string why;
@@ -252,6 +253,7 @@ int benchAttention(const Args &a) {
 int benchCommand(const Args &a) {
   if (a.kernel == "attention") return benchAttention(a);
   if (a.kernel == "all2all") return allToAllCommand(true, a.params, a.ranks, a.reps);
+  if (a.kernel == "sp_attention") return spAttentionCommand(true, a.params, a.ranks, a.reps);
   const LibraryKernel &entry = findKernel(a.kernel);
   if (!entry.bench) usage("kernel " + entry.name + " has no benchmark");
   Params p = withDefaults(entry, a.params);

@@ -1,0 +1,222 @@
+//===- SpAttention.cpp - tessel run/bench sp_attention --------------------===//
+//
+// Ulysses sequence-parallel attention forward, one process per GPU: the
+// all-to-all gives each rank the whole sequence for heads/N heads, Tessel's
+// FlashAttention runs over it, and the inverse all-to-all brings O back to
+// the rank's sequence shard. Checked against single-GPU attention over the
+// gathered tensors, and timed against it.
+//
+//===----------------------------------------------------------------------===//
+#include "Kernels.h"
+#include "LibrarySupport.h"
+#include "MultiGpu.h"
+#include "Ulysses.h"
+#include "tessel/runtime/Driver.h"
+#include "tessel/runtime/Error.h"
+
+#include <cmath>
+#include <fmt/format.h>
+
+using namespace tessel;
+using namespace tessel::kernels;
+using namespace tessel::rt;
+
+namespace {
+const Params kSpDefaults = {{"batch", "1"},   {"seqlen", "1024"}, {"heads_q", "8"},
+                            {"heads_kv", "4"}, {"head_dim", "128"}, {"causal", "0"},
+                            {"dtype", "bf16"}};
+const Params kSpBenchShape = {{"batch", "1"},   {"seqlen", "8192"}, {"heads_q", "32"},
+                              {"heads_kv", "32"}, {"head_dim", "128"}, {"causal", "0"},
+                              {"dtype", "bf16"}};
+
+struct SpProblem {
+  UlyssesShape shape;
+  AttentionConfig config;
+  double scale = 0;
+};
+
+SpProblem problemFrom(const Params &given, const Params &defaults, int ranks) {
+  Params p = defaults;
+  for (auto &[k, v] : given) {
+    if (!p.count(k)) {
+      std::string known;
+      for (auto &[dk, dv] : defaults) known += (known.empty() ? "" : ", ") + dk;
+      throw Error(fmt::format("sp_attention has no parameter '{}'; it takes: {}", k, known));
+    }
+    p[k] = v;
+  }
+  SpProblem sp;
+  UlyssesShape &s = sp.shape;
+  s.batch = intParam(p, "batch");
+  s.seqlen = intParam(p, "seqlen");
+  s.headsQ = intParam(p, "heads_q");
+  s.headsKV = intParam(p, "heads_kv");
+  s.headDim = intParam(p, "head_dim");
+  s.elementBytes = 2;
+  s.ranks = ranks;
+  validateUlysses(s);
+  sp.config.dtype = choiceParam<DType>(p, "dtype", {{"bf16", DType::bf16}, {"f16", DType::f16}});
+  sp.config.headDim = s.headDim;
+  sp.config.causal = flagParam(p, "causal");
+  sp.scale = 1.0 / std::sqrt(double(s.headDim));
+  return sp;
+}
+
+std::string deviceArch() {
+  int cc = Driver::get().computeCapability();
+  return cc == 90 ? "sm_90a" : cc >= 100 ? "sm_100a" : "sm_80";
+}
+
+/// The forward kernel's arguments: symbols, scale, Q, K, V, O, LSE.
+std::vector<LaunchArg> attentionArgs(const UlyssesShape &s, int64_t headsQ, int64_t headsKV,
+                                     double scale, CUdeviceptr q, CUdeviceptr k, CUdeviceptr v,
+                                     CUdeviceptr o, CUdeviceptr lse) {
+  int64_t b = s.batch, n = s.seqlen, d = s.headDim;
+  return {LaunchArg::integer(b), LaunchArg::integer(n), LaunchArg::integer(n),
+          LaunchArg::integer(headsQ), LaunchArg::integer(headsKV), LaunchArg::real(scale),
+          LaunchArg::buffer(q, {b, n, headsQ, d}), LaunchArg::buffer(k, {b, n, headsKV, d}),
+          LaunchArg::buffer(v, {b, n, headsKV, d}), LaunchArg::buffer(o, {b, n, headsQ, d}),
+          LaunchArg::buffer(lse, {b, headsQ, n})};
+}
+
+/// The whole problem's Q, K, V (every rank draws the same).
+std::array<HostTensor, 3> wholeInputs(const UlyssesShape &s, DType t) {
+  std::mt19937_64 rng(2024);
+  std::array<HostTensor, 3> x = {HostTensor(t, {s.batch, s.seqlen, s.headsQ, s.headDim}),
+                                 HostTensor(t, {s.batch, s.seqlen, s.headsKV, s.headDim}),
+                                 HostTensor(t, {s.batch, s.seqlen, s.headsKV, s.headDim})};
+  for (HostTensor &h : x) randomize(h, rng);
+  return x;
+}
+
+double medianOnStream(CUstream stream, int reps, const std::function<void()> &work) {
+  Driver &d = Driver::get();
+  CUevent start, stop;
+  TESSEL_CU(d, cuEventCreate, &start, 0);
+  TESSEL_CU(d, cuEventCreate, &stop, 0);
+  for (int i = 0; i < 3; ++i) work();
+  std::vector<float> times;
+  for (int i = 0; i < reps; ++i) {
+    TESSEL_CU(d, cuEventRecord, start, stream);
+    work();
+    TESSEL_CU(d, cuEventRecord, stop, stream);
+    TESSEL_CU(d, cuEventSynchronize, stop);
+    float ms = 0;
+    TESSEL_CU(d, cuEventElapsedTime, &ms, start, stop);
+    times.push_back(ms);
+  }
+  d.api().cuEventDestroy(start);
+  d.api().cuEventDestroy(stop);
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+int runRank(const Params &params, bool bench, int reps) {
+  auto comm = Communicator::fromEnvironment();
+  SpProblem sp = problemFrom(params, bench ? kSpBenchShape : kSpDefaults, comm->size());
+  const UlyssesShape &s = sp.shape;
+  Driver &d = Driver::get();
+  Program program = flashAttentionForward(sp.config);
+  Kernel kernel = compile(program, {deviceArch()});
+  UlyssesExchange x(*comm, s);
+  int rank = comm->localRank(), n = s.ranks;
+  int64_t local = s.localSeq(), eb = s.elementBytes;
+
+  // This rank's shard of the whole problem's inputs.
+  std::array<HostTensor, 3> whole = wholeInputs(s, sp.config.dtype);
+  for (int t = 0; t < 3; ++t) {
+    int64_t heads = x.heads(t), row = heads * s.headDim * eb;
+    for (int64_t b = 0; b < s.batch; ++b)
+      TESSEL_CU(d, cuMemcpyHtoD, x.input(t) + b * local * row,
+                whole[t].bytes.data() + (b * s.seqlen + rank * local) * row, local * row);
+  }
+  DeviceBuffer lse(s.batch * s.headsQ / n * s.seqlen * 4);
+  std::vector<LaunchArg> args =
+      attentionArgs(s, s.headsQ / n, s.headsKV / n, sp.scale, x.output(0), x.output(1),
+                    x.output(2), x.attentionOutput(), lse.ptr());
+  CUstream stream = comm->stream();
+  auto spForward = [&] {
+    x.forward(stream);
+    kernel.launch(args, stream);
+    x.reverse(stream);
+  };
+
+  // Single-GPU attention over the whole problem, on this rank's GPU.
+  std::array<std::unique_ptr<DeviceBuffer>, 3> full;
+  for (int t = 0; t < 3; ++t) {
+    full[t] = std::make_unique<DeviceBuffer>(whole[t].bytes.size());
+    full[t]->upload(whole[t].bytes.data(), whole[t].bytes.size());
+  }
+  DeviceBuffer fullO(whole[0].bytes.size()), fullLse(s.batch * s.headsQ * s.seqlen * 4);
+  std::vector<LaunchArg> fullArgs =
+      attentionArgs(s, s.headsQ, s.headsKV, sp.scale, full[0]->ptr(), full[1]->ptr(),
+                    full[2]->ptr(), fullO.ptr(), fullLse.ptr());
+
+  if (!bench) {
+    spForward();
+    kernel.launch(fullArgs, stream);
+    TESSEL_CU(d, cuStreamSynchronize, stream);
+    HostTensor mine(sp.config.dtype, {s.batch, local, s.headsQ, s.headDim});
+    HostTensor all(sp.config.dtype, {s.batch, s.seqlen, s.headsQ, s.headDim});
+    TESSEL_CU(d, cuMemcpyDtoH, mine.bytes.data(), x.result(), mine.bytes.size());
+    fullO.download(all.bytes.data(), all.bytes.size());
+    mine.decode();
+    all.decode();
+    std::vector<double> ref;
+    int64_t row = s.headsQ * s.headDim;
+    size_t identical = 0;
+    for (int64_t b = 0; b < s.batch; ++b)
+      for (int64_t i = 0; i < local * row; ++i) {
+        double v = all.values[(b * s.seqlen + rank * local) * row + i];
+        ref.push_back(v);
+        identical += mine.values[b * local * row + i] == v;
+      }
+    double err = relativeError(mine.values, ref);
+    bool ok = err < toleranceFor(sp.config.dtype);
+    fmt::print("rank {} (device {}): sp_attention batch={} seqlen={} heads_q={} heads_kv={} d={} "
+               "{}: rel error {:.3e} against single-GPU attention over the gathered tensors ({} "
+               "of {} elements identical) — {}\n",
+               rank, comm->device(), s.batch, s.seqlen, s.headsQ, s.headsKV, s.headDim,
+               sp.config.causal ? "causal" : "full", err, identical, ref.size(),
+               ok ? "PASS" : "FAIL");
+    return ok ? 0 : 1;
+  }
+  comm->barrier();
+  double spMs = medianOnStream(stream, reps, spForward);
+  double worst = 0;
+  for (const std::string &v : comm->node().allGather(fmt::format("{}", spMs)))
+    worst = std::max(worst, std::atof(v.c_str()));
+  comm->barrier();
+  // One GPU alone: the others wait.
+  double single = rank == 0 ? medianOnStream(stream, reps, [&] { kernel.launch(fullArgs, stream); })
+                            : 0;
+  comm->barrier();
+  if (rank == 0) {
+    double flops = 4.0 * s.batch * s.headsQ * double(s.seqlen) * s.seqlen * s.headDim /
+                   (sp.config.causal ? 2 : 1);
+    fmt::print("sp_attention forward on {} GPUs, batch={} seqlen={} heads_q={} heads_kv={} d={} "
+               "{} (median of {}, slowest rank):\n",
+               n, s.batch, s.seqlen, s.headsQ, s.headsKV, s.headDim,
+               sp.config.causal ? "causal" : "full", reps);
+    fmt::print("  sequence-parallel, exchanges included {:8.3f} ms  {:7.1f} TFLOP/s\n", worst,
+               flops / worst / 1e9);
+    fmt::print("  one GPU, whole problem                {:8.3f} ms  {:7.1f} TFLOP/s\n", single,
+               flops / single / 1e9);
+    fmt::print("  time ratio {:.2f} (ideal {:.2f})\n", worst / single, 1.0 / n);
+  }
+  return 0;
+}
+} // namespace
+
+int tessel::spAttentionCommand(bool bench, const Params &params, int ranks, int reps) {
+  if (std::getenv("RANK")) return runRank(params, bench, reps);
+  problemFrom(params, bench ? kSpBenchShape : kSpDefaults, ranks > 0 ? ranks : 1);
+  std::string why;
+  if (!Driver::available(&why)) {
+    fmt::print("NO GPU: cannot run sp_attention here ({})\n", why);
+    return bench ? 1 : 0;
+  }
+  if (ranks <= 0) ranks = Driver::get().deviceCount();
+  problemFrom(params, bench ? kSpBenchShape : kSpDefaults, ranks);
+  return relaunchAsRanks(ranks);
+}
