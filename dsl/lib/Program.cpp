@@ -983,6 +983,35 @@ Expr tessel::serial(Expr count, Expr init, std::function<Expr(Expr, Expr)> body,
       loc)[0];
 }
 
+static void checkFlags(const Buffer &flags, const std::vector<Expr> &index, const char *what,
+                       SrcLoc loc) {
+  if (flags.space() != Space::global || flags.dtype() != DType::i32)
+    fail(loc, fmt::format("{}: flags are an i32 global tensor, got {} {}", what,
+                          spaceName(flags.space()), tessel::name(flags.dtype())));
+  if (index.size() != static_cast<size_t>(flags.rank()))
+    fail(loc, fmt::format("{}: one index per dimension of the flags ({}), got {}", what,
+                          flags.rank(), index.size()));
+}
+
+void tessel::signal(const Buffer &flags, std::vector<Expr> index, Expr value, SrcLoc loc) {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  checkFlags(flags, index, "signal", loc);
+  tile::SignalOp::create(p.builder(), p.location(loc), value.value(DType::i32), flags.value(),
+                         indexValues(index));
+}
+
+void tessel::wait(const Buffer &flags, std::vector<Expr> index, Expr value, int64_t timeout_ms,
+                  SrcLoc loc) {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  checkFlags(flags, index, "wait", loc);
+  if (timeout_ms <= 0 || timeout_ms > 3600 * 1000)
+    fail(loc, fmt::format("wait: timeout_ms must be in (0, 3600000], got {}", timeout_ms));
+  tile::WaitOp::create(p.builder(), p.location(loc), flags.value(), indexValues(index),
+                       value.value(DType::i32), p.builder().getI64IntegerAttr(timeout_ms));
+}
+
 void tessel::if_(Expr cond, std::function<void()> then, std::function<void()> otherwise, SrcLoc loc) {
   lastLoc = loc;
   Program &p = Program::current(loc);

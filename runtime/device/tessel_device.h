@@ -266,4 +266,34 @@ template <class Order, class T> __device__ inline void atomic_add(T *p, T v) {
   atomic_add_impl(Order{}, p, v);
 }
 
+// Flags between blocks and GPUs: epochs published with release stores and
+// awaited with acquire loads, both at system scope.
+__device__ inline void flag_store(int *p, int v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ inline unsigned long long global_timer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+/// Spins until *p reaches v (wrap-safe epoch comparison); traps with a
+/// message after `timeout_ms`.
+__device__ inline void flag_wait(const int *p, int v, long long timeout_ms, const char *what) {
+  unsigned long long start = global_timer_ns();
+  while (true) {
+    int f;
+    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(f) : "l"(p) : "memory");
+    if (static_cast<int>(static_cast<unsigned>(f) - static_cast<unsigned>(v)) >= 0) return;
+    if (global_timer_ns() - start > static_cast<unsigned long long>(timeout_ms) * 1000000ull) {
+      printf("tessel: wait on %s timed out after %lld ms: the flag at %p holds %d, the block "
+             "(%d, %d, %d) waits for %d\n",
+             what, timeout_ms, p, f, blockIdx.x, blockIdx.y, blockIdx.z, v);
+      __trap();
+    }
+    __nanosleep(100);
+  }
+}
+
 } // namespace tessel

@@ -172,6 +172,39 @@ inline Program extentExpression() {
   return p;
 }
 
+/// Producer: data = 2 * x over 4096 elements (one block), then
+/// flags[0] = epoch. Consumer: waits for flags[0] >= epoch, then
+/// out = data + 1. Run on two streams, the consumer first.
+inline Program flagProducer() {
+  Program p("flag_producer");
+  Expr epoch = p.scalar("epoch", DType::i32);
+  Tensor x = p.tensor("x", {4096}, DType::f32), data = p.tensor("data", {4096}, DType::f32);
+  Tensor flags = p.tensor("flags", {4}, DType::i32);
+  p.kernel({1}, 256, [&](Expr) {
+    Buffer t = alloc_fragment({4096}, DType::f32);
+    copy(x.tile({0}, {4096}), t);
+    parallel(4096, [&](Expr i) { t(i) = t(i) * 2.0; });
+    copy(t, data.tile({0}, {4096}));
+    signal(flags, {0}, epoch);
+  });
+  return p;
+}
+
+inline Program flagConsumer() {
+  Program p("flag_consumer");
+  Expr epoch = p.scalar("epoch", DType::i32);
+  Tensor data = p.tensor("data", {4096}, DType::f32), out = p.tensor("out", {4096}, DType::f32);
+  Tensor flags = p.tensor("flags", {4}, DType::i32);
+  p.kernel({1}, 256, [&](Expr) {
+    wait(flags, {0}, epoch, /*timeout_ms=*/20000);
+    Buffer t = alloc_fragment({4096}, DType::f32);
+    copy(data.tile({0}, {4096}), t);
+    parallel(4096, [&](Expr i) { t(i) = t(i) + 1.0; });
+    copy(t, out.tile({0}, {4096}));
+  });
+  return p;
+}
+
 } // namespace tessel::test
 
 #endif

@@ -176,3 +176,37 @@ TEST_CASE("a tensor whose extent is an expression of a symbol", "[gpu][user]") {
     CHECK(out.values[0] == float(total));
   }
 }
+
+TEST_CASE("a kernel waits for another's signal, on two streams", "[gpu][user]") {
+  Program producer = test::flagProducer(), consumer = test::flagConsumer();
+  Kernel p = compile(producer, {deviceArch()}), c = compile(consumer, {deviceArch()});
+  auto &d = rt::Driver::get();
+  CUstream first, second;
+  TESSEL_CU(d, cuStreamCreate, &first, CU_STREAM_NON_BLOCKING);
+  TESSEL_CU(d, cuStreamCreate, &second, CU_STREAM_NON_BLOCKING);
+  std::mt19937_64 rng(9);
+  HostTensor x(DType::f32, {4096}), data(DType::f32, {4096}), out(DType::f32, {4096});
+  HostTensor flags(DType::i32, {4});
+  randomize(x, rng);
+  DeviceRun run;
+  run.addTensor(x, false);
+  run.addTensor(data, true);
+  run.addTensor(out, true);
+  run.addTensor(flags, false); // zeros
+  std::vector<double> ref;
+  for (float v : x.values) ref.push_back(2.0 * v + 1.0);
+  // Three epochs through the same flag, no reset: the consumer is launched
+  // first each time and spins until the producer's signal.
+  for (int epoch = 1; epoch <= 3; ++epoch) {
+    c.launch({rt::LaunchArg::integer(epoch), run.args[1], run.args[2], run.args[3]}, first);
+    p.launch({rt::LaunchArg::integer(epoch), run.args[0], run.args[1], run.args[3]}, second);
+    TESSEL_CU(d, cuStreamSynchronize, first);
+    TESSEL_CU(d, cuStreamSynchronize, second);
+    run.download(2, out);
+    INFO("epoch " << epoch);
+    CHECK(relativeError(out.values, ref) < 1e-6);
+    run.buffers[2]->fillBytes(0xff); // poison the output again
+  }
+  d.api().cuStreamDestroy(first);
+  d.api().cuStreamDestroy(second);
+}

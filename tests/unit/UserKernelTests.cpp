@@ -135,3 +135,24 @@ TEST_CASE("tensor extents may be expressions of symbols, checked at launch") {
                     Catch::Contains("must be computed from constants and index symbols"));
   CHECK(evaluate(ceil_div(Expr(7), Expr(2)) * 3 - 1, {}) == 11);
 }
+
+TEST_CASE("signal and wait publish and await flags at system scope") {
+  for (std::string arch : {"sm_80", "sm_90a", "sm_100a"}) {
+    Program producer = test::flagProducer(), consumer = test::flagConsumer();
+    Kernel p = compileChecked(producer, arch), c = compileChecked(consumer, arch);
+    INFO(arch << "\n" << p.cuda() << "\n" << c.cuda());
+    CHECK(p.cuda().find("tessel::flag_store(") != std::string::npos);
+    CHECK(c.cuda().find("tessel::flag_wait(") != std::string::npos);
+    CHECK(c.cuda().find("the flags of kernel parameter #3") != std::string::npos);
+    // TMA loads after a wait see the guarded data.
+    CHECK((c.cuda().find("fence.proxy.async.global") != std::string::npos) == (arch != "sm_80"));
+  }
+  Program p("bad_flags");
+  Tensor f = p.tensor("f", {4}, DType::f32);
+  CHECK_THROWS_WITH(p.kernel({1}, 32, [&](Expr) { wait(f, {0}, Expr(1)); }),
+                    Catch::Contains("wait: flags are an i32 global tensor, got global f32"));
+  Program q("bad_timeout");
+  Tensor g = q.tensor("g", {4}, DType::i32);
+  CHECK_THROWS_WITH(q.kernel({1}, 32, [&](Expr) { wait(g, {0}, Expr(1), 0); }),
+                    Catch::Contains("timeout_ms must be in (0, 3600000], got 0"));
+}

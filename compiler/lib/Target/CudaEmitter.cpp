@@ -448,6 +448,20 @@ LogicalResult CudaEmitter::emitOp(Operation &op) {
                << ");\n";
         return success();
       })
+      .Case([&](tilenv::FlagStoreOp o) {
+        line() << "tessel::flag_store(&" << element(o.getMemref(), o.getIndices()) << ", "
+               << name(o.getValue()) << ");\n";
+        return success();
+      })
+      .Case([&](tilenv::FlagWaitOp o) {
+        line() << "tessel::flag_wait(&" << element(o.getMemref(), o.getIndices()) << ", "
+               << name(o.getValue()) << ", " << o.getTimeoutMs() << "LL, \"" << o.getName()
+               << "\");\n";
+        return success();
+      })
+      .Case([&](tilenv::FenceProxyAsyncGlobalOp) {
+        return asmStatement("fence.proxy.async.global");
+      })
       .Case([&](tilenv::ReduceAddVectorOp o) {
         line() << "tessel::red_add_v" << o.getCount() << "<tessel::order_"
                << stringifyMemoryOrder(o.getOrder()) << ">(&"

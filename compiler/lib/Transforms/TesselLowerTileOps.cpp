@@ -1000,6 +1000,37 @@ std::optional<Value> TileLowering::replicatedRegister(const FragmentLayout &l, V
   return applyMap(LinearMap(l.getReg().size(), columns), packed);
 }
 
+void TileLowering::lowerFlag(Operation *op) {
+  if (auto signal = llvm::dyn_cast<SignalOp>(op)) {
+    // Every thread's earlier writes are done before one thread publishes;
+    // its release store is cumulative over what the barrier ordered.
+    syncExecutingThreads(op);
+    OpBuilder::InsertionGuard g(b);
+    guard(eq(threadId, zeroIdx));
+    Access flags = resolve(signal.getFlags());
+    tilenv::FlagStoreOp::create(b, loc, signal.getValue(), flags.root,
+                                operandIndices(flags, rootIndices(flags, signal.getIndices())));
+    return;
+  }
+  auto wait = llvm::cast<WaitOp>(op);
+  Access flags = resolve(wait.getFlags());
+  std::string name = "a flag";
+  if (auto param = llvm::dyn_cast<BlockArgument>(flags.root))
+    name = "the flags of kernel parameter #" + std::to_string(param.getArgNumber());
+  {
+    OpBuilder::InsertionGuard g(b);
+    guard(eq(threadId, zeroIdx));
+    tilenv::FlagWaitOp::create(b, loc, flags.root,
+                               operandIndices(flags, rootIndices(flags, wait.getIndices())),
+                               wait.getValue(), b.getI64IntegerAttr(wait.getTimeoutMs()),
+                               b.getStringAttr(name));
+  }
+  // The others wait for the spinning thread; its acquire and the barrier
+  // make the guarded data visible to them, and the proxy fence to TMA.
+  syncExecutingThreads(op);
+  if (target.computeCapability >= 90) tilenv::FenceProxyAsyncGlobalOp::create(b, loc);
+}
+
 void TileLowering::syncExecutingThreads(Operation *op) {
   if (RoleOp role = roleOf.lookup(op))
     tilenv::NamedBarrierOp::create(b, loc, getRoleBarrierId(role), role.getThreads());
@@ -1237,7 +1268,7 @@ LogicalResult TileLowering::run() {
     if (llvm::isa<CopyOp, FillOp, GemmOp, ReduceOp, AtomicAddOp, ParallelOp, PipelinedOp,
                   BarrierOp, RoleOp, CopyAsyncOp, MbarrierInitOp, MbarrierArriveOp,
                   MbarrierExpectTxOp, MbarrierWaitOp, FenceProxyAsyncOp, FenceMbarrierInitOp,
-                  CpAsyncCommitOp, CpAsyncWaitOp>(op))
+                  CpAsyncCommitOp, CpAsyncWaitOp, SignalOp, WaitOp>(op))
       work.push_back(op);
   });
   decidePacking();
@@ -1272,7 +1303,8 @@ LogicalResult TileLowering::run() {
         .Case([&](CpAsyncWaitOp o) {
           tilenv::CpAsyncWaitOp::create(b, loc, b.getI64IntegerAttr(o.getPending()));
         })
-        .Case([&](FenceMbarrierInitOp) { tilenv::FenceMbarrierInitOp::create(b, loc); });
+        .Case([&](FenceMbarrierInitOp) { tilenv::FenceMbarrierInitOp::create(b, loc); })
+        .Case<SignalOp, WaitOp>([&](Operation *o) { lowerFlag(o); });
     if (mlir::failed(failure)) return mlir::failure();
   }
   for (Operation *op : llvm::reverse(work)) op->erase();

@@ -30,7 +30,7 @@ struct TesselVerifyKernel : tessel::impl::TesselVerifyKernelBase<TesselVerifyKer
     kernel.walk([&](ParallelOp parallel) {
       parallel.getBody().walk([&](Operation *op) {
         bool collective = llvm::isa<CopyOp, FillOp, GemmOp, ReduceOp, ParallelOp, PipelinedOp,
-                                    BarrierOp, AllocOp>(op);
+                                    BarrierOp, AllocOp, SignalOp, WaitOp>(op);
         if (auto atomic = llvm::dyn_cast<AtomicAddOp>(op))
           collective = llvm::isa<MemRefType>(atomic.getValue().getType());
         if (collective) {

@@ -169,6 +169,8 @@ private:
   int64_t tensorMapIndex(mlir::BlockArgument param, llvm::ArrayRef<int64_t> box, int64_t swizzle);
   mlir::Value mbarrierAddress(mlir::Value barriers, mlir::Value index);
   void lowerMbarrier(mlir::Operation *op);
+  /// tile.signal and tile.wait.
+  void lowerFlag(mlir::Operation *op);
   /// A barrier over the threads that run `op`: its tile.role's named
   /// barrier, or __syncthreads outside roles.
   void syncExecutingThreads(mlir::Operation *op);

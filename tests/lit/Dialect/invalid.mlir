@@ -529,3 +529,19 @@ tile.kernel @k(%n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
   tile.pipelined %k = %c0 to %n step %c1 stages(-1) {
   }
 }
+
+// -----
+
+tile.kernel @k(%f: memref<8xf32, #tile.space<global>>, %e: i32) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{flags are i32 elements of a global buffer}}
+  tile.signal %e, %f[%c0] : i32, memref<8xf32, #tile.space<global>>
+}
+
+// -----
+
+tile.kernel @k(%f: memref<8xi32, #tile.space<global>>, %e: i32) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{timeout_ms must be in (0, 3600000], got 0}}
+  tile.wait %f[%c0], %e timeout_ms(0) : memref<8xi32, #tile.space<global>>, i32
+}

@@ -162,3 +162,22 @@ tile.kernel @padded() grid(%bx) = affine_map<() -> (1)> threads(32) {
   %z = arith.constant 1.0 : f32
   tile.fill %s, %z : memref<4x32xf32, #s>, f32
 }
+
+// -----
+
+// A signal waits for every thread's writes (a block barrier), then thread 0
+// stores the epoch with release semantics. A wait spins in thread 0, then
+// the block meets at a barrier.
+// CHECK-LABEL: tile.kernel @flags
+// CHECK: tilenv.sync_threads
+// CHECK: scf.if
+// CHECK: tilenv.flag_store %{{.*}}, %{{.*}}[%{{.*}}] : i32, memref<8xi32, #tile.space<global>>
+// CHECK: scf.if
+// CHECK: tilenv.flag_wait %{{.*}}[%{{.*}}], %{{.*}} timeout_ms(250) name("the flags of kernel parameter #0")
+// CHECK: tilenv.sync_threads
+tile.kernel @flags(%f: memref<8xi32, #tile.space<global>>, %e: i32) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  tile.signal %e, %f[%c1] : i32, memref<8xi32, #tile.space<global>>
+  tile.wait %f[%c2], %e timeout_ms(250) : memref<8xi32, #tile.space<global>>, i32
+}

@@ -372,6 +372,25 @@ LogicalResult AtomicAddOp::verify() {
   return success();
 }
 
+/// Flags are 32-bit integers in global memory, indexed in full.
+static LogicalResult verifyFlag(Operation *op, Value flags, ValueRange indices) {
+  MemRefType type = memrefOf(flags);
+  if (getMemorySpace(type) != MemorySpace::global || !type.getElementType().isInteger(32))
+    return op->emitOpError("flags are i32 elements of a global buffer, got ") << type;
+  if ((int64_t)indices.size() != type.getRank())
+    return op->emitOpError("names one flag: ") << type.getRank() << " indices, got "
+                                               << indices.size();
+  return success();
+}
+
+LogicalResult SignalOp::verify() { return verifyFlag(*this, getFlags(), getIndices()); }
+
+LogicalResult WaitOp::verify() {
+  if (getTimeoutMs() <= 0 || getTimeoutMs() > 3600 * 1000)
+    return emitOpError("timeout_ms must be in (0, 3600000], got ") << getTimeoutMs();
+  return verifyFlag(*this, getFlags(), getIndices());
+}
+
 LogicalResult AnnotateLayoutOp::verify() {
   auto type = memrefOf(getBuffer());
   MemorySpace s = spaceOf(getBuffer());

@@ -306,6 +306,19 @@ Expr serial(Expr count, Expr init, std::function<Expr(Expr, Expr)> body,
 void if_(Expr cond, std::function<void()> then, std::function<void()> otherwise = nullptr,
          SrcLoc loc = SrcLoc::current());
 
+// Flags between blocks and GPUs (multi-GPU kernels).
+/// Once every thread of the block has finished its earlier writes, one
+/// thread stores `value` into flags[index] with release semantics at system
+/// scope: what the block wrote is visible to whoever waits for the value,
+/// on any GPU. Flags are i32 global tensors holding epochs that only grow.
+void signal(const Buffer &flags, std::vector<Expr> index, Expr value,
+            SrcLoc loc = SrcLoc::current());
+/// The block waits until flags[index] reaches `value` (wrap-safe epoch
+/// comparison), then sees what the signalling side wrote before its signal
+/// (TMA loads too). Past `timeout_ms` the kernel traps with a message.
+void wait(const Buffer &flags, std::vector<Expr> index, Expr value, int64_t timeout_ms = 10000,
+          SrcLoc loc = SrcLoc::current());
+
 // Tile operations.
 void copy(const Buffer &src, const Buffer &dst, SrcLoc loc = SrcLoc::current());
 void fill(const Buffer &dst, Expr value, SrcLoc loc = SrcLoc::current());

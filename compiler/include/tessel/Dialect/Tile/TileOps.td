@@ -200,6 +200,48 @@ def Tile_AtomicAddOp : Tile_Op<"atomic_add"> {
   let hasVerifier = 1;
 }
 
+def Tile_SignalOp : Tile_Op<"signal"> {
+  let summary = "publish a value to a flag, for other blocks and other GPUs";
+  let description = [{
+    Once every thread of the block (of the role, inside one) has finished its
+    earlier writes, one thread stores `value` into `flags[indices]` with
+    release semantics at system scope. The flag is usually a peer's: the
+    waiter spins on its own memory. Flags hold epochs that only grow, so a
+    flag needs no reset between calls.
+
+    ```mlir
+    tile.signal %epoch, %peer_flags[%rank] : i32, memref<8xi32, #tile.space<global>>
+    ```
+  }];
+  let arguments = (ins I32:$value, AnyMemRef:$flags, Variadic<Index>:$indices);
+  let assemblyFormat = [{
+    $value `,` $flags `[` $indices `]` attr-dict `:` type($value) `,` type($flags)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tile_WaitOp : Tile_Op<"wait"> {
+  let summary = "wait until a flag reaches a value";
+  let description = [{
+    One thread spins, with acquire loads at system scope, until
+    `flags[indices]` reaches `value` (`(int32)(flag - value) >= 0`, so epochs
+    may wrap); then the block (or the role) continues together, and what the
+    signalling side wrote before its signal is visible, to TMA loads too.
+    Past `timeout_ms` the kernel traps with a message naming the flag.
+
+    ```mlir
+    tile.wait %flags[%src], %epoch timeout_ms(10000) : memref<8xi32, #tile.space<global>>, i32
+    ```
+  }];
+  let arguments = (ins AnyMemRef:$flags, Variadic<Index>:$indices, I32:$value,
+                       Tessel_I64Attr:$timeout_ms);
+  let assemblyFormat = [{
+    $flags `[` $indices `]` `,` $value `timeout_ms` `(` $timeout_ms `)` attr-dict `:`
+    type($flags) `,` type($value)
+  }];
+  let hasVerifier = 1;
+}
+
 def Tile_AnnotateLayoutOp : Tile_Op<"annotate_layout"> {
   let summary = "fix the physical layout of a shared or fragment buffer";
   let description = [{

@@ -49,6 +49,33 @@ def TileNV_AtomicAddOp : TileNV_Op<"atomic_add"> {
   }];
 }
 
+def TileNV_FlagStoreOp : TileNV_Op<"flag_store"> {
+  let summary = "st.release.sys.global.u32: publish a flag to other GPUs";
+  let arguments = (ins I32:$value, AnyMemRef:$memref, Variadic<Index>:$indices);
+  let assemblyFormat = [{
+    $value `,` $memref `[` $indices `]` attr-dict `:` type($value) `,` type($memref)
+  }];
+}
+
+def TileNV_FlagWaitOp : TileNV_Op<"flag_wait"> {
+  let summary = "spin with ld.acquire.sys until a flag reaches a value, or trap";
+  let description = [{
+    Traps after `timeout_ms` (measured with %globaltimer), printing `name`,
+    the flag's offset and both values first.
+  }];
+  let arguments = (ins AnyMemRef:$memref, Variadic<Index>:$indices, I32:$value,
+                       Tessel_I64Attr:$timeout_ms, StrAttr:$name);
+  let assemblyFormat = [{
+    $memref `[` $indices `]` `,` $value `timeout_ms` `(` $timeout_ms `)` `name` `(` $name `)`
+    attr-dict `:` type($memref) `,` type($value)
+  }];
+}
+
+def TileNV_FenceProxyAsyncGlobalOp : TileNV_Op<"fence_proxy_async_global"> {
+  let summary = "fence.proxy.async.global: generic-proxy global writes seen by TMA loads";
+  let assemblyFormat = "attr-dict";
+}
+
 def TileNV_ReduceAddVectorOp : TileNV_Op<"red_add_vector"> {
   let summary = "red.global.add.v{2,4}.f32: add `count` contiguous f32 values atomically";
   let description = [{
