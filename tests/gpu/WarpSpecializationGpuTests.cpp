@@ -181,6 +181,10 @@ TEST_CASE("a kernel waits for another's signal, on two streams", "[gpu][user]") 
   Program producer = test::flagProducer(), consumer = test::flagConsumer();
   Kernel p = compile(producer, {deviceArch()}), c = compile(consumer, {deviceArch()});
   auto &d = rt::Driver::get();
+  // Load both before either runs: loading a module while the waiter spins
+  // would wait for the waiter.
+  p.loadedKernel().resourceUsage();
+  c.loadedKernel().resourceUsage();
   CUstream first, second;
   TESSEL_CU(d, cuStreamCreate, &first, CU_STREAM_NON_BLOCKING);
   TESSEL_CU(d, cuStreamCreate, &second, CU_STREAM_NON_BLOCKING);
