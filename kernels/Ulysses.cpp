@@ -23,18 +23,21 @@ void tessel::kernels::validateUlysses(const UlyssesShape &s) {
                             s.headsKV));
   if (s.headsQ % s.ranks)
     throw Error(fmt::format("Ulysses: heads_q={} does not split over {} ranks", s.headsQ, s.ranks));
-  if (s.headsKV % s.ranks)
-    throw Error(fmt::format("Ulysses: heads_kv={} does not split over {} ranks (replicating K/V "
-                            "heads is not supported yet)",
-                            s.headsKV, s.ranks));
+  // K/V heads split over the ranks, or each rank's query heads share one
+  // K/V head, which is then replicated to every rank that needs it.
+  int64_t group = s.headsQ / s.headsKV, queryPerRank = s.headsQ / s.ranks;
+  if (s.headsKV % s.ranks && group % queryPerRank)
+    throw Error(fmt::format("Ulysses: heads_kv={} does not split over {} ranks, and the {} query "
+                            "heads of a rank do not share one K/V head (group of {}) to replicate",
+                            s.headsKV, s.ranks, queryPerRank, group));
 }
 
-UlyssesSource tessel::kernels::ulyssesSource(const UlyssesShape &s, int64_t heads, int rank,
+UlyssesSource tessel::kernels::ulyssesSource(const UlyssesShape &s, int tensor, int rank,
                                              int64_t b, int64_t t, int64_t h, int64_t d) {
-  int64_t local = s.localSeq(), perRank = heads / s.ranks;
+  int64_t local = s.localSeq();
   int source = static_cast<int>(t / local);
-  int64_t row = t % local, head = rank * perRank + h;
-  return {source, ((b * local + row) * heads + head) * s.headDim + d};
+  int64_t row = t % local, head = s.firstHead(tensor, rank) + h;
+  return {source, ((b * local + row) * s.heads(tensor) + head) * s.headDim + d};
 }
 
 UlyssesExchange::UlyssesExchange(Communicator &c, const UlyssesShape &s) : comm(c), shape(s) {
@@ -44,11 +47,11 @@ UlyssesExchange::UlyssesExchange(Communicator &c, const UlyssesShape &s) : comm(
     throw Error(fmt::format("Ulysses: the shape is for {} ranks, the job has {}", s.ranks, c.size()));
   validateUlysses(s);
   for (int t = 0; t < 3; ++t) {
-    inputs[t] = std::make_unique<SymmetricBuffer>(c, shape.inputElements(heads(t)) * s.elementBytes);
-    outputs[t] = std::make_unique<DeviceBuffer>(shape.outputElements(heads(t)) * s.elementBytes);
+    inputs[t] = std::make_unique<SymmetricBuffer>(c, shape.inputElements(t) * s.elementBytes);
+    outputs[t] = std::make_unique<DeviceBuffer>(shape.outputElements(t) * s.elementBytes);
   }
-  headOutput = std::make_unique<SymmetricBuffer>(c, shape.outputElements(s.headsQ) * s.elementBytes);
-  sequenceOutput = std::make_unique<DeviceBuffer>(shape.inputElements(s.headsQ) * s.elementBytes);
+  headOutput = std::make_unique<SymmetricBuffer>(c, shape.outputElements(0) * s.elementBytes);
+  sequenceOutput = std::make_unique<DeviceBuffer>(shape.inputElements(0) * s.elementBytes);
   flags = std::make_unique<SymmetricBuffer>(c, 2 * sizeof(uint32_t) * s.ranks);
   Driver &d = Driver::get();
   TESSEL_CU(d, cuEventCreate, &forkEvent, CU_EVENT_DISABLE_TIMING);
@@ -112,24 +115,24 @@ static void copyRows(CUdeviceptr src, int64_t srcPitch, CUdeviceptr dst, int64_t
 }
 
 void UlyssesExchange::forward(CUstream stream) {
-  int n = shape.ranks, me = comm.localRank();
+  int me = comm.localRank();
   int64_t eb = shape.elementBytes, dim = shape.headDim, local = shape.localSeq();
   // Part p of source s: tensor p % 3; from Q (K, V) [B, S/N, H, D] on s, the
   // heads of this rank into rows s*S/N.. of [B, S, H/N, D].
   exchange(stream, [&](int part, CUstream lane) {
     int s = part / 3, t = part % 3;
-    int64_t all = heads(t), mine = all / n;
+    int64_t all = shape.heads(t), mine = shape.headsPerRank(t), first = shape.firstHead(t, me);
     for (int64_t b = 0; b < shape.batch; ++b)
-      copyRows(inputs[t]->peer(s) + ((b * local * all) + me * mine) * dim * eb, all * dim * eb,
+      copyRows(inputs[t]->peer(s) + ((b * local * all) + first) * dim * eb, all * dim * eb,
                output(t) + ((b * shape.seqlen + s * local) * mine) * dim * eb, mine * dim * eb,
                mine * dim * eb, local, lane);
   });
 }
 
 void UlyssesExchange::reverse(CUstream stream) {
-  int n = shape.ranks, me = comm.localRank();
+  int me = comm.localRank();
   int64_t eb = shape.elementBytes, dim = shape.headDim, local = shape.localSeq();
-  int64_t all = shape.headsQ, mine = all / n;
+  int64_t all = shape.headsQ, mine = shape.headsPerRank(0);
   // From O' [B, S, Hq/N, D] on s: this rank's rows, into heads s*Hq/N.. of
   // O [B, S/N, Hq, D]. Parts beyond the first of a source have nothing.
   exchange(stream, [&](int part, CUstream lane) {
@@ -145,8 +148,8 @@ void UlyssesExchange::reverse(CUstream stream) {
 NcclUlysses::NcclUlysses(Communicator &c, const UlyssesShape &s, UlyssesExchange &x)
     : comm(c), shape(s), exchange(x) {
   for (int t = 0; t < 3; ++t) {
-    perPeer += shape.outputElements(x.heads(t)) / shape.ranks * shape.elementBytes;
-    outputs[t] = std::make_unique<DeviceBuffer>(shape.outputElements(x.heads(t)) * s.elementBytes);
+    perPeer += shape.outputElements(t) / shape.ranks * shape.elementBytes;
+    outputs[t] = std::make_unique<DeviceBuffer>(shape.outputElements(t) * s.elementBytes);
   }
   send = std::make_unique<DeviceBuffer>(perPeer * shape.ranks);
   recv = std::make_unique<DeviceBuffer>(perPeer * shape.ranks);
@@ -161,17 +164,17 @@ void NcclUlysses::forward(CUstream stream, bool packing) {
   // Chunk for destination r: for each tensor, [B, S/N, heads/N, D].
   auto chunk = [&](CUdeviceptr base, int r, int t, int64_t b) {
     CUdeviceptr at = base + r * perPeer;
-    for (int u = 0; u < t; ++u) at += shape.batch * local * exchange.heads(u) / n * dim * eb;
-    return at + b * local * exchange.heads(t) / n * dim * eb;
+    for (int u = 0; u < t; ++u) at += shape.batch * local * shape.headsPerRank(u) * dim * eb;
+    return at + b * local * shape.headsPerRank(t) * dim * eb;
   };
   if (packing)
     for (int r = 0; r < n; ++r)
       for (int t = 0; t < 3; ++t) {
-        int64_t all = exchange.heads(t), mine = all / n;
+        int64_t all = shape.heads(t), mine = shape.headsPerRank(t), first = shape.firstHead(t, r);
         for (int64_t b = 0; b < shape.batch; ++b) {
           CUDA_MEMCPY2D copy{};
           copy.srcMemoryType = copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-          copy.srcDevice = exchange.input(t) + (b * local * all + r * mine) * dim * eb;
+          copy.srcDevice = exchange.input(t) + (b * local * all + first) * dim * eb;
           copy.srcPitch = all * dim * eb;
           copy.dstDevice = chunk(send->ptr(), r, t, b);
           copy.dstPitch = mine * dim * eb;
@@ -188,7 +191,7 @@ void NcclUlysses::forward(CUstream stream, bool packing) {
   // From source r: rows r*S/N .. of every batch, contiguous on both sides.
   for (int r = 0; r < n; ++r)
     for (int t = 0; t < 3; ++t) {
-      int64_t mine = exchange.heads(t) / n;
+      int64_t mine = shape.headsPerRank(t);
       for (int64_t b = 0; b < shape.batch; ++b)
         TESSEL_CU(d, cuMemcpyAsync,
                   output(t) + (b * shape.seqlen + r * local) * mine * dim * eb,

@@ -32,24 +32,40 @@ struct UlyssesShape {
   int64_t elementBytes = 2;
   int ranks = 1;
   int64_t localSeq() const { return seqlen / ranks; }
+  /// Tensor 0 is Q, 1 and 2 are K and V.
+  int64_t heads(int tensor) const { return tensor == 0 ? headsQ : headsKV; }
+  /// Heads of `tensor` each rank holds after the exchange: heads/N, or, for
+  /// K/V when heads_kv does not split over the ranks, the one K/V head that
+  /// all of the rank's query heads share (replicated over several ranks).
+  int64_t headsPerRank(int tensor) const {
+    if (tensor == 0 || headsKV % ranks == 0) return heads(tensor) / ranks;
+    return 1;
+  }
+  /// The first of those heads, as a head index of the rank's input.
+  int64_t firstHead(int tensor, int rank) const {
+    if (tensor == 0 || headsKV % ranks == 0) return rank * headsPerRank(tensor);
+    return rank * (headsQ / ranks) / (headsQ / headsKV);
+  }
   /// Elements of one rank's input (sequence shard, all heads) and output
-  /// (whole sequence, its heads) of a tensor with `heads` heads.
-  int64_t inputElements(int64_t heads) const { return batch * localSeq() * heads * headDim; }
-  int64_t outputElements(int64_t heads) const { return batch * seqlen * heads / ranks * headDim; }
+  /// (whole sequence, its heads) of a tensor.
+  int64_t inputElements(int tensor) const { return batch * localSeq() * heads(tensor) * headDim; }
+  int64_t outputElements(int tensor) const {
+    return batch * seqlen * headsPerRank(tensor) * headDim;
+  }
 };
 
 /// Throws tessel::Error naming the value when the exchange cannot run: the
 /// sequence split over the ranks, heads split over them, GQA groups whole.
 void validateUlysses(const UlyssesShape &s);
 
-/// Where element (b, t, h, d) of rank `rank`'s output of a tensor with
-/// `heads` heads comes from: the source rank and the element's offset in
-/// that rank's input. The CPU model the GPU exchange is checked against.
+/// Where element (b, t, h, d) of rank `rank`'s output of `tensor` comes
+/// from: the source rank and the element's offset in that rank's input. The
+/// CPU model the GPU exchange is checked against.
 struct UlyssesSource {
   int rank;
   int64_t offset;
 };
-UlyssesSource ulyssesSource(const UlyssesShape &s, int64_t heads, int rank, int64_t b, int64_t t,
+UlyssesSource ulyssesSource(const UlyssesShape &s, int tensor, int rank, int64_t b, int64_t t,
                             int64_t h, int64_t d);
 
 /// The exchange of one rank. Construction is collective (symmetric buffers).
@@ -63,7 +79,6 @@ public:
   /// before forward(), and its outputs (whole sequence, its heads).
   CUdeviceptr input(int tensor) const { return inputs[tensor]->local(); }
   CUdeviceptr output(int tensor) const { return outputs[tensor]->ptr(); }
-  int64_t heads(int tensor) const { return tensor == 0 ? shape.headsQ : shape.headsKV; }
   /// The all-to-all of Q, K and V on `stream`: waits (on the stream) until
   /// every rank has reached the same call, pulls, then tells each source it
   /// has been read and waits until this rank's own inputs have been read by

@@ -155,17 +155,17 @@ TEST_CASE("the Ulysses exchange moves every input element to exactly one output 
     s.batch = 2, s.seqlen = 8 * ranks, s.headsQ = 2 * ranks, s.headsKV = ranks, s.headDim = 4;
     s.ranks = ranks;
     kernels::validateUlysses(s);
-    for (int64_t heads : {s.headsQ, s.headsKV}) {
+    for (int tensor : {0, 1}) {
       // Every (source rank, input offset) is hit once over all ranks' outputs.
-      std::vector<int> hits(ranks * s.inputElements(heads), 0);
+      std::vector<int> hits(ranks * s.inputElements(tensor), 0);
       for (int r = 0; r < ranks; ++r)
         for (int64_t b = 0; b < s.batch; ++b)
           for (int64_t t = 0; t < s.seqlen; ++t)
-            for (int64_t h = 0; h < heads / ranks; ++h)
+            for (int64_t h = 0; h < s.headsPerRank(tensor); ++h)
               for (int64_t d = 0; d < s.headDim; ++d) {
-                kernels::UlyssesSource src = kernels::ulyssesSource(s, heads, r, b, t, h, d);
+                kernels::UlyssesSource src = kernels::ulyssesSource(s, tensor, r, b, t, h, d);
                 REQUIRE(src.rank == t / s.localSeq());
-                ++hits[src.rank * s.inputElements(heads) + src.offset];
+                ++hits[src.rank * s.inputElements(tensor) + src.offset];
               }
       CHECK(std::all_of(hits.begin(), hits.end(), [](int n) { return n == 1; }));
     }
@@ -174,9 +174,31 @@ TEST_CASE("the Ulysses exchange moves every input element to exactly one output 
   // sequence is row t % (S/N) of rank t / (S/N).
   kernels::UlyssesShape s;
   s.batch = 1, s.seqlen = 8, s.headsQ = 4, s.headsKV = 2, s.headDim = 2, s.ranks = 2;
-  kernels::UlyssesSource src = kernels::ulyssesSource(s, 4, 1, 0, 5, 1, 1);
+  kernels::UlyssesSource src = kernels::ulyssesSource(s, 0, 1, 0, 5, 1, 1);
   CHECK(src.rank == 1);
   CHECK(src.offset == ((0 * 4 + 1) * 4 + 3) * 2 + 1);
+}
+
+TEST_CASE("K/V heads that do not split over the ranks are replicated to the ranks that share them") {
+  // 8 query heads share 2 K/V heads (groups of 4); over 4 ranks each rank's
+  // two query heads share one K/V head, which goes to two ranks.
+  kernels::UlyssesShape s;
+  s.batch = 1, s.seqlen = 8, s.headsQ = 8, s.headsKV = 2, s.headDim = 2, s.ranks = 4;
+  kernels::validateUlysses(s);
+  CHECK(s.headsPerRank(1) == 1);
+  for (int r = 0; r < 4; ++r) {
+    CHECK(s.firstHead(1, r) == r / 2);
+    // Every query head of the rank uses that K/V head.
+    for (int64_t h = 0; h < s.headsPerRank(0); ++h)
+      CHECK((s.firstHead(0, r) + h) / (s.headsQ / s.headsKV) == s.firstHead(1, r));
+    kernels::UlyssesSource src = kernels::ulyssesSource(s, 1, r, 0, 3, 0, 1);
+    CHECK(src.offset == (1 * 2 + r / 2) * 2 + 1);
+  }
+  // MQA over 2 ranks: the one K/V head everywhere.
+  s.headsKV = 1, s.ranks = 2;
+  kernels::validateUlysses(s);
+  CHECK(s.firstHead(1, 0) == 0);
+  CHECK(s.firstHead(1, 1) == 0);
 }
 
 TEST_CASE("Ulysses shapes are validated before anything moves") {
@@ -193,7 +215,8 @@ TEST_CASE("Ulysses shapes are validated before anything moves") {
   CHECK_THROWS_WITH(kernels::validateUlysses(with([](auto &t) { t.headsKV = 3, t.headsQ = 33; })),
                     Catch::Contains("heads_q=33 does not split over 2 ranks"));
   CHECK_THROWS_WITH(kernels::validateUlysses(with([](auto &t) { t.headsKV = 5, t.headsQ = 10; })),
-                    Catch::Contains("heads_kv=5 does not split over 2 ranks"));
+                    Catch::Contains("heads_kv=5 does not split over 2 ranks, and the 5 query heads "
+                                    "of a rank do not share one K/V head (group of 2)"));
   CHECK_THROWS_WITH(kernels::validateUlysses(with([](auto &t) { t.headsKV = 6; })),
                     Catch::Contains("heads_q=32 is not a multiple of heads_kv=6"));
   CHECK_THROWS_WITH(kernels::validateUlysses(with([](auto &t) { t.headDim = 0; })),

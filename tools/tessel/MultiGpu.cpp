@@ -64,7 +64,7 @@ uint16_t pattern(int rank, int t, int64_t offset) {
 void fillInputs(UlyssesExchange &x, const UlyssesShape &s, int rank) {
   Driver &d = Driver::get();
   for (int t = 0; t < 3; ++t) {
-    int64_t n = s.inputElements(x.heads(t)) * s.elementBytes / 2;
+    int64_t n = s.inputElements(t) * s.elementBytes / 2;
     std::vector<uint16_t> host(n);
     for (int64_t i = 0; i < n; ++i) host[i] = pattern(rank, t, i);
     TESSEL_CU(d, cuMemcpyHtoD, x.input(t), host.data(), n * 2);
@@ -73,15 +73,14 @@ void fillInputs(UlyssesExchange &x, const UlyssesShape &s, int rank) {
 
 /// Elements of `out` (tensor t on `rank`) that are not where the CPU model
 /// puts them.
-int64_t countMisplaced(const UlyssesShape &s, int64_t heads, int t, int rank,
-                       const std::vector<uint16_t> &out) {
-  int64_t mine = heads / s.ranks, words = s.elementBytes / 2, bad = 0;
+int64_t countMisplaced(const UlyssesShape &s, int t, int rank, const std::vector<uint16_t> &out) {
+  int64_t mine = s.headsPerRank(t), words = s.elementBytes / 2, bad = 0;
   for (int64_t b = 0; b < s.batch; ++b)
     for (int64_t row = 0; row < s.seqlen; ++row)
       for (int64_t h = 0; h < mine; ++h)
         for (int64_t e = 0; e < s.headDim * words; ++e) {
           int64_t d = e / words;
-          UlyssesSource src = ulyssesSource(s, heads, rank, b, row, h, d);
+          UlyssesSource src = ulyssesSource(s, t, rank, b, row, h, d);
           int64_t at = ((b * s.seqlen + row) * mine + h) * s.headDim * words + e;
           bad += out[at] != pattern(src.rank, t, src.offset * words + e % words);
         }
@@ -151,9 +150,9 @@ int runRank(const Params &params, bool bench, int reps) {
     TESSEL_CU(d, cuStreamSynchronize, comm->stream());
     int64_t bad = 0, differs = 0;
     for (int t = 0; t < 3; ++t) {
-      int64_t bytes = s.outputElements(x.heads(t)) * s.elementBytes;
+      int64_t bytes = s.outputElements(t) * s.elementBytes;
       std::vector<uint16_t> out = download(x.output(t), bytes);
-      bad += countMisplaced(s, x.heads(t), t, rank, out);
+      bad += countMisplaced(s, t, rank, out);
       if (reference) {
         reference->forward(comm->stream());
         TESSEL_CU(d, cuStreamSynchronize, comm->stream());
@@ -179,7 +178,7 @@ int runRank(const Params &params, bool bench, int reps) {
     return ok ? 0 : 1;
   }
   int64_t sent = 0;
-  for (int t = 0; t < 3; ++t) sent += s.inputElements(x.heads(t)) * s.elementBytes;
+  for (int t = 0; t < 3; ++t) sent += s.inputElements(t) * s.elementBytes;
   double leaving = double(sent) * (s.ranks - 1) / s.ranks;
   double tessel = slowest(*comm, medianMs(*comm, reps, [&] { x.forward(comm->stream()); }));
   double nccl = 0, ncclBare = 0;

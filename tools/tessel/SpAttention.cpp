@@ -125,14 +125,14 @@ int runRank(const Params &params, bool bench, int reps) {
   // This rank's shard of the whole problem's inputs.
   std::array<HostTensor, 3> whole = wholeInputs(s, sp.config.dtype);
   for (int t = 0; t < 3; ++t) {
-    int64_t heads = x.heads(t), row = heads * s.headDim * eb;
+    int64_t heads = s.heads(t), row = heads * s.headDim * eb;
     for (int64_t b = 0; b < s.batch; ++b)
       TESSEL_CU(d, cuMemcpyHtoD, x.input(t) + b * local * row,
                 whole[t].bytes.data() + (b * s.seqlen + rank * local) * row, local * row);
   }
   DeviceBuffer lse(s.batch * s.headsQ / n * s.seqlen * 4);
   std::vector<LaunchArg> args =
-      attentionArgs(s, s.headsQ / n, s.headsKV / n, sp.scale, x.output(0), x.output(1),
+      attentionArgs(s, s.headsPerRank(0), s.headsPerRank(1), sp.scale, x.output(0), x.output(1),
                     x.output(2), x.attentionOutput(), lse.ptr());
   CUstream stream = comm->stream();
   auto spForward = [&] {
