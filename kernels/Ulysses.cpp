@@ -40,63 +40,74 @@ UlyssesSource tessel::kernels::ulyssesSource(const UlyssesShape &s, int tensor, 
   return {source, ((b * local + row) * s.heads(tensor) + head) * s.headDim + d};
 }
 
-UlyssesExchange::UlyssesExchange(Communicator &c, const UlyssesShape &s) : comm(c), shape(s) {
+UlyssesExchange::UlyssesExchange(Communicator &c, const UlyssesShape &s, int g)
+    : comm(c), shape(s), groups(g) {
   if (c.size() != c.localSize())
     throw Error("Ulysses: the copy-engine exchange runs within one node; this job spans several");
   if (s.ranks != c.size())
     throw Error(fmt::format("Ulysses: the shape is for {} ranks, the job has {}", s.ranks, c.size()));
   validateUlysses(s);
+  for (int t = 0; t < 3; t += 1)
+    if (groups < 1 || s.headsPerRank(t) % groups)
+      throw Error(fmt::format("Ulysses: {} heads per rank ({}) do not split into {} groups",
+                              t == 0 ? "query" : "K/V", s.headsPerRank(t), groups));
   for (int t = 0; t < 3; ++t) {
     inputs[t] = std::make_unique<SymmetricBuffer>(c, shape.inputElements(t) * s.elementBytes);
     outputs[t] = std::make_unique<DeviceBuffer>(shape.outputElements(t) * s.elementBytes);
   }
   headOutput = std::make_unique<SymmetricBuffer>(c, shape.outputElements(0) * s.elementBytes);
   sequenceOutput = std::make_unique<DeviceBuffer>(shape.inputElements(0) * s.elementBytes);
-  flags = std::make_unique<SymmetricBuffer>(c, 2 * sizeof(uint32_t) * s.ranks);
+  flags = std::make_unique<SymmetricBuffer>(c, sizeof(uint32_t) * s.ranks * (2 + groups));
   Driver &d = Driver::get();
   TESSEL_CU(d, cuEventCreate, &forkEvent, CU_EVENT_DISABLE_TIMING);
   lanes.resize(3 * s.ranks);
-  joinEvents.resize(3 * s.ranks);
-  for (int i = 0; i < 3 * s.ranks; ++i) {
-    TESSEL_CU(d, cuStreamCreate, &lanes[i], CU_STREAM_NON_BLOCKING);
-    TESSEL_CU(d, cuEventCreate, &joinEvents[i], CU_EVENT_DISABLE_TIMING);
-  }
+  joinEvents.resize(lanes.size());
+  groupEvents.resize(lanes.size() * groups);
+  for (CUstream &l : lanes) TESSEL_CU(d, cuStreamCreate, &l, CU_STREAM_NON_BLOCKING);
+  for (CUevent &e : joinEvents) TESSEL_CU(d, cuEventCreate, &e, CU_EVENT_DISABLE_TIMING);
+  for (CUevent &e : groupEvents) TESSEL_CU(d, cuEventCreate, &e, CU_EVENT_DISABLE_TIMING);
 }
 
 UlyssesExchange::~UlyssesExchange() {
   Driver &d = Driver::get();
-  for (CUstream lane : lanes) d.api().cuStreamDestroy(lane);
+  for (CUstream l : lanes) d.api().cuStreamDestroy(l);
   for (CUevent e : joinEvents) d.api().cuEventDestroy(e);
+  for (CUevent e : groupEvents) d.api().cuEventDestroy(e);
   if (forkEvent) d.api().cuEventDestroy(forkEvent);
 }
 
-void UlyssesExchange::exchange(CUstream stream,
-                               const std::function<void(int, CUstream)> &issue) {
+CUdeviceptr UlyssesExchange::output(int tensor, int group) const {
+  return outputs[tensor]->ptr() + group * shape.outputElements(tensor) / groups * shape.elementBytes;
+}
+
+CUdeviceptr UlyssesExchange::attentionOutput(int group) const {
+  return headOutput->local() + group * shape.outputElements(0) / groups * shape.elementBytes;
+}
+
+void UlyssesExchange::begin(CUstream stream) {
   Driver &d = Driver::get();
   d.setDevice(comm.device());
   int n = shape.ranks, me = comm.localRank();
   ++epoch;
-  auto readySlot = [&](int owner, int from) { return flags->peer(owner) + 4 * from; };
-  auto readSlot = [&](int owner, int from) { return flags->peer(owner) + 4 * (n + from); };
   // Inputs ready here (the write is fenced system-wide); wait for everyone's.
-  for (int s = 0; s < n; ++s) TESSEL_CU(d, cuStreamWriteValue32, stream, readySlot(s, me), epoch, 0);
+  for (int s = 0; s < n; ++s) TESSEL_CU(d, cuStreamWriteValue32, stream, flag(s, me), epoch, 0);
   for (int s = 0; s < n; ++s)
-    TESSEL_CU(d, cuStreamWaitValue32, stream, readySlot(me, s), epoch, CU_STREAM_WAIT_VALUE_GEQ);
-  // Several streams, so the copy engines work on every source (and the
-  // local shard) at once; ring order, own shard first.
+    TESSEL_CU(d, cuStreamWaitValue32, stream, flag(me, s), epoch, CU_STREAM_WAIT_VALUE_GEQ);
   TESSEL_CU(d, cuEventRecord, forkEvent, stream);
-  size_t lane = 0;
-  for (int i = 0; i < n; ++i)
-    for (int part = 0; part < int(lanes.size()) / n; ++part, ++lane) {
-      TESSEL_CU(d, cuStreamWaitEvent, lanes[lane], forkEvent, 0);
-      issue((me + i) % n * (int(lanes.size()) / n) + part, lanes[lane]);
-      TESSEL_CU(d, cuEventRecord, joinEvents[lane], lanes[lane]);
-      TESSEL_CU(d, cuStreamWaitEvent, stream, joinEvents[lane], 0);
-    }
+  for (CUstream l : lanes) TESSEL_CU(d, cuStreamWaitEvent, l, forkEvent, 0);
+}
+
+void UlyssesExchange::end(CUstream stream) {
+  Driver &d = Driver::get();
+  int n = shape.ranks, me = comm.localRank();
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    TESSEL_CU(d, cuEventRecord, joinEvents[i], lanes[i]);
+    TESSEL_CU(d, cuStreamWaitEvent, stream, joinEvents[i], 0);
+  }
   // Sources may be overwritten once every reader has them.
-  for (int s = 0; s < n; ++s) TESSEL_CU(d, cuStreamWriteValue32, stream, readSlot(s, me), epoch, 0);
+  for (int s = 0; s < n; ++s) TESSEL_CU(d, cuStreamWriteValue32, stream, flag(s, n + me), epoch, 0);
   for (int s = 0; s < n; ++s)
-    TESSEL_CU(d, cuStreamWaitValue32, stream, readSlot(me, s), epoch, CU_STREAM_WAIT_VALUE_GEQ);
+    TESSEL_CU(d, cuStreamWaitValue32, stream, flag(me, n + s), epoch, CU_STREAM_WAIT_VALUE_GEQ);
 }
 
 /// One 2-D copy of `rows` rows of `width` bytes.
@@ -114,35 +125,78 @@ static void copyRows(CUdeviceptr src, int64_t srcPitch, CUdeviceptr dst, int64_t
   TESSEL_CU(d, cuMemcpy2DAsync, &copy, stream);
 }
 
-void UlyssesExchange::forward(CUstream stream) {
+void UlyssesExchange::pull(int s, int t, int g) {
+  // From Q (K, V) [B, S/N, H, D] on s: this rank's heads of group g, into
+  // rows s*S/N.. of group g's [B, S, heads/N/groups, D].
   int me = comm.localRank();
   int64_t eb = shape.elementBytes, dim = shape.headDim, local = shape.localSeq();
-  // Part p of source s: tensor p % 3; from Q (K, V) [B, S/N, H, D] on s, the
-  // heads of this rank into rows s*S/N.. of [B, S, H/N, D].
-  exchange(stream, [&](int part, CUstream lane) {
-    int s = part / 3, t = part % 3;
-    int64_t all = shape.heads(t), mine = shape.headsPerRank(t), first = shape.firstHead(t, me);
-    for (int64_t b = 0; b < shape.batch; ++b)
-      copyRows(inputs[t]->peer(s) + ((b * local * all) + first) * dim * eb, all * dim * eb,
-               output(t) + ((b * shape.seqlen + s * local) * mine) * dim * eb, mine * dim * eb,
-               mine * dim * eb, local, lane);
-  });
+  int64_t all = shape.heads(t), mine = shape.headsPerRank(t) / groups;
+  int64_t first = shape.firstHead(t, me) + g * mine;
+  for (int64_t b = 0; b < shape.batch; ++b)
+    copyRows(inputs[t]->peer(s) + ((b * local * all) + first) * dim * eb, all * dim * eb,
+             output(t, g) + ((b * shape.seqlen + s * local) * mine) * dim * eb, mine * dim * eb,
+             mine * dim * eb, local, lane(s, t));
+}
+
+void UlyssesExchange::pullBack(int s, int g) {
+  // From group g of O' [B, S, Hq/N/groups, D] on s: this rank's rows, into
+  // heads s*Hq/N + g*.. of O [B, S/N, Hq, D].
+  int me = comm.localRank();
+  int64_t eb = shape.elementBytes, dim = shape.headDim, local = shape.localSeq();
+  int64_t all = shape.headsQ, mine = shape.headsPerRank(0) / groups;
+  CUdeviceptr source = headOutput->peer(s) + g * shape.outputElements(0) / groups * eb;
+  for (int64_t b = 0; b < shape.batch; ++b)
+    copyRows(source + ((b * shape.seqlen + me * local) * mine) * dim * eb, mine * dim * eb,
+             result() + ((b * local * all) + s * shape.headsPerRank(0) + g * mine) * dim * eb,
+             all * dim * eb, mine * dim * eb, local, lane(s, 0));
+}
+
+void UlyssesExchange::forward(CUstream stream) {
+  begin(stream);
+  int n = shape.ranks, me = comm.localRank();
+  for (int i = 0; i < n; ++i) // ring order, own shard first
+    for (int t = 0; t < 3; ++t)
+      for (int g = 0; g < groups; ++g) pull((me + i) % n, t, g);
+  end(stream);
 }
 
 void UlyssesExchange::reverse(CUstream stream) {
-  int me = comm.localRank();
-  int64_t eb = shape.elementBytes, dim = shape.headDim, local = shape.localSeq();
-  int64_t all = shape.headsQ, mine = shape.headsPerRank(0);
-  // From O' [B, S, Hq/N, D] on s: this rank's rows, into heads s*Hq/N.. of
-  // O [B, S/N, Hq, D]. Parts beyond the first of a source have nothing.
-  exchange(stream, [&](int part, CUstream lane) {
-    if (part % 3) return;
-    int s = part / 3;
-    for (int64_t b = 0; b < shape.batch; ++b)
-      copyRows(headOutput->peer(s) + ((b * shape.seqlen + me * local) * mine) * dim * eb,
-               mine * dim * eb, result() + ((b * local * all) + s * mine) * dim * eb,
-               all * dim * eb, mine * dim * eb, local, lane);
-  });
+  begin(stream);
+  int n = shape.ranks, me = comm.localRank();
+  for (int i = 0; i < n; ++i)
+    for (int g = 0; g < groups; ++g) pullBack((me + i) % n, g);
+  end(stream);
+}
+
+void UlyssesExchange::pipeline(CUstream stream,
+                               const std::function<void(int, CUstream)> &attend) {
+  Driver &d = Driver::get();
+  begin(stream);
+  int n = shape.ranks, me = comm.localRank();
+  // Every group's pulls, group by group, each lane marking where a group ends.
+  for (int g = 0; g < groups; ++g)
+    for (int i = 0; i < n; ++i)
+      for (int t = 0; t < 3; ++t) {
+        int s = (me + i) % n;
+        pull(s, t, g);
+        TESSEL_CU(d, cuEventRecord, groupEvents[g * lanes.size() + 3 * s + t], lane(s, t));
+      }
+  auto outputReady = [&](int owner, int g, int from) { return flag(owner, (2 + g) * n + from); };
+  for (int g = 0; g < groups; ++g) {
+    for (size_t l = 0; l < lanes.size(); ++l)
+      TESSEL_CU(d, cuStreamWaitEvent, stream, groupEvents[g * lanes.size() + l], 0);
+    attend(g, stream);
+    // Group g of this rank's attention output is ready for every rank.
+    for (int s = 0; s < n; ++s)
+      TESSEL_CU(d, cuStreamWriteValue32, stream, outputReady(s, g, me), epoch, 0);
+    for (int i = 0; i < n; ++i) {
+      int s = (me + i) % n;
+      TESSEL_CU(d, cuStreamWaitValue32, lane(s, 0), outputReady(me, g, s), epoch,
+                CU_STREAM_WAIT_VALUE_GEQ);
+      pullBack(s, g);
+    }
+  }
+  end(stream);
 }
 
 NcclUlysses::NcclUlysses(Communicator &c, const UlyssesShape &s, UlyssesExchange &x)

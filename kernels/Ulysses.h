@@ -69,46 +69,67 @@ UlyssesSource ulyssesSource(const UlyssesShape &s, int tensor, int rank, int64_t
                             int64_t h, int64_t d);
 
 /// The exchange of one rank. Construction is collective (symmetric buffers).
+/// Outputs are laid out in `groups` head groups, each a contiguous
+/// [B, S, heads/N/groups, D] tensor, so that attention can run on one group
+/// while the next one arrives (pipeline()).
 class UlyssesExchange {
 public:
-  UlyssesExchange(rt::Communicator &comm, const UlyssesShape &shape);
+  UlyssesExchange(rt::Communicator &comm, const UlyssesShape &shape, int groups = 1);
   ~UlyssesExchange();
   UlyssesExchange(const UlyssesExchange &) = delete;
   UlyssesExchange &operator=(const UlyssesExchange &) = delete;
+  int groupCount() const { return groups; }
   /// This rank's inputs Q, K, V (sequence shard, all heads), to be filled
-  /// before forward(), and its outputs (whole sequence, its heads).
+  /// before an exchange.
   CUdeviceptr input(int tensor) const { return inputs[tensor]->local(); }
-  CUdeviceptr output(int tensor) const { return outputs[tensor]->ptr(); }
+  /// Head group `group` of this rank's Q, K, V (whole sequence).
+  CUdeviceptr output(int tensor, int group = 0) const;
   /// The all-to-all of Q, K and V on `stream`: waits (on the stream) until
   /// every rank has reached the same call, pulls, then tells each source it
   /// has been read and waits until this rank's own inputs have been read by
   /// all, so work queued after it may overwrite them.
   void forward(CUstream stream);
-  /// After attention: the per-head output O' [B, S, Hq/N, D] (written into
-  /// attentionOutput()) goes back to O [B, S/N, Hq, D] (result()), the
+  /// After attention: the per-head output O' (head group g written into
+  /// attentionOutput(g)) goes back to O [B, S/N, Hq, D] (result()), the
   /// inverse exchange, pulled and flagged the same way.
-  CUdeviceptr attentionOutput() const { return headOutput->local(); }
+  CUdeviceptr attentionOutput(int group = 0) const;
   CUdeviceptr result() const { return sequenceOutput->ptr(); }
   void reverse(CUstream stream);
+  /// All of it, overlapped: the groups' pulls on copy streams, `attend(g,
+  /// stream)` queued on `stream` as soon as group g has arrived, and group
+  /// g's output pulled back by every rank as soon as its owner flags it.
+  void pipeline(CUstream stream, const std::function<void(int, CUstream)> &attend);
 
 private:
   rt::Communicator &comm;
   UlyssesShape shape;
+  int groups = 1;
   std::array<std::unique_ptr<rt::SymmetricBuffer>, 3> inputs;
   std::array<std::unique_ptr<rt::DeviceBuffer>, 3> outputs;
   std::unique_ptr<rt::SymmetricBuffer> headOutput;
   std::unique_ptr<rt::DeviceBuffer> sequenceOutput;
-  /// Each call: every rank's inputs ready, then copies issued by
-  /// `issue(source, lane)` on forked streams, then every reader done.
-  void exchange(CUstream stream, const std::function<void(int, CUstream)> &issue);
-  /// Per rank: 'ready' epochs from each peer, then 'read' epochs.
+  /// Per rank: 'ready' epochs from each peer, 'read' epochs, then per group
+  /// 'output ready' epochs.
   std::unique_ptr<rt::SymmetricBuffer> flags;
   uint32_t epoch = 0;
-  /// A stream per source rank and tensor, forked from and joined to the
-  /// caller's.
+  /// A stream per source rank and tensor (the copy engines work on every
+  /// source at once), forked from and joined to the caller's.
   std::vector<CUstream> lanes;
   CUevent forkEvent = nullptr;
   std::vector<CUevent> joinEvents;
+  /// Per group and lane: the group's pulls on that lane are done.
+  std::vector<CUevent> groupEvents;
+
+  CUstream lane(int source, int tensor) const { return lanes[3 * source + tensor]; }
+  CUdeviceptr flag(int owner, int slot) const { return flags->peer(owner) + 4 * slot; }
+  /// Every rank's inputs ready (stream-side handshake), then the lanes fork.
+  void begin(CUstream stream);
+  /// Lanes join; every reader done with this rank's data.
+  void end(CUstream stream);
+  /// Group g of tensor t from source s, on its lane.
+  void pull(int source, int tensor, int group);
+  /// Group g of the attention output from source s, on its lane.
+  void pullBack(int source, int group);
 };
 
 /// The same exchange through NCCL, for comparison: each rank packs its

@@ -22,17 +22,20 @@ using namespace tessel::kernels;
 using namespace tessel::rt;
 
 namespace {
-const Params kSpDefaults = {{"batch", "1"},   {"seqlen", "1024"}, {"heads_q", "8"},
-                            {"heads_kv", "4"}, {"head_dim", "128"}, {"causal", "0"},
-                            {"dtype", "bf16"}};
+// `groups`: head groups per rank whose exchange overlaps the attention of
+// the previous group (1: exchange, attention, exchange back in turn).
+const Params kSpDefaults = {{"batch", "1"},     {"seqlen", "1024"}, {"heads_q", "8"},
+                            {"heads_kv", "4"},   {"head_dim", "128"}, {"causal", "0"},
+                            {"dtype", "bf16"},   {"groups", "2"}};
 const Params kSpBenchShape = {{"batch", "1"},   {"seqlen", "8192"}, {"heads_q", "32"},
                               {"heads_kv", "32"}, {"head_dim", "128"}, {"causal", "0"},
-                              {"dtype", "bf16"}};
+                              {"dtype", "bf16"}, {"groups", "4"}};
 
 struct SpProblem {
   UlyssesShape shape;
   AttentionConfig config;
   double scale = 0;
+  int groups = 1;
 };
 
 SpProblem problemFrom(const Params &given, const Params &defaults, int ranks) {
@@ -59,6 +62,11 @@ SpProblem problemFrom(const Params &given, const Params &defaults, int ranks) {
   sp.config.headDim = s.headDim;
   sp.config.causal = flagParam(p, "causal");
   sp.scale = 1.0 / std::sqrt(double(s.headDim));
+  sp.groups = static_cast<int>(intParam(p, "groups"));
+  for (int t : {0, 1})
+    if (sp.groups < 1 || s.headsPerRank(t) % sp.groups)
+      throw Error(fmt::format("sp_attention: groups={} does not divide the {} {} heads of a rank",
+                              sp.groups, s.headsPerRank(t), t ? "K/V" : "query"));
   return sp;
 }
 
@@ -118,7 +126,7 @@ int runRank(const Params &params, bool bench, int reps) {
   Driver &d = Driver::get();
   Program program = flashAttentionForward(sp.config);
   Kernel kernel = compile(program, {deviceArch()});
-  UlyssesExchange x(*comm, s);
+  UlyssesExchange x(*comm, s, sp.groups);
   int rank = comm->localRank(), n = s.ranks;
   int64_t local = s.localSeq(), eb = s.elementBytes;
 
@@ -130,15 +138,19 @@ int runRank(const Params &params, bool bench, int reps) {
       TESSEL_CU(d, cuMemcpyHtoD, x.input(t) + b * local * row,
                 whole[t].bytes.data() + (b * s.seqlen + rank * local) * row, local * row);
   }
-  DeviceBuffer lse(s.batch * s.headsQ / n * s.seqlen * 4);
-  std::vector<LaunchArg> args =
-      attentionArgs(s, s.headsPerRank(0), s.headsPerRank(1), sp.scale, x.output(0), x.output(1),
-                    x.output(2), x.attentionOutput(), lse.ptr());
+  // One attention launch per head group, on its group's tensors.
+  int64_t groupQ = s.headsPerRank(0) / sp.groups, groupKV = s.headsPerRank(1) / sp.groups;
+  DeviceBuffer lse(s.batch * s.headsPerRank(0) * s.seqlen * 4);
+  std::vector<std::vector<LaunchArg>> args;
+  for (int g = 0; g < sp.groups; ++g)
+    args.push_back(attentionArgs(s, groupQ, groupKV, sp.scale, x.output(0, g), x.output(1, g),
+                                 x.output(2, g), x.attentionOutput(g),
+                                 lse.ptr() + g * s.batch * groupQ * s.seqlen * 4));
   CUstream stream = comm->stream();
+  // Load the kernel before anything waits on a stream.
+  kernel.loadedKernel().resourceUsage();
   auto spForward = [&] {
-    x.forward(stream);
-    kernel.launch(args, stream);
-    x.reverse(stream);
+    x.pipeline(stream, [&](int g, CUstream st) { kernel.launch(args[g], st); });
   };
 
   // Single-GPU attention over the whole problem, on this rank's GPU.
@@ -174,10 +186,10 @@ int runRank(const Params &params, bool bench, int reps) {
     double err = relativeError(mine.values, ref);
     bool ok = err < toleranceFor(sp.config.dtype);
     fmt::print("rank {} (device {}): sp_attention batch={} seqlen={} heads_q={} heads_kv={} d={} "
-               "{}: rel error {:.3e} against single-GPU attention over the gathered tensors ({} "
+               "{}, {} head groups: rel error {:.3e} against single-GPU attention over the gathered tensors ({} "
                "of {} elements identical) — {}\n",
                rank, comm->device(), s.batch, s.seqlen, s.headsQ, s.headsKV, s.headDim,
-               sp.config.causal ? "causal" : "full", err, identical, ref.size(),
+               sp.config.causal ? "causal" : "full", sp.groups, err, identical, ref.size(),
                ok ? "PASS" : "FAIL");
     return ok ? 0 : 1;
   }
@@ -195,9 +207,9 @@ int runRank(const Params &params, bool bench, int reps) {
     double flops = 4.0 * s.batch * s.headsQ * double(s.seqlen) * s.seqlen * s.headDim /
                    (sp.config.causal ? 2 : 1);
     fmt::print("sp_attention forward on {} GPUs, batch={} seqlen={} heads_q={} heads_kv={} d={} "
-               "{} (median of {}, slowest rank):\n",
+               "{}, {} head groups (median of {}, slowest rank):\n",
                n, s.batch, s.seqlen, s.headsQ, s.headsKV, s.headDim,
-               sp.config.causal ? "causal" : "full", reps);
+               sp.config.causal ? "causal" : "full", sp.groups, reps);
     fmt::print("  sequence-parallel, exchanges included {:8.3f} ms  {:7.1f} TFLOP/s\n", worst,
                flops / worst / 1e9);
     fmt::print("  one GPU, whole problem                {:8.3f} ms  {:7.1f} TFLOP/s\n", single,
