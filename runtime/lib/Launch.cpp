@@ -284,7 +284,8 @@ float LoadedKernel::time(const std::vector<std::vector<LaunchArg>> &argSets, int
   return timeMedian([&](int run) { launch(argSets[run % argSets.size()]); }, warmup, reps);
 }
 
-float tessel::rt::timeMedian(const std::function<void(int)> &work, int warmup, int reps) {
+float tessel::rt::timeMedian(const std::function<void(int)> &work, int warmup, int reps,
+                             CUstream stream) {
   Driver &d = Driver::get();
   for (int i = 0; i < warmup; ++i) work(i);
   TESSEL_CU(d, cuCtxSynchronize);
@@ -293,9 +294,9 @@ float tessel::rt::timeMedian(const std::function<void(int)> &work, int warmup, i
   TESSEL_CU(d, cuEventCreate, &start, 0);
   TESSEL_CU(d, cuEventCreate, &stop, 0);
   for (int i = 0; i < reps; ++i) {
-    TESSEL_CU(d, cuEventRecord, start, nullptr);
+    TESSEL_CU(d, cuEventRecord, start, stream);
     work(warmup + i);
-    TESSEL_CU(d, cuEventRecord, stop, nullptr);
+    TESSEL_CU(d, cuEventRecord, stop, stream);
     TESSEL_CU(d, cuEventSynchronize, stop);
     float ms = 0;
     TESSEL_CU(d, cuEventElapsedTime, &ms, start, stop);

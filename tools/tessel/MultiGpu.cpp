@@ -27,15 +27,7 @@ const Params kAllToAllBenchShape = {{"batch", "2"},   {"seqlen", "8192"}, {"head
                                     {"heads_kv", "8"}, {"head_dim", "128"}, {"dtype", "bf16"}};
 
 UlyssesShape shapeFrom(const Params &given, const Params &defaults, int ranks) {
-  Params p = defaults;
-  for (auto &[k, v] : given) {
-    if (!p.count(k)) {
-      std::string known;
-      for (auto &[dk, dv] : defaults) known += (known.empty() ? "" : ", ") + dk;
-      throw Error(fmt::format("all2all has no parameter '{}'; it takes: {}", k, known));
-    }
-    p[k] = v;
-  }
+  Params p = mergeParams(given, defaults, "all2all");
   UlyssesShape s;
   auto get = [&](const char *k) { return parseInteger(p.at(k), 1, INT32_MAX, "parameter " + std::string(k)); };
   s.batch = get("batch");
@@ -94,37 +86,12 @@ std::vector<uint16_t> download(CUdeviceptr p, int64_t bytes) {
   return host;
 }
 
+/// Median over `reps` after warming up on every rank together.
 double medianMs(Communicator &comm, int reps, const std::function<void()> &work) {
-  Driver &d = Driver::get();
-  CUstream stream = comm.stream();
-  CUevent start, stop;
-  TESSEL_CU(d, cuEventCreate, &start, 0);
-  TESSEL_CU(d, cuEventCreate, &stop, 0);
   for (int i = 0; i < 5; ++i) work();
-  TESSEL_CU(d, cuStreamSynchronize, stream);
+  TESSEL_CU(Driver::get(), cuStreamSynchronize, comm.stream());
   comm.barrier();
-  std::vector<float> times;
-  for (int i = 0; i < reps; ++i) {
-    TESSEL_CU(d, cuEventRecord, start, stream);
-    work();
-    TESSEL_CU(d, cuEventRecord, stop, stream);
-    TESSEL_CU(d, cuEventSynchronize, stop);
-    float ms = 0;
-    TESSEL_CU(d, cuEventElapsedTime, &ms, start, stop);
-    times.push_back(ms);
-  }
-  d.api().cuEventDestroy(start);
-  d.api().cuEventDestroy(stop);
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
-
-/// The slowest rank's value.
-double slowest(Communicator &comm, double mine) {
-  double worst = 0;
-  for (const std::string &v : comm.node().allGather(fmt::format("{}", mine)))
-    worst = std::max(worst, std::atof(v.c_str()));
-  return worst;
+  return timeMedian([&](int) { work(); }, 0, reps, comm.stream());
 }
 
 bool distinctDevices(Communicator &comm) {
@@ -180,11 +147,11 @@ int runRank(const Params &params, bool bench, int reps) {
   int64_t sent = 0;
   for (int t = 0; t < 3; ++t) sent += s.inputElements(t) * s.elementBytes;
   double leaving = double(sent) * (s.ranks - 1) / s.ranks;
-  double tessel = slowest(*comm, medianMs(*comm, reps, [&] { x.forward(comm->stream()); }));
+  double tessel = slowestRank(*comm, medianMs(*comm, reps, [&] { x.forward(comm->stream()); }));
   double nccl = 0, ncclBare = 0;
   if (reference) {
-    nccl = slowest(*comm, medianMs(*comm, reps, [&] { reference->forward(comm->stream()); }));
-    ncclBare = slowest(*comm, medianMs(*comm, reps, [&] {
+    nccl = slowestRank(*comm, medianMs(*comm, reps, [&] { reference->forward(comm->stream()); }));
+    ncclBare = slowestRank(*comm, medianMs(*comm, reps, [&] {
       reference->forward(comm->stream(), /*packing=*/false);
     }));
   }
@@ -214,6 +181,26 @@ int runRank(const Params &params, bool bench, int reps) {
 } // namespace
 
 static std::vector<std::string> savedArgs;
+
+Params tessel::mergeParams(const Params &given, const Params &defaults, const char *command) {
+  Params p = defaults;
+  for (auto &[k, v] : given) {
+    if (!p.count(k)) {
+      std::string known;
+      for (auto &[dk, dv] : defaults) known += (known.empty() ? "" : ", ") + dk;
+      throw Error(fmt::format("{} has no parameter '{}'; it takes: {}", command, k, known));
+    }
+    p[k] = v;
+  }
+  return p;
+}
+
+double tessel::slowestRank(Communicator &comm, double mine) {
+  double worst = 0;
+  for (const std::string &v : comm.node().allGather(fmt::format("{}", mine)))
+    worst = std::max(worst, std::atof(v.c_str()));
+  return worst;
+}
 
 int tessel::relaunchAsRanks(int ranks) {
   std::vector<std::string> argv;

@@ -3,6 +3,7 @@
 #define TESSEL_TOOLS_MULTIGPU_H
 
 #include "Library.h"
+#include "tessel/runtime/Communicator.h"
 
 #include <string>
 #include <vector>
@@ -18,6 +19,12 @@ int allToAllCommand(bool bench, const kernels::Params &params, int ranks, int re
 /// attention forward, checked (run) against single-GPU attention over the
 /// gathered tensors, or timed (bench) against it.
 int spAttentionCommand(bool bench, const kernels::Params &params, int ranks, int reps);
+/// `defaults` overridden by `given`; an unknown key is an error naming
+/// `command`'s parameters.
+kernels::Params mergeParams(const kernels::Params &given, const kernels::Params &defaults,
+                            const char *command);
+/// The largest of every local rank's `mine` (collective).
+double slowestRank(rt::Communicator &comm, double mine);
 /// Runs this program again as `ranks` local ranks with the same arguments.
 int relaunchAsRanks(int ranks);
 /// `tessel launch -n N -- PROGRAM ARGS...`

@@ -39,15 +39,7 @@ struct SpProblem {
 };
 
 SpProblem problemFrom(const Params &given, const Params &defaults, int ranks) {
-  Params p = defaults;
-  for (auto &[k, v] : given) {
-    if (!p.count(k)) {
-      std::string known;
-      for (auto &[dk, dv] : defaults) known += (known.empty() ? "" : ", ") + dk;
-      throw Error(fmt::format("sp_attention has no parameter '{}'; it takes: {}", k, known));
-    }
-    p[k] = v;
-  }
+  Params p = mergeParams(given, defaults, "sp_attention");
   SpProblem sp;
   UlyssesShape &s = sp.shape;
   s.batch = intParam(p, "batch");
@@ -98,25 +90,7 @@ std::array<HostTensor, 3> wholeInputs(const UlyssesShape &s, DType t) {
 }
 
 double medianOnStream(CUstream stream, int reps, const std::function<void()> &work) {
-  Driver &d = Driver::get();
-  CUevent start, stop;
-  TESSEL_CU(d, cuEventCreate, &start, 0);
-  TESSEL_CU(d, cuEventCreate, &stop, 0);
-  for (int i = 0; i < 3; ++i) work();
-  std::vector<float> times;
-  for (int i = 0; i < reps; ++i) {
-    TESSEL_CU(d, cuEventRecord, start, stream);
-    work();
-    TESSEL_CU(d, cuEventRecord, stop, stream);
-    TESSEL_CU(d, cuEventSynchronize, stop);
-    float ms = 0;
-    TESSEL_CU(d, cuEventElapsedTime, &ms, start, stop);
-    times.push_back(ms);
-  }
-  d.api().cuEventDestroy(start);
-  d.api().cuEventDestroy(stop);
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return timeMedian([&](int) { work(); }, 3, reps, stream);
 }
 
 int runRank(const Params &params, bool bench, int reps) {
@@ -195,17 +169,13 @@ int runRank(const Params &params, bool bench, int reps) {
   }
   comm->barrier();
   double spMs = medianOnStream(stream, reps, spForward);
-  double worst = 0;
-  for (const std::string &v : comm->node().allGather(fmt::format("{}", spMs)))
-    worst = std::max(worst, std::atof(v.c_str()));
+  double worst = slowestRank(*comm, spMs);
   // The same attention launches without the exchanges: what overlapping
   // could at best reach.
   double computeOnly = medianOnStream(stream, reps, [&] {
     for (int g = 0; g < sp.groups; ++g) kernel.launch(args[g], stream);
   });
-  double worstCompute = 0;
-  for (const std::string &v : comm->node().allGather(fmt::format("{}", computeOnly)))
-    worstCompute = std::max(worstCompute, std::atof(v.c_str()));
+  double worstCompute = slowestRank(*comm, computeOnly);
   comm->barrier();
   // One GPU alone: the others wait.
   double single = rank == 0 ? medianOnStream(stream, reps, [&] { kernel.launch(fullArgs, stream); })

@@ -82,10 +82,11 @@ private:
   std::map<CUcontext, CUfunction> functions;
 };
 
-/// Median time in milliseconds of `reps` runs of `work` (launches on the
-/// default stream), timed with CUDA events after `warmup` runs: how a
-/// sequence of kernels (FlashAttention's backward) is timed as one.
-float timeMedian(const std::function<void(int run)> &work, int warmup, int reps);
+/// Median time in milliseconds of `reps` runs of `work` (launches on
+/// `stream`), timed with CUDA events after `warmup` runs: how a sequence of
+/// kernels (FlashAttention's backward) is timed as one.
+float timeMedian(const std::function<void(int run)> &work, int warmup, int reps,
+                 CUstream stream = nullptr);
 
 /// Whether TMA can read the buffer argument of `map` (row strides in whole
 /// 16-byte units); otherwise why not.
