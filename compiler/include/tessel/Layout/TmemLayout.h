@@ -1,0 +1,74 @@
+//===- TmemLayout.h - Blackwell tensor memory addressing --------*- C++ -*-===//
+//
+// Tensor memory (TMEM, sm_100a) is 128 lanes x 512 columns of 32 bits per
+// CTA. An address is `lane << 16 | column`, columns always counted in 32-bit
+// units. tcgen05.ld/st move data between a warp's registers and TMEM in a
+// few fixed shapes, each repeated `.num` times along the columns; the maps
+// below are the PTX ISA's data-movement tables for them (thread t of the
+// warp, register r, base lane L and column C). The rules a compiler must get
+// right are here too: allocation sizes, which lanes a warp may touch, where
+// each warpgroup's share of a column-split tile starts (in 32-bit columns,
+// whatever the element type), and how a column run that is not a power of
+// two is issued.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_LAYOUT_TMEMLAYOUT_H
+#define TESSEL_LAYOUT_TMEMLAYOUT_H
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tessel::layout {
+
+inline constexpr int kTmemLanes = 128;
+inline constexpr int kTmemColumns = 512;
+
+struct TmemCell {
+  int lane = 0, column = 0;
+  uint32_t address() const { return uint32_t(lane) << 16 | uint32_t(column); }
+  bool operator==(const TmemCell &o) const { return lane == o.lane && column == o.column; }
+};
+
+/// tcgen05.ld/st data-movement shapes: lanes x bits per access.
+enum class TmemShape { s32x32b, s16x64b, s16x128b, s16x256b, s16x32bx2 };
+const char *name(TmemShape shape);
+/// TMEM lanes one issue covers (32 or 16).
+int lanesOf(TmemShape shape);
+/// 32-bit columns one repetition (.x1) covers.
+int columnsPerRepetition(TmemShape shape);
+
+/// Registers per thread of a `.num` issue, or why the combination is not an
+/// instruction (num a power of two in [1, 128], at most 128 registers).
+std::optional<int> registersPerThread(TmemShape shape, int num, std::string *why = nullptr);
+
+/// The cell register `reg` of warp thread `thread` moves, for an issue at
+/// base (lane, column); `offset` is the .16x32bx2 immediate (in columns).
+TmemCell tmemCell(TmemShape shape, int thread, int reg, TmemCell base, int offset = 0);
+
+/// Columns to allocate for `columns` needed: a power of two in [32, 512];
+/// nothing (and why) when more than 512 are needed.
+std::optional<int> tmemAllocationColumns(int columns, std::string *why = nullptr);
+
+/// Warp w of a warpgroup reaches only lanes [32 * (w % 4), +32).
+bool warpReachesLane(int warp, int lane);
+
+/// Where warpgroup `group` of `groups` starts on a [128, values] tile split
+/// by columns, in 32-bit columns. `elementBits` 32, or 16 with `packed`
+/// (two values per column, the operand format of tcgen05.mma) or unpacked
+/// (one value per column, the 16-bit accumulator format).
+int warpgroupColumnOffset(int group, int groups, int values, int elementBits, bool packed);
+
+/// A run of `columns` 32-bit columns as power-of-two issues, largest first
+/// (48 = 32 + 16), each with its first column and its first register: the
+/// register pointer advances by whole 32-bit registers, `registersPerColumn`
+/// per column of the shape's x1 (1 for .32x32b).
+struct TmemIssue {
+  int num, column, firstRegister;
+};
+std::vector<TmemIssue> splitColumnRun(TmemShape shape, int columns);
+
+} // namespace tessel::layout
+
+#endif
