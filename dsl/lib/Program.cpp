@@ -696,12 +696,7 @@ Buffer Buffer::tile(std::vector<Expr> offsets, std::vector<int64_t> sizes, SrcLo
   if (shape.empty()) fail(loc, "a tile keeps at least one dimension; index the buffer instead");
   auto region = tile::RegionOp::create(p.builder(), p.location(loc), value(), indexValues(offsets),
                                        ArrayRef<int64_t>(window), dropped);
-  Buffer out;
-  out.impl = region.getResult().getAsOpaquePointer();
-  out.dims = shape;
-  out.elt = elt;
-  out.where = where;
-  return out;
+  return Buffer::wrap(region.getResult().getAsOpaquePointer(), shape, elt, where);
 }
 
 Buffer Tensor::bounded(std::vector<Expr> limits, SrcLoc loc) const {
@@ -724,12 +719,7 @@ Buffer Tensor::bounded(std::vector<Expr> limits, SrcLoc loc) const {
   }
   Value source = value();
   auto bound = tile::BoundOp::create(p.builder(), p.location(loc), source.getType(), source, values);
-  Buffer out;
-  out.impl = bound.getResult().getAsOpaquePointer();
-  out.dims = dims;
-  out.elt = elt;
-  out.where = where;
-  return out;
+  return Buffer::wrap(bound.getResult().getAsOpaquePointer(), dims, elt, where);
 }
 
 static Buffer allocate(Space space, std::vector<int64_t> shape, DType type, const std::string &name,

@@ -1,6 +1,7 @@
 //===- Driver.cpp - the CUDA driver, loaded at run time -------------------===//
 #include "tessel/runtime/Driver.h"
 #include "tessel/runtime/Error.h"
+#include "tessel/runtime/LoadOnce.h"
 
 #include <dlfcn.h>
 #include <fmt/format.h>
@@ -66,26 +67,11 @@ Driver &Driver::get() {
   static Driver driver;
   static std::once_flag once;
   static std::string failure;
-  std::call_once(once, [] {
-    try {
-      driver.load();
-    } catch (const Error &e) {
-      failure = e.what();
-    }
-  });
-  if (!failure.empty()) throw Error(failure);
+  loadOnce(once, failure, [] { driver.load(); });
   return driver;
 }
 
-bool Driver::available(std::string *why) {
-  try {
-    get();
-    return true;
-  } catch (const Error &e) {
-    if (why) *why = e.what();
-    return false;
-  }
-}
+bool Driver::available(std::string *why) { return succeeds([] { get(); }, why); }
 
 int Driver::currentDevice() const { return threadDevice >= 0 ? threadDevice : defaultDevice.load(); }
 

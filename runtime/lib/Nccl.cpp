@@ -1,6 +1,7 @@
 //===- Nccl.cpp - NCCL, loaded at run time --------------------------------===//
 #include "tessel/runtime/Nccl.h"
 #include "tessel/runtime/Error.h"
+#include "tessel/runtime/LoadOnce.h"
 
 #include <cstdlib>
 #include <dlfcn.h>
@@ -50,26 +51,11 @@ Nccl &Nccl::get() {
   static Nccl nccl;
   static std::once_flag once;
   static std::string failure;
-  std::call_once(once, [] {
-    try {
-      nccl.load();
-    } catch (const Error &e) {
-      failure = e.what();
-    }
-  });
-  if (!failure.empty()) throw Error(failure);
+  loadOnce(once, failure, [] { nccl.load(); });
   return nccl;
 }
 
-bool Nccl::available(std::string *why) {
-  try {
-    get();
-    return true;
-  } catch (const Error &e) {
-    if (why) *why = e.what();
-    return false;
-  }
-}
+bool Nccl::available(std::string *why) { return succeeds([] { get(); }, why); }
 
 std::string Nccl::version() const {
   // NCCL >= 2.9 encodes major * 10000 + minor * 100 + patch.
