@@ -1,0 +1,224 @@
+//===- LowerSync.cpp - roles, barriers, flags, mbarriers and TMA -----------===//
+//
+// Part of tessel-lower-tile-ops: what orders threads and asynchronous
+// copies. Roles become conditionals on the thread index (with setmaxnreg
+// budgets); collective ops inside a role synchronise on its named barrier.
+// tile.signal/tile.wait become system-scope release stores and acquire
+// spins; mbarriers, TMA loads, stores and reduce-adds become tilenv ops with
+// tensor maps recorded on the kernel.
+//
+//===----------------------------------------------------------------------===//
+#include "TileLowering.h"
+#include "tessel/Transforms/BufferUtils.h"
+
+#include "llvm/Support/MathExtras.h"
+
+using namespace mlir;
+using namespace tessel;
+using namespace tessel::tile;
+using layout::FragmentLayout;
+using layout::LinearMap;
+
+void TileLowering::lowerRole(RoleOp op) {
+  Value inside = andI(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, blockThreadId,
+                                            idx(op.getFirst())),
+                      lt(blockThreadId, idx(op.getFirst() + op.getThreads())));
+  auto ifOp = scf::IfOp::create(b, loc, inside, /*withElseRegion=*/false);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  if (std::optional<int64_t> regs = op.getMaxRegisters()) {
+    if (target.computeCapability != 90)
+      return fail(op, "max_registers (setmaxnreg) needs sm_90a");
+    // A warpgroup starts with the registers ptxas gives every thread under
+    // the kernel's launch bounds; a role that asks for more increases, one
+    // that asks for less releases.
+    int64_t start = entryRegisters(blockThreads);
+    if (*regs != start)
+      tilenv::SetMaxNRegOp::create(b, loc, b.getI64IntegerAttr(*regs),
+                                   *regs > start ? b.getUnitAttr() : UnitAttr());
+  }
+  roleThreadIds[op] = op.getFirst() ? arith::SubIOp::create(b, loc, blockThreadId,
+                                                            idx(op.getFirst())).getResult()
+                                    : blockThreadId;
+  Block &body = op.getBody().front();
+  Block *dest = ifOp.thenBlock();
+  dest->getOperations().splice(std::prev(dest->end()), body.getOperations());
+}
+
+void TileLowering::lowerFlag(Operation *op) {
+  if (auto signal = llvm::dyn_cast<SignalOp>(op)) {
+    // Every thread's earlier writes are done before one thread publishes;
+    // its release store is cumulative over what the barrier ordered.
+    syncExecutingThreads(op);
+    OpBuilder::InsertionGuard g(b);
+    guard(eq(threadId, zeroIdx));
+    Access flags = resolve(signal.getFlags());
+    tilenv::FlagStoreOp::create(b, loc, signal.getValue(), flags.root,
+                                operandIndices(flags, rootIndices(flags, signal.getIndices())));
+    return;
+  }
+  auto wait = llvm::cast<WaitOp>(op);
+  Access flags = resolve(wait.getFlags());
+  std::string name = "a flag";
+  if (auto param = llvm::dyn_cast<BlockArgument>(flags.root))
+    name = "the flags of kernel parameter #" + std::to_string(param.getArgNumber());
+  {
+    OpBuilder::InsertionGuard g(b);
+    guard(eq(threadId, zeroIdx));
+    tilenv::FlagWaitOp::create(b, loc, flags.root,
+                               operandIndices(flags, rootIndices(flags, wait.getIndices())),
+                               wait.getValue(), b.getI64IntegerAttr(wait.getTimeoutMs()),
+                               b.getStringAttr(name));
+  }
+  // The others wait for the spinning thread; its acquire and the barrier
+  // make the guarded data visible to them, and the proxy fence to TMA.
+  syncExecutingThreads(op);
+  if (target.computeCapability >= 90) tilenv::FenceProxyAsyncGlobalOp::create(b, loc);
+}
+
+void TileLowering::syncExecutingThreads(Operation *op) {
+  if (RoleOp role = roleOf.lookup(op))
+    tilenv::NamedBarrierOp::create(b, loc, getRoleBarrierId(role), role.getThreads());
+  else
+    tilenv::SyncThreadsOp::create(b, loc);
+}
+
+void TileLowering::enterRoleOf(Operation *op) {
+  threadId = blockThreadId;
+  threads = blockThreads;
+  if (RoleOp role = roleOf.lookup(op)) {
+    threadId = roleThreadIds.lookup(role);
+    threads = role.getThreads();
+  }
+  numThreads = idx(threads);
+}
+
+int64_t TileLowering::tensorMapIndex(BlockArgument param, ArrayRef<int64_t> box, int64_t swizzle) {
+  MLIRContext *ctx = kernel.getContext();
+  SmallVector<Attribute> maps;
+  if (ArrayAttr existing = kernel.getTmaDescriptorsAttr()) maps.assign(existing.begin(), existing.end());
+  NamedAttribute fields[] = {
+      {StringAttr::get(ctx, "box"), DenseI64ArrayAttr::get(ctx, box)},
+      {StringAttr::get(ctx, "param"), b.getI64IntegerAttr(param.getArgNumber())},
+      {StringAttr::get(ctx, "swizzle"), b.getI64IntegerAttr(swizzle)}};
+  auto dict = DictionaryAttr::get(ctx, fields);
+  for (auto [i, m] : llvm::enumerate(maps))
+    if (m == dict) return i;
+  maps.push_back(dict);
+  kernel.setTmaDescriptorsAttr(ArrayAttr::get(ctx, maps));
+  return maps.size() - 1;
+}
+
+bool TileLowering::forEachTmaBox(Operation *op, const Access &global, const Access &shared,
+                                 function_ref<void(int64_t, Value, ArrayRef<Value>)> issue) {
+  auto param = llvm::dyn_cast<BlockArgument>(global.root);
+  auto layoutAttr = llvm::dyn_cast_or_null<SharedLayoutAttr>(shared.layout);
+  if (target.computeCapability < 90) {
+    fail(op, "TMA copies need sm_90a");
+    return false;
+  }
+  if (!global.limits.empty()) {
+    fail(op, "TMA cannot honour the run-time limits of a tile.bound tensor (a tensor map holds "
+             "fixed extents); copy with threads instead");
+    return false;
+  }
+  if (!param || !layoutAttr || layoutAttr.getPad() ||
+      shared.tileShape != ArrayRef<int64_t>(shared.rootShape)) {
+    fail(op, "TMA moves a window of a global tensor parameter to or from a whole shared buffer "
+             "with an unpadded #tile.shared layout");
+    return false;
+  }
+  layout::SharedLayout l = layoutAttr.getLayout();
+  int64_t eb = getElementBytes(shared.elementType);
+  ArrayRef<int64_t> shape = shared.tileShape;
+  int64_t rank = shape.size(), cols = shape.back();
+  // A swizzled buffer is a row of panels `swizzle` bytes wide: one box per
+  // panel. Boxes are at most 256 elements along every dimension.
+  int64_t panel = l.getSwizzleBytes() ? l.getPanelWidth() : cols;
+  const int64_t rowChunk = 256;
+  if (rank > 5 || (panel * eb) % 16 || panel > 256 ||
+      llvm::any_of(shape.drop_back(std::min<int64_t>(rank, 2)), [](int64_t d) { return d > 256; })) {
+    fail(op, "TMA boxes are whole 16-byte rows of at most 256 elements, at most 256 elements in "
+             "every other dimension and at most 5 dimensions");
+    return false;
+  }
+  int64_t rows = rank >= 2 ? shape[rank - 2] : 1;
+  // The box spans the global tensor's rank; dimensions a rank-reducing
+  // window leaves out are one element deep.
+  ArrayRef<unsigned> dims = global.rootDims;
+  if (dims.back() + 1 != global.rootShape.size() || global.rootShape.size() > 5) {
+    fail(op, "TMA needs the tile's rows contiguous in the tensor (its last dimension the "
+             "tensor's last) and a tensor of at most 5 dimensions");
+    return false;
+  }
+  SmallVector<int64_t> box(global.rootShape.size(), 1);
+  for (auto [k, d] : llvm::enumerate(dims)) box[d] = shape[k];
+  box[dims.back()] = panel;
+  if (rank >= 2) box[dims[rank - 2]] = std::min(rows, rowChunk);
+  int64_t descriptor = tensorMapIndex(param, box, l.getSwizzleBytes());
+  int64_t innerRows = l.getRows() / std::max<int64_t>(rows, 1); // leading dims beyond rank-2
+  for (int64_t p = 0; p < cols / panel; ++p) {
+    for (int64_t r = 0; r < rows; r += rowChunk) {
+      SmallVector<Value> coords(global.offsets);
+      Value &col = coords[dims.back()];
+      col = add(col, idx(p * panel));
+      if (rank >= 2 && r) coords[dims[rank - 2]] = add(coords[dims[rank - 2]], idx(r));
+      // Panel p holds all rows `panel` elements wide, one after another.
+      int64_t element = (p * l.getRows() + r * innerRows) * panel;
+      issue(descriptor, sharedAddress(shared, idx(element)), coords);
+    }
+  }
+  return true;
+}
+
+void TileLowering::lowerCopyAsync(CopyAsyncOp op) {
+  Access src = resolve(op.getSource()), dst = resolve(op.getDest());
+  OpBuilder::InsertionGuard g(b);
+  guard(eq(threadId, zeroIdx));
+  Value barrier = mbarrierAddress(op.getBarriers(), op.getIndex());
+  forEachTmaBox(op, src, dst, [&](int64_t descriptor, Value smem, ArrayRef<Value> coords) {
+    tilenv::TmaLoadOp::create(b, loc, b.getI64IntegerAttr(descriptor), smem, barrier, coords);
+  });
+}
+
+void TileLowering::storeWithTma(Operation *op, const Access &src, const Access &dst, bool add) {
+  // One thread issues every box and waits for the group, so that the
+  // barrier before the buffer is written again also orders the TMA reads.
+  OpBuilder::InsertionGuard g(b);
+  guard(eq(threadId, zeroIdx));
+  bool ok = forEachTmaBox(op, dst, src, [&](int64_t descriptor, Value smem, ArrayRef<Value> coords) {
+    tilenv::TmaStoreOp::create(b, loc, b.getI64IntegerAttr(descriptor), smem, coords,
+                               add ? b.getUnitAttr() : UnitAttr());
+  });
+  if (!ok) return;
+  tilenv::BulkCommitOp::create(b, loc);
+  // A reduce-add is not read back by the kernel (atomics promise no order
+  // with later loads), so only the shared source must be free again.
+  tilenv::BulkWaitOp::create(b, loc, add ? b.getUnitAttr() : UnitAttr());
+}
+
+Value TileLowering::mbarrierAddress(Value barriers, Value index) {
+  Access bars = resolve(barriers);
+  return sharedAddress(bars, index);
+}
+
+void TileLowering::lowerMbarrier(Operation *op) {
+  OpBuilder::InsertionGuard g(b);
+  if (auto init = llvm::dyn_cast<MbarrierInitOp>(op)) {
+    guard(eq(threadId, zeroIdx));
+    tilenv::MbarrierInitOp::create(b, loc, mbarrierAddress(init.getBarriers(), init.getIndex()),
+                                   init.getArrivals());
+  } else if (auto arrive = llvm::dyn_cast<MbarrierArriveOp>(op)) {
+    // One arrival per warp, after the whole warp is done.
+    tilenv::SyncWarpOp::create(b, loc);
+    guard(eq(remC(threadId, 32), zeroIdx));
+    tilenv::MbarrierArriveOp::create(b, loc, mbarrierAddress(arrive.getBarriers(), arrive.getIndex()),
+                                     IntegerAttr());
+  } else if (auto expect = llvm::dyn_cast<MbarrierExpectTxOp>(op)) {
+    guard(eq(threadId, zeroIdx));
+    tilenv::MbarrierArriveOp::create(b, loc, mbarrierAddress(expect.getBarriers(), expect.getIndex()),
+                                     b.getI64IntegerAttr(expect.getBytes()));
+  } else if (auto wait = llvm::dyn_cast<MbarrierWaitOp>(op)) {
+    tilenv::MbarrierWaitOp::create(b, loc, mbarrierAddress(wait.getBarriers(), wait.getIndex()),
+                                   wait.getParity());
+  }
+}

@@ -1,0 +1,261 @@
+//===- ControlFlow.cpp - loops, roles, mbarriers and flags in the DSL -----===//
+//
+// The DSL calls that build control flow and synchronisation: element loops
+// (parallel), pipelined and serial loops (with carried values), block
+// rasterization, hand-scheduled roles with mbarriers and TMA copies,
+// signal/wait flags, and conditionals.
+//
+//===----------------------------------------------------------------------===//
+#include "DslInternal.h"
+#include "tessel/Dialect/Tile/TileDialect.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+
+#include <fmt/format.h>
+
+using namespace mlir;
+using namespace tessel;
+using namespace tessel::detail;
+using tessel::tile::MemorySpace;
+
+void tessel::parallel(std::vector<int64_t> extents, std::function<void(std::vector<Expr>)> body,
+                      SrcLoc loc) {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  if (extents.empty()) fail(loc, "parallel needs at least one extent");
+  for (int64_t e : extents)
+    if (e <= 0) fail(loc, fmt::format("parallel extents must be positive, got {}", shapeText(extents)));
+  OpBuilder &b = p.builder();
+  OperationState state(p.location(loc), tile::ParallelOp::getOperationName());
+  state.addAttribute("extents", b.getDenseI64ArrayAttr(extents));
+  Block *block = new Block();
+  state.addRegion()->push_back(block);
+  std::vector<Expr> ivs;
+  for (size_t i = 0; i < extents.size(); ++i)
+    ivs.push_back(fromValue(block->addArgument(b.getIndexType(), p.location(loc))));
+  b.create(state);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(block);
+  body(ivs);
+}
+
+void tessel::parallel(int64_t n, std::function<void(Expr)> body, SrcLoc loc) {
+  parallel(std::vector<int64_t>{n}, [&](std::vector<Expr> i) { body(i[0]); }, loc);
+}
+void tessel::parallel(int64_t m, int64_t n, std::function<void(Expr, Expr)> body, SrcLoc loc) {
+  parallel(std::vector<int64_t>{m, n}, [&](std::vector<Expr> i) { body(i[0], i[1]); }, loc);
+}
+
+void tessel::pipelined(Expr count, int stages, std::function<void(Expr)> body, SrcLoc loc) {
+  pipelined(count, stages, PipelineOptions{}, std::move(body), loc);
+}
+
+void tessel::pipelined(Expr count, int stages, PipelineOptions options,
+                       std::function<void(Expr)> body, SrcLoc loc) {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  if (stages < 1) fail(loc, fmt::format("pipelined needs at least 1 stage, got {}", stages));
+  OpBuilder &b = p.builder();
+  Location l = p.location(loc);
+  Value lb = Expr(0).value(), ub = count.value(DType::index), step = Expr(1).value();
+  OperationState state(l, tile::PipelinedOp::getOperationName());
+  state.addOperands({lb, ub, step});
+  state.addAttribute("num_stages", b.getI64IntegerAttr(stages));
+  if (options.warp_specialize != WarpSpecialize::automatic)
+    state.addAttribute("warp_specialize",
+                       b.getBoolAttr(options.warp_specialize == WarpSpecialize::on));
+  if (options.pingpong) state.addAttribute("pingpong", b.getUnitAttr());
+  Block *block = new Block();
+  state.addRegion()->push_back(block);
+  Expr iv = fromValue(block->addArgument(b.getIndexType(), l));
+  b.create(state);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(block);
+  body(iv);
+}
+
+std::pair<Expr, Expr> tessel::use_swizzle(Expr bx, Expr by, Expr gridX, Expr gridY, int panel,
+                                          SrcLoc loc) {
+  if (panel < 1) fail(loc, fmt::format("use_swizzle needs a panel of at least 1 row, got {}", panel));
+  // Blocks launch x-fastest; group `panel` rows of tiles and walk each
+  // group column by column, so the blocks in flight share A rows and B
+  // columns in L2.
+  Expr linear = by * gridX + bx;
+  Expr perGroup = gridX * Expr(int64_t(panel));
+  Expr firstRow = (linear / perGroup) * Expr(int64_t(panel));
+  Expr rows = min(gridY - firstRow, Expr(int64_t(panel)));
+  Expr inGroup = linear % perGroup;
+  return {inGroup / rows, firstRow + inGroup % rows};
+}
+
+Buffer tessel::alloc_barriers(int64_t count, int64_t arrivals, std::string name, SrcLoc loc) {
+  if (count < 1 || arrivals < 1)
+    fail(loc, fmt::format("alloc_barriers needs a positive count and arrival count, got {} and {}",
+                          count, arrivals));
+  // PTX's mbarrier.init takes an arrival count below 2^20.
+  if (arrivals >= (int64_t{1} << 20))
+    fail(loc, fmt::format("alloc_barriers: an mbarrier counts at most 2^20 - 1 arrivals, got {}",
+                          arrivals));
+  Buffer bars = alloc_shared({count}, DType::i64, std::move(name), loc);
+  Program &p = Program::current(loc);
+  for (int64_t i = 0; i < count; ++i)
+    tile::MbarrierInitOp::create(p.builder(), p.location(loc), bars.value(), Expr(i).value(),
+                                 p.builder().getI64IntegerAttr(arrivals));
+  return bars;
+}
+
+void tessel::role(int64_t first, int64_t threads, std::function<void()> body,
+                  int64_t maxRegisters, SrcLoc loc) {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  OpBuilder &b = p.builder();
+  auto op = tile::RoleOp::create(b, p.location(loc), b.getI64IntegerAttr(first),
+                                 b.getI64IntegerAttr(threads),
+                                 maxRegisters ? b.getI64IntegerAttr(maxRegisters) : IntegerAttr());
+  Block *block = &op.getBody().emplaceBlock();
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(block);
+  body();
+}
+
+static void checkBarriers(const Buffer &bars, SrcLoc loc) {
+  if (bars.space() != Space::shared || bars.dtype() != DType::i64 || bars.rank() != 1)
+    fail(loc, "mbarriers are a buffer from alloc_barriers");
+}
+
+void tessel::mbarrier_expect_tx(const Buffer &bars, Expr index, int64_t bytes, SrcLoc loc) {
+  checkBarriers(bars, loc);
+  Program &p = Program::current(loc);
+  tile::MbarrierExpectTxOp::create(p.builder(), p.location(loc), bars.value(), index.value(),
+                                   p.builder().getI64IntegerAttr(bytes));
+}
+
+void tessel::mbarrier_arrive(const Buffer &bars, Expr index, SrcLoc loc) {
+  checkBarriers(bars, loc);
+  Program &p = Program::current(loc);
+  tile::MbarrierArriveOp::create(p.builder(), p.location(loc), bars.value(), index.value());
+}
+
+void tessel::mbarrier_wait(const Buffer &bars, Expr index, Expr parity, SrcLoc loc) {
+  checkBarriers(bars, loc);
+  Program &p = Program::current(loc);
+  tile::MbarrierWaitOp::create(p.builder(), p.location(loc), bars.value(), index.value(),
+                               parity.value());
+}
+
+void tessel::copy_async(const Buffer &src, const Buffer &dst, const Buffer &bars, Expr index,
+                        SrcLoc loc) {
+  checkBarriers(bars, loc);
+  if (src.space() != Space::global || dst.space() != Space::shared)
+    fail(loc, "copy_async copies a global window into a shared buffer");
+  Program &p = Program::current(loc);
+  tile::CopyAsyncOp::create(p.builder(), p.location(loc), src.value(), dst.value(), bars.value(),
+                            index.value());
+}
+
+void tessel::serial(Expr count, std::function<void(Expr)> body, SrcLoc loc) {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  OpBuilder &b = p.builder();
+  Location l = p.location(loc);
+  auto loop = scf::ForOp::create(b, l, Expr(0).value(), count.value(DType::index), Expr(1).value());
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(loop.getBody()->getTerminator());
+  body(fromValue(loop.getInductionVar()));
+}
+
+std::vector<Expr> tessel::serial(Expr count, std::vector<Expr> init,
+                                 std::function<std::vector<Expr>(Expr, std::vector<Expr>)> body,
+                                 SrcLoc loc) {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  OpBuilder &b = p.builder();
+  Location l = p.location(loc);
+  if (init.empty()) fail(loc, "serial with carried values needs at least one initial value");
+  SmallVector<Value> inits;
+  std::vector<DType> types;
+  for (Expr &e : init) {
+    types.push_back(e.type());
+    inits.push_back(e.value(e.type()));
+  }
+  auto loop = scf::ForOp::create(b, l, Expr(0).value(), count.value(DType::index),
+                                 Expr(1).value(), inits);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    Block *block = loop.getBody();
+    // Built without a body builder: the block has no terminator yet.
+    b.setInsertionPointToEnd(block);
+    std::vector<Expr> carried;
+    for (Value arg : loop.getRegionIterArgs()) carried.push_back(fromValue(arg));
+    std::vector<Expr> next = body(fromValue(loop.getInductionVar()), carried);
+    lastLoc = loc;
+    if (next.size() != init.size())
+      fail(loc, fmt::format("serial carries {} values but its body returned {}", init.size(),
+                            next.size()));
+    SmallVector<Value> yields;
+    for (size_t i = 0; i < next.size(); ++i) {
+      Value v = next[i].value(types[i]);
+      if (v.getType() != inits[i].getType())
+        fail(loc, fmt::format("serial: carried value {} is {} but the body returned {}; cast it",
+                              i, name(types[i]), name(next[i].type())));
+      yields.push_back(v);
+    }
+    scf::YieldOp::create(b, l, yields);
+  }
+  std::vector<Expr> out;
+  for (Value r : loop.getResults()) out.push_back(fromValue(r));
+  return out;
+}
+
+Expr tessel::serial(Expr count, Expr init, std::function<Expr(Expr, Expr)> body, SrcLoc loc) {
+  return serial(
+      count, std::vector<Expr>{init},
+      [&](Expr i, std::vector<Expr> carried) { return std::vector<Expr>{body(i, carried[0])}; },
+      loc)[0];
+}
+
+static void checkFlags(const Buffer &flags, const std::vector<Expr> &index, const char *what,
+                       SrcLoc loc) {
+  if (flags.space() != Space::global || flags.dtype() != DType::i32)
+    fail(loc, fmt::format("{}: flags are an i32 global tensor, got {} {}", what,
+                          spaceName(flags.space()), tessel::name(flags.dtype())));
+  if (index.size() != static_cast<size_t>(flags.rank()))
+    fail(loc, fmt::format("{}: one index per dimension of the flags ({}), got {}", what,
+                          flags.rank(), index.size()));
+}
+
+void tessel::signal(const Buffer &flags, std::vector<Expr> index, Expr value, SrcLoc loc) {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  checkFlags(flags, index, "signal", loc);
+  tile::SignalOp::create(p.builder(), p.location(loc), value.value(DType::i32), flags.value(),
+                         indexValues(index));
+}
+
+void tessel::wait(const Buffer &flags, std::vector<Expr> index, Expr value, int64_t timeout_ms,
+                  SrcLoc loc) {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  checkFlags(flags, index, "wait", loc);
+  if (timeout_ms <= 0 || timeout_ms > 3600 * 1000)
+    fail(loc, fmt::format("wait: timeout_ms must be in (0, 3600000], got {}", timeout_ms));
+  tile::WaitOp::create(p.builder(), p.location(loc), flags.value(), indexValues(index),
+                       value.value(DType::i32), p.builder().getI64IntegerAttr(timeout_ms));
+}
+
+void tessel::if_(Expr cond, std::function<void()> then, std::function<void()> otherwise, SrcLoc loc) {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  if (cond.type() != DType::i1) fail(loc, "if_ needs a comparison as its condition");
+  OpBuilder &b = p.builder();
+  auto op = scf::IfOp::create(b, p.location(loc), cond.value(DType::i1), static_cast<bool>(otherwise));
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(op.thenBlock()->getTerminator());
+  then();
+  if (otherwise) {
+    b.setInsertionPoint(op.elseBlock()->getTerminator());
+    otherwise();
+  }
+}

@@ -1,0 +1,48 @@
+//===- DslInternal.h - what the DSL's source files share --------*- C++ -*-===//
+//
+// Not installed: the expression node and the helpers Program.cpp (program
+// state, expressions, buffers, tile ops) and ControlFlow.cpp (loops, roles,
+// mbarriers, flags) both use.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_DSL_DSLINTERNAL_H
+#define TESSEL_DSL_DSLINTERNAL_H
+
+#include "tessel/dsl/Program.h"
+
+#include "mlir/IR/Value.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tessel {
+
+/// A node of an Expr: a constant, a symbol (or scalar parameter, negative
+/// index), a host binary operation, or a value built in the kernel's IR.
+struct ExprNode {
+  enum Kind { Const, FConst, Sym, Bin, Val } kind;
+  int64_t i = 0;
+  double f = 0;
+  char op = 0;
+  std::shared_ptr<ExprNode> lhs, rhs;
+  void *val = nullptr; // mlir::Value
+  DType type = DType::index;
+};
+
+namespace detail {
+/// The user's line of the DSL call being built, for errors raised below it.
+extern thread_local SrcLoc lastLoc;
+/// An Expr standing for an IR value.
+Expr fromValue(mlir::Value v);
+/// Index values of `idx` at the current insertion point.
+llvm::SmallVector<mlir::Value> indexValues(const std::vector<Expr> &idx);
+const char *spaceName(Space s);
+/// "[64, ?]" for messages (-1 is a dynamic extent).
+std::string shapeText(const std::vector<int64_t> &shape);
+} // namespace detail
+
+} // namespace tessel
+
+#endif
