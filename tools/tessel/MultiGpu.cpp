@@ -216,19 +216,27 @@ int tessel::relaunchAsRanks(int ranks) {
 void tessel::setCommandLine(int argc, char **argv) { savedArgs.assign(argv + 1, argv + argc); }
 const std::vector<std::string> &tessel::commandLine() { return savedArgs; }
 
-int tessel::allToAllCommand(bool bench, const Params &params, int ranks, int reps) {
-  if (std::getenv("RANK")) return runRank(params, bench, reps);
+int tessel::asRanks(const char *command, bool bench, int ranks,
+                    const std::function<void(int)> &validate, const std::function<int()> &rank) {
+  if (std::getenv("RANK")) return rank();
   // Checked here first, so that a bad shape is one message (not one per
   // rank), with or without a GPU.
-  shapeFrom(params, bench ? kAllToAllBenchShape : kAllToAllDefaults, ranks > 0 ? ranks : 1);
+  validate(ranks > 0 ? ranks : 1);
   std::string why;
   if (!Driver::available(&why)) {
-    fmt::print("NO GPU: cannot run all2all here ({})\n", why);
+    fmt::print("NO GPU: cannot run {} here ({})\n", command, why);
     return bench ? 1 : 0;
   }
   if (ranks <= 0) ranks = Driver::get().deviceCount();
-  shapeFrom(params, bench ? kAllToAllBenchShape : kAllToAllDefaults, ranks);
+  validate(ranks);
   return relaunchAsRanks(ranks);
+}
+
+int tessel::allToAllCommand(bool bench, const Params &params, int ranks, int reps) {
+  return asRanks(
+      "all2all", bench, ranks,
+      [&](int n) { shapeFrom(params, bench ? kAllToAllBenchShape : kAllToAllDefaults, n); },
+      [&] { return runRank(params, bench, reps); });
 }
 
 int tessel::launchCommand(int ranks, const std::vector<std::string> &program) {

@@ -5,6 +5,7 @@
 #include "Library.h"
 #include "tessel/runtime/Communicator.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,11 @@ kernels::Params mergeParams(const kernels::Params &given, const kernels::Params 
                             const char *command);
 /// The largest of every local rank's `mine` (collective).
 double slowestRank(rt::Communicator &comm, double mine);
+/// A multi-GPU command: as a rank (RANK set), `rank()`; otherwise
+/// `validate(ranks)` first, then one rank per GPU (or `ranks`) started as
+/// copies of this program. Without a GPU it says so (exit 1 for bench).
+int asRanks(const char *command, bool bench, int ranks, const std::function<void(int)> &validate,
+            const std::function<int()> &rank);
 /// Runs this program again as `ranks` local ranks with the same arguments.
 int relaunchAsRanks(int ranks);
 /// `tessel launch -n N -- PROGRAM ARGS...`

@@ -201,14 +201,8 @@ int runRank(const Params &params, bool bench, int reps) {
 } // namespace
 
 int tessel::spAttentionCommand(bool bench, const Params &params, int ranks, int reps) {
-  if (std::getenv("RANK")) return runRank(params, bench, reps);
-  problemFrom(params, bench ? kSpBenchShape : kSpDefaults, ranks > 0 ? ranks : 1);
-  std::string why;
-  if (!Driver::available(&why)) {
-    fmt::print("NO GPU: cannot run sp_attention here ({})\n", why);
-    return bench ? 1 : 0;
-  }
-  if (ranks <= 0) ranks = Driver::get().deviceCount();
-  problemFrom(params, bench ? kSpBenchShape : kSpDefaults, ranks);
-  return relaunchAsRanks(ranks);
+  return asRanks(
+      "sp_attention", bench, ranks,
+      [&](int n) { problemFrom(params, bench ? kSpBenchShape : kSpDefaults, n); },
+      [&] { return runRank(params, bench, reps); });
 }
