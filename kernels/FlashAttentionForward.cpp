@@ -17,6 +17,7 @@
 #include <functional>
 #include <fmt/format.h>
 #include <limits>
+#include <optional>
 
 using namespace tessel;
 
@@ -29,13 +30,29 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
   if (c.headDim != 64 && c.headDim != 128 && c.headDim != 256)
     throw Error(fmt::format("flash attention forward supports head_dim 64, 128 and 256, not {}",
                             c.headDim));
-  Program p(c.varlen ? "flash_attention_varlen_fwd" : "flash_attention_fwd");
+  if (c.streamedShards && (c.overlap || c.varlen))
+    throw Error("flash attention forward: streamed shards work without `overlap` and `varlen`");
+  Program p(c.varlen            ? "flash_attention_varlen_fwd"
+            : c.streamedShards ? "flash_attention_streamed_fwd"
+                               : "flash_attention_fwd");
   const int64_t d = c.headDim, bm = c.blockM, bn = c.blockN ? c.blockN : d > 128 ? 64 : 128;
   auto [batch, seqQ, seqK, headsQ, headsKv, scale, q, k, v] = AttentionInputs::declare(p, c.dtype, d);
   Tensor o = p.tensor("O", {batch, seqQ, headsQ, d}, c.dtype);
   Tensor lse = p.tensor("LSE", {batch, headsQ, seqQ}, DType::f32);
   // One block per block_m queries of a sequence and head.
   Batch seqs = Batch::declare(p, c.varlen, batch, seqQ, "max_seqlen_q");
+  struct Arrivals {
+    Expr shardRows, shards, headGroups, firstShard, epoch;
+    Tensor flags;
+  };
+  std::optional<Arrivals> arrivals;
+  if (c.streamedShards) {
+    Expr shardRows = p.sym("shard_rows"), shards = p.sym("shards");
+    Expr headGroups = p.sym("head_groups"), firstShard = p.sym("first_shard");
+    Expr epoch = p.scalar("epoch", DType::i32);
+    arrivals = Arrivals{shardRows, shards, headGroups, firstShard, epoch,
+                        p.tensor("arrivals", {headGroups * shards}, DType::i32)};
+  }
 
   Expr rowBlocks = ceil_div(seqs.maxLength, bm);
   launchAttentionGrid(p, c.gridOrder, c.causal, rowBlocks, headsQ, seqs.sequences, c.threads,
@@ -56,6 +73,13 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
     Buffer tileMax = alloc_fragment({bm}, DType::f32, "tile_max");
     Buffer rescale = alloc_fragment({bm}, DType::f32, "rescale");
 
+    // Streamed shards: the flag of the shard holding `row` for this head.
+    auto waitForShard = [&](Expr row) {
+      Expr group = h / (headsQ / arrivals->headGroups);
+      wait(arrivals->flags, {group * arrivals->shards + row / arrivals->shardRows},
+           arrivals->epoch);
+    };
+    if (arrivals) waitForShard(row0);
     copy(sq.rows(q, row0, h, bm, d), qs);
     fill(rowMax, kNegInf);
     clear(rowSum);
@@ -67,7 +91,14 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
     Expr blocks = ceil_div(sk.length, bn);
     if (c.causal) blocks = min(blocks, ceil_div(row0 + bm, bn));
     if (c.varlen) blocks = select(row0 < sq.length, blocks, Expr(0));
-    // Scores of the block at key col0 to probabilities: masked where the
+    // Streamed shards: step kt takes key block (kt + first) % blocks, the
+    // first block being first_shard's (or where it falls among the visible
+    // blocks); the online softmax does not depend on the order.
+    std::function<Expr(Expr)> keyColumn = [&](Expr kt) { return kt * bn; };
+    if (arrivals) {
+      Expr first = (arrivals->firstShard * arrivals->shardRows / bn) % max(blocks, Expr(1));
+      keyColumn = [&, first](Expr kt) { return (kt + first) % blocks * bn; };
+    }    // Scores of the block at key col0 to probabilities: masked where the
     // block reaches past the keys (or, causal, crosses the diagonal), the
     // running maximum and sum updated, `rescale` set for the accumulator
     // (`thenRescaled` runs once it is known). The maximum is kept scaled
@@ -110,7 +141,9 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
                     c.warpSpecialize != WarpSpecialize::off;
     if (!c.overlap) {
       pipelined(blocks, c.stages, loop, [&](Expr kt) {
-        Expr col0 = kt * bn;
+        Expr col0 = keyColumn(kt);
+        // Before the loads: the loop issues the wait with them, ahead.
+        if (arrivals) waitForShard(col0);
         copy(sk.rows(k, col0, kvHead, bn, d), ks);
         copy(sk.rows(v, col0, kvHead, bn, d), vs);
         gemm(qs, ks, s, scores);

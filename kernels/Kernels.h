@@ -112,6 +112,19 @@ struct AttentionConfig {
   /// against 552, 1k 307 against 360).
   bool overlap = false;
   GridOrder gridOrder = GridOrder::automatic;
+  /// Q, K and V arrive while the kernel runs, in shards of rows (as a
+  /// sequence-parallel exchange delivers them): rows [s * shard_rows,
+  /// (s + 1) * shard_rows) of head group g (heads_q / head_groups query
+  /// heads and their K/V heads) may be read once arrivals[g * shards + s]
+  /// reaches `epoch`. A block waits for its queries' shard before loading
+  /// them, and its producer for each K/V shard just before the shard's
+  /// first block, walking the key blocks from shard `first_shard` (the one
+  /// present first) around, so compute starts before the rest arrives.
+  /// Parameters after LSE: shard_rows, shards, head_groups, first_shard (index
+  /// symbols), epoch (i32), arrivals [head_groups * shards] (i32).
+  /// shard_rows must be a multiple of block_m and block_n. Not with `overlap`
+  /// or `varlen`.
+  bool streamedShards = false;
 };
 /// O = softmax(scale * Q K^T) V and its log-sum-exp.
 Program flashAttentionForward(const AttentionConfig &config);

@@ -57,7 +57,7 @@ UlyssesExchange::UlyssesExchange(Communicator &c, const UlyssesShape &s, int g)
   }
   headOutput = std::make_unique<SymmetricBuffer>(c, shape.outputElements(0) * s.elementBytes);
   sequenceOutput = std::make_unique<DeviceBuffer>(shape.inputElements(0) * s.elementBytes);
-  flags = std::make_unique<SymmetricBuffer>(c, sizeof(uint32_t) * s.ranks * (2 + groups));
+  flags = std::make_unique<SymmetricBuffer>(c, sizeof(uint32_t) * s.ranks * (2 + 2 * groups));
   Driver &d = Driver::get();
   TESSEL_CU(d, cuEventCreate, &forkEvent, CU_EVENT_DISABLE_TIMING);
   lanes.resize(3 * s.ranks);
@@ -168,23 +168,36 @@ void UlyssesExchange::reverse(CUstream stream) {
   end(stream);
 }
 
-void UlyssesExchange::pipeline(CUstream stream,
-                               const std::function<void(int, CUstream)> &attend) {
+void UlyssesExchange::pipeline(CUstream stream, const std::function<void(int, CUstream)> &attend,
+                               Arrival arrival) {
   Driver &d = Driver::get();
   begin(stream);
   int n = shape.ranks, me = comm.localRank();
+  auto groupEvent = [&](int g, int s, int t) { return groupEvents[g * lanes.size() + 3 * s + t]; };
   // Every group's pulls, group by group, each lane marking where a group ends.
   for (int g = 0; g < groups; ++g)
-    for (int i = 0; i < n; ++i)
+    for (int i = 0; i < n; ++i) {
+      int s = (me + i) % n;
       for (int t = 0; t < 3; ++t) {
-        int s = (me + i) % n;
         pull(s, t, g);
-        TESSEL_CU(d, cuEventRecord, groupEvents[g * lanes.size() + 3 * s + t], lane(s, t));
+        TESSEL_CU(d, cuEventRecord, groupEvent(g, s, t), lane(s, t));
       }
+      if (arrival == Arrival::kernel && s != me) {
+        // Q, K and V of the group from s are in: flag it for the kernel
+        // (the write follows the copies on the stream, fenced system-wide).
+        for (int t : {1, 2}) TESSEL_CU(d, cuStreamWaitEvent, lane(s, 0), groupEvent(g, s, t), 0);
+        TESSEL_CU(d, cuStreamWriteValue32, lane(s, 0), arrivalFlags(g) + 4 * s, epoch, 0);
+      }
+    }
   auto outputReady = [&](int owner, int g, int from) { return flag(owner, (2 + g) * n + from); };
   for (int g = 0; g < groups; ++g) {
-    for (size_t l = 0; l < lanes.size(); ++l)
-      TESSEL_CU(d, cuStreamWaitEvent, stream, groupEvents[g * lanes.size() + l], 0);
+    // The rank's own shard (a local copy) is in before attention starts, so
+    // that no spinning block waits for a copy that might need its SM.
+    for (int s = 0; s < n; ++s)
+      if (arrival == Arrival::stream || s == me)
+        for (int t = 0; t < 3; ++t) TESSEL_CU(d, cuStreamWaitEvent, stream, groupEvent(g, s, t), 0);
+    if (arrival == Arrival::kernel)
+      TESSEL_CU(d, cuStreamWriteValue32, stream, arrivalFlags(g) + 4 * me, epoch, 0);
     attend(g, stream);
     // Group g of this rank's attention output is ready for every rank.
     for (int s = 0; s < n; ++s)

@@ -79,6 +79,7 @@ public:
   UlyssesExchange(const UlyssesExchange &) = delete;
   UlyssesExchange &operator=(const UlyssesExchange &) = delete;
   int groupCount() const { return groups; }
+  const UlyssesShape &exchangeShape() const { return shape; }
   /// This rank's inputs Q, K, V (sequence shard, all heads), to be filled
   /// before an exchange.
   CUdeviceptr input(int tensor) const { return inputs[tensor]->local(); }
@@ -95,10 +96,27 @@ public:
   CUdeviceptr attentionOutput(int group = 0) const;
   CUdeviceptr result() const { return sequenceOutput->ptr(); }
   void reverse(CUstream stream);
+  /// How attention learns that a head group's rows have arrived.
+  enum class Arrival {
+    /// The stream waits for the whole group before attend(g) is queued.
+    stream,
+    /// attend(g) is queued once the rank's own shard of the group is in;
+    /// the kernel waits in itself for each peer's shard: arrivalFlags(g)[s]
+    /// reaches epoch() when source s's rows of group g are in place (a
+    /// kernel built with AttentionConfig::streamedShards).
+    kernel,
+  };
   /// All of it, overlapped: the groups' pulls on copy streams, `attend(g,
-  /// stream)` queued on `stream` as soon as group g has arrived, and group
-  /// g's output pulled back by every rank as soon as its owner flags it.
-  void pipeline(CUstream stream, const std::function<void(int, CUstream)> &attend);
+  /// stream)` queued on `stream` as `arrival` says, and group g's output
+  /// pulled back by every rank as soon as its owner flags it.
+  void pipeline(CUstream stream, const std::function<void(int, CUstream)> &attend,
+                Arrival arrival = Arrival::stream);
+  /// This rank's arrival flags of head group g, one i32 per source rank,
+  /// and the value they reach in the current call (valid inside attend).
+  CUdeviceptr arrivalFlags(int group) const {
+    return flags->local() + 4 * ((2 + groups) * shape.ranks + group * shape.ranks);
+  }
+  uint32_t currentEpoch() const { return epoch; }
 
 private:
   rt::Communicator &comm;
@@ -109,7 +127,8 @@ private:
   std::unique_ptr<rt::SymmetricBuffer> headOutput;
   std::unique_ptr<rt::DeviceBuffer> sequenceOutput;
   /// Per rank: 'ready' epochs from each peer, 'read' epochs, then per group
-  /// 'output ready' epochs.
+  /// 'output ready' epochs, then per group 'arrived' epochs (written by the
+  /// rank's own copy streams).
   std::unique_ptr<rt::SymmetricBuffer> flags;
   uint32_t epoch = 0;
   /// A stream per source rank and tensor (the copy engines work on every

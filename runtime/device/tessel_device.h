@@ -3,6 +3,22 @@
 // path and compiles it in milliseconds.
 #pragma once
 
+// Where a timed-out flag wait describes itself before it traps: host
+// memory mapped into the device, set by the runtime when a module loads
+// (Driver::trapReportAddress; runtime/lib/Driver.cpp has the host's copy of
+// the layout). state: 0 empty, 1 being written, 2 written.
+struct tessel_trap_report {
+  unsigned state;
+  int held, expected;
+  unsigned block[3];
+  unsigned long long address;
+  long long timeout_ms;
+  char what[96];
+};
+extern "C" {
+__device__ tessel_trap_report *tessel_trap_report_slot;
+}
+
 namespace tessel {
 
 // 16-bit floats are stored as bits and computed in float; conversions use the
@@ -278,8 +294,11 @@ __device__ inline unsigned long long global_timer_ns() {
   return t;
 }
 
-/// Spins until *p reaches v (wrap-safe epoch comparison); traps with a
-/// message after `timeout_ms`.
+/// Spins until *p reaches v (wrap-safe epoch comparison). After
+/// `timeout_ms` it describes itself in the trap report (when the runtime
+/// has set one) and traps; the host reads the report once the context has
+/// died. No printf: a call in the kernel makes ptxas serialize every wgmma
+/// of the function (C7510).
 __device__ inline void flag_wait(const int *p, int v, long long timeout_ms, const char *what) {
   unsigned long long start = global_timer_ns();
   while (true) {
@@ -287,9 +306,23 @@ __device__ inline void flag_wait(const int *p, int v, long long timeout_ms, cons
     asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(f) : "l"(p) : "memory");
     if (static_cast<int>(static_cast<unsigned>(f) - static_cast<unsigned>(v)) >= 0) return;
     if (global_timer_ns() - start > static_cast<unsigned long long>(timeout_ms) * 1000000ull) {
-      printf("tessel: wait on %s timed out after %lld ms: the flag at %p holds %d, the block "
-             "(%d, %d, %d) waits for %d\n",
-             what, timeout_ms, p, f, blockIdx.x, blockIdx.y, blockIdx.z, v);
+      tessel_trap_report *r = tessel_trap_report_slot;
+      // The first block to time out writes the report.
+      if (r && atomicCAS(&r->state, 0u, 1u) == 0u) {
+        r->held = f;
+        r->expected = v;
+        r->address = reinterpret_cast<unsigned long long>(p);
+        r->timeout_ms = timeout_ms;
+        r->block[0] = blockIdx.x;
+        r->block[1] = blockIdx.y;
+        r->block[2] = blockIdx.z;
+        int i = 0;
+        for (; i + 1 < static_cast<int>(sizeof(r->what)) && what[i]; ++i) r->what[i] = what[i];
+        r->what[i] = 0;
+        __threadfence_system();
+        atomicExch(&r->state, 2u);
+        __threadfence_system();
+      }
       __trap();
     }
     __nanosleep(100);

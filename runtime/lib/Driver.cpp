@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 using namespace tessel;
@@ -127,6 +128,49 @@ void Driver::check(CUresult result, const char *call) const {
   if (fns.cuGetErrorString) fns.cuGetErrorString(result, &text);
   std::string where =
       devices.empty() ? std::string() : fmt::format(" on device {}", currentDevice());
-  throw Error(fmt::format("{} failed{}: {} ({})", call, where, name ? name : "unknown error",
-                          text ? text : "no description"));
+  throw Error(fmt::format("{} failed{}: {} ({}){}", call, where, name ? name : "unknown error",
+                          text ? text : "no description", takeTrapReport()));
+}
+
+namespace {
+/// The host's view of the device header's tessel_trap_report.
+struct TrapReport {
+  unsigned state; // 0 empty, 1 being written, 2 written
+  int held, expected;
+  unsigned block[3];
+  unsigned long long address;
+  long long timeoutMs;
+  char what[96];
+};
+static_assert(sizeof(TrapReport) == 136, "must match tessel_trap_report in tessel_device.h");
+} // namespace
+
+CUdeviceptr Driver::trapReportAddress() {
+  static std::mutex allocation;
+  std::lock_guard<std::mutex> lock(allocation);
+  if (trapReport) return trapReportDevice;
+  // Portable: pinned for every context; with unified addressing the
+  // device address is the same in all of them.
+  void *host = nullptr;
+  TESSEL_CU(*this, cuMemHostAlloc, &host, sizeof(TrapReport),
+            CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
+  std::memset(host, 0, sizeof(TrapReport));
+  TESSEL_CU(*this, cuMemHostGetDevicePointer, &trapReportDevice, host, 0);
+  trapReport = host;
+  return trapReportDevice;
+}
+
+std::string Driver::takeTrapReport() const {
+  if (!trapReport) return "";
+  auto *r = static_cast<volatile TrapReport *>(trapReport);
+  if (r->state != 2) return "";
+  char what[sizeof(r->what)];
+  for (size_t i = 0; i < sizeof(what); ++i) what[i] = r->what[i];
+  what[sizeof(what) - 1] = 0;
+  std::string text = fmt::format(
+      "; a kernel trapped: its wait on {} timed out after {} ms (the flag at {:#x} held {}, "
+      "block ({}, {}, {}) waited for {})",
+      what, r->timeoutMs, r->address, r->held, r->block[0], r->block[1], r->block[2], r->expected);
+  r->state = 0;
+  return text;
 }

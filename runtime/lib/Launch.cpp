@@ -131,6 +131,16 @@ CUfunction LoadedKernel::ensureLoaded() {
   if (kernelSpec.sharedBytes > 48 * 1024)
     TESSEL_CU(d, cuFuncSetAttribute, function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
               static_cast<int>(kernelSpec.sharedBytes));
+  // Kernels that can trap with a report (flag waits) get its address; the
+  // compiler drops the slot from kernels that never use it.
+  CUdeviceptr slot = 0;
+  size_t slotBytes = 0;
+  if (d.api().cuLibraryGetGlobal(&slot, &slotBytes, library, "tessel_trap_report_slot") ==
+          CUDA_SUCCESS &&
+      slotBytes == sizeof(CUdeviceptr)) {
+    CUdeviceptr report = d.trapReportAddress();
+    TESSEL_CU(d, cuMemcpyHtoD, slot, &report, sizeof(report));
+  }
   functions[ctx] = function;
   return function;
 }

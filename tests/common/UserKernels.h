@@ -190,13 +190,13 @@ inline Program flagProducer() {
   return p;
 }
 
-inline Program flagConsumer() {
+inline Program flagConsumer(int64_t timeoutMs = 20000) {
   Program p("flag_consumer");
   Expr epoch = p.scalar("epoch", DType::i32);
   Tensor data = p.tensor("data", {4096}, DType::f32), out = p.tensor("out", {4096}, DType::f32);
   Tensor flags = p.tensor("flags", {4}, DType::i32);
   p.kernel({1}, 256, [&](Expr) {
-    wait(flags, {0}, epoch, /*timeout_ms=*/20000);
+    wait(flags, {0}, epoch, timeoutMs);
     Buffer t = alloc_fragment({4096}, DType::f32);
     copy(data.tile({0}, {4096}), t);
     parallel(4096, [&](Expr i) { t(i) = t(i) + 1.0; });

@@ -13,6 +13,8 @@
 #include "LibrarySupport.h"
 #include "UserKernels.h"
 
+#include <cstdio>
+#include <filesystem>
 #include <fmt/format.h>
 
 using namespace tessel;
@@ -213,4 +215,41 @@ TEST_CASE("a kernel waits for another's signal, on two streams", "[gpu][user]") 
   }
   d.api().cuStreamDestroy(first);
   d.api().cuStreamDestroy(second);
+}
+
+// Run by the test below in a child process: the trap kills the context.
+TEST_CASE("a wait that is never signalled traps", "[.trap_child]") {
+  Program consumer = test::flagConsumer(/*timeoutMs=*/200);
+  Kernel c = compile(consumer, {deviceArch()});
+  DeviceRun run;
+  HostTensor data(DType::f32, {4096}), out(DType::f32, {4096}), flags(DType::i32, {4});
+  run.addTensor(data, false);
+  run.addTensor(out, true);
+  run.addTensor(flags, false); // zeros: epoch 5 never comes
+  c.launch({rt::LaunchArg::integer(5), run.args[0], run.args[1], run.args[2]});
+  auto &d = rt::Driver::get();
+  try {
+    TESSEL_CU(d, cuCtxSynchronize);
+  } catch (const Error &e) {
+    fmt::print("child caught: {}\n", e.what());
+    throw;
+  }
+}
+
+TEST_CASE("a wait that times out traps, and the error says which flag and why",
+          "[gpu][user]") {
+  std::string cmd = fmt::format("{} '[.trap_child]' 2>&1",
+                                std::filesystem::read_symlink("/proc/self/exe").string());
+  FILE *child = popen(cmd.c_str(), "r");
+  REQUIRE(child);
+  std::string output;
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof(buffer), child)) output.append(buffer, n);
+  int status = pclose(child);
+  INFO(output);
+  CHECK(status != 0);
+  CHECK_THAT(output, Catch::Contains("child caught: cuCtxSynchronize failed"));
+  CHECK_THAT(output, Catch::Contains("its wait on the flags of kernel parameter #3 timed out "
+                                     "after 200 ms"));
+  CHECK_THAT(output, Catch::Contains("held 0, block (0, 0, 0) waited for 5"));
 }

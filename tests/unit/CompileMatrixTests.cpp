@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include <catch2/catch.hpp>
 
+#include "Kernels.h"
 #include "Library.h"
 
 #include <cstdio>
@@ -194,4 +195,42 @@ TEST_CASE("arguments TMA cannot read use the build without TMA") {
   CHECK(fallback.spec().tensorMaps.empty());
   CHECK(fallback.spec().threads == 256); // no producer warpgroup without TMA
   CHECK(&k.loadedFor(args(300, 200, 130)) == &fallback); // built once
+}
+
+// Attention over shards that arrive while it runs: the query shard's wait
+// precedes the Q load; on sm_90a the K/V waits sit in the producer
+// warpgroup's loop, ahead of the TMA loads they guard (each followed by the
+// proxy fence), and none is left in the consumers' loop.
+TEST_CASE("streamed-shard attention waits in the producer, ahead of its loads") {
+  for (bool causal : {false, true}) {
+    AttentionConfig c;
+    c.causal = causal;
+    c.streamedShards = true;
+    for (std::string arch : {"sm_80", "sm_90a", "sm_100a"}) {
+      Program program = flashAttentionForward(c);
+      Kernel k = compile(program, {arch, ""});
+      INFO(arch << (causal ? " causal" : " full") << "\n" << k.cuda());
+      CHECK(k.cubin().size() > 0);
+      const std::string &src = k.cuda();
+      size_t waits = 0;
+      for (size_t at = src.find("flag_wait("); at != std::string::npos; at = src.find("flag_wait(", at + 1))
+        ++waits;
+      // The Q wait, and the K/V wait in the loop (and, software-pipelined,
+      // in the prologue).
+      CHECK(waits >= (arch == "sm_90a" ? 2u : 3u));
+      if (arch == "sm_90a") {
+        CHECK(k.performanceWarnings() == "");
+        size_t producer = src.find("setmaxnreg.dec");
+        REQUIRE(producer != std::string::npos);
+        size_t wait = src.find("flag_wait(", producer);
+        size_t load = src.find("cp.async.bulk.tensor", producer);
+        REQUIRE(wait != std::string::npos);
+        CHECK(wait < load);
+      }
+    }
+  }
+  AttentionConfig overlapped;
+  overlapped.streamedShards = overlapped.overlap = true;
+  CHECK_THROWS_WITH(flashAttentionForward(overlapped),
+                    Catch::Contains("streamed shards work without `overlap`"));
 }

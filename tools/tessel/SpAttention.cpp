@@ -93,6 +93,64 @@ double medianOnStream(CUstream stream, int reps, const std::function<void()> &wo
   return timeMedian([&](int) { work(); }, 3, reps, stream);
 }
 
+/// Extra arguments of a kernel built with streamed shards: head group g's
+/// arrivals on this rank, one shard per source rank.
+void appendArrivals(std::vector<LaunchArg> &args, const UlyssesExchange &x, int rank, int group) {
+  const UlyssesShape &s = x.exchangeShape();
+  args.push_back(LaunchArg::integer(s.localSeq()));
+  args.push_back(LaunchArg::integer(s.ranks));
+  args.push_back(LaunchArg::integer(1));
+  args.push_back(LaunchArg::integer(rank));
+  args.push_back(LaunchArg::integer(static_cast<int32_t>(x.currentEpoch())));
+  args.push_back(LaunchArg::buffer(x.arrivalFlags(group), {s.ranks}));
+}
+
+/// One way of running the sequence-parallel forward: its exchange (head
+/// groups), how attention learns of arrivals, and its kernel.
+struct SpForm {
+  std::string name;
+  std::unique_ptr<UlyssesExchange> exchange;
+  UlyssesExchange::Arrival arrival;
+  Kernel *kernel;
+  DeviceBuffer lse;
+  std::vector<std::vector<LaunchArg>> args; // per group, without arrivals
+
+  SpForm(std::string n, Communicator &comm, const SpProblem &sp, int groups,
+         UlyssesExchange::Arrival a, Kernel &k)
+      : name(std::move(n)), exchange(std::make_unique<UlyssesExchange>(comm, sp.shape, groups)),
+        arrival(a), kernel(&k), lse(sp.shape.batch * sp.shape.headsPerRank(0) * sp.shape.seqlen * 4) {
+    const UlyssesShape &s = sp.shape;
+    int64_t groupQ = s.headsPerRank(0) / groups, groupKV = s.headsPerRank(1) / groups;
+    UlyssesExchange &x = *exchange;
+    for (int g = 0; g < groups; ++g)
+      args.push_back(attentionArgs(s, groupQ, groupKV, sp.scale, x.output(0, g), x.output(1, g),
+                                   x.output(2, g), x.attentionOutput(g),
+                                   lse.ptr() + g * s.batch * groupQ * s.seqlen * 4));
+  }
+  void upload(const std::array<HostTensor, 3> &whole, int rank) {
+    const UlyssesShape &s = exchange->exchangeShape();
+    Driver &d = Driver::get();
+    int64_t local = s.localSeq(), eb = s.elementBytes;
+    for (int t = 0; t < 3; ++t) {
+      int64_t row = s.heads(t) * s.headDim * eb;
+      for (int64_t b = 0; b < s.batch; ++b)
+        TESSEL_CU(d, cuMemcpyHtoD, exchange->input(t) + b * local * row,
+                  whole[t].bytes.data() + (b * s.seqlen + rank * local) * row, local * row);
+    }
+  }
+  void run(CUstream stream, int rank) {
+    exchange->pipeline(
+        stream,
+        [&](int g, CUstream st) {
+          if (arrival == UlyssesExchange::Arrival::stream) return kernel->launch(args[g], st);
+          std::vector<LaunchArg> withArrivals = args[g];
+          appendArrivals(withArrivals, *exchange, rank, g);
+          kernel->launch(withArrivals, st);
+        },
+        arrival);
+  }
+};
+
 int runRank(const Params &params, bool bench, int reps) {
   auto comm = Communicator::fromEnvironment();
   SpProblem sp = problemFrom(params, bench ? kSpBenchShape : kSpDefaults, comm->size());
@@ -100,32 +158,34 @@ int runRank(const Params &params, bool bench, int reps) {
   Driver &d = Driver::get();
   Program program = flashAttentionForward(sp.config);
   Kernel kernel = compile(program, {deviceArch()});
-  UlyssesExchange x(*comm, s, sp.groups);
+  AttentionConfig streamed = sp.config;
+  streamed.streamedShards = true;
+  Program streamedProgram = flashAttentionForward(streamed);
+  Kernel streamedKernel = compile(streamedProgram, {deviceArch()});
   int rank = comm->localRank(), n = s.ranks;
-  int64_t local = s.localSeq(), eb = s.elementBytes;
+  int64_t local = s.localSeq();
+  // Each rank's shard must hold whole row blocks of the streamed kernel.
+  int64_t blockN = streamed.blockN ? streamed.blockN : streamed.headDim > 128 ? 64 : 128;
+  if (local % streamed.blockM || local % blockN)
+    throw Error(fmt::format("sp_attention: each rank's {} rows (seqlen={} over {} ranks) must be "
+                            "whole blocks of {} query and {} key rows",
+                            local, s.seqlen, n, streamed.blockM, blockN));
 
-  // This rank's shard of the whole problem's inputs.
+  // Three forms: the exchange, attention and the exchange back in turn
+  // (unfused); head groups whose exchange overlaps attention of the group
+  // before (pipelined); and the same with attention waiting in the kernel
+  // for each source's shard, starting on its own (fused).
+  using Arrival = UlyssesExchange::Arrival;
+  std::vector<std::unique_ptr<SpForm>> forms;
+  forms.push_back(std::make_unique<SpForm>("unfused", *comm, sp, 1, Arrival::stream, kernel));
+  forms.push_back(std::make_unique<SpForm>("pipelined", *comm, sp, sp.groups, Arrival::stream, kernel));
+  forms.push_back(std::make_unique<SpForm>("fused", *comm, sp, sp.groups, Arrival::kernel, streamedKernel));
   std::array<HostTensor, 3> whole = wholeInputs(s, sp.config.dtype);
-  for (int t = 0; t < 3; ++t) {
-    int64_t heads = s.heads(t), row = heads * s.headDim * eb;
-    for (int64_t b = 0; b < s.batch; ++b)
-      TESSEL_CU(d, cuMemcpyHtoD, x.input(t) + b * local * row,
-                whole[t].bytes.data() + (b * s.seqlen + rank * local) * row, local * row);
-  }
-  // One attention launch per head group, on its group's tensors.
-  int64_t groupQ = s.headsPerRank(0) / sp.groups, groupKV = s.headsPerRank(1) / sp.groups;
-  DeviceBuffer lse(s.batch * s.headsPerRank(0) * s.seqlen * 4);
-  std::vector<std::vector<LaunchArg>> args;
-  for (int g = 0; g < sp.groups; ++g)
-    args.push_back(attentionArgs(s, groupQ, groupKV, sp.scale, x.output(0, g), x.output(1, g),
-                                 x.output(2, g), x.attentionOutput(g),
-                                 lse.ptr() + g * s.batch * groupQ * s.seqlen * 4));
+  for (auto &f : forms) f->upload(whole, rank);
   CUstream stream = comm->stream();
-  // Load the kernel before anything waits on a stream.
+  // Load the kernels before anything waits on a stream.
   kernel.loadedKernel().resourceUsage();
-  auto spForward = [&] {
-    x.pipeline(stream, [&](int g, CUstream st) { kernel.launch(args[g], st); });
-  };
+  streamedKernel.loadedKernel().resourceUsage();
 
   // Single-GPU attention over the whole problem, on this rank's GPU.
   std::array<std::unique_ptr<DeviceBuffer>, 3> full;
@@ -139,41 +199,51 @@ int runRank(const Params &params, bool bench, int reps) {
                     full[2]->ptr(), fullO.ptr(), fullLse.ptr());
 
   if (!bench) {
-    spForward();
     kernel.launch(fullArgs, stream);
-    TESSEL_CU(d, cuStreamSynchronize, stream);
-    HostTensor mine(sp.config.dtype, {s.batch, local, s.headsQ, s.headDim});
     HostTensor all(sp.config.dtype, {s.batch, s.seqlen, s.headsQ, s.headDim});
-    TESSEL_CU(d, cuMemcpyDtoH, mine.bytes.data(), x.result(), mine.bytes.size());
+    TESSEL_CU(d, cuStreamSynchronize, stream);
     fullO.download(all.bytes.data(), all.bytes.size());
-    mine.decode();
     all.decode();
     std::vector<double> ref;
     int64_t row = s.headsQ * s.headDim;
-    size_t identical = 0;
     for (int64_t b = 0; b < s.batch; ++b)
-      for (int64_t i = 0; i < local * row; ++i) {
-        double v = all.values[(b * s.seqlen + rank * local) * row + i];
-        ref.push_back(v);
-        identical += mine.values[b * local * row + i] == v;
+      for (int64_t i = 0; i < local * row; ++i)
+        ref.push_back(all.values[(b * s.seqlen + rank * local) * row + i]);
+    bool ok = true;
+    for (auto &f : forms) {
+      // Twice: the second call's epochs must not be satisfied by the first's.
+      for (int call = 0; call < 2; ++call) {
+        TESSEL_CU(d, cuMemsetD8Async, f->exchange->result(), 0xff, whole[0].bytes.size() / n, stream);
+        f->run(stream, rank);
       }
-    double err = relativeError(mine.values, ref);
-    bool ok = err < toleranceFor(sp.config.dtype);
-    fmt::print("rank {} (device {}): sp_attention batch={} seqlen={} heads_q={} heads_kv={} d={} "
-               "{}, {} head groups: rel error {:.3e} against single-GPU attention over the gathered tensors ({} "
-               "of {} elements identical) — {}\n",
-               rank, comm->device(), s.batch, s.seqlen, s.headsQ, s.headsKV, s.headDim,
-               sp.config.causal ? "causal" : "full", sp.groups, err, identical, ref.size(),
-               ok ? "PASS" : "FAIL");
+      TESSEL_CU(d, cuStreamSynchronize, stream);
+      HostTensor mine(sp.config.dtype, {s.batch, local, s.headsQ, s.headDim});
+      TESSEL_CU(d, cuMemcpyDtoH, mine.bytes.data(), f->exchange->result(), mine.bytes.size());
+      mine.decode();
+      size_t identical = 0;
+      for (size_t i = 0; i < ref.size(); ++i) identical += mine.values[i] == ref[i];
+      double err = relativeError(mine.values, ref);
+      bool pass = err < toleranceFor(sp.config.dtype);
+      ok &= pass;
+      fmt::print("rank {} (device {}): sp_attention {} batch={} seqlen={} heads_q={} heads_kv={} "
+                 "d={} {}, {} head groups: rel error {:.3e} against single-GPU attention over the "
+                 "gathered tensors ({} of {} elements identical) — {}\n",
+                 rank, comm->device(), f->name, s.batch, s.seqlen, s.headsQ, s.headsKV, s.headDim,
+                 sp.config.causal ? "causal" : "full", f->exchange->groupCount(), err, identical,
+                 ref.size(), pass ? "PASS" : "FAIL");
+    }
     return ok ? 0 : 1;
   }
-  comm->barrier();
-  double spMs = medianOnStream(stream, reps, spForward);
-  double worst = slowestRank(*comm, spMs);
-  // The same attention launches without the exchanges: what overlapping
-  // could at best reach.
+  std::vector<double> worst;
+  for (auto &f : forms) {
+    comm->barrier();
+    worst.push_back(slowestRank(*comm, medianOnStream(stream, reps, [&] { f->run(stream, rank); })));
+  }
+  // The pipelined form's attention launches without the exchanges: what
+  // overlapping could at best reach.
+  SpForm &pipelined = *forms[1];
   double computeOnly = medianOnStream(stream, reps, [&] {
-    for (int g = 0; g < sp.groups; ++g) kernel.launch(args[g], stream);
+    for (auto &a : pipelined.args) kernel.launch(a, stream);
   });
   double worstCompute = slowestRank(*comm, computeOnly);
   comm->barrier();
@@ -185,16 +255,20 @@ int runRank(const Params &params, bool bench, int reps) {
     double flops = 4.0 * s.batch * s.headsQ * double(s.seqlen) * s.seqlen * s.headDim /
                    (sp.config.causal ? 2 : 1);
     fmt::print("sp_attention forward on {} GPUs, batch={} seqlen={} heads_q={} heads_kv={} d={} "
-               "{}, {} head groups (median of {}, slowest rank):\n",
+               "{} (median of {}, slowest rank):\n",
                n, s.batch, s.seqlen, s.headsQ, s.headsKV, s.headDim,
-               sp.config.causal ? "causal" : "full", sp.groups, reps);
-    fmt::print("  sequence-parallel, exchanges included {:8.3f} ms  {:7.1f} TFLOP/s\n", worst,
-               flops / worst / 1e9);
-    fmt::print("  its attention alone, no exchange      {:8.3f} ms  {:7.1f} TFLOP/s\n",
-               worstCompute, flops / worstCompute / 1e9);
-    fmt::print("  one GPU, whole problem                {:8.3f} ms  {:7.1f} TFLOP/s\n", single,
-               flops / single / 1e9);
-    fmt::print("  time ratio {:.2f} (ideal {:.2f})\n", worst / single, 1.0 / n);
+               sp.config.causal ? "causal" : "full", reps);
+    auto line = [&](const std::string &what, double ms) {
+      fmt::print("  {:44} {:8.3f} ms  {:7.1f} TFLOP/s  {:.2f} of one GPU\n", what, ms,
+                 flops / ms / 1e9, ms / single);
+    };
+    for (size_t i = 0; i < forms.size(); ++i)
+      line(fmt::format("{}, {} head group(s), exchanges included", forms[i]->name,
+                       forms[i]->exchange->groupCount()),
+           worst[i]);
+    line("attention alone, no exchange", worstCompute);
+    line("one GPU, whole problem", single);
+    fmt::print("  ideal {:.2f}\n", 1.0 / n);
   }
   return 0;
 }

@@ -16,18 +16,33 @@ int64_t PipelinePlan::stageBytes() {
   return total;
 }
 
-/// Ops of the loop body that compute `value` (free of memory effects), in
+/// Ops of the loop body that compute `values` (free of memory effects), in
 /// order.
-static FailureOr<SetVector<Operation *>> addressSlice(Value value, Block &body) {
+static FailureOr<SetVector<Operation *>> addressSlice(ValueRange values, Block &body) {
   SetVector<Operation *> slice;
   BackwardSliceOptions options;
   options.filter = [&](Operation *op) { return op->getBlock() == &body; };
   options.inclusive = true;
-  if (Operation *def = value.getDefiningOp(); def && def->getBlock() == &body)
-    if (failed(getBackwardSlice(def, &slice, options))) return failure();
+  for (Value value : values)
+    if (Operation *def = value.getDefiningOp(); def && def->getBlock() == &body)
+      if (failed(getBackwardSlice(def, &slice, options))) return failure();
   for (Operation *op : slice)
     if (!isMemoryEffectFree(op)) return failure();
-  return slice;
+  // Backward slices of several values come in discovery order.
+  SmallVector<Operation *> ordered(slice.begin(), slice.end());
+  llvm::sort(ordered, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+  return SetVector<Operation *>(ordered.begin(), ordered.end());
+}
+
+LogicalResult tessel::verifyLoadGuards(PipelinePlan &plan) {
+  Block &body = plan.loop.getBody().front();
+  for (WaitOp guard : plan.guards)
+    if (failed(addressSlice(guard->getOperands(), body)))
+      return guard.emitError("this wait guards the pipelined loop's loads, which are issued "
+                             "ahead of the body, so its flag, index and value must be computed "
+                             "from the induction variable and values from before the loop; "
+                             "here they depend on memory read inside the loop");
+  return success();
 }
 
 LogicalResult tessel::verifyStagesFit(PipelinePlan &plan, const TargetInfo &target) {
@@ -80,6 +95,12 @@ PipelinePlan tessel::planPipeline(PipelinedOp loop, const TargetInfo &target) {
     load.noTma = whyNoTma(copy.getSource(), copy.getDest(), target);
     plan.loads.push_back(load);
   }
+  // Waits before the first load guard the loads.
+  if (!plan.loads.empty())
+    for (Operation &op : body) {
+      if (llvm::any_of(plan.loads, [&](PipelineLoad &l) { return l.copy == &op; })) break;
+      if (auto wait = llvm::dyn_cast<WaitOp>(op)) plan.guards.push_back(wait);
+    }
   plan.tma = !plan.loads.empty() &&
              llvm::all_of(plan.loads, [](PipelineLoad &l) { return l.noTma.empty(); });
   return plan;
@@ -124,11 +145,31 @@ SetVector<Operation *> tessel::loadAddressSlice(PipelineLoad &load, Block &body)
   return *slice;
 }
 
+SetVector<Operation *> tessel::guardSlice(WaitOp guard, Block &body) {
+  FailureOr<SetVector<Operation *>> slice = addressSlice(guard->getOperands(), body);
+  assert(succeeded(slice) && "verifyLoadGuards checked the slice");
+  return *slice;
+}
+
 Value PipelineBuilder::sourceFor(PipelineLoad &load, Block &body, Value iv) {
   IRMapping map;
   map.map(body.getArgument(0), iv);
   for (Operation *op : loadAddressSlice(load, body)) b.clone(*op, map);
   return map.lookupOrDefault(load.copy.getSource());
+}
+
+void PipelineBuilder::waitForGuards(Block &body, Value iv) {
+  for (WaitOp guard : plan.guards) {
+    IRMapping map;
+    map.map(body.getArgument(0), iv);
+    for (Operation *op : guardSlice(guard, body)) b.clone(*op, map);
+    b.clone(*guard, map);
+  }
+}
+
+void PipelineBuilder::eraseGuards() {
+  for (WaitOp guard : plan.guards) guard->erase();
+  plan.guards.clear();
 }
 
 void PipelineBuilder::useStage(Region &region, Value stage) {

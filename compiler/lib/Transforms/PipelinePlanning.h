@@ -29,6 +29,10 @@ struct PipelineLoad {
 struct PipelinePlan {
   tile::PipelinedOp loop;
   llvm::SmallVector<PipelineLoad> loads;
+  /// Flag waits of the body placed before its first load: they guard the
+  /// loads (the data they read arrives from elsewhere, announced by the
+  /// flag), so whoever issues an iteration's loads ahead waits first.
+  llvm::SmallVector<tile::WaitOp> guards;
   int64_t stages = 1;
   /// Every load can be a TMA copy (sm_90a, unpadded layouts, 16-byte rows).
   bool tma = false;
@@ -40,6 +44,11 @@ struct PipelinePlan {
 /// shared memory, before any pass unrolls a prologue per stage.
 mlir::LogicalResult verifyStagesFit(PipelinePlan &plan, const TargetInfo &target);
 
+/// Errors at a guarding wait whose flag, index or value is not computed
+/// from the induction variable and values defined before the loop by
+/// side-effect-free ops: it could not be issued ahead with the loads.
+mlir::LogicalResult verifyLoadGuards(PipelinePlan &plan);
+
 /// The loads of `loop` and how they can be carried. Copies that cannot be
 /// issued ahead (their buffer is used after the loop, or written by another
 /// op) stay synchronous in place.
@@ -48,6 +57,8 @@ PipelinePlan planPipeline(tile::PipelinedOp loop, const TargetInfo &target);
 /// The ops of the loop body `body` that compute a load's source window (its
 /// address arithmetic), in order.
 llvm::SetVector<mlir::Operation *> loadAddressSlice(PipelineLoad &load, mlir::Block &body);
+/// The same for the operands of a guarding wait.
+llvm::SetVector<mlir::Operation *> guardSlice(tile::WaitOp guard, mlir::Block &body);
 
 /// Builds index arithmetic for a pipeline at the current insertion point.
 struct PipelineBuilder {
@@ -70,6 +81,12 @@ struct PipelineBuilder {
   /// value is `iv`: its address arithmetic is cloned from `body`, the
   /// block (with the induction variable as argument 0) that holds the copy.
   mlir::Value sourceFor(PipelineLoad &load, mlir::Block &body, mlir::Value iv);
+  /// The plan's guarding waits for the iteration whose induction value is
+  /// `iv`, cloned at the insertion point (to precede that iteration's loads).
+  void waitForGuards(mlir::Block &body, mlir::Value iv);
+  /// Erases the guarding waits from the loop body once they are issued
+  /// with the loads.
+  void eraseGuards();
   /// Replaces the uses of every load buffer inside `region` with the stage
   /// `stage` of it (views created at the insertion point).
   void useStage(mlir::Region &region, mlir::Value stage);

@@ -10,7 +10,9 @@
 //     loads of iteration k + S - 1 into stage (k + S - 1) % S
 //     the body, reading stage k % S
 //
-// The last S - 1 iterations are the epilogue: their loads fall past the
+// Flag waits in the body before its first load guard the loads (their data
+// arrives from another block or GPU): they are issued with the loads, for
+// the same iteration. The last S - 1 iterations are the epilogue: their loads fall past the
 // trip count and are predicated off, which also covers a loop shorter than
 // its stages. Two protocols carry the loads:
 //   - TMA (sm_90a, every load eligible): one thread issues each load with
@@ -62,6 +64,7 @@ struct Pipeliner {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(ifOp.thenBlock());
     if (barrierFirst) BarrierOp::create(b, loc, IntegerAttr(), IntegerAttr());
+    pb.waitForGuards(from, iv);
     if (plan.tma) MbarrierExpectTxOp::create(b, loc, full, stage, b.getI64IntegerAttr(plan.stageBytes()));
     for (PipelineLoad &load : plan.loads) {
       Value src = pb.sourceFor(load, from, iv);
@@ -118,6 +121,7 @@ struct Pipeliner {
     }
     pb.useStage(forOp.getRegion(), stage);
     for (PipelineLoad &load : plan.loads) load.copy->erase();
+    pb.eraseGuards();
     loop->erase();
   }
 };
@@ -136,7 +140,8 @@ struct TesselSoftwarePipeline
       // One stage, or nothing to load ahead: the loop stays as it is and
       // its copies complete before the compute that follows them.
       if (plan.stages < 2 || plan.loads.empty()) continue;
-      if (failed(verifyStagesFit(plan, *target))) return signalPassFailure();
+      if (failed(verifyStagesFit(plan, *target)) || failed(verifyLoadGuards(plan)))
+        return signalPassFailure();
       Pipeliner{OpBuilder(loop), plan, kernel, {}}.run();
     }
     if (failed(verifySharedMemory(kernel, target->arch, target->maxSharedBytes)))

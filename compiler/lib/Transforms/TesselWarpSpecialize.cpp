@@ -8,8 +8,9 @@
 // `empty` mbarrier says every consumer warp is done reading it:
 //
 //   producer (threads T .. T+127, setmaxnreg down):
-//     for k: wait empty[k % S] (parity of round k/S, inverted: the first
-//            round passes at once); expect_tx full[k % S]; TMA loads
+//     for k: [flag waits guarding the loads]; wait empty[k % S] (parity of
+//            round k/S, inverted: the first round passes at once);
+//            expect_tx full[k % S]; TMA loads
 //   consumers (threads 0 .. T-1, setmaxnreg up): everything else the
 //     kernel does, with the loop becoming
 //     for k: wait full[k % S] (parity of round k/S); body on stage k % S;
@@ -113,6 +114,13 @@ static SetVector<Operation *> producerInputs(PipelinePlan &plan, KernelOp kernel
       for (Value v : op->getOperands())
         if (!loop->isAncestor(v.getParentBlock()->getParentOp())) requireValue(v);
     requireValue(load.copy.getSource());
+  }
+  for (WaitOp guard : plan.guards) {
+    for (Operation *op : guardSlice(guard, loop.getBody().front()))
+      for (Value v : op->getOperands())
+        if (!loop->isAncestor(v.getParentBlock()->getParentOp())) requireValue(v);
+    for (Value v : guard->getOperands())
+      if (!loop->isAncestor(v.getParentBlock()->getParentOp())) requireValue(v);
   }
   if (blocker) *blocker = nullptr;
   while (!work.empty()) {
@@ -242,6 +250,9 @@ struct Specializer {
     Value stage = pb.stageOf(k);
     Value parity = pb.parityOf(k);
     Value freed = arith::XOrIOp::create(b, loc, parity, pb.constant(1));
+    // Guarding flag waits first: the producer alone waits for data that
+    // arrives from elsewhere; the consumers see it through `full`.
+    pb.waitForGuards(loopBody, produce.getInductionVar());
     MbarrierWaitOp::create(b, loc, empty, stage, freed);
     MbarrierExpectTxOp::create(b, loc, full, stage, b.getI64IntegerAttr(plan.stageBytes()));
     for (PipelineLoad &load : plan.loads) {
@@ -257,6 +268,7 @@ struct Specializer {
     Block *body = consume.getBody();
     body->getOperations().splice(body->begin(), loopBody.getOperations());
     for (PipelineLoad &load : plan.loads) load.copy->erase();
+    pb.eraseGuards();
     b.setInsertionPointToStart(body);
     k = pb.iteration(consume.getInductionVar());
     stage = pb.stageOf(k);
@@ -289,7 +301,8 @@ struct TesselWarpSpecialize : tessel::impl::TesselWarpSpecializeBase<TesselWarpS
         continue;
       }
       PipelinePlan plan = planPipeline(loop, *target);
-      if (failed(verifyStagesFit(plan, *target))) return signalPassFailure();
+      if (failed(verifyStagesFit(plan, *target)) || failed(verifyLoadGuards(plan)))
+        return signalPassFailure();
       std::string why = whyNot(plan, kernel);
       if (!why.empty() && loop.getPingpong() && asked) {
         loop.emitError("ping-pong turns need a warp-specialized loop, and this one cannot be "

@@ -148,3 +148,70 @@ tile.kernel @absurd_stages(%a: memref<?x64xf16, #g>, %n: index) grid(%bx) = affi
     tile.copy %r, %s : memref<64x64xf16, strided<[64, 1], offset: ?>, #g>, memref<64x64xf16, #s>
   }
 }
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+
+// A flag wait before the loads guards them: the data of block k arrives
+// from elsewhere, announced by flags[k / 4]. The wait is issued with the
+// loads of the same iteration (prologue and steady state, with its index
+// recomputed for that iteration) and no longer sits in the body.
+// CHECK-LABEL: tile.kernel @guarded
+// CHECK: scf.if
+// CHECK: %[[P:.*]] = arith.divui %{{.*}}, %c4
+// CHECK: tile.wait %{{.*}}[%[[P]]], %{{.*}} timeout_ms(500)
+// TMA: tile.mbarrier_expect_tx
+// CHECK: tile.stage
+// CHECK: scf.for %[[IV:.*]] =
+// CHECK: %[[AHEAD:.*]] = arith.addi %[[IV]]
+// CHECK: scf.if
+// TMA-NEXT: tile.barrier
+// CHECK: %[[Q:.*]] = arith.divui %[[AHEAD]], %c4
+// CHECK-NEXT: tile.wait %{{.*}}[%[[Q]]], %{{.*}} timeout_ms(500)
+// TMA-NEXT: tile.mbarrier_expect_tx
+// CHECK: tile.stage
+// CHECK-NOT: tile.wait
+// CHECK: tile.gemm
+tile.kernel @guarded(%x: memref<?x64xf16, #g>, %flags: memref<?xi32, #g>, %epoch: i32, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c64 = arith.constant 64 : index
+  %xs = tile.alloc : memref<64x64xf16, #s>
+  %acc = tile.alloc : memref<64x64xf32, #tile.space<fragment>>
+  tile.pipelined %k = %c0 to %n step %c1 stages(2) {
+    %part = arith.divui %k, %c4 : index
+    tile.wait %flags[%part], %epoch timeout_ms(500) : memref<?xi32, #g>, i32
+    %r0 = arith.muli %k, %c64 : index
+    %xr = tile.region %x[%r0, %c0] [64, 64] : memref<?x64xf16, #g> -> memref<64x64xf16, strided<[64, 1], offset: ?>, #g>
+    tile.copy %xr, %xs : memref<64x64xf16, strided<[64, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+    tile.gemm %xs, %xs, %acc : memref<64x64xf16, #s>, memref<64x64xf16, #s>, memref<64x64xf32, #tile.space<fragment>>
+  }
+}
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+
+// A guard whose index is read from memory inside the loop cannot be issued
+// ahead with the loads.
+tile.kernel @guard_from_memory(%x: memref<?x64xf16, #g>, %flags: memref<?xi32, #g>, %parts: memref<?xi32, #g>, %epoch: i32, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %xs = tile.alloc : memref<64x64xf16, #s>
+  %acc = tile.alloc : memref<64x64xf32, #tile.space<fragment>>
+  tile.pipelined %k = %c0 to %n step %c1 stages(2) {
+    %p32 = memref.load %parts[%k] : memref<?xi32, #g>
+    %part = arith.index_cast %p32 : i32 to index
+    // expected-error @+1 {{this wait guards the pipelined loop's loads}}
+    tile.wait %flags[%part], %epoch timeout_ms(500) : memref<?xi32, #g>, i32
+    %r0 = arith.muli %k, %c64 : index
+    %xr = tile.region %x[%r0, %c0] [64, 64] : memref<?x64xf16, #g> -> memref<64x64xf16, strided<[64, 1], offset: ?>, #g>
+    tile.copy %xr, %xs : memref<64x64xf16, strided<[64, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+    tile.gemm %xs, %xs, %acc : memref<64x64xf16, #s>, memref<64x64xf16, #s>, memref<64x64xf32, #tile.space<fragment>>
+  }
+}

@@ -56,8 +56,16 @@ public:
   void makeCurrent() const;
 
   /// Throws tessel::Error naming `call`, the current device and the
-  /// driver's explanation.
+  /// driver's explanation, followed by what a kernel reported before it
+  /// trapped, if one did.
   void check(CUresult result, const char *call) const;
+
+  /// The device address of the trap report: pinned host memory mapped into
+  /// every context, where a kernel describes why it traps (a flag wait that
+  /// timed out) before the trap kills the context. Allocated on first use.
+  CUdeviceptr trapReportAddress();
+  /// The report's text, once a kernel has written one (emptying it), or "".
+  std::string takeTrapReport() const;
 
 private:
   struct DeviceState {
@@ -72,6 +80,8 @@ private:
   void requireOrdinal(int ordinal, const char *what) const;
   DriverApi fns;
   mutable std::vector<DeviceState> devices;
+  void *trapReport = nullptr; // host side of trapReportAddress()
+  CUdeviceptr trapReportDevice = 0;
 };
 
 #define TESSEL_CU(driver, call, ...) (driver).check((driver).api().call(__VA_ARGS__), #call)
