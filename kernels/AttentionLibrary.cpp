@@ -37,6 +37,7 @@ AttentionConfig attentionConfig(const Params &p) {
   auto c = sharedAttentionConfig<AttentionConfig>(p);
   c.pingpong = flagParam(p, "pingpong");
   c.overlap = flagParam(p, "overlap");
+  c.streamedShards = intParam(p, "shards") > 0;
   return c;
 }
 
@@ -59,6 +60,8 @@ struct AttentionShape {
   int64_t batch, seqQ, seqK, headsQ, headsKv, headDim;
   bool causal, varlen;
   double scale;
+  /// Forward with streamed shards: the key rows split into this many.
+  int64_t shards = 0;
   std::vector<int64_t> startQ, lenQ, startK, lenK; // per sequence
   explicit AttentionShape(const Params &p)
       : batch(intParam(p, "batch")), seqQ(intParam(p, "seqlen_q")),
@@ -86,6 +89,17 @@ struct AttentionShape {
     if (varlen) {
       seqQ = startQ.back() + lenQ.back(); // the packed tensors' rows
       seqK = startK.back() + lenK.back();
+    }
+    if (p.count("shards")) shards = intParam(p, "shards");
+    if (shards) {
+      int64_t blockN = p.at("block_n") == "auto" ? (headDim > 128 ? 64 : 128) : intParam(p, "block_n");
+      int64_t rows = seqK / shards;
+      if (shards < 0 || varlen || seqQ != seqK || seqK % shards ||
+          rows % intParam(p, "block_m") || rows % blockN)
+        throw Error(fmt::format("shards={}: streamed shards take seqlen_q = seqlen_k split into "
+                                "shards of whole blocks (block_m, block_n), without varlen; "
+                                "seqlen_k={} makes shards of {} rows",
+                                shards, seqK, shards > 0 ? seqK / shards : 0));
     }
   }
   /// The batch extent of the tensors (packed: 1).
@@ -182,11 +196,14 @@ void referenceForward(const AttentionShape &s, const HostTensor &q, const HostTe
 
 struct ForwardTensors {
   HostTensor q, k, v, o, lse, cuQ, cuK;
+  /// Streamed shards: every shard's flag already at epoch 1.
+  HostTensor arrivals;
   ForwardTensors(const AttentionShape &s, DType t)
       : q(t, {s.tensorBatch(), s.seqQ, s.headsQ, s.headDim}),
         k(t, {s.tensorBatch(), s.seqK, s.headsKv, s.headDim}), v(k), o(q),
         lse(DType::f32, {s.tensorBatch(), s.headsQ, s.seqQ}), cuQ(DType::i32, {s.batch + 1}),
-        cuK(cuQ) {
+        cuK(cuQ), arrivals(DType::i32, {std::max<int64_t>(s.shards, 1)}) {
+    for (int64_t i = 0; i < s.shards; ++i) arrivals.set(i, 1);
     AttentionArgs a = s.args(t);
     for (size_t i = 0; i < a.cuSeqlensQ.size(); ++i) {
       cuQ.set(i, a.cuSeqlensQ[i]);
@@ -215,6 +232,12 @@ void forwardArgs(DeviceRun &run, const AttentionShape &s, ForwardTensors &t, boo
   run.addTensor(t.v, false);
   run.addTensor(t.o, poison);
   run.addTensor(t.lse, poison);
+  if (s.shards) {
+    // One head group, every shard at epoch 1.
+    for (int64_t n : {s.seqK / s.shards, s.shards, int64_t(1), int64_t(1)})
+      run.args.push_back(rt::LaunchArg::integer(n));
+    run.addTensor(t.arrivals, false);
+  }
   if (!s.varlen) return;
   run.args.push_back(rt::LaunchArg::integer(s.batch + 1));
   run.args.push_back(rt::LaunchArg::integer(s.maxLen(s.lenQ)));
@@ -479,6 +502,10 @@ std::vector<LibraryKernel> tessel::kernels::attentionKernels() {
          p["pingpong"] = "0";
          p["block_n"] = "auto";
          p["overlap"] = "0";
+         // > 0: the kernel built for shards that arrive while it runs
+         // (AttentionConfig::streamedShards), checked with every shard
+         // present.
+         p["shards"] = "0";
          return p;
        }(),
        [](const Params &p) { return flashAttentionForward(attentionConfig(p)); },

@@ -42,15 +42,15 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
   // One block per block_m queries of a sequence and head.
   Batch seqs = Batch::declare(p, c.varlen, batch, seqQ, "max_seqlen_q");
   struct Arrivals {
-    Expr shardRows, shards, headGroups, firstShard, epoch;
+    Expr shardRows, shards, headGroups, epoch;
     Tensor flags;
   };
   std::optional<Arrivals> arrivals;
   if (c.streamedShards) {
     Expr shardRows = p.sym("shard_rows"), shards = p.sym("shards");
-    Expr headGroups = p.sym("head_groups"), firstShard = p.sym("first_shard");
+    Expr headGroups = p.sym("head_groups");
     Expr epoch = p.scalar("epoch", DType::i32);
-    arrivals = Arrivals{shardRows, shards, headGroups, firstShard, epoch,
+    arrivals = Arrivals{shardRows, shards, headGroups, epoch,
                         p.tensor("arrivals", {headGroups * shards}, DType::i32)};
   }
 
@@ -91,14 +91,7 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
     Expr blocks = ceil_div(sk.length, bn);
     if (c.causal) blocks = min(blocks, ceil_div(row0 + bm, bn));
     if (c.varlen) blocks = select(row0 < sq.length, blocks, Expr(0));
-    // Streamed shards: step kt takes key block (kt + first) % blocks, the
-    // first block being first_shard's (or where it falls among the visible
-    // blocks); the online softmax does not depend on the order.
-    std::function<Expr(Expr)> keyColumn = [&](Expr kt) { return kt * bn; };
-    if (arrivals) {
-      Expr first = (arrivals->firstShard * arrivals->shardRows / bn) % max(blocks, Expr(1));
-      keyColumn = [&, first](Expr kt) { return (kt + first) % blocks * bn; };
-    }    // Scores of the block at key col0 to probabilities: masked where the
+    // Scores of the block at key col0 to probabilities: masked where the
     // block reaches past the keys (or, causal, crosses the diagonal), the
     // running maximum and sum updated, `rescale` set for the accumulator
     // (`thenRescaled` runs once it is known). The maximum is kept scaled
@@ -141,9 +134,12 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
                     c.warpSpecialize != WarpSpecialize::off;
     if (!c.overlap) {
       pipelined(blocks, c.stages, loop, [&](Expr kt) {
-        Expr col0 = keyColumn(kt);
-        // Before the loads: the loop issues the wait with them, ahead.
-        if (arrivals) waitForShard(col0);
+        Expr col0 = kt * bn;
+        // Before the loads, so that the loop issues the wait with them,
+        // ahead. Only where the walk enters a shard (shards are whole
+        // blocks): a flag load, barrier and proxy fence every step cost 12%.
+        if (arrivals)
+          if_(col0 % arrivals->shardRows == 0, [&] { waitForShard(col0); });
         copy(sk.rows(k, col0, kvHead, bn, d), ks);
         copy(sk.rows(v, col0, kvHead, bn, d), vs);
         gemm(qs, ks, s, scores);

@@ -57,7 +57,8 @@ UlyssesExchange::UlyssesExchange(Communicator &c, const UlyssesShape &s, int g)
   }
   headOutput = std::make_unique<SymmetricBuffer>(c, shape.outputElements(0) * s.elementBytes);
   sequenceOutput = std::make_unique<DeviceBuffer>(shape.inputElements(0) * s.elementBytes);
-  flags = std::make_unique<SymmetricBuffer>(c, sizeof(uint32_t) * s.ranks * (2 + 2 * groups));
+  flags = std::make_unique<SymmetricBuffer>(
+      c, sizeof(uint32_t) * (arrivalBase() + groups * arrivalStride()));
   Driver &d = Driver::get();
   TESSEL_CU(d, cuEventCreate, &forkEvent, CU_EVENT_DISABLE_TIMING);
   lanes.resize(3 * s.ranks);

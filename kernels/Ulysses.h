@@ -114,7 +114,7 @@ public:
   /// This rank's arrival flags of head group g, one i32 per source rank,
   /// and the value they reach in the current call (valid inside attend).
   CUdeviceptr arrivalFlags(int group) const {
-    return flags->local() + 4 * ((2 + groups) * shape.ranks + group * shape.ranks);
+    return flags->local() + 4 * (arrivalBase() + group * arrivalStride());
   }
   uint32_t currentEpoch() const { return epoch; }
 
@@ -140,6 +140,10 @@ private:
   std::vector<CUevent> groupEvents;
 
   CUstream lane(int source, int tensor) const { return lanes[3 * source + tensor]; }
+  /// Arrival flags start, per group, at 16-byte boundaries (kernel tensor
+  /// arguments must be aligned so).
+  int64_t arrivalStride() const { return (shape.ranks + 3) / 4 * 4; }
+  int64_t arrivalBase() const { return ((2 + groups) * shape.ranks + 3) / 4 * 4; }
   CUdeviceptr flag(int owner, int slot) const { return flags->peer(owner) + 4 * slot; }
   /// Every rank's inputs ready (stream-side handshake), then the lanes fork.
   void begin(CUstream stream);

@@ -512,7 +512,7 @@ static Expr binary(char op, Expr a, Expr b) {
     case 'M': return std::max(x, y);
     case 'm': return std::min(x, y);
     }
-    if (op != '&') fail(lastLoc, "division by zero in a constant expression");
+    if (op != '&' && op != '|') fail(lastLoc, "division by zero in a constant expression");
   }
   if (isHost(*a.node) && isHost(*b.node) && llvm::StringRef("+-*/%cMm").contains(op))
     return hostBinary(op, a, b);
@@ -542,6 +542,7 @@ static Expr binary(char op, Expr a, Expr b) {
   case 'M': return fromValue(arith::MaxSIOp::create(bld, l, lhs, rhs));
   case 'm': return fromValue(arith::MinSIOp::create(bld, l, lhs, rhs));
   case '&': return fromValue(arith::AndIOp::create(bld, l, lhs, rhs));
+  case '|': return fromValue(arith::OrIOp::create(bld, l, lhs, rhs));
   }
   return {0};
 }
@@ -575,6 +576,7 @@ Expr tessel::ceil_div(Expr a, Expr b) { return binary('c', a, b); }
 Expr tessel::max(Expr a, Expr b) { return binary('M', a, b); }
 Expr tessel::min(Expr a, Expr b) { return binary('m', a, b); }
 Expr tessel::operator&&(Expr a, Expr b) { return binary('&', a, b); }
+Expr tessel::operator||(Expr a, Expr b) { return binary('|', a, b); }
 using CI = arith::CmpIPredicate;
 using CF = arith::CmpFPredicate;
 Expr tessel::operator<(Expr a, Expr b) { return compare(CI::slt, CF::OLT, a, b); }

@@ -75,7 +75,7 @@ TEST_CASE("attention over shards that arrive while it runs", "[gpu][user]") {
         TESSEL_CU(drv, cuStreamWriteValue32, compute, flagBase + 4 * (g * shards + firstShard),
                   epoch, 0);
       std::vector<rt::LaunchArg> streamedArgs = args;
-      for (int64_t value : {shardRows, shards, groups, firstShard, int64_t(epoch)})
+      for (int64_t value : {shardRows, shards, groups, int64_t(epoch)})
         streamedArgs.push_back(rt::LaunchArg::integer(value));
       streamedArgs.push_back(arrivals);
       streamed.launch(streamedArgs, compute);

@@ -95,12 +95,11 @@ double medianOnStream(CUstream stream, int reps, const std::function<void()> &wo
 
 /// Extra arguments of a kernel built with streamed shards: head group g's
 /// arrivals on this rank, one shard per source rank.
-void appendArrivals(std::vector<LaunchArg> &args, const UlyssesExchange &x, int rank, int group) {
+void appendArrivals(std::vector<LaunchArg> &args, const UlyssesExchange &x, int group) {
   const UlyssesShape &s = x.exchangeShape();
   args.push_back(LaunchArg::integer(s.localSeq()));
   args.push_back(LaunchArg::integer(s.ranks));
   args.push_back(LaunchArg::integer(1));
-  args.push_back(LaunchArg::integer(rank));
   args.push_back(LaunchArg::integer(static_cast<int32_t>(x.currentEpoch())));
   args.push_back(LaunchArg::buffer(x.arrivalFlags(group), {s.ranks}));
 }
@@ -138,13 +137,13 @@ struct SpForm {
                   whole[t].bytes.data() + (b * s.seqlen + rank * local) * row, local * row);
     }
   }
-  void run(CUstream stream, int rank) {
+  void run(CUstream stream) {
     exchange->pipeline(
         stream,
         [&](int g, CUstream st) {
           if (arrival == UlyssesExchange::Arrival::stream) return kernel->launch(args[g], st);
           std::vector<LaunchArg> withArrivals = args[g];
-          appendArrivals(withArrivals, *exchange, rank, g);
+          appendArrivals(withArrivals, *exchange, g);
           kernel->launch(withArrivals, st);
         },
         arrival);
@@ -214,7 +213,7 @@ int runRank(const Params &params, bool bench, int reps) {
       // Twice: the second call's epochs must not be satisfied by the first's.
       for (int call = 0; call < 2; ++call) {
         TESSEL_CU(d, cuMemsetD8Async, f->exchange->result(), 0xff, whole[0].bytes.size() / n, stream);
-        f->run(stream, rank);
+        f->run(stream);
       }
       TESSEL_CU(d, cuStreamSynchronize, stream);
       HostTensor mine(sp.config.dtype, {s.batch, local, s.headsQ, s.headDim});
@@ -237,7 +236,7 @@ int runRank(const Params &params, bool bench, int reps) {
   std::vector<double> worst;
   for (auto &f : forms) {
     comm->barrier();
-    worst.push_back(slowestRank(*comm, medianOnStream(stream, reps, [&] { f->run(stream, rank); })));
+    worst.push_back(slowestRank(*comm, medianOnStream(stream, reps, [&] { f->run(stream); })));
   }
   // The pipelined form's attention launches without the exchanges: what
   // overlapping could at best reach.

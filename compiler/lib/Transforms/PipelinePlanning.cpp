@@ -34,11 +34,37 @@ static FailureOr<SetVector<Operation *>> addressSlice(ValueRange values, Block &
   return SetVector<Operation *>(ordered.begin(), ordered.end());
 }
 
+/// The values a guard uses that are defined outside it.
+static SmallVector<Value> guardInputs(Operation *guard) {
+  SmallVector<Value> inputs;
+  guard->walk([&](Operation *op) {
+    for (Value v : op->getOperands())
+      if (!guard->isAncestor(v.getParentBlock()->getParentOp()))
+        inputs.push_back(v);
+  });
+  return inputs;
+}
+
+/// A flag wait, or an scf.if holding guards and the side-effect-free code
+/// that computes their operands.
+static bool isGuard(Operation &op) {
+  if (llvm::isa<WaitOp>(op)) return true;
+  auto ifOp = llvm::dyn_cast<scf::IfOp>(op);
+  if (!ifOp || ifOp.getNumResults()) return false;
+  bool waits = false;
+  for (Region &region : ifOp->getRegions())
+    for (Operation &inner : region.getOps()) {
+      if (isGuard(inner)) waits = true;
+      else if (!llvm::isa<scf::YieldOp>(inner) && !isMemoryEffectFree(&inner)) return false;
+    }
+  return waits;
+}
+
 LogicalResult tessel::verifyLoadGuards(PipelinePlan &plan) {
   Block &body = plan.loop.getBody().front();
-  for (WaitOp guard : plan.guards)
-    if (failed(addressSlice(guard->getOperands(), body)))
-      return guard.emitError("this wait guards the pipelined loop's loads, which are issued "
+  for (Operation *guard : plan.guards)
+    if (failed(addressSlice(guardInputs(guard), body)))
+      return guard->emitError("this wait guards the pipelined loop's loads, which are issued "
                              "ahead of the body, so its flag, index and value must be computed "
                              "from the induction variable and values from before the loop; "
                              "here they depend on memory read inside the loop");
@@ -99,7 +125,7 @@ PipelinePlan tessel::planPipeline(PipelinedOp loop, const TargetInfo &target) {
   if (!plan.loads.empty())
     for (Operation &op : body) {
       if (llvm::any_of(plan.loads, [&](PipelineLoad &l) { return l.copy == &op; })) break;
-      if (auto wait = llvm::dyn_cast<WaitOp>(op)) plan.guards.push_back(wait);
+      if (isGuard(op)) plan.guards.push_back(&op);
     }
   plan.tma = !plan.loads.empty() &&
              llvm::all_of(plan.loads, [](PipelineLoad &l) { return l.noTma.empty(); });
@@ -145,8 +171,8 @@ SetVector<Operation *> tessel::loadAddressSlice(PipelineLoad &load, Block &body)
   return *slice;
 }
 
-SetVector<Operation *> tessel::guardSlice(WaitOp guard, Block &body) {
-  FailureOr<SetVector<Operation *>> slice = addressSlice(guard->getOperands(), body);
+SetVector<Operation *> tessel::guardSlice(Operation *guard, Block &body) {
+  FailureOr<SetVector<Operation *>> slice = addressSlice(guardInputs(guard), body);
   assert(succeeded(slice) && "verifyLoadGuards checked the slice");
   return *slice;
 }
@@ -159,7 +185,7 @@ Value PipelineBuilder::sourceFor(PipelineLoad &load, Block &body, Value iv) {
 }
 
 void PipelineBuilder::waitForGuards(Block &body, Value iv) {
-  for (WaitOp guard : plan.guards) {
+  for (Operation *guard : plan.guards) {
     IRMapping map;
     map.map(body.getArgument(0), iv);
     for (Operation *op : guardSlice(guard, body)) b.clone(*op, map);
@@ -168,7 +194,7 @@ void PipelineBuilder::waitForGuards(Block &body, Value iv) {
 }
 
 void PipelineBuilder::eraseGuards() {
-  for (WaitOp guard : plan.guards) guard->erase();
+  for (Operation *guard : plan.guards) guard->erase();
   plan.guards.clear();
 }
 

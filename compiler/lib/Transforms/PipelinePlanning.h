@@ -29,10 +29,11 @@ struct PipelineLoad {
 struct PipelinePlan {
   tile::PipelinedOp loop;
   llvm::SmallVector<PipelineLoad> loads;
-  /// Flag waits of the body placed before its first load: they guard the
-  /// loads (the data they read arrives from elsewhere, announced by the
-  /// flag), so whoever issues an iteration's loads ahead waits first.
-  llvm::SmallVector<tile::WaitOp> guards;
+  /// Flag waits of the body placed before its first load, alone or in
+  /// scf.if ops that hold only such waits: they guard the loads (the data
+  /// they read arrives from elsewhere, announced by the flag), so whoever
+  /// issues an iteration's loads ahead waits first.
+  llvm::SmallVector<mlir::Operation *> guards;
   int64_t stages = 1;
   /// Every load can be a TMA copy (sm_90a, unpadded layouts, 16-byte rows).
   bool tma = false;
@@ -44,7 +45,8 @@ struct PipelinePlan {
 /// shared memory, before any pass unrolls a prologue per stage.
 mlir::LogicalResult verifyStagesFit(PipelinePlan &plan, const TargetInfo &target);
 
-/// Errors at a guarding wait whose flag, index or value is not computed
+/// Errors at a guarding wait (or conditional wait) whose flag, index, value
+/// or condition is not computed
 /// from the induction variable and values defined before the loop by
 /// side-effect-free ops: it could not be issued ahead with the loads.
 mlir::LogicalResult verifyLoadGuards(PipelinePlan &plan);
@@ -58,7 +60,7 @@ PipelinePlan planPipeline(tile::PipelinedOp loop, const TargetInfo &target);
 /// address arithmetic), in order.
 llvm::SetVector<mlir::Operation *> loadAddressSlice(PipelineLoad &load, mlir::Block &body);
 /// The same for the operands of a guarding wait.
-llvm::SetVector<mlir::Operation *> guardSlice(tile::WaitOp guard, mlir::Block &body);
+llvm::SetVector<mlir::Operation *> guardSlice(mlir::Operation *guard, mlir::Block &body);
 
 /// Builds index arithmetic for a pipeline at the current insertion point.
 struct PipelineBuilder {

@@ -115,12 +115,14 @@ static SetVector<Operation *> producerInputs(PipelinePlan &plan, KernelOp kernel
         if (!loop->isAncestor(v.getParentBlock()->getParentOp())) requireValue(v);
     requireValue(load.copy.getSource());
   }
-  for (WaitOp guard : plan.guards) {
+  for (Operation *guard : plan.guards) {
     for (Operation *op : guardSlice(guard, loop.getBody().front()))
       for (Value v : op->getOperands())
         if (!loop->isAncestor(v.getParentBlock()->getParentOp())) requireValue(v);
-    for (Value v : guard->getOperands())
-      if (!loop->isAncestor(v.getParentBlock()->getParentOp())) requireValue(v);
+    guard->walk([&](Operation *inner) {
+      for (Value v : inner->getOperands())
+        if (!loop->isAncestor(v.getParentBlock()->getParentOp())) requireValue(v);
+    });
   }
   if (blocker) *blocker = nullptr;
   while (!work.empty()) {

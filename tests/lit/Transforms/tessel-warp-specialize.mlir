@@ -291,3 +291,44 @@ tile.kernel @guarded(%x: memref<?x64xf16, #g>, %flags: memref<?xi32, #g>, %epoch
     tile.gemm %xs, %xs, %acc : memref<64x64xf16, #s>, memref<64x64xf16, #s>, memref<64x64xf32, #tile.space<fragment>>
   }
 }
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+
+// A conditional wait (only where a new part begins) guards the loads too:
+// the producer runs the scf.if, its condition recomputed from its own
+// induction variable.
+// CHECK-LABEL: tile.kernel @guarded_if
+// CHECK: tile.role threads(128, 128) {
+// CHECK-NEXT: scf.for %[[IV:[^ ]*]] =
+// CHECK: %[[REM:.*]] = arith.remui %[[IV]], %c4
+// CHECK: %[[START:.*]] = arith.cmpi eq, %[[REM]]
+// CHECK: scf.if %[[START]] {
+// CHECK: tile.wait
+// CHECK: tile.mbarrier_wait
+// CHECK: tile.copy_async
+// CHECK: tile.role threads(0, 128) {
+// CHECK-NOT: tile.wait
+// CHECK: tile.gemm
+tile.kernel @guarded_if(%x: memref<?x64xf16, #g>, %flags: memref<?xi32, #g>, %epoch: i32, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c64 = arith.constant 64 : index
+  %xs = tile.alloc : memref<64x64xf16, #s>
+  %acc = tile.alloc : memref<64x64xf32, #tile.space<fragment>>
+  tile.pipelined %k = %c0 to %n step %c1 stages(2) {
+    %rem = arith.remui %k, %c4 : index
+    %start = arith.cmpi eq, %rem, %c0 : index
+    scf.if %start {
+      %part = arith.divui %k, %c4 : index
+      tile.wait %flags[%part], %epoch timeout_ms(500) : memref<?xi32, #g>, i32
+    }
+    %r0 = arith.muli %k, %c64 : index
+    %xr = tile.region %x[%r0, %c0] [64, 64] : memref<?x64xf16, #g> -> memref<64x64xf16, strided<[64, 1], offset: ?>, #g>
+    tile.copy %xr, %xs : memref<64x64xf16, strided<[64, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+    tile.gemm %xs, %xs, %acc : memref<64x64xf16, #s>, memref<64x64xf16, #s>, memref<64x64xf32, #tile.space<fragment>>
+  }
+}

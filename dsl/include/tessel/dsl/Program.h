@@ -76,6 +76,7 @@ Expr operator>(Expr a, Expr b);
 Expr operator>=(Expr a, Expr b);
 Expr operator==(Expr a, Expr b);
 Expr operator&&(Expr a, Expr b);
+Expr operator||(Expr a, Expr b);
 Expr ceil_div(Expr a, Expr b);
 Expr max(Expr a, Expr b);
 Expr min(Expr a, Expr b);
