@@ -1,5 +1,6 @@
 //===- Ulysses.cpp - the sequence-parallel all-to-all ---------------------===//
 #include "Ulysses.h"
+#include "ExchangeFlags.h"
 #include "tessel/runtime/Driver.h"
 #include "tessel/runtime/Error.h"
 
@@ -85,30 +86,55 @@ CUdeviceptr UlyssesExchange::attentionOutput(int group) const {
   return headOutput->local() + group * shape.outputElements(0) / groups * shape.elementBytes;
 }
 
+namespace {
+/// Flags through stream memory operations on `stream`.
+struct StreamFlags {
+  CUstream stream;
+  const std::function<CUdeviceptr(int, int)> &flag; // (owner, slot)
+  int me;
+  void store(int owner, int slot, uint32_t value) {
+    Driver &d = Driver::get();
+    TESSEL_CU(d, cuStreamWriteValue32, stream, flag(owner, slot), value, 0);
+  }
+  void waitAtLeast(int slot, uint32_t value) {
+    Driver &d = Driver::get();
+    TESSEL_CU(d, cuStreamWaitValue32, stream, flag(me, slot), value, CU_STREAM_WAIT_VALUE_GEQ);
+  }
+};
+} // namespace
+
 void UlyssesExchange::begin(CUstream stream) {
   Driver &d = Driver::get();
   d.setDevice(comm.device());
-  int n = shape.ranks, me = comm.localRank();
-  ++epoch;
+  NextEpoch next = nextEpoch(epoch);
+  if (next.reset) {
+    // Every rank reaches this call: with all work done everywhere, the
+    // flags start over.
+    TESSEL_CU(d, cuStreamSynchronize, stream);
+    comm.barrier();
+    TESSEL_CU(d, cuMemsetD8Async, flags->local(), 0, flags->bytes(), stream);
+    TESSEL_CU(d, cuStreamSynchronize, stream);
+    comm.barrier();
+  }
+  epoch = next.epoch;
   // Inputs ready here (the write is fenced system-wide); wait for everyone's.
-  for (int s = 0; s < n; ++s) TESSEL_CU(d, cuStreamWriteValue32, stream, flag(s, me), epoch, 0);
-  for (int s = 0; s < n; ++s)
-    TESSEL_CU(d, cuStreamWaitValue32, stream, flag(me, s), epoch, CU_STREAM_WAIT_VALUE_GEQ);
+  std::function<CUdeviceptr(int, int)> at = [&](int owner, int slot) { return flag(owner, slot); };
+  StreamFlags ops{stream, at, comm.localRank()};
+  announceAndAwait(ops, shape.ranks, comm.localRank(), /*base=*/0, epoch);
   TESSEL_CU(d, cuEventRecord, forkEvent, stream);
   for (CUstream l : lanes) TESSEL_CU(d, cuStreamWaitEvent, l, forkEvent, 0);
 }
 
 void UlyssesExchange::end(CUstream stream) {
   Driver &d = Driver::get();
-  int n = shape.ranks, me = comm.localRank();
   for (size_t i = 0; i < lanes.size(); ++i) {
     TESSEL_CU(d, cuEventRecord, joinEvents[i], lanes[i]);
     TESSEL_CU(d, cuStreamWaitEvent, stream, joinEvents[i], 0);
   }
   // Sources may be overwritten once every reader has them.
-  for (int s = 0; s < n; ++s) TESSEL_CU(d, cuStreamWriteValue32, stream, flag(s, n + me), epoch, 0);
-  for (int s = 0; s < n; ++s)
-    TESSEL_CU(d, cuStreamWaitValue32, stream, flag(me, n + s), epoch, CU_STREAM_WAIT_VALUE_GEQ);
+  std::function<CUdeviceptr(int, int)> at = [&](int owner, int slot) { return flag(owner, slot); };
+  StreamFlags ops{stream, at, comm.localRank()};
+  announceAndAwait(ops, shape.ranks, comm.localRank(), /*base=*/shape.ranks, epoch);
 }
 
 /// One 2-D copy of `rows` rows of `width` bytes.

@@ -117,6 +117,9 @@ public:
     return flags->local() + 4 * (arrivalBase() + group * arrivalStride());
   }
   uint32_t currentEpoch() const { return epoch; }
+  /// For tests of the flags' reset: the next call's epoch follows `e`
+  /// (every rank must skip alike, before its first call).
+  void skipEpochsTo(uint32_t e) { epoch = e; }
 
 private:
   rt::Communicator &comm;

@@ -10,10 +10,15 @@
 #include "tessel/runtime/Distributed.h"
 #include "tessel/runtime/Error.h"
 #include "tessel/runtime/Nccl.h"
+#include "ExchangeFlags.h"
 #include "Ulysses.h"
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <random>
+#include <thread>
 #include <map>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -221,4 +226,101 @@ TEST_CASE("Ulysses shapes are validated before anything moves") {
                     Catch::Contains("heads_q=32 is not a multiple of heads_kv=6"));
   CHECK_THROWS_WITH(kernels::validateUlysses(with([](auto &t) { t.headDim = 0; })),
                     Catch::Contains("head_dim=0 must be positive"));
+}
+
+namespace {
+/// The exchange's flags as atomics, one array per rank, and ranks as
+/// threads: the CPU model of the protocol the streams carry out.
+struct AtomicFlags {
+  std::vector<std::unique_ptr<std::atomic<uint32_t>[]>> &flags;
+  int me;
+  void store(int owner, int slot, uint32_t value) {
+    flags[owner][slot].store(value, std::memory_order_release);
+  }
+  void waitAtLeast(int slot, uint32_t value) {
+    while (flags[me][slot].load(std::memory_order_acquire) < value) std::this_thread::yield();
+  }
+};
+} // namespace
+
+// Each rank writes its input for the call, announces it, reads every
+// peer's input (which must be of this call: not the last call's, not the
+// next one's), announces that, and only then may overwrite its input. The
+// epochs start just below the limit, so the flags are reset on the way.
+TEST_CASE("epoch flags order the exchange's writes and reads across calls, through a reset") {
+  using namespace tessel::kernels;
+  const int ranks = 4, calls = 50;
+  std::vector<std::unique_ptr<std::atomic<uint32_t>[]>> flags;
+  std::vector<std::unique_ptr<std::atomic<int>[]>> inputs;
+  for (int r = 0; r < ranks; ++r) {
+    flags.emplace_back(new std::atomic<uint32_t>[2 * ranks]);
+    inputs.emplace_back(new std::atomic<int>[64]);
+    for (int i = 0; i < 2 * ranks; ++i) flags[r][i] = 0;
+    for (int i = 0; i < 64; ++i) inputs[r][i] = -1;
+  }
+  std::atomic<int> arrived{0}, mismatches{0}, resets{0};
+  // The host meeting of a reset (the communicator's barrier).
+  auto barrier = [&](int round) {
+    arrived.fetch_add(1);
+    while (arrived.load() < ranks * round) std::this_thread::yield();
+  };
+  std::vector<std::thread> threads;
+  for (int me = 0; me < ranks; ++me)
+    threads.emplace_back([&, me] {
+      std::mt19937 rng(me);
+      AtomicFlags ops{flags, me};
+      uint32_t epoch = kEpochLimit - 10;
+      int meetings = 0;
+      for (int call = 0; call < calls; ++call) {
+        NextEpoch next = nextEpoch(epoch);
+        if (next.reset) {
+          barrier(++meetings);
+          for (int i = 0; i < 2 * ranks; ++i) flags[me][i] = 0;
+          barrier(++meetings);
+          if (me == 0) ++resets;
+        }
+        epoch = next.epoch;
+        for (int i = 0; i < 64; ++i) inputs[me][i] = call * ranks + me;
+        announceAndAwait(ops, ranks, me, 0, epoch);
+        for (int src = 0; src < ranks; ++src) {
+          if (rng() % 3 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 200));
+          for (int i = 0; i < 64; ++i)
+            if (inputs[src][i].load() != call * ranks + src) ++mismatches;
+        }
+        announceAndAwait(ops, ranks, me, ranks, epoch);
+      }
+    });
+  for (std::thread &t : threads) t.join();
+  CHECK(mismatches == 0);
+  CHECK(resets == 1);
+}
+
+// Without the 'read' step a fast rank overwrites its input while a slow
+// peer still reads it: the model catches what the protocol prevents.
+TEST_CASE("without the read announcement the model sees inputs overwritten early") {
+  using namespace tessel::kernels;
+  const int ranks = 2, calls = 200;
+  std::vector<std::unique_ptr<std::atomic<uint32_t>[]>> flags;
+  std::vector<std::unique_ptr<std::atomic<int>[]>> inputs;
+  for (int r = 0; r < ranks; ++r) {
+    flags.emplace_back(new std::atomic<uint32_t>[2 * ranks]);
+    inputs.emplace_back(new std::atomic<int>[1]);
+    for (int i = 0; i < 2 * ranks; ++i) flags[r][i] = 0;
+    inputs[r][0] = -1;
+  }
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (int me = 0; me < ranks; ++me)
+    threads.emplace_back([&, me] {
+      AtomicFlags ops{flags, me};
+      for (int call = 0; call < calls; ++call) {
+        inputs[me][0] = call * ranks + me;
+        announceAndAwait(ops, ranks, me, 0, call + 1);
+        // Rank 1 reads late; rank 0 races ahead to its next write.
+        if (me == 1) std::this_thread::sleep_for(std::chrono::microseconds(50));
+        if (inputs[1 - me][0].load() != call * ranks + 1 - me) ++mismatches;
+      }
+    });
+  for (std::thread &t : threads) t.join();
+  CHECK(mismatches > 0);
 }
