@@ -38,6 +38,7 @@ AttentionConfig attentionConfig(const Params &p) {
   c.pingpong = flagParam(p, "pingpong");
   c.overlap = flagParam(p, "overlap");
   c.streamedShards = intParam(p, "shards") > 0;
+  c.queryOffset = intParam(p, "query_offset") > 0;
   return c;
 }
 
@@ -62,6 +63,8 @@ struct AttentionShape {
   double scale;
   /// Forward with streamed shards: the key rows split into this many.
   int64_t shards = 0;
+  /// Causal: the key position of query row 0.
+  int64_t queryOffset = 0;
   std::vector<int64_t> startQ, lenQ, startK, lenK; // per sequence
   explicit AttentionShape(const Params &p)
       : batch(intParam(p, "batch")), seqQ(intParam(p, "seqlen_q")),
@@ -90,6 +93,11 @@ struct AttentionShape {
       seqQ = startQ.back() + lenQ.back(); // the packed tensors' rows
       seqK = startK.back() + lenK.back();
     }
+    if (p.count("query_offset")) queryOffset = intParam(p, "query_offset");
+    if (queryOffset < 0 || (queryOffset && (!causal || varlen)))
+      throw Error(fmt::format("query_offset={}: a query offset must be positive and is for causal "
+                              "attention without varlen",
+                              queryOffset));
     if (p.count("shards")) shards = intParam(p, "shards");
     if (shards) {
       int64_t blockN = p.at("block_n") == "auto" ? (headDim > 128 ? 64 : 128) : intParam(p, "block_n");
@@ -158,7 +166,7 @@ int64_t referenceProbabilities(const AttentionShape &s, const HostTensor &q, con
                                double &lse) {
   const int64_t d = s.headDim, hk = h / (s.headsQ / s.headsKv);
   const float *qi = &q.values[s.qAt(b, i, h)];
-  int64_t visible = s.causal ? std::min(i + 1, s.lenK[b]) : s.lenK[b];
+  int64_t visible = s.causal ? std::min(s.queryOffset + i + 1, s.lenK[b]) : s.lenK[b];
   prob.resize(s.lenK[b]);
   double mx = -INFINITY, sum = 0;
   for (int64_t j = 0; j < visible; ++j) {
@@ -238,6 +246,7 @@ void forwardArgs(DeviceRun &run, const AttentionShape &s, ForwardTensors &t, boo
       run.args.push_back(rt::LaunchArg::integer(n));
     run.addTensor(t.arrivals, false);
   }
+  if (s.queryOffset) run.args.push_back(rt::LaunchArg::integer(s.queryOffset));
   if (!s.varlen) return;
   run.args.push_back(rt::LaunchArg::integer(s.batch + 1));
   run.args.push_back(rt::LaunchArg::integer(s.maxLen(s.lenQ)));
@@ -506,6 +515,8 @@ std::vector<LibraryKernel> tessel::kernels::attentionKernels() {
          // (AttentionConfig::streamedShards), checked with every shard
          // present.
          p["shards"] = "0";
+         // > 0 (causal): query row i sits at key position query_offset + i.
+         p["query_offset"] = "0";
          return p;
        }(),
        [](const Params &p) { return flashAttentionForward(attentionConfig(p)); },

@@ -30,6 +30,9 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
   if (c.headDim != 64 && c.headDim != 128 && c.headDim != 256)
     throw Error(fmt::format("flash attention forward supports head_dim 64, 128 and 256, not {}",
                             c.headDim));
+  if (c.queryOffset && (c.varlen || !c.causal))
+    throw Error("flash attention forward: a query offset places queries for the causal mask; it "
+                "needs `causal` and works without `varlen`");
   if (c.streamedShards && (c.overlap || c.varlen))
     throw Error("flash attention forward: streamed shards work without `overlap` and `varlen`");
   Program p(c.varlen            ? "flash_attention_varlen_fwd"
@@ -53,6 +56,8 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
     arrivals = Arrivals{shardRows, shards, headGroups, epoch,
                         p.tensor("arrivals", {headGroups * shards}, DType::i32)};
   }
+  // Key position of query row 0 (0 unless given).
+  Expr queryOffset = c.queryOffset ? p.sym("query_offset") : Expr(0);
 
   Expr rowBlocks = ceil_div(seqs.maxLength, bm);
   launchAttentionGrid(p, c.gridOrder, c.causal, rowBlocks, headsQ, seqs.sequences, c.threads,
@@ -76,20 +81,23 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
     // Streamed shards: the flag of the shard holding `row` for this head.
     auto waitForShard = [&](Expr row) {
       Expr group = h / (headsQ / arrivals->headGroups);
-      wait(arrivals->flags, {group * arrivals->shards + row / arrivals->shardRows},
-           arrivals->epoch);
+      Expr shard = min(row / arrivals->shardRows, arrivals->shards - 1);
+      wait(arrivals->flags, {group * arrivals->shards + shard}, arrivals->epoch);
     };
-    if (arrivals) waitForShard(row0);
+    // The queries' rows (at their key position, the last shard for any
+    // past the keys).
+    if (arrivals) waitForShard(queryOffset + row0);
     copy(sq.rows(q, row0, h, bm, d), qs);
     fill(rowMax, kNegInf);
     clear(rowSum);
     clear(acc);
     Expr scaleLog2 = scale * kLog2e;
-    // Causal (top-left aligned, key j visible to query i when j <= i): the
+    // Causal (key j visible to query i when j <= query_offset + i, top-left
+    // aligned without an offset): the
     // blocks right of this block's last row are skipped. A block past its
     // (packed) sequence's end runs no iterations.
     Expr blocks = ceil_div(sk.length, bn);
-    if (c.causal) blocks = min(blocks, ceil_div(row0 + bm, bn));
+    if (c.causal) blocks = min(blocks, ceil_div(queryOffset + row0 + bm, bn));
     if (c.varlen) blocks = select(row0 < sq.length, blocks, Expr(0));
     // Scores of the block at key col0 to probabilities: masked where the
     // block reaches past the keys (or, causal, crosses the diagonal), the
@@ -98,11 +106,11 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
     // (scale > 0 keeps the order), so each probability is one fused
     // multiply-add and an exp2.
     auto softmax = [&](Expr col0, const std::function<void()> &thenRescaled) {
-      Expr lastVisible = c.causal ? min(sk.length, row0 + 1) : sk.length;
+      Expr lastVisible = c.causal ? min(sk.length, queryOffset + row0 + 1) : sk.length;
       if_(col0 + bn > lastVisible, [&] {
         parallel(bm, bn, [&](Expr i, Expr j) {
           Expr visible = col0 + j < sk.length;
-          if (c.causal) visible = visible && col0 + j <= row0 + i;
+          if (c.causal) visible = visible && col0 + j <= queryOffset + row0 + i;
           s(i, j) = select(visible, s(i, j), Expr(kNegInf));
         });
       });

@@ -126,6 +126,12 @@ struct AttentionConfig {
   /// [head_groups * shards] (i32). shard_rows must be a multiple of block_m
   /// and block_n. Not with `overlap` or `varlen`.
   bool streamedShards = false;
+  /// Causal only: query row i sits at key position query_offset + i (an
+  /// index symbol, the last parameter), so a chunk of queries attends to
+  /// the keys up to its own place in the sequence (the mask aligned to the
+  /// bottom right when query_offset = seqlen_k - seqlen_q). Not with
+  /// `varlen`.
+  bool queryOffset = false;
 };
 /// O = softmax(scale * Q K^T) V and its log-sum-exp.
 Program flashAttentionForward(const AttentionConfig &config);

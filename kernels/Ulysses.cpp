@@ -60,22 +60,7 @@ UlyssesExchange::UlyssesExchange(Communicator &c, const UlyssesShape &s, int g)
   sequenceOutput = std::make_unique<DeviceBuffer>(shape.inputElements(0) * s.elementBytes);
   flags = std::make_unique<SymmetricBuffer>(
       c, sizeof(uint32_t) * (arrivalBase() + groups * arrivalStride()));
-  Driver &d = Driver::get();
-  TESSEL_CU(d, cuEventCreate, &forkEvent, CU_EVENT_DISABLE_TIMING);
-  lanes.resize(3 * s.ranks);
-  joinEvents.resize(lanes.size());
-  groupEvents.resize(lanes.size() * groups);
-  for (CUstream &l : lanes) TESSEL_CU(d, cuStreamCreate, &l, CU_STREAM_NON_BLOCKING);
-  for (CUevent &e : joinEvents) TESSEL_CU(d, cuEventCreate, &e, CU_EVENT_DISABLE_TIMING);
-  for (CUevent &e : groupEvents) TESSEL_CU(d, cuEventCreate, &e, CU_EVENT_DISABLE_TIMING);
-}
-
-UlyssesExchange::~UlyssesExchange() {
-  Driver &d = Driver::get();
-  for (CUstream l : lanes) d.api().cuStreamDestroy(l);
-  for (CUevent e : joinEvents) d.api().cuEventDestroy(e);
-  for (CUevent e : groupEvents) d.api().cuEventDestroy(e);
-  if (forkEvent) d.api().cuEventDestroy(forkEvent);
+  lanes = std::make_unique<CopyLanes>(3 * s.ranks, groups);
 }
 
 CUdeviceptr UlyssesExchange::output(int tensor, int group) const {
@@ -86,55 +71,15 @@ CUdeviceptr UlyssesExchange::attentionOutput(int group) const {
   return headOutput->local() + group * shape.outputElements(0) / groups * shape.elementBytes;
 }
 
-namespace {
-/// Flags through stream memory operations on `stream`.
-struct StreamFlags {
-  CUstream stream;
-  const std::function<CUdeviceptr(int, int)> &flag; // (owner, slot)
-  int me;
-  void store(int owner, int slot, uint32_t value) {
-    Driver &d = Driver::get();
-    TESSEL_CU(d, cuStreamWriteValue32, stream, flag(owner, slot), value, 0);
-  }
-  void waitAtLeast(int slot, uint32_t value) {
-    Driver &d = Driver::get();
-    TESSEL_CU(d, cuStreamWaitValue32, stream, flag(me, slot), value, CU_STREAM_WAIT_VALUE_GEQ);
-  }
-};
-} // namespace
-
 void UlyssesExchange::begin(CUstream stream) {
-  Driver &d = Driver::get();
-  d.setDevice(comm.device());
-  NextEpoch next = nextEpoch(epoch);
-  if (next.reset) {
-    // Every rank reaches this call: with all work done everywhere, the
-    // flags start over.
-    TESSEL_CU(d, cuStreamSynchronize, stream);
-    comm.barrier();
-    TESSEL_CU(d, cuMemsetD8Async, flags->local(), 0, flags->bytes(), stream);
-    TESSEL_CU(d, cuStreamSynchronize, stream);
-    comm.barrier();
-  }
-  epoch = next.epoch;
-  // Inputs ready here (the write is fenced system-wide); wait for everyone's.
-  std::function<CUdeviceptr(int, int)> at = [&](int owner, int slot) { return flag(owner, slot); };
-  StreamFlags ops{stream, at, comm.localRank()};
-  announceAndAwait(ops, shape.ranks, comm.localRank(), /*base=*/0, epoch);
-  TESSEL_CU(d, cuEventRecord, forkEvent, stream);
-  for (CUstream l : lanes) TESSEL_CU(d, cuStreamWaitEvent, l, forkEvent, 0);
+  epoch = startExchangeCall(comm, *flags, epoch, stream);
+  lanes->fork(stream);
 }
 
 void UlyssesExchange::end(CUstream stream) {
-  Driver &d = Driver::get();
-  for (size_t i = 0; i < lanes.size(); ++i) {
-    TESSEL_CU(d, cuEventRecord, joinEvents[i], lanes[i]);
-    TESSEL_CU(d, cuStreamWaitEvent, stream, joinEvents[i], 0);
-  }
+  lanes->join(stream);
   // Sources may be overwritten once every reader has them.
-  std::function<CUdeviceptr(int, int)> at = [&](int owner, int slot) { return flag(owner, slot); };
-  StreamFlags ops{stream, at, comm.localRank()};
-  announceAndAwait(ops, shape.ranks, comm.localRank(), /*base=*/shape.ranks, epoch);
+  finishExchangeCall(comm, *flags, epoch, stream);
 }
 
 /// One 2-D copy of `rows` rows of `width` bytes.
@@ -200,19 +145,18 @@ void UlyssesExchange::pipeline(CUstream stream, const std::function<void(int, CU
   Driver &d = Driver::get();
   begin(stream);
   int n = shape.ranks, me = comm.localRank();
-  auto groupEvent = [&](int g, int s, int t) { return groupEvents[g * lanes.size() + 3 * s + t]; };
   // Every group's pulls, group by group, each lane marking where a group ends.
   for (int g = 0; g < groups; ++g)
     for (int i = 0; i < n; ++i) {
       int s = (me + i) % n;
       for (int t = 0; t < 3; ++t) {
         pull(s, t, g);
-        TESSEL_CU(d, cuEventRecord, groupEvent(g, s, t), lane(s, t));
+        lanes->mark(laneOf(s, t), g);
       }
       if (arrival == Arrival::kernel && s != me) {
         // Q, K and V of the group from s are in: flag it for the kernel
         // (the write follows the copies on the stream, fenced system-wide).
-        for (int t : {1, 2}) TESSEL_CU(d, cuStreamWaitEvent, lane(s, 0), groupEvent(g, s, t), 0);
+        for (int t : {1, 2}) lanes->waitForMark(lane(s, 0), laneOf(s, t), g);
         TESSEL_CU(d, cuStreamWriteValue32, lane(s, 0), arrivalFlags(g) + 4 * s, epoch, 0);
       }
     }
@@ -222,7 +166,7 @@ void UlyssesExchange::pipeline(CUstream stream, const std::function<void(int, CU
     // that no spinning block waits for a copy that might need its SM.
     for (int s = 0; s < n; ++s)
       if (arrival == Arrival::stream || s == me)
-        for (int t = 0; t < 3; ++t) TESSEL_CU(d, cuStreamWaitEvent, stream, groupEvent(g, s, t), 0);
+        for (int t = 0; t < 3; ++t) lanes->waitForMark(stream, laneOf(s, t), g);
     if (arrival == Arrival::kernel)
       TESSEL_CU(d, cuStreamWriteValue32, stream, arrivalFlags(g) + 4 * me, epoch, 0);
     attend(g, stream);

@@ -16,6 +16,7 @@
 #ifndef TESSEL_KERNELS_ULYSSES_H
 #define TESSEL_KERNELS_ULYSSES_H
 
+#include "ExchangeFlags.h"
 #include "tessel/runtime/Communicator.h"
 #include "tessel/runtime/Launch.h"
 
@@ -75,7 +76,6 @@ UlyssesSource ulyssesSource(const UlyssesShape &s, int tensor, int rank, int64_t
 class UlyssesExchange {
 public:
   UlyssesExchange(rt::Communicator &comm, const UlyssesShape &shape, int groups = 1);
-  ~UlyssesExchange();
   UlyssesExchange(const UlyssesExchange &) = delete;
   UlyssesExchange &operator=(const UlyssesExchange &) = delete;
   int groupCount() const { return groups; }
@@ -134,15 +134,12 @@ private:
   /// rank's own copy streams).
   std::unique_ptr<rt::SymmetricBuffer> flags;
   uint32_t epoch = 0;
-  /// A stream per source rank and tensor (the copy engines work on every
-  /// source at once), forked from and joined to the caller's.
-  std::vector<CUstream> lanes;
-  CUevent forkEvent = nullptr;
-  std::vector<CUevent> joinEvents;
-  /// Per group and lane: the group's pulls on that lane are done.
-  std::vector<CUevent> groupEvents;
+  /// A stream per source rank and tensor, each marking where its pulls of
+  /// a head group end.
+  std::unique_ptr<CopyLanes> lanes;
 
-  CUstream lane(int source, int tensor) const { return lanes[3 * source + tensor]; }
+  int laneOf(int source, int tensor) const { return 3 * source + tensor; }
+  CUstream lane(int source, int tensor) const { return (*lanes)[laneOf(source, tensor)]; }
   /// Arrival flags start, per group, at 16-byte boundaries (kernel tensor
   /// arguments must be aligned so).
   int64_t arrivalStride() const { return (shape.ranks + 3) / 4 * 4; }

@@ -39,6 +39,8 @@ runs=(
   "tma_scale --param M=77"
   "tma_scale --param accumulate=1 --param M=77"
   "flash_attention_fwd --param seqlen_q=130 --param seqlen_k=130 --param batch=1 --param causal=1 --param heads_q=4 --param heads_kv=2"
+  "flash_attention_fwd --param seqlen_q=256 --param seqlen_k=256 --param batch=1 --param shards=2"
+  "flash_attention_fwd --param seqlen_q=100 --param seqlen_k=300 --param batch=1 --param causal=1 --param query_offset=200"
   "flash_attention_fwd --param seqlen_q=77 --param seqlen_k=77 --param batch=1 --param head_dim=256 --param causal=1"
   "flash_attention_fwd --param seqlen_q=130 --param seqlen_k=130 --param batch=1 --param pingpong=1 --param causal=1"
   "flash_attention_fwd --param seqlen_q=130 --param seqlen_k=200 --param batch=1 --param overlap=1 --param pingpong=1"

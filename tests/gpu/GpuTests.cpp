@@ -156,6 +156,16 @@ TEST_CASE("flash attention forward matches the reference", "[gpu][attention]") {
                                       {"seqlens_k", "0,130,7"}});
   checkKernel("flash_attention_fwd", {{"block_m", "64"}, {"threads", "128"}, {"head_dim", "64"},
                                       {"block_n", "64"}});
+  // Queries placed at key position query_offset (a chunk of a longer
+  // sequence), and the kernel built for shards that arrive while it runs
+  // (here all present), alone and together.
+  checkKernel("flash_attention_fwd", {{"causal", "1"}, {"query_offset", "300"}, {"seqlen_q", "200"},
+                                      {"seqlen_k", "500"}});
+  checkKernel("flash_attention_fwd", {{"causal", "1"}, {"query_offset", "256"}, {"seqlen_q", "256"},
+                                      {"seqlen_k", "256"}, {"shards", "2"}});
+  for (std::string causal : {"0", "1"})
+    checkKernel("flash_attention_fwd", {{"causal", causal}, {"seqlen_q", "768"},
+                                        {"seqlen_k", "768"}, {"shards", "3"}});
 }
 
 TEST_CASE("flash attention forward over packed sequences matches the reference", "[gpu][attention]") {

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cmath>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -200,6 +201,13 @@ double tessel::slowestRank(Communicator &comm, double mine) {
   for (const std::string &v : comm.node().allGather(fmt::format("{}", mine)))
     worst = std::max(worst, std::atof(v.c_str()));
   return worst;
+}
+
+double tessel::fastestRank(Communicator &comm, double mine) {
+  double best = INFINITY;
+  for (const std::string &v : comm.node().allGather(fmt::format("{}", mine)))
+    best = std::min(best, std::atof(v.c_str()));
+  return best;
 }
 
 int tessel::relaunchAsRanks(int ranks) {

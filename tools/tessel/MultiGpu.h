@@ -26,6 +26,8 @@ kernels::Params mergeParams(const kernels::Params &given, const kernels::Params 
                             const char *command);
 /// The largest of every local rank's `mine` (collective).
 double slowestRank(rt::Communicator &comm, double mine);
+/// The smallest (collective).
+double fastestRank(rt::Communicator &comm, double mine);
 /// A multi-GPU command: as a rank (RANK set), `rank()`; otherwise
 /// `validate(ranks)` first, then one rank per GPU (or `ranks`) started as
 /// copies of this program. Without a GPU it says so (exit 1 for bench).

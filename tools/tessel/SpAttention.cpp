@@ -10,6 +10,7 @@
 #include "Kernels.h"
 #include "LibrarySupport.h"
 #include "MultiGpu.h"
+#include "SpAttention.h"
 #include "ExchangeFlags.h"
 #include "Ulysses.h"
 #include "tessel/runtime/Driver.h"
@@ -25,19 +26,14 @@ using namespace tessel::rt;
 namespace {
 // `groups`: head groups per rank whose exchange overlaps the attention of
 // the previous group (1: exchange, attention, exchange back in turn).
+// `variant`: ulysses (the all-to-all by heads) or zigzag (queries stay,
+// K/V gathered, zig-zag placed).
 const Params kSpDefaults = {{"batch", "1"},     {"seqlen", "1024"}, {"heads_q", "8"},
                             {"heads_kv", "4"},   {"head_dim", "128"}, {"causal", "0"},
-                            {"dtype", "bf16"},   {"groups", "2"}};
+                            {"dtype", "bf16"},   {"groups", "2"},     {"variant", "ulysses"}};
 const Params kSpBenchShape = {{"batch", "1"},   {"seqlen", "8192"}, {"heads_q", "32"},
                               {"heads_kv", "32"}, {"head_dim", "128"}, {"causal", "0"},
-                              {"dtype", "bf16"}, {"groups", "4"}};
-
-struct SpProblem {
-  UlyssesShape shape;
-  AttentionConfig config;
-  double scale = 0;
-  int groups = 1;
-};
+                              {"dtype", "bf16"}, {"groups", "4"},     {"variant", "ulysses"}};
 
 SpProblem problemFrom(const Params &given, const Params &defaults, int ranks) {
   Params p = mergeParams(given, defaults, "sp_attention");
@@ -50,12 +46,17 @@ SpProblem problemFrom(const Params &given, const Params &defaults, int ranks) {
   s.headDim = intParam(p, "head_dim");
   s.elementBytes = 2;
   s.ranks = ranks;
-  validateUlysses(s);
+  sp.zigzag = choiceParam<bool>(p, "variant", {{"ulysses", false}, {"zigzag", true}});
   sp.config.dtype = choiceParam<DType>(p, "dtype", {{"bf16", DType::bf16}, {"f16", DType::f16}});
   sp.config.headDim = s.headDim;
   sp.config.causal = flagParam(p, "causal");
   sp.scale = 1.0 / std::sqrt(double(s.headDim));
   sp.groups = static_cast<int>(intParam(p, "groups"));
+  if (sp.zigzag) {
+    validateZigZag(zigzagShape(sp), sp.config.blockM, sp.config.blockN ? sp.config.blockN : 128);
+    return sp;
+  }
+  validateUlysses(s);
   for (int t : {0, 1})
     if (sp.groups < 1 || s.headsPerRank(t) % sp.groups)
       throw Error(fmt::format("sp_attention: groups={} does not divide the {} {} heads of a rank",
@@ -63,35 +64,12 @@ SpProblem problemFrom(const Params &given, const Params &defaults, int ranks) {
   return sp;
 }
 
-std::string deviceArch() {
-  int cc = Driver::get().computeCapability();
-  return cc == 90 ? "sm_90a" : cc >= 100 ? "sm_100a" : "sm_80";
-}
-
-/// The forward kernel's arguments: symbols, scale, Q, K, V, O, LSE.
+/// The forward kernel's arguments over a whole sequence.
 std::vector<LaunchArg> attentionArgs(const UlyssesShape &s, int64_t headsQ, int64_t headsKV,
                                      double scale, CUdeviceptr q, CUdeviceptr k, CUdeviceptr v,
                                      CUdeviceptr o, CUdeviceptr lse) {
-  int64_t b = s.batch, n = s.seqlen, d = s.headDim;
-  return {LaunchArg::integer(b), LaunchArg::integer(n), LaunchArg::integer(n),
-          LaunchArg::integer(headsQ), LaunchArg::integer(headsKV), LaunchArg::real(scale),
-          LaunchArg::buffer(q, {b, n, headsQ, d}), LaunchArg::buffer(k, {b, n, headsKV, d}),
-          LaunchArg::buffer(v, {b, n, headsKV, d}), LaunchArg::buffer(o, {b, n, headsQ, d}),
-          LaunchArg::buffer(lse, {b, headsQ, n})};
-}
-
-/// The whole problem's Q, K, V (every rank draws the same).
-std::array<HostTensor, 3> wholeInputs(const UlyssesShape &s, DType t) {
-  std::mt19937_64 rng(2024);
-  std::array<HostTensor, 3> x = {HostTensor(t, {s.batch, s.seqlen, s.headsQ, s.headDim}),
-                                 HostTensor(t, {s.batch, s.seqlen, s.headsKV, s.headDim}),
-                                 HostTensor(t, {s.batch, s.seqlen, s.headsKV, s.headDim})};
-  for (HostTensor &h : x) randomize(h, rng);
-  return x;
-}
-
-double medianOnStream(CUstream stream, int reps, const std::function<void()> &work) {
-  return timeMedian([&](int) { work(); }, 3, reps, stream);
+  return tessel::attentionArgs({s.batch, s.seqlen, s.seqlen, headsQ, headsKV, s.headDim}, scale, q, k, v,
+                       o, lse);
 }
 
 /// Extra arguments of a kernel built with streamed shards: head group g's
@@ -154,6 +132,7 @@ struct SpForm {
 int runRank(const Params &params, bool bench, int reps) {
   auto comm = Communicator::fromEnvironment();
   SpProblem sp = problemFrom(params, bench ? kSpBenchShape : kSpDefaults, comm->size());
+  if (sp.zigzag) return runZigZagRank(*comm, sp, bench, reps);
   const UlyssesShape &s = sp.shape;
   Driver &d = Driver::get();
   Program program = flashAttentionForward(sp.config);
@@ -276,6 +255,36 @@ int runRank(const Params &params, bool bench, int reps) {
   return 0;
 }
 } // namespace
+
+std::vector<LaunchArg> tessel::attentionArgs(const AttentionExtents &e, double scale, CUdeviceptr q,
+                                             CUdeviceptr k, CUdeviceptr v, CUdeviceptr o,
+                                             CUdeviceptr lse) {
+  return {LaunchArg::integer(e.batch), LaunchArg::integer(e.seqQ), LaunchArg::integer(e.seqK),
+          LaunchArg::integer(e.headsQ), LaunchArg::integer(e.headsKV), LaunchArg::real(scale),
+          LaunchArg::buffer(q, {e.batch, e.seqQ, e.headsQ, e.headDim}),
+          LaunchArg::buffer(k, {e.batch, e.seqK, e.headsKV, e.headDim}),
+          LaunchArg::buffer(v, {e.batch, e.seqK, e.headsKV, e.headDim}),
+          LaunchArg::buffer(o, {e.batch, e.seqQ, e.headsQ, e.headDim}),
+          LaunchArg::buffer(lse, {e.batch, e.headsQ, e.seqQ})};
+}
+
+std::array<HostTensor, 3> tessel::wholeInputs(const UlyssesShape &s, DType t) {
+  std::mt19937_64 rng(2024);
+  std::array<HostTensor, 3> x = {HostTensor(t, {s.batch, s.seqlen, s.headsQ, s.headDim}),
+                                 HostTensor(t, {s.batch, s.seqlen, s.headsKV, s.headDim}),
+                                 HostTensor(t, {s.batch, s.seqlen, s.headsKV, s.headDim})};
+  for (HostTensor &h : x) randomize(h, rng);
+  return x;
+}
+
+std::string tessel::deviceArch() {
+  int cc = Driver::get().computeCapability();
+  return cc == 90 ? "sm_90a" : cc >= 100 ? "sm_100a" : "sm_80";
+}
+
+double tessel::medianOnStream(CUstream stream, int reps, const std::function<void()> &work) {
+  return timeMedian([&](int) { work(); }, 3, reps, stream);
+}
 
 int tessel::spAttentionCommand(bool bench, const Params &params, int ranks, int reps) {
   return asRanks(
