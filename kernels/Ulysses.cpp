@@ -1,24 +1,59 @@
 //===- Ulysses.cpp - the sequence-parallel all-to-all ---------------------===//
 #include "Ulysses.h"
 #include "ExchangeFlags.h"
+#include "SequenceShards.h"
 #include "tessel/runtime/Driver.h"
 #include "tessel/runtime/Error.h"
 
+#include <algorithm>
 #include <fmt/format.h>
 
 using namespace tessel;
 using namespace tessel::kernels;
 using namespace tessel::rt;
 
+int64_t UlyssesShape::totalRows(int tensor) const {
+  if (!packed()) return batch * seqlen;
+  return (tensor == 0 ? cuSeqlensQ : cuSeqlensK).back();
+}
+
+std::vector<UlyssesShape::Sequence> UlyssesShape::sequences(int tensor) const {
+  std::vector<Sequence> out;
+  if (!packed()) {
+    for (int64_t b = 0; b < batch; ++b) out.push_back({b * seqlen, seqlen});
+    return out;
+  }
+  const std::vector<int32_t> &cu = tensor == 0 ? cuSeqlensQ : cuSeqlensK;
+  for (size_t i = 0; i + 1 < cu.size(); ++i) out.push_back({cu[i], cu[i + 1] - cu[i]});
+  return out;
+}
+
 void tessel::kernels::validateUlysses(const UlyssesShape &s) {
   if (s.ranks < 1) throw Error(fmt::format("Ulysses: {} ranks", s.ranks));
-  for (auto [name, v] : {std::pair{"batch", s.batch}, {"seqlen", s.seqlen}, {"heads_q", s.headsQ},
+  for (auto [name, v] : {std::pair{"batch", s.batch}, {"heads_q", s.headsQ},
                          {"heads_kv", s.headsKV}, {"head_dim", s.headDim}})
     if (v <= 0) throw Error(fmt::format("Ulysses: {}={} must be positive", name, v));
   if (s.elementBytes != 2 && s.elementBytes != 4)
     throw Error(fmt::format("Ulysses: {}-byte elements; use 16- or 32-bit types", s.elementBytes));
-  if (s.seqlen % s.ranks)
-    throw Error(fmt::format("Ulysses: seqlen={} does not split over {} ranks", s.seqlen, s.ranks));
+  if (s.packed()) {
+    if (s.batch != 1)
+      throw Error(fmt::format("Ulysses: a packed batch is one tensor of batch 1, not {}", s.batch));
+    if (s.cuSeqlensQ.size() != s.cuSeqlensK.size())
+      throw Error(fmt::format("Ulysses: cu_seqlens_q has {} entries and cu_seqlens_k {}",
+                              s.cuSeqlensQ.size(), s.cuSeqlensK.size()));
+    // Each sequence splits over the ranks on its own (the longest bounds
+    // nothing here: the shard of a sequence is its length over N).
+    for (const std::vector<int32_t> *cu : {&s.cuSeqlensQ, &s.cuSeqlensK}) {
+      int64_t longest = 0;
+      for (size_t i = 0; i + 1 < cu->size(); ++i)
+        longest = std::max<int64_t>(longest, (*cu)[i + 1] - (*cu)[i]);
+      validatePackedShards(*cu, s.ranks, longest);
+    }
+  } else {
+    if (s.seqlen <= 0) throw Error(fmt::format("Ulysses: seqlen={} must be positive", s.seqlen));
+    if (s.seqlen % s.ranks)
+      throw Error(fmt::format("Ulysses: seqlen={} does not split over {} ranks", s.seqlen, s.ranks));
+  }
   if (s.headsQ % s.headsKV)
     throw Error(fmt::format("Ulysses: heads_q={} is not a multiple of heads_kv={}", s.headsQ,
                             s.headsKV));
@@ -34,11 +69,15 @@ void tessel::kernels::validateUlysses(const UlyssesShape &s) {
 }
 
 UlyssesSource tessel::kernels::ulyssesSource(const UlyssesShape &s, int tensor, int rank,
-                                             int64_t b, int64_t t, int64_t h, int64_t d) {
-  int64_t local = s.localSeq();
-  int source = static_cast<int>(t / local);
-  int64_t row = t % local, head = s.firstHead(tensor, rank) + h;
-  return {source, ((b * local + row) * s.heads(tensor) + head) * s.headDim + d};
+                                             int64_t row, int64_t h, int64_t d) {
+  for (const UlyssesShape::Sequence &q : s.sequences(tensor)) {
+    if (row >= q.start + q.length) continue;
+    int64_t shard = q.length / s.ranks, within = row - q.start;
+    int64_t localRow = q.start / s.ranks + within % shard, head = s.firstHead(tensor, rank) + h;
+    return {static_cast<int>(within / shard), (localRow * s.heads(tensor) + head) * s.headDim + d};
+  }
+  throw Error(fmt::format("Ulysses: row {} is past the {} rows of tensor {}", row,
+                          s.totalRows(tensor), tensor));
 }
 
 UlyssesExchange::UlyssesExchange(Communicator &c, const UlyssesShape &s, int g)
@@ -98,29 +137,30 @@ static void copyRows(CUdeviceptr src, int64_t srcPitch, CUdeviceptr dst, int64_t
 }
 
 void UlyssesExchange::pull(int s, int t, int g) {
-  // From Q (K, V) [B, S/N, H, D] on s: this rank's heads of group g, into
-  // rows s*S/N.. of group g's [B, S, heads/N/groups, D].
-  int me = comm.localRank();
-  int64_t eb = shape.elementBytes, dim = shape.headDim, local = shape.localSeq();
+  // From Q (K, V) [rows/N, H, D] on s: this rank's heads of group g, into
+  // group g's [rows, heads/N/groups, D]; sequence by sequence, s's 1/N of
+  // each goes to rows start + s*length/N (batch entries are sequences).
+  int me = comm.localRank(), n = shape.ranks;
+  int64_t eb = shape.elementBytes, dim = shape.headDim;
   int64_t all = shape.heads(t), mine = shape.headsPerRank(t) / groups;
   int64_t first = shape.firstHead(t, me) + g * mine;
-  for (int64_t b = 0; b < shape.batch; ++b)
-    copyRows(inputs[t]->peer(s) + ((b * local * all) + first) * dim * eb, all * dim * eb,
-             output(t, g) + ((b * shape.seqlen + s * local) * mine) * dim * eb, mine * dim * eb,
-             mine * dim * eb, local, lane(s, t));
+  for (const UlyssesShape::Sequence &q : shape.sequences(t))
+    copyRows(inputs[t]->peer(s) + (q.start / n * all + first) * dim * eb, all * dim * eb,
+             output(t, g) + ((q.start + s * (q.length / n)) * mine) * dim * eb, mine * dim * eb,
+             mine * dim * eb, q.length / n, lane(s, t));
 }
 
 void UlyssesExchange::pullBack(int s, int g) {
-  // From group g of O' [B, S, Hq/N/groups, D] on s: this rank's rows, into
-  // heads s*Hq/N + g*.. of O [B, S/N, Hq, D].
-  int me = comm.localRank();
-  int64_t eb = shape.elementBytes, dim = shape.headDim, local = shape.localSeq();
+  // From group g of O' [rows, Hq/N/groups, D] on s: this rank's rows of
+  // each sequence, into heads s*Hq/N + g*.. of O [rows/N, Hq, D].
+  int me = comm.localRank(), n = shape.ranks;
+  int64_t eb = shape.elementBytes, dim = shape.headDim;
   int64_t all = shape.headsQ, mine = shape.headsPerRank(0) / groups;
   CUdeviceptr source = headOutput->peer(s) + g * shape.outputElements(0) / groups * eb;
-  for (int64_t b = 0; b < shape.batch; ++b)
-    copyRows(source + ((b * shape.seqlen + me * local) * mine) * dim * eb, mine * dim * eb,
-             result() + ((b * local * all) + s * shape.headsPerRank(0) + g * mine) * dim * eb,
-             all * dim * eb, mine * dim * eb, local, lane(s, 0));
+  for (const UlyssesShape::Sequence &q : shape.sequences(0))
+    copyRows(source + ((q.start + me * (q.length / n)) * mine) * dim * eb, mine * dim * eb,
+             result() + (q.start / n * all + s * shape.headsPerRank(0) + g * mine) * dim * eb,
+             all * dim * eb, mine * dim * eb, q.length / n, lane(s, 0));
 }
 
 void UlyssesExchange::forward(CUstream stream) {
@@ -198,26 +238,27 @@ void NcclUlysses::forward(CUstream stream, bool packing) {
   Driver &d = Driver::get();
   d.setDevice(comm.device());
   int n = shape.ranks;
-  int64_t eb = shape.elementBytes, dim = shape.headDim, local = shape.localSeq();
-  // Chunk for destination r: for each tensor, [B, S/N, heads/N, D].
-  auto chunk = [&](CUdeviceptr base, int r, int t, int64_t b) {
+  int64_t eb = shape.elementBytes, dim = shape.headDim;
+  // Chunk for destination r: for each tensor, [rows/N, heads/N, D], the
+  // rank's shard of each sequence at start/N.
+  auto chunk = [&](CUdeviceptr base, int r, int t, int64_t shardRow) {
     CUdeviceptr at = base + r * perPeer;
-    for (int u = 0; u < t; ++u) at += shape.batch * local * shape.headsPerRank(u) * dim * eb;
-    return at + b * local * shape.headsPerRank(t) * dim * eb;
+    for (int u = 0; u < t; ++u) at += shape.localRows(u) * shape.headsPerRank(u) * dim * eb;
+    return at + shardRow * shape.headsPerRank(t) * dim * eb;
   };
   if (packing)
     for (int r = 0; r < n; ++r)
       for (int t = 0; t < 3; ++t) {
         int64_t all = shape.heads(t), mine = shape.headsPerRank(t), first = shape.firstHead(t, r);
-        for (int64_t b = 0; b < shape.batch; ++b) {
+        for (const UlyssesShape::Sequence &q : shape.sequences(t)) {
           CUDA_MEMCPY2D copy{};
           copy.srcMemoryType = copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-          copy.srcDevice = exchange.input(t) + (b * local * all + first) * dim * eb;
+          copy.srcDevice = exchange.input(t) + (q.start / n * all + first) * dim * eb;
           copy.srcPitch = all * dim * eb;
-          copy.dstDevice = chunk(send->ptr(), r, t, b);
+          copy.dstDevice = chunk(send->ptr(), r, t, q.start / n);
           copy.dstPitch = mine * dim * eb;
           copy.WidthInBytes = mine * dim * eb;
-          copy.Height = local;
+          copy.Height = q.length / n;
           TESSEL_CU(d, cuMemcpy2DAsync, &copy, stream);
         }
       }
@@ -226,13 +267,12 @@ void NcclUlysses::forward(CUstream stream, bool packing) {
               reinterpret_cast<void *>(recv->ptr()), static_cast<size_t>(perPeer), ncclChar,
               comm.nccl(), stream);
   if (!packing) return;
-  // From source r: rows r*S/N .. of every batch, contiguous on both sides.
+  // From source r: its 1/N of each sequence, contiguous on both sides.
   for (int r = 0; r < n; ++r)
     for (int t = 0; t < 3; ++t) {
       int64_t mine = shape.headsPerRank(t);
-      for (int64_t b = 0; b < shape.batch; ++b)
-        TESSEL_CU(d, cuMemcpyAsync,
-                  output(t) + (b * shape.seqlen + r * local) * mine * dim * eb,
-                  chunk(recv->ptr(), r, t, b), local * mine * dim * eb, stream);
+      for (const UlyssesShape::Sequence &q : shape.sequences(t))
+        TESSEL_CU(d, cuMemcpyAsync, output(t) + (q.start + r * (q.length / n)) * mine * dim * eb,
+                  chunk(recv->ptr(), r, t, q.start / n), q.length / n * mine * dim * eb, stream);
     }
 }

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 namespace tessel::kernels {
 
@@ -32,9 +33,25 @@ struct UlyssesShape {
   int64_t headsQ = 0, headsKV = 0, headDim = 0;
   int64_t elementBytes = 2;
   int ranks = 1;
+  /// Packed batches (batch 1): the int32 prefix sums of each sequence's
+  /// query rows and key/value rows (one entry more than sequences); empty
+  /// for a fixed batch. Each rank holds its 1/N of every sequence, end to
+  /// end, so every length must divide by N.
+  std::vector<int32_t> cuSeqlensQ, cuSeqlensK;
+  bool packed() const { return !cuSeqlensQ.empty(); }
   int64_t localSeq() const { return seqlen / ranks; }
   /// Tensor 0 is Q, 1 and 2 are K and V.
   int64_t heads(int tensor) const { return tensor == 0 ? headsQ : headsKV; }
+  /// Rows of tensor t over the whole batch (batch * S, or the packed rows),
+  /// and in one rank's shard.
+  int64_t totalRows(int tensor) const;
+  int64_t localRows(int tensor) const { return totalRows(tensor) / ranks; }
+  /// The sequences of tensor t as runs of the whole batch's rows: each
+  /// batch entry, or each packed sequence.
+  struct Sequence {
+    int64_t start, length;
+  };
+  std::vector<Sequence> sequences(int tensor) const;
   /// Heads of `tensor` each rank holds after the exchange: heads/N, or, for
   /// K/V when heads_kv does not split over the ranks, the one K/V head that
   /// all of the rank's query heads share (replicated over several ranks).
@@ -49,9 +66,9 @@ struct UlyssesShape {
   }
   /// Elements of one rank's input (sequence shard, all heads) and output
   /// (whole sequence, its heads) of a tensor.
-  int64_t inputElements(int tensor) const { return batch * localSeq() * heads(tensor) * headDim; }
+  int64_t inputElements(int tensor) const { return localRows(tensor) * heads(tensor) * headDim; }
   int64_t outputElements(int tensor) const {
-    return batch * seqlen * headsPerRank(tensor) * headDim;
+    return totalRows(tensor) * headsPerRank(tensor) * headDim;
   }
 };
 
@@ -59,15 +76,16 @@ struct UlyssesShape {
 /// sequence split over the ranks, heads split over them, GQA groups whole.
 void validateUlysses(const UlyssesShape &s);
 
-/// Where element (b, t, h, d) of rank `rank`'s output of `tensor` comes
-/// from: the source rank and the element's offset in that rank's input. The
-/// CPU model the GPU exchange is checked against.
+/// Where element (row, h, d) of rank `rank`'s output of `tensor` comes
+/// from (`row` of the whole batch's rows: b * S + t for a fixed batch): the
+/// source rank and the element's offset in that rank's input. The CPU model
+/// the GPU exchange is checked against.
 struct UlyssesSource {
   int rank;
   int64_t offset;
 };
-UlyssesSource ulyssesSource(const UlyssesShape &s, int tensor, int rank, int64_t b, int64_t t,
-                            int64_t h, int64_t d);
+UlyssesSource ulyssesSource(const UlyssesShape &s, int tensor, int rank, int64_t row, int64_t h,
+                            int64_t d);
 
 /// The exchange of one rank. Construction is collective (symmetric buffers).
 /// Outputs are laid out in `groups` head groups, each a contiguous

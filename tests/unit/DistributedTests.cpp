@@ -168,7 +168,8 @@ TEST_CASE("the Ulysses exchange moves every input element to exactly one output 
           for (int64_t t = 0; t < s.seqlen; ++t)
             for (int64_t h = 0; h < s.headsPerRank(tensor); ++h)
               for (int64_t d = 0; d < s.headDim; ++d) {
-                kernels::UlyssesSource src = kernels::ulyssesSource(s, tensor, r, b, t, h, d);
+                kernels::UlyssesSource src =
+                    kernels::ulyssesSource(s, tensor, r, b * s.seqlen + t, h, d);
                 REQUIRE(src.rank == t / s.localSeq());
                 ++hits[src.rank * s.inputElements(tensor) + src.offset];
               }
@@ -179,9 +180,43 @@ TEST_CASE("the Ulysses exchange moves every input element to exactly one output 
   // sequence is row t % (S/N) of rank t / (S/N).
   kernels::UlyssesShape s;
   s.batch = 1, s.seqlen = 8, s.headsQ = 4, s.headsKV = 2, s.headDim = 2, s.ranks = 2;
-  kernels::UlyssesSource src = kernels::ulyssesSource(s, 0, 1, 0, 5, 1, 1);
+  kernels::UlyssesSource src = kernels::ulyssesSource(s, 0, 1, 5, 1, 1);
   CHECK(src.rank == 1);
   CHECK(src.offset == ((0 * 4 + 1) * 4 + 3) * 2 + 1);
+}
+
+// Packed batches: each sequence is split over the ranks on its own; the
+// exchange puts rank s's 1/N of sequence i at rows cu[i] + s*len/N of the
+// whole packed rows, and K/V follow their own lengths.
+TEST_CASE("a packed batch goes through the exchange sequence by sequence") {
+  for (int ranks : {1, 2, 4}) {
+    kernels::UlyssesShape s;
+    s.batch = 1, s.headsQ = 2 * ranks, s.headsKV = ranks, s.headDim = 2, s.ranks = ranks;
+    s.cuSeqlensQ = {0, 2 * ranks, 2 * ranks, 7 * ranks, 8 * ranks}; // an empty sequence too
+    s.cuSeqlensK = {0, 3 * ranks, 4 * ranks, 9 * ranks, 9 * ranks};
+    kernels::validateUlysses(s);
+    for (int tensor : {0, 1}) {
+      const std::vector<int32_t> &cu = tensor ? s.cuSeqlensK : s.cuSeqlensQ;
+      CHECK(s.totalRows(tensor) == cu.back());
+      std::vector<int> hits(ranks * s.inputElements(tensor), 0);
+      for (int r = 0; r < ranks; ++r)
+        for (int64_t row = 0; row < s.totalRows(tensor); ++row) {
+          // The sequence holding the row, and the rank whose shard holds it.
+          size_t i = 0;
+          while (cu[i + 1] <= row) ++i;
+          int64_t shard = (cu[i + 1] - cu[i]) / ranks, within = row - cu[i];
+          for (int64_t h = 0; h < s.headsPerRank(tensor); ++h)
+            for (int64_t d = 0; d < s.headDim; ++d) {
+              kernels::UlyssesSource src = kernels::ulyssesSource(s, tensor, r, row, h, d);
+              REQUIRE(src.rank == within / shard);
+              int64_t localRow = cu[i] / ranks + within % shard;
+              REQUIRE(src.offset / (s.heads(tensor) * s.headDim) == localRow);
+              ++hits[src.rank * s.inputElements(tensor) + src.offset];
+            }
+        }
+      CHECK(std::all_of(hits.begin(), hits.end(), [](int n) { return n == 1; }));
+    }
+  }
 }
 
 TEST_CASE("K/V heads that do not split over the ranks are replicated to the ranks that share them") {
@@ -196,7 +231,7 @@ TEST_CASE("K/V heads that do not split over the ranks are replicated to the rank
     // Every query head of the rank uses that K/V head.
     for (int64_t h = 0; h < s.headsPerRank(0); ++h)
       CHECK((s.firstHead(0, r) + h) / (s.headsQ / s.headsKV) == s.firstHead(1, r));
-    kernels::UlyssesSource src = kernels::ulyssesSource(s, 1, r, 0, 3, 0, 1);
+    kernels::UlyssesSource src = kernels::ulyssesSource(s, 1, r, 3, 0, 1);
     CHECK(src.offset == (1 * 2 + r / 2) * 2 + 1);
   }
   // MQA over 2 ranks: the one K/V head everywhere.
@@ -217,6 +252,18 @@ TEST_CASE("Ulysses shapes are validated before anything moves") {
   };
   CHECK_THROWS_WITH(kernels::validateUlysses(with([](auto &t) { t.seqlen = 8191; })),
                     Catch::Contains("seqlen=8191 does not split over 2 ranks"));
+  auto packed = [](auto &t) {
+    t.batch = 1;
+    t.cuSeqlensQ = {0, 4, 10};
+    t.cuSeqlensK = {0, 6, 8};
+  };
+  kernels::validateUlysses(with(packed));
+  CHECK_THROWS_WITH(kernels::validateUlysses(with([&](auto &t) { packed(t), t.batch = 2; })),
+                    Catch::Contains("a packed batch is one tensor of batch 1, not 2"));
+  CHECK_THROWS_WITH(kernels::validateUlysses(with([&](auto &t) { packed(t), t.cuSeqlensK = {0, 8}; })),
+                    Catch::Contains("cu_seqlens_q has 3 entries and cu_seqlens_k 2"));
+  CHECK_THROWS_WITH(kernels::validateUlysses(with([&](auto &t) { packed(t), t.cuSeqlensQ = {0, 4, 9}; })),
+                    Catch::Contains("sequence 1 has 5 rows, not a multiple of the 2 ranks"));
   CHECK_THROWS_WITH(kernels::validateUlysses(with([](auto &t) { t.headsKV = 3, t.headsQ = 33; })),
                     Catch::Contains("heads_q=33 does not split over 2 ranks"));
   CHECK_THROWS_WITH(kernels::validateUlysses(with([](auto &t) { t.headsKV = 5, t.headsQ = 10; })),

@@ -22,10 +22,14 @@ using namespace tessel::kernels;
 using namespace tessel::rt;
 
 namespace {
-const Params kAllToAllDefaults = {{"batch", "2"},   {"seqlen", "1024"}, {"heads_q", "8"},
-                                  {"heads_kv", "4"}, {"head_dim", "128"}, {"dtype", "bf16"}};
+// `seqlens` (and `seqlens_k`): a packed batch's lengths instead of batch
+// and seqlen.
+const Params kAllToAllDefaults = {{"batch", "2"},     {"seqlen", "1024"}, {"heads_q", "8"},
+                                  {"heads_kv", "4"},   {"head_dim", "128"}, {"dtype", "bf16"},
+                                  {"seqlens", ""},     {"seqlens_k", ""}};
 const Params kAllToAllBenchShape = {{"batch", "2"},   {"seqlen", "8192"}, {"heads_q", "32"},
-                                    {"heads_kv", "8"}, {"head_dim", "128"}, {"dtype", "bf16"}};
+                                    {"heads_kv", "8"}, {"head_dim", "128"}, {"dtype", "bf16"},
+                                    {"seqlens", ""},   {"seqlens_k", ""}};
 
 UlyssesShape shapeFrom(const Params &given, const Params &defaults, int ranks) {
   Params p = mergeParams(given, defaults, "all2all");
@@ -41,6 +45,7 @@ UlyssesShape shapeFrom(const Params &given, const Params &defaults, int ranks) {
   else if (dtype == "f32") s.elementBytes = 4;
   else throw Error(fmt::format("parameter dtype={}: use bf16, f16 or f32", dtype));
   s.ranks = ranks;
+  setPackedBatch(s, p);
   validateUlysses(s);
   return s;
 }
@@ -68,15 +73,13 @@ void fillInputs(UlyssesExchange &x, const UlyssesShape &s, int rank) {
 /// puts them.
 int64_t countMisplaced(const UlyssesShape &s, int t, int rank, const std::vector<uint16_t> &out) {
   int64_t mine = s.headsPerRank(t), words = s.elementBytes / 2, bad = 0;
-  for (int64_t b = 0; b < s.batch; ++b)
-    for (int64_t row = 0; row < s.seqlen; ++row)
-      for (int64_t h = 0; h < mine; ++h)
-        for (int64_t e = 0; e < s.headDim * words; ++e) {
-          int64_t d = e / words;
-          UlyssesSource src = ulyssesSource(s, t, rank, b, row, h, d);
-          int64_t at = ((b * s.seqlen + row) * mine + h) * s.headDim * words + e;
-          bad += out[at] != pattern(src.rank, t, src.offset * words + e % words);
-        }
+  for (int64_t row = 0; row < s.totalRows(t); ++row)
+    for (int64_t h = 0; h < mine; ++h)
+      for (int64_t e = 0; e < s.headDim * words; ++e) {
+        UlyssesSource src = ulyssesSource(s, t, rank, row, h, e / words);
+        int64_t at = (row * mine + h) * s.headDim * words + e;
+        bad += out[at] != pattern(src.rank, t, src.offset * words + e % words);
+      }
   return bad;
 }
 
@@ -135,10 +138,10 @@ int runRank(const Params &params, bool bench, int reps) {
     TESSEL_CU(d, cuMemGetInfo, &after, &total);
     int64_t grown = int64_t(before) - int64_t(after);
     bool ok = bad == 0 && differs == 0 && grown <= (4 << 20);
-    fmt::print("rank {} (device {}): all2all batch={} seqlen={} heads_q={} heads_kv={} d={}: {} "
+    fmt::print("rank {} (device {}): all2all {}: {} "
                "misplaced elements; {}; 1000 symmetric alloc/free cycles grew device use by {} "
                "bytes — {}\n",
-               rank, comm->device(), s.batch, s.seqlen, s.headsQ, s.headsKV, s.headDim, bad,
+               rank, comm->device(), shapeText(s), bad,
                reference ? (differs ? "DIFFERS from NCCL's all-to-all"
                                     : "bit-identical to NCCL's all-to-all")
                          : "NCCL not compared: " + ncclWhy,
@@ -157,9 +160,9 @@ int runRank(const Params &params, bool bench, int reps) {
     }));
   }
   if (rank == 0) {
-    fmt::print("all2all on {} ranks, batch={} seqlen={} heads_q={} heads_kv={} d={} ({:.1f} MiB "
+    fmt::print("all2all on {} ranks, {} ({:.1f} MiB "
                "of Q, K, V per rank, {:.1f} MiB leaving each GPU); median of {}, slowest rank:\n",
-               s.ranks, s.batch, s.seqlen, s.headsQ, s.headsKV, s.headDim, sent / 1048576.0,
+               s.ranks, shapeText(s), sent / 1048576.0,
                leaving / 1048576.0, reps);
     fmt::print("  tessel copy-engine pull         {:8.3f} ms  {:7.1f} GB/s\n", tessel,
                leaving / tessel / 1e6);
@@ -194,6 +197,38 @@ Params tessel::mergeParams(const Params &given, const Params &defaults, const ch
     p[k] = v;
   }
   return p;
+}
+
+std::string tessel::shapeText(const UlyssesShape &s) {
+  std::string rows = s.packed() ? fmt::format("packed {} sequences of {} + {} rows",
+                                              s.cuSeqlensQ.size() - 1, s.totalRows(0), s.totalRows(1))
+                                : fmt::format("batch={} seqlen={}", s.batch, s.seqlen);
+  return fmt::format("{} heads_q={} heads_kv={} d={}", rows, s.headsQ, s.headsKV, s.headDim);
+}
+
+std::vector<int32_t> tessel::prefixSumsParam(const Params &p, const char *key) {
+  const std::string &list = p.at(key);
+  std::vector<int32_t> cu;
+  if (list.empty()) return cu;
+  cu.push_back(0);
+  for (size_t at = 0; at <= list.size();) {
+    size_t comma = std::min(list.find(',', at), list.size());
+    int64_t length = parseInteger(list.substr(at, comma - at), 0, INT32_MAX,
+                                  fmt::format("parameter {}={}: length", key, list));
+    if (cu.back() + length > INT32_MAX)
+      throw Error(fmt::format("parameter {}={}: more than 2^31 - 1 rows in all", key, list));
+    cu.push_back(static_cast<int32_t>(cu.back() + length));
+    at = comma + 1;
+  }
+  return cu;
+}
+
+void tessel::setPackedBatch(UlyssesShape &s, const Params &p) {
+  s.cuSeqlensQ = prefixSumsParam(p, "seqlens");
+  s.cuSeqlensK = p.at("seqlens_k").empty() ? s.cuSeqlensQ : prefixSumsParam(p, "seqlens_k");
+  if (s.cuSeqlensQ.empty() && !s.cuSeqlensK.empty())
+    throw Error("parameter seqlens_k needs seqlens (the packed batch's query lengths)");
+  if (s.packed()) s.batch = 1;
 }
 
 double tessel::slowestRank(Communicator &comm, double mine) {

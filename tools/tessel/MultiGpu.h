@@ -3,6 +3,7 @@
 #define TESSEL_TOOLS_MULTIGPU_H
 
 #include "Library.h"
+#include "Ulysses.h"
 #include "tessel/runtime/Communicator.h"
 
 #include <functional>
@@ -24,6 +25,14 @@ int spAttentionCommand(bool bench, const kernels::Params &params, int ranks, int
 /// `command`'s parameters.
 kernels::Params mergeParams(const kernels::Params &given, const kernels::Params &defaults,
                             const char *command);
+/// A packed batch's lengths, `key` a comma-separated list ("" for none),
+/// as int32 prefix sums starting at 0; empty when the list is.
+std::vector<int32_t> prefixSumsParam(const kernels::Params &p, const char *key);
+/// A Ulysses shape's packed batch from `seqlens` and `seqlens_k` (the
+/// same lengths when empty), when `seqlens` is given: batch becomes 1.
+void setPackedBatch(kernels::UlyssesShape &s, const kernels::Params &p);
+/// "batch=2 seqlen=8192 heads_q=..." or the packed batch's sequences.
+std::string shapeText(const kernels::UlyssesShape &s);
 /// The largest of every local rank's `mine` (collective).
 double slowestRank(rt::Communicator &comm, double mine);
 /// The smallest (collective).

@@ -28,12 +28,15 @@ namespace {
 // the previous group (1: exchange, attention, exchange back in turn).
 // `variant`: ulysses (the all-to-all by heads) or zigzag (queries stay,
 // K/V gathered, zig-zag placed).
+// `seqlens` (and `seqlens_k`): a packed batch (Ulysses only).
 const Params kSpDefaults = {{"batch", "1"},     {"seqlen", "1024"}, {"heads_q", "8"},
                             {"heads_kv", "4"},   {"head_dim", "128"}, {"causal", "0"},
-                            {"dtype", "bf16"},   {"groups", "2"},     {"variant", "ulysses"}};
+                            {"dtype", "bf16"},   {"groups", "2"},     {"variant", "ulysses"},
+                            {"seqlens", ""},     {"seqlens_k", ""}};
 const Params kSpBenchShape = {{"batch", "1"},   {"seqlen", "8192"}, {"heads_q", "32"},
                               {"heads_kv", "32"}, {"head_dim", "128"}, {"causal", "0"},
-                              {"dtype", "bf16"}, {"groups", "4"},     {"variant", "ulysses"}};
+                              {"dtype", "bf16"}, {"groups", "4"},     {"variant", "ulysses"},
+                              {"seqlens", ""},   {"seqlens_k", ""}};
 
 SpProblem problemFrom(const Params &given, const Params &defaults, int ranks) {
   Params p = mergeParams(given, defaults, "sp_attention");
@@ -53,9 +56,13 @@ SpProblem problemFrom(const Params &given, const Params &defaults, int ranks) {
   sp.scale = 1.0 / std::sqrt(double(s.headDim));
   sp.groups = static_cast<int>(intParam(p, "groups"));
   if (sp.zigzag) {
+    if (!p.at("seqlens").empty())
+      throw Error("sp_attention: variant=zigzag takes a fixed batch (batch, seqlen), not seqlens");
     validateZigZag(zigzagShape(sp), sp.config.blockM, sp.config.blockN ? sp.config.blockN : 128);
     return sp;
   }
+  setPackedBatch(s, p);
+  sp.config.varlen = s.packed();
   validateUlysses(s);
   for (int t : {0, 1})
     if (sp.groups < 1 || s.headsPerRank(t) % sp.groups)
@@ -64,12 +71,45 @@ SpProblem problemFrom(const Params &given, const Params &defaults, int ranks) {
   return sp;
 }
 
-/// The forward kernel's arguments over a whole sequence.
-std::vector<LaunchArg> attentionArgs(const UlyssesShape &s, int64_t headsQ, int64_t headsKV,
-                                     double scale, CUdeviceptr q, CUdeviceptr k, CUdeviceptr v,
+/// A packed batch's prefix sums on the device (empty buffers otherwise).
+struct DeviceSeqlens {
+  std::unique_ptr<DeviceBuffer> q, k;
+  explicit DeviceSeqlens(const UlyssesShape &s) {
+    if (!s.packed()) return;
+    q = std::make_unique<DeviceBuffer>(s.cuSeqlensQ.size() * 4);
+    k = std::make_unique<DeviceBuffer>(s.cuSeqlensK.size() * 4);
+    q->upload(s.cuSeqlensQ.data(), s.cuSeqlensQ.size() * 4);
+    k->upload(s.cuSeqlensK.data(), s.cuSeqlensK.size() * 4);
+  }
+};
+
+/// The forward kernel's arguments over the whole sequences, `headsQ` and
+/// `headsKV` heads (a packed batch's prefix sums and longest query last).
+std::vector<LaunchArg> attentionArgs(const SpProblem &sp, const DeviceSeqlens &cu, int64_t headsQ,
+                                     int64_t headsKV, CUdeviceptr q, CUdeviceptr k, CUdeviceptr v,
                                      CUdeviceptr o, CUdeviceptr lse) {
-  return tessel::attentionArgs({s.batch, s.seqlen, s.seqlen, headsQ, headsKV, s.headDim}, scale, q, k, v,
-                       o, lse);
+  const UlyssesShape &s = sp.shape;
+  std::vector<LaunchArg> args = tessel::attentionArgs(
+      {s.batch, s.totalRows(0) / s.batch, s.totalRows(1) / s.batch, headsQ, headsKV, s.headDim},
+      sp.scale, q, k, v, o, lse);
+  if (!s.packed()) return args;
+  int64_t entries = s.cuSeqlensQ.size(), longest = 0;
+  for (const UlyssesShape::Sequence &seq : s.sequences(0)) longest = std::max(longest, seq.length);
+  args.push_back(LaunchArg::integer(entries));
+  args.push_back(LaunchArg::integer(longest));
+  args.push_back(LaunchArg::buffer(cu.q->ptr(), {entries}));
+  args.push_back(LaunchArg::buffer(cu.k->ptr(), {entries}));
+  return args;
+}
+
+/// Rows of the whole problem's tensor `t` to and from this rank's shard:
+/// `copy(localRow, wholeRow, rows)` for each sequence's 1/N.
+void forEachShardRun(const UlyssesShape &s, int t, int rank,
+                     const std::function<void(int64_t, int64_t, int64_t)> &copy) {
+  for (const UlyssesShape::Sequence &q : s.sequences(t)) {
+    int64_t shard = q.length / s.ranks;
+    copy(q.start / s.ranks, q.start + rank * shard, shard);
+  }
 }
 
 /// Extra arguments of a kernel built with streamed shards: head group g's
@@ -93,27 +133,27 @@ struct SpForm {
   DeviceBuffer lse;
   std::vector<std::vector<LaunchArg>> args; // per group, without arrivals
 
-  SpForm(std::string n, Communicator &comm, const SpProblem &sp, int groups,
-         UlyssesExchange::Arrival a, Kernel &k)
+  SpForm(std::string n, Communicator &comm, const SpProblem &sp, const DeviceSeqlens &cu,
+         int groups, UlyssesExchange::Arrival a, Kernel &k)
       : name(std::move(n)), exchange(std::make_unique<UlyssesExchange>(comm, sp.shape, groups)),
-        arrival(a), kernel(&k), lse(sp.shape.batch * sp.shape.headsPerRank(0) * sp.shape.seqlen * 4) {
+        arrival(a), kernel(&k), lse(sp.shape.headsPerRank(0) * sp.shape.totalRows(0) * 4) {
     const UlyssesShape &s = sp.shape;
     int64_t groupQ = s.headsPerRank(0) / groups, groupKV = s.headsPerRank(1) / groups;
     UlyssesExchange &x = *exchange;
     for (int g = 0; g < groups; ++g)
-      args.push_back(attentionArgs(s, groupQ, groupKV, sp.scale, x.output(0, g), x.output(1, g),
+      args.push_back(attentionArgs(sp, cu, groupQ, groupKV, x.output(0, g), x.output(1, g),
                                    x.output(2, g), x.attentionOutput(g),
-                                   lse.ptr() + g * s.batch * groupQ * s.seqlen * 4));
+                                   lse.ptr() + g * groupQ * s.totalRows(0) * 4));
   }
   void upload(const std::array<HostTensor, 3> &whole, int rank) {
     const UlyssesShape &s = exchange->exchangeShape();
     Driver &d = Driver::get();
-    int64_t local = s.localSeq(), eb = s.elementBytes;
     for (int t = 0; t < 3; ++t) {
-      int64_t row = s.heads(t) * s.headDim * eb;
-      for (int64_t b = 0; b < s.batch; ++b)
-        TESSEL_CU(d, cuMemcpyHtoD, exchange->input(t) + b * local * row,
-                  whole[t].bytes.data() + (b * s.seqlen + rank * local) * row, local * row);
+      int64_t row = s.heads(t) * s.headDim * s.elementBytes;
+      forEachShardRun(s, t, rank, [&](int64_t local, int64_t global, int64_t rows) {
+        TESSEL_CU(d, cuMemcpyHtoD, exchange->input(t) + local * row,
+                  whole[t].bytes.data() + global * row, rows * row);
+      });
     }
   }
   void run(CUstream stream) {
@@ -137,34 +177,42 @@ int runRank(const Params &params, bool bench, int reps) {
   Driver &d = Driver::get();
   Program program = flashAttentionForward(sp.config);
   Kernel kernel = compile(program, {deviceArch()});
-  AttentionConfig streamed = sp.config;
-  streamed.streamedShards = true;
-  Program streamedProgram = flashAttentionForward(streamed);
-  Kernel streamedKernel = compile(streamedProgram, {deviceArch()});
   int rank = comm->localRank(), n = s.ranks;
-  int64_t local = s.localSeq();
-  // Each rank's shard must hold whole row blocks of the streamed kernel.
-  int64_t blockN = streamed.blockN ? streamed.blockN : streamed.headDim > 128 ? 64 : 128;
-  if (local % streamed.blockM || local % blockN)
-    throw Error(fmt::format("sp_attention: each rank's {} rows (seqlen={} over {} ranks) must be "
-                            "whole blocks of {} query and {} key rows",
-                            local, s.seqlen, n, streamed.blockM, blockN));
+  DeviceSeqlens cu(s);
 
   // Three forms: the exchange, attention and the exchange back in turn
   // (unfused); head groups whose exchange overlaps attention of the group
   // before (pipelined); and the same with attention waiting in the kernel
-  // for each source's shard, starting on its own (fused).
+  // for each source's shard (fused; fixed batches whose shards are whole
+  // tiles).
   using Arrival = UlyssesExchange::Arrival;
   std::vector<std::unique_ptr<SpForm>> forms;
-  forms.push_back(std::make_unique<SpForm>("unfused", *comm, sp, 1, Arrival::stream, kernel));
-  forms.push_back(std::make_unique<SpForm>("pipelined", *comm, sp, sp.groups, Arrival::stream, kernel));
-  forms.push_back(std::make_unique<SpForm>("fused", *comm, sp, sp.groups, Arrival::kernel, streamedKernel));
+  forms.push_back(std::make_unique<SpForm>("unfused", *comm, sp, cu, 1, Arrival::stream, kernel));
+  forms.push_back(
+      std::make_unique<SpForm>("pipelined", *comm, sp, cu, sp.groups, Arrival::stream, kernel));
+  AttentionConfig streamed = sp.config;
+  streamed.streamedShards = true;
+  int64_t blockN = streamed.blockN ? streamed.blockN : streamed.headDim > 128 ? 64 : 128;
+  std::string noFused = s.packed() ? "a packed batch" : "";
+  if (!s.packed() && (s.localSeq() % streamed.blockM || s.localSeq() % blockN))
+    noFused = fmt::format("{}-row shards, not whole tiles of {} and {} rows", s.localSeq(),
+                          streamed.blockM, blockN);
+  std::unique_ptr<Program> streamedProgram;
+  std::unique_ptr<Kernel> streamedKernel;
+  if (noFused.empty()) {
+    streamedProgram = std::make_unique<Program>(flashAttentionForward(streamed));
+    streamedKernel = std::make_unique<Kernel>(compile(*streamedProgram, {deviceArch()}));
+    forms.push_back(std::make_unique<SpForm>("fused", *comm, sp, cu, sp.groups, Arrival::kernel,
+                                             *streamedKernel));
+  } else if (rank == 0) {
+    fmt::print("sp_attention: no fused form for {}\n", noFused);
+  }
   std::array<HostTensor, 3> whole = wholeInputs(s, sp.config.dtype);
   for (auto &f : forms) f->upload(whole, rank);
   CUstream stream = comm->stream();
   // Load the kernels before anything waits on a stream.
   kernel.loadedKernel().resourceUsage();
-  streamedKernel.loadedKernel().resourceUsage();
+  if (streamedKernel) streamedKernel->loadedKernel().resourceUsage();
 
   // Single-GPU attention over the whole problem, on this rank's GPU.
   std::array<std::unique_ptr<DeviceBuffer>, 3> full;
@@ -172,22 +220,25 @@ int runRank(const Params &params, bool bench, int reps) {
     full[t] = std::make_unique<DeviceBuffer>(whole[t].bytes.size());
     full[t]->upload(whole[t].bytes.data(), whole[t].bytes.size());
   }
-  DeviceBuffer fullO(whole[0].bytes.size()), fullLse(s.batch * s.headsQ * s.seqlen * 4);
+  DeviceBuffer fullO(whole[0].bytes.size()), fullLse(s.headsQ * s.totalRows(0) * 4);
   std::vector<LaunchArg> fullArgs =
-      attentionArgs(s, s.headsQ, s.headsKV, sp.scale, full[0]->ptr(), full[1]->ptr(),
-                    full[2]->ptr(), fullO.ptr(), fullLse.ptr());
+      attentionArgs(sp, cu, s.headsQ, s.headsKV, full[0]->ptr(), full[1]->ptr(), full[2]->ptr(),
+                    fullO.ptr(), fullLse.ptr());
+  std::string what = shapeText(s) + (sp.config.causal ? " causal" : " full");
 
   if (!bench) {
     kernel.launch(fullArgs, stream);
-    HostTensor all(sp.config.dtype, {s.batch, s.seqlen, s.headsQ, s.headDim});
+    HostTensor all(sp.config.dtype, {s.totalRows(0), s.headsQ, s.headDim});
     TESSEL_CU(d, cuStreamSynchronize, stream);
     fullO.download(all.bytes.data(), all.bytes.size());
     all.decode();
+    // The rank's rows of the whole output, in its shard's order.
     std::vector<double> ref;
     int64_t row = s.headsQ * s.headDim;
-    for (int64_t b = 0; b < s.batch; ++b)
-      for (int64_t i = 0; i < local * row; ++i)
-        ref.push_back(all.values[(b * s.seqlen + rank * local) * row + i]);
+    forEachShardRun(s, 0, rank, [&](int64_t, int64_t global, int64_t rows) {
+      ref.insert(ref.end(), all.values.begin() + global * row,
+                 all.values.begin() + (global + rows) * row);
+    });
     bool ok = true;
     for (auto &f : forms) {
       // Twice: the second call's epochs must not be satisfied by the
@@ -199,7 +250,7 @@ int runRank(const Params &params, bool bench, int reps) {
         f->run(stream);
       }
       TESSEL_CU(d, cuStreamSynchronize, stream);
-      HostTensor mine(sp.config.dtype, {s.batch, local, s.headsQ, s.headDim});
+      HostTensor mine(sp.config.dtype, {s.localRows(0), s.headsQ, s.headDim});
       TESSEL_CU(d, cuMemcpyDtoH, mine.bytes.data(), f->exchange->result(), mine.bytes.size());
       mine.decode();
       size_t identical = 0;
@@ -207,11 +258,10 @@ int runRank(const Params &params, bool bench, int reps) {
       double err = relativeError(mine.values, ref);
       bool pass = err < toleranceFor(sp.config.dtype);
       ok &= pass;
-      fmt::print("rank {} (device {}): sp_attention {} batch={} seqlen={} heads_q={} heads_kv={} "
-                 "d={} {}, {} head groups: rel error {:.3e} against single-GPU attention over the "
-                 "gathered tensors ({} of {} elements identical) — {}\n",
-                 rank, comm->device(), f->name, s.batch, s.seqlen, s.headsQ, s.headsKV, s.headDim,
-                 sp.config.causal ? "causal" : "full", f->exchange->groupCount(), err, identical,
+      fmt::print("rank {} (device {}): sp_attention {} {}, {} head groups: rel error {:.3e} "
+                 "against single-GPU attention over the gathered tensors ({} of {} elements "
+                 "identical) — {}\n",
+                 rank, comm->device(), f->name, what, f->exchange->groupCount(), err, identical,
                  ref.size(), pass ? "PASS" : "FAIL");
     }
     return ok ? 0 : 1;
@@ -234,14 +284,14 @@ int runRank(const Params &params, bool bench, int reps) {
                             : 0;
   comm->barrier();
   if (rank == 0) {
-    double flops = 4.0 * s.batch * s.headsQ * double(s.seqlen) * s.seqlen * s.headDim /
-                   (sp.config.causal ? 2 : 1);
-    fmt::print("sp_attention forward on {} GPUs, batch={} seqlen={} heads_q={} heads_kv={} d={} "
-               "{} (median of {}, slowest rank):\n",
-               n, s.batch, s.seqlen, s.headsQ, s.headsKV, s.headDim,
-               sp.config.causal ? "causal" : "full", reps);
-    auto line = [&](const std::string &what, double ms) {
-      fmt::print("  {:44} {:8.3f} ms  {:7.1f} TFLOP/s  {:.2f} of one GPU\n", what, ms,
+    double pairs = 0; // query-key pairs attended
+    std::vector<UlyssesShape::Sequence> qs = s.sequences(0), ks = s.sequences(1);
+    for (size_t i = 0; i < qs.size(); ++i) pairs += double(qs[i].length) * ks[i].length;
+    double flops = 4.0 * s.headsQ * pairs * s.headDim / (sp.config.causal ? 2 : 1);
+    fmt::print("sp_attention forward on {} GPUs, {} (median of {}, slowest rank):\n", n, what,
+               reps);
+    auto line = [&](const std::string &label, double ms) {
+      fmt::print("  {:44} {:8.3f} ms  {:7.1f} TFLOP/s  {:.2f} of one GPU\n", label, ms,
                  flops / ms / 1e9, ms / single);
     };
     for (size_t i = 0; i < forms.size(); ++i)
@@ -270,9 +320,9 @@ std::vector<LaunchArg> tessel::attentionArgs(const AttentionExtents &e, double s
 
 std::array<HostTensor, 3> tessel::wholeInputs(const UlyssesShape &s, DType t) {
   std::mt19937_64 rng(2024);
-  std::array<HostTensor, 3> x = {HostTensor(t, {s.batch, s.seqlen, s.headsQ, s.headDim}),
-                                 HostTensor(t, {s.batch, s.seqlen, s.headsKV, s.headDim}),
-                                 HostTensor(t, {s.batch, s.seqlen, s.headsKV, s.headDim})};
+  std::array<HostTensor, 3> x = {HostTensor(t, {s.totalRows(0), s.headsQ, s.headDim}),
+                                 HostTensor(t, {s.totalRows(1), s.headsKV, s.headDim}),
+                                 HostTensor(t, {s.totalRows(2), s.headsKV, s.headDim})};
   for (HostTensor &h : x) randomize(h, rng);
   return x;
 }
