@@ -278,6 +278,11 @@ int runRank(const Params &params, bool bench, int reps) {
     for (auto &a : pipelined.args) kernel.launch(a, stream);
   });
   double worstCompute = slowestRank(*comm, computeOnly);
+  // And its exchanges without attention: what there is to hide.
+  double exchangeOnly = slowestRank(*comm, medianOnStream(stream, reps, [&] {
+    pipelined.exchange->forward(stream);
+    pipelined.exchange->reverse(stream);
+  }));
   comm->barrier();
   // One GPU alone: the others wait.
   double single = rank == 0 ? medianOnStream(stream, reps, [&] { kernel.launch(fullArgs, stream); })
@@ -299,6 +304,7 @@ int runRank(const Params &params, bool bench, int reps) {
                        forms[i]->exchange->groupCount()),
            worst[i]);
     line("attention alone, no exchange", worstCompute);
+    line("exchanges alone, there and back", exchangeOnly);
     line("one GPU, whole problem", single);
     fmt::print("  ideal {:.2f}\n", 1.0 / n);
   }
