@@ -316,7 +316,11 @@ void signal(const Buffer &flags, std::vector<Expr> index, Expr value,
             SrcLoc loc = SrcLoc::current());
 /// The block waits until flags[index] reaches `value` (wrap-safe epoch
 /// comparison), then sees what the signalling side wrote before its signal
-/// (TMA loads too). Past `timeout_ms` the kernel traps with a message.
+/// (TMA loads too). Past `timeout_ms` the kernel traps; the CUDA error that
+/// follows on the host names the flag, its value and the block. In a
+/// `pipelined` body, waits placed before the body's copies (alone, or in an
+/// if_ of waits) guard those copies: they are issued with the copies, ahead
+/// of the compute, by the producer warpgroup when the loop is split.
 void wait(const Buffer &flags, std::vector<Expr> index, Expr value, int64_t timeout_ms = 10000,
           SrcLoc loc = SrcLoc::current());
 
