@@ -86,7 +86,7 @@ static bool isFloat(DType t) {
 static MemorySpace toSpace(Space s) { return static_cast<MemorySpace>(static_cast<int>(s)); }
 
 const char *tessel::detail::spaceName(Space s) {
-  static const char *names[] = {"global", "shared", "fragment", "local"};
+  static const char *names[] = {"global", "shared", "fragment", "local", "tensor-memory"};
   return names[static_cast<int>(s)];
 }
 
@@ -747,6 +747,16 @@ Buffer tessel::alloc_fragment(std::vector<int64_t> s, DType t, std::string name,
 }
 Buffer tessel::alloc_local(std::vector<int64_t> s, DType t, std::string name, SrcLoc loc) {
   return allocate(Space::local, s, t, name, loc);
+}
+Buffer tessel::alloc_tmem(std::vector<int64_t> s, DType t, std::string name, bool unpacked,
+                          SrcLoc loc) {
+  Buffer b = allocate(Space::tmem, s, t, name, loc);
+  auto alloc = mlir::cast<tile::AllocOp>(b.value().getDefiningOp());
+  if (unpacked) alloc.setUnpacked(true);
+  // The verifier names the rule broken (rows, element type, columns), at
+  // the user's line.
+  withDiagnostics(*alloc->getContext(), [&] { return mlir::succeeded(mlir::verify(alloc)); });
+  return b;
 }
 
 void tessel::annotate_layout(const Buffer &buf, std::vector<int64_t> strides, SrcLoc loc) {

@@ -215,3 +215,46 @@ TEST_CASE("mbarrier arrival counts beyond PTX's 2^20 - 1 are rejected at the use
                           Catch::Contains("an mbarrier counts at most 2^20 - 1 arrivals"));
   }
 }
+
+TEST_CASE("tensor memory: its rules at the user's line, and only on sm_100a") {
+  int line = 0;
+  std::string msg = errorOf([&](Tensor) {
+    line = __LINE__ + 1;
+    alloc_tmem({96, 64}, DType::f32, "acc");
+  });
+  CHECK(msg.find(here(line)) == 0);
+  CHECK(msg.find("a tensor-memory buffer is [64 or 128 rows (TMEM lanes), columns], got [96, 64]") !=
+        std::string::npos);
+  msg = errorOf([&](Tensor) {
+    line = __LINE__ + 1;
+    alloc_tmem({128, 64}, DType::f32, "acc", /*unpacked=*/true);
+  });
+  CHECK(msg.find(here(line)) == 0);
+  CHECK(msg.find("only 16-bit values are packed or unpacked") != std::string::npos);
+
+  // Placed by tessel-tmem-allocation; a Hopper target has none.
+  Program p("tmem");
+  int allocLine = 0;
+  p.kernel({1}, 128, [&](Expr) {
+    allocLine = __LINE__ + 1;
+    alloc_tmem({128, 128}, DType::bf16, "p");
+  });
+  try {
+    compile(p, {"sm_90a", ""});
+    FAIL("compiled tensor memory for sm_90a");
+  } catch (const Error &e) {
+    std::string what = e.what();
+    CHECK(what.find(here(allocLine)) != std::string::npos);
+    CHECK(what.find("tensor memory is sm_100a's; this kernel compiles for sm_90a") !=
+          std::string::npos);
+  }
+  // On sm_100a it is placed, and then refused by the lowering, which has no
+  // tcgen05 path for tile ops on it yet.
+  try {
+    compile(p, {"sm_100a", ""});
+    FAIL("compiled tensor memory without a tcgen05 lowering");
+  } catch (const Error &e) {
+    CHECK(std::string(e.what()).find("tile ops on tensor memory are not lowered to tcgen05 yet") !=
+          std::string::npos);
+  }
+}

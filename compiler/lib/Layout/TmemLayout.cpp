@@ -98,3 +98,41 @@ std::vector<TmemIssue> tessel::layout::splitColumnRun(TmemShape shape, int colum
   }
   return issues;
 }
+
+std::string tessel::layout::tcgen05ShapeError(int m, int n) {
+  if (m != 64 && m != 128)
+    return "m=" + std::to_string(m) + ": cta_group::1 MMAs are 64 or 128 rows";
+  if (n < 8 || n > 256 || n % 8)
+    return "n=" + std::to_string(n) + ": cta_group::1 MMAs are 8 to 256 columns in steps of 8";
+  return "";
+}
+
+uint32_t tessel::layout::tcgen05InstrDescriptor(int m, int n, bool bf16, bool f32Accumulator,
+                                                bool transposeA, bool transposeB) {
+  uint32_t d = 0;
+  d |= uint32_t(f32Accumulator ? 1 : 0) << 4;
+  d |= uint32_t(bf16 ? 1 : 0) << 7;
+  d |= uint32_t(bf16 ? 1 : 0) << 10;
+  d |= uint32_t(transposeA) << 15;
+  d |= uint32_t(transposeB) << 16;
+  d |= uint32_t(n >> 3) << 17;
+  d |= uint32_t(m >> 4) << 24;
+  return d;
+}
+
+std::optional<uint64_t> tessel::layout::tcgen05SmemDescriptor(uint32_t address,
+                                                              int64_t leadingBytes,
+                                                              int64_t strideBytes,
+                                                              int swizzleBytes) {
+  uint64_t swizzle;
+  switch (swizzleBytes) {
+  case 0: swizzle = 0; break;
+  case 128: swizzle = 2; break;
+  case 64: swizzle = 4; break;
+  case 32: swizzle = 6; break;
+  default: return std::nullopt;
+  }
+  auto field = [](uint64_t bytes) { return (bytes & 0x3FFFF) >> 4; };
+  return field(address) | field(leadingBytes) << 16 | field(strideBytes) << 32 | uint64_t(1) << 46 |
+         swizzle << 61;
+}

@@ -778,6 +778,16 @@ LogicalResult TileLowering::run() {
   if (mlir::failed(verifySharedMemory(kernel, target.arch, target.maxSharedBytes)))
     return mlir::failure();
 
+  // Tensor memory is placed (tessel-tmem-allocation) and addressed
+  // (TmemLayout.h), but the tile ops on it have no tcgen05 lowering yet.
+  WalkResult tmem = kernel.walk([&](AllocOp alloc) {
+    if (getMemorySpace(alloc.getType()) != MemorySpace::tmem) return WalkResult::advance();
+    alloc.emitError("tile ops on tensor memory are not lowered to tcgen05 yet; this kernel "
+                    "cannot be compiled");
+    return WalkResult::interrupt();
+  });
+  if (tmem.wasInterrupted()) return mlir::failure();
+
   // Storage: shared buffers in dynamic shared memory, fragments and local
   // buffers per thread; all 1-D, addressed through their layout.
   SmallVector<AllocOp> allocs;

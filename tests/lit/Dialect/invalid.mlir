@@ -545,3 +545,93 @@ tile.kernel @k(%f: memref<8xi32, #tile.space<global>>, %e: i32) grid(%bx) = affi
   // expected-error @+1 {{timeout_ms must be in (0, 3600000], got 0}}
   tile.wait %f[%c0], %e timeout_ms(0) : memref<8xi32, #tile.space<global>>, i32
 }
+
+// -----
+
+tile.kernel @tmem_rows() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  // expected-error @+1 {{a tensor-memory buffer is [64 or 128 rows (TMEM lanes), columns], got [32, 64]}}
+  %t = tile.alloc : memref<32x64xf32, #tile.space<tmem>>
+}
+
+// -----
+
+tile.kernel @tmem_type() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  // expected-error @+1 {{tensor memory holds 32-bit (f32, i32) or 16-bit (f16, bf16) values, not 'f64'}}
+  %t = tile.alloc : memref<128x64xf64, #tile.space<tmem>>
+}
+
+// -----
+
+tile.kernel @tmem_too_wide() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  // expected-error @+1 {{spans 1024 32-bit columns; tensor memory has 512 per block}}
+  %t = tile.alloc {unpacked} : memref<128x1024xbf16, #tile.space<tmem>>
+}
+
+// -----
+
+tile.kernel @tmem_placed_past_end() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  // expected-error @+1 {{placed at column 384, its 256 columns pass the 512 there are}}
+  %t = tile.alloc {offset = 384 : i64} : memref<128x512xbf16, #tile.space<tmem>>
+}
+
+// -----
+
+tile.kernel @unpacked_shared() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  // expected-error @+1 {{only tensor-memory buffers are packed or unpacked}}
+  %t = tile.alloc {unpacked} : memref<128x64xbf16, #tile.space<shared>>
+}
+
+// -----
+
+tile.kernel @alloc_columns(%s: i32) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  // expected-error @+1 {{allocates 48 columns; tensor memory is allocated in powers of two from 32 to 512}}
+  tilenv.tcgen05_alloc %s columns = 48
+}
+
+// -----
+
+tile.kernel @mma_shape() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  // expected-error @+1 {{n=12: cta_group::1 MMAs are 8 to 256 columns in steps of 8}}
+  %id = tilenv.tcgen05_idesc m = 128 n = 12 bf16 -> f32
+}
+
+// -----
+
+tile.kernel @mma_types() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  // expected-error @+1 {{kind::f16 accumulates in f32 or f16, not 'bf16'}}
+  %id = tilenv.tcgen05_idesc m = 64 n = 64 f16 -> bf16
+}
+
+// -----
+
+tile.kernel @smem_desc_swizzle(%a: i32) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  // expected-error @+1 {{swizzle of 96 bytes; tcgen05 takes none, 32, 64 or 128}}
+  %d = tilenv.tcgen05_smem_desc %a lbo = 16 sbo = 1024 swizzle = 96
+}
+
+// -----
+
+tile.kernel @ld_num(%a: i32) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %r = tile.alloc : memref<256xf32, #tile.space<local>>
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{registers}}
+  tilenv.tcgen05_ld %a -> %r[%c0] s16x256b x 64 : memref<256xf32, #tile.space<local>>
+}
+
+// -----
+
+tile.kernel @ld_offset(%a: i32) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %r = tile.alloc : memref<8xf32, #tile.space<local>>
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{the column immediate belongs to the 16x32bx2 shape, and it needs one}}
+  tilenv.tcgen05_ld %a -> %r[%c0] s16x32bx2 x 2 : memref<8xf32, #tile.space<local>>
+}
+
+// -----
+
+tile.kernel @st_registers(%a: i32) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %r = tile.alloc : memref<8xf32, #tile.space<shared>>
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{moves a thread's registers (local or fragment storage)}}
+  tilenv.tcgen05_st %r[%c0] -> %a s32x32b x 8 : memref<8xf32, #tile.space<shared>>
+}

@@ -69,6 +69,24 @@ struct TmemIssue {
 };
 std::vector<TmemIssue> splitColumnRun(TmemShape shape, int columns);
 
+/// Why (m, n) is not a shape of tcgen05.mma.cta_group::1.kind::f16 (m 64 or
+/// 128, n 8 .. 256 in steps of 8), or "" when it is.
+std::string tcgen05ShapeError(int m, int n);
+
+/// The 32-bit instruction descriptor of a kind::f16 tcgen05.mma (the PTX
+/// ISA's instruction-descriptor table): D type in bits 4-5 (f16 0, f32 1), A
+/// and B types in 7-9 and 10-12 (f16 0, bf16 1), MN-major A and B in bits 15
+/// and 16, n >> 3 in 17-22 and m >> 4 in 24-28.
+uint32_t tcgen05InstrDescriptor(int m, int n, bool bf16, bool f32Accumulator, bool transposeA,
+                                bool transposeB);
+
+/// The 64-bit shared-memory matrix descriptor of sm_100: start address,
+/// leading and stride byte offsets, each >> 4, in bits 0-13, 16-29 and
+/// 32-45; version 1 in bits 46-48; the swizzle in bits 61-63 (none 0,
+/// 128 bytes 2, 64 bytes 4, 32 bytes 6). Nothing for another swizzle.
+std::optional<uint64_t> tcgen05SmemDescriptor(uint32_t address, int64_t leadingBytes,
+                                              int64_t strideBytes, int swizzleBytes);
+
 } // namespace tessel::layout
 
 #endif

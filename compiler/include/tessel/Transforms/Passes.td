@@ -19,6 +19,24 @@ def TesselVerifyKernel : Pass<"tessel-verify-kernel", "::tessel::tile::KernelOp"
   let dependentDialects = ["::tessel::tile::TileDialect"];
 }
 
+def TesselTmemAllocation : Pass<"tessel-tmem-allocation", "::tessel::tile::KernelOp"> {
+  let summary = "Place every tensor-memory buffer in the block's 512 columns";
+  let description = [{
+    Pre: tile-level IR. Each `#tile.space<tmem>` buffer takes its 32-bit
+    columns (values, or half of them for packed 16-bit values) rounded up to
+    a power of two of at least 32; the widest go first, so every buffer
+    starts at a multiple of its own width. Over 512 columns in all is an
+    error at the kernel listing every buffer with its columns; a kernel for
+    a target without tensor memory (sm_80, sm_90a) that allocates some is an
+    error at the buffer.
+    Post: every tensor-memory alloc has `offset` = its first column; the
+    kernel has `tmem_columns`, the power of two tcgen05.alloc must take.
+  }];
+  let options = [Option<"arch", "arch", "std::string", "\"sm_90a\"",
+                        "target architecture: sm_80, sm_90a or sm_100a">];
+  let dependentDialects = ["::tessel::tile::TileDialect"];
+}
+
 def TesselLayoutInference : Pass<"tessel-layout-inference", "::tessel::tile::KernelOp"> {
   let summary = "Give every fragment a register layout and every shared buffer a layout";
   let description = [{

@@ -159,6 +159,36 @@ static LogicalResult checkLayoutFits(Operation *op, Attribute layout, MemRefType
   return success();
 }
 
+int64_t AllocOp::getTmemColumns() {
+  MemRefType type = getType();
+  int64_t values = type.getShape().back();
+  if (type.getElementTypeBitWidth() == 32 || getUnpacked()) return values;
+  return (values + 1) / 2;
+}
+
+LogicalResult AllocOp::verifyTmemBuffer() {
+  MemRefType type = getType();
+  if (type.getRank() != 2 || (type.getShape()[0] != 64 && type.getShape()[0] != 128))
+    return emitOpError("a tensor-memory buffer is [64 or 128 rows (TMEM lanes), columns], got ")
+           << shapeString(type.getShape());
+  Type element = type.getElementType();
+  bool wide = element.isF32() || element.isInteger(32);
+  if (!wide && !element.isF16() && !element.isBF16())
+    return emitOpError("tensor memory holds 32-bit (f32, i32) or 16-bit (f16, bf16) values, not ")
+           << element;
+  if (wide && getUnpacked())
+    return emitOpError("only 16-bit values are packed or unpacked");
+  if (getTmemColumns() > 512)
+    return emitOpError("spans ") << getTmemColumns()
+                                 << " 32-bit columns; tensor memory has 512 per block";
+  if (getLayout()) return emitOpError("tensor-memory buffers have no register or shared layout");
+  if (std::optional<int64_t> column = getOffset())
+    if (*column < 0 || *column + getTmemColumns() > 512)
+      return emitOpError("placed at column ")
+             << *column << ", its " << getTmemColumns() << " columns pass the 512 there are";
+  return success();
+}
+
 LogicalResult AllocOp::verify() {
   MemRefType type = getType();
   if (getMemorySpace(type) == MemorySpace::global)
@@ -168,6 +198,11 @@ LogicalResult AllocOp::verify() {
                        << shapeString(type.getShape());
   if (!type.getLayout().isIdentity())
     return emitOpError("allocations are row-major; use tile.annotate_layout for other layouts");
+  if (getMemorySpace(type) == MemorySpace::tmem) {
+    if (failed(verifyTmemBuffer())) return failure();
+  } else if (getUnpacked()) {
+    return emitOpError("only tensor-memory buffers are packed or unpacked");
+  }
   if (std::optional<int64_t> stages = getStages()) {
     if (getMemorySpace(type) != MemorySpace::shared)
       return emitOpError("only shared buffers have pipeline stages");

@@ -8,6 +8,7 @@ using namespace mlir;
 using namespace tessel::tilenv;
 
 #include "tessel/Dialect/TileNV/TileNVDialect.cpp.inc"
+#include "tessel/Dialect/TileNV/TileNVEnums.cpp.inc"
 
 void TileNVDialect::initialize() {
   addOperations<

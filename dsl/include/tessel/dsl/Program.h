@@ -39,7 +39,7 @@ namespace tessel {
 using SrcLoc = std::source_location;
 
 enum class DType { f16, bf16, f32, f64, i32, i64, index, i1 };
-enum class Space { global, shared, fragment, local };
+enum class Space { global, shared, fragment, local, tmem };
 enum class MemoryOrder { relaxed, acquire, release, acq_rel, seq_cst };
 const char *name(DType t);
 int64_t byteSize(DType t);
@@ -239,6 +239,11 @@ Buffer alloc_fragment(std::vector<int64_t> shape, DType type, std::string name =
                       SrcLoc loc = SrcLoc::current());
 Buffer alloc_local(std::vector<int64_t> shape, DType type, std::string name = "",
                    SrcLoc loc = SrcLoc::current());
+/// Tensor memory (sm_100a): [64 or 128 rows, columns] of f32/i32, or of
+/// f16/bf16 packed two to a 32-bit column (`unpacked`: one to a column, the
+/// format of a 16-bit accumulator). tessel-tmem-allocation places it.
+Buffer alloc_tmem(std::vector<int64_t> shape, DType type, std::string name = "",
+                  bool unpacked = false, SrcLoc loc = SrcLoc::current());
 /// Shared buffers: storage offset of element (i0, i1, ...) =
 /// sum(i_d * strides[d]), e.g. padded rows.
 void annotate_layout(const Buffer &b, std::vector<int64_t> strides, SrcLoc loc = SrcLoc::current());

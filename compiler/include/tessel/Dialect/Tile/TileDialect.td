@@ -20,7 +20,9 @@ def Tile_Dialect : Dialect {
     Collective operations over tiles of buffers. Buffers are memrefs whose
     memory space is a `#tile.space<...>`: `global` (kernel parameters),
     `shared` (one copy per thread block), `fragment` (a tile distributed over
-    the block's threads) and `local` (private to each thread).
+    the block's threads), `local` (private to each thread) and `tmem`
+    (sm_100a tensor memory: 128 lanes x 512 32-bit columns per block, rows
+    in lanes, placed by tessel-tmem-allocation).
   }];
   let useDefaultAttributePrinterParser = 1;
   let extraClassDeclaration = [{
@@ -32,7 +34,7 @@ def Tile_Dialect : Dialect {
 
 def Tile_MemorySpace : I32EnumAttr<"MemorySpace", "tile memory space", [
     I32EnumAttrCase<"global", 0>, I32EnumAttrCase<"shared", 1>,
-    I32EnumAttrCase<"fragment", 2>, I32EnumAttrCase<"local", 3>]> {
+    I32EnumAttrCase<"fragment", 2>, I32EnumAttrCase<"local", 3>, I32EnumAttrCase<"tmem", 4>]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::tessel::tile";
 }

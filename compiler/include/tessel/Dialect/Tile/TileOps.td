@@ -57,10 +57,14 @@ def Tile_KernelOp : Tile_Op<"kernel", [Symbol, SingleBlock, NoTerminator,
 }
 
 def Tile_AllocOp : Tile_Op<"alloc"> {
-  let summary = "a shared, fragment or local buffer";
+  let summary = "a shared, fragment, local or tensor-memory buffer";
   let description = [{
-    `offset` (bytes into dynamic shared memory) is set by the lowering for
-    shared-backed buffers. `layout` is set by tessel-layout-inference: a
+    `offset` is where the buffer starts in its memory: bytes into dynamic
+    shared memory for shared-backed buffers (set by the lowering), the first
+    32-bit column for tensor memory (set by tessel-tmem-allocation). A
+    tensor-memory buffer is [64 or 128 rows, columns] of a 32- or 16-bit
+    type; 16-bit values are packed two to a column (the operand format of
+    tcgen05.mma), or one to a column with `unpacked` (a 16-bit accumulator). `layout` is set by tessel-layout-inference: a
     `#tile.fragment` for fragments, a `#tile.shared` for shared buffers.
     `name` is the name the kernel author gave the buffer, for inspection.
     `stages` (shared buffers, set by the pipelining passes) reserves that
@@ -69,10 +73,17 @@ def Tile_AllocOp : Tile_Op<"alloc"> {
   let arguments = (ins OptionalAttr<Tessel_I64Attr>:$offset,
                        OptionalAttr<AnyAttrOf<[Tile_FragmentLayoutAttr, Tile_SharedLayoutAttr]>>:$layout,
                        OptionalAttr<StrAttr>:$name,
-                       OptionalAttr<Tessel_I64Attr>:$stages);
+                       OptionalAttr<Tessel_I64Attr>:$stages,
+                       UnitAttr:$unpacked);
   let results = (outs AnyStaticShapeMemRef:$result);
   let assemblyFormat = "attr-dict `:` type($result)";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// 32-bit tensor-memory columns the buffer spans (before allocation
+    /// rounds the total to a power of two).
+    int64_t getTmemColumns();
+    mlir::LogicalResult verifyTmemBuffer();
+  }];
 }
 
 def Tile_BoundOp : Tile_Op<"bound", [Pure, AllTypesMatch<["source", "result"]>]> {

@@ -4,6 +4,7 @@
 
 #include "tessel/Dialect/Tile/TileDialect.h"
 
+#include "tessel/Dialect/TileNV/TileNVEnums.h.inc"
 #include "tessel/Dialect/TileNV/TileNVDialect.h.inc"
 #define GET_OP_CLASSES
 #include "tessel/Dialect/TileNV/TileNVOps.h.inc"

@@ -346,4 +346,6 @@ def TileNV_WgmmaWaitOp : TileNV_Op<"wgmma_wait"> {
   let assemblyFormat = "$pending (`ready` `(` $ready^ `:` type($ready) `)`)? attr-dict";
 }
 
+include "tessel/Dialect/TileNV/Tcgen05Ops.td"
+
 #endif

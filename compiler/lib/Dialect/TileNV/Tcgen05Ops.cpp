@@ -1,0 +1,81 @@
+//===- Tcgen05Ops.cpp - verifiers of the tcgen05 ops ----------------------===//
+//
+// Each rule is the PTX ISA's for the instruction the op prints as; the
+// message names it.
+//
+//===----------------------------------------------------------------------===//
+#include "tessel/Dialect/TileNV/TileNVDialect.h"
+#include "tessel/Layout/TmemLayout.h"
+
+using namespace mlir;
+using namespace tessel;
+using namespace tessel::tilenv;
+
+static LogicalResult verifyColumns(Operation *op, int64_t columns) {
+  std::string why;
+  std::optional<int> allocated = layout::tmemAllocationColumns(static_cast<int>(columns), &why);
+  if (columns < 32 || columns > 512 || !allocated || *allocated != columns)
+    return op->emitOpError("allocates ")
+           << columns << " columns; tensor memory is allocated in powers of two from 32 to 512";
+  return success();
+}
+
+LogicalResult Tcgen05AllocOp::verify() { return verifyColumns(*this, getColumns()); }
+LogicalResult Tcgen05DeallocOp::verify() { return verifyColumns(*this, getColumns()); }
+
+LogicalResult Tcgen05InstrDescOp::verify() {
+  std::string why = layout::tcgen05ShapeError(static_cast<int>(getM()), static_cast<int>(getN()));
+  if (!why.empty()) return emitOpError(why);
+  Type operand = getOperandType(), acc = getAccType();
+  if (!operand.isF16() && !operand.isBF16())
+    return emitOpError("kind::f16 multiplies f16 or bf16, not ") << operand;
+  if (!acc.isF32() && !acc.isF16())
+    return emitOpError("kind::f16 accumulates in f32 or f16, not ") << acc;
+  return success();
+}
+
+LogicalResult Tcgen05SmemDescOp::verify() {
+  if (!layout::tcgen05SmemDescriptor(0, getLeadingBytes(), getStrideBytes(),
+                                     static_cast<int>(getSwizzleBytes())))
+    return emitOpError("swizzle of ") << getSwizzleBytes()
+                                      << " bytes; tcgen05 takes none, 32, 64 or 128";
+  for (int64_t bytes : {getLeadingBytes(), getStrideBytes()})
+    if (bytes < 0 || bytes % 16 || bytes >= (int64_t(1) << 18))
+      return emitOpError("byte offset ") << bytes << " is not a multiple of 16 below 2^18";
+  return success();
+}
+
+static layout::TmemShape toLayout(TmemShape shape) {
+  switch (shape) {
+  case TmemShape::s32x32b: return layout::TmemShape::s32x32b;
+  case TmemShape::s16x64b: return layout::TmemShape::s16x64b;
+  case TmemShape::s16x128b: return layout::TmemShape::s16x128b;
+  case TmemShape::s16x256b: return layout::TmemShape::s16x256b;
+  case TmemShape::s16x32bx2: return layout::TmemShape::s16x32bx2;
+  }
+  return layout::TmemShape::s32x32b;
+}
+
+/// The register array and the instruction's shape, count and immediate.
+static LogicalResult verifyMove(Operation *op, Value registers, TmemShape shape, int64_t num,
+                                std::optional<int64_t> offset) {
+  std::string why;
+  if (!layout::registersPerThread(toLayout(shape), static_cast<int>(num), &why))
+    return op->emitOpError(why);
+  auto type = llvm::cast<MemRefType>(registers.getType());
+  if (type.getElementTypeBitWidth() != 32)
+    return op->emitOpError("moves 32-bit registers, not ") << type.getElementType();
+  tile::MemorySpace space = tile::getMemorySpace(type);
+  if (space != tile::MemorySpace::local && space != tile::MemorySpace::fragment)
+    return op->emitOpError("moves a thread's registers (local or fragment storage)");
+  if ((shape == TmemShape::s16x32bx2) != offset.has_value())
+    return op->emitOpError("the column immediate belongs to the 16x32bx2 shape, and it needs one");
+  return success();
+}
+
+LogicalResult Tcgen05LdOp::verify() {
+  return verifyMove(*this, getDest(), getShape(), getNum(), getOffset());
+}
+LogicalResult Tcgen05StOp::verify() {
+  return verifyMove(*this, getSource(), getShape(), getNum(), getOffset());
+}

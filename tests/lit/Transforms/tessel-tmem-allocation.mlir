@@ -1,0 +1,53 @@
+// RUN: tessel-opt %s -split-input-file -verify-diagnostics -pass-pipeline='builtin.module(tile.kernel(tessel-tmem-allocation{arch=sm_100a}))' | FileCheck %s
+// RUN: not tessel-opt %s -split-input-file -pass-pipeline='builtin.module(tile.kernel(tessel-tmem-allocation{arch=sm_90a}))' 2>&1 | FileCheck %s --check-prefix=HOPPER
+
+// Widest first, each a power of two of at least 32 columns: the f32
+// accumulator (256 columns) at 0, packed bf16 P [128, 128] (64 columns) at
+// 256, the unpacked f16 [128, 48] (48 -> 64) at 320, a 16-column row
+// vector (-> 32) at 384. 416 columns in all: tcgen05.alloc takes 512.
+// CHECK-LABEL: tile.kernel @attention_like
+// CHECK-SAME: tmem_columns = 512
+// CHECK: tile.alloc {name = "p", offset = 256 : i64} : memref<128x128xbf16, #tile.space<tmem>>
+// CHECK: tile.alloc {name = "o16", offset = 320 : i64, unpacked} : memref<128x48xf16, #tile.space<tmem>>
+// CHECK: tile.alloc {name = "s", offset = 0 : i64} : memref<128x256xf32, #tile.space<tmem>>
+// CHECK: tile.alloc {name = "stats", offset = 384 : i64} : memref<128x16xf32, #tile.space<tmem>>
+// HOPPER: error: tensor memory is sm_100a's; this kernel compiles for sm_90a
+tile.kernel @attention_like() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %p = tile.alloc {name = "p"} : memref<128x128xbf16, #tile.space<tmem>>
+  %o16 = tile.alloc {name = "o16", unpacked} : memref<128x48xf16, #tile.space<tmem>>
+  %s = tile.alloc {name = "s"} : memref<128x256xf32, #tile.space<tmem>>
+  %stats = tile.alloc {name = "stats"} : memref<128x16xf32, #tile.space<tmem>>
+}
+
+// -----
+
+// One 64-row accumulator of 24 columns: 32 columns, tcgen05.alloc's minimum.
+// CHECK-LABEL: tile.kernel @small
+// CHECK-SAME: tmem_columns = 32
+// CHECK: tile.alloc {offset = 0 : i64} : memref<64x24xf32, #tile.space<tmem>>
+tile.kernel @small() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %acc = tile.alloc : memref<64x24xf32, #tile.space<tmem>>
+}
+
+// -----
+
+// No tensor memory: nothing changes, on any target.
+// CHECK-LABEL: tile.kernel @none
+// CHECK-NOT: tmem_columns
+tile.kernel @none() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %x = tile.alloc : memref<128x64xf32, #tile.space<shared>>
+}
+
+// -----
+
+// Two 256-column accumulators and one more buffer do not fit: the error
+// lists every buffer with its columns.
+// expected-error @+1 {{tensor-memory buffers need 544 columns; a block has 512}}
+tile.kernel @too_many() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  // expected-note @+1 {{'s0' 'memref<128x256xf32, #tile.space<tmem>>': 256 columns, allocated as 256}}
+  %s0 = tile.alloc {name = "s0"} : memref<128x256xf32, #tile.space<tmem>>
+  // expected-note @+1 {{'s1' 'memref<128x256xf32, #tile.space<tmem>>': 256 columns, allocated as 256}}
+  %s1 = tile.alloc {name = "s1"} : memref<128x256xf32, #tile.space<tmem>>
+  // expected-note @+1 {{a buffer 'memref<128x40xbf16, #tile.space<tmem>>': 20 columns, allocated as 32}}
+  %p = tile.alloc : memref<128x40xbf16, #tile.space<tmem>>
+}
