@@ -1,0 +1,150 @@
+//===- LowerParallel.cpp - tile.parallel and tile.pipelined ---------------===//
+//
+// Part of tessel-lower-tile-ops. An element loop over fragments becomes an
+// unrolled loop over each thread's registers (the logical index of register
+// r from its layout); over memory alone, a thread-strided loop. A pipelined
+// loop that no pipelining pass took becomes a plain scf.for.
+//
+//===----------------------------------------------------------------------===//
+#include "TileLowering.h"
+#include "TmaRules.h"
+#include "tessel/Transforms/BufferUtils.h"
+
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/MathExtras.h"
+#include <numeric>
+
+using namespace mlir;
+using namespace tessel;
+using namespace tessel::tile;
+using layout::FragmentLayout;
+using layout::LinearMap;
+
+//===----------------------------------------------------------------------===//
+// Element loops and pipelines
+//===----------------------------------------------------------------------===//
+
+void TileLowering::lowerParallel(ParallelOp op) {
+  Block &body = op.getBody().front();
+  auto splice = [&](ArrayRef<Value> index) {
+    for (auto [arg, i] : llvm::zip(body.getArguments(), index)) arg.replaceAllUsesWith(i);
+    Block *dest = b.getInsertionBlock();
+    dest->getOperations().splice(b.getInsertionPoint(), body.getOperations());
+  };
+  FragmentLayoutAttr attr = op.getLayoutAttr();
+  if (!attr) return forEachElement(op.getExtents(), 1, splice);
+
+  // Each thread runs the points its registers hold.
+  FragmentLayout l = attr.getLayout();
+  SmallVector<Operation *> bodyOps;
+  for (Operation &inner : body) bodyOps.push_back(&inner);
+  // Which loop dimensions index each fragment access, read before the
+  // indices are replaced.
+  DenseMap<Operation *, SmallVector<unsigned>> accessDims;
+  body.walk([&](Operation *nested) {
+    auto [memref, indices] = getElementAccess(nested);
+    if (!memref || llvm::isa<AtomicAddOp>(nested)) return;
+    SmallVector<unsigned> &dims = accessDims[nested];
+    for (Value i : indices) {
+      auto arg = llvm::dyn_cast<BlockArgument>(i);
+      dims.push_back(arg && arg.getOwner() == &body ? arg.getArgNumber() : ~0u);
+    }
+  });
+  Value threadOwner = threadOwns(l);
+  unrolledFor(l.getNumRegisters(), [&](Value r) {
+    OpBuilder::InsertionGuard g(b);
+    SmallVector<Value> coords = coordsAt(attr, r);
+    guard(insideShape(coords, op.getExtents()));
+    Value owner = andI(threadOwner, registerOwns(l, r));
+    splice(coords);
+    // Fragment accesses become register accesses; side effects outside the
+    // thread happen once, in the element's owner.
+    for (Operation *inner : bodyOps) {
+      inner->walk([&](Operation *nested) {
+        Value memref = getElementAccess(nested).first;
+        if (!memref) return;
+        auto type = llvm::cast<MemRefType>(memref.getType());
+        if (getMemorySpace(type) != MemorySpace::fragment) {
+          if (owner && !llvm::isa<memref::LoadOp>(nested)) {
+            b.setInsertionPoint(nested);
+            auto ifOp = scf::IfOp::create(b, loc, owner, /*withElseRegion=*/false);
+            nested->moveBefore(ifOp.thenBlock()->getTerminator());
+          }
+          return;
+        }
+        SmallVector<unsigned> dims = accessDims.lookup(nested);
+        auto it = storage.find(memref);
+        auto fragAttr = llvm::cast<FragmentLayoutAttr>(it->second.second);
+        if (llvm::is_contained(dims, ~0u)) {
+          // A broadcast read (layout inference checked that every thread
+          // holds the whole fragment): the register of the element itself.
+          auto ld = llvm::dyn_cast<memref::LoadOp>(nested);
+          std::optional<Value> reg =
+              ld ? replicatedRegister(fragAttr.getLayout(), ld.getIndices()) : std::nullopt;
+          if (!reg) {
+            fail(nested, "a fragment read at an index other than the loop's own must be "
+                         "held whole by every thread; run tessel-layout-inference");
+            return;
+          }
+          b.setInsertionPoint(nested);
+          Value v = memref::LoadOp::create(b, loc, it->second.first, ValueRange{*reg});
+          ld.getResult().replaceAllUsesWith(v);
+          nested->erase();
+          return;
+        }
+        std::optional<LinearMap> map;
+        if (!(map = l.registerMapTo(fragAttr.getLayout(), dims))) {
+          fail(nested, "a fragment in this parallel loop does not follow the loop's layout; "
+                       "run tessel-layout-inference");
+          return;
+        }
+        b.setInsertionPoint(nested);
+        Value reg = applyMap(*map, r);
+        if (auto ld = llvm::dyn_cast<memref::LoadOp>(nested)) {
+          Value v = memref::LoadOp::create(b, loc, it->second.first, ValueRange{reg});
+          ld.getResult().replaceAllUsesWith(v);
+        } else {
+          auto st = llvm::cast<memref::StoreOp>(nested);
+          memref::StoreOp::create(b, loc, st.getValue(), it->second.first, ValueRange{reg});
+        }
+        nested->erase();
+      });
+    }
+  });
+}
+
+void TileLowering::lowerPipelined(PipelinedOp op) {
+  // Software pipelining comes with tessel-software-pipeline; until then the
+  // loop runs its stages one after another.
+  auto loop = scf::ForOp::create(b, loc, op.getLower(), op.getUpper(), op.getStep());
+  Block &body = op.getBody().front();
+  body.getArgument(0).replaceAllUsesWith(loop.getInductionVar());
+  Block *dest = loop.getBody();
+  dest->getOperations().splice(dest->begin(), body.getOperations());
+}
+
+std::optional<Value> TileLowering::replicatedRegister(const FragmentLayout &l, ValueRange coords) {
+  auto zero = [](uint64_t column) { return column == 0; };
+  if (!llvm::all_of(l.getLane(), zero) || !llvm::all_of(l.getWarp(), zero) || !l.isSurjective() ||
+      coords.size() != l.getRank())
+    return std::nullopt;
+  // The packed logical index, then a register whose image it is: a right
+  // inverse of the register map, one logical bit at a time.
+  LinearMap regMap(l.getLogicalBits(), l.getReg());
+  SmallVector<uint64_t> columns;
+  for (unsigned bit = 0; bit < l.getLogicalBits(); ++bit) {
+    std::optional<uint64_t> r = regMap.solve(uint64_t{1} << bit);
+    if (!r) return std::nullopt;
+    columns.push_back(*r);
+  }
+  Value packed = zeroIdx;
+  for (unsigned d = 0; d < l.getRank(); ++d) {
+    Value bits = andI(coords[d], idx((int64_t{1} << l.getDimBits(d)) - 1));
+    packed = arith::OrIOp::create(
+        b, loc, packed,
+        arith::ShLIOp::create(b, loc, bits, idx(l.getDimShift(d))).getResult());
+  }
+  return applyMap(LinearMap(l.getReg().size(), columns), packed);
+}
+
