@@ -250,19 +250,14 @@ int runRank(const Params &params, bool bench, int reps) {
         f->run(stream);
       }
       TESSEL_CU(d, cuStreamSynchronize, stream);
-      HostTensor mine(sp.config.dtype, {s.localRows(0), s.headsQ, s.headDim});
-      TESSEL_CU(d, cuMemcpyDtoH, mine.bytes.data(), f->exchange->result(), mine.bytes.size());
-      mine.decode();
-      size_t identical = 0;
-      for (size_t i = 0; i < ref.size(); ++i) identical += mine.values[i] == ref[i];
-      double err = relativeError(mine.values, ref);
-      bool pass = err < toleranceFor(sp.config.dtype);
-      ok &= pass;
+      OutputCheck c = checkOutput(sp.config.dtype, {s.localRows(0), s.headsQ, s.headDim},
+                                  f->exchange->result(), ref);
+      ok &= c.pass;
       fmt::print("rank {} (device {}): sp_attention {} {}, {} head groups: rel error {:.3e} "
                  "against single-GPU attention over the gathered tensors ({} of {} elements "
                  "identical) — {}\n",
-                 rank, comm->device(), f->name, what, f->exchange->groupCount(), err, identical,
-                 ref.size(), pass ? "PASS" : "FAIL");
+                 rank, comm->device(), f->name, what, f->exchange->groupCount(), c.error,
+                 c.identical, ref.size(), c.pass ? "PASS" : "FAIL");
     }
     return ok ? 0 : 1;
   }
@@ -336,6 +331,18 @@ std::array<HostTensor, 3> tessel::wholeInputs(const UlyssesShape &s, DType t) {
 std::string tessel::deviceArch() {
   int cc = Driver::get().computeCapability();
   return cc == 90 ? "sm_90a" : cc >= 100 ? "sm_100a" : "sm_80";
+}
+
+OutputCheck tessel::checkOutput(DType dtype, std::vector<int64_t> shape, CUdeviceptr result,
+                                const std::vector<double> &reference) {
+  HostTensor mine(dtype, std::move(shape));
+  TESSEL_CU(Driver::get(), cuMemcpyDtoH, mine.bytes.data(), result, mine.bytes.size());
+  mine.decode();
+  OutputCheck c;
+  for (size_t i = 0; i < reference.size(); ++i) c.identical += mine.values[i] == reference[i];
+  c.error = relativeError(mine.values, reference);
+  c.pass = c.error < toleranceFor(dtype);
+  return c;
 }
 
 double tessel::medianOnStream(CUstream stream, int reps, const std::function<void()> &work) {

@@ -45,6 +45,16 @@ std::array<kernels::HostTensor, 3> wholeInputs(const kernels::UlyssesShape &s, D
 std::string deviceArch();
 double medianOnStream(CUstream stream, int reps, const std::function<void()> &work);
 
+/// A rank's output (downloaded from `result`) against the single-GPU
+/// reference rows: relative error, elements bit-identical, pass.
+struct OutputCheck {
+  double error = 0;
+  size_t identical = 0;
+  bool pass = false;
+};
+OutputCheck checkOutput(DType dtype, std::vector<int64_t> shape, CUdeviceptr result,
+                        const std::vector<double> &reference);
+
 /// One rank of the zig-zag variant: checked against, or timed against,
 /// single-GPU attention over the whole problem.
 int runZigZagRank(rt::Communicator &comm, const SpProblem &sp, bool bench, int reps);
