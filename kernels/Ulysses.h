@@ -101,6 +101,12 @@ public:
   /// This rank's inputs Q, K, V (sequence shard, all heads), to be filled
   /// before an exchange.
   CUdeviceptr input(int tensor) const { return inputs[tensor]->local(); }
+  /// Every rank's address of that input, as mapped here, in rank order.
+  std::vector<CUdeviceptr> inputOnEveryRank(int tensor) const {
+    std::vector<CUdeviceptr> all;
+    for (int r = 0; r < shape.ranks; ++r) all.push_back(inputs[tensor]->peer(r));
+    return all;
+  }
   /// Head group `group` of this rank's Q, K, V (whole sequence).
   CUdeviceptr output(int tensor, int group = 0) const;
   /// The all-to-all of Q, K and V on `stream`: waits (on the stream) until

@@ -716,6 +716,23 @@ Buffer Tensor::bounded(std::vector<Expr> limits, SrcLoc loc) const {
   return Buffer::wrap(bound.getResult().getAsOpaquePointer(), dims, elt, where);
 }
 
+Buffer tessel::peer(const Tensor &tensor, Expr rank, SrcLoc loc) {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  if (rank.type() != DType::index && rank.type() != DType::i32 && rank.type() != DType::i64)
+    fail(loc, fmt::format("peer(): the rank is an integer, got {}", tessel::name(rank.type())));
+  Value r = rank.value(rank.type() == DType::index || rank.node->kind != ExprNode::Val ? DType::index
+                                                                                      : rank.type());
+  if (!r.getType().isIndex())
+    r = arith::IndexCastOp::create(p.builder(), p.location(loc), p.builder().getIndexType(), r);
+  Value source = tensor.value();
+  if (!llvm::isa<BlockArgument>(source))
+    fail(loc, fmt::format("peer(): '{}' is not a kernel tensor parameter", tensor.name()));
+  auto peerOp = tile::PeerOp::create(p.builder(), p.location(loc), source.getType(), source, r);
+  return Buffer::wrap(peerOp.getResult().getAsOpaquePointer(), tensor.shape(), tensor.dtype(),
+                      Space::global);
+}
+
 static Buffer allocate(Space space, std::vector<int64_t> shape, DType type, const std::string &name,
                        SrcLoc loc) {
   lastLoc = loc;

@@ -282,6 +282,12 @@ template <class Order, class T> __device__ inline void atomic_add(T *p, T v) {
   atomic_add_impl(Order{}, p, v);
 }
 
+// Every local rank's address of a symmetric buffer (tile.peer), passed by
+// value after the buffer's extents (rt::kMaxPeers entries).
+struct PeerTable {
+  unsigned long long at[8];
+};
+
 // Flags between blocks and GPUs: epochs published with release stores and
 // awaited with acquire loads, both at system scope.
 __device__ inline void flag_store(int *p, int v) {

@@ -4,6 +4,7 @@
 #include "tessel/runtime/Error.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <mutex>
 #include <fmt/format.h>
@@ -149,14 +150,14 @@ void LoadedKernel::launch(const std::vector<LaunchArg> &args, CUstream stream) {
   const KernelSpec &s = kernelSpec;
   if (args.size() != s.params.size())
     throw Error(fmt::format("kernel {} takes {} arguments, got {}", s.name, s.params.size(), args.size()));
-  // Every argument gets an 8-byte aligned slot; the driver reads each by its
-  // declared size.
-  std::vector<uint64_t> storage;
+  // Every argument gets an 8-byte aligned slot (a peer table eight of
+  // them); the driver reads each by its declared size.
+  std::vector<std::array<uint64_t, kMaxPeers>> storage;
   storage.reserve(4 * args.size() + 8);
   std::vector<int64_t> symbols;
   auto push = [&](const void *value, size_t bytes) {
-    storage.push_back(0);
-    std::memcpy(&storage.back(), value, bytes);
+    storage.push_back({});
+    std::memcpy(storage.back().data(), value, bytes);
   };
   for (size_t i = 0; i < args.size(); ++i) {
     const ParamSpec &p = s.params[i];
@@ -187,6 +188,20 @@ void LoadedKernel::launch(const std::vector<LaunchArg> &args, CUstream stream) {
           int extent = static_cast<int>(a.shape[d]);
           push(&extent, sizeof(extent));
         }
+      if (p.peers) {
+        if (a.peers.empty() || a.peers.size() > size_t(kMaxPeers))
+          throw Error(fmt::format("kernel {}: argument {} is reached on other ranks (peer()); pass "
+                                  "every rank's address of it (LaunchArg::symmetric, 1 to {} ranks)",
+                                  s.name, i, kMaxPeers));
+        std::array<uint64_t, kMaxPeers> table{};
+        for (size_t r = 0; r < a.peers.size(); ++r) {
+          if (a.peers[r] % 16)
+            throw Error(fmt::format("kernel {}: argument {}'s copy on rank {} is not 16-byte aligned",
+                                    s.name, i, r));
+          table[r] = a.peers[r];
+        }
+        push(table.data(), sizeof(table));
+      }
       continue;
     }
     if (a.kind == LaunchArg::Buffer)
@@ -211,7 +226,7 @@ void LoadedKernel::launch(const std::vector<LaunchArg> &args, CUstream stream) {
     }
   }
   std::vector<void *> params;
-  for (auto &slot : storage) params.push_back(&slot);
+  for (auto &slot : storage) params.push_back(slot.data());
   std::vector<CUtensorMap> maps(s.tensorMaps.size());
   for (size_t m = 0; m < maps.size(); ++m) {
     encodeTensorMap(s, s.tensorMaps[m], args, &maps[m]);

@@ -538,6 +538,15 @@ LogicalResult CudaEmitter::emitOp(Operation &op) {
         }
         return success();
       })
+      .Case([&](PeerOp o) {
+        // The source's table holds every rank's address; the extents are
+        // the source's.
+        std::string elt = typeName(o.getType().getElementType());
+        line() << elt << " *__restrict__ " << name(o.getResult()) << " = reinterpret_cast<" << elt
+               << " *>(" << name(o.getSource()) << "_peers.at[" << name(o.getRank()) << "]);\n";
+        dims[o.getResult()] = dims[o.getSource()];
+        return success();
+      })
       .Case([&](tilenv::ThreadIdOp o) {
         line() << "const int " << name(o.getResult()) << " = threadIdx.x;\n";
         return success();
@@ -745,6 +754,11 @@ FailureOr<rt::KernelSpec> CudaEmitter::emitKernel(KernelOp kernel) {
         }
       }
       dims[arg] = extents;
+      // Reached on other ranks: every rank's address follows.
+      if (llvm::any_of(arg.getUsers(), [](Operation *u) { return llvm::isa<PeerOp>(u); })) {
+        p.peers = true;
+        params += ", const tessel::PeerTable " + pname + "_peers";
+      }
     } else {
       FailureOr<rt::ScalarType> t = scalarType(arg.getType());
       if (failed(t)) return kernel.emitError("unsupported parameter type ") << arg.getType();

@@ -56,6 +56,8 @@ std::string tessel::whyNoTma(Value global, Value shared, const TargetInfo &targe
   if (!target.tma) return "TMA is turned off for this compile";
   auto globalType = llvm::cast<MemRefType>(global.getType());
   auto sharedType = llvm::cast<MemRefType>(shared.getType());
+  if (getRootBuffer(global).getDefiningOp<PeerOp>())
+    return "the tensor is another rank's (tile.peer), and a tensor map holds one address";
   if (getMemorySpace(globalType) != MemorySpace::global ||
       !llvm::isa<BlockArgument>(getRootBuffer(global)))
     return "the global side is not a window of a kernel tensor";

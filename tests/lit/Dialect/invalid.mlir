@@ -635,3 +635,13 @@ tile.kernel @st_registers(%a: i32) grid(%bx) = affine_map<() -> (1)> threads(128
   // expected-error @+1 {{moves a thread's registers (local or fragment storage)}}
   tilenv.tcgen05_st %r[%c0] -> %a s32x32b x 8 : memref<8xf32, #tile.space<shared>>
 }
+
+// -----
+
+#g = #tile.space<global>
+tile.kernel @peer_of_view(%x: memref<?x64xf16, #g>, %r: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %w = tile.region %x[%c0, %c0] [64, 64] : memref<?x64xf16, #g> -> memref<64x64xf16, strided<[64, 1], offset: ?>, #g>
+  // expected-error @+1 {{takes a tensor parameter of the kernel, whose every rank's address the launch passes}}
+  %p = tile.peer %w [%r] : memref<64x64xf16, strided<[64, 1], offset: ?>, #g>
+}

@@ -159,6 +159,18 @@ static LogicalResult checkLayoutFits(Operation *op, Attribute layout, MemRefType
   return success();
 }
 
+LogicalResult PeerOp::verify() {
+  auto arg = llvm::dyn_cast<BlockArgument>(getSource());
+  auto kernel = (*this)->getParentOfType<KernelOp>();
+  if (!arg || !kernel || arg.getOwner() != &kernel.getBodyBlock() ||
+      arg.getArgNumber() >= kernel.getNumParams())
+    return emitOpError("takes a tensor parameter of the kernel, whose every rank's address the "
+                       "launch passes");
+  if (getMemorySpace(getType()) != MemorySpace::global)
+    return emitOpError("takes a global tensor");
+  return success();
+}
+
 int64_t AllocOp::getTmemColumns() {
   MemRefType type = getType();
   int64_t values = type.getShape().back();

@@ -162,6 +162,13 @@ private:
   std::string label;
 };
 
+/// Rank `rank`'s copy of a symmetric kernel tensor (the node's GPUs each
+/// hold one; the launch passes every rank's address with
+/// rt::LaunchArg::symmetric): tiles of it are read and written over NVLink
+/// with ordinary copies (plain loads and stores, or cp.async; not TMA, whose
+/// tensor map holds one address).
+Buffer peer(const Tensor &tensor, Expr rank, SrcLoc loc = SrcLoc::current());
+
 /// A tensor extent computed from symbols (see ParamInfo::extents).
 inline constexpr int64_t kExtentExpression = INT64_MIN;
 

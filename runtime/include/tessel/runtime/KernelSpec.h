@@ -27,7 +27,14 @@ struct ParamSpec {
   bool isBuffer = false;
   ScalarType type = ScalarType::F32; // element type for buffers
   std::vector<int64_t> shape;        // buffers: -1 marks a dynamic dimension
+  /// Buffers the kernel also reads or writes on other ranks (tile.peer):
+  /// after the extents comes a table of every local rank's address of the
+  /// buffer (kMaxPeers 64-bit addresses).
+  bool peers = false;
 };
+
+/// Ranks a peer table holds (the GPUs of one node).
+inline constexpr int kMaxPeers = 8;
 
 /// One token of a grid extent in postfix order.
 struct GridToken {

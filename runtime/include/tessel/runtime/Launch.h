@@ -43,11 +43,20 @@ struct LaunchArg {
   std::vector<int64_t> shape;
   int64_t i = 0;
   double f = 0;
+  /// Every local rank's address of a symmetric buffer, in rank order, for
+  /// a parameter the kernel reaches on other ranks (peer(tensor, rank)).
+  std::vector<CUdeviceptr> peers;
   static LaunchArg buffer(CUdeviceptr p, std::vector<int64_t> shape) {
-    return {Buffer, p, std::move(shape), 0, 0};
+    return {Buffer, p, std::move(shape), 0, 0, {}};
   }
-  static LaunchArg integer(int64_t v) { return {Int, 0, {}, v, 0}; }
-  static LaunchArg real(double v) { return {Float, 0, {}, 0, v}; }
+  /// This rank's copy `p` of a buffer and its `peers` (this rank's own
+  /// entry included).
+  static LaunchArg symmetric(CUdeviceptr p, std::vector<CUdeviceptr> peers,
+                             std::vector<int64_t> shape) {
+    return {Buffer, p, std::move(shape), 0, 0, std::move(peers)};
+  }
+  static LaunchArg integer(int64_t v) { return {Int, 0, {}, v, 0, {}}; }
+  static LaunchArg real(double v) { return {Float, 0, {}, 0, v, {}}; }
 };
 
 /// A compiled kernel, loaded on first launch on each device (into that

@@ -107,6 +107,25 @@ def Tile_BoundOp : Tile_Op<"bound", [Pure, AllTypesMatch<["source", "result"]>]>
   let hasVerifier = 1;
 }
 
+def Tile_PeerOp : Tile_Op<"peer", [Pure, AllTypesMatch<["source", "result"]>]> {
+  let summary = "another rank's copy of a symmetric kernel tensor";
+  let description = [{
+    The same tensor as rank `rank` (of the node's ranks) holds it: reads and
+    writes of the result, or of windows of it, go to that GPU over NVLink.
+    `source` is a kernel parameter; the launch passes every rank's address
+    of it (rt::LaunchArg::symmetric). Such tiles are carried by plain loads
+    and stores, not TMA (a tensor map holds one address).
+
+    ```mlir
+    %next = tile.peer %x [%r] : memref<?x64xf16, #tile.space<global>>
+    ```
+  }];
+  let arguments = (ins AnyMemRef:$source, Index:$rank);
+  let results = (outs AnyMemRef:$result);
+  let assemblyFormat = "$source `[` $rank `]` attr-dict `:` type($source)";
+  let hasVerifier = 1;
+}
+
 def Tile_RegionOp : Tile_Op<"region", [Pure]> {
   let summary = "a rectangular window of a buffer";
   let description = [{
