@@ -10,6 +10,7 @@
 
 #include "tessel/dsl/Program.h"
 
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/SmallVector.h"
 
@@ -39,6 +40,12 @@ Expr fromValue(mlir::Value v);
 /// Index values of `idx` at the current insertion point.
 llvm::SmallVector<mlir::Value> indexValues(const std::vector<Expr> &idx);
 const char *spaceName(Space s);
+mlir::Type toMlir(mlir::MLIRContext *ctx, DType t);
+bool isFloat(DType t);
+/// An expression of constants and index symbols only (computable on the host).
+bool isHost(const ExprNode &n);
+/// `v` converted (int/float casts, widening or narrowing) to `to`.
+mlir::Value convertTo(mlir::OpBuilder &b, mlir::Location l, mlir::Value v, mlir::Type to);
 /// "[64, ?]" for messages (-1 is a dynamic extent).
 std::string shapeText(const std::vector<int64_t> &shape);
 } // namespace detail

@@ -53,7 +53,7 @@ int64_t tessel::byteSize(DType t) {
   }
 }
 
-static Type toMlir(MLIRContext *ctx, DType t) {
+Type tessel::detail::toMlir(MLIRContext *ctx, DType t) {
   Builder b(ctx);
   switch (t) {
   case DType::f16: return b.getF16Type();
@@ -79,7 +79,7 @@ static DType fromMlir(Type t) {
   return DType::index;
 }
 
-static bool isFloat(DType t) {
+bool tessel::detail::isFloat(DType t) {
   return t == DType::f16 || t == DType::bf16 || t == DType::f32 || t == DType::f64;
 }
 
@@ -402,7 +402,7 @@ bool Expr::isConstant(int64_t *v) const {
   return true;
 }
 
-static bool isHost(const ExprNode &n) {
+bool tessel::detail::isHost(const ExprNode &n) {
   return n.kind == ExprNode::Const || (n.kind == ExprNode::Sym && n.i >= 0) ||
          (n.kind == ExprNode::Bin && isHost(*n.lhs) && isHost(*n.rhs));
 }
@@ -410,7 +410,7 @@ static bool isHost(const ExprNode &n) {
 thread_local SrcLoc tessel::detail::lastLoc = SrcLoc::current();
 
 /// Converts between the scalar types a kernel computes with.
-static Value convertTo(OpBuilder &b, Location l, Value v, Type to) {
+Value tessel::detail::convertTo(OpBuilder &b, Location l, Value v, Type to) {
   Type from = v.getType();
   if (from == to) return v;
   auto fFrom = llvm::dyn_cast<FloatType>(from), fTo = llvm::dyn_cast<FloatType>(to);
@@ -794,150 +794,3 @@ void tessel::annotate_layout(const Buffer &buf, std::vector<int64_t> strides, Sr
                                  AffineMapAttr::get(AffineMap::get(strides.size(), 0, e)));
 }
 
-//===----------------------------------------------------------------------===//
-// Tile operations
-//===----------------------------------------------------------------------===//
-
-static void requireStatic(const Buffer &b, const char *what, SrcLoc loc) {
-  for (int64_t d : b.shape())
-    if (d < 0)
-      fail(loc, fmt::format("{} needs a tile of static shape; take tensor.tile(offsets, sizes)", what));
-}
-
-void tessel::copy(const Buffer &src, const Buffer &dst, SrcLoc loc) {
-  lastLoc = loc;
-  Program &p = Program::current(loc);
-  requireStatic(src, "copy", loc);
-  requireStatic(dst, "copy", loc);
-  if (src.shape() != dst.shape())
-    fail(loc, fmt::format("copy source shape {} differs from destination shape {}",
-                          shapeText(src.shape()), shapeText(dst.shape())));
-  if (src.space() == Space::local || dst.space() == Space::local)
-    fail(loc, "local buffers are private to a thread; access them element by element");
-  tile::CopyOp::create(p.builder(), p.location(loc), src.value(), dst.value());
-}
-
-void tessel::fill(const Buffer &dst, Expr value, SrcLoc loc) {
-  lastLoc = loc;
-  Program &p = Program::current(loc);
-  requireStatic(dst, "fill", loc);
-  Value v = isHost(*value.node) || value.node->kind == ExprNode::FConst
-                ? value.value(dst.dtype())
-                : convertTo(p.builder(), p.location(loc), value.value(value.type()),
-                            toMlir(&p.context(), dst.dtype()));
-  tile::FillOp::create(p.builder(), p.location(loc), dst.value(), v);
-}
-
-void tessel::clear(const Buffer &dst, SrcLoc loc) {
-  fill(dst, isFloat(dst.dtype()) ? Expr(0.0) : Expr(0), loc);
-}
-
-void tessel::gemm(const Buffer &a, const Buffer &b, const Buffer &c, GemmOptions o, SrcLoc loc) {
-  lastLoc = loc;
-  Program &p = Program::current(loc);
-  auto check = [&](const Buffer &x, const char *which, bool acc) {
-    if (acc ? x.space() != Space::fragment : x.space() != Space::shared && x.space() != Space::fragment)
-      fail(loc, fmt::format("gemm operand {} is in {} memory; it must be in {}", which,
-                            spaceName(x.space()), acc ? "a fragment" : "shared or fragment memory"));
-    if (x.rank() != 2) fail(loc, fmt::format("gemm operand {} must be 2-D, got {}", which, shapeText(x.shape())));
-  };
-  check(a, "A", false);
-  check(b, "B", false);
-  check(c, "C", true);
-  int64_t m = o.transpose_a ? a.shape()[1] : a.shape()[0], ka = o.transpose_a ? a.shape()[0] : a.shape()[1];
-  int64_t kb = o.transpose_b ? b.shape()[1] : b.shape()[0], n = o.transpose_b ? b.shape()[0] : b.shape()[1];
-  if (ka != kb)
-    fail(loc, fmt::format("gemm K mismatch: A {} has K = {}, B {} has K = {}", shapeText(a.shape()), ka,
-                          shapeText(b.shape()), kb));
-  if (c.shape()[0] != m || c.shape()[1] != n)
-    fail(loc, fmt::format("gemm accumulator C {} must be {} for A {} and B {}", shapeText(c.shape()),
-                          shapeText({m, n}), shapeText(a.shape()), shapeText(b.shape())));
-  MLIRContext *ctx = &p.context();
-  tile::WarpPolicy policy = o.policy == WarpPolicy::full_row   ? tile::WarpPolicy::full_row
-                            : o.policy == WarpPolicy::full_col ? tile::WarpPolicy::full_col
-                                                               : tile::WarpPolicy::square;
-  auto op = tile::GemmOp::create(p.builder(), p.location(loc), a.value(), b.value(), c.value(),
-                                 UnitAttr(), UnitAttr(), UnitAttr(),
-                                 tile::WarpPolicyAttr::get(ctx, policy),
-                                 tile::GemmInstructionAttr(), DenseI64ArrayAttr());
-  if (o.instruction != GemmInstruction::automatic)
-    op.setInstructionAttr(tile::GemmInstructionAttr::get(
-        ctx, o.instruction == GemmInstruction::wgmma ? tile::GemmInstruction::wgmma
-                                                     : tile::GemmInstruction::mma_sync));
-  if (o.transpose_a) op.setTransposeA(true);
-  if (o.transpose_b) op.setTransposeB(true);
-  if (o.clear_accum) op.setClearAccum(true);
-}
-
-static void reduce(tile::ReduceKind kind, const Buffer &src, const Buffer &dst, int dim, bool clear,
-                   SrcLoc loc) {
-  lastLoc = loc;
-  Program &p = Program::current(loc);
-  if (dim < 0 || dim >= src.rank())
-    fail(loc, fmt::format("reduce dim {} is out of range for {}", dim, shapeText(src.shape())));
-  std::vector<int64_t> expected = src.shape();
-  expected.erase(expected.begin() + dim);
-  if (expected.empty()) expected.push_back(1);
-  if (dst.shape() != expected)
-    fail(loc, fmt::format("reduce destination {} must be {} for source {} along dim {}",
-                          shapeText(dst.shape()), shapeText(expected), shapeText(src.shape()), dim));
-  for (const Buffer *b : {&src, &dst})
-    if (b->space() != Space::shared && b->space() != Space::fragment)
-      fail(loc, fmt::format("reduce works on shared or fragment buffers, not {}", spaceName(b->space())));
-  auto op = tile::ReduceOp::create(p.builder(), p.location(loc), kind, src.value(), dst.value(),
-                                   static_cast<int64_t>(dim), clear);
-  (void)op;
-}
-
-void tessel::reduce_sum(const Buffer &s, const Buffer &d, int dim, bool clear, SrcLoc loc) {
-  reduce(tile::ReduceKind::sum, s, d, dim, clear, loc);
-}
-void tessel::reduce_max(const Buffer &s, const Buffer &d, int dim, bool clear, SrcLoc loc) {
-  reduce(tile::ReduceKind::max, s, d, dim, clear, loc);
-}
-void tessel::reduce_min(const Buffer &s, const Buffer &d, int dim, bool clear, SrcLoc loc) {
-  reduce(tile::ReduceKind::min, s, d, dim, clear, loc);
-}
-void tessel::reduce_absmax(const Buffer &s, const Buffer &d, int dim, bool clear, SrcLoc loc) {
-  reduce(tile::ReduceKind::absmax, s, d, dim, clear, loc);
-}
-
-static tile::MemoryOrder toOrder(MemoryOrder o) { return static_cast<tile::MemoryOrder>(static_cast<int>(o)); }
-
-void tessel::atomic_add(const Buffer &dst, const Buffer &src, MemoryOrder order, SrcLoc loc) {
-  atomic_add(dst, src, order, AtomicPath::threads, loc);
-}
-
-void tessel::atomic_add(const Buffer &dst, const Buffer &src, MemoryOrder order, AtomicPath path,
-                        SrcLoc loc) {
-  lastLoc = loc;
-  if (path == AtomicPath::tma && (src.space() != Space::shared || dst.space() != Space::global))
-    fail(loc, "a TMA reduce-add adds a shared buffer into a global window");
-  if (path == AtomicPath::tma && order != MemoryOrder::relaxed)
-    fail(loc, "a TMA reduce-add is relaxed; use MemoryOrder::relaxed, or AtomicPath::threads for "
-              "ordered adds");
-  Program &p = Program::current(loc);
-  requireStatic(dst, "atomic_add", loc);
-  if (dst.shape() != src.shape())
-    fail(loc, fmt::format("atomic_add source {} differs from destination {}", shapeText(src.shape()),
-                          shapeText(dst.shape())));
-  if (dst.space() != Space::global && dst.space() != Space::shared)
-    fail(loc, fmt::format("atomic_add destination must be global or shared, not {}", spaceName(dst.space())));
-  auto op = tile::AtomicAddOp::create(p.builder(), p.location(loc), src.value(), dst.value(),
-                                      ValueRange{}, toOrder(order));
-  if (path == AtomicPath::tma) op.setTma(true);
-}
-
-void tessel::atomic_add(const Ref &dst, Expr value, MemoryOrder order, SrcLoc loc) {
-  lastLoc = loc;
-  Program &p = Program::current(loc);
-  const Buffer &buf = dst.buffer();
-  if (buf.space() != Space::global && buf.space() != Space::shared)
-    fail(loc, fmt::format("atomic_add destination must be global or shared, not {}", spaceName(buf.space())));
-  Type elt = toMlir(&p.context(), buf.dtype());
-  Value v = isHost(*value.node) || value.node->kind == ExprNode::FConst
-                ? value.value(buf.dtype())
-                : convertTo(p.builder(), p.location(loc), value.value(value.type()), elt);
-  tile::AtomicAddOp::create(p.builder(), p.location(loc), v, buf.value(), indexValues(dst.index()),
-                            toOrder(order));
-}
