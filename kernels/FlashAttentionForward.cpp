@@ -92,10 +92,10 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
     clear(rowSum);
     clear(acc);
     Expr scaleLog2 = scale * kLog2e;
-    // Causal (key j visible to query i when j <= query_offset + i, top-left
-    // aligned without an offset): the
-    // blocks right of this block's last row are skipped. A block past its
-    // (packed) sequence's end runs no iterations.
+    // Causal (key j visible to query i when j <= query_offset + i; top-left
+    // aligned without an offset): the blocks right of this block's last row
+    // are skipped. A block past its (packed) sequence's end runs no
+    // iterations.
     Expr blocks = ceil_div(sk.length, bn);
     if (c.causal) blocks = min(blocks, ceil_div(queryOffset + row0 + bm, bn));
     if (c.varlen) blocks = select(row0 < sq.length, blocks, Expr(0));

@@ -49,6 +49,10 @@ void tessel::kernels::validateUlysses(const UlyssesShape &s) {
         longest = std::max<int64_t>(longest, (*cu)[i + 1] - (*cu)[i]);
       validatePackedShards(*cu, s.ranks, longest);
     }
+    if (s.totalRows(0) == 0 || s.totalRows(1) == 0)
+      throw Error(fmt::format("Ulysses: the packed batch has {} query and {} key/value rows; both "
+                              "must be positive",
+                              s.totalRows(0), s.totalRows(1)));
   } else {
     if (s.seqlen <= 0) throw Error(fmt::format("Ulysses: seqlen={} must be positive", s.seqlen));
     if (s.seqlen % s.ranks)

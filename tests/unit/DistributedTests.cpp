@@ -264,6 +264,9 @@ TEST_CASE("Ulysses shapes are validated before anything moves") {
                     Catch::Contains("cu_seqlens_q has 3 entries and cu_seqlens_k 2"));
   CHECK_THROWS_WITH(kernels::validateUlysses(with([&](auto &t) { packed(t), t.cuSeqlensQ = {0, 4, 9}; })),
                     Catch::Contains("sequence 1 has 5 rows, not a multiple of the 2 ranks"));
+  CHECK_THROWS_WITH(
+      kernels::validateUlysses(with([&](auto &t) { packed(t), t.cuSeqlensQ = {0, 0, 0}; })),
+      Catch::Contains("the packed batch has 0 query and 8 key/value rows"));
   CHECK_THROWS_WITH(kernels::validateUlysses(with([](auto &t) { t.headsKV = 3, t.headsQ = 33; })),
                     Catch::Contains("heads_q=33 does not split over 2 ranks"));
   CHECK_THROWS_WITH(kernels::validateUlysses(with([](auto &t) { t.headsKV = 5, t.headsQ = 10; })),
