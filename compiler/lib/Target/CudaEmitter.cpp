@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tessel/Target/CudaEmitter.h"
-#include "Tcgen05Ptx.h"
+#include "CudaEmitterImpl.h"
 #include "tessel/Dialect/TileNV/TileNVDialect.h"
 #include "tessel/Transforms/BufferUtils.h"
 
@@ -20,90 +20,7 @@ using namespace mlir;
 using namespace tessel;
 using namespace tessel::tile;
 
-namespace {
-class CudaEmitter {
-public:
-  explicit CudaEmitter(raw_ostream &os) : os(os) {}
-  FailureOr<rt::KernelSpec> emitKernel(KernelOp kernel);
-
-private:
-  raw_ostream &os;
-  DenseMap<Value, std::string> names;
-  /// Extent expression of each dimension of global buffer parameters.
-  DenseMap<Value, SmallVector<std::string>> dims;
-  int nextId = 0;
-  int depth = 1;
-
-  raw_ostream &line() { return os.indent(2 * depth); }
-  /// Closes a tessel::tma_* call with its coordinates, innermost first (the
-  /// order TMA takes; the ops hold them outermost first).
-  LogicalResult finishTmaCall(ValueRange coords) {
-    for (Value c : llvm::reverse(coords)) os << ", " << name(c);
-    os << ");\n";
-    return success();
-  }
-  /// One PTX instruction with no operands, as a memory-clobbering asm statement.
-  LogicalResult asmStatement(const Twine &ptx) {
-    line() << "asm volatile(\"" << ptx << ";\" ::: \"memory\");\n";
-    return success();
-  }
-  std::string fresh(StringRef prefix = "v") { return (prefix + Twine(nextId++)).str(); }
-  std::string &name(Value v) {
-    std::string &n = names[v];
-    if (n.empty()) n = fresh();
-    return n;
-  }
-  std::string declare(Value v) { return typeName(v.getType()) + " " + name(v); }
-  static std::string typeName(Type t);
-  static FailureOr<rt::ScalarType> scalarType(Type t);
-  static bool isHalfLike(Type t) { return t.isF16() || t.isBF16(); }
-  std::string asFloat(Value v) {
-    return isHalfLike(v.getType()) ? "float(" + name(v) + ")" : name(v);
-  }
-  std::string fromFloat(Type t, const std::string &expr) {
-    return isHalfLike(t) ? typeName(t) + "(" + expr + ")" : expr;
-  }
-  std::string element(Value memref, ValueRange indices);
-  std::string constant(Attribute attr, Type type);
-
-  LogicalResult emitBlock(Block &block);
-  LogicalResult emitOp(Operation &op);
-  LogicalResult emitArith(Operation &op);
-  LogicalResult emitLdMatrix(tilenv::LdMatrixOp op);
-  LogicalResult emitMmaSync(tilenv::MmaSyncOp op);
-  LogicalResult emitWgmma(tilenv::WgmmaOp op);
-  LogicalResult emitWgmmaRegA(tilenv::WgmmaRegAOp op);
-  LogicalResult emitTcgen05(Operation &op);
-  /// `asm volatile("ptx" : outputs : inputs : "memory");`
-  void asmWithOperands(const std::string &ptx, const std::string &outputs,
-                       const std::string &inputs) {
-    line() << "asm volatile(\"" << ptx << "\"\n";
-    line() << "    : " << outputs << "\n";
-    line() << "    : " << inputs << " : \"memory\");\n";
-  }
-  /// A register array's constraint ("f" or "r") and its slots base + i.
-  std::string registerOperands(const char *mode, Value array, Value base, int64_t count) {
-    std::string c = llvm::cast<MemRefType>(array.getType()).getElementType().isF32() ? "f" : "r";
-    std::string list;
-    for (int64_t i = 0; i < count; ++i)
-      list += (i ? ", \"" : "\"") + std::string(mode) + c + "\"(" + slot(array, base, i) + ")";
-    return list;
-  }
-  std::string scaleD(Value accumulate);
-  /// `array[base + i]` for an asm operand list.
-  std::string slot(Value array, Value base, int64_t i) {
-    return name(array) + "[" + name(base) + " + " + std::to_string(i) + "]";
-  }
-  /// The i-th 32-bit register of an operand array: an element of an i32
-  /// array, or elements 2i and 2i + 1 of a 16-bit one packed together.
-  std::string pairSlot(Value array, Value base, int64_t i) {
-    if (llvm::cast<MemRefType>(array.getType()).getElementType().getIntOrFloatBitWidth() != 16)
-      return slot(array, base, i);
-    return "tessel::pack_pair(" + slot(array, base, 2 * i) + ", " + slot(array, base, 2 * i + 1) +
-           ")";
-  }
-  static std::string ptxType(Type t) { return t.isBF16() ? "bf16" : "f16"; }
-};
+namespace tessel {
 
 // Tensor-core instructions are printed as inline PTX so that the emitted
 // CUDA shows exactly what runs.
@@ -184,97 +101,6 @@ LogicalResult CudaEmitter::emitWgmma(tilenv::WgmmaOp o) {
   line() << "    : \"l\"(" << name(o.getDescA()) << "), \"l\"(" << name(o.getDescB())
          << "), \"r\"(" << scaleD(o.getAccumulate()) << "));\n";
   return success();
-}
-
-static layout::TmemShape layoutShape(tilenv::TmemShape shape) {
-  switch (shape) {
-  case tilenv::TmemShape::s32x32b: return layout::TmemShape::s32x32b;
-  case tilenv::TmemShape::s16x64b: return layout::TmemShape::s16x64b;
-  case tilenv::TmemShape::s16x128b: return layout::TmemShape::s16x128b;
-  case tilenv::TmemShape::s16x256b: return layout::TmemShape::s16x256b;
-  case tilenv::TmemShape::s16x32bx2: return layout::TmemShape::s16x32bx2;
-  }
-  return layout::TmemShape::s32x32b;
-}
-
-// sm_100a tensor memory and MMA, as inline PTX (Tcgen05Ptx.h has the text).
-LogicalResult CudaEmitter::emitTcgen05(Operation &op) {
-  auto r = [&](Value v) { return "\"r\"(" + name(v) + ")"; };
-  return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
-      .Case([&](tilenv::Tcgen05AllocOp o) {
-        asmWithOperands(target::tcgen05AllocPtx(), "",
-                        r(o.getDest()) + ", \"r\"(" + std::to_string(o.getColumns()) + ")");
-        return success();
-      })
-      .Case([&](tilenv::Tcgen05DeallocOp o) {
-        asmWithOperands(target::tcgen05DeallocPtx(), "",
-                        r(o.getAddress()) + ", \"r\"(" + std::to_string(o.getColumns()) + ")");
-        return success();
-      })
-      .Case([&](tilenv::Tcgen05RelinquishOp) {
-        return asmStatement("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned");
-      })
-      .Case([&](tilenv::Tcgen05FenceBeforeOp) {
-        return asmStatement("tcgen05.fence::before_thread_sync");
-      })
-      .Case([&](tilenv::Tcgen05FenceAfterOp) {
-        return asmStatement("tcgen05.fence::after_thread_sync");
-      })
-      .Case([&](tilenv::Tcgen05InstrDescOp o) {
-        uint32_t d = layout::tcgen05InstrDescriptor(
-            static_cast<int>(o.getM()), static_cast<int>(o.getN()), o.getOperandType().isBF16(),
-            o.getAccType().isF32(), o.getTransA(), o.getTransB());
-        line() << "const " << declare(o.getResult()) << " = int(" << llvm::format_hex(d, 10)
-               << "u);\n";
-        return success();
-      })
-      .Case([&](tilenv::Tcgen05SmemDescOp o) {
-        // The address's field is computed here; everything else is fixed.
-        uint64_t fixed = *layout::tcgen05SmemDescriptor(0, o.getLeadingBytes(), o.getStrideBytes(),
-                                                         static_cast<int>(o.getSwizzleBytes()));
-        line() << declare(o.getResult()) << " = (long long)((((unsigned long long)(unsigned)"
-               << name(o.getAddress()) << " & 0x3FFFFull) >> 4) | " << llvm::format_hex(fixed, 18)
-               << "ull);\n";
-        return success();
-      })
-      .Case([&](tilenv::Tcgen05MmaOp o) {
-        bool aInTmem = o.getA().getType().isInteger(32);
-        asmWithOperands(target::tcgen05MmaPtx(aInTmem), "",
-                        r(o.getD()) + ", \"" + (aInTmem ? "r" : "l") + "\"(" + name(o.getA()) +
-                            "), \"l\"(" + name(o.getDescB()) + "), " + r(o.getIdesc()) +
-                            ", \"r\"(int(" + name(o.getAccumulate()) + "))");
-        return success();
-      })
-      .Case([&](tilenv::Tcgen05CommitOp o) {
-        asmWithOperands(target::tcgen05CommitPtx(), "", r(o.getBarrier()));
-        return success();
-      })
-      .Case([&](tilenv::Tcgen05CpOp o) {
-        std::string shape = tilenv::stringifyTmemCopyShape(o.getShape()).drop_front().str();
-        asmWithOperands(target::tcgen05CopyPtx(shape), "",
-                        r(o.getAddress()) + ", \"l\"(" + name(o.getDesc()) + ")");
-        return success();
-      })
-      .Case([&](tilenv::Tcgen05LdOp o) {
-        layout::TmemShape shape = layoutShape(o.getShape());
-        int num = static_cast<int>(o.getNum());
-        int regs = *layout::registersPerThread(shape, num);
-        asmWithOperands(target::tcgen05LoadPtx(shape, num, o.getPack(), o.getOffset(), regs),
-                        registerOperands("=", o.getDest(), o.getBase(), regs), r(o.getAddress()));
-        return success();
-      })
-      .Case([&](tilenv::Tcgen05StOp o) {
-        layout::TmemShape shape = layoutShape(o.getShape());
-        int num = static_cast<int>(o.getNum());
-        int regs = *layout::registersPerThread(shape, num);
-        asmWithOperands(target::tcgen05StorePtx(shape, num, o.getUnpack(), o.getOffset(), regs), "",
-                        r(o.getAddress()) + ", " +
-                            registerOperands("", o.getSource(), o.getBase(), regs));
-        return success();
-      })
-      .Case([&](tilenv::Tcgen05WaitLdOp) { return asmStatement("tcgen05.wait::ld.sync.aligned"); })
-      .Case([&](tilenv::Tcgen05WaitStOp) { return asmStatement("tcgen05.wait::st.sync.aligned"); })
-      .Default([&](Operation *o) { return o->emitError("not a tcgen05 op"); });
 }
 
 std::string CudaEmitter::typeName(Type t) {
@@ -800,7 +626,7 @@ FailureOr<rt::KernelSpec> CudaEmitter::emitKernel(KernelOp kernel) {
   os << "}\n";
   return spec;
 }
-} // namespace
+} // namespace tessel
 
 FailureOr<rt::KernelSpec> tessel::emitCuda(KernelOp kernel, raw_ostream &os) {
   return CudaEmitter(os).emitKernel(kernel);

@@ -1,0 +1,108 @@
+//===- CudaEmitterImpl.h - the CUDA emitter's state -------------*- C++ -*-===//
+//
+// The emitter class, shared by CudaEmitter.cpp (kernels, control flow,
+// arithmetic, memory, Hopper instructions) and Tcgen05Emission.cpp
+// (Blackwell's tensor memory and MMA).
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_TARGET_CUDAEMITTERIMPL_H
+#define TESSEL_TARGET_CUDAEMITTERIMPL_H
+
+#include "tessel/Target/CudaEmitter.h"
+#include "tessel/Dialect/TileNV/TileNVDialect.h"
+
+#include "llvm/ADT/DenseMap.h"
+
+namespace tessel {
+// Internal to the Target library (its two emitter files); the class reads
+// as the emitter's code always has.
+using namespace mlir;
+using namespace tessel::tile;
+
+class CudaEmitter {
+public:
+  explicit CudaEmitter(raw_ostream &os) : os(os) {}
+  FailureOr<rt::KernelSpec> emitKernel(KernelOp kernel);
+
+private:
+  raw_ostream &os;
+  DenseMap<Value, std::string> names;
+  /// Extent expression of each dimension of global buffer parameters.
+  DenseMap<Value, SmallVector<std::string>> dims;
+  int nextId = 0;
+  int depth = 1;
+
+  raw_ostream &line() { return os.indent(2 * depth); }
+  /// Closes a tessel::tma_* call with its coordinates, innermost first (the
+  /// order TMA takes; the ops hold them outermost first).
+  LogicalResult finishTmaCall(ValueRange coords) {
+    for (Value c : llvm::reverse(coords)) os << ", " << name(c);
+    os << ");\n";
+    return success();
+  }
+  /// One PTX instruction with no operands, as a memory-clobbering asm statement.
+  LogicalResult asmStatement(const Twine &ptx) {
+    line() << "asm volatile(\"" << ptx << ";\" ::: \"memory\");\n";
+    return success();
+  }
+  std::string fresh(StringRef prefix = "v") { return (prefix + Twine(nextId++)).str(); }
+  std::string &name(Value v) {
+    std::string &n = names[v];
+    if (n.empty()) n = fresh();
+    return n;
+  }
+  std::string declare(Value v) { return typeName(v.getType()) + " " + name(v); }
+  static std::string typeName(Type t);
+  static FailureOr<rt::ScalarType> scalarType(Type t);
+  static bool isHalfLike(Type t) { return t.isF16() || t.isBF16(); }
+  std::string asFloat(Value v) {
+    return isHalfLike(v.getType()) ? "float(" + name(v) + ")" : name(v);
+  }
+  std::string fromFloat(Type t, const std::string &expr) {
+    return isHalfLike(t) ? typeName(t) + "(" + expr + ")" : expr;
+  }
+  std::string element(Value memref, ValueRange indices);
+  std::string constant(Attribute attr, Type type);
+
+  LogicalResult emitBlock(Block &block);
+  LogicalResult emitOp(Operation &op);
+  LogicalResult emitArith(Operation &op);
+  LogicalResult emitLdMatrix(tilenv::LdMatrixOp op);
+  LogicalResult emitMmaSync(tilenv::MmaSyncOp op);
+  LogicalResult emitWgmma(tilenv::WgmmaOp op);
+  LogicalResult emitWgmmaRegA(tilenv::WgmmaRegAOp op);
+  LogicalResult emitTcgen05(Operation &op);
+  /// `asm volatile("ptx" : outputs : inputs : "memory");`
+  void asmWithOperands(const std::string &ptx, const std::string &outputs,
+                       const std::string &inputs) {
+    line() << "asm volatile(\"" << ptx << "\"\n";
+    line() << "    : " << outputs << "\n";
+    line() << "    : " << inputs << " : \"memory\");\n";
+  }
+  /// A register array's constraint ("f" or "r") and its slots base + i.
+  std::string registerOperands(const char *mode, Value array, Value base, int64_t count) {
+    std::string c = llvm::cast<MemRefType>(array.getType()).getElementType().isF32() ? "f" : "r";
+    std::string list;
+    for (int64_t i = 0; i < count; ++i)
+      list += (i ? ", \"" : "\"") + std::string(mode) + c + "\"(" + slot(array, base, i) + ")";
+    return list;
+  }
+  std::string scaleD(Value accumulate);
+  /// `array[base + i]` for an asm operand list.
+  std::string slot(Value array, Value base, int64_t i) {
+    return name(array) + "[" + name(base) + " + " + std::to_string(i) + "]";
+  }
+  /// The i-th 32-bit register of an operand array: an element of an i32
+  /// array, or elements 2i and 2i + 1 of a 16-bit one packed together.
+  std::string pairSlot(Value array, Value base, int64_t i) {
+    if (llvm::cast<MemRefType>(array.getType()).getElementType().getIntOrFloatBitWidth() != 16)
+      return slot(array, base, i);
+    return "tessel::pack_pair(" + slot(array, base, 2 * i) + ", " + slot(array, base, 2 * i + 1) +
+           ")";
+  }
+  static std::string ptxType(Type t) { return t.isBF16() ? "bf16" : "f16"; }
+};
+
+} // namespace tessel
+
+#endif
