@@ -248,13 +248,28 @@ TEST_CASE("tensor memory: its rules at the user's line, and only on sm_100a") {
     CHECK(what.find("tensor memory is sm_100a's; this kernel compiles for sm_90a") !=
           std::string::npos);
   }
-  // On sm_100a it is placed, and then refused by the lowering, which has no
-  // tcgen05 path for tile ops on it yet.
+  // On sm_100a it is placed and allocated: warp 0 allocates the block's
+  // columns and frees them at the end.
+  Kernel k = compile(p, {"sm_100a", ""});
+  CHECK(k.ptx().find("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32") != std::string::npos);
+  CHECK(k.ptx().find("tcgen05.dealloc.cta_group::1.sync.aligned.b32") != std::string::npos);
+  CHECK(k.ptx().find("tcgen05.relinquish_alloc_permit") != std::string::npos);
+  // Tile ops on it have no tcgen05 lowering yet: refused, saying so.
+  Program used("tmem_used");
+  int copyLine = 0;
+  used.kernel({1}, 128, [&](Expr) {
+    Buffer f = alloc_fragment({128, 32}, DType::f32, "f");
+    Buffer t = alloc_tmem({128, 32}, DType::f32, "t");
+    clear(f);
+    copyLine = __LINE__ + 1;
+    copy(f, t);
+  });
   try {
-    compile(p, {"sm_100a", ""});
-    FAIL("compiled tensor memory without a tcgen05 lowering");
+    compile(used, {"sm_100a", ""});
+    FAIL("lowered a copy into tensor memory without a tcgen05 lowering");
   } catch (const Error &e) {
-    CHECK(std::string(e.what()).find("tile ops on tensor memory are not lowered to tcgen05 yet") !=
-          std::string::npos);
+    std::string what = e.what();
+    CHECK(what.find(here(copyLine)) != std::string::npos);
+    CHECK(what.find("tile ops on tensor memory are not lowered to tcgen05 yet") != std::string::npos);
   }
 }

@@ -465,15 +465,7 @@ LogicalResult TileLowering::run() {
   if (mlir::failed(verifySharedMemory(kernel, target.arch, target.maxSharedBytes)))
     return mlir::failure();
 
-  // Tensor memory is placed (tessel-tmem-allocation) and addressed
-  // (TmemLayout.h), but the tile ops on it have no tcgen05 lowering yet.
-  WalkResult tmem = kernel.walk([&](AllocOp alloc) {
-    if (getMemorySpace(alloc.getType()) != MemorySpace::tmem) return WalkResult::advance();
-    alloc.emitError("tile ops on tensor memory are not lowered to tcgen05 yet; this kernel "
-                    "cannot be compiled");
-    return WalkResult::interrupt();
-  });
-  if (tmem.wasInterrupted()) return mlir::failure();
+  if (mlir::failed(prepareTensorMemory())) return mlir::failure();
 
   // Storage: shared buffers in dynamic shared memory, fragments and local
   // buffers per thread; all 1-D, addressed through their layout.
@@ -520,6 +512,7 @@ LogicalResult TileLowering::run() {
   }
   for (Operation *op : scratch) op->erase();
   kernel.setSmemBytesAttr(b.getI64IntegerAttr(smem));
+  allocateTensorMemory();
 
   // Collective ops, outermost first so that a loop's body is moved before its
   // ops are lowered in their new place.

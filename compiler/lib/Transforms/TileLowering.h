@@ -174,6 +174,15 @@ private:
   /// A barrier over the threads that run `op`: its tile.role's named
   /// barrier, or __syncthreads outside roles.
   void syncExecutingThreads(mlir::Operation *op);
+  /// Tensor memory (sm_100a): checks what tessel-tmem-allocation placed and
+  /// adds the shared word tcgen05.alloc writes the base address to.
+  mlir::LogicalResult prepareTensorMemory();
+  /// Once shared memory is laid out: warp 0 allocates the kernel's columns
+  /// at the start (the address published through the word, between
+  /// tcgen05 fences and a barrier) and frees them at the end.
+  void allocateTensorMemory();
+  /// The shared word of the base address (null without tensor memory).
+  tile::AllocOp tmemBaseWord;
   /// Makes threadId/threads those of the tile.role around `op` (or the block).
   void enterRoleOf(mlir::Operation *op);
   void fail(mlir::Operation *op, const llvm::Twine &message);
