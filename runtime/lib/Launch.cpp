@@ -95,6 +95,10 @@ std::array<unsigned, 3> KernelSpec::evaluateGrid(const std::vector<int64_t> &sym
   return out;
 }
 
+std::string tessel::rt::nativeArch(int cc) {
+  return cc == 90 ? "sm_90a" : cc >= 100 ? "sm_100a" : "sm_80";
+}
+
 bool tessel::rt::archRunsOn(const std::string &arch, int cc, std::string *why) {
   // Arch-specific ('a') cubins run only on their exact compute capability;
   // plain sm_80 SASS runs on every 8.x part.

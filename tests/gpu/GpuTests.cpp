@@ -19,8 +19,7 @@ using namespace tessel;
 using namespace tessel::kernels;
 
 static std::string deviceArch() {
-  int cc = rt::Driver::get().computeCapability();
-  return cc == 90 ? "sm_90a" : cc >= 100 ? "sm_100a" : "sm_80";
+  return rt::nativeArch(rt::Driver::get().computeCapability());
 }
 
 static void checkKernel(const std::string &name, const Params &overrides, bool tma = true) {

@@ -20,8 +20,7 @@ using namespace tessel;
 using namespace tessel::kernels;
 
 static std::string deviceArch() {
-  int cc = rt::Driver::get().computeCapability();
-  return cc == 90 ? "sm_90a" : cc >= 100 ? "sm_100a" : "sm_80";
+  return rt::nativeArch(rt::Driver::get().computeCapability());
 }
 
 TEST_CASE("attention over shards that arrive while it runs", "[gpu][user]") {

@@ -32,8 +32,7 @@ static double maxDifference(const std::vector<float> &out, const std::vector<dou
 }
 
 static std::string deviceArch() {
-  int cc = rt::Driver::get().computeCapability();
-  return cc == 90 ? "sm_90a" : cc >= 100 ? "sm_100a" : "sm_80";
+  return rt::nativeArch(rt::Driver::get().computeCapability());
 }
 
 TEST_CASE("a cross-warp reduction inside the consumer role runs past the stage count", "[gpu][user]") {

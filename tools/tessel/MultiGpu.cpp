@@ -91,11 +91,6 @@ std::vector<uint16_t> download(CUdeviceptr p, int64_t bytes) {
   return host;
 }
 
-std::string deviceTarget() {
-  int cc = Driver::get().computeCapability();
-  return cc == 90 ? "sm_90a" : cc >= 100 ? "sm_100a" : "sm_80";
-}
-
 /// A DSL kernel copies the next rank's Q input, [rows, 64] of 16-bit words,
 /// tile by tile through shared memory with peer(); the words that differ
 /// from that rank's pattern.
@@ -110,7 +105,7 @@ int64_t readPeerInput(Communicator &comm, UlyssesExchange &x, const UlyssesShape
     copy(peer(in, source).tile({bx * 64, 0}, {64, 64}), tile);
     copy(tile, out.tile({bx * 64, 0}, {64, 64}));
   });
-  Kernel k = compile(p, {deviceTarget()});
+  Kernel k = compile(p, {nativeArch(Driver::get().computeCapability())});
   DeviceBuffer result(rows * 64 * 2);
   // Every rank has filled its inputs before any reads them.
   comm.barrier();

@@ -176,7 +176,7 @@ int runRank(const Params &params, bool bench, int reps) {
   const UlyssesShape &s = sp.shape;
   Driver &d = Driver::get();
   Program program = flashAttentionForward(sp.config);
-  Kernel kernel = compile(program, {deviceArch()});
+  Kernel kernel = compile(program, {nativeArch(Driver::get().computeCapability())});
   int rank = comm->localRank(), n = s.ranks;
   DeviceSeqlens cu(s);
 
@@ -201,7 +201,7 @@ int runRank(const Params &params, bool bench, int reps) {
   std::unique_ptr<Kernel> streamedKernel;
   if (noFused.empty()) {
     streamedProgram = std::make_unique<Program>(flashAttentionForward(streamed));
-    streamedKernel = std::make_unique<Kernel>(compile(*streamedProgram, {deviceArch()}));
+    streamedKernel = std::make_unique<Kernel>(compile(*streamedProgram, {nativeArch(Driver::get().computeCapability())}));
     forms.push_back(std::make_unique<SpForm>("fused", *comm, sp, cu, sp.groups, Arrival::kernel,
                                              *streamedKernel));
   } else if (rank == 0) {
@@ -326,11 +326,6 @@ std::array<HostTensor, 3> tessel::wholeInputs(const UlyssesShape &s, DType t) {
                                  HostTensor(t, {s.totalRows(2), s.headsKV, s.headDim})};
   for (HostTensor &h : x) randomize(h, rng);
   return x;
-}
-
-std::string tessel::deviceArch() {
-  int cc = Driver::get().computeCapability();
-  return cc == 90 ? "sm_90a" : cc >= 100 ? "sm_100a" : "sm_80";
 }
 
 OutputCheck tessel::checkOutput(DType dtype, std::vector<int64_t> shape, CUdeviceptr result,

@@ -42,7 +42,6 @@ std::vector<rt::LaunchArg> attentionArgs(const AttentionExtents &e, double scale
                                          CUdeviceptr lse);
 /// The whole problem's Q, K, V (every rank draws the same).
 std::array<kernels::HostTensor, 3> wholeInputs(const kernels::UlyssesShape &s, DType t);
-std::string deviceArch();
 double medianOnStream(CUstream stream, int reps, const std::function<void()> &work);
 
 /// A rank's output (downloaded from `result`) against the single-GPU

@@ -86,11 +86,11 @@ int tessel::runZigZagRank(Communicator &comm, const SpProblem &sp, bool bench, i
   AttentionConfig chunked = sp.config;
   chunked.queryOffset = sp.config.causal;
   Program program = flashAttentionForward(chunked);
-  Kernel kernel = compile(program, {deviceArch()});
+  Kernel kernel = compile(program, {nativeArch(Driver::get().computeCapability())});
   AttentionConfig streamed = chunked;
   streamed.streamedShards = true;
   Program streamedProgram = flashAttentionForward(streamed);
-  Kernel streamedKernel = compile(streamedProgram, {deviceArch()});
+  Kernel streamedKernel = compile(streamedProgram, {nativeArch(Driver::get().computeCapability())});
   int rank = comm.localRank(), n = z.ranks;
 
   ZigZagKvGather x(comm, z);
@@ -118,7 +118,7 @@ int tessel::runZigZagRank(Communicator &comm, const SpProblem &sp, bool bench, i
     full[t]->upload(whole[t].bytes.data(), whole[t].bytes.size());
   }
   Program fullProgram = flashAttentionForward(sp.config);
-  Kernel fullKernel = compile(fullProgram, {deviceArch()});
+  Kernel fullKernel = compile(fullProgram, {nativeArch(Driver::get().computeCapability())});
   DeviceBuffer fullO(whole[0].bytes.size()), fullLse(s.batch * s.headsQ * s.seqlen * 4);
   std::vector<LaunchArg> fullArgs =
       attentionArgs({s.batch, s.seqlen, s.seqlen, s.headsQ, s.headsKV, s.headDim}, sp.scale,

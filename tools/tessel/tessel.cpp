@@ -169,8 +169,7 @@ int runCommand(const Args &a) {
   bool gpu = rt::Driver::available(&why);
   std::string arch = a.arch;
   if (arch.empty()) {
-    int cc = gpu ? rt::Driver::get().computeCapability() : 90;
-    arch = cc == 90 ? "sm_90a" : cc >= 100 ? "sm_100a" : "sm_80";
+    arch = rt::nativeArch(gpu ? rt::Driver::get().computeCapability() : 90);
   }
   Program program = entry.build(p);
   Kernel k = compile(program, {arch, a.dumpDir, a.tma});
@@ -202,8 +201,8 @@ int benchAttention(const Args &a) {
     fmt::print("NO GPU: cannot benchmark attention here ({})\n", why);
     return 1;
   }
-  int cc = rt::Driver::get().computeCapability();
-  std::string arch = !a.arch.empty() ? a.arch : cc == 90 ? "sm_90a" : cc >= 100 ? "sm_100a" : "sm_80";
+  std::string arch =
+      !a.arch.empty() ? a.arch : rt::nativeArch(rt::Driver::get().computeCapability());
   bool oneShape = a.params.count("seqlen_q") || a.params.count("head_dim");
   std::vector<int64_t> dims = {64, 128}, lengths = {1024, 4096, 8192};
   fmt::print("{:>4} {:>6} {:>6} {:>4} {:>10} {:>10}\n", "d", "seqlen", "mask", "pass", "ms",
@@ -262,8 +261,8 @@ int benchCommand(const Args &a) {
     fmt::print("NO GPU: cannot benchmark {} here ({})\n", entry.name, why);
     return 1;
   }
-  int cc = rt::Driver::get().computeCapability();
-  std::string arch = !a.arch.empty() ? a.arch : cc == 90 ? "sm_90a" : cc >= 100 ? "sm_100a" : "sm_80";
+  std::string arch =
+      !a.arch.empty() ? a.arch : rt::nativeArch(rt::Driver::get().computeCapability());
   Program program = entry.build(p);
   Kernel k = compile(program, {arch, ""});
   BenchResult r = entry.bench(k, p, a.reps);
