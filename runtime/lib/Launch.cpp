@@ -154,14 +154,15 @@ void LoadedKernel::launch(const std::vector<LaunchArg> &args, CUstream stream) {
   const KernelSpec &s = kernelSpec;
   if (args.size() != s.params.size())
     throw Error(fmt::format("kernel {} takes {} arguments, got {}", s.name, s.params.size(), args.size()));
-  // Every argument gets an 8-byte aligned slot (a peer table eight of
-  // them); the driver reads each by its declared size.
-  std::vector<std::array<uint64_t, kMaxPeers>> storage;
-  storage.reserve(4 * args.size() + 8);
+  // Every argument gets 8-byte aligned slots (a peer table eight of them);
+  // the driver reads each by its declared size from its first slot.
+  std::vector<uint64_t> storage;
+  std::vector<size_t> firstSlot;
   std::vector<int64_t> symbols;
   auto push = [&](const void *value, size_t bytes) {
-    storage.push_back({});
-    std::memcpy(storage.back().data(), value, bytes);
+    firstSlot.push_back(storage.size());
+    storage.resize(storage.size() + (bytes + 7) / 8, 0);
+    std::memcpy(&storage[firstSlot.back()], value, bytes);
   };
   for (size_t i = 0; i < args.size(); ++i) {
     const ParamSpec &p = s.params[i];
@@ -230,7 +231,7 @@ void LoadedKernel::launch(const std::vector<LaunchArg> &args, CUstream stream) {
     }
   }
   std::vector<void *> params;
-  for (auto &slot : storage) params.push_back(slot.data());
+  for (size_t first : firstSlot) params.push_back(&storage[first]);
   std::vector<CUtensorMap> maps(s.tensorMaps.size());
   for (size_t m = 0; m < maps.size(); ++m) {
     encodeTensorMap(s, s.tensorMaps[m], args, &maps[m]);
