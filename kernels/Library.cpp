@@ -234,7 +234,18 @@ const std::vector<LibraryKernel> &tessel::kernels::library() {
          c.swizzlePanel = intParam(p, "swizzle");
          return gemm(c);
        },
-       checkGemm, benchGemm},
+       checkGemm, benchGemm,
+       // sm_100a: tcgen05.mma into tensor memory, 128 x 256 tiles (M 128
+       // is every TMEM lane; N 256 the widest single instruction), unless
+       // another instruction is asked for.
+       [](const std::string &arch, const Params &overrides) {
+         auto asked = overrides.find("instruction");
+         if (arch.rfind("sm_100a", 0) != 0 ||
+             (asked != overrides.end() && asked->second != "tcgen05"))
+           return Params{};
+         return Params{{"instruction", "tcgen05"}, {"block_m", "128"}, {"block_n", "256"},
+                       {"block_k", "64"}, {"stages", "3"}};
+       }},
       {"row_lse", "lse[i] = log sum_j exp(scale * (Q K^T)[i, j]): online softmax over gemm tiles",
        {{"dtype", "f16"}, {"head_dim", "64"}, {"block_m", "64"}, {"block_n", "64"},
         {"threads", "128"}, {"policy", "square"}, {"M", "300"}, {"N", "1000"}},
@@ -267,8 +278,11 @@ const LibraryKernel &tessel::kernels::findKernel(const std::string &name) {
   throw Error(fmt::format("unknown kernel '{}'; the library has: {}", name, known));
 }
 
-Params tessel::kernels::withDefaults(const LibraryKernel &k, const Params &overrides) {
+Params tessel::kernels::withDefaults(const LibraryKernel &k, const Params &overrides,
+                                    const std::string &arch) {
   Params p = k.defaults;
+  if (k.targetDefaults && !arch.empty())
+    for (auto &[key, value] : k.targetDefaults(arch, overrides)) p[key] = value;
   for (auto &[key, value] : overrides) {
     if (!p.count(key)) {
       std::string known;

@@ -39,6 +39,10 @@ struct LibraryKernel {
   /// Times the kernel on random inputs without a reference (large shapes);
   /// empty for kernels without a benchmark.
   std::function<BenchResult(Kernel &, const Params &, int reps)> bench = {};
+  /// Defaults that differ by target (an arch such as "sm_100a"), given the
+  /// caller's settings: applied over `defaults`, under those settings.
+  /// Empty when none do.
+  std::function<Params(const std::string &arch, const Params &overrides)> targetDefaults = {};
 };
 
 /// `text` as a whole decimal integer in [lo, hi]: no sign or digits missing,
@@ -48,8 +52,9 @@ int64_t parseInteger(const std::string &text, int64_t lo, int64_t hi, const std:
 const std::vector<LibraryKernel> &library();
 /// The kernel called `name`; throws tessel::Error listing the known ones.
 const LibraryKernel &findKernel(const std::string &name);
-/// `defaults` overridden by `overrides`; unknown keys are an error.
-Params withDefaults(const LibraryKernel &k, const Params &overrides);
+/// `defaults` (and the target's, for `arch`) overridden by `overrides`;
+/// unknown keys are an error.
+Params withDefaults(const LibraryKernel &k, const Params &overrides, const std::string &arch = "");
 
 } // namespace tessel::kernels
 

@@ -66,7 +66,8 @@ WarpSpecialize tessel::kernels::warpSpecializeParam(const Params &p, const std::
 GemmInstruction tessel::kernels::instructionParam(const Params &p, const std::string &key) {
   return choiceParam<GemmInstruction>(p, key, {{"auto", GemmInstruction::automatic},
                                                {"mma_sync", GemmInstruction::mma_sync},
-                                               {"wgmma", GemmInstruction::wgmma}});
+                                               {"wgmma", GemmInstruction::wgmma},
+                                               {"tcgen05", GemmInstruction::tcgen05}});
 }
 
 namespace {

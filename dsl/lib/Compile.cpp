@@ -49,6 +49,16 @@ struct DumpAfterEachPass : PassInstrumentation {
   }
 };
 
+/// CompileOptions::afterPass.
+struct CallAfterEachPass : PassInstrumentation {
+  std::function<void(const std::string &, Operation *)> hook;
+  explicit CallAfterEachPass(std::function<void(const std::string &, Operation *)> hook)
+      : hook(std::move(hook)) {}
+  void runAfterPass(Pass *pass, Operation *op) override {
+    if (!pass->getArgument().empty()) hook(pass->getArgument().str(), op);
+  }
+};
+
 double msSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
@@ -94,7 +104,7 @@ Kernel tessel::compile(Program &program, const CompileOptions &options) {
   auto start = std::chrono::steady_clock::now();
   std::optional<TargetInfo> target = lookupTarget(options.arch);
   if (!target)
-    throw Error(fmt::format("unknown target '{}'; use sm_80, sm_90a or sm_100a", options.arch));
+    throw Error(fmt::format("unknown target '{}'; use sm_80, sm_90a, sm_100a or sm_100a-emu", options.arch));
   if (program.module().getBody()->empty())
     throw Error(fmt::format("program '{}' has no kernel; call Program::kernel first", program.name()));
   Kernel k;
@@ -132,6 +142,7 @@ Kernel tessel::compile(Program &program, const CompileOptions &options) {
     rt::writeFile(fs::path(options.dumpIrDir) / "00-input.mlir", k.tile);
     pm.addInstrumentation(std::make_unique<DumpAfterEachPass>(options.dumpIrDir, dumpError));
   }
+  if (options.afterPass) pm.addInstrumentation(std::make_unique<CallAfterEachPass>(options.afterPass));
   if (failed(pm.run(*module)))
     throw Error(messages.empty() ? "the Tessel pipeline failed" : messages.substr(0, messages.size() - 1));
   if (!dumpError.empty()) throw Error("--dump-ir: " + dumpError);
@@ -148,13 +159,17 @@ Kernel tessel::compile(Program &program, const CompileOptions &options) {
   auto nvrtcStart = std::chrono::steady_clock::now();
   rt::KernelCache &cache = rt::KernelCache::global();
   int before = cache.stats().nvrtcCompiles;
-  std::shared_ptr<const rt::Binary> bin = cache.getOrCompile(k.source, target->arch);
+  std::shared_ptr<const rt::Binary> bin = cache.getOrCompile(k.source, target->binaryArch());
   k.timing.nvrtcCalled = cache.stats().nvrtcCompiles != before;
   k.timing.nvrtcMs = msSince(nvrtcStart);
-  k.loaded = std::make_shared<rt::LoadedKernel>(*spec, bin, target->arch);
+  k.loaded = std::make_shared<rt::LoadedKernel>(*spec, bin, target->binaryArch());
   k.compiledWith = options;
   // The kernel runs, but not as the IR says (e.g. wgmmas serialized for
   // want of registers): say so rather than leave it to a profiler.
+  if (bin->spillStoreBytes || bin->spillLoadBytes)
+    fmt::print(stderr, "tessel: warning: ptxas spills registers in kernel {} for {} ({} bytes "
+               "stored, {} loaded)\n", spec->name, target->arch, bin->spillStoreBytes,
+               bin->spillLoadBytes);
   if (!bin->performanceWarnings.empty())
     fmt::print(stderr, "tessel: warning: ptxas slows kernel {} for {}:\n{}", spec->name,
                target->arch, bin->performanceWarnings);
@@ -202,8 +217,9 @@ rt::LoadedKernel &Kernel::loadedFor(const std::vector<rt::LaunchArg> &args) {
     llvm::raw_string_ostream os(source);
     FailureOr<rt::KernelSpec> spec = emitCuda(*module->getOps<tile::KernelOp>().begin(), os);
     if (failed(spec)) throw Error(fmt::format("kernel {}: the build without TMA failed", s.name));
-    std::shared_ptr<const rt::Binary> bin = rt::KernelCache::global().getOrCompile(source, target->arch);
-    withoutTma = std::make_shared<rt::LoadedKernel>(*spec, bin, target->arch);
+    std::shared_ptr<const rt::Binary> bin =
+        rt::KernelCache::global().getOrCompile(source, target->binaryArch());
+    withoutTma = std::make_shared<rt::LoadedKernel>(*spec, bin, target->binaryArch());
   }
   return *withoutTma;
 }

@@ -57,10 +57,17 @@ void tessel::clear(const Buffer &dst, SrcLoc loc) {
 void tessel::gemm(const Buffer &a, const Buffer &b, const Buffer &c, GemmOptions o, SrcLoc loc) {
   lastLoc = loc;
   Program &p = Program::current(loc);
+  // The accumulator is a fragment, or tensor memory on sm_100a (tcgen05);
+  // A may be in tensor memory for the latter too (the compiler says where
+  // that is not lowered).
   auto check = [&](const Buffer &x, const char *which, bool acc) {
-    if (acc ? x.space() != Space::fragment : x.space() != Space::shared && x.space() != Space::fragment)
+    bool ok = acc ? x.space() == Space::fragment || x.space() == Space::tmem
+                  : x.space() == Space::shared || x.space() == Space::fragment ||
+                        x.space() == Space::tmem;
+    if (!ok)
       fail(loc, fmt::format("gemm operand {} is in {} memory; it must be in {}", which,
-                            spaceName(x.space()), acc ? "a fragment" : "shared or fragment memory"));
+                            spaceName(x.space()),
+                            acc ? "a fragment or tensor memory" : "shared, fragment or tensor memory"));
     if (x.rank() != 2) fail(loc, fmt::format("gemm operand {} must be 2-D, got {}", which, shapeText(x.shape())));
   };
   check(a, "A", false);
@@ -84,8 +91,9 @@ void tessel::gemm(const Buffer &a, const Buffer &b, const Buffer &c, GemmOptions
                                  tile::GemmInstructionAttr(), DenseI64ArrayAttr());
   if (o.instruction != GemmInstruction::automatic)
     op.setInstructionAttr(tile::GemmInstructionAttr::get(
-        ctx, o.instruction == GemmInstruction::wgmma ? tile::GemmInstruction::wgmma
-                                                     : tile::GemmInstruction::mma_sync));
+        ctx, o.instruction == GemmInstruction::wgmma     ? tile::GemmInstruction::wgmma
+             : o.instruction == GemmInstruction::tcgen05 ? tile::GemmInstruction::tcgen05
+                                                         : tile::GemmInstruction::mma_sync));
   if (o.transpose_a) op.setTransposeA(true);
   if (o.transpose_b) op.setTransposeB(true);
   if (o.clear_accum) op.setClearAccum(true);

@@ -300,6 +300,31 @@ __device__ inline unsigned long long global_timer_ns() {
   return t;
 }
 
+/// Describes a failure in the trap report (when the runtime has set one;
+/// the first thread to get there writes it), then traps. `timeout_ms` < 0
+/// marks a broken rule rather than a timed-out wait: `what` is the message,
+/// `held` and `expected` the values it names.
+__device__ inline void trap_with_report(const char *what, int held, int expected,
+                                        unsigned long long address, long long timeout_ms) {
+  tessel_trap_report *r = tessel_trap_report_slot;
+  if (r && atomicCAS(&r->state, 0u, 1u) == 0u) {
+    r->held = held;
+    r->expected = expected;
+    r->address = address;
+    r->timeout_ms = timeout_ms;
+    r->block[0] = blockIdx.x;
+    r->block[1] = blockIdx.y;
+    r->block[2] = blockIdx.z;
+    int i = 0;
+    for (; i + 1 < static_cast<int>(sizeof(r->what)) && what[i]; ++i) r->what[i] = what[i];
+    r->what[i] = 0;
+    __threadfence_system();
+    atomicExch(&r->state, 2u);
+    __threadfence_system();
+  }
+  __trap();
+}
+
 /// Spins until *p reaches v (wrap-safe epoch comparison). After
 /// `timeout_ms` it describes itself in the trap report (when the runtime
 /// has set one) and traps; the host reads the report once the context has
@@ -311,26 +336,8 @@ __device__ inline void flag_wait(const int *p, int v, long long timeout_ms, cons
     int f;
     asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(f) : "l"(p) : "memory");
     if (static_cast<int>(static_cast<unsigned>(f) - static_cast<unsigned>(v)) >= 0) return;
-    if (global_timer_ns() - start > static_cast<unsigned long long>(timeout_ms) * 1000000ull) {
-      tessel_trap_report *r = tessel_trap_report_slot;
-      // The first block to time out writes the report.
-      if (r && atomicCAS(&r->state, 0u, 1u) == 0u) {
-        r->held = f;
-        r->expected = v;
-        r->address = reinterpret_cast<unsigned long long>(p);
-        r->timeout_ms = timeout_ms;
-        r->block[0] = blockIdx.x;
-        r->block[1] = blockIdx.y;
-        r->block[2] = blockIdx.z;
-        int i = 0;
-        for (; i + 1 < static_cast<int>(sizeof(r->what)) && what[i]; ++i) r->what[i] = what[i];
-        r->what[i] = 0;
-        __threadfence_system();
-        atomicExch(&r->state, 2u);
-        __threadfence_system();
-      }
-      __trap();
-    }
+    if (global_timer_ns() - start > static_cast<unsigned long long>(timeout_ms) * 1000000ull)
+      trap_with_report(what, f, v, reinterpret_cast<unsigned long long>(p), timeout_ms);
     __nanosleep(100);
   }
 }

@@ -13,7 +13,7 @@
 using namespace tessel::rt;
 namespace fs = std::filesystem;
 
-static constexpr char kMagic[8] = {'T', 'E', 'S', 'S', 'B', 'I', 'N', '2'};
+static constexpr char kMagic[8] = {'T', 'E', 'S', 'S', 'B', 'I', 'N', '3'};
 
 static uint64_t fnv1a(const void *data, size_t n, uint64_t h = 1469598103934665603ull) {
   auto *p = static_cast<const unsigned char *>(data);
@@ -47,7 +47,8 @@ std::string KernelCache::directory() const {
 
 std::string KernelCache::key(const std::string &source, const std::string &arch,
                              const std::vector<std::string> &options) {
-  std::string all = source + '\0' + arch + '\0' + nvrtcVersion() + '\0' + deviceHeader();
+  std::string all = source + '\0' + arch + '\0' + nvrtcVersion() + '\0' + deviceHeader() +
+                    '\0' + tcgen05EmulationHeader();
   for (auto &o : options) all += '\0' + o;
   // Two independent 64-bit hashes make accidental collisions negligible.
   return fmt::format("{:016x}{:016x}", fnv1a(all.data(), all.size()),
@@ -61,11 +62,13 @@ std::string KernelCache::encode(const Binary &bin) {
   std::string out(kMagic, sizeof(kMagic));
   out.append(reinterpret_cast<const char *>(sizes), sizeof(sizes));
   out.append(reinterpret_cast<const char *>(&sum), sizeof(sum));
+  int64_t spills[2] = {bin.spillStoreBytes, bin.spillLoadBytes};
+  out.append(reinterpret_cast<const char *>(spills), sizeof(spills));
   return out + body;
 }
 
 bool KernelCache::decode(const std::string &bytes, Binary &out) {
-  constexpr size_t header = sizeof(kMagic) + 4 * sizeof(uint64_t);
+  constexpr size_t header = sizeof(kMagic) + 6 * sizeof(uint64_t);
   if (bytes.size() < header || std::memcmp(bytes.data(), kMagic, sizeof(kMagic))) return false;
   uint64_t sizes[3], sum;
   std::memcpy(sizes, bytes.data() + sizeof(kMagic), sizeof(sizes));
@@ -75,6 +78,10 @@ bool KernelCache::decode(const std::string &bytes, Binary &out) {
   out.cubin = bytes.substr(header, sizes[0]);
   out.ptx = bytes.substr(header + sizes[0], sizes[1]);
   out.performanceWarnings = bytes.substr(header + sizes[0] + sizes[1], sizes[2]);
+  int64_t spills[2];
+  std::memcpy(spills, bytes.data() + sizeof(kMagic) + sizeof(sizes) + sizeof(sum), sizeof(spills));
+  out.spillStoreBytes = spills[0];
+  out.spillLoadBytes = spills[1];
   return true;
 }
 

@@ -167,10 +167,15 @@ std::string Driver::takeTrapReport() const {
   char what[sizeof(r->what)];
   for (size_t i = 0; i < sizeof(what); ++i) what[i] = r->what[i];
   what[sizeof(what) - 1] = 0;
-  std::string text = fmt::format(
-      "; a kernel trapped: its wait on {} timed out after {} ms (the flag at {:#x} held {}, "
-      "block ({}, {}, {}) waited for {})",
-      what, r->timeoutMs, r->address, r->held, r->block[0], r->block[1], r->block[2], r->expected);
+  // A negative timeout marks a broken rule (tessel::trap_with_report).
+  std::string text =
+      r->timeoutMs < 0
+          ? fmt::format("; a kernel trapped: {} (block ({}, {}, {}), thread value {}, limit {})",
+                        what, r->block[0], r->block[1], r->block[2], r->held, r->expected)
+          : fmt::format("; a kernel trapped: its wait on {} timed out after {} ms (the flag at "
+                        "{:#x} held {}, block ({}, {}, {}) waited for {})",
+                        what, r->timeoutMs, r->address, r->held, r->block[0], r->block[1],
+                        r->block[2], r->expected);
   r->state = 0;
   return text;
 }

@@ -13,8 +13,12 @@ using namespace tessel::rt;
 static const char kDeviceHeader[] = {
 #include "tessel_device.h.inc"
     0};
+static const char kTcgen05EmulationHeader[] = {
+#include "tessel_tcgen05_emu.h.inc"
+    0};
 
 const char *tessel::rt::deviceHeader() { return kDeviceHeader; }
+const char *tessel::rt::tcgen05EmulationHeader() { return kTcgen05EmulationHeader; }
 
 std::string tessel::rt::nvrtcVersion() {
   int major = 0, minor = 0;
@@ -49,9 +53,9 @@ static std::string annotateLog(const std::string &log, const std::string &source
 Binary tessel::rt::compileCuda(const std::string &source, const std::string &arch,
                                const std::vector<std::string> &options) {
   nvrtcProgram prog;
-  const char *headers[] = {kDeviceHeader};
-  const char *names[] = {"tessel_device.h"};
-  checkNvrtc(nvrtcCreateProgram(&prog, source.c_str(), "tessel_kernel.cu", 1, headers, names),
+  const char *headers[] = {kDeviceHeader, kTcgen05EmulationHeader};
+  const char *names[] = {"tessel_device.h", "tessel_tcgen05_emu.h"};
+  checkNvrtc(nvrtcCreateProgram(&prog, source.c_str(), "tessel_kernel.cu", 2, headers, names),
              "nvrtcCreateProgram");
   std::vector<std::string> opts = {"--gpu-architecture=" + arch, "-std=c++17", "-lineinfo",
                                    "--ptxas-options=-v"};
@@ -70,12 +74,18 @@ Binary tessel::rt::compileCuda(const std::string &source, const std::string &arc
   }
   Binary bin;
   std::istringstream logLines(log);
-  for (std::string l; std::getline(logLines, l);)
+  static const std::regex spills(R"((\d+) bytes spill stores, (\d+) bytes spill loads)");
+  for (std::string l; std::getline(logLines, l);) {
+    if (std::smatch m; std::regex_search(l, m, spills)) {
+      bin.spillStoreBytes += std::stoll(m[1]);
+      bin.spillLoadBytes += std::stoll(m[2]);
+    }
     if (size_t at = l.find("Potential Performance Loss"); at != std::string::npos) {
       // "ptxas info    : (C7512) Potential Performance Loss: ..." -> from "(C7512)".
       size_t code = l.rfind('(', at);
       bin.performanceWarnings += l.substr(code == std::string::npos ? at : code) + "\n";
     }
+  }
   size_t size = 0;
   checkNvrtc(nvrtcGetPTXSize(prog, &size), "nvrtcGetPTXSize");
   bin.ptx.resize(size);

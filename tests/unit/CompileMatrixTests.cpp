@@ -21,9 +21,9 @@ using namespace tessel::kernels;
 
 static void compileEverywhere(const std::string &name, const Params &overrides) {
   const LibraryKernel &entry = findKernel(name);
-  Params p = withDefaults(entry, overrides);
   for (std::string arch : {"sm_80", "sm_90a", "sm_100a"}) {
-    Program program = entry.build(p);
+    // The target's own defaults, as `tessel run --arch` takes them.
+    Program program = entry.build(withDefaults(entry, overrides, arch));
     Kernel k = compile(program, {arch, ""});
     INFO(name << " on " << arch);
     CHECK(k.cubin().size() > 0);
@@ -217,7 +217,8 @@ TEST_CASE("streamed-shard attention waits in the producer, ahead of its loads") 
         ++waits;
       // The Q wait, and the K/V wait in the loop (and, software-pipelined,
       // in the prologue).
-      CHECK(waits >= (arch == "sm_90a" ? 2u : 3u));
+      // sm_90a and sm_100a split the loop into roles, sm_80 does not.
+      CHECK(waits >= (arch == "sm_80" ? 3u : 2u));
       if (arch == "sm_90a") {
         CHECK(k.performanceWarnings() == "");
         size_t producer = src.find("setmaxnreg.dec");
@@ -233,4 +234,41 @@ TEST_CASE("streamed-shard attention waits in the producer, ahead of its loads") 
   overlapped.streamedShards = overlapped.overlap = true;
   CHECK_THROWS_WITH(flashAttentionForward(overlapped),
                     Catch::Contains("streamed shards work without `overlap`"));
+}
+
+// sm_100a's gemm is tcgen05 (the library's target defaults): MMAs into
+// tensor memory, no wgmma or mma.sync, and no register spills, plain and
+// warp-specialized, for every input and output type and operand major-ness.
+// The emulated build is the same kernel compiled for sm_90a.
+TEST_CASE("the sm_100a gemm is tcgen05 without spills, and its emulation compiles for sm_90a") {
+  const LibraryKernel &entry = findKernel("gemm");
+  for (std::string ws : {"off", "on"})
+    for (Params variant : {Params{}, Params{{"in", "bf16"}, {"out", "bf16"}, {"transpose_a", "1"}},
+                           Params{{"out", "f16"}, {"transpose_b", "1"}, {"block_n", "128"}, {"threads", "256"}}}) {
+      variant["warp_specialize"] = ws;
+      for (std::string arch : {"sm_100a", "sm_100a-emu"}) {
+        Program program = entry.build(withDefaults(entry, variant, arch));
+        Kernel k = compile(program, {arch, ""});
+        INFO(arch << " warp_specialize=" << ws << " " << variant.size() << " settings");
+        CHECK(k.spillBytes() == 0);
+        CHECK(k.ptx().find("wgmma") == std::string::npos);
+        CHECK(k.ptx().find("mma.sync") == std::string::npos);
+        if (arch == "sm_100a") {
+          CHECK(k.ptx().find(".target sm_100a") != std::string::npos);
+          CHECK(k.ptx().find("tcgen05.mma.cta_group::1.kind::f16") != std::string::npos);
+          CHECK(k.ptx().find("tcgen05.commit") != std::string::npos);
+          CHECK(k.ptx().find("tcgen05.ld.sync.aligned.32x32b") != std::string::npos);
+          // Warp-specialized: a producer warpgroup beside the consumers.
+          int threads = variant.count("threads") ? std::stoi(variant["threads"]) : 128;
+          CHECK(k.spec().threads == threads + (ws == "on" ? 128 : 0));
+        } else {
+          CHECK(k.ptx().find(".target sm_90a") != std::string::npos);
+          CHECK(k.ptx().find("tcgen05.") == std::string::npos);
+          CHECK(k.cuda().find("tessel::emu::tcgen05_mma(") != std::string::npos);
+        }
+      }
+    }
+  // block_m is every tensor-memory lane.
+  CHECK_THROWS_WITH(entry.build(withDefaults(entry, {{"block_m", "64"}}, "sm_100a")),
+                    Catch::Contains("a tcgen05 gemm takes block_m = 128"));
 }

@@ -254,22 +254,48 @@ TEST_CASE("tensor memory: its rules at the user's line, and only on sm_100a") {
   CHECK(k.ptx().find("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32") != std::string::npos);
   CHECK(k.ptx().find("tcgen05.dealloc.cta_group::1.sync.aligned.b32") != std::string::npos);
   CHECK(k.ptx().find("tcgen05.relinquish_alloc_permit") != std::string::npos);
-  // Tile ops on it have no tcgen05 lowering yet: refused, saying so.
+  // A copy from a fragment is tcgen05.st .32x32b; one from shared memory
+  // has no instruction (tcgen05.cp is not lowered) and is refused at its line.
   Program used("tmem_used");
   int copyLine = 0;
   used.kernel({1}, 128, [&](Expr) {
     Buffer f = alloc_fragment({128, 32}, DType::f32, "f");
     Buffer t = alloc_tmem({128, 32}, DType::f32, "t");
     clear(f);
+    copy(f, t);
+  });
+  CHECK(compile(used, {"sm_100a", ""}).ptx().find("tcgen05.st.sync.aligned.32x32b.x32.b32") !=
+        std::string::npos);
+  Program fromShared("tmem_from_shared");
+  fromShared.kernel({1}, 128, [&](Expr) {
+    Buffer s = alloc_shared({128, 32}, DType::f32, "s");
+    Buffer t = alloc_tmem({128, 32}, DType::f32, "t");
+    copyLine = __LINE__ + 1;
+    copy(s, t);
+  });
+  try {
+    compile(fromShared, {"sm_100a", ""});
+    FAIL("lowered a copy from shared into tensor memory");
+  } catch (const Error &e) {
+    std::string what = e.what();
+    CHECK(what.find(here(copyLine)) != std::string::npos);
+    CHECK(what.find("tensor memory is copied to and from fragments only") != std::string::npos);
+  }
+  // 16-bit values are not moved yet (packing is the next step): refused.
+  Program halves("tmem_halves");
+  halves.kernel({1}, 128, [&](Expr) {
+    Buffer f = alloc_fragment({128, 64}, DType::bf16, "f");
+    Buffer t = alloc_tmem({128, 64}, DType::bf16, "t");
+    clear(f);
     copyLine = __LINE__ + 1;
     copy(f, t);
   });
   try {
-    compile(used, {"sm_100a", ""});
-    FAIL("lowered a copy into tensor memory without a tcgen05 lowering");
+    compile(halves, {"sm_100a", ""});
+    FAIL("lowered a 16-bit copy into tensor memory");
   } catch (const Error &e) {
     std::string what = e.what();
     CHECK(what.find(here(copyLine)) != std::string::npos);
-    CHECK(what.find("tile ops on tensor memory are not lowered to tcgen05 yet") != std::string::npos);
+    CHECK(what.find("tensor-memory copies of 16-bit values") != std::string::npos);
   }
 }

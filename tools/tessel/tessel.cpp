@@ -1,7 +1,7 @@
 //===- tessel.cpp - compile, inspect and run library kernels --------------===//
 //
 //   tessel list
-//   tessel compile KERNEL [--param k=v ...] [--arch sm_80|sm_90a|sm_100a]
+//   tessel compile KERNEL [--param k=v ...] [--arch sm_80|sm_90a|sm_100a|sm_100a-emu]
 //                  [--emit mlir|lowered|cuda|ptx|cubin] [--dump-ir DIR] [-o FILE]
 //                  [--show-layouts] [--layout-svg BUFFER=FILE.svg] [--no-tma]
 //   tessel run KERNEL [--param k=v ...] [--seed N] [--dump-ir DIR]
@@ -39,7 +39,7 @@ struct Args {
 [[noreturn]] void usage(const std::string &why) {
   std::cerr << "tessel: " << why << "\n"
             << "usage: tessel list\n"
-            << "       tessel compile KERNEL [--param k=v ...] [--arch sm_80|sm_90a|sm_100a]\n"
+            << "       tessel compile KERNEL [--param k=v ...] [--arch sm_80|sm_90a|sm_100a|sm_100a-emu]\n"
             << "                      [--emit mlir|lowered|cuda|ptx|cubin] [--dump-ir DIR] [-o FILE]\n"
             << "                      [--show-layouts] [--layout-svg BUFFER=FILE.svg] [--no-tma]\n"
             << "       tessel run KERNEL [--param k=v ...] [--seed N] [--dump-ir DIR]\n"
@@ -80,7 +80,7 @@ Args parse(int argc, char **argv) {
       a.params[kv.substr(0, eq)] = kv.substr(eq + 1);
     } else if (opt == "--arch") {
       a.arch = next();
-      if (!lookupTarget(a.arch)) usage("--arch takes sm_80, sm_90a or sm_100a, got '" + a.arch + "'");
+      if (!lookupTarget(a.arch)) usage("--arch takes sm_80, sm_90a, sm_100a or sm_100a-emu, got '" + a.arch + "'");
     }
     else if (opt == "--emit") { a.emit = next(); a.emitGiven = true; }
     else if (opt == "--dump-ir") a.dumpDir = next();
@@ -121,9 +121,10 @@ void printTimes(const Kernel &k) {
 
 int compileCommand(const Args &a) {
   const LibraryKernel &entry = findKernel(a.kernel);
-  Params p = withDefaults(entry, a.params);
+  std::string arch = a.arch.empty() ? "sm_90a" : a.arch;
+  Params p = withDefaults(entry, a.params, arch);
   Program program = entry.build(p);
-  Kernel k = compile(program, {a.arch.empty() ? "sm_90a" : a.arch, a.dumpDir, a.tma});
+  Kernel k = compile(program, {arch, a.dumpDir, a.tma});
   printTimes(k);
   if (a.showLayouts)
     for (const BufferLayout &b : k.layouts())
@@ -164,13 +165,13 @@ int runCommand(const Args &a) {
   if (a.kernel == "all2all") return allToAllCommand(false, a.params, a.ranks, a.reps);
   if (a.kernel == "sp_attention") return spAttentionCommand(false, a.params, a.ranks, a.reps);
   const LibraryKernel &entry = findKernel(a.kernel);
-  Params p = withDefaults(entry, a.params);
   std::string why;
   bool gpu = rt::Driver::available(&why);
   std::string arch = a.arch;
   if (arch.empty()) {
     arch = rt::nativeArch(gpu ? rt::Driver::get().computeCapability() : 90);
   }
+  Params p = withDefaults(entry, a.params, arch);
   Program program = entry.build(p);
   Kernel k = compile(program, {arch, a.dumpDir, a.tma});
   printTimes(k);
@@ -255,7 +256,6 @@ int benchCommand(const Args &a) {
   if (a.kernel == "sp_attention") return spAttentionCommand(true, a.params, a.ranks, a.reps);
   const LibraryKernel &entry = findKernel(a.kernel);
   if (!entry.bench) usage("kernel " + entry.name + " has no benchmark");
-  Params p = withDefaults(entry, a.params);
   std::string why;
   if (!rt::Driver::available(&why)) {
     fmt::print("NO GPU: cannot benchmark {} here ({})\n", entry.name, why);
@@ -263,6 +263,7 @@ int benchCommand(const Args &a) {
   }
   std::string arch =
       !a.arch.empty() ? a.arch : rt::nativeArch(rt::Driver::get().computeCapability());
+  Params p = withDefaults(entry, a.params, arch);
   Program program = entry.build(p);
   Kernel k = compile(program, {arch, ""});
   BenchResult r = entry.bench(k, p, a.reps);

@@ -205,6 +205,18 @@ FragmentLayout FragmentLayout::wgmmaAccumulator(int64_t m, int64_t n, int64_t gr
   return FragmentLayout({m, n}, reg, accumulatorLanes(at), warp);
 }
 
+FragmentLayout FragmentLayout::tmemRows(int64_t n, int64_t groups) {
+  int64_t share = n / groups;
+  assert(llvm::isPowerOf2_64(n) && llvm::isPowerOf2_64(groups) && share >= 1 &&
+         "tessel-layout-inference checks the tile first");
+  Coords2D at(n);
+  llvm::SmallVector<uint64_t> reg, lane, warp = {at(32, 0), at(64, 0)};
+  for (int64_t s = 1; s < share; s *= 2) reg.push_back(at(0, s));
+  for (int64_t s = 1; s < 32; s *= 2) lane.push_back(at(s, 0));
+  for (int64_t s = share; s < n; s *= 2) warp.push_back(at(0, s));
+  return FragmentLayout({128, n}, reg, lane, warp);
+}
+
 FragmentLayout FragmentLayout::elementwise(llvm::ArrayRef<int64_t> shape, int64_t threads,
                                            int64_t vector) {
   FragmentLayout probe(shape, {}, {0, 0, 0, 0, 0}, {});

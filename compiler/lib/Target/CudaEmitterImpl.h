@@ -31,6 +31,8 @@ private:
   DenseMap<Value, SmallVector<std::string>> dims;
   int nextId = 0;
   int depth = 1;
+  /// sm_100a-emu: tcgen05 ops become calls into tessel_tcgen05_emu.h.
+  bool emulateTcgen05 = false;
 
   raw_ostream &line() { return os.indent(2 * depth); }
   /// Closes a tessel::tma_* call with its coordinates, innermost first (the
@@ -72,6 +74,7 @@ private:
   LogicalResult emitWgmma(tilenv::WgmmaOp op);
   LogicalResult emitWgmmaRegA(tilenv::WgmmaRegAOp op);
   LogicalResult emitTcgen05(Operation &op);
+  LogicalResult emitTcgen05Emulated(Operation &op);
   /// `asm volatile("ptx" : outputs : inputs : "memory");`
   void asmWithOperands(const std::string &ptx, const std::string &outputs,
                        const std::string &inputs) {

@@ -24,8 +24,72 @@ static layout::TmemShape layoutShape(tilenv::TmemShape shape) {
   return layout::TmemShape::s32x32b;
 }
 
+/// The emulation header's Shape enumerator for an ld/st shape.
+static const char *emulatedShape(tilenv::TmemShape shape) {
+  switch (shape) {
+  case tilenv::TmemShape::s32x32b: return "tessel::emu::s32x32b";
+  case tilenv::TmemShape::s16x64b: return "tessel::emu::s16x64b";
+  case tilenv::TmemShape::s16x128b: return "tessel::emu::s16x128b";
+  case tilenv::TmemShape::s16x256b: return "tessel::emu::s16x256b";
+  case tilenv::TmemShape::s16x32bx2: return "tessel::emu::s16x32bx2";
+  }
+  return "";
+}
+
+// sm_100a-emu: each op a call into tessel_tcgen05_emu.h; the descriptors
+// are the real ones, which the emulated MMA decodes.
+LogicalResult CudaEmitter::emitTcgen05Emulated(Operation &op) {
+  auto call = [&](StringRef fn, const std::string &args) {
+    line() << "tessel::emu::" << fn << "(" << args << ");\n";
+    return success();
+  };
+  auto u32 = [&](Value v) { return "unsigned(" + name(v) + ")"; };
+  auto move = [&](StringRef fn, tilenv::TmemShape shape, int64_t num, bool packing,
+                  std::optional<int64_t> offset, Value address, Value array, Value base) {
+    return call(fn, std::string(emulatedShape(shape)) + ", " + std::to_string(num) + ", " +
+                        (packing ? "true" : "false") + ", " + std::to_string(offset.value_or(0)) +
+                        ", " + u32(address) + ", &" + name(array) + "[" + name(base) + "]");
+  };
+  return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
+      .Case([&](tilenv::Tcgen05AllocOp o) {
+        return call("tcgen05_alloc", u32(o.getDest()) + ", " + std::to_string(o.getColumns()));
+      })
+      .Case([&](tilenv::Tcgen05DeallocOp o) {
+        return call("tcgen05_dealloc", u32(o.getAddress()) + ", " + std::to_string(o.getColumns()));
+      })
+      .Case([&](tilenv::Tcgen05RelinquishOp) { return call("tcgen05_relinquish", ""); })
+      .Case<tilenv::Tcgen05FenceBeforeOp, tilenv::Tcgen05FenceAfterOp>(
+          [&](Operation *) { return call("tcgen05_fence", ""); })
+      .Case<tilenv::Tcgen05WaitLdOp, tilenv::Tcgen05WaitStOp>(
+          [&](Operation *) { return call("tcgen05_wait", ""); })
+      .Case<tilenv::Tcgen05InstrDescOp, tilenv::Tcgen05SmemDescOp>(
+          [&](Operation *o) { return emitTcgen05(*o); })
+      .Case([&](tilenv::Tcgen05MmaOp o) {
+        bool aInTmem = o.getA().getType().isInteger(32);
+        std::string a = aInTmem ? u32(o.getA()) : "(unsigned long long)" + name(o.getA());
+        return call("tcgen05_mma", u32(o.getD()) + ", " + a + ", (unsigned long long)" +
+                                       name(o.getDescB()) + ", " + u32(o.getIdesc()) + ", " +
+                                       name(o.getAccumulate()));
+      })
+      .Case([&](tilenv::Tcgen05CommitOp o) { return call("tcgen05_commit", u32(o.getBarrier())); })
+      .Case([&](tilenv::Tcgen05CpOp o) {
+        return call("tcgen05_cp", u32(o.getAddress()) + ", (unsigned long long)" + name(o.getDesc()));
+      })
+      .Case([&](tilenv::Tcgen05LdOp o) {
+        return move("tcgen05_ld", o.getShape(), o.getNum(), o.getPack(), o.getOffset(),
+                    o.getAddress(), o.getDest(), o.getBase());
+      })
+      .Case([&](tilenv::Tcgen05StOp o) {
+        return move("tcgen05_st", o.getShape(), o.getNum(), o.getUnpack(), o.getOffset(),
+                    o.getAddress(), o.getSource(), o.getBase());
+      })
+      .Default([&](Operation *o) { return o->emitError("not a tcgen05 op"); });
+}
+
 // sm_100a tensor memory and MMA, as inline PTX (Tcgen05Ptx.h has the text).
 LogicalResult CudaEmitter::emitTcgen05(Operation &op) {
+  if (emulateTcgen05 && !llvm::isa<tilenv::Tcgen05InstrDescOp, tilenv::Tcgen05SmemDescOp>(op))
+    return emitTcgen05Emulated(op);
   auto r = [&](Value v) { return "\"r\"(" + name(v) + ")"; };
   return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
       .Case([&](tilenv::Tcgen05AllocOp o) {

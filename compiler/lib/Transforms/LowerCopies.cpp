@@ -174,6 +174,7 @@ void TileLowering::copyFromFragment(const Access &src, const Access &dst) {
 }
 
 void TileLowering::lowerCopy(CopyOp op) {
+  if (touchesTmem(op)) return copyTmem(op);
   Access src = resolve(op.getSource()), dst = resolve(op.getDest());
   if (src.isFragment() && dst.isFragment()) {
     if (src.layout != dst.layout)
@@ -199,6 +200,7 @@ void TileLowering::lowerCopy(CopyOp op) {
 }
 
 void TileLowering::lowerFill(FillOp op) {
+  if (touchesTmem(op)) return fillTmem(op);
   Access dst = resolve(op.getDest());
   if (dst.isFragment()) {
     int64_t regs = llvm::cast<FragmentLayoutAttr>(dst.layout).getLayout().getNumRegisters();

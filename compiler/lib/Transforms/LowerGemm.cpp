@@ -72,6 +72,7 @@ void TileLowering::lowerGemm(GemmOp op) {
   std::optional<GemmInstruction> instruction = op.getInstruction();
   if (!instruction || !op.getWarps())
     return fail(op, "gemm has no instruction; run tessel-layout-inference first");
+  if (*instruction == GemmInstruction::tcgen05) return lowerTcgen05Gemm(op);
   if (*instruction == GemmInstruction::wgmma) return lowerWgmma(op);
   lowerMmaSync(op);
 }
@@ -147,6 +148,32 @@ void TileLowering::lowerMmaSync(GemmOp op) {
   });
 }
 
+std::optional<layout::SharedLayout> TileLowering::descriptorLayout(Operation *op, const Access &x,
+                                                                  StringRef name) {
+  // Descriptors address whole swizzled buffers.
+  auto attr = llvm::dyn_cast_or_null<SharedLayoutAttr>(x.layout);
+  if (!attr || !attr.getSwizzleBytes() || x.tileShape != ArrayRef<int64_t>(x.rootShape)) {
+    fail(op, "the tensor cores read operand " + name +
+                 " through a descriptor: it must be a whole shared buffer with a swizzled "
+                 "#tile.shared layout");
+    return std::nullopt;
+  }
+  return attr.getLayout();
+}
+
+Value TileLowering::operandDescriptor(const Access &x, const layout::SharedLayout &l, bool mnMajor,
+                                      Value r, Value col, bool tcgen05) {
+  // The core matrices' start at stored (row, col): the unswizzled offset
+  // within the buffer.
+  int64_t w = l.getPanelWidth(), sw = l.getSwizzleBytes();
+  Value elements = add(mul(add(mul(divC(col, w), idx(l.getRows())), r), idx(w)), remC(col, w));
+  Value start = sharedAddress(x, elements);
+  int64_t leading = mnMajor ? l.getRows() * sw : 16; // K-major: unused, encoded 1
+  if (tcgen05)
+    return tilenv::Tcgen05SmemDescOp::create(b, loc, b.getI64Type(), start, leading, 8 * sw, sw);
+  return tilenv::WgmmaDescOp::create(b, loc, b.getI64Type(), start, leading, 8 * sw, sw);
+}
+
 void TileLowering::lowerWgmma(GemmOp op) {
   Access a = resolve(op.getA()), bOp = resolve(op.getB()), c = resolve(op.getC());
   ArrayRef<int64_t> groups = *op.getWarps();
@@ -155,36 +182,15 @@ void TileLowering::lowerWgmma(GemmOp op) {
   int64_t tileM = m / groups[0], tileN = n / groups[1];
   int64_t mTiles = tileM / 64;
 
-  // Descriptors address whole swizzled buffers.
-  auto sharedLayout = [&](const Access &x, StringRef name) -> std::optional<layout::SharedLayout> {
-    auto attr = llvm::dyn_cast_or_null<SharedLayoutAttr>(x.layout);
-    if (!attr || !attr.getSwizzleBytes() || x.tileShape != ArrayRef<int64_t>(x.rootShape)) {
-      fail(op, "wgmma reads operand " + name +
-                   " through a descriptor: it must be a whole shared buffer with a swizzled "
-                   "#tile.shared layout");
-      return std::nullopt;
-    }
-    return attr.getLayout();
-  };
   bool aInRegisters = a.isFragment();
-  std::optional<layout::SharedLayout> la = aInRegisters ? std::nullopt : sharedLayout(a, "A");
-  std::optional<layout::SharedLayout> lb = sharedLayout(bOp, "B");
+  std::optional<layout::SharedLayout> la =
+      aInRegisters ? std::nullopt : descriptorLayout(op, a, "A");
+  std::optional<layout::SharedLayout> lb = descriptorLayout(op, bOp, "B");
   if ((!aInRegisters && !la) || !lb) return;
 
   Value group = divC(threadId, 128);
   Value rowBase = mul(divC(group, groups[1]), idx(tileM));
   Value colBase = mul(remC(group, groups[1]), idx(tileN));
-
-  // Start address of the core matrices at stored (row, col): the
-  // unswizzled offset within the buffer.
-  auto descriptor = [&](const Access &x, const layout::SharedLayout &l, bool mnMajor, Value r,
-                        Value col) -> Value {
-    int64_t w = l.getPanelWidth(), sw = l.getSwizzleBytes();
-    Value elements = add(mul(add(mul(divC(col, w), idx(l.getRows())), r), idx(w)), remC(col, w));
-    Value start = sharedAddress(x, elements);
-    int64_t leading = mnMajor ? l.getRows() * sw : 16; // K-major: unused, encoded 1
-    return tilenv::WgmmaDescOp::create(b, loc, b.getI64Type(), start, leading, 8 * sw, sw);
-  };
 
   // A in registers is packed into 32-bit pairs, by default as each wgmma
   // takes them: ptxas then fences before each wgmma (C7519) and the first
@@ -216,8 +222,8 @@ void TileLowering::lowerWgmma(GemmOp op) {
     unrolledFor(mTiles, [&](Value mi) {
       Value m0 = add(rowBase, mul(mi, idx(64)));
       auto descB = [&] {
-        return bMnMajor ? descriptor(bOp, *lb, true, k0, colBase)
-                        : descriptor(bOp, *lb, false, colBase, k0);
+        return bMnMajor ? operandDescriptor(bOp, *lb, true, k0, colBase)
+                        : operandDescriptor(bOp, *lb, false, colBase, k0);
       };
       if (aInRegisters) {
         // The thread's A registers for (ks, mi), as for mma.sync: 8
@@ -229,7 +235,8 @@ void TileLowering::lowerWgmma(GemmOp op) {
                                     bMnMajor ? b.getUnitAttr() : UnitAttr(), accumulate);
         return;
       }
-      Value descA = aMnMajor ? descriptor(a, *la, true, k0, m0) : descriptor(a, *la, false, m0, k0);
+      Value descA = aMnMajor ? operandDescriptor(a, *la, true, k0, m0)
+                             : operandDescriptor(a, *la, false, m0, k0);
       tilenv::WgmmaOp::create(b, loc, c.root, mul(mi, idx(tileN / 2)), descA, descB(),
                               b.getI64IntegerAttr(tileN),
                               TypeAttr::get(a.elementType),

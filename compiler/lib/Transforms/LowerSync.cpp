@@ -26,8 +26,8 @@ void TileLowering::lowerRole(RoleOp op) {
   auto ifOp = scf::IfOp::create(b, loc, inside, /*withElseRegion=*/false);
   b.setInsertionPointToStart(ifOp.thenBlock());
   if (std::optional<int64_t> regs = op.getMaxRegisters()) {
-    if (target.computeCapability != 90)
-      return fail(op, "max_registers (setmaxnreg) needs sm_90a");
+    if (!target.hasTma())
+      return fail(op, "max_registers (setmaxnreg) needs sm_90a or sm_100a");
     // A warpgroup starts with the registers ptxas gives every thread under
     // the kernel's launch bounds; a role that asks for more increases, one
     // that asks for less releases.

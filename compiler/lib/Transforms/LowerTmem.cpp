@@ -6,9 +6,9 @@
 // barrier and tcgen05.fence::after publish the base address to every
 // thread (the PTX ISA's rule for ordering tcgen05 ops across a barrier). At
 // the end, after the same fences and barrier, warp 0 frees the columns and
-// relinquishes the permit so other blocks on the SM may allocate. Tile ops
-// on tensor memory (copies, gemm) have no tcgen05 lowering yet and are
-// refused.
+// relinquishes the permit so other blocks on the SM may allocate. Each
+// tcgen05 gemm gets a commit mbarrier, initialised with the allocation, and
+// a per-thread phase; LowerTcgen05.cpp lowers the tile ops themselves.
 //
 //===----------------------------------------------------------------------===//
 #include "TileLowering.h"
@@ -29,18 +29,25 @@ LogicalResult TileLowering::prepareTensorMemory() {
            << target.arch;
   if (!kernel->getAttrOfType<IntegerAttr>("tmem_columns"))
     return kernel.emitError("tensor memory is not placed; run tessel-tmem-allocation first");
-  for (AllocOp alloc : buffers) {
+  for (AllocOp alloc : buffers)
     if (!alloc.getOffset())
       return alloc.emitError("tensor-memory buffer has no column; run tessel-tmem-allocation");
-    for (Operation *user : alloc->getUsers())
-      return user->emitError("tile ops on tensor memory are not lowered to tcgen05 yet; this "
-                             "kernel cannot be compiled");
-  }
+  kernel.walk([&](GemmOp gemm) {
+    if (gemm.getInstruction() == GemmInstruction::tcgen05)
+      tcgen05GemmIndex.try_emplace(gemm, tcgen05GemmIndex.size());
+  });
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointAfter(threadId.getDefiningOp());
-  tmemBaseWord = AllocOp::create(b, loc, getTileMemRefType({1}, b.getI32Type(), MemorySpace::shared),
-                                 IntegerAttr(), Attribute(), b.getStringAttr("tmem_base"),
-                                 IntegerAttr());
+  auto shared = [&](Type type, int64_t count, StringRef name) {
+    return AllocOp::create(b, loc, getTileMemRefType({count}, type, MemorySpace::shared),
+                           IntegerAttr(), Attribute(), b.getStringAttr(name), IntegerAttr());
+  };
+  tmemBaseWord = shared(b.getI32Type(), 1, "tmem_base");
+  if (!tcgen05GemmIndex.empty()) {
+    int64_t count = tcgen05GemmIndex.size();
+    tcgen05Barriers = shared(b.getI64Type(), count, "tcgen05_done");
+    tcgen05Phases = allocLocal(count, b.getI32Type());
+  }
   return success();
 }
 
@@ -49,7 +56,9 @@ void TileLowering::allocateTensorMemory() {
   int64_t columns = kernel->getAttrOfType<IntegerAttr>("tmem_columns").getInt();
   Value word = storage.lookup(tmemBaseWord.getResult()).first;
   OpBuilder::InsertionGuard g(b);
-  b.setInsertionPointAfter(word.getDefiningOp());
+  // After the word and the gemms' barriers and phases (allocated after it).
+  b.setInsertionPointAfter(tcgen05Phases ? storage.lookup(tcgen05Phases).first.getDefiningOp()
+                                         : word.getDefiningOp());
   Value address = tilenv::SmemAddressOp::create(b, loc, b.getI32Type(), word);
   Value warp0 = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, blockThreadId,
                                       arith::ConstantIndexOp::create(b, loc, 32));
@@ -59,12 +68,37 @@ void TileLowering::allocateTensorMemory() {
     b.setInsertionPointToStart(allocate.thenBlock());
     tilenv::Tcgen05AllocOp::create(b, loc, address, b.getI64IntegerAttr(columns));
   }
+  // Fresh constants: the pass's shared ones are defined further down.
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  if (tcgen05Barriers) {
+    // Thread 0 initialises the gemms' commit barriers (one arrival: the
+    // commit); every thread starts waiting for phase 0.
+    Value barriers = storage.lookup(tcgen05Barriers).first;
+    Value phases = storage.lookup(tcgen05Phases).first;
+    Value thread0 = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, blockThreadId, zero);
+    auto init = scf::IfOp::create(b, loc, thread0, /*withElseRegion=*/false);
+    Value zero32 = arith::ConstantIntOp::create(b, loc, b.getI32Type(), 0);
+    for (int64_t i = 0, e = tcgen05GemmIndex.size(); i < e; ++i) {
+      Value slot = arith::ConstantIndexOp::create(b, loc, i);
+      memref::StoreOp::create(b, loc, zero32, phases, ValueRange{slot});
+      OpBuilder::InsertionGuard inside(b);
+      b.setInsertionPointToStart(init.thenBlock());
+      Value at = arith::AddIOp::create(
+          b, loc, tilenv::SmemAddressOp::create(b, loc, b.getI32Type(), barriers),
+          arith::ConstantIntOp::create(b, loc, b.getI32Type(), 8 * i));
+      tilenv::MbarrierInitOp::create(b, loc, at, b.getI64IntegerAttr(1));
+    }
+    {
+      OpBuilder::InsertionGuard inside(b);
+      b.setInsertionPoint(init.thenBlock()->getTerminator());
+      tilenv::FenceMbarrierInitOp::create(b, loc);
+    }
+  }
   tilenv::Tcgen05FenceBeforeOp::create(b, loc);
   tilenv::SyncThreadsOp::create(b, loc);
   tilenv::Tcgen05FenceAfterOp::create(b, loc);
-  // A fresh constant: the pass's shared ones are defined further down.
-  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
   Value base = memref::LoadOp::create(b, loc, word, ValueRange{zero});
+  tmemBase = base;
 
   b.setInsertionPointToEnd(&kernel.getBodyBlock());
   tilenv::Tcgen05FenceBeforeOp::create(b, loc);
@@ -73,11 +107,4 @@ void TileLowering::allocateTensorMemory() {
   b.setInsertionPointToStart(release.thenBlock());
   tilenv::Tcgen05DeallocOp::create(b, loc, base, b.getI64IntegerAttr(columns));
   tilenv::Tcgen05RelinquishOp::create(b, loc);
-
-  // The buffers themselves are columns of that allocation, with no use left.
-  SmallVector<AllocOp> placed;
-  kernel.walk([&](AllocOp alloc) {
-    if (getMemorySpace(alloc.getType()) == MemorySpace::tmem) placed.push_back(alloc);
-  });
-  for (AllocOp alloc : placed) alloc->erase();
 }

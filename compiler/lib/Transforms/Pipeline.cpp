@@ -12,12 +12,14 @@ std::optional<tessel::TargetInfo> tessel::lookupTarget(llvm::StringRef arch) {
   if (arch == "sm_80") return TargetInfo{"sm_80", 80, 166912};
   if (arch == "sm_90a") return TargetInfo{"sm_90a", 90, 232448};
   if (arch == "sm_100a") return TargetInfo{"sm_100a", 100, 232448};
+  // The H100/H200 it runs on has the same 227 KB.
+  if (arch == "sm_100a-emu") return TargetInfo{"sm_100a-emu", 100, 232448, true, true};
   return std::nullopt;
 }
 
 std::optional<tessel::TargetInfo> tessel::lookupTarget(llvm::StringRef arch, Operation *op) {
   std::optional<TargetInfo> target = lookupTarget(arch);
-  if (!target) op->emitError("unknown target '") << arch << "'; use sm_80, sm_90a or sm_100a";
+  if (!target) op->emitError("unknown target '") << arch << "'; use sm_80, sm_90a, sm_100a or sm_100a-emu";
   return target;
 }
 
@@ -47,7 +49,7 @@ void tessel::buildTesselPipeline(OpPassManager &pm, const TargetInfo &target) {
 
 namespace {
 struct PipelineOptions : PassPipelineOptions<PipelineOptions> {
-  Option<std::string> arch{*this, "arch", llvm::cl::desc("sm_80, sm_90a or sm_100a"),
+  Option<std::string> arch{*this, "arch", llvm::cl::desc("sm_80, sm_90a, sm_100a or sm_100a-emu"),
                            llvm::cl::init("sm_90a")};
 };
 } // namespace
@@ -63,7 +65,7 @@ void tessel::registerTesselPipeline() {
         std::optional<TargetInfo> target = lookupTarget(options.arch);
         if (!target)
           return error("tessel-pipeline: unknown arch '" + options.arch +
-                       "'; use sm_80, sm_90a or sm_100a");
+                       "'; use sm_80, sm_90a, sm_100a or sm_100a-emu");
         buildTesselPipeline(pm, *target);
         return success();
       },

@@ -51,10 +51,15 @@ struct AccessState {
   bool empty() const { return reads.empty() && writes.empty(); }
 };
 
-/// The shared-backed buffer an operand lives in, unless a pipeline protocol
-/// orders it.
+/// The shared-backed or tensor-memory buffer an operand lives in, unless a
+/// pipeline protocol orders it. Tensor memory is shared by the block like
+/// shared memory: a tcgen05.st by one warp and the MMA that reads it, or
+/// the MMA's result and the warps that load it, are cross-thread
+/// dependences (the tcgen05 lowering adds the fences around the barrier).
 static Value orderedRoot(Value buffer) {
   Value root = getRootBuffer(buffer);
+  auto alloc = root.getDefiningOp<AllocOp>();
+  if (alloc && getMemorySpace(alloc.getType()) == MemorySpace::tmem) return root;
   if (!isSharedBacked(root)) return {};
   if (root.getDefiningOp<AllocOp>().getStages()) return {};
   return root;
@@ -197,7 +202,9 @@ static DenseSet<Value> asyncProxyReads(KernelOp kernel, const TargetInfo &target
     if (Value root = getRootBuffer(operand); isSharedBacked(root)) roots.insert(root);
   };
   kernel.walk([&](Operation *op) {
-    if (auto gemm = llvm::dyn_cast<GemmOp>(op); gemm && gemm.getInstruction() == GemmInstruction::wgmma)
+    if (auto gemm = llvm::dyn_cast<GemmOp>(op);
+        gemm && (gemm.getInstruction() == GemmInstruction::wgmma ||
+                 gemm.getInstruction() == GemmInstruction::tcgen05))
       note(gemm.getA()), note(gemm.getB());
     if (auto copy = llvm::dyn_cast<CopyOp>(op); copy && isTmaStore(copy, target))
       note(copy.getSource());

@@ -63,6 +63,10 @@ private:
   LogicalResult checkFragmentUses();
   LogicalResult assign(Value fragment, const FragmentLayout &layout, Operation *origin);
   LogicalResult placeGemm(GemmOp gemm);
+  /// A gemm whose accumulator is in tensor memory: tcgen05.mma.
+  LogicalResult placeTcgen05Gemm(GemmOp gemm);
+  /// A fragment copied to or from tensor memory takes the .32x32b layout.
+  LogicalResult placeTmemCopy(CopyOp copy);
   LogicalResult propagate(bool &changed);
   LogicalResult propagateLoop(ParallelOp loop, bool &changed);
   /// Every thread holding every element: the layout broadcast reads need.
@@ -171,7 +175,68 @@ SmallVector<std::pair<int64_t, int64_t>> warpGrids(int64_t units, int64_t m, int
   return grids;
 }
 
+static bool inTmem(Value v) {
+  return getMemorySpace(llvm::cast<MemRefType>(v.getType())) == MemorySpace::tmem;
+}
+
+LogicalResult LayoutInference::placeTcgen05Gemm(GemmOp gemm) {
+  auto a = llvm::cast<MemRefType>(gemm.getA().getType());
+  auto c = llvm::cast<MemRefType>(gemm.getC().getType());
+  int64_t m = c.getDimSize(0), n = c.getDimSize(1);
+  int64_t k = gemm.getTransposeA() ? a.getDimSize(0) : a.getDimSize(1);
+  if (target.computeCapability < 100)
+    return gemm.emitError("a gemm into tensor memory is tcgen05.mma, sm_100a's; the target is ")
+           << target.arch;
+  if (std::optional<GemmInstruction> forced = gemm.getInstruction();
+      forced && *forced != GemmInstruction::tcgen05)
+    return gemm.emitError("a gemm into tensor memory is tcgen05.mma, not ")
+           << stringifyGemmInstruction(*forced);
+  Type in = a.getElementType();
+  if (!in.isF16() && !in.isBF16())
+    return gemm.emitError("tcgen05 gemm needs f16 or bf16 operands, got ") << in;
+  if (!c.getElementType().isF32())
+    return gemm.emitError("tcgen05 gemm accumulates in f32 tensor memory, got ")
+           << c.getElementType();
+  if (isFragment(gemm.getA()) || inTmem(gemm.getA()))
+    return gemm.emitError("tcgen05 gemm takes A from shared memory (A in tensor memory, the ts "
+                          "form, is not lowered yet)");
+  for (auto [name, operand] : {std::pair{"A", gemm.getA()}, {"B", gemm.getB()}})
+    if (getMemorySpace(llvm::cast<MemRefType>(operand.getType())) != MemorySpace::shared)
+      return gemm.emitError("tcgen05 gemm operand ") << name << " must be in shared memory";
+  if (m != 128)
+    return gemm.emitError("tcgen05 gemm computes all 128 lanes (M = 128); got M = ") << m;
+  if (n % 16 || n < 16 || n > 256)
+    return gemm.emitError("tcgen05.mma with M = 128 takes N from 16 to 256 in steps of 16; got N = ")
+           << n;
+  if (k % 16 || !llvm::isPowerOf2_64(k))
+    return gemm.emitError("gemm K (") << k << ") must be a power of two and a multiple of 16";
+  if (threads % 128)
+    return gemm.emitError("a kernel with a tcgen05 gemm runs whole warpgroups; it has ") << threads
+                                                                                       << " threads";
+  gemm.setInstructionAttr(GemmInstructionAttr::get(ctx, GemmInstruction::tcgen05));
+  gemm.setWarpsAttr(DenseI64ArrayAttr::get(ctx, {1, 1}));
+  return success();
+}
+
+LogicalResult LayoutInference::placeTmemCopy(CopyOp copy) {
+  bool fromTmem = inTmem(copy.getSource());
+  Value tmem = fromTmem ? copy.getSource() : copy.getDest();
+  Value other = fromTmem ? copy.getDest() : copy.getSource();
+  if (!isFragment(other))
+    return copy.emitError("tensor memory is copied to and from fragments only (tcgen05.ld/st); "
+                          "copy through a fragment");
+  auto view = llvm::cast<MemRefType>(tmem.getType());
+  int64_t n = view.getRank() == 2 ? view.getDimSize(1) : 0;
+  if (view.getRank() != 2 || view.getDimSize(0) != 128 || threads % 128 || !llvm::isPowerOf2_64(n) ||
+      !llvm::isPowerOf2_64(threads) || n < threads / 128)
+    return copy.emitError("a tensor-memory copy moves a [128, n] tile, n a power of two, by whole "
+                          "warpgroups (at least one column each); got ")
+           << view << " on " << threads << " threads";
+  return assign(other, FragmentLayout::tmemRows(n, threads / 128), copy);
+}
+
 LogicalResult LayoutInference::placeGemm(GemmOp gemm) {
+  if (inTmem(gemm.getC())) return placeTcgen05Gemm(gemm);
   auto a = llvm::cast<MemRefType>(gemm.getA().getType());
   auto c = llvm::cast<MemRefType>(gemm.getC().getType());
   int64_t m = c.getDimSize(0), n = c.getDimSize(1);
@@ -435,6 +500,9 @@ LogicalResult LayoutInference::run() {
     }
     if (auto gemm = llvm::dyn_cast<GemmOp>(op))
       return failed(placeGemm(gemm)) ? WalkResult::interrupt() : WalkResult::advance();
+    if (auto copy = llvm::dyn_cast<CopyOp>(op);
+        copy && (inTmem(copy.getSource()) || inTmem(copy.getDest())))
+      return failed(placeTmemCopy(copy)) ? WalkResult::interrupt() : WalkResult::advance();
     return WalkResult::advance();
   });
   if (strict.wasInterrupted()) return failure();

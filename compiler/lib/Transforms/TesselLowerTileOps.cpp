@@ -594,6 +594,10 @@ LogicalResult TileLowering::run() {
     if (llvm::isa<AnnotateLayoutOp, RegionOp, StageOp, BoundOp>(op)) dead.push_back(op);
     if (auto alloc = llvm::dyn_cast<AllocOp>(op); alloc && storage.count(alloc.getResult()))
       dead.push_back(op);
+    // Tensor-memory buffers are columns of the block's one allocation.
+    if (auto alloc = llvm::dyn_cast<AllocOp>(op);
+        alloc && getMemorySpace(alloc.getType()) == MemorySpace::tmem)
+      dead.push_back(op);
   });
   for (Operation *op : llvm::reverse(dead)) {
     if (!op->use_empty() && !llvm::isa<AnnotateLayoutOp>(op))

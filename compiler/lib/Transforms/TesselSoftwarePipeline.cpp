@@ -37,11 +37,14 @@ using namespace tessel::tile;
 
 namespace {
 
-/// True when wgmma (the async proxy) reads one of the plan's buffers.
+/// True when wgmma or tcgen05.mma (the async proxy) reads one of the
+/// plan's buffers.
 static bool readByAsyncProxy(PipelinePlan &plan) {
   bool found = false;
   plan.loop.walk([&](GemmOp gemm) {
-    if (gemm.getInstruction() != GemmInstruction::wgmma) return;
+    if (gemm.getInstruction() != GemmInstruction::wgmma &&
+        gemm.getInstruction() != GemmInstruction::tcgen05)
+      return;
     for (PipelineLoad &load : plan.loads)
       for (Value operand : {gemm.getA(), gemm.getB()})
         found |= getRootBuffer(operand) == load.buffer.getResult();

@@ -8,7 +8,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tessel/Layout/TmemLayout.h"
+#include "tessel/Transforms/BufferUtils.h"
 #include "tessel/Transforms/Passes.h"
+
+#include "llvm/Support/MathExtras.h"
 
 namespace tessel {
 #define GEN_PASS_DEF_TESSELTMEMALLOCATION
@@ -20,6 +23,45 @@ using namespace tessel;
 using namespace tessel::tile;
 
 namespace {
+/// The tensor-memory operand of a copy or fill (null when it has none).
+Value tmemOperand(Operation *op) {
+  for (Value v : op->getOperands())
+    if (auto type = llvm::dyn_cast<MemRefType>(v.getType());
+        type && getMemorySpace(type) == MemorySpace::tmem)
+      return v;
+  return {};
+}
+
+/// Records on a copy or fill of tensor memory where each warpgroup's share
+/// of the tile's columns starts: warpgroups split a [128, n] tile by
+/// columns, warp w reaching lanes 32 * (w % 4) onwards, and the step
+/// between shares is counted in 32-bit columns (a packed 16-bit share of 64
+/// values is 32 columns, the seed's bug was stepping by 64).
+LogicalResult annotateAccess(Operation *op, Value tmem, int64_t threads) {
+  auto view = llvm::cast<MemRefType>(tmem.getType());
+  auto alloc = getRootBuffer(tmem).getDefiningOp<AllocOp>();
+  if (view.getRank() != 2 || view.getDimSize(0) != 128 || alloc.getType().getDimSize(0) != 128)
+    return op->emitError("tensor-memory copies and fills move whole [128, n] tiles (all 128 "
+                         "lanes); got a ")
+           << view << " view of " << alloc.getType();
+  if (threads % 128)
+    return op->emitError("tensor memory is copied by whole warpgroups (warp w reaches lanes 32 * "
+                         "(w % 4) onwards); this code runs on ")
+           << threads << " threads";
+  int64_t groups = threads / 128, values = view.getDimSize(1);
+  int bits = view.getElementTypeBitWidth();
+  bool packed = bits == 16 && !alloc.getUnpacked();
+  if (values % groups || !llvm::isPowerOf2_64(values / groups) || (packed && values / groups < 2))
+    return op->emitError("the ")
+           << groups << " warpgroups split the tile's " << values << " columns into equal "
+           << "power-of-two shares" << (packed ? " of at least two packed values" : "")
+           << "; they cannot";
+  int step = layout::warpgroupColumnOffset(1, static_cast<int>(groups), static_cast<int>(values),
+                                           bits, packed);
+  op->setAttr("tmem_group_columns", IntegerAttr::get(IntegerType::get(op->getContext(), 64), step));
+  return success();
+}
+
 struct TesselTmemAllocation : tessel::impl::TesselTmemAllocationBase<TesselTmemAllocation> {
   using Base::Base;
   void runOnOperation() override {
@@ -62,6 +104,18 @@ struct TesselTmemAllocation : tessel::impl::TesselTmemAllocationBase<TesselTmemA
     }
     kernel->setAttr("tmem_columns",
                     b.getI64IntegerAttr(*layout::tmemAllocationColumns(static_cast<int>(total))));
+    if (target->emulatesTcgen05) kernel->setAttr("tcgen05_emulated", b.getUnitAttr());
+
+    WalkResult accesses = kernel.walk([&](Operation *op) {
+      if (!llvm::isa<CopyOp, FillOp>(op)) return WalkResult::advance();
+      Value tmem = tmemOperand(op);
+      if (!tmem) return WalkResult::advance();
+      auto role = op->getParentOfType<RoleOp>();
+      int64_t threads = role ? role.getThreads() : kernel.getThreads();
+      return failed(annotateAccess(op, tmem, threads)) ? WalkResult::interrupt()
+                                                       : WalkResult::advance();
+    });
+    if (accesses.wasInterrupted()) signalPassFailure();
   }
 };
 } // namespace

@@ -289,10 +289,14 @@ struct TesselWarpSpecialize : tessel::impl::TesselWarpSpecializeBase<TesselWarpS
     KernelOp kernel = getOperation();
     std::optional<TargetInfo> target = lookupTarget(arch, tma, kernel);
     if (!target) return signalPassFailure();
-    if (target->computeCapability != 90) return;
+    if (!target->hasTma()) return;
     SmallVector<PipelinedOp> loops;
     kernel.walk([&](PipelinedOp loop) { loops.push_back(loop); });
     for (PipelinedOp loop : loops) {
+      // Ping-pong turns order two consumer warpgroups' wgmmas; sm_100a's
+      // gemms (mma.sync, or tcgen05 from one thread) have none to order, and
+      // the loop is built as on sm_80, where the request never applied.
+      if (target->computeCapability != 90) loop.removePingpongAttr();
       std::optional<bool> asked = loop.getWarpSpecialize();
       if (asked && !*asked) {
         if (loop.getPingpong()) {

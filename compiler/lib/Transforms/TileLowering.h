@@ -7,6 +7,7 @@
 #ifndef TESSEL_TRANSFORMS_TILELOWERING_H
 #define TESSEL_TRANSFORMS_TILELOWERING_H
 
+#include "tessel/Layout/SharedLayout.h"
 #include "tessel/Transforms/Passes.h"
 
 namespace tessel {
@@ -147,6 +148,33 @@ private:
   void lowerGemm(tile::GemmOp op);
   void lowerMmaSync(tile::GemmOp op);
   void lowerWgmma(tile::GemmOp op);
+  /// The shared layout of a tensor-core operand read through a descriptor
+  /// (a whole swizzled shared buffer), or an error at `op`.
+  std::optional<layout::SharedLayout> descriptorLayout(mlir::Operation *op, const Access &x,
+                                                       llvm::StringRef name);
+  /// The wgmma (or tcgen05, whose encoding differs) matrix descriptor of the
+  /// core matrices at stored (r, col) of an operand.
+  mlir::Value operandDescriptor(const Access &x, const layout::SharedLayout &l, bool mnMajor,
+                                mlir::Value r, mlir::Value col, bool tcgen05 = false);
+
+  // Tensor memory (LowerTcgen05.cpp).
+  /// A view of a tensor-memory buffer: the buffer, the first value column
+  /// of the view, its columns of values.
+  struct TmemView {
+    tile::AllocOp alloc;
+    mlir::Value column;
+    int64_t values = 0;
+    mlir::Type element;
+    bool packed = false;
+  };
+  static bool touchesTmem(mlir::Operation *op);
+  std::optional<TmemView> resolveTmem(mlir::Operation *op, mlir::Value view);
+  /// The i32 tcgen05 address of `lane` and value column `valueOffset` of a
+  /// view (columns counted in 32-bit units).
+  mlir::Value tmemAddress(const TmemView &view, mlir::Value lane, mlir::Value valueOffset);
+  void copyTmem(tile::CopyOp op);
+  void fillTmem(tile::FillOp op);
+  void lowerTcgen05Gemm(tile::GemmOp op);
   /// Fills packAFirst, before any gemm is lowered.
   void decidePacking();
   void lowerReduce(tile::ReduceOp op);
@@ -181,8 +209,14 @@ private:
   /// at the start (the address published through the word, between
   /// tcgen05 fences and a barrier) and frees them at the end.
   void allocateTensorMemory();
-  /// The shared word of the base address (null without tensor memory).
+  /// The shared word of the base address (null without tensor memory), and
+  /// the base every thread read from it.
   tile::AllocOp tmemBaseWord;
+  mlir::Value tmemBase;
+  /// Each tcgen05 gemm's commit mbarrier (an element of one shared buffer)
+  /// and the phase every thread waits for next (a local i32 per gemm).
+  mlir::Value tcgen05Barriers, tcgen05Phases;
+  llvm::DenseMap<mlir::Operation *, int64_t> tcgen05GemmIndex;
   /// Makes threadId/threads those of the tile.role around `op` (or the block).
   void enterRoleOf(mlir::Operation *op);
   void fail(mlir::Operation *op, const llvm::Twine &message);

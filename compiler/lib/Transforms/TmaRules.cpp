@@ -52,7 +52,7 @@ int64_t innermostOffsetMultiple(Value window) {
 } // namespace
 
 std::string tessel::whyNoTma(Value global, Value shared, const TargetInfo &target) {
-  if (target.computeCapability != 90) return "TMA needs sm_90a";
+  if (!target.hasTma()) return "TMA needs sm_90a or sm_100a";
   if (!target.tma) return "TMA is turned off for this compile";
   auto globalType = llvm::cast<MemRefType>(global.getType());
   auto sharedType = llvm::cast<MemRefType>(shared.getType());

@@ -165,7 +165,7 @@ tile.fill %a, %z : memref<4xf32, #tile.space<shared>>, f16
 tile.kernel @k(%a: memref<16x16xf16, #tile.space<global>>) grid(%bx) = affine_map<() -> (1)> threads(128) {
 %b = tile.alloc : memref<16x16xf16, #tile.space<shared>>
 %c = tile.alloc : memref<16x16xf32, #tile.space<fragment>>
-// expected-error @+1 {{operand A is in global memory; gemm needs shared or fragment memory}}
+// expected-error @+1 {{operand A is in global memory; gemm needs shared, fragment or tensor memory}}
 tile.gemm %a, %b, %c : memref<16x16xf16, #tile.space<global>>, memref<16x16xf16, #tile.space<shared>>, memref<16x16xf32, #tile.space<fragment>>
 }
 
@@ -175,7 +175,7 @@ tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
 %a = tile.alloc : memref<16x16xf16, #tile.space<shared>>
 %b = tile.alloc : memref<16x16xf16, #tile.space<shared>>
 %c = tile.alloc : memref<16x16xf32, #tile.space<shared>>
-// expected-error @+1 {{operand C is in shared memory; gemm needs a fragment}}
+// expected-error @+1 {{operand C is in shared memory; gemm needs a fragment or tensor memory}}
 tile.gemm %a, %b, %c : memref<16x16xf16, #tile.space<shared>>, memref<16x16xf16, #tile.space<shared>>, memref<16x16xf32, #tile.space<shared>>
 }
 

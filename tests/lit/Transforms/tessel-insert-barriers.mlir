@@ -186,3 +186,29 @@ tile.kernel @mbarriers(%a: memref<?x64xf16, #g>, %n: index) grid(%bx) = affine_m
     tile.gemm %view, %view, %acc {instruction = #tile.instr<wgmma>, warps = array<i64: 1, 1>} : memref<64x64xf16, #s>, memref<64x64xf16, #s>, memref<64x64xf32, #f>
   }
 }
+
+// -----
+
+// Tensor memory is shared by the block like shared memory: the fill's
+// stores (every warp) come before the MMA that accumulates on them, and
+// the MMA's result before the warps load it, each with a barrier. A
+// generic-proxy write of a tcgen05 operand is fenced for the async proxy.
+// CHECK-LABEL: tile.kernel @tensor_memory
+// CHECK: tile.copy
+// CHECK-NEXT: tile.fence_proxy_async
+// CHECK: tile.fill
+// CHECK-NEXT: tile.barrier
+// CHECK-NEXT: tile.gemm
+// CHECK-NEXT: tile.barrier
+// CHECK-NEXT: tile.copy
+tile.kernel @tensor_memory(%g: memref<128x16xf16>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc : memref<128x16xf16, #tile.space<shared>>
+  %b = tile.alloc : memref<16x64xf16, #tile.space<shared>>
+  %acc = tile.alloc : memref<128x64xf32, #tile.space<tmem>>
+  %out = tile.alloc : memref<128x64xf32, #tile.space<fragment>>
+  tile.copy %g, %a : memref<128x16xf16>, memref<128x16xf16, #tile.space<shared>>
+  %zero = arith.constant 0.0 : f32
+  tile.fill %acc, %zero : memref<128x64xf32, #tile.space<tmem>>, f32
+  tile.gemm %a, %b, %acc {instruction = #tile.instr<tcgen05>, warps = array<i64: 1, 1>} : memref<128x16xf16, #tile.space<shared>>, memref<16x64xf16, #tile.space<shared>>, memref<128x64xf32, #tile.space<tmem>>
+  tile.copy %acc, %out : memref<128x64xf32, #tile.space<tmem>>, memref<128x64xf32, #tile.space<fragment>>
+}

@@ -26,12 +26,69 @@ tile.kernel @tmem_protocol() grid(%bx) = affine_map<() -> (1)> threads(128) attr
 
 // -----
 
-// A tile op on tensor memory has no tcgen05 lowering yet.
-tile.kernel @tmem_copy() grid(%bx) = affine_map<() -> (1)> threads(128) attributes {tmem_columns = 32 : i64} {
+// Tile ops on tensor memory, 2 warpgroups. The fill: every warp stores a
+// run of zero registers at its lane quarter (warp % 4) << 16 and its
+// warpgroup's 64-column share (the recorded step), in .x32 issues, then
+// waits and fences before the barrier. The gemm: fenced after that barrier,
+// thread 0 issues one tcgen05.mma per K step of 16 from shared-memory
+// descriptors (A K-major, B MN-major: trans_b) and commits to the gemm's
+// mbarrier; every thread waits for its phase, flips it and fences. The copy
+// out: .x32 loads at column 64 of the buffer plus the warpgroup's step of
+// 32, waited for.
+// SM100-LABEL: tile.kernel @tmem_ops
+// SM100: %[[WORD:.*]] = tile.alloc {name = "tmem_base"
+// SM100: %[[DONE:.*]] = tile.alloc {name = "tcgen05_done"{{.*}} : memref<1xi64, #tile.space<shared>>
+// SM100: %[[PHASE:.*]] = tile.alloc : memref<1xi32, #tile.space<local>>
+// SM100: tilenv.tcgen05_alloc {{.*}} columns = 128
+// SM100: tilenv.mbarrier_init {{.*}} arrivals = 1
+// SM100-NEXT: tilenv.fence_mbarrier_init
+// SM100: memref.store %{{.*}}, %[[PHASE]]
+// SM100: %[[BASE:.*]] = memref.load %[[WORD]]
+// SM100: tilenv.tcgen05_st %{{.*}} -> %{{.*}} s32x32b x 32
+// SM100: tilenv.tcgen05_st %{{.*}} -> %{{.*}} s32x32b x 32
+// SM100-NEXT: tilenv.tcgen05_wait_st
+// SM100-NEXT: tilenv.tcgen05_fence_before
+// SM100: tilenv.sync_threads
+// SM100: tilenv.tcgen05_fence_after
+// SM100: scf.if
+// SM100: tilenv.tcgen05_idesc m = 128 n = 128 f16 -> f32 trans_b
+// SM100: tilenv.tcgen05_smem_desc %{{.*}} lbo = 16 sbo = 1024 swizzle = 128
+// SM100: tilenv.tcgen05_smem_desc %{{.*}} lbo = 8192 sbo = 1024 swizzle = 128
+// SM100: tilenv.tcgen05_mma %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} accumulate(%{{.*}}) : i64
+// SM100: tilenv.tcgen05_commit %[[BAR:.*]]
+// SM100: %[[P:.*]] = memref.load %[[PHASE]]
+// SM100: tilenv.mbarrier_wait %[[BAR]] parity
+// SM100: arith.xori %[[P]]
+// SM100: tilenv.tcgen05_fence_after
+// SM100: tilenv.sync_threads
+// SM100: tilenv.tcgen05_ld %{{.*}} -> %{{.*}}[%{{.*}}] s32x32b x 32
+// SM100-NEXT: tilenv.tcgen05_wait_ld
+// SM100-NEXT: tilenv.tcgen05_fence_before
+// SM100: tilenv.tcgen05_dealloc %[[BASE]] columns = 128
+tile.kernel @tmem_ops() grid(%bx) = affine_map<() -> (1)> threads(256) attributes {tmem_columns = 128 : i64} {
+  %a = tile.alloc {layout = #tile.shared<[128, 64], elem = 2, swizzle = 128, pad = 0>} : memref<128x64xf16, #tile.space<shared>>
+  %b = tile.alloc {layout = #tile.shared<[64, 128], elem = 2, swizzle = 128, pad = 0>} : memref<64x128xf16, #tile.space<shared>>
+  %acc = tile.alloc {offset = 0 : i64} : memref<128x128xf32, #tile.space<tmem>>
+  %part = tile.alloc {layout = #tile.fragment<[128, 64], reg = [[0, 1], [0, 2], [0, 4], [0, 8], [0, 16]], lane = [[1, 0], [2, 0], [4, 0], [8, 0], [16, 0]], warp = [[32, 0], [64, 0], [0, 32]]>} : memref<128x64xf32, #tile.space<fragment>>
+  %zero = arith.constant 0.000000e+00 : f32
+  tile.fill %acc, %zero {tmem_group_columns = 64 : i64} : memref<128x128xf32, #tile.space<tmem>>, f32
+  tile.barrier
+  tile.gemm %a, %b, %acc {instruction = #tile.instr<tcgen05>, warps = array<i64: 1, 1>} : memref<128x64xf16, #tile.space<shared>>, memref<64x128xf16, #tile.space<shared>>, memref<128x128xf32, #tile.space<tmem>>
+  %c0 = arith.constant 0 : index
+  %c64 = arith.constant 64 : index
+  %view = tile.region %acc[%c0, %c64] [128, 64] : memref<128x128xf32, #tile.space<tmem>> -> memref<128x64xf32, strided<[128, 1], offset: ?>, #tile.space<tmem>>
+  tile.barrier
+  tile.copy %view, %part {tmem_group_columns = 32 : i64} : memref<128x64xf32, strided<[128, 1], offset: ?>, #tile.space<tmem>>, memref<128x64xf32, #tile.space<fragment>>
+}
+
+// -----
+
+// The step between warpgroups comes from tessel-tmem-allocation.
+tile.kernel @no_step() grid(%bx) = affine_map<() -> (1)> threads(128) attributes {tmem_columns = 32 : i64} {
   %t = tile.alloc {offset = 0 : i64} : memref<128x32xf32, #tile.space<tmem>>
-  %s = tile.alloc : memref<128x32xf32, #tile.space<shared>>
-  // expected-error @+1 {{tile ops on tensor memory are not lowered to tcgen05 yet}}
-  tile.copy %s, %t : memref<128x32xf32, #tile.space<shared>>, memref<128x32xf32, #tile.space<tmem>>
+  %zero = arith.constant 0.000000e+00 : f32
+  // expected-error @+1 {{tensor-memory fill has no column step; run tessel-tmem-allocation}}
+  tile.fill %t, %zero : memref<128x32xf32, #tile.space<tmem>>, f32
 }
 
 // -----

@@ -1,5 +1,8 @@
 // RUN: tessel-opt %s -split-input-file -verify-diagnostics -pass-pipeline='builtin.module(tile.kernel(tessel-tmem-allocation{arch=sm_100a}))' | FileCheck %s
 // RUN: not tessel-opt %s -split-input-file -pass-pipeline='builtin.module(tile.kernel(tessel-tmem-allocation{arch=sm_90a}))' 2>&1 | FileCheck %s --check-prefix=HOPPER
+// RUN: not tessel-opt %s -split-input-file -pass-pipeline='builtin.module(tile.kernel(tessel-tmem-allocation{arch=sm_100a-emu}))' 2>/dev/null | FileCheck %s --check-prefix=EMU
+// The emulation target marks the kernels whose tcgen05 ops it emulates.
+// EMU: tile.kernel @attention_like() {{.*}}tcgen05_emulated
 
 // Widest first, each a power of two of at least 32 columns: the f32
 // accumulator (256 columns) at 0, packed bf16 P [128, 128] (64 columns) at
@@ -50,4 +53,53 @@ tile.kernel @too_many() grid(%bx) = affine_map<() -> (1)> threads(128) {
   %s1 = tile.alloc {name = "s1"} : memref<128x256xf32, #tile.space<tmem>>
   // expected-note @+1 {{a buffer 'memref<128x40xbf16, #tile.space<tmem>>': 20 columns, allocated as 32}}
   %p = tile.alloc : memref<128x40xbf16, #tile.space<tmem>>
+}
+
+// -----
+
+// Every copy and fill of tensor memory records the step between warpgroups'
+// column shares, in 32-bit columns: two warpgroups split a packed bf16
+// [128, 128] P into 64 values each, which is 32 columns (the seed's bug
+// stepped by 64); an f32 [128, 64] view splits into 32 columns each.
+// CHECK-LABEL: tile.kernel @group_steps
+// CHECK: tile.fill %{{.*}} {tmem_group_columns = 64 : i64}
+// CHECK: tile.copy %{{.*}} {tmem_group_columns = 32 : i64} : memref<128x128xbf16, #tile.space<fragment>>
+// CHECK: tile.copy %{{.*}} {tmem_group_columns = 32 : i64} : memref<128x64xf32, strided
+// CHECK: tile.copy %{{.*}} {tmem_group_columns = 64 : i64} : memref<128x128xf16, #tile.space<fragment>>
+tile.kernel @group_steps() grid(%bx) = affine_map<() -> (1)> threads(256) {
+  %acc = tile.alloc : memref<128x128xf32, #tile.space<tmem>>
+  %p = tile.alloc : memref<128x128xbf16, #tile.space<tmem>>
+  %o16 = tile.alloc {unpacked} : memref<128x128xf16, #tile.space<tmem>>
+  %pf = tile.alloc : memref<128x128xbf16, #tile.space<fragment>>
+  %of = tile.alloc : memref<128x128xf16, #tile.space<fragment>>
+  %part = tile.alloc : memref<128x64xf32, #tile.space<fragment>>
+  %zero = arith.constant 0.0 : f32
+  tile.fill %acc, %zero : memref<128x128xf32, #tile.space<tmem>>, f32
+  tile.copy %pf, %p : memref<128x128xbf16, #tile.space<fragment>>, memref<128x128xbf16, #tile.space<tmem>>
+  %c0 = arith.constant 0 : index
+  %c64 = arith.constant 64 : index
+  %view = tile.region %acc[%c0, %c64] [128, 64] : memref<128x128xf32, #tile.space<tmem>> -> memref<128x64xf32, strided<[128, 1], offset: ?>, #tile.space<tmem>>
+  tile.copy %view, %part : memref<128x64xf32, strided<[128, 1], offset: ?>, #tile.space<tmem>>, memref<128x64xf32, #tile.space<fragment>>
+  // Unpacked 16-bit values take a column each.
+  tile.copy %of, %o16 : memref<128x128xf16, #tile.space<fragment>>, memref<128x128xf16, #tile.space<tmem>>
+}
+
+// -----
+
+// Warpgroups move whole tiles: a thread count that is not one is refused.
+tile.kernel @partial_warpgroup() grid(%bx) = affine_map<() -> (1)> threads(64) {
+  %acc = tile.alloc : memref<128x32xf32, #tile.space<tmem>>
+  %zero = arith.constant 0.0 : f32
+  // expected-error @+1 {{tensor memory is copied by whole warpgroups (warp w reaches lanes 32 * (w % 4) onwards); this code runs on 64 threads}}
+  tile.fill %acc, %zero : memref<128x32xf32, #tile.space<tmem>>, f32
+}
+
+// -----
+
+// A share of columns that is not a power of two is refused.
+tile.kernel @uneven_shares() grid(%bx) = affine_map<() -> (1)> threads(256) {
+  %acc = tile.alloc : memref<128x96xf32, #tile.space<tmem>>
+  %zero = arith.constant 0.0 : f32
+  // expected-error @+1 {{the 2 warpgroups split the tile's 96 columns into equal power-of-two shares; they cannot}}
+  tile.fill %acc, %zero : memref<128x96xf32, #tile.space<tmem>>, f32
 }

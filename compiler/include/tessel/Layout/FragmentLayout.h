@@ -85,6 +85,11 @@ public:
   /// The accumulator of wgmma m64nNk16 over an [m, n] tile split into
   /// groupsM x groupsN warpgroups.
   static FragmentLayout wgmmaAccumulator(int64_t m, int64_t n, int64_t groupsM, int64_t groupsN);
+  /// A [128, n] tile as tcgen05.ld/st .32x32b moves it to and from tensor
+  /// memory with `groups` warpgroups: thread t of warp w holds row
+  /// 32 * (w % 4) + t (its TMEM lane), warpgroup g columns g * n / groups
+  /// onwards, one per register.
+  static FragmentLayout tmemRows(int64_t n, int64_t groups);
   /// A layout for element-wise code over `shape` with `threads` threads:
   /// `vector` contiguous elements per register group along the last
   /// dimension, lanes next along the fastest dimensions, warps on the slowest

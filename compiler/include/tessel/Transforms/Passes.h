@@ -16,10 +16,18 @@ namespace tessel {
 
 /// Targets Tessel compiles for.
 struct TargetInfo {
-  std::string arch;        // "sm_80", "sm_90a", "sm_100a"
-  int computeCapability;   // 80, 90, 100
+  std::string arch;        // "sm_80", "sm_90a", "sm_100a", "sm_100a-emu"
+  int computeCapability;   // 80, 90, 100: the features the pipeline uses
   int64_t maxSharedBytes;  // dynamic shared memory per block
-  bool tma = true;         // sm_90a loads may use TMA
+  bool tma = true;         // sm_90a/sm_100a loads may use TMA
+  /// sm_100a-emu: the sm_100a pipeline with every tcgen05 op done in
+  /// software (tessel_tcgen05_emu.h), compiled for sm_90a so that Blackwell
+  /// kernels run on Hopper.
+  bool emulatesTcgen05 = false;
+  /// The architecture the CUDA is compiled for.
+  std::string binaryArch() const { return emulatesTcgen05 ? "sm_90a" : arch; }
+  /// TMA, mbarrier transaction counts, warpgroup register reallocation.
+  bool hasTma() const { return computeCapability >= 90; }
 };
 /// The target for an arch name, or nullopt for an unknown one.
 std::optional<TargetInfo> lookupTarget(llvm::StringRef arch);

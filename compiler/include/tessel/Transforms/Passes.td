@@ -15,7 +15,7 @@ def TesselVerifyKernel : Pass<"tessel-verify-kernel", "::tessel::tile::KernelOp"
     Post: the IR is unchanged.
   }];
   let options = [Option<"arch", "arch", "std::string", "\"sm_90a\"",
-                        "target architecture: sm_80, sm_90a or sm_100a">];
+                        "target architecture: sm_80, sm_90a, sm_100a or sm_100a-emu">];
   let dependentDialects = ["::tessel::tile::TileDialect"];
 }
 
@@ -29,11 +29,15 @@ def TesselTmemAllocation : Pass<"tessel-tmem-allocation", "::tessel::tile::Kerne
     error at the kernel listing every buffer with its columns; a kernel for
     a target without tensor memory (sm_80, sm_90a) that allocates some is an
     error at the buffer.
+    Each copy or fill of tensor memory gets `tmem_group_columns`: the
+    32-bit columns between consecutive warpgroups' shares of its [128, n]
+    tile (warpgroups split columns; warp w reaches lanes 32 * (w % 4)).
     Post: every tensor-memory alloc has `offset` = its first column; the
-    kernel has `tmem_columns`, the power of two tcgen05.alloc must take.
+    kernel has `tmem_columns`, the power of two tcgen05.alloc must take,
+    and `tcgen05_emulated` for sm_100a-emu.
   }];
   let options = [Option<"arch", "arch", "std::string", "\"sm_90a\"",
-                        "target architecture: sm_80, sm_90a or sm_100a">];
+                        "target architecture: sm_80, sm_90a, sm_100a or sm_100a-emu">];
   let dependentDialects = ["::tessel::tile::TileDialect"];
 }
 
@@ -42,9 +46,11 @@ def TesselLayoutInference : Pass<"tessel-layout-inference", "::tessel::tile::Ker
   let description = [{
     Pre: tile-level IR. Strict constraints first: a `tile.annotate_layout`
     fixes a buffer's layout, and each `tile.gemm` picks its tensor-core
-    instruction (wgmma on sm_90a when the tile allows it, mma.sync
-    m16n8k16 otherwise), splits its tile over warps by its policy and fixes
-    its accumulator's layout. Then layouts propagate to a fixed point: a
+    instruction (tcgen05.mma when its accumulator is in tensor memory, wgmma
+    on sm_90a when the tile allows it, mma.sync m16n8k16 otherwise), splits
+    its tile over warps by its policy and fixes its accumulator's layout; a
+    fragment copied to or from tensor memory takes the tcgen05 .32x32b
+    layout (thread = lane = row, register = column). Then layouts propagate to a fixed point: a
     `tile.parallel` takes the layout of a fragment it indexes with all its
     indices (or extends one indexed with some of them), and every fragment it
     indexes gets the loop layout projected on that fragment's indices; a
@@ -64,7 +70,7 @@ def TesselLayoutInference : Pass<"tessel-layout-inference", "::tessel::tile::Ker
     `instruction` and `warps`.
   }];
   let options = [Option<"arch", "arch", "std::string", "\"sm_90a\"",
-                        "target architecture: sm_80, sm_90a or sm_100a">];
+                        "target architecture: sm_80, sm_90a, sm_100a or sm_100a-emu">];
   let dependentDialects = ["::tessel::tile::TileDialect"];
 }
 
@@ -86,7 +92,7 @@ def TesselWarpSpecialize : Pass<"tessel-warp-specialize", "::tessel::tile::Kerne
     has `threads` + 128 threads.
   }];
   let options = [Option<"arch", "arch", "std::string", "\"sm_90a\"",
-                        "target architecture: sm_80, sm_90a or sm_100a">,
+                        "target architecture: sm_80, sm_90a, sm_100a or sm_100a-emu">,
                  Option<"tma", "tma", "bool", "true",
                         "sm_90a loads may be TMA copies (off: cp.async)">];
   let dependentDialects = ["::tessel::tile::TileDialect", "mlir::scf::SCFDialect",
@@ -113,7 +119,7 @@ def TesselSoftwarePipeline : Pass<"tessel-software-pipeline", "::tessel::tile::K
     Post: no `tile.pipelined` with loads and S >= 2 remains.
   }];
   let options = [Option<"arch", "arch", "std::string", "\"sm_90a\"",
-                        "target architecture: sm_80, sm_90a or sm_100a">,
+                        "target architecture: sm_80, sm_90a, sm_100a or sm_100a-emu">,
                  Option<"tma", "tma", "bool", "true",
                         "sm_90a loads may be TMA copies (off: cp.async)">];
   let dependentDialects = ["::tessel::tile::TileDialect", "mlir::scf::SCFDialect",
@@ -142,7 +148,7 @@ def TesselInsertBarriers : Pass<"tessel-insert-barriers", "::tessel::tile::Kerne
     Post: every cross-thread shared-memory dependence crosses a barrier.
   }];
   let options = [Option<"arch", "arch", "std::string", "\"sm_90a\"",
-                        "target architecture: sm_80, sm_90a or sm_100a">,
+                        "target architecture: sm_80, sm_90a, sm_100a or sm_100a-emu">,
                  Option<"tma", "tma", "bool", "true",
                         "whether the lowering may store with TMA (as tessel-lower-tile-ops)">];
   let dependentDialects = ["::tessel::tile::TileDialect"];
@@ -169,7 +175,7 @@ def TesselLowerTileOps : Pass<"tessel-lower-tile-ops", "::tessel::tile::KernelOp
     `smem_bytes` set on the kernel.
   }];
   let options = [Option<"arch", "arch", "std::string", "\"sm_90a\"",
-                        "target architecture: sm_80, sm_90a or sm_100a">,
+                        "target architecture: sm_80, sm_90a, sm_100a or sm_100a-emu">,
                  Option<"tma", "tma", "bool", "true",
                         "sm_90a copies between whole shared buffers and global windows may be TMA">];
   let dependentDialects = ["::tessel::tile::TileDialect", "::tessel::tilenv::TileNVDialect",

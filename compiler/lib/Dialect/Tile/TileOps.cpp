@@ -326,11 +326,13 @@ LogicalResult GemmOp::verify() {
   auto a = memrefOf(getA()), b = memrefOf(getB()), c = memrefOf(getC());
   auto checkSpace = [&](Value v, StringRef name, bool accumulator) -> LogicalResult {
     MemorySpace s = spaceOf(v);
-    if (accumulator ? s != MemorySpace::fragment
-                    : s != MemorySpace::shared && s != MemorySpace::fragment)
+    // Tensor memory: tcgen05's accumulator, and its A in the ts form.
+    bool ok = s == MemorySpace::fragment || s == MemorySpace::tmem ||
+              (!accumulator && s == MemorySpace::shared);
+    if (!ok)
       return emitOpError("operand ")
              << name << " is in " << stringifyMemorySpace(s) << " memory; gemm needs "
-             << (accumulator ? "a fragment" : "shared or fragment memory");
+             << (accumulator ? "a fragment or tensor memory" : "shared, fragment or tensor memory");
     return success();
   };
   if (failed(checkSpace(getA(), "A", false)) || failed(checkSpace(getB(), "B", false)) ||

@@ -5,15 +5,24 @@
 #include "tessel/dsl/Program.h"
 #include "tessel/runtime/Launch.h"
 
+#include <functional>
 #include <memory>
 #include <string>
+
+namespace mlir {
+class Operation;
+} // namespace mlir
 
 namespace tessel {
 
 struct CompileOptions {
-  std::string arch = "sm_90a"; // sm_80, sm_90a or sm_100a
+  std::string arch = "sm_90a"; // sm_80, sm_90a, sm_100a or sm_100a-emu
   std::string dumpIrDir;       // IR after every pass, the CUDA and the PTX
-  bool tma = true;             // sm_90a pipelines may load with TMA
+  bool tma = true;             // sm_90a/sm_100a pipelines may load with TMA
+  /// Called with each pass's flag and the kernel it ran on, after it ran:
+  /// for tools and tests that inspect the IR, or alter it to show what a
+  /// pass's result decides. The kernel is then cached like any other.
+  std::function<void(const std::string &pass, mlir::Operation *kernel)> afterPass = {};
 };
 
 struct CompileTimes {
@@ -42,6 +51,11 @@ public:
   /// line; empty when it compiled as written. Also printed to stderr.
   const std::string &performanceWarnings() const {
     return loaded->binary().performanceWarnings;
+  }
+  /// Bytes of register spills ptxas reports (stores + loads); 0 when the
+  /// kernel fits its registers.
+  int64_t spillBytes() const {
+    return loaded->binary().spillStoreBytes + loaded->binary().spillLoadBytes;
   }
   const rt::KernelSpec &spec() const { return loaded->spec(); }
   const std::vector<ParamInfo> &params() const { return info; }

@@ -344,7 +344,8 @@ void clear(const Buffer &dst, SrcLoc loc = SrcLoc::current());
 /// possible per warp, warps along M only, or along N only.
 enum class WarpPolicy { square, full_row, full_col };
 /// The tensor-core instruction: chosen by target and shape, or forced.
-enum class GemmInstruction { automatic, mma_sync, wgmma };
+/// A gemm whose accumulator is in tensor memory is always tcgen05 (sm_100a).
+enum class GemmInstruction { automatic, mma_sync, wgmma, tcgen05 };
 struct GemmOptions {
   bool transpose_a = false, transpose_b = false, clear_accum = false;
   WarpPolicy policy = WarpPolicy::square;

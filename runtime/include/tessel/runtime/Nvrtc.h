@@ -2,6 +2,7 @@
 #ifndef TESSEL_RUNTIME_NVRTC_H
 #define TESSEL_RUNTIME_NVRTC_H
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -14,12 +15,17 @@ struct Binary {
   /// serialized, setmaxnreg ignored, ...): the code runs, but slower than
   /// written.
   std::string performanceWarnings;
+  /// Bytes of register spill stores and loads ptxas reports (summed over
+  /// the module's functions).
+  int64_t spillStoreBytes = 0, spillLoadBytes = 0;
 };
 
 /// "major.minor" of the linked NVRTC.
 std::string nvrtcVersion();
 /// Tessel's embedded device header.
 const char *deviceHeader();
+/// The sm_100a-emu target's tcgen05 emulation (tessel_tcgen05_emu.h).
+const char *tcgen05EmulationHeader();
 /// Compiles a Tessel-generated translation unit for `arch` (sm_80, sm_90a,
 /// sm_100a). Throws tessel::Error with NVRTC's log and, for each error, the
 /// generated line it points at. ptxas reports in the log, which is how its

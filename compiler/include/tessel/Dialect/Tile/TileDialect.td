@@ -68,7 +68,8 @@ def Tile_WarpPolicyAttr : EnumAttr<Tile_Dialect, Tile_WarpPolicy, "policy"> {
 }
 
 def Tile_GemmInstruction : I32EnumAttr<"GemmInstruction", "tensor-core instruction", [
-    I32EnumAttrCase<"mma_sync", 0>, I32EnumAttrCase<"wgmma", 1>]> {
+    I32EnumAttrCase<"mma_sync", 0>, I32EnumAttrCase<"wgmma", 1>,
+    I32EnumAttrCase<"tcgen05", 2>]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::tessel::tile";
 }

@@ -1,0 +1,194 @@
+//===- LowerTcgen05.cpp - tile ops on tensor memory as tcgen05 ------------===//
+//
+// Part of tessel-lower-tile-ops (sm_100a). Tensor memory is the block's
+// 128 lanes x 512 32-bit columns; tessel-tmem-allocation placed each buffer
+// at a column and recorded, on every copy and fill, the step between
+// warpgroups' column shares. Here each access becomes addresses and
+// instructions:
+//
+//  - A copy between a [128, n] tensor-memory tile and a fragment (the
+//    .32x32b layout: thread = lane = row, register = column) is
+//    tcgen05.ld/st .32x32b by every warp at lane 32 * (warp % 4) and column
+//    `first + group * tmem_group_columns`, the warpgroup's share split into
+//    power-of-two issues. tcgen05.wait::ld/st completes the warp's part and
+//    tcgen05.fence::before_thread_sync orders it before the barrier
+//    tessel-insert-barriers puts between it and a later MMA.
+//  - A gemm into tensor memory is tcgen05.mma.cta_group::1.kind::f16 from
+//    shared-memory descriptors, issued by the first thread of the code that
+//    runs it, one per K step of 16 (D overwritten on the first when the gemm
+//    clears it); tcgen05.commit arrives on the gemm's own mbarrier and every
+//    thread waits for its phase, then fences (fence::after_thread_sync), so
+//    the gemm is complete when the tile op is, as wgmma's is.
+//
+//===----------------------------------------------------------------------===//
+#include "TileLowering.h"
+#include "tessel/Layout/TmemLayout.h"
+#include "tessel/Transforms/BufferUtils.h"
+
+using namespace mlir;
+using namespace tessel;
+using namespace tessel::tile;
+
+bool TileLowering::touchesTmem(Operation *op) {
+  return llvm::any_of(op->getOperands(), [](Value v) {
+    auto type = llvm::dyn_cast<MemRefType>(v.getType());
+    return type && getMemorySpace(type) == MemorySpace::tmem;
+  });
+}
+
+std::optional<TileLowering::TmemView> TileLowering::resolveTmem(Operation *op, Value view) {
+  TmemView t;
+  auto viewType = llvm::cast<MemRefType>(view.getType());
+  t.element = viewType.getElementType();
+  t.values = viewType.getShape().back();
+  t.column = zeroIdx;
+  Value root = view;
+  while (auto region = root.getDefiningOp<RegionOp>()) {
+    if (region.getOffsets().size() != 2 || region.getSizes().size() != 2) {
+      fail(op, "tensor-memory views keep both dimensions (lanes, columns)");
+      return std::nullopt;
+    }
+    t.column = add(t.column, region.getOffsets()[1]);
+    root = region.getSource();
+  }
+  t.alloc = root.getDefiningOp<AllocOp>();
+  if (!t.alloc || !t.alloc.getOffset()) {
+    fail(op, "tensor-memory buffer has no column; run tessel-tmem-allocation");
+    return std::nullopt;
+  }
+  t.packed = t.element.getIntOrFloatBitWidth() == 16 && !t.alloc.getUnpacked();
+  return t;
+}
+
+Value TileLowering::tmemAddress(const TmemView &view, Value lane, Value valueOffset) {
+  // Columns are 32-bit: a packed 16-bit value is half of one.
+  Value values = add(view.column, valueOffset);
+  Value columns = view.packed ? divC(values, 2) : values;
+  int64_t first = *const_cast<AllocOp &>(view.alloc).getOffset();
+  Value offset = add(add(mul(lane, idx(1 << 16)), idx(first)), columns);
+  Value offset32 = arith::IndexCastOp::create(b, loc, b.getI32Type(), offset);
+  return arith::AddIOp::create(b, loc, tmemBase, offset32);
+}
+
+void TileLowering::copyTmem(CopyOp op) {
+  bool load = getMemorySpace(llvm::cast<MemRefType>(op.getSource().getType())) == MemorySpace::tmem;
+  Value tmem = load ? op.getSource() : op.getDest();
+  std::optional<TmemView> view = resolveTmem(op, tmem);
+  if (!view) return;
+  Access frag = resolve(load ? op.getDest() : op.getSource());
+  if (!frag.isFragment())
+    return fail(op, "tensor memory is copied to and from fragments only; run "
+                    "tessel-layout-inference");
+  if (view->element.getIntOrFloatBitWidth() != 32 || frag.elementType != view->element)
+    return fail(op, "tensor-memory copies of 16-bit values, or that convert, are not lowered "
+                    "yet; copy f32 or i32 to a fragment of the same type");
+  auto step = op->getAttrOfType<IntegerAttr>("tmem_group_columns");
+  if (!step) return fail(op, "tensor-memory copy has no column step; run tessel-tmem-allocation");
+  int64_t groups = threads / 128, share = view->values / groups;
+
+  // Warp w reaches lanes 32 * (w % 4) ..; warpgroup g starts g steps on.
+  Value warp = divC(threadId, 32);
+  Value lane = mul(remC(warp, 4), idx(32));
+  Value first = tmemAddress(*view, lane, zeroIdx);
+  Value groupColumns = arith::IndexCastOp::create(b, loc, b.getI32Type(),
+                                                  mul(divC(warp, 4), idx(step.getInt())));
+  Value address = arith::AddIOp::create(b, loc, first, groupColumns);
+  for (layout::TmemIssue issue :
+       layout::splitColumnRun(layout::TmemShape::s32x32b, static_cast<int>(share))) {
+    Value at = arith::AddIOp::create(
+        b, loc, address, arith::ConstantIntOp::create(b, loc, b.getI32Type(), issue.column));
+    if (load)
+      tilenv::Tcgen05LdOp::create(b, loc, at, frag.root, idx(issue.firstRegister),
+                                  tilenv::TmemShape::s32x32b, issue.num, false, IntegerAttr());
+    else
+      tilenv::Tcgen05StOp::create(b, loc, frag.root, idx(issue.firstRegister), at,
+                                  tilenv::TmemShape::s32x32b, issue.num, false, IntegerAttr());
+  }
+  if (load) tilenv::Tcgen05WaitLdOp::create(b, loc);
+  else tilenv::Tcgen05WaitStOp::create(b, loc);
+  tilenv::Tcgen05FenceBeforeOp::create(b, loc);
+}
+
+void TileLowering::fillTmem(FillOp op) {
+  std::optional<TmemView> view = resolveTmem(op, op.getDest());
+  if (!view) return;
+  if (view->element.getIntOrFloatBitWidth() != 32)
+    return fail(op, "fills of 16-bit tensor memory are not lowered yet");
+  auto step = op->getAttrOfType<IntegerAttr>("tmem_group_columns");
+  if (!step) return fail(op, "tensor-memory fill has no column step; run tessel-tmem-allocation");
+  int64_t share = view->values / (threads / 128);
+  // Issues of at most 32 columns, all from one run of 32 registers holding
+  // the value (a .x128 store would hold 128 registers for a constant).
+  std::vector<layout::TmemIssue> issues;
+  for (int64_t column = 0; column < share; column += 32)
+    for (layout::TmemIssue issue : layout::splitColumnRun(
+             layout::TmemShape::s32x32b, static_cast<int>(std::min<int64_t>(32, share - column))))
+      issues.push_back({issue.num, static_cast<int>(column) + issue.column, 0});
+  int64_t widest = issues.front().num;
+  Value value = convert(op.getValue(), view->element);
+  Value regs = allocLocal(widest, view->element);
+  unrolledFor(widest, [&](Value r) { memref::StoreOp::create(b, loc, value, regs, ValueRange{r}); });
+  Value warp = divC(threadId, 32);
+  Value first = tmemAddress(*view, mul(remC(warp, 4), idx(32)), zeroIdx);
+  Value address = arith::AddIOp::create(
+      b, loc, first,
+      arith::IndexCastOp::create(b, loc, b.getI32Type(), mul(divC(warp, 4), idx(step.getInt()))));
+  for (layout::TmemIssue issue : issues) {
+    Value at = arith::AddIOp::create(
+        b, loc, address, arith::ConstantIntOp::create(b, loc, b.getI32Type(), issue.column));
+    tilenv::Tcgen05StOp::create(b, loc, regs, zeroIdx, at, tilenv::TmemShape::s32x32b, issue.num,
+                                false, IntegerAttr());
+  }
+  tilenv::Tcgen05WaitStOp::create(b, loc);
+  tilenv::Tcgen05FenceBeforeOp::create(b, loc);
+}
+
+void TileLowering::lowerTcgen05Gemm(GemmOp op) {
+  std::optional<TmemView> c = resolveTmem(op, op.getC());
+  if (!c) return;
+  Access a = resolve(op.getA()), bOp = resolve(op.getB());
+  std::optional<layout::SharedLayout> la = descriptorLayout(op, a, "A");
+  std::optional<layout::SharedLayout> lb = descriptorLayout(op, bOp, "B");
+  if (!la || !lb) return;
+  int64_t n = c->values;
+  int64_t k = op.getTransposeA() ? a.tileShape[0] : a.tileShape[1];
+  bool aMnMajor = op.getTransposeA(), bMnMajor = !op.getTransposeB();
+  Value barrier = sharedAddress(resolve(tcgen05Barriers), idx(tcgen05GemmIndex.lookup(op)));
+
+  // Ordered after the barrier that published the operands and the
+  // accumulator's earlier readers.
+  tilenv::Tcgen05FenceAfterOp::create(b, loc);
+  {
+    OpBuilder::InsertionGuard g(b);
+    guard(eq(threadId, zeroIdx));
+    Value idesc = tilenv::Tcgen05InstrDescOp::create(
+        b, loc, b.getI32Type(), b.getI64IntegerAttr(128), b.getI64IntegerAttr(n),
+        TypeAttr::get(a.elementType), TypeAttr::get(b.getF32Type()),
+        aMnMajor ? b.getUnitAttr() : UnitAttr(), bMnMajor ? b.getUnitAttr() : UnitAttr());
+    Value d = tmemAddress(*c, zeroIdx, zeroIdx);
+    Value always = arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1);
+    unrolledFor(k / 16, [&](Value kStep) {
+      Value k0 = mul(kStep, idx(16));
+      Value accumulate =
+          op.getClearAccum()
+              ? arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, kStep, idx(0)).getResult()
+              : always;
+      Value descA = aMnMajor ? operandDescriptor(a, *la, true, k0, zeroIdx, true)
+                             : operandDescriptor(a, *la, false, zeroIdx, k0, true);
+      Value descB = bMnMajor ? operandDescriptor(bOp, *lb, true, k0, zeroIdx, true)
+                             : operandDescriptor(bOp, *lb, false, zeroIdx, k0, true);
+      tilenv::Tcgen05MmaOp::create(b, loc, d, descA, descB, idesc, accumulate);
+    });
+    tilenv::Tcgen05CommitOp::create(b, loc, barrier);
+  }
+  // Every thread waits for the commit's phase, then flips its copy of it.
+  Value slot = idx(tcgen05GemmIndex.lookup(op));
+  Value phases = storage.lookup(tcgen05Phases).first;
+  Value phase = memref::LoadOp::create(b, loc, phases, ValueRange{slot});
+  tilenv::MbarrierWaitOp::create(b, loc, barrier,
+                                 arith::IndexCastOp::create(b, loc, b.getIndexType(), phase));
+  Value flipped = arith::XOrIOp::create(b, loc, phase,
+                                        arith::ConstantIntOp::create(b, loc, b.getI32Type(), 1));
+  memref::StoreOp::create(b, loc, flipped, phases, ValueRange{slot});
+  tilenv::Tcgen05FenceAfterOp::create(b, loc);
+}

@@ -1,0 +1,361 @@
+// Blackwell's tensor memory and tcgen05 instructions in software, for the
+// sm_100a-emu target: kernels lowered for sm_100a run on an sm_90a GPU with
+// each tcgen05 op a call into this header (included after tessel_device.h).
+//
+// Tensor memory is an image in global memory, 128 lanes x 512 32-bit
+// columns per SM (as on the hardware, blocks resident on one SM share it):
+// tcgen05.alloc takes an aligned power-of-two run of columns from its SM's
+// 512 and waits while there is none, dealloc gives them back. ld/st move
+// cells by the PTX ISA's data-movement tables and trap (with a report the
+// host prints) when a warp touches a lane outside its quarter or a column
+// outside its block's allocation. mma decodes both shared-memory
+// descriptors and the instruction descriptor, so their encodings are
+// checked too, and computes D in fp32 in the issuing thread; commit then
+// arrives on the mbarrier. Everything is synchronous: the emulation vouches
+// for addresses, layouts and synchronisation points, not for timing.
+//
+// The tables (TESSEL_EMU_TABLES) are plain functions, also compiled on the
+// host by the unit tests; they are written from the ISA's tables, apart from
+// the compiler's own (compiler/include/tessel/Layout/TmemLayout.h).
+#pragma once
+
+#ifndef TESSEL_EMU_HD
+#define TESSEL_EMU_HD __device__
+#endif
+
+namespace tessel {
+namespace emu {
+
+// ---- TESSEL_EMU_TABLES --------------------------------------------------
+
+enum Shape { s32x32b = 0, s16x64b = 1, s16x128b = 2, s16x256b = 3, s16x32bx2 = 4 };
+
+/// 32-bit registers one repetition (.x1) of a shape moves per thread.
+TESSEL_EMU_HD inline int registers_per_repetition(int shape) {
+  return shape == s16x128b ? 2 : shape == s16x256b ? 4 : 1;
+}
+/// Columns one repetition covers.
+TESSEL_EMU_HD inline int columns_per_repetition(int shape) {
+  return shape == s32x32b ? 1 : shape == s16x64b ? 2 : shape == s16x128b ? 4
+       : shape == s16x256b ? 8 : 1;
+}
+
+/// Lane and column of register `reg` of warp thread `t` (0..31) for an
+/// access at lane `lane0`, column `column0` (the PTX ISA's data-movement
+/// shape tables for tcgen05.ld/st); repetitions step along the columns.
+struct Cell {
+  int lane, column;
+};
+TESSEL_EMU_HD inline Cell cell(int shape, int t, int reg, int lane0, int column0, int offset) {
+  int per = registers_per_repetition(shape);
+  int repetition = reg / per, r = reg % per;
+  int column = column0 + repetition * columns_per_repetition(shape);
+  Cell c = {lane0, column};
+  switch (shape) {
+  case s32x32b: // one row per thread, one column per register
+    c.lane = lane0 + t;
+    break;
+  case s16x64b: // 16 lanes x 2 columns: pairs of threads split the rows' halves
+    c.lane = lane0 + (t / 4) + 8 * (t % 2);
+    c.column = column + (t / 2) % 2;
+    break;
+  case s16x128b: // 16 lanes x 4 columns: the upper 8 lanes in the second register
+    c.lane = lane0 + t / 4 + 8 * r;
+    c.column = column + t % 4;
+    break;
+  case s16x256b: // the mma.sync m16n8 accumulator: c0 c1 at row t/4, c2 c3 eight below
+    c.lane = lane0 + t / 4 + 8 * (r / 2);
+    c.column = column + 2 * (t % 4) + r % 2;
+    break;
+  case s16x32bx2: // half-warps on two column bases
+    c.lane = lane0 + t % 16;
+    c.column = column + (t < 16 ? 0 : offset);
+    break;
+  }
+  return c;
+}
+
+/// Swizzled byte address of a canonical shared-memory layout: the 16-byte
+/// chunk bits [4, 7) take an XOR of the 128-byte row bits [7, 10) (128 B),
+/// two of them (64 B) or one (32 B); the hardware applies it to the final
+/// address, which is why swizzled operands start on 1024 bytes.
+TESSEL_EMU_HD inline unsigned swizzle_address(unsigned address, int mode) {
+  unsigned mask = mode == 2 ? 7u : mode == 4 ? 3u : mode == 6 ? 1u : 0u;
+  return address ^ (((address >> 7) & mask) << 4);
+}
+
+/// Byte address (before the swizzle) of element (mn, k) of a 16-bit operand
+/// described by a tcgen05 shared-memory descriptor: start, leading and
+/// stride byte offsets, swizzle mode (0 none, 2 128 B, 4 64 B, 6 32 B),
+/// K-major (K contiguous) or MN-major. The canonical layouts, with T = 8
+/// elements (16 bytes) and S the swizzle width in bytes:
+///   K-major, swizzled:  rows S bytes apart in 8-row groups SBO apart, K contiguous
+///   K-major, none:      8x8 core matrices, rows 16 B apart, LBO along K, SBO along MN
+///   MN-major, swizzled: S/2 elements along MN contiguous, panels LBO apart along MN,
+///                       K rows S bytes apart in 8-row groups SBO apart
+///   MN-major, none:     T along MN contiguous, groups SBO apart; K rows 16 B apart,
+///                       8-row groups LBO apart
+TESSEL_EMU_HD inline unsigned operand_address(unsigned start, unsigned lbo, unsigned sbo, int mode,
+                                              bool mn_major, int mn, int k) {
+  unsigned s = mode == 2 ? 128u : mode == 4 ? 64u : mode == 6 ? 32u : 0u;
+  unsigned a;
+  if (!mn_major) {
+    if (s) a = start + (mn / 8) * sbo + (mn % 8) * s + k * 2;
+    else a = start + (mn / 8) * sbo + (k / 8) * lbo + (mn % 8) * 16 + (k % 8) * 2;
+  } else {
+    if (s) {
+      unsigned panel = s / 2;
+      a = start + (mn / panel) * lbo + (k / 8) * sbo + (k % 8) * s + (mn % panel) * 2;
+    } else {
+      a = start + (mn / 8) * sbo + (k / 8) * lbo + (k % 8) * 16 + (mn % 8) * 2;
+    }
+  }
+  return swizzle_address(a, static_cast<int>(mode));
+}
+
+/// The fields of a kind::f16 instruction descriptor.
+struct InstrDesc {
+  int d_type, a_type, b_type; // D: 0 f16, 1 f32; A, B: 0 f16, 1 bf16
+  bool a_mn_major, b_mn_major;
+  int m, n;
+};
+TESSEL_EMU_HD inline InstrDesc decode_instr_desc(unsigned d) {
+  InstrDesc x;
+  x.d_type = (d >> 4) & 3;
+  x.a_type = (d >> 7) & 7;
+  x.b_type = (d >> 10) & 7;
+  x.a_mn_major = (d >> 15) & 1;
+  x.b_mn_major = (d >> 16) & 1;
+  x.n = static_cast<int>((d >> 17) & 0x3F) << 3;
+  x.m = static_cast<int>((d >> 24) & 0x1F) << 4;
+  return x;
+}
+
+/// The fields of an sm_100 shared-memory matrix descriptor.
+struct SmemDesc {
+  unsigned start, lbo, sbo; // bytes
+  int version, mode;
+};
+TESSEL_EMU_HD inline SmemDesc decode_smem_desc(unsigned long long d) {
+  SmemDesc x;
+  x.start = static_cast<unsigned>(d & 0x3FFF) << 4;
+  x.lbo = static_cast<unsigned>((d >> 16) & 0x3FFF) << 4;
+  x.sbo = static_cast<unsigned>((d >> 32) & 0x3FFF) << 4;
+  x.version = static_cast<int>((d >> 46) & 3);
+  x.mode = static_cast<int>((d >> 61) & 7);
+  return x;
+}
+
+// ---- end of TESSEL_EMU_TABLES -------------------------------------------
+
+#ifndef TESSEL_EMU_TABLES_ONLY
+
+constexpr int kMaxSms = 160;
+constexpr int kLanes = 128, kColumns = 512;
+
+} // namespace emu
+} // namespace tessel
+
+extern "C" {
+// Per SM: the tensor-memory image and a bit per 32-column granule in use.
+__device__ unsigned tessel_tmem_image[tessel::emu::kMaxSms * tessel::emu::kLanes *
+                                      tessel::emu::kColumns];
+__device__ unsigned tessel_tmem_granules[tessel::emu::kMaxSms];
+}
+
+namespace tessel {
+namespace emu {
+
+// The block's allocation: its first column and width (0 when none).
+__shared__ unsigned block_first_column, block_columns, block_sm;
+
+__device__ inline unsigned sm_id() {
+  unsigned id;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+  return id;
+}
+__device__ inline void fail(const char *what, int held, int expected) {
+  trap_with_report(what, held, expected, 0, -1);
+}
+__device__ inline unsigned &image(unsigned sm, int lane, int column) {
+  return tessel_tmem_image[(sm * kLanes + lane) * kColumns + column];
+}
+__device__ inline unsigned shared_u32(unsigned address) {
+  unsigned v;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(address));
+  return v;
+}
+__device__ inline unsigned short shared_u16(unsigned address) {
+  unsigned short v;
+  asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(address));
+  return v;
+}
+__device__ inline float as_float(unsigned short bits, bool bf16) {
+  if (bf16) return __uint_as_float(static_cast<unsigned>(bits) << 16);
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(bits));
+  return f;
+}
+__device__ inline unsigned warp_lane() { return threadIdx.x % 32; }
+// Registers are f32 or 32-bit integers; tensor memory holds their bits.
+template <class T> __device__ inline T from_bits(unsigned v) { return static_cast<T>(v); }
+template <> __device__ inline float from_bits<float>(unsigned v) { return __uint_as_float(v); }
+__device__ inline unsigned to_bits(float v) { return __float_as_uint(v); }
+__device__ inline unsigned to_bits(int v) { return static_cast<unsigned>(v); }
+__device__ inline unsigned to_bits(unsigned v) { return v; }
+
+/// tcgen05.alloc by a whole warp: `columns` (a power of two in [32, 512])
+/// from this SM's 512, aligned to their width; waits while none are free.
+__device__ inline void tcgen05_alloc(unsigned dest, int columns) {
+  if (columns < 32 || columns > kColumns || (columns & (columns - 1)))
+    fail("tcgen05.alloc of a column count that is not a power of two in [32, 512]", columns, 512);
+  if (warp_lane() == 0) {
+    unsigned sm = sm_id();
+    if (sm >= kMaxSms) fail("the tensor-memory emulation has no image for this SM", sm, kMaxSms);
+    unsigned count = columns / 32, mask = (count == 32 ? 0xFFFFFFFFu : (1u << count) - 1);
+    unsigned first = 0;
+    for (bool taken = false; !taken;) {
+      unsigned used = atomicAdd(&tessel_tmem_granules[sm], 0u);
+      for (unsigned g = 0; g + count <= kColumns / 32 && !taken; g += count) {
+        if (used & (mask << g)) continue;
+        taken = atomicCAS(&tessel_tmem_granules[sm], used, used | (mask << g)) == used;
+        first = g * 32;
+        break;
+      }
+      if (!taken) __nanosleep(200);
+    }
+    block_first_column = first;
+    block_columns = columns;
+    block_sm = sm;
+    asm volatile("st.shared.u32 [%0], %1;" :: "r"(dest), "r"(first) : "memory");
+  }
+  __syncwarp();
+}
+
+__device__ inline void tcgen05_dealloc(unsigned address, int columns) {
+  if (warp_lane() == 0) {
+    if ((address & 0xFFFF) != block_first_column || static_cast<unsigned>(columns) != block_columns)
+      fail("tcgen05.dealloc of columns this block did not allocate", address & 0xFFFF,
+           block_first_column);
+    unsigned count = columns / 32, mask = (count == 32 ? 0xFFFFFFFFu : (1u << count) - 1);
+    atomicAnd(&tessel_tmem_granules[block_sm], ~(mask << (block_first_column / 32)));
+    block_columns = 0;
+  }
+  __syncwarp();
+}
+
+__device__ inline void tcgen05_relinquish() {}
+// The image is global memory, ordered by the barriers the fences go with.
+__device__ inline void tcgen05_fence() { __threadfence_block(); }
+__device__ inline void tcgen05_wait() { __syncwarp(); }
+
+/// The cell (lane, column) a thread moves, checked against the warp's
+/// lanes and the block's columns.
+__device__ inline unsigned &checked_cell(int shape, int reg, unsigned address, int offset) {
+  int lane0 = static_cast<int>(address >> 16), column0 = static_cast<int>(address & 0xFFFF);
+  Cell c = cell(shape, static_cast<int>(warp_lane()), reg, lane0, column0, offset);
+  int quarter = static_cast<int>((threadIdx.x / 32) % 4);
+  if (c.lane / 32 != quarter)
+    fail("tcgen05.ld/st: a warp reaches only the 32 lanes of its quarter (warp % 4)", c.lane,
+         quarter * 32);
+  if (c.column < static_cast<int>(block_first_column) ||
+      c.column >= static_cast<int>(block_first_column + block_columns))
+    fail("tcgen05.ld/st: a column outside the block's tensor-memory allocation", c.column,
+         static_cast<int>(block_first_column + block_columns));
+  return image(block_sm, c.lane, c.column);
+}
+
+/// tcgen05.ld: registers dest[0 .. registers) of this thread. With `pack`,
+/// each register takes the low halves of two adjacent columns.
+template <class T>
+__device__ inline void tcgen05_ld(int shape, int num, bool pack, int offset, unsigned address,
+                                  T *dest) {
+  int regs = registers_per_repetition(shape) * num;
+  for (int r = 0; r < regs; ++r) {
+    unsigned v;
+    if (pack) {
+      // Two 16-bit columns per register: the shape's cells at doubled columns.
+      unsigned lo = checked_cell(shape, 2 * r, address, offset);
+      unsigned hi = checked_cell(shape, 2 * r + 1, address, offset);
+      v = (lo & 0xFFFF) | (hi << 16);
+    } else {
+      v = checked_cell(shape, r, address, offset);
+    }
+    dest[r] = from_bits<T>(v);
+  }
+}
+
+template <class T>
+__device__ inline void tcgen05_st(int shape, int num, bool unpack, int offset, unsigned address,
+                                  const T *source) {
+  int regs = registers_per_repetition(shape) * num;
+  for (int r = 0; r < regs; ++r) {
+    unsigned v = to_bits(source[r]);
+    if (unpack) {
+      checked_cell(shape, 2 * r, address, offset) = v & 0xFFFF;
+      checked_cell(shape, 2 * r + 1, address, offset) = v >> 16;
+    } else {
+      checked_cell(shape, r, address, offset) = v;
+    }
+  }
+}
+
+/// One operand element of an MMA from its shared-memory descriptor.
+__device__ inline float operand(const SmemDesc &d, bool mn_major, int mn, int k, bool bf16) {
+  return as_float(shared_u16(operand_address(d.start, d.lbo, d.sbo, d.mode, mn_major, mn, k)), bf16);
+}
+
+/// tcgen05.mma.cta_group::1.kind::f16 with A and B in shared memory, by the
+/// issuing thread: D[m, n] (+)= sum over 16 k of A[m, k] B[k, n] in fp32.
+__device__ inline void tcgen05_mma(unsigned d, unsigned long long a_desc,
+                                   unsigned long long b_desc, unsigned idesc, bool accumulate) {
+  InstrDesc x = decode_instr_desc(idesc);
+  SmemDesc a = decode_smem_desc(a_desc), b = decode_smem_desc(b_desc);
+  if (x.d_type != 1) fail("tcgen05.mma emulation: only an f32 accumulator (D type 1)", x.d_type, 1);
+  if (x.a_type > 1 || x.a_type != x.b_type)
+    fail("tcgen05.mma kind::f16: A and B both f16 (0) or both bf16 (1)", x.a_type, x.b_type);
+  if (x.m != 128) fail("tcgen05.mma emulation: M = 128 only (every TMEM lane)", x.m, 128);
+  if (x.n < 16 || x.n > 256 || x.n % 16)
+    fail("tcgen05.mma M = 128: N from 16 to 256 in steps of 16", x.n, 256);
+  if (a.version != 1 || b.version != 1)
+    fail("tcgen05 shared-memory descriptor without version 1 in bits 46-47", a.version, 1);
+  if ((a.mode & 1) || (b.mode & 1))
+    fail("tcgen05 shared-memory descriptor with an odd swizzle mode", a.mode, b.mode);
+  int column0 = static_cast<int>(d & 0xFFFF);
+  if ((d >> 16) != 0) fail("tcgen05.mma: D starts at lane 0", static_cast<int>(d >> 16), 0);
+  if (column0 < static_cast<int>(block_first_column) ||
+      column0 + x.n > static_cast<int>(block_first_column + block_columns))
+    fail("tcgen05.mma: D's columns outside the block's tensor-memory allocation", column0 + x.n,
+         static_cast<int>(block_first_column + block_columns));
+  bool bf16 = x.a_type == 1;
+  for (int m = 0; m < x.m; ++m) {
+    float row[16];
+    for (int k = 0; k < 16; ++k) row[k] = operand(a, x.a_mn_major, m, k, bf16);
+    for (int n = 0; n < x.n; ++n) {
+      unsigned &cellD = image(block_sm, m, column0 + n);
+      float acc = accumulate ? __uint_as_float(cellD) : 0.0f;
+      for (int k = 0; k < 16; ++k) acc += row[k] * operand(b, x.b_mn_major, n, k, bf16);
+      cellD = __float_as_uint(acc);
+    }
+  }
+}
+
+__device__ inline void tcgen05_mma(unsigned, unsigned, unsigned long long, unsigned, bool) {
+  fail("tcgen05.mma with A in tensor memory (ts) is not emulated", 0, 0);
+}
+
+/// tcgen05.commit: the thread's MMAs are done (they ran synchronously), so
+/// it arrives on the mbarrier at once, releasing the image's writes.
+__device__ inline void tcgen05_commit(unsigned barrier) {
+  __threadfence_block();
+  mbarrier_arrive(barrier);
+}
+
+__device__ inline void tcgen05_cp(unsigned, unsigned long long) {
+  fail("tcgen05.cp is not emulated", 0, 0);
+}
+
+#endif // TESSEL_EMU_TABLES_ONLY
+
+} // namespace emu
+} // namespace tessel
