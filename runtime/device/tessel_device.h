@@ -61,6 +61,11 @@ template <class T> __device__ inline unsigned pack_pair(T lo, T hi) {
   return static_cast<unsigned>(lo.bits) | (static_cast<unsigned>(hi.bits) << 16);
 }
 
+template <class T> __device__ inline void unpack_pair(unsigned packed, T &lo, T &hi) {
+  lo.bits = static_cast<unsigned short>(packed & 0xFFFF);
+  hi.bits = static_cast<unsigned short>(packed >> 16);
+}
+
 // An empty asm that reads and writes every register of an array: accesses
 // cannot move across it (after a wgmma wait, none move above the wait).
 template <int N> __device__ inline void fence_registers(float (&r)[N]) {

@@ -281,21 +281,35 @@ TEST_CASE("tensor memory: its rules at the user's line, and only on sm_100a") {
     CHECK(what.find(here(copyLine)) != std::string::npos);
     CHECK(what.find("tensor memory is copied to and from fragments only") != std::string::npos);
   }
-  // 16-bit values are not moved yet (packing is the next step): refused.
+  // 16-bit values move in pairs: a packed bf16 [128, 64] is 32 columns a
+  // thread (.x32), an unpacked one 64 through .unpack::16b.
   Program halves("tmem_halves");
   halves.kernel({1}, 128, [&](Expr) {
     Buffer f = alloc_fragment({128, 64}, DType::bf16, "f");
+    Buffer packed = alloc_tmem({128, 64}, DType::bf16, "packed");
+    Buffer unpacked = alloc_tmem({128, 64}, DType::bf16, "unpacked", /*unpacked=*/true);
+    clear(f);
+    copy(f, packed);
+    copy(f, unpacked);
+  });
+  std::string ptx = compile(halves, {"sm_100a", ""}).ptx();
+  CHECK(ptx.find("tcgen05.st.sync.aligned.32x32b.x32.b32") != std::string::npos);
+  CHECK(ptx.find("tcgen05.st.sync.aligned.32x32b.x32.unpack::16b.b32") != std::string::npos);
+  // A copy that would convert is refused at its line.
+  Program converts("tmem_converts");
+  converts.kernel({1}, 128, [&](Expr) {
+    Buffer f = alloc_fragment({128, 64}, DType::f32, "f");
     Buffer t = alloc_tmem({128, 64}, DType::bf16, "t");
     clear(f);
     copyLine = __LINE__ + 1;
     copy(f, t);
   });
   try {
-    compile(halves, {"sm_100a", ""});
-    FAIL("lowered a 16-bit copy into tensor memory");
+    compile(converts, {"sm_100a", ""});
+    FAIL("lowered a converting copy into tensor memory");
   } catch (const Error &e) {
     std::string what = e.what();
     CHECK(what.find(here(copyLine)) != std::string::npos);
-    CHECK(what.find("tensor-memory copies of 16-bit values") != std::string::npos);
+    CHECK(what.find("a tensor-memory copy does not convert") != std::string::npos);
   }
 }

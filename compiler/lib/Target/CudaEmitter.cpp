@@ -498,6 +498,13 @@ LogicalResult CudaEmitter::emitOp(Operation &op) {
       })
       .Case([&](tilenv::WgmmaOp o) { return emitWgmma(o); })
       .Case([&](tilenv::WgmmaRegAOp o) { return emitWgmmaRegA(o); })
+      .Case([&](tilenv::UnpackPairOp o) {
+        std::string type = typeName(o.getLo().getType());
+        line() << type << " " << name(o.getLo()) << ", " << name(o.getHi()) << ";\n";
+        line() << "tessel::unpack_pair(unsigned(" << name(o.getPacked()) << "), " << name(o.getLo())
+               << ", " << name(o.getHi()) << ");\n";
+        return success();
+      })
       .Case([&](tilenv::PackPairOp o) {
         line() << declare(o.getResult()) << " = int(tessel::pack_pair(" << name(o.getLo()) << ", "
                << name(o.getHi()) << "));\n";

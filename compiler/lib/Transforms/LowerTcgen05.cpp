@@ -70,6 +70,48 @@ Value TileLowering::tmemAddress(const TmemView &view, Value lane, Value valueOff
   return arith::AddIOp::create(b, loc, tmemBase, offset32);
 }
 
+Value TileLowering::warpTmemAddress(const TmemView &view, int64_t groupColumns) {
+  // Warp w reaches lanes 32 * (w % 4) ..; warpgroup g starts g steps on.
+  Value warp = divC(threadId, 32);
+  Value first = tmemAddress(view, mul(remC(warp, 4), idx(32)), zeroIdx);
+  Value step = arith::IndexCastOp::create(b, loc, b.getI32Type(), mul(divC(warp, 4), idx(groupColumns)));
+  return arith::AddIOp::create(b, loc, first, step);
+}
+
+void TileLowering::moveTmemRuns(bool load, Value address, Value regs, int64_t registers,
+                                bool halves, int64_t widest) {
+  // .32x32b moves one register per column, or two columns per register in
+  // the .pack::16b/.unpack::16b forms; runs are split into power-of-two
+  // issues of at most `widest` registers (the register pointer advances by
+  // whole registers, the address by their columns). A `widest` run of
+  // registers is reused by every issue when `registers` is larger (a fill).
+  int64_t columnsPerRegister = halves ? 2 : 1;
+  for (int64_t first = 0; first < registers; first += widest) {
+    int64_t run = std::min(widest, registers - first);
+    for (layout::TmemIssue issue :
+         layout::splitColumnRun(layout::TmemShape::s32x32b, static_cast<int>(run))) {
+      // Within the run: a copy has one run of all its registers, a fill
+      // reuses its run.
+      int64_t reg = issue.firstRegister;
+      Value at = arith::AddIOp::create(
+          b, loc, address,
+          arith::ConstantIntOp::create(b, loc, b.getI32Type(),
+                                       (first + issue.firstRegister) * columnsPerRegister));
+      if (load)
+        tilenv::Tcgen05LdOp::create(b, loc, at, regs, idx(reg), tilenv::TmemShape::s32x32b,
+                                    issue.num, halves, IntegerAttr());
+      else
+        tilenv::Tcgen05StOp::create(b, loc, regs, idx(reg), at, tilenv::TmemShape::s32x32b,
+                                    issue.num, halves, IntegerAttr());
+    }
+  }
+  if (load) tilenv::Tcgen05WaitLdOp::create(b, loc);
+  else tilenv::Tcgen05WaitStOp::create(b, loc);
+  // Ordered before the barrier that hands the columns (or the registers'
+  // values) on, as the PTX ISA's tcgen05 memory model asks.
+  tilenv::Tcgen05FenceBeforeOp::create(b, loc);
+}
+
 void TileLowering::copyTmem(CopyOp op) {
   bool load = getMemorySpace(llvm::cast<MemRefType>(op.getSource().getType())) == MemorySpace::tmem;
   Value tmem = load ? op.getSource() : op.getDest();
@@ -79,68 +121,58 @@ void TileLowering::copyTmem(CopyOp op) {
   if (!frag.isFragment())
     return fail(op, "tensor memory is copied to and from fragments only; run "
                     "tessel-layout-inference");
-  if (view->element.getIntOrFloatBitWidth() != 32 || frag.elementType != view->element)
-    return fail(op, "tensor-memory copies of 16-bit values, or that convert, are not lowered "
-                    "yet; copy f32 or i32 to a fragment of the same type");
+  if (frag.elementType != view->element)
+    return fail(op, "a tensor-memory copy does not convert: the fragment holds " +
+                        llvm::Twine(view->element.getIntOrFloatBitWidth()) + "-bit values of the "
+                        "buffer's type, converted in registers before or after");
   auto step = op->getAttrOfType<IntegerAttr>("tmem_group_columns");
   if (!step) return fail(op, "tensor-memory copy has no column step; run tessel-tmem-allocation");
-  int64_t groups = threads / 128, share = view->values / groups;
+  int64_t share = view->values / (threads / 128);
+  Value address = warpTmemAddress(*view, step.getInt());
+  if (view->element.getIntOrFloatBitWidth() == 32)
+    return moveTmemRuns(load, address, frag.root, share, false, share);
 
-  // Warp w reaches lanes 32 * (w % 4) ..; warpgroup g starts g steps on.
-  Value warp = divC(threadId, 32);
-  Value lane = mul(remC(warp, 4), idx(32));
-  Value first = tmemAddress(*view, lane, zeroIdx);
-  Value groupColumns = arith::IndexCastOp::create(b, loc, b.getI32Type(),
-                                                  mul(divC(warp, 4), idx(step.getInt())));
-  Value address = arith::AddIOp::create(b, loc, first, groupColumns);
-  for (layout::TmemIssue issue :
-       layout::splitColumnRun(layout::TmemShape::s32x32b, static_cast<int>(share))) {
-    Value at = arith::AddIOp::create(
-        b, loc, address, arith::ConstantIntOp::create(b, loc, b.getI32Type(), issue.column));
-    if (load)
-      tilenv::Tcgen05LdOp::create(b, loc, at, frag.root, idx(issue.firstRegister),
-                                  tilenv::TmemShape::s32x32b, issue.num, false, IntegerAttr());
-    else
-      tilenv::Tcgen05StOp::create(b, loc, frag.root, idx(issue.firstRegister), at,
-                                  tilenv::TmemShape::s32x32b, issue.num, false, IntegerAttr());
-  }
-  if (load) tilenv::Tcgen05WaitLdOp::create(b, loc);
-  else tilenv::Tcgen05WaitStOp::create(b, loc);
-  tilenv::Tcgen05FenceBeforeOp::create(b, loc);
+  // 16-bit values travel in pairs, register 2w and 2w + 1 of the fragment
+  // in word w: one column (packed) or two with .pack/.unpack::16b.
+  int64_t words = share / 2;
+  Value pairs = allocLocal(words, b.getI32Type());
+  if (!load)
+    unrolledFor(words, [&](Value w) {
+      Value lo = memref::LoadOp::create(b, loc, frag.root, ValueRange{mul(w, idx(2))});
+      Value hi = memref::LoadOp::create(b, loc, frag.root, ValueRange{add(mul(w, idx(2)), idx(1))});
+      Value packed = tilenv::PackPairOp::create(b, loc, b.getI32Type(), lo, hi);
+      memref::StoreOp::create(b, loc, packed, pairs, ValueRange{w});
+    });
+  moveTmemRuns(load, address, pairs, words, !view->packed, words);
+  if (load)
+    unrolledFor(words, [&](Value w) {
+      Value packed = memref::LoadOp::create(b, loc, pairs, ValueRange{w});
+      auto halves = tilenv::UnpackPairOp::create(b, loc, view->element, view->element, packed);
+      memref::StoreOp::create(b, loc, halves.getLo(), frag.root, ValueRange{mul(w, idx(2))});
+      memref::StoreOp::create(b, loc, halves.getHi(), frag.root,
+                              ValueRange{add(mul(w, idx(2)), idx(1))});
+    });
 }
 
 void TileLowering::fillTmem(FillOp op) {
   std::optional<TmemView> view = resolveTmem(op, op.getDest());
   if (!view) return;
-  if (view->element.getIntOrFloatBitWidth() != 32)
-    return fail(op, "fills of 16-bit tensor memory are not lowered yet");
   auto step = op->getAttrOfType<IntegerAttr>("tmem_group_columns");
   if (!step) return fail(op, "tensor-memory fill has no column step; run tessel-tmem-allocation");
   int64_t share = view->values / (threads / 128);
-  // Issues of at most 32 columns, all from one run of 32 registers holding
-  // the value (a .x128 store would hold 128 registers for a constant).
-  std::vector<layout::TmemIssue> issues;
-  for (int64_t column = 0; column < share; column += 32)
-    for (layout::TmemIssue issue : layout::splitColumnRun(
-             layout::TmemShape::s32x32b, static_cast<int>(std::min<int64_t>(32, share - column))))
-      issues.push_back({issue.num, static_cast<int>(column) + issue.column, 0});
-  int64_t widest = issues.front().num;
+  bool halves = view->element.getIntOrFloatBitWidth() == 16;
+  // One run of at most 32 registers holding the value (a pair of it for
+  // 16-bit values), stored by every issue: a .x128 store of a constant
+  // would hold 128 registers.
+  int64_t registers = halves ? share / 2 : share;
+  int64_t widest = std::min<int64_t>(32, registers);
   Value value = convert(op.getValue(), view->element);
-  Value regs = allocLocal(widest, view->element);
-  unrolledFor(widest, [&](Value r) { memref::StoreOp::create(b, loc, value, regs, ValueRange{r}); });
-  Value warp = divC(threadId, 32);
-  Value first = tmemAddress(*view, mul(remC(warp, 4), idx(32)), zeroIdx);
-  Value address = arith::AddIOp::create(
-      b, loc, first,
-      arith::IndexCastOp::create(b, loc, b.getI32Type(), mul(divC(warp, 4), idx(step.getInt()))));
-  for (layout::TmemIssue issue : issues) {
-    Value at = arith::AddIOp::create(
-        b, loc, address, arith::ConstantIntOp::create(b, loc, b.getI32Type(), issue.column));
-    tilenv::Tcgen05StOp::create(b, loc, regs, zeroIdx, at, tilenv::TmemShape::s32x32b, issue.num,
-                                false, IntegerAttr());
-  }
-  tilenv::Tcgen05WaitStOp::create(b, loc);
-  tilenv::Tcgen05FenceBeforeOp::create(b, loc);
+  Value word = halves ? tilenv::PackPairOp::create(b, loc, b.getI32Type(), value, value).getResult()
+                      : value;
+  Value regs = allocLocal(widest, word.getType());
+  unrolledFor(widest, [&](Value r) { memref::StoreOp::create(b, loc, word, regs, ValueRange{r}); });
+  moveTmemRuns(false, warpTmemAddress(*view, step.getInt()), regs, registers,
+               halves && !view->packed, widest);
 }
 
 void TileLowering::lowerTcgen05Gemm(GemmOp op) {

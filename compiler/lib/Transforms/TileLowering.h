@@ -172,6 +172,14 @@ private:
   /// The i32 tcgen05 address of `lane` and value column `valueOffset` of a
   /// view (columns counted in 32-bit units).
   mlir::Value tmemAddress(const TmemView &view, mlir::Value lane, mlir::Value valueOffset);
+  /// This warp's address in a view: its lane quarter, its warpgroup's
+  /// share `groupColumns` 32-bit columns per warpgroup on.
+  mlir::Value warpTmemAddress(const TmemView &view, int64_t groupColumns);
+  /// .32x32b ld/st of `registers` 32-bit registers of `regs`, from column
+  /// `address` on, in issues of at most `widest` registers, then the wait
+  /// and tcgen05.fence::before_thread_sync.
+  void moveTmemRuns(bool load, mlir::Value address, mlir::Value regs, int64_t registers,
+                    bool halves, int64_t widest);
   void copyTmem(tile::CopyOp op);
   void fillTmem(tile::FillOp op);
   void lowerTcgen05Gemm(tile::GemmOp op);

@@ -324,6 +324,17 @@ def TileNV_PackPairOp : TileNV_Op<"pack_pair", [Pure, AllTypesMatch<["lo", "hi"]
   let assemblyFormat = "$lo `,` $hi attr-dict `:` type($lo)";
 }
 
+def TileNV_UnpackPairOp : TileNV_Op<"unpack_pair", [Pure, AllTypesMatch<["lo", "hi"]>]> {
+  let summary = "the two 16-bit floats of a 32-bit register, `lo` from the low half";
+  let description = [{
+    The inverse of tilenv.pack_pair: what tcgen05.ld returns for packed
+    16-bit tensor memory (or with .pack::16b for unpacked).
+  }];
+  let arguments = (ins I32:$packed);
+  let results = (outs AnyTypeOf<[F16, BF16]>:$lo, AnyTypeOf<[F16, BF16]>:$hi);
+  let assemblyFormat = "$packed attr-dict `:` type($lo)";
+}
+
 def TileNV_WgmmaFenceOp : TileNV_Op<"wgmma_fence"> {
   let summary = "wgmma.fence.sync.aligned";
   let assemblyFormat = "attr-dict";
