@@ -88,7 +88,7 @@ void tessel::gemm(const Buffer &a, const Buffer &b, const Buffer &c, GemmOptions
   auto op = tile::GemmOp::create(p.builder(), p.location(loc), a.value(), b.value(), c.value(),
                                  UnitAttr(), UnitAttr(), UnitAttr(),
                                  tile::WarpPolicyAttr::get(ctx, policy),
-                                 tile::GemmInstructionAttr(), DenseI64ArrayAttr());
+                                 tile::GemmInstructionAttr(), DenseI64ArrayAttr(), UnitAttr());
   if (o.instruction != GemmInstruction::automatic)
     op.setInstructionAttr(tile::GemmInstructionAttr::get(
         ctx, o.instruction == GemmInstruction::wgmma     ? tile::GemmInstruction::wgmma

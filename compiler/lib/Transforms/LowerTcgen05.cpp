@@ -18,7 +18,10 @@
 //    runs it, one per K step of 16 (D overwritten on the first when the gemm
 //    clears it); tcgen05.commit arrives on the gemm's own mbarrier and every
 //    thread waits for its phase, then fences (fence::after_thread_sync), so
-//    the gemm is complete when the tile op is, as wgmma's is.
+//    the gemm is complete when the tile op is, as wgmma's is. An
+//    `issue_only` gemm (warp-specialized loops) stops after the issue: a
+//    tile.mma_commit releases its operands' stage by tcgen05.commit, and a
+//    tile.mma_wait completes everything issued, as above.
 //
 //===----------------------------------------------------------------------===//
 #include "TileLowering.h"
@@ -185,7 +188,6 @@ void TileLowering::lowerTcgen05Gemm(GemmOp op) {
   int64_t n = c->values;
   int64_t k = op.getTransposeA() ? a.tileShape[0] : a.tileShape[1];
   bool aMnMajor = op.getTransposeA(), bMnMajor = !op.getTransposeB();
-  Value barrier = sharedAddress(resolve(tcgen05Barriers), idx(tcgen05GemmIndex.lookup(op)));
 
   // Ordered after the barrier that published the operands and the
   // accumulator's earlier readers.
@@ -211,10 +213,22 @@ void TileLowering::lowerTcgen05Gemm(GemmOp op) {
                              : operandDescriptor(bOp, *lb, false, zeroIdx, k0, true);
       tilenv::Tcgen05MmaOp::create(b, loc, d, descA, descB, idesc, accumulate);
     });
+  }
+  if (!op.getIssueOnly()) completeMmas(op);
+}
+
+void TileLowering::completeMmas(Operation *op) {
+  // The issuing thread commits its MMAs to the op's barrier; every thread
+  // waits for that phase, flips its copy of the parity and fences, so that
+  // tcgen05.ld of the result comes after.
+  int64_t index = tcgen05GemmIndex.lookup(op);
+  Value barrier = sharedAddress(resolve(tcgen05Barriers), idx(index));
+  {
+    OpBuilder::InsertionGuard g(b);
+    guard(eq(threadId, zeroIdx));
     tilenv::Tcgen05CommitOp::create(b, loc, barrier);
   }
-  // Every thread waits for the commit's phase, then flips its copy of it.
-  Value slot = idx(tcgen05GemmIndex.lookup(op));
+  Value slot = idx(index);
   Value phases = storage.lookup(tcgen05Phases).first;
   Value phase = memref::LoadOp::create(b, loc, phases, ValueRange{slot});
   tilenv::MbarrierWaitOp::create(b, loc, barrier,
@@ -223,4 +237,11 @@ void TileLowering::lowerTcgen05Gemm(GemmOp op) {
                                         arith::ConstantIntOp::create(b, loc, b.getI32Type(), 1));
   memref::StoreOp::create(b, loc, flipped, phases, ValueRange{slot});
   tilenv::Tcgen05FenceAfterOp::create(b, loc);
+}
+
+void TileLowering::lowerMmaCommit(MmaCommitOp op) {
+  OpBuilder::InsertionGuard g(b);
+  Value barrier = mbarrierAddress(op.getBarriers(), op.getIndex());
+  guard(eq(threadId, zeroIdx));
+  tilenv::Tcgen05CommitOp::create(b, loc, barrier);
 }

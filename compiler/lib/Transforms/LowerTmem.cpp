@@ -32,9 +32,13 @@ LogicalResult TileLowering::prepareTensorMemory() {
   for (AllocOp alloc : buffers)
     if (!alloc.getOffset())
       return alloc.emitError("tensor-memory buffer has no column; run tessel-tmem-allocation");
-  kernel.walk([&](GemmOp gemm) {
-    if (gemm.getInstruction() == GemmInstruction::tcgen05)
-      tcgen05GemmIndex.try_emplace(gemm, tcgen05GemmIndex.size());
+  // A completion barrier for each gemm that completes in place and each
+  // tile.mma_wait (for the issue_only gemms before it).
+  kernel.walk([&](Operation *op) {
+    auto gemm = llvm::dyn_cast<GemmOp>(op);
+    if ((gemm && gemm.getInstruction() == GemmInstruction::tcgen05 && !gemm.getIssueOnly()) ||
+        llvm::isa<MmaWaitOp>(op))
+      tcgen05GemmIndex.try_emplace(op, tcgen05GemmIndex.size());
   });
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointAfter(threadId.getDefiningOp());

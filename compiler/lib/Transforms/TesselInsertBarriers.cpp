@@ -43,12 +43,17 @@ struct AccessState {
   /// Writes that are mbarrier inits: thread 0 runs them all, so they do not
   /// conflict with one another.
   BufferSet inits;
+  /// Accumulators tcgen05 gemms read and write: one thread issues every
+  /// MMA and the tensor core runs them in order, so they do not conflict
+  /// with one another, only with other accesses.
+  BufferSet mma;
   void merge(const AccessState &other) {
     llvm::set_union(reads, other.reads);
     llvm::set_union(writes, other.writes);
     llvm::set_union(inits, other.inits);
+    llvm::set_union(mma, other.mma);
   }
-  bool empty() const { return reads.empty() && writes.empty(); }
+  bool empty() const { return reads.empty() && writes.empty() && mma.empty(); }
 };
 
 /// The shared-backed or tensor-memory buffer an operand lives in, unless a
@@ -81,8 +86,12 @@ static void collectAccesses(Operation *op, AccessState &acc) {
         .Case([&](CopyAsyncOp o) { note(o.getBarriers(), false), note(o.getDest(), true); })
         .Case([&](FillOp o) { note(o.getDest(), true); })
         .Case([&](GemmOp o) {
-          note(o.getA(), false), note(o.getB(), false), note(o.getC(), false);
-          note(o.getC(), true);
+          note(o.getA(), false), note(o.getB(), false);
+          if (o.getInstruction() == GemmInstruction::tcgen05) {
+            if (Value root = orderedRoot(o.getC())) acc.mma.insert(root.getAsOpaquePointer());
+            return;
+          }
+          note(o.getC(), false), note(o.getC(), true);
         })
         .Case([&](ReduceOp o) {
           note(o.getSource(), false), note(o.getDest(), false), note(o.getDest(), true);
@@ -95,7 +104,7 @@ static void collectAccesses(Operation *op, AccessState &acc) {
           note(o.getBarriers(), true);
           if (Value root = orderedRoot(o.getBarriers())) acc.inits.insert(root.getAsOpaquePointer());
         })
-        .Case<MbarrierArriveOp, MbarrierExpectTxOp, MbarrierWaitOp>(
+        .Case<MbarrierArriveOp, MbarrierExpectTxOp, MbarrierWaitOp, MmaCommitOp>(
             [&](Operation *o) { note(o->getOperand(0), false); })
         .Case([&](memref::LoadOp o) { note(o.getMemRef(), false); })
         .Case([&](memref::StoreOp o) { note(o.getMemRef(), true); });
@@ -105,10 +114,14 @@ static void collectAccesses(Operation *op, AccessState &acc) {
 static bool conflicts(const AccessState &pending, const AccessState &next) {
   for (void *w : next.writes) {
     bool bothInit = next.inits.contains(w) && pending.inits.contains(w);
-    if (pending.reads.contains(w) || (pending.writes.contains(w) && !bothInit)) return true;
+    if (pending.reads.contains(w) || pending.mma.contains(w) ||
+        (pending.writes.contains(w) && !bothInit))
+      return true;
   }
   for (void *r : next.reads)
-    if (pending.writes.contains(r)) return true;
+    if (pending.writes.contains(r) || pending.mma.contains(r)) return true;
+  for (void *m : next.mma)
+    if (pending.reads.contains(m) || pending.writes.contains(m)) return true;
   return false;
 }
 

@@ -521,7 +521,7 @@ LogicalResult TileLowering::run() {
     if (llvm::isa<CopyOp, FillOp, GemmOp, ReduceOp, AtomicAddOp, ParallelOp, PipelinedOp,
                   BarrierOp, RoleOp, CopyAsyncOp, MbarrierInitOp, MbarrierArriveOp,
                   MbarrierExpectTxOp, MbarrierWaitOp, FenceProxyAsyncOp, FenceMbarrierInitOp,
-                  CpAsyncCommitOp, CpAsyncWaitOp, SignalOp, WaitOp>(op))
+                  CpAsyncCommitOp, CpAsyncWaitOp, SignalOp, WaitOp, MmaCommitOp, MmaWaitOp>(op))
       work.push_back(op);
   });
   decidePacking();
@@ -557,7 +557,9 @@ LogicalResult TileLowering::run() {
           tilenv::CpAsyncWaitOp::create(b, loc, b.getI64IntegerAttr(o.getPending()));
         })
         .Case([&](FenceMbarrierInitOp) { tilenv::FenceMbarrierInitOp::create(b, loc); })
-        .Case<SignalOp, WaitOp>([&](Operation *o) { lowerFlag(o); });
+        .Case<SignalOp, WaitOp>([&](Operation *o) { lowerFlag(o); })
+        .Case([&](MmaCommitOp o) { lowerMmaCommit(o); })
+        .Case([&](MmaWaitOp o) { completeMmas(o); });
     if (mlir::failed(failure)) return mlir::failure();
   }
   for (Operation *op : llvm::reverse(work)) op->erase();

@@ -17,7 +17,11 @@
 //            each warp arrives on empty[k % S]
 //
 // The producer runs up to S loads ahead of the consumers, who never wait
-// on each other.
+// on each other. When the body's only readers of the stages are tcgen05
+// gemms (sm_100a), the consumers' first thread issues the MMAs without
+// waiting, a tcgen05.commit on empty[k % S] (one arrival) frees the stage
+// when they complete, and the consumers wait for the MMAs once, after the
+// loop (tile.mma_wait).
 //
 //===----------------------------------------------------------------------===//
 #include "PipelinePlanning.h"
@@ -184,6 +188,37 @@ static std::string whyNoPingpong(PipelinedOp loop, KernelOp kernel) {
   return "";
 }
 
+/// The loop body's tcgen05 gemms when they are the only readers of the
+/// stages and nothing else in the body touches their accumulators: their
+/// MMAs can then run behind the consumers, each stage released by a
+/// tcgen05.commit when the MMAs reading it complete. Empty otherwise.
+static SmallVector<GemmOp> asyncMmas(PipelinePlan &plan) {
+  Block &body = plan.loop.getBody().front();
+  SmallVector<GemmOp> gemms;
+  DenseSet<Value> staged, accumulators;
+  for (PipelineLoad &load : plan.loads) staged.insert(load.buffer.getResult());
+  body.walk([&](GemmOp gemm) {
+    if (gemm.getInstruction() == GemmInstruction::tcgen05) {
+      gemms.push_back(gemm);
+      accumulators.insert(getRootBuffer(gemm.getC()));
+    }
+  });
+  if (gemms.empty()) return {};
+  for (Operation &op : body) {
+    bool isLoad = llvm::any_of(plan.loads, [&](PipelineLoad &l) { return l.copy == &op; });
+    if (isLoad || llvm::is_contained(gemms, llvm::dyn_cast<GemmOp>(op))) continue;
+    WalkResult touches = op.walk([&](Operation *inner) {
+      for (Value v : inner->getOperands())
+        if (llvm::isa<MemRefType>(v.getType()) &&
+            (staged.contains(getRootBuffer(v)) || accumulators.contains(getRootBuffer(v))))
+          return WalkResult::interrupt();
+      return WalkResult::advance();
+    });
+    if (touches.wasInterrupted()) return {};
+  }
+  return gemms;
+}
+
 struct Specializer {
   OpBuilder b;
   PipelinePlan plan;
@@ -194,9 +229,12 @@ struct Specializer {
     Location loc = loop.getLoc();
     PipelineBuilder pb{b, loc, plan};
     int64_t consumers = kernel.getThreads();
+    // tcgen05 gemms that only read the stages release them by commit: one
+    // arrival per stage, from the MMAs, not one per consumer warp.
+    SmallVector<GemmOp> mmas = asyncMmas(plan);
     pb.multiBuffer();
     Value full = pb.createBarriers(kernel, 1, "full");
-    Value empty = pb.createBarriers(kernel, consumers / 32, "empty");
+    Value empty = pb.createBarriers(kernel, mmas.empty() ? consumers / 32 : 1, "empty");
     kernel.setThreads(consumers + kProducerThreads);
 
     // Everything with effects moves into the consumer role, in order.
@@ -277,7 +315,17 @@ struct Specializer {
     MbarrierWaitOp::create(b, loc, full, stage, pb.parityOf(k));
     pb.useStage(consume.getRegion(), stage);
     b.setInsertionPoint(body->getTerminator());
-    MbarrierArriveOp::create(b, loc, empty, stage);
+    if (mmas.empty()) {
+      MbarrierArriveOp::create(b, loc, empty, stage);
+    } else {
+      // The consumers' first thread issues the MMAs and goes on; the
+      // commit frees the stage when they are done, and after the loop
+      // every consumer waits for the last of them.
+      for (GemmOp gemm : mmas) gemm.setIssueOnly(true);
+      MmaCommitOp::create(b, loc, empty, stage);
+      b.setInsertionPointAfter(consume);
+      MmaWaitOp::create(b, loc);
+    }
     if (loop.getPingpong()) consume->setAttr(kPingpongAttr, b.getUnitAttr());
     loop->erase();
   }

@@ -183,6 +183,10 @@ private:
   void copyTmem(tile::CopyOp op);
   void fillTmem(tile::FillOp op);
   void lowerTcgen05Gemm(tile::GemmOp op);
+  /// The issuing thread commits the MMAs issued so far to `op`'s barrier;
+  /// every thread waits for them and fences.
+  void completeMmas(mlir::Operation *op);
+  void lowerMmaCommit(tile::MmaCommitOp op);
   /// Fills packAFirst, before any gemm is lowered.
   void decidePacking();
   void lowerReduce(tile::ReduceOp op);
@@ -221,8 +225,9 @@ private:
   /// the base every thread read from it.
   tile::AllocOp tmemBaseWord;
   mlir::Value tmemBase;
-  /// Each tcgen05 gemm's commit mbarrier (an element of one shared buffer)
-  /// and the phase every thread waits for next (a local i32 per gemm).
+  /// The commit mbarrier of each tcgen05 gemm that completes in place and
+  /// each tile.mma_wait (an element of one shared buffer), and the phase
+  /// every thread waits for next (a local i32 each).
   mlir::Value tcgen05Barriers, tcgen05Phases;
   llvm::DenseMap<mlir::Operation *, int64_t> tcgen05GemmIndex;
   /// Makes threadId/threads those of the tile.role around `op` (or the block).

@@ -98,3 +98,31 @@ tile.kernel @no_step() grid(%bx) = affine_map<() -> (1)> threads(128) attributes
 tile.kernel @unplaced() grid(%bx) = affine_map<() -> (1)> threads(128) {
   %t = tile.alloc : memref<128x32xf32, #tile.space<tmem>>
 }
+
+// -----
+
+// An issue_only gemm stops after its MMAs; tile.mma_commit is the issuing
+// thread's tcgen05.commit on the given barrier; tile.mma_wait commits to a
+// barrier of its own that every thread waits on, then fences.
+// SM100-LABEL: tile.kernel @async_mmas
+// SM100: %[[DONE:.*]] = tile.alloc {name = "tcgen05_done"{{.*}} : memref<1xi64, #tile.space<shared>>
+// SM100: tilenv.tcgen05_mma
+// SM100-NOT: tilenv.mbarrier_wait
+// SM100: scf.if
+// SM100-NEXT: tilenv.tcgen05_commit
+// SM100-NOT: tilenv.mbarrier_wait
+// SM100: tilenv.smem_address %[[DONE]]
+// SM100: scf.if
+// SM100-NEXT: tilenv.tcgen05_commit %[[ADDR:.*]]
+// SM100: tilenv.mbarrier_wait %[[ADDR]] parity
+// SM100: tilenv.tcgen05_fence_after
+tile.kernel @async_mmas() grid(%bx) = affine_map<() -> (1)> threads(128) attributes {tmem_columns = 64 : i64} {
+  %a = tile.alloc {layout = #tile.shared<[128, 64], elem = 2, swizzle = 128, pad = 0>} : memref<128x64xf16, #tile.space<shared>>
+  %b = tile.alloc {layout = #tile.shared<[64, 64], elem = 2, swizzle = 128, pad = 0>} : memref<64x64xf16, #tile.space<shared>>
+  %acc = tile.alloc {offset = 0 : i64} : memref<128x64xf32, #tile.space<tmem>>
+  %empty = tile.alloc : memref<2xi64, #tile.space<shared>>
+  %c1 = arith.constant 1 : index
+  tile.gemm %a, %b, %acc {instruction = #tile.instr<tcgen05>, warps = array<i64: 1, 1>, issue_only} : memref<128x64xf16, #tile.space<shared>>, memref<64x64xf16, #tile.space<shared>>, memref<128x64xf32, #tile.space<tmem>>
+  tile.mma_commit %empty[%c1] : memref<2xi64, #tile.space<shared>>
+  tile.mma_wait
+}

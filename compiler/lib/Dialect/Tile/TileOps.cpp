@@ -338,6 +338,8 @@ LogicalResult GemmOp::verify() {
   if (failed(checkSpace(getA(), "A", false)) || failed(checkSpace(getB(), "B", false)) ||
       failed(checkSpace(getC(), "C", true)))
     return failure();
+  if (getIssueOnly() && spaceOf(getC()) != MemorySpace::tmem)
+    return emitOpError("only a gemm into tensor memory (tcgen05) completes later (issue_only)");
   if (a.getRank() != 2 || b.getRank() != 2 || c.getRank() != 2)
     return emitOpError("operands must be 2-D, got A ")
            << shapeString(a.getShape()) << ", B " << shapeString(b.getShape()) << ", C "
@@ -610,6 +612,7 @@ LogicalResult MbarrierInitOp::verify() {
   return verifyBarriers(*this, getBarriers());
 }
 LogicalResult MbarrierArriveOp::verify() { return verifyBarriers(*this, getBarriers()); }
+LogicalResult MmaCommitOp::verify() { return verifyBarriers(*this, getBarriers()); }
 LogicalResult MbarrierExpectTxOp::verify() {
   if (getBytes() <= 0 || getBytes() >= (1 << 20))
     return emitOpError("transaction bytes must be in (0, 2^20), got ") << getBytes();

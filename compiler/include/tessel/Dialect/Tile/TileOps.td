@@ -183,14 +183,17 @@ def Tile_GemmOp : Tile_Op<"gemm"> {
     how the tile is split over warps: `square` (per-warp tiles as square as
     possible), `full_row` (warps along M only) or `full_col` (along N only).
     tessel-layout-inference sets `instruction` and `warps` (the warp grid, or
-    for wgmma the warpgroup grid, as [along M, along N]).
+    for wgmma the warpgroup grid, as [along M, along N]). C in tensor memory
+    makes it tcgen05.mma; such a gemm is complete when the op is, unless
+    `issue_only` (set by tessel-warp-specialize): then its MMAs are issued
+    and complete later, through tile.mma_commit and tile.mma_wait.
   }];
   let arguments = (ins AnyMemRef:$a, AnyMemRef:$b, AnyMemRef:$c,
                        UnitAttr:$transpose_a, UnitAttr:$transpose_b,
                        UnitAttr:$clear_accum,
                        DefaultValuedAttr<Tile_WarpPolicyAttr, "::tessel::tile::WarpPolicy::square">:$policy,
                        OptionalAttr<Tile_GemmInstructionAttr>:$instruction,
-                       OptionalAttr<DenseI64ArrayAttr>:$warps);
+                       OptionalAttr<DenseI64ArrayAttr>:$warps, UnitAttr:$issue_only);
   let assemblyFormat = [{
     $a `,` $b `,` $c attr-dict `:` type($a) `,` type($b) `,` type($c)
   }];
@@ -375,6 +378,28 @@ def Tile_MbarrierArriveOp : Tile_Op<"mbarrier_arrive"> {
   let arguments = (ins AnyMemRef:$barriers, Index:$index);
   let assemblyFormat = "$barriers `[` $index `]` attr-dict `:` type($barriers)";
   let hasVerifier = 1;
+}
+
+def Tile_MmaCommitOp : Tile_Op<"mma_commit"> {
+  let summary = "barriers[index] gets one arrival once the MMAs issued so far complete";
+  let description = [{
+    tcgen05.commit by the thread that issues the executing threads' gemms
+    (their first): releases what those MMAs read, such as a pipeline
+    stage, without waiting for them.
+  }];
+  let arguments = (ins AnyMemRef:$barriers, Index:$index);
+  let assemblyFormat = "$barriers `[` $index `]` attr-dict `:` type($barriers)";
+  let hasVerifier = 1;
+}
+
+def Tile_MmaWaitOp : Tile_Op<"mma_wait"> {
+  let summary = "the executing threads wait until every MMA they issued is complete";
+  let description = [{
+    After gemms with `issue_only`: a commit to a barrier of the lowering's
+    and a wait on it by every executing thread, then the tcgen05 fence, so
+    that the accumulator may be read.
+  }];
+  let assemblyFormat = "attr-dict";
 }
 
 def Tile_MbarrierExpectTxOp : Tile_Op<"mbarrier_expect_tx"> {
