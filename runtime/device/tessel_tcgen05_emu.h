@@ -305,22 +305,45 @@ __device__ inline float operand(const SmemDesc &d, bool mn_major, int mn, int k,
   return as_float(shared_u16(operand_address(d.start, d.lbo, d.sbo, d.mode, mn_major, mn, k)), bf16);
 }
 
-/// tcgen05.mma.cta_group::1.kind::f16 with A and B in shared memory, by the
-/// issuing thread: D[m, n] (+)= sum over 16 k of A[m, k] B[k, n] in fp32.
-__device__ inline void tcgen05_mma(unsigned d, unsigned long long a_desc,
-                                   unsigned long long b_desc, unsigned idesc, bool accumulate) {
+/// Where the MMA's A comes from: shared memory through a descriptor (ss),
+/// or tensor memory (ts: row m in lane m + the address's lane, K packed two
+/// 16-bit values a column from the address's column).
+struct OperandA {
+  bool in_tmem;
+  SmemDesc desc;
+  int lane0, column0;
+};
+
+__device__ inline float a_element(const OperandA &a, bool mn_major, int m, int k, bool bf16) {
+  if (!a.in_tmem) return operand(a.desc, mn_major, m, k, bf16);
+  unsigned cellA = image(block_sm, a.lane0 + m, a.column0 + k / 2);
+  return as_float(static_cast<unsigned short>(k % 2 ? cellA >> 16 : cellA & 0xFFFF), bf16);
+}
+
+/// tcgen05.mma.cta_group::1.kind::f16, by the issuing thread: D[m, n] (+)=
+/// sum over 16 k of A[m, k] B[k, n] in fp32.
+__device__ inline void mma(unsigned d, const OperandA &a, unsigned long long b_desc,
+                           unsigned idesc, bool accumulate) {
   InstrDesc x = decode_instr_desc(idesc);
-  SmemDesc a = decode_smem_desc(a_desc), b = decode_smem_desc(b_desc);
+  SmemDesc b = decode_smem_desc(b_desc);
   if (x.d_type != 1) fail("tcgen05.mma emulation: only an f32 accumulator (D type 1)", x.d_type, 1);
   if (x.a_type > 1 || x.a_type != x.b_type)
     fail("tcgen05.mma kind::f16: A and B both f16 (0) or both bf16 (1)", x.a_type, x.b_type);
   if (x.m != 128) fail("tcgen05.mma emulation: M = 128 only (every TMEM lane)", x.m, 128);
   if (x.n < 16 || x.n > 256 || x.n % 16)
     fail("tcgen05.mma M = 128: N from 16 to 256 in steps of 16", x.n, 256);
-  if (a.version != 1 || b.version != 1)
-    fail("tcgen05 shared-memory descriptor without version 1 in bits 46-47", a.version, 1);
-  if ((a.mode & 1) || (b.mode & 1))
-    fail("tcgen05 shared-memory descriptor with an odd swizzle mode", a.mode, b.mode);
+  if (b.version != 1 || (!a.in_tmem && a.desc.version != 1))
+    fail("tcgen05 shared-memory descriptor without version 1 in bits 46-47", b.version, 1);
+  if ((b.mode & 1) || (!a.in_tmem && (a.desc.mode & 1)))
+    fail("tcgen05 shared-memory descriptor with an odd swizzle mode", b.mode, 0);
+  if (a.in_tmem) {
+    if (x.a_mn_major) fail("tcgen05.mma: A in tensor memory is K-major (bit 15 clear)", 1, 0);
+    if (a.lane0 != 0) fail("tcgen05.mma: A in tensor memory starts at lane 0", a.lane0, 0);
+    if (a.column0 < static_cast<int>(block_first_column) ||
+        a.column0 + 8 > static_cast<int>(block_first_column + block_columns))
+      fail("tcgen05.mma: A's columns outside the block's tensor-memory allocation", a.column0 + 8,
+           static_cast<int>(block_first_column + block_columns));
+  }
   int column0 = static_cast<int>(d & 0xFFFF);
   if ((d >> 16) != 0) fail("tcgen05.mma: D starts at lane 0", static_cast<int>(d >> 16), 0);
   if (column0 < static_cast<int>(block_first_column) ||
@@ -330,7 +353,7 @@ __device__ inline void tcgen05_mma(unsigned d, unsigned long long a_desc,
   bool bf16 = x.a_type == 1;
   for (int m = 0; m < x.m; ++m) {
     float row[16];
-    for (int k = 0; k < 16; ++k) row[k] = operand(a, x.a_mn_major, m, k, bf16);
+    for (int k = 0; k < 16; ++k) row[k] = a_element(a, x.a_mn_major, m, k, bf16);
     for (int n = 0; n < x.n; ++n) {
       unsigned &cellD = image(block_sm, m, column0 + n);
       float acc = accumulate ? __uint_as_float(cellD) : 0.0f;
@@ -340,8 +363,17 @@ __device__ inline void tcgen05_mma(unsigned d, unsigned long long a_desc,
   }
 }
 
-__device__ inline void tcgen05_mma(unsigned, unsigned, unsigned long long, unsigned, bool) {
-  fail("tcgen05.mma with A in tensor memory (ts) is not emulated", 0, 0);
+/// The ss form: A and B in shared memory.
+__device__ inline void tcgen05_mma(unsigned d, unsigned long long a_desc,
+                                   unsigned long long b_desc, unsigned idesc, bool accumulate) {
+  mma(d, OperandA{false, decode_smem_desc(a_desc), 0, 0}, b_desc, idesc, accumulate);
+}
+
+/// The ts form: A in tensor memory at address `a`.
+__device__ inline void tcgen05_mma(unsigned d, unsigned a, unsigned long long b_desc,
+                                   unsigned idesc, bool accumulate) {
+  mma(d, OperandA{true, SmemDesc{}, static_cast<int>(a >> 16), static_cast<int>(a & 0xFFFF)},
+      b_desc, idesc, accumulate);
 }
 
 /// tcgen05.commit: the thread's MMAs are done (they ran synchronously), so

@@ -272,3 +272,34 @@ TEST_CASE("the sm_100a gemm is tcgen05 without spills, and its emulation compile
   CHECK_THROWS_WITH(entry.build(withDefaults(entry, {{"block_m", "64"}}, "sm_100a")),
                     Catch::Contains("a tcgen05 gemm takes block_m = 128"));
 }
+
+// The ts form (A stored into tensor memory from registers) assembles for
+// sm_100a and compiles for its emulation.
+TEST_CASE("a tcgen05 gemm with A in tensor memory compiles for sm_100a") {
+  Program p("tmem_ts_gemm");
+  Tensor x = p.tensor("X", {128, 64}, DType::bf16);
+  Tensor w = p.tensor("W", {64, 128}, DType::bf16);
+  Tensor y = p.tensor("Y", {128, 128}, DType::f32);
+  p.kernel({1}, 128, [&](Expr) {
+    Buffer xa = alloc_fragment({128, 64}, DType::bf16, "x_regs");
+    Buffer a = alloc_tmem({128, 64}, DType::bf16, "a");
+    Buffer ws = alloc_shared({64, 128}, DType::bf16, "w");
+    Buffer acc = alloc_tmem({128, 128}, DType::f32, "acc");
+    Buffer part = alloc_fragment({128, 64}, DType::f32, "part");
+    copy(x.tile({0, 0}, {128, 64}), xa);
+    copy(xa, a);
+    copy(w.tile({0, 0}, {64, 128}), ws);
+    gemm(a, ws, acc, {.clear_accum = true});
+    copy(acc.tile({0, 0}, {128, 64}), part);
+    copy(part, y.tile({0, 0}, {128, 64}));
+  });
+  Kernel k = compile(p, {"sm_100a", ""});
+  CHECK(k.ptx().find("tcgen05.mma.cta_group::1.kind::f16 [%r") != std::string::npos);
+  auto ptx = std::filesystem::temp_directory_path() / "tessel-ts-gemm.ptx";
+  std::ofstream(ptx) << k.ptx();
+  std::string cmd = fmt::format("{} -arch=sm_100a {} -o /dev/null", TESSEL_PTXAS, ptx.string());
+  CHECK(std::system(cmd.c_str()) == 0);
+  std::filesystem::remove(ptx);
+  CHECK(k.spillBytes() == 0);
+  CHECK(compile(p, {"sm_100a-emu", ""}).cuda().find("tessel::emu::tcgen05_mma(") != std::string::npos);
+}

@@ -181,12 +181,22 @@ void TileLowering::fillTmem(FillOp op) {
 void TileLowering::lowerTcgen05Gemm(GemmOp op) {
   std::optional<TmemView> c = resolveTmem(op, op.getC());
   if (!c) return;
-  Access a = resolve(op.getA()), bOp = resolve(op.getB());
-  std::optional<layout::SharedLayout> la = descriptorLayout(op, a, "A");
+  // A from shared memory through descriptors (ss), or from tensor memory
+  // (ts: row m in lane m, K packed along the columns).
+  std::optional<TmemView> aTmem;
+  if (getMemorySpace(llvm::cast<MemRefType>(op.getA().getType())) == MemorySpace::tmem) {
+    aTmem = resolveTmem(op, op.getA());
+    if (!aTmem) return;
+  }
+  Access a = aTmem ? Access{} : resolve(op.getA()), bOp = resolve(op.getB());
+  std::optional<layout::SharedLayout> la =
+      aTmem ? std::optional<layout::SharedLayout>() : descriptorLayout(op, a, "A");
   std::optional<layout::SharedLayout> lb = descriptorLayout(op, bOp, "B");
-  if (!la || !lb) return;
+  if ((!aTmem && !la) || !lb) return;
   int64_t n = c->values;
-  int64_t k = op.getTransposeA() ? a.tileShape[0] : a.tileShape[1];
+  auto aType = llvm::cast<MemRefType>(op.getA().getType());
+  int64_t k = op.getTransposeA() ? aType.getDimSize(0) : aType.getDimSize(1);
+  Type operandType = aType.getElementType();
   bool aMnMajor = op.getTransposeA(), bMnMajor = !op.getTransposeB();
 
   // Ordered after the barrier that published the operands and the
@@ -197,7 +207,7 @@ void TileLowering::lowerTcgen05Gemm(GemmOp op) {
     guard(eq(threadId, zeroIdx));
     Value idesc = tilenv::Tcgen05InstrDescOp::create(
         b, loc, b.getI32Type(), b.getI64IntegerAttr(128), b.getI64IntegerAttr(n),
-        TypeAttr::get(a.elementType), TypeAttr::get(b.getF32Type()),
+        TypeAttr::get(operandType), TypeAttr::get(b.getF32Type()),
         aMnMajor ? b.getUnitAttr() : UnitAttr(), bMnMajor ? b.getUnitAttr() : UnitAttr());
     Value d = tmemAddress(*c, zeroIdx, zeroIdx);
     Value always = arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1);
@@ -207,8 +217,9 @@ void TileLowering::lowerTcgen05Gemm(GemmOp op) {
           op.getClearAccum()
               ? arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, kStep, idx(0)).getResult()
               : always;
-      Value descA = aMnMajor ? operandDescriptor(a, *la, true, k0, zeroIdx, true)
-                             : operandDescriptor(a, *la, false, zeroIdx, k0, true);
+      Value descA = aTmem ? tmemAddress(*aTmem, zeroIdx, k0)
+                    : aMnMajor ? operandDescriptor(a, *la, true, k0, zeroIdx, true)
+                               : operandDescriptor(a, *la, false, zeroIdx, k0, true);
       Value descB = bMnMajor ? operandDescriptor(bOp, *lb, true, k0, zeroIdx, true)
                              : operandDescriptor(bOp, *lb, false, zeroIdx, k0, true);
       tilenv::Tcgen05MmaOp::create(b, loc, d, descA, descB, idesc, accumulate);

@@ -197,12 +197,22 @@ LogicalResult LayoutInference::placeTcgen05Gemm(GemmOp gemm) {
   if (!c.getElementType().isF32())
     return gemm.emitError("tcgen05 gemm accumulates in f32 tensor memory, got ")
            << c.getElementType();
-  if (isFragment(gemm.getA()) || inTmem(gemm.getA()))
-    return gemm.emitError("tcgen05 gemm takes A from shared memory (A in tensor memory, the ts "
-                          "form, is not lowered yet)");
-  for (auto [name, operand] : {std::pair{"A", gemm.getA()}, {"B", gemm.getB()}})
-    if (getMemorySpace(llvm::cast<MemRefType>(operand.getType())) != MemorySpace::shared)
-      return gemm.emitError("tcgen05 gemm operand ") << name << " must be in shared memory";
+  if (isFragment(gemm.getA()))
+    return gemm.emitError("tcgen05 gemm takes A from shared or tensor memory, not registers");
+  if (inTmem(gemm.getA())) {
+    // The ts form: A [128, K] in tensor memory, row m in lane m, K packed
+    // two values to a column.
+    auto alloc = getRootBuffer(gemm.getA()).getDefiningOp<AllocOp>();
+    if (gemm.getTransposeA() || alloc.getUnpacked() || a.getDimSize(0) != 128)
+      return gemm.emitError("a tcgen05 operand A in tensor memory is [128, K], K-major and packed "
+                            "(two 16-bit values a column), got ")
+             << a << (gemm.getTransposeA() ? " transposed" : "")
+             << (alloc.getUnpacked() ? " unpacked" : "");
+  } else if (getMemorySpace(a) != MemorySpace::shared) {
+    return gemm.emitError("tcgen05 gemm operand A must be in shared or tensor memory");
+  }
+  if (getMemorySpace(llvm::cast<MemRefType>(gemm.getB().getType())) != MemorySpace::shared)
+    return gemm.emitError("tcgen05 gemm operand B must be in shared memory");
   if (m != 128)
     return gemm.emitError("tcgen05 gemm computes all 128 lanes (M = 128); got M = ") << m;
   if (n % 16 || n < 16 || n > 256)

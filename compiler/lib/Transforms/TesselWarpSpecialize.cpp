@@ -200,7 +200,10 @@ static SmallVector<GemmOp> asyncMmas(PipelinePlan &plan) {
   body.walk([&](GemmOp gemm) {
     if (gemm.getInstruction() == GemmInstruction::tcgen05) {
       gemms.push_back(gemm);
-      accumulators.insert(getRootBuffer(gemm.getC()));
+      // A in tensor memory (the ts form) is read as late as C is written.
+      for (Value v : {gemm.getA(), gemm.getC()})
+        if (getMemorySpace(llvm::cast<MemRefType>(v.getType())) == MemorySpace::tmem)
+          accumulators.insert(getRootBuffer(v));
     }
   });
   if (gemms.empty()) return {};

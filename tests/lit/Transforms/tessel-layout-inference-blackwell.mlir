@@ -69,7 +69,7 @@ tile.kernel @a_in_registers() grid(%bx) = affine_map<() -> (1)> threads(128) {
   %a = tile.alloc : memref<128x16xf16, #f>
   %b = tile.alloc : memref<16x64xf16, #s>
   %acc = tile.alloc : memref<128x64xf32, #t>
-  // expected-error @+1 {{tcgen05 gemm takes A from shared memory (A in tensor memory, the ts form, is not lowered yet)}}
+  // expected-error @+1 {{tcgen05 gemm takes A from shared or tensor memory, not registers}}
   tile.gemm %a, %b, %acc : memref<128x16xf16, #f>, memref<16x64xf16, #s>, memref<128x64xf32, #t>
 }
 
@@ -100,4 +100,33 @@ tile.kernel @from_shared() grid(%bx) = affine_map<() -> (1)> threads(128) {
   %t = tile.alloc : memref<128x32xf32, #t>
   // expected-error @+1 {{tensor memory is copied to and from fragments only (tcgen05.ld/st); copy through a fragment}}
   tile.copy %s, %t : memref<128x32xf32, #s>, memref<128x32xf32, #t>
+}
+
+// -----
+
+#s = #tile.space<shared>
+#t = #tile.space<tmem>
+
+// The ts form: A [128, K] packed in tensor memory.
+// CHECK-LABEL: tile.kernel @a_in_tmem
+// CHECK: tile.gemm {{.*}} {instruction = #tile.instr<tcgen05>, warps = array<i64: 1, 1>}
+tile.kernel @a_in_tmem() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc : memref<128x32xbf16, #t>
+  %b = tile.alloc : memref<32x64xbf16, #s>
+  %acc = tile.alloc : memref<128x64xf32, #t>
+  tile.gemm %a, %b, %acc : memref<128x32xbf16, #t>, memref<32x64xbf16, #s>, memref<128x64xf32, #t>
+}
+
+// -----
+
+#s = #tile.space<shared>
+#t = #tile.space<tmem>
+
+// Unpacked (one value a column) is the accumulator format, not A's.
+tile.kernel @a_unpacked() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc {unpacked} : memref<128x32xbf16, #t>
+  %b = tile.alloc : memref<32x64xbf16, #s>
+  %acc = tile.alloc : memref<128x64xf32, #t>
+  // expected-error @+1 {{a tcgen05 operand A in tensor memory is [128, K], K-major and packed (two 16-bit values a column), got 'memref<128x32xbf16, #tile.space<tmem>>' unpacked}}
+  tile.gemm %a, %b, %acc : memref<128x32xbf16, #t>, memref<32x64xbf16, #s>, memref<128x64xf32, #t>
 }

@@ -126,3 +126,17 @@ tile.kernel @async_mmas() grid(%bx) = affine_map<() -> (1)> threads(128) attribu
   tile.mma_commit %empty[%c1] : memref<2xi64, #tile.space<shared>>
   tile.mma_wait
 }
+
+// -----
+
+// The ts form: A's operand is its tensor-memory address, K = 16 a step
+// being 8 packed columns on.
+// SM100-LABEL: tile.kernel @ts_gemm
+// SM100: tilenv.tcgen05_idesc m = 128 n = 64 bf16 -> f32 trans_b
+// SM100: tilenv.tcgen05_mma %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} accumulate(%{{.*}}) : i32
+tile.kernel @ts_gemm() grid(%bx) = affine_map<() -> (1)> threads(128) attributes {tmem_columns = 128 : i64} {
+  %a = tile.alloc {offset = 64 : i64} : memref<128x32xbf16, #tile.space<tmem>>
+  %b = tile.alloc {layout = #tile.shared<[32, 64], elem = 2, swizzle = 128, pad = 0>} : memref<32x64xbf16, #tile.space<shared>>
+  %acc = tile.alloc {offset = 0 : i64} : memref<128x64xf32, #tile.space<tmem>>
+  tile.gemm %a, %b, %acc {instruction = #tile.instr<tcgen05>, warps = array<i64: 1, 1>, clear_accum} : memref<128x32xbf16, #tile.space<tmem>>, memref<32x64xbf16, #tile.space<shared>>, memref<128x64xf32, #tile.space<tmem>>
+}
