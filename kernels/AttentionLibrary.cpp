@@ -532,6 +532,13 @@ std::vector<LibraryKernel> tessel::kernels::attentionKernels() {
          return p;
        }(),
        [](const Params &p) { return flashAttentionBackward(backwardConfig(p)); }, checkBackward,
-       benchBackward},
+       benchBackward,
+       // Without wgmma (sm_80, and sm_100a until the backward pass is
+       // tcgen05) the mma.sync main kernel at 64 query rows a block spills
+       // (488 bytes at head_dim 128 on sm_100a); 32 rows fit.
+       [](const std::string &arch, const Params &overrides) {
+         if (arch == "sm_90a" || overrides.count("block_m")) return Params{};
+         return Params{{"block_m", "32"}};
+       }},
   };
 }

@@ -27,6 +27,8 @@ static void compileEverywhere(const std::string &name, const Params &overrides) 
     Kernel k = compile(program, {arch, ""});
     INFO(name << " on " << arch);
     CHECK(k.cubin().size() > 0);
+    // Every sm_100a build fits its registers.
+    if (arch == "sm_100a") CHECK(k.spillBytes() == 0);
     CHECK(k.ptx().find(".target " + arch) != std::string::npos);
     auto ptx = std::filesystem::temp_directory_path() / fmt::format("tessel-{}-{}.ptx", name, arch);
     std::ofstream(ptx) << k.ptx();
