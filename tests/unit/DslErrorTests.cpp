@@ -266,20 +266,32 @@ TEST_CASE("tensor memory: its rules at the user's line, and only on sm_100a") {
   });
   CHECK(compile(used, {"sm_100a", ""}).ptx().find("tcgen05.st.sync.aligned.32x32b.x32.b32") !=
         std::string::npos);
+  // One from shared memory goes through registers (ld.shared, then
+  // tcgen05.st); one between two tensor-memory buffers is refused at its line.
   Program fromShared("tmem_from_shared");
   fromShared.kernel({1}, 128, [&](Expr) {
     Buffer s = alloc_shared({128, 32}, DType::f32, "s");
+    Buffer t = alloc_tmem({128, 32}, DType::f32, "t");
+    clear(s);
+    copy(s, t);
+  });
+  CHECK(compile(fromShared, {"sm_100a", ""}).ptx().find("tcgen05.st.sync.aligned.32x32b.x32.b32") !=
+        std::string::npos);
+  Program between("tmem_to_tmem");
+  between.kernel({1}, 128, [&](Expr) {
+    Buffer s = alloc_tmem({128, 32}, DType::f32, "s");
     Buffer t = alloc_tmem({128, 32}, DType::f32, "t");
     copyLine = __LINE__ + 1;
     copy(s, t);
   });
   try {
-    compile(fromShared, {"sm_100a", ""});
-    FAIL("lowered a copy from shared into tensor memory");
+    compile(between, {"sm_100a", ""});
+    FAIL("lowered a copy between tensor-memory buffers");
   } catch (const Error &e) {
     std::string what = e.what();
     CHECK(what.find(here(copyLine)) != std::string::npos);
-    CHECK(what.find("tensor memory is copied to and from fragments only") != std::string::npos);
+    CHECK(what.find("tensor memory is copied to and from fragments, shared or global memory") !=
+          std::string::npos);
   }
   // 16-bit values move in pairs: a packed bf16 [128, 64] is 32 columns a
   // thread (.x32), an unpacked one 64 through .unpack::16b.
@@ -310,6 +322,6 @@ TEST_CASE("tensor memory: its rules at the user's line, and only on sm_100a") {
   } catch (const Error &e) {
     std::string what = e.what();
     CHECK(what.find(here(copyLine)) != std::string::npos);
-    CHECK(what.find("a tensor-memory copy does not convert") != std::string::npos);
+    CHECK(what.find("a tensor-memory copy to or from a fragment does not convert") != std::string::npos);
   }
 }

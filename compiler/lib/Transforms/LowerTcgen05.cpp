@@ -10,7 +10,8 @@
 //    .32x32b layout: thread = lane = row, register = column) is
 //    tcgen05.ld/st .32x32b by every warp at lane 32 * (warp % 4) and column
 //    `first + group * tmem_group_columns`, the warpgroup's share split into
-//    power-of-two issues. tcgen05.wait::ld/st completes the warp's part and
+//    power-of-two issues. A copy to or from shared or global memory goes
+//    through registers the same way, 32 at a time (not tcgen05.cp). tcgen05.wait::ld/st completes the warp's part and
 //    tcgen05.fence::before_thread_sync orders it before the barrier
 //    tessel-insert-barriers puts between it and a later MMA.
 //  - A gemm into tensor memory is tcgen05.mma.cta_group::1.kind::f16 from
@@ -115,46 +116,75 @@ void TileLowering::moveTmemRuns(bool load, Value address, Value regs, int64_t re
   tilenv::Tcgen05FenceBeforeOp::create(b, loc);
 }
 
+void TileLowering::moveTmemValues(bool load, const TmemView &view, Value address, Value values,
+                                  int64_t count) {
+  if (view.element.getIntOrFloatBitWidth() == 32)
+    return moveTmemRuns(load, address, values, count, false, count);
+  // 16-bit values travel in pairs, value 2w and 2w + 1 in word w: one
+  // column (packed) or two with .pack/.unpack::16b.
+  int64_t words = count / 2;
+  Value pairs = allocLocal(words, b.getI32Type());
+  if (!load)
+    unrolledFor(words, [&](Value w) {
+      Value lo = memref::LoadOp::create(b, loc, values, ValueRange{mul(w, idx(2))});
+      Value hi = memref::LoadOp::create(b, loc, values, ValueRange{add(mul(w, idx(2)), idx(1))});
+      Value packed = tilenv::PackPairOp::create(b, loc, b.getI32Type(), lo, hi);
+      memref::StoreOp::create(b, loc, packed, pairs, ValueRange{w});
+    });
+  moveTmemRuns(load, address, pairs, words, !view.packed, words);
+  if (load)
+    unrolledFor(words, [&](Value w) {
+      Value packed = memref::LoadOp::create(b, loc, pairs, ValueRange{w});
+      auto halves = tilenv::UnpackPairOp::create(b, loc, view.element, view.element, packed);
+      memref::StoreOp::create(b, loc, halves.getLo(), values, ValueRange{mul(w, idx(2))});
+      memref::StoreOp::create(b, loc, halves.getHi(), values, ValueRange{add(mul(w, idx(2)), idx(1))});
+    });
+}
+
 void TileLowering::copyTmem(CopyOp op) {
   bool load = getMemorySpace(llvm::cast<MemRefType>(op.getSource().getType())) == MemorySpace::tmem;
   Value tmem = load ? op.getSource() : op.getDest();
   std::optional<TmemView> view = resolveTmem(op, tmem);
   if (!view) return;
-  Access frag = resolve(load ? op.getDest() : op.getSource());
-  if (!frag.isFragment())
-    return fail(op, "tensor memory is copied to and from fragments only; run "
-                    "tessel-layout-inference");
-  if (frag.elementType != view->element)
-    return fail(op, "a tensor-memory copy does not convert: the fragment holds " +
-                        llvm::Twine(view->element.getIntOrFloatBitWidth()) + "-bit values of the "
-                        "buffer's type, converted in registers before or after");
   auto step = op->getAttrOfType<IntegerAttr>("tmem_group_columns");
   if (!step) return fail(op, "tensor-memory copy has no column step; run tessel-tmem-allocation");
   int64_t share = view->values / (threads / 128);
   Value address = warpTmemAddress(*view, step.getInt());
-  if (view->element.getIntOrFloatBitWidth() == 32)
-    return moveTmemRuns(load, address, frag.root, share, false, share);
+  Access other = resolve(load ? op.getDest() : op.getSource());
+  if (other.isFragment()) {
+    // The fragment's .32x32b layout: register r is column r of the share.
+    if (other.elementType != view->element)
+      return fail(op, "a tensor-memory copy to or from a fragment does not convert: the "
+                      "fragment holds the buffer's type, converted in registers before or after");
+    return moveTmemValues(load, *view, address, other.root, share);
+  }
 
-  // 16-bit values travel in pairs, register 2w and 2w + 1 of the fragment
-  // in word w: one column (packed) or two with .pack/.unpack::16b.
-  int64_t words = share / 2;
-  Value pairs = allocLocal(words, b.getI32Type());
-  if (!load)
-    unrolledFor(words, [&](Value w) {
-      Value lo = memref::LoadOp::create(b, loc, frag.root, ValueRange{mul(w, idx(2))});
-      Value hi = memref::LoadOp::create(b, loc, frag.root, ValueRange{add(mul(w, idx(2)), idx(1))});
-      Value packed = tilenv::PackPairOp::create(b, loc, b.getI32Type(), lo, hi);
-      memref::StoreOp::create(b, loc, packed, pairs, ValueRange{w});
-    });
-  moveTmemRuns(load, address, pairs, words, !view->packed, words);
-  if (load)
-    unrolledFor(words, [&](Value w) {
-      Value packed = memref::LoadOp::create(b, loc, pairs, ValueRange{w});
-      auto halves = tilenv::UnpackPairOp::create(b, loc, view->element, view->element, packed);
-      memref::StoreOp::create(b, loc, halves.getLo(), frag.root, ValueRange{mul(w, idx(2))});
-      memref::StoreOp::create(b, loc, halves.getHi(), frag.root,
-                              ValueRange{add(mul(w, idx(2)), idx(1))});
-    });
+  // Shared or global memory, through registers: each thread moves its row
+  // (its TMEM lane) of its warpgroup's share, 32 registers at a time, with
+  // the element type converted on the memory side.
+  Value warp = divC(threadId, 32);
+  Value row = add(mul(remC(warp, 4), idx(32)), remC(threadId, 32));
+  Value firstColumn = mul(divC(warp, 4), idx(share));
+  bool halves = view->element.getIntOrFloatBitWidth() == 16;
+  int64_t chunk = std::min<int64_t>(share, halves ? 64 : 32);
+  Value regs = allocLocal(chunk, view->element);
+  for (int64_t at = 0; at < share; at += chunk) {
+    Value chunkAddress = arith::AddIOp::create(
+        b, loc, address,
+        arith::ConstantIntOp::create(b, loc, b.getI32Type(), view->packed ? at / 2 : at));
+    auto column = [&](Value i) { return add(add(firstColumn, idx(at)), i); };
+    if (!load)
+      unrolledFor(chunk, [&](Value i) {
+        Value v = convert(this->load(other, ValueRange{row, column(i)}), view->element);
+        memref::StoreOp::create(b, loc, v, regs, ValueRange{i});
+      });
+    moveTmemValues(load, *view, chunkAddress, regs, chunk);
+    if (load)
+      unrolledFor(chunk, [&](Value i) {
+        Value v = memref::LoadOp::create(b, loc, regs, ValueRange{i});
+        store(other, ValueRange{row, column(i)}, convert(v, other.elementType));
+      });
+  }
 }
 
 void TileLowering::fillTmem(FillOp op) {

@@ -232,9 +232,11 @@ LogicalResult LayoutInference::placeTmemCopy(CopyOp copy) {
   bool fromTmem = inTmem(copy.getSource());
   Value tmem = fromTmem ? copy.getSource() : copy.getDest();
   Value other = fromTmem ? copy.getDest() : copy.getSource();
-  if (!isFragment(other))
-    return copy.emitError("tensor memory is copied to and from fragments only (tcgen05.ld/st); "
-                          "copy through a fragment");
+  MemorySpace otherSpace = getMemorySpace(llvm::cast<MemRefType>(other.getType()));
+  if (otherSpace == MemorySpace::tmem || otherSpace == MemorySpace::local)
+    return copy.emitError("tensor memory is copied to and from fragments, shared or global "
+                          "memory, not ")
+           << stringifyMemorySpace(otherSpace) << " memory";
   auto view = llvm::cast<MemRefType>(tmem.getType());
   int64_t n = view.getRank() == 2 ? view.getDimSize(1) : 0;
   if (view.getRank() != 2 || view.getDimSize(0) != 128 || threads % 128 || !llvm::isPowerOf2_64(n) ||
@@ -242,6 +244,7 @@ LogicalResult LayoutInference::placeTmemCopy(CopyOp copy) {
     return copy.emitError("a tensor-memory copy moves a [128, n] tile, n a power of two, by whole "
                           "warpgroups (at least one column each); got ")
            << view << " on " << threads << " threads";
+  if (!isFragment(other)) return success(); // through registers, row by row
   return assign(other, FragmentLayout::tmemRows(n, threads / 128), copy);
 }
 

@@ -180,6 +180,10 @@ private:
   /// and tcgen05.fence::before_thread_sync.
   void moveTmemRuns(bool load, mlir::Value address, mlir::Value regs, int64_t registers,
                     bool halves, int64_t widest);
+  /// `count` values of the view's type in `values` (a thread's registers)
+  /// to or from the columns at `address`; 16-bit values in pairs.
+  void moveTmemValues(bool load, const TmemView &view, mlir::Value address, mlir::Value values,
+                      int64_t count);
   void copyTmem(tile::CopyOp op);
   void fillTmem(tile::FillOp op);
   void lowerTcgen05Gemm(tile::GemmOp op);

@@ -94,12 +94,12 @@ tile.kernel @forced_wgmma() grid(%bx) = affine_map<() -> (1)> threads(128) {
 #f = #tile.space<fragment>
 #t = #tile.space<tmem>
 
-// Tensor memory moves to and from fragments (tcgen05.ld/st) only.
-tile.kernel @from_shared() grid(%bx) = affine_map<() -> (1)> threads(128) {
-  %s = tile.alloc : memref<128x32xf32, #s>
+// Tensor memory moves to and from fragments, shared or global memory.
+tile.kernel @tmem_to_tmem() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %s = tile.alloc : memref<128x32xf32, #t>
   %t = tile.alloc : memref<128x32xf32, #t>
-  // expected-error @+1 {{tensor memory is copied to and from fragments only (tcgen05.ld/st); copy through a fragment}}
-  tile.copy %s, %t : memref<128x32xf32, #s>, memref<128x32xf32, #t>
+  // expected-error @+1 {{tensor memory is copied to and from fragments, shared or global memory, not tmem memory}}
+  tile.copy %s, %t : memref<128x32xf32, #t>, memref<128x32xf32, #t>
 }
 
 // -----

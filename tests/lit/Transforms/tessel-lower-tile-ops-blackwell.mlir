@@ -140,3 +140,18 @@ tile.kernel @ts_gemm() grid(%bx) = affine_map<() -> (1)> threads(128) attributes
   %acc = tile.alloc {offset = 0 : i64} : memref<128x64xf32, #tile.space<tmem>>
   tile.gemm %a, %b, %acc {instruction = #tile.instr<tcgen05>, warps = array<i64: 1, 1>, clear_accum} : memref<128x32xbf16, #tile.space<tmem>>, memref<32x64xbf16, #tile.space<shared>>, memref<128x64xf32, #tile.space<tmem>>
 }
+
+// -----
+
+// Tensor memory to shared memory goes through registers: a .x32 load of
+// the thread's row, waited for, then the stores.
+// SM100-LABEL: tile.kernel @tmem_to_shared
+// SM100: tilenv.tcgen05_ld %{{.*}} -> %{{.*}} s32x32b x 32
+// SM100-NEXT: tilenv.tcgen05_wait_ld
+// SM100-NEXT: tilenv.tcgen05_fence_before
+// SM100: memref.store
+tile.kernel @tmem_to_shared() grid(%bx) = affine_map<() -> (1)> threads(128) attributes {tmem_columns = 32 : i64} {
+  %t = tile.alloc {offset = 0 : i64} : memref<128x32xf32, #tile.space<tmem>>
+  %s = tile.alloc : memref<128x32xf32, #tile.space<shared>>
+  tile.copy %t, %s {tmem_group_columns = 32 : i64} : memref<128x32xf32, #tile.space<tmem>>, memref<128x32xf32, #tile.space<shared>>
+}
