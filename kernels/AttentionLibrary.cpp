@@ -517,10 +517,30 @@ std::vector<LibraryKernel> tessel::kernels::attentionKernels() {
          p["shards"] = "0";
          // > 0 (causal): query row i sits at key position query_offset + i.
          p["query_offset"] = "0";
+         // registers: accumulators in registers (wgmma, mma.sync); ss:
+         // tcgen05 with S and O in tensor memory (sm_100a).
+         p["variant"] = "registers";
          return p;
        }(),
-       [](const Params &p) { return flashAttentionForward(attentionConfig(p)); },
-       checkForward, benchForward},
+       [](const Params &p) {
+         bool tcgen05 = choiceParam<bool>(p, "variant", {{"registers", false}, {"ss", true}});
+         return tcgen05 ? flashAttentionForwardTcgen05(attentionConfig(p))
+                        : flashAttentionForward(attentionConfig(p));
+       },
+       checkForward, benchForward,
+       // sm_100a: the tcgen05 form, where the options asked for have one
+       // (K a block ahead, streamed shards and query offsets are the
+       // register kernel's).
+       [](const std::string &arch, const Params &overrides) {
+         auto on = [&](const char *key) {
+           auto it = overrides.find(key);
+           return it != overrides.end() && it->second != "0";
+         };
+         if (arch.rfind("sm_100a", 0) != 0 || overrides.count("variant") || on("overlap") ||
+             on("shards") || on("query_offset"))
+           return Params{};
+         return Params{{"variant", "ss"}};
+       }},
       {"flash_attention_bwd",
        "dQ, dK, dV of attention: preprocess (delta), main kernel with region atomic_add of dQ, "
        "postprocess; GQA dK/dV by atomics or split slices",

@@ -214,20 +214,26 @@ TEST_CASE("a gemm with A in tensor memory matches the reference", "[gpu][tcgen05
   CHECK(r.passed);
 }
 
-// The attention kernels as sm_100a builds them today (mma.sync under TMA and
-// warp specialization, the backward pass at its sm_100a block size), run
-// through the emulation target: the sm_100a pipeline on real hardware.
+// The attention kernels as sm_100a builds them, run through the emulation
+// target: the forward pass in the tcgen05 `ss` form (S and O in tensor
+// memory), the backward pass as mma.sync under TMA and warp specialization
+// at its sm_100a block size. MHA and GQA (groups 1, 2, 8), causal and full,
+// packed sequences with a length of 1.
 TEST_CASE("attention built for sm_100a matches the reference", "[gpu][tcgen05]") {
   if (!hopper()) return;
   for (auto [name, overrides] :
        {std::pair<std::string, Params>{"flash_attention_fwd", {}},
-        {"flash_attention_fwd", {{"causal", "1"}, {"head_dim", "64"}}},
+        {"flash_attention_fwd", {{"causal", "1"}, {"head_dim", "64"}, {"heads_kv", "4"}}},
+        {"flash_attention_fwd", {{"heads_q", "8"}, {"heads_kv", "1"}, {"warp_specialize", "off"}}},
+        {"flash_attention_fwd", {{"varlen", "1"}, {"causal", "1"}}},
         {"flash_attention_bwd", {}},
         {"flash_attention_bwd", {{"causal", "1"}, {"varlen", "1"}, {"kv_reduction", "split"}}}}) {
     const LibraryKernel &entry = findKernel(name);
     Params p = withDefaults(entry, overrides, kEmulated);
     Program program = entry.build(p);
     Kernel k = compile(program, {kEmulated});
+    if (name == "flash_attention_fwd")
+      CHECK(k.cuda().find("tessel::emu::tcgen05_mma(") != std::string::npos);
     uint64_t seed = std::random_device{}();
     CheckResult r = entry.check(k, p, seed);
     fmt::print("{} for sm_100a (emulated) {}: rel error {:.3e} (tolerance {:.0e}) seed {}\n", name,
