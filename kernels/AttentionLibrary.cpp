@@ -517,15 +517,18 @@ std::vector<LibraryKernel> tessel::kernels::attentionKernels() {
          p["shards"] = "0";
          // > 0 (causal): query row i sits at key position query_offset + i.
          p["query_offset"] = "0";
-         // registers: accumulators in registers (wgmma, mma.sync); ss:
-         // tcgen05 with S and O in tensor memory (sm_100a).
+         // registers: accumulators in registers (wgmma, mma.sync); ss and
+         // ts: tcgen05 with S and O in tensor memory (sm_100a), P through
+         // shared memory or back in tensor memory.
          p["variant"] = "registers";
          return p;
        }(),
        [](const Params &p) {
-         bool tcgen05 = choiceParam<bool>(p, "variant", {{"registers", false}, {"ss", true}});
-         return tcgen05 ? flashAttentionForwardTcgen05(attentionConfig(p))
-                        : flashAttentionForward(attentionConfig(p));
+         enum class Form { registers, ss, ts };
+         Form form = choiceParam<Form>(
+             p, "variant", {{"registers", Form::registers}, {"ss", Form::ss}, {"ts", Form::ts}});
+         if (form == Form::registers) return flashAttentionForward(attentionConfig(p));
+         return flashAttentionForwardTcgen05(attentionConfig(p), form == Form::ts);
        },
        checkForward, benchForward,
        // sm_100a: the tcgen05 form, where the options asked for have one

@@ -1,12 +1,14 @@
 //===- FlashAttentionTcgen05.cpp - attention forward on sm_100a -----------===//
 //
-// The `ss` form: both products read their operands from shared memory
-// through tcgen05.mma, and both accumulators live in tensor memory. Per
+// Both accumulators live in tensor memory. In the `ss` form both products
+// read their operands from shared memory through tcgen05.mma; in the `ts`
+// form P goes back into tensor memory (packed 16-bit) as the A operand of
+// P x V. Per
 // key block: S = Q K^T into tensor memory; S into registers (the .32x32b
 // layout: a thread holds its row, so row maxima and sums stay in the thread
 // but for the two warpgroups' halves); the online softmax; O in tensor
 // memory rescaled in column chunks (load, scale, store back); P to shared
-// memory; O += P V. As in the Hopper kernel, scores are kept in base 2 and
+// (or tensor) memory; O += P V. As in the Hopper kernel, scores are kept in base 2 and
 // the natural-base log-sum-exp is written for the backward pass.
 //
 //===----------------------------------------------------------------------===//
@@ -15,6 +17,7 @@
 
 #include <fmt/format.h>
 #include <limits>
+#include <optional>
 
 using namespace tessel;
 
@@ -23,7 +26,7 @@ const double kLog2e = 1.4426950408889634;
 const double kNegInf = -std::numeric_limits<double>::infinity();
 } // namespace
 
-Program tessel::kernels::flashAttentionForwardTcgen05(const AttentionConfig &c) {
+Program tessel::kernels::flashAttentionForwardTcgen05(const AttentionConfig &c, bool pInTmem) {
   if (c.headDim != 64 && c.headDim != 128 && c.headDim != 256)
     throw Error(fmt::format("flash attention forward supports head_dim 64, 128 and 256, not {}",
                             c.headDim));
@@ -53,7 +56,12 @@ Program tessel::kernels::flashAttentionForwardTcgen05(const AttentionConfig &c) 
     Buffer qs = alloc_shared({bm, d}, c.dtype, "q_tile");
     Buffer ks = alloc_shared({bn, d}, c.dtype, "k_tile");
     Buffer vs = alloc_shared({bn, d}, c.dtype, "v_tile");
-    Buffer ps = alloc_shared({bm, bn}, c.dtype, "p_tile");
+    // P x V's A operand: P in shared memory (ss) or packed in tensor memory
+    // (ts), written by both warpgroups, each from column 32 of the packed
+    // tile on for 128 keys.
+    std::optional<Buffer> ps, pTmem;
+    if (pInTmem) pTmem = alloc_tmem({bm, bn}, c.dtype, "probs_tmem");
+    else ps = alloc_shared({bm, bn}, c.dtype, "p_tile");
     Buffer sTmem = alloc_tmem({bm, bn}, DType::f32, "scores");
     Buffer oTmem = alloc_tmem({bm, d}, DType::f32, "out_acc");
     Buffer s = alloc_fragment({bm, bn}, DType::f32, "scores_regs");
@@ -104,8 +112,8 @@ Program tessel::kernels::flashAttentionForwardTcgen05(const AttentionConfig &c) 
         pr(i, j) = cast(s(i, j), c.dtype);
       });
       reduce_sum(s, rowSum, 1, /*clear=*/false);
-      copy(pr, ps);
-      gemm(ps, vs, oTmem);
+      copy(pr, pInTmem ? *pTmem : *ps);
+      gemm(pInTmem ? *pTmem : *ps, vs, oTmem);
     });
     Buffer out = sq.rows(o, row0, h, bm, d);
     for (int64_t at = 0; at < d; at += chunk) {

@@ -135,10 +135,11 @@ struct AttentionConfig {
 };
 /// O = softmax(scale * Q K^T) V and its log-sum-exp.
 Program flashAttentionForward(const AttentionConfig &config);
-/// The same on sm_100a in the `ss` form: S and O accumulate in tensor
-/// memory through tcgen05.mma from shared memory, P goes through shared
-/// memory (block_m 128, 256 threads; no overlap, shards or query offset).
-Program flashAttentionForwardTcgen05(const AttentionConfig &config);
+/// The same on sm_100a: S and O accumulate in tensor memory through
+/// tcgen05.mma, P goes through shared memory (`ss`) or back into tensor
+/// memory as the A operand of P x V (`ts`, `pInTmem`). block_m 128, 256
+/// threads; no overlap, shards or query offset.
+Program flashAttentionForwardTcgen05(const AttentionConfig &config, bool pInTmem);
 
 /// An attention call's arguments as the host holds them, for checking
 /// before any launch.

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <sstream>
 
 using namespace tessel;
 using namespace tessel::kernels;
@@ -304,4 +305,38 @@ TEST_CASE("a tcgen05 gemm with A in tensor memory compiles for sm_100a") {
   std::filesystem::remove(ptx);
   CHECK(k.spillBytes() == 0);
   CHECK(compile(p, {"sm_100a-emu", ""}).cuda().find("tessel::emu::tcgen05_mma(") != std::string::npos);
+}
+
+// The sm_100a attention forward forms: tcgen05 into tensor memory, P through
+// shared memory (ss) or packed in tensor memory (ts), without spills, for
+// every head_dim, causal or not, packed or not; the emulation compiles them
+// for sm_90a. An unknown form is an error, never a default.
+TEST_CASE("the sm_100a attention forward forms compile without spills") {
+  const LibraryKernel &entry = findKernel("flash_attention_fwd");
+  for (std::string variant : {"ss", "ts"})
+    for (std::string d : {"64", "128", "256"})
+      for (std::string causal : {"0", "1"}) {
+        Params p = {{"variant", variant}, {"head_dim", d}, {"causal", causal},
+                    {"varlen", d == "64" ? "1" : "0"}};
+        Program program = entry.build(withDefaults(entry, p, "sm_100a"));
+        Kernel k = compile(program, {"sm_100a", ""});
+        INFO(variant << " head_dim " << d << " causal " << causal);
+        CHECK(k.spillBytes() == 0);
+        CHECK(k.ptx().find("tcgen05.mma.cta_group::1.kind::f16") != std::string::npos);
+        CHECK(k.ptx().find("wgmma") == std::string::npos);
+        // ts: the P x V product's A is a tensor-memory address ([%r]), not
+        // a descriptor.
+        bool aInTmem = false;
+        std::istringstream lines(k.ptx());
+        for (std::string line; std::getline(lines, line);)
+          aInTmem |= line.find("tcgen05.mma") != std::string::npos &&
+                     line.find("], [%r") != std::string::npos;
+        CHECK((variant == "ts") == aInTmem);
+      }
+  CHECK_THROWS_WITH(entry.build(withDefaults(entry, {{"variant", "ws"}}, "sm_100a")),
+                    Catch::Contains("use one of registers, ss, ts"));
+  // sm_100a picks the tcgen05 form unless asked otherwise.
+  CHECK(withDefaults(entry, {}, "sm_100a").at("variant") == "ss");
+  CHECK(withDefaults(entry, {}, "sm_90a").at("variant") == "registers");
+  CHECK(withDefaults(entry, {{"overlap", "1"}}, "sm_100a").at("variant") == "registers");
 }
