@@ -56,14 +56,14 @@ Program tessel::kernels::flashAttentionForwardTcgen05(const AttentionConfig &c, 
     Buffer qs = alloc_shared({bm, d}, c.dtype, "q_tile");
     Buffer ks = alloc_shared({bn, d}, c.dtype, "k_tile");
     Buffer vs = alloc_shared({bn, d}, c.dtype, "v_tile");
-    // P x V's A operand: P in shared memory (ss) or packed in tensor memory
-    // (ts), written by both warpgroups, each from column 32 of the packed
-    // tile on for 128 keys.
-    std::optional<Buffer> ps, pTmem;
-    if (pInTmem) pTmem = alloc_tmem({bm, bn}, c.dtype, "probs_tmem");
-    else ps = alloc_shared({bm, bn}, c.dtype, "p_tile");
     Buffer sTmem = alloc_tmem({bm, bn}, DType::f32, "scores");
     Buffer oTmem = alloc_tmem({bm, d}, DType::f32, "out_acc");
+    // P x V's A operand: P in shared memory (ss) or packed in tensor memory
+    // over the scores it came from (ts; they are in registers by then),
+    // written by both warpgroups, the second from column 32 for 128 keys.
+    std::optional<Buffer> ps, pTmem;
+    if (pInTmem) pTmem = alias_tmem(sTmem, {bm, bn}, c.dtype);
+    else ps = alloc_shared({bm, bn}, c.dtype, "p_tile");
     Buffer s = alloc_fragment({bm, bn}, DType::f32, "scores_regs");
     Buffer pr = alloc_fragment({bm, bn}, c.dtype, "probs");
     Buffer part = alloc_fragment({bm, chunk}, DType::f32, "out_part");

@@ -776,6 +776,18 @@ Buffer tessel::alloc_tmem(std::vector<int64_t> s, DType t, std::string name, boo
   return b;
 }
 
+Buffer tessel::alias_tmem(const Buffer &of, std::vector<int64_t> s, DType t, SrcLoc loc) {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  if (of.space() != Space::tmem) fail(loc, "alias_tmem aliases a tensor-memory buffer");
+  auto alias = tile::TmemAliasOp::create(
+      p.builder(), p.location(loc),
+      tile::getTileMemRefType(s, toMlir(&p.context(), t), tile::MemorySpace::tmem), of.value());
+  // The verifier names the rule broken (rows, columns), at the user's line.
+  withDiagnostics(*alias->getContext(), [&] { return mlir::succeeded(mlir::verify(alias)); });
+  return Buffer::wrap(alias.getResult().getAsOpaquePointer(), s, t, Space::tmem);
+}
+
 void tessel::annotate_layout(const Buffer &buf, std::vector<int64_t> strides, SrcLoc loc) {
   lastLoc = loc;
   Program &p = Program::current(loc);

@@ -12,6 +12,7 @@ Value tessel::getRootBuffer(Value buffer) {
     if (auto region = buffer.getDefiningOp<RegionOp>()) buffer = region.getSource();
     else if (auto stage = buffer.getDefiningOp<StageOp>()) buffer = stage.getBuffer();
     else if (auto bound = buffer.getDefiningOp<BoundOp>()) buffer = bound.getSource();
+    else if (auto alias = buffer.getDefiningOp<TmemAliasOp>()) buffer = alias.getSource();
     else return buffer;
   }
 }

@@ -55,6 +55,8 @@ std::optional<TileLowering::TmemView> TileLowering::resolveTmem(Operation *op, V
     t.column = add(t.column, region.getOffsets()[1]);
     root = region.getSource();
   }
+  // An alias starts at its source's first column.
+  if (auto alias = root.getDefiningOp<TmemAliasOp>()) root = alias.getSource();
   t.alloc = root.getDefiningOp<AllocOp>();
   if (!t.alloc || !t.alloc.getOffset()) {
     fail(op, "tensor-memory buffer has no column; run tessel-tmem-allocation");

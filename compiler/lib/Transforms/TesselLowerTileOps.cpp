@@ -593,7 +593,7 @@ LogicalResult TileLowering::run() {
   // The logical buffers are now unused.
   SmallVector<Operation *> dead;
   kernel.walk([&](Operation *op) {
-    if (llvm::isa<AnnotateLayoutOp, RegionOp, StageOp, BoundOp>(op)) dead.push_back(op);
+    if (llvm::isa<AnnotateLayoutOp, RegionOp, StageOp, BoundOp, TmemAliasOp>(op)) dead.push_back(op);
     if (auto alloc = llvm::dyn_cast<AllocOp>(op); alloc && storage.count(alloc.getResult()))
       dead.push_back(op);
     // Tensor-memory buffers are columns of the block's one allocation.

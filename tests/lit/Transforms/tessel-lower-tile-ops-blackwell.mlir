@@ -155,3 +155,19 @@ tile.kernel @tmem_to_shared() grid(%bx) = affine_map<() -> (1)> threads(128) att
   %s = tile.alloc : memref<128x32xf32, #tile.space<shared>>
   tile.copy %t, %s {tmem_group_columns = 32 : i64} : memref<128x32xf32, #tile.space<tmem>>, memref<128x32xf32, #tile.space<shared>>
 }
+
+// -----
+
+// P over S: the alias's address is S's first column (S at column 128 here),
+// its 128 packed bf16 values 64 columns, stored as 32-bit pairs.
+// SM100-LABEL: tile.kernel @p_over_s
+// SM100: %[[BASE:.*]] = memref.load %{{.*}} : memref<1xi32, #tile.space<shared>>
+// SM100: tilenv.pack_pair
+// SM100: tilenv.tcgen05_st %{{.*}}[%{{.*}}] -> %{{.*}} s32x32b x 64
+tile.kernel @p_over_s() grid(%bx) = affine_map<() -> (1)> threads(128) attributes {tmem_columns = 256 : i64} {
+  %o = tile.alloc {offset = 0 : i64} : memref<128x128xf32, #tile.space<tmem>>
+  %s = tile.alloc {offset = 128 : i64} : memref<128x128xf32, #tile.space<tmem>>
+  %p = tile.tmem_alias %s : memref<128x128xf32, #tile.space<tmem>> -> memref<128x128xbf16, #tile.space<tmem>>
+  %pf = tile.alloc {layout = #tile.fragment<[128, 128], reg = [[0, 1], [0, 2], [0, 4], [0, 8], [0, 16], [0, 32], [0, 64]], lane = [[1, 0], [2, 0], [4, 0], [8, 0], [16, 0]], warp = [[32, 0], [64, 0]]>} : memref<128x128xbf16, #tile.space<fragment>>
+  tile.copy %pf, %p {tmem_group_columns = 64 : i64} : memref<128x128xbf16, #tile.space<fragment>>, memref<128x128xbf16, #tile.space<tmem>>
+}

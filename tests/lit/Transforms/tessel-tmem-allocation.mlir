@@ -103,3 +103,28 @@ tile.kernel @uneven_shares() grid(%bx) = affine_map<() -> (1)> threads(256) {
   // expected-error @+1 {{the 2 warpgroups split the tile's 96 columns into equal power-of-two shares; they cannot}}
   tile.fill %acc, %zero : memref<128x96xf32, #tile.space<tmem>>, f32
 }
+
+// -----
+
+// P over S: an alias takes no columns of its own (S's 128 columns and
+// O's 128: 256 in all), and its copies step by its own packing (64 bf16
+// values a warpgroup are 32 columns).
+// CHECK-LABEL: tile.kernel @p_over_s
+// CHECK-SAME: tmem_columns = 256
+// CHECK: tile.copy %{{.*}} {tmem_group_columns = 32 : i64} : memref<128x128xbf16, #tile.space<fragment>>
+tile.kernel @p_over_s() grid(%bx) = affine_map<() -> (1)> threads(256) {
+  %s = tile.alloc : memref<128x128xf32, #tile.space<tmem>>
+  %o = tile.alloc : memref<128x128xf32, #tile.space<tmem>>
+  %p = tile.tmem_alias %s : memref<128x128xf32, #tile.space<tmem>> -> memref<128x128xbf16, #tile.space<tmem>>
+  %pf = tile.alloc : memref<128x128xbf16, #tile.space<fragment>>
+  tile.copy %pf, %p : memref<128x128xbf16, #tile.space<fragment>>, memref<128x128xbf16, #tile.space<tmem>>
+}
+
+// -----
+
+// An alias must fit in its source's columns.
+tile.kernel @alias_too_wide() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %s = tile.alloc : memref<128x64xf32, #tile.space<tmem>>
+  // expected-error @+1 {{the alias needs 128 columns; its source has 64}}
+  %p = tile.tmem_alias %s : memref<128x64xf32, #tile.space<tmem>> -> memref<128x128xf32, #tile.space<tmem>>
+}

@@ -613,6 +613,25 @@ LogicalResult MbarrierInitOp::verify() {
 }
 LogicalResult MbarrierArriveOp::verify() { return verifyBarriers(*this, getBarriers()); }
 LogicalResult MmaCommitOp::verify() { return verifyBarriers(*this, getBarriers()); }
+
+LogicalResult TmemAliasOp::verify() {
+  auto source = memrefOf(getSource()), result = memrefOf(getResult());
+  if (spaceOf(getSource()) != MemorySpace::tmem || spaceOf(getResult()) != MemorySpace::tmem)
+    return emitOpError("aliases tensor memory with tensor memory");
+  auto alloc = getSource().getDefiningOp<AllocOp>();
+  if (!alloc) return emitOpError("aliases a tensor-memory allocation, not a view of one");
+  if (result.getRank() != 2 || result.getDimSize(0) != source.getDimSize(0))
+    return emitOpError("the alias has the source's ") << source.getDimSize(0) << " rows, got "
+                                                     << shapeString(result.getShape());
+  int bits = result.getElementTypeBitWidth();
+  if (bits != 32 && bits != 16) return emitOpError("tensor memory holds 32-bit or 16-bit values");
+  // 16-bit values packed two to a column.
+  int64_t columns = bits == 32 ? result.getDimSize(1) : (result.getDimSize(1) + 1) / 2;
+  if (columns > alloc.getTmemColumns())
+    return emitOpError("the alias needs ")
+           << columns << " columns; its source has " << alloc.getTmemColumns();
+  return success();
+}
 LogicalResult MbarrierExpectTxOp::verify() {
   if (getBytes() <= 0 || getBytes() >= (1 << 20))
     return emitOpError("transaction bytes must be in (0, 2^20), got ") << getBytes();

@@ -251,6 +251,11 @@ Buffer alloc_local(std::vector<int64_t> shape, DType type, std::string name = ""
 /// format of a 16-bit accumulator). tessel-tmem-allocation places it.
 Buffer alloc_tmem(std::vector<int64_t> shape, DType type, std::string name = "",
                   bool unpacked = false, SrcLoc loc = SrcLoc::current());
+/// A tensor-memory buffer over the first columns of `of` (same rows;
+/// 16-bit values packed): P written over the scores S it came from. It takes
+/// no columns of its own.
+Buffer alias_tmem(const Buffer &of, std::vector<int64_t> shape, DType type,
+                  SrcLoc loc = SrcLoc::current());
 /// Shared buffers: storage offset of element (i0, i1, ...) =
 /// sum(i_d * strides[d]), e.g. padded rows.
 void annotate_layout(const Buffer &b, std::vector<int64_t> strides, SrcLoc loc = SrcLoc::current());

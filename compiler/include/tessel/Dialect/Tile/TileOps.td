@@ -337,6 +337,21 @@ def Tile_BarrierOp : Tile_Op<"barrier"> {
   let hasVerifier = 1;
 }
 
+def Tile_TmemAliasOp : Tile_Op<"tmem_alias", [Pure]> {
+  let summary = "a tensor-memory buffer over the first columns of another";
+  let description = [{
+    The same lanes and columns seen as another shape and type: FlashAttention
+    writes P (packed 16-bit) over the f32 scores S it came from. The result
+    takes no columns of its own; it must fit in the source's 32-bit columns
+    and have its rows. Accesses to either are ordered as accesses to one
+    buffer.
+  }];
+  let arguments = (ins AnyMemRef:$source);
+  let results = (outs AnyMemRef:$result);
+  let assemblyFormat = "$source attr-dict `:` type($source) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 def Tile_StageOp : Tile_Op<"stage", [Pure, AllTypesMatch<["buffer", "result"]>]> {
   let summary = "one of the pipeline copies of a multi-buffered shared buffer";
   let description = [{
