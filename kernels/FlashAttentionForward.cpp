@@ -10,6 +10,7 @@
 // for the backward pass.
 //
 //===----------------------------------------------------------------------===//
+#include "AttentionMask.h"
 #include "AttentionSequences.h"
 #include "Kernels.h"
 
@@ -106,14 +107,7 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
     // (scale > 0 keeps the order), so each probability is one fused
     // multiply-add and an exp2.
     auto softmax = [&](Expr col0, const std::function<void()> &thenRescaled) {
-      Expr lastVisible = c.causal ? min(sk.length, queryOffset + row0 + 1) : sk.length;
-      if_(col0 + bn > lastVisible, [&] {
-        parallel(bm, bn, [&](Expr i, Expr j) {
-          Expr visible = col0 + j < sk.length;
-          if (c.causal) visible = visible && col0 + j <= queryOffset + row0 + i;
-          s(i, j) = select(visible, s(i, j), Expr(kNegInf));
-        });
-      });
+      maskScores(s, col0, row0, sk.length, c.causal, queryOffset);
       reduce_max(s, tileMax, 1);
       parallel(bm, [&](Expr i) {
         Expr next = max(rowMax(i), tileMax(i) * scaleLog2);

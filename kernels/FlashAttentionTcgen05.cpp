@@ -12,6 +12,7 @@
 // the natural-base log-sum-exp is written for the backward pass.
 //
 //===----------------------------------------------------------------------===//
+#include "AttentionMask.h"
 #include "AttentionSequences.h"
 #include "Kernels.h"
 
@@ -86,14 +87,7 @@ Program tessel::kernels::flashAttentionForwardTcgen05(const AttentionConfig &c, 
       copy(sk.rows(v, col0, kvHead, bn, d), vs);
       gemm(qs, ks, sTmem, {.transpose_b = true, .clear_accum = true});
       copy(sTmem, s);
-      Expr lastVisible = c.causal ? min(sk.length, row0 + 1) : sk.length;
-      if_(col0 + bn > lastVisible, [&] {
-        parallel(bm, bn, [&](Expr i, Expr j) {
-          Expr visible = col0 + j < sk.length;
-          if (c.causal) visible = visible && col0 + j <= row0 + i;
-          s(i, j) = select(visible, s(i, j), Expr(kNegInf));
-        });
-      });
+      maskScores(s, col0, row0, sk.length, c.causal, Expr(0));
       reduce_max(s, tileMax, 1);
       parallel(bm, [&](Expr i) {
         Expr next = max(rowMax(i), tileMax(i) * scaleLog2);

@@ -205,6 +205,33 @@ inline Program flagConsumer(int64_t timeoutMs = 20000) {
   return p;
 }
 
+/// Y = X W with X [128, 64] stored from registers into tensor memory (packed
+/// bf16) as the A operand of a tcgen05 gemm (the ts form), W [64, 128] in
+/// shared memory, the accumulator in tensor memory, Y [128, 128] f32 written
+/// in two column halves (sm_100a).
+inline Program tsGemm() {
+  Program p("tmem_ts_gemm");
+  Tensor x = p.tensor("X", {128, 64}, DType::bf16);
+  Tensor w = p.tensor("W", {64, 128}, DType::bf16);
+  Tensor y = p.tensor("Y", {128, 128}, DType::f32);
+  p.kernel({1}, 128, [&](Expr) {
+    Buffer xa = alloc_fragment({128, 64}, DType::bf16, "x_regs");
+    Buffer a = alloc_tmem({128, 64}, DType::bf16, "a");
+    Buffer ws = alloc_shared({64, 128}, DType::bf16, "w");
+    Buffer acc = alloc_tmem({128, 128}, DType::f32, "acc");
+    Buffer part = alloc_fragment({128, 64}, DType::f32, "part");
+    copy(x.tile({0, 0}, {128, 64}), xa);
+    copy(xa, a);
+    copy(w.tile({0, 0}, {64, 128}), ws);
+    gemm(a, ws, acc, {.clear_accum = true});
+    for (int64_t at = 0; at < 128; at += 64) {
+      copy(acc.tile({0, at}, {128, 64}), part);
+      copy(part, y.tile({0, at}, {128, 64}));
+    }
+  });
+  return p;
+}
+
 } // namespace tessel::test
 
 #endif

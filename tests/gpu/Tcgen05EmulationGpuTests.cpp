@@ -10,6 +10,7 @@
 
 #include "Library.h"
 #include "LibrarySupport.h"
+#include "UserKernels.h"
 #include "tessel/Dialect/Tile/TileDialect.h"
 #include "tessel/runtime/Driver.h"
 
@@ -176,25 +177,7 @@ TEST_CASE("packed bf16 goes through tensor memory and back, and the seed's colum
 // FlashAttention's P), B from shared memory, D = A x B in tensor memory.
 TEST_CASE("a gemm with A in tensor memory matches the reference", "[gpu][tcgen05]") {
   if (!hopper()) return;
-  Program p("tmem_ts_gemm");
-  Tensor x = p.tensor("X", {128, 64}, DType::bf16);
-  Tensor w = p.tensor("W", {64, 128}, DType::bf16);
-  Tensor y = p.tensor("Y", {128, 128}, DType::f32);
-  p.kernel({1}, 128, [&](Expr) {
-    Buffer xa = alloc_fragment({128, 64}, DType::bf16, "x_regs");
-    Buffer a = alloc_tmem({128, 64}, DType::bf16, "a");
-    Buffer ws = alloc_shared({64, 128}, DType::bf16, "w");
-    Buffer acc = alloc_tmem({128, 128}, DType::f32, "acc");
-    Buffer part = alloc_fragment({128, 64}, DType::f32, "part");
-    copy(x.tile({0, 0}, {128, 64}), xa);
-    copy(xa, a);
-    copy(w.tile({0, 0}, {64, 128}), ws);
-    gemm(a, ws, acc, {.clear_accum = true});
-    for (int64_t at = 0; at < 128; at += 64) {
-      copy(acc.tile({0, at}, {128, 64}), part);
-      copy(part, y.tile({0, at}, {128, 64}));
-    }
-  });
+  Program p = test::tsGemm();
   Kernel k = compile(p, {kEmulated});
   REQUIRE(k.cuda().find("tessel::emu::tcgen05_mma(") != std::string::npos);
   std::mt19937_64 rng(11);

@@ -9,6 +9,7 @@
 
 #include "Kernels.h"
 #include "Library.h"
+#include "UserKernels.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -279,23 +280,7 @@ TEST_CASE("the sm_100a gemm is tcgen05 without spills, and its emulation compile
 // The ts form (A stored into tensor memory from registers) assembles for
 // sm_100a and compiles for its emulation.
 TEST_CASE("a tcgen05 gemm with A in tensor memory compiles for sm_100a") {
-  Program p("tmem_ts_gemm");
-  Tensor x = p.tensor("X", {128, 64}, DType::bf16);
-  Tensor w = p.tensor("W", {64, 128}, DType::bf16);
-  Tensor y = p.tensor("Y", {128, 128}, DType::f32);
-  p.kernel({1}, 128, [&](Expr) {
-    Buffer xa = alloc_fragment({128, 64}, DType::bf16, "x_regs");
-    Buffer a = alloc_tmem({128, 64}, DType::bf16, "a");
-    Buffer ws = alloc_shared({64, 128}, DType::bf16, "w");
-    Buffer acc = alloc_tmem({128, 128}, DType::f32, "acc");
-    Buffer part = alloc_fragment({128, 64}, DType::f32, "part");
-    copy(x.tile({0, 0}, {128, 64}), xa);
-    copy(xa, a);
-    copy(w.tile({0, 0}, {64, 128}), ws);
-    gemm(a, ws, acc, {.clear_accum = true});
-    copy(acc.tile({0, 0}, {128, 64}), part);
-    copy(part, y.tile({0, 0}, {128, 64}));
-  });
+  Program p = test::tsGemm();
   Kernel k = compile(p, {"sm_100a", ""});
   CHECK(k.ptx().find("tcgen05.mma.cta_group::1.kind::f16 [%r") != std::string::npos);
   auto ptx = std::filesystem::temp_directory_path() / "tessel-ts-gemm.ptx";
