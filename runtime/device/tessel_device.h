@@ -326,6 +326,13 @@ __device__ inline void trap_with_report(const char *what, int held, int expected
     __threadfence_system();
     atomicExch(&r->state, 2u);
     __threadfence_system();
+  } else if (r) {
+    // Another thread is writing it: a trap now would end the kernel before
+    // the report is whole. Wait for it, a millisecond at most.
+    unsigned long long start = global_timer_ns();
+    while (*static_cast<volatile unsigned *>(&r->state) == 1u &&
+           global_timer_ns() - start < 1000000ull) {
+    }
   }
   __trap();
 }

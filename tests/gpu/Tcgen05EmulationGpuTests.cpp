@@ -14,6 +14,8 @@
 #include "tessel/Dialect/Tile/TileDialect.h"
 #include "tessel/runtime/Driver.h"
 
+#include <cstdio>
+#include <filesystem>
 #include <fmt/format.h>
 #include <random>
 
@@ -229,21 +231,29 @@ TEST_CASE("attention built for sm_100a matches the reference", "[gpu][tcgen05]")
   }
 }
 
-// Tensor memory to and from global memory directly (through registers, row
-// by row): f32 in, bf16 out, converted on the way.
-TEST_CASE("tensor memory is copied from and to global memory", "[gpu][tcgen05]") {
-  if (!hopper()) return;
+namespace {
+/// Y (bf16) = X (f32, [128, N]) through a [128, 128] tensor-memory tile by
+/// two warpgroups. The tile is [128, 128]: with N = 96, reads past X's
+/// columns are zero and writes past Y's are dropped.
+Program globalRoundTrip() {
   Program p("tmem_global_round_trip");
   Expr n = p.sym("N");
   Tensor x = p.tensor("X", {128, n}, DType::f32);
   Tensor y = p.tensor("Y", {128, n}, DType::bf16);
   p.kernel({1}, 256, [&](Expr) {
     Buffer t = alloc_tmem({128, 128}, DType::f32, "t");
-    // The tile is [128, 128]; X has N = 96 columns: reads past them are
-    // zero, writes past them are dropped.
     copy(x.tile({0, 0}, {128, 128}), t);
     copy(t, y.tile({0, 0}, {128, 128}));
   });
+  return p;
+}
+} // namespace
+
+// Tensor memory to and from global memory directly (through registers, row
+// by row): f32 in, bf16 out, converted on the way.
+TEST_CASE("tensor memory is copied from and to global memory", "[gpu][tcgen05]") {
+  if (!hopper()) return;
+  Program p = globalRoundTrip();
   Kernel k = compile(p, {kEmulated});
   std::mt19937_64 rng(5);
   HostTensor hx(DType::f32, {128, 96}), hy(DType::bf16, {128, 96});
@@ -256,4 +266,50 @@ TEST_CASE("tensor memory is copied from and to global memory", "[gpu][tcgen05]")
   CheckResult r = launchAndCompare(k, run, 2, hy, ref, 1e-2, {});
   fmt::print("global -> tensor memory -> global (f32 -> bf16): rel error {:.3e}\n", r.relError);
   CHECK(r.passed);
+}
+
+// Run by the test below in a child process: the trap kills the context.
+// The store into tensor memory is given a warpgroup step of 1024 columns,
+// far outside the block's 128.
+TEST_CASE("an access outside the tensor-memory allocation traps", "[.tmem_trap_child]") {
+  Program p = globalRoundTrip();
+  CompileOptions broken{kEmulated};
+  broken.afterPass = [](const std::string &pass, mlir::Operation *kernel) {
+    if (pass != "tessel-tmem-allocation") return;
+    kernel->walk([](tile::CopyOp copy) {
+      if (auto step = copy->getAttrOfType<mlir::IntegerAttr>("tmem_group_columns"))
+        copy->setAttr("tmem_group_columns", mlir::IntegerAttr::get(step.getType(), 1024));
+    });
+  };
+  Kernel k = compile(p, broken);
+  HostTensor hx(DType::f32, {128, 96}), hy(DType::bf16, {128, 96});
+  DeviceRun run;
+  run.args.push_back(rt::LaunchArg::integer(96));
+  run.addTensor(hx, false);
+  run.addTensor(hy, true);
+  k.launch(run.args);
+  try {
+    TESSEL_CU(rt::Driver::get(), cuCtxSynchronize);
+  } catch (const Error &e) {
+    fmt::print("child caught: {}\n", e.what());
+    throw;
+  }
+}
+
+TEST_CASE("the emulation traps on a column outside the allocation, and the error says so",
+          "[gpu][tcgen05]") {
+  if (!hopper()) return;
+  std::string cmd = fmt::format("{} '[.tmem_trap_child]' 2>&1",
+                                std::filesystem::read_symlink("/proc/self/exe").string());
+  FILE *child = popen(cmd.c_str(), "r");
+  REQUIRE(child);
+  std::string output;
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof(buffer), child)) output.append(buffer, n);
+  int status = pclose(child);
+  INFO(output);
+  CHECK(status != 0);
+  CHECK_THAT(output, Catch::Contains("child caught: cuCtxSynchronize failed"));
+  CHECK_THAT(output, Catch::Contains(
+                         "tcgen05.ld/st: a column outside the block's tensor-memory allocation"));
 }
