@@ -201,15 +201,17 @@ TEST_CASE("a gemm with A in tensor memory matches the reference", "[gpu][tcgen05
 
 // The attention kernels as sm_100a builds them, run through the emulation
 // target: the forward pass in the tcgen05 `ss` and `ts` forms (S and O in
-// tensor memory, P through shared or tensor memory), the backward pass as mma.sync under TMA and warp specialization
-// at its sm_100a block size. MHA and GQA (groups 1, 2, 8), causal and full,
-// packed sequences with a length of 1.
+// tensor memory, P through shared or tensor memory), the backward pass as
+// mma.sync under TMA and warp specialization at its sm_100a block size.
+// MHA and GQA (groups 1, 2, 4, 8), causal and full, packed sequences with a
+// length of 1.
 TEST_CASE("attention built for sm_100a matches the reference", "[gpu][tcgen05]") {
   if (!hopper()) return;
   for (auto [name, overrides] :
        {std::pair<std::string, Params>{"flash_attention_fwd", {}},
         {"flash_attention_fwd", {{"causal", "1"}, {"head_dim", "64"}, {"heads_kv", "4"}}},
         {"flash_attention_fwd", {{"heads_q", "8"}, {"heads_kv", "1"}, {"warp_specialize", "off"}}},
+        {"flash_attention_fwd", {{"heads_q", "8"}, {"heads_kv", "2"}, {"variant", "ts"}, {"causal", "1"}}},
         {"flash_attention_fwd", {{"varlen", "1"}, {"causal", "1"}}},
         // ts: P packed in tensor memory by two warpgroups (the seed's form).
         {"flash_attention_fwd", {{"variant", "ts"}}},
