@@ -48,6 +48,9 @@ bool isHost(const ExprNode &n);
 mlir::Value convertTo(mlir::OpBuilder &b, mlir::Location l, mlir::Value v, mlir::Type to);
 /// "[64, ?]" for messages (-1 is a dynamic extent).
 std::string shapeText(const std::vector<int64_t> &shape);
+/// Runs the op's verifier; its diagnostics become a tessel::Error at the
+/// user's line.
+void verifyAtUserLine(mlir::Operation *op);
 } // namespace detail
 
 } // namespace tessel

@@ -10,6 +10,7 @@
 
 #include "Library.h"
 #include "LibrarySupport.h"
+#include "ChildProcess.h"
 #include "UserKernels.h"
 #include "tessel/Dialect/Tile/TileDialect.h"
 #include "tessel/runtime/Driver.h"
@@ -301,14 +302,7 @@ TEST_CASE("an access outside the tensor-memory allocation traps", "[.tmem_trap_c
 TEST_CASE("the emulation traps on a column outside the allocation, and the error says so",
           "[gpu][tcgen05]") {
   if (!hopper()) return;
-  std::string cmd = fmt::format("{} '[.tmem_trap_child]' 2>&1",
-                                std::filesystem::read_symlink("/proc/self/exe").string());
-  FILE *child = popen(cmd.c_str(), "r");
-  REQUIRE(child);
-  std::string output;
-  char buffer[4096];
-  while (size_t n = fread(buffer, 1, sizeof(buffer), child)) output.append(buffer, n);
-  int status = pclose(child);
+  auto [status, output] = test::runTaggedChild("[.tmem_trap_child]");
   INFO(output);
   CHECK(status != 0);
   CHECK_THAT(output, Catch::Contains("child caught: cuCtxSynchronize failed"));

@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include "LibrarySupport.h"
+#include "ChildProcess.h"
 #include "UserKernels.h"
 
 #include <cstdio>
@@ -237,14 +238,7 @@ TEST_CASE("a wait that is never signalled traps", "[.trap_child]") {
 
 TEST_CASE("a wait that times out traps, and the error says which flag and why",
           "[gpu][user]") {
-  std::string cmd = fmt::format("{} '[.trap_child]' 2>&1",
-                                std::filesystem::read_symlink("/proc/self/exe").string());
-  FILE *child = popen(cmd.c_str(), "r");
-  REQUIRE(child);
-  std::string output;
-  char buffer[4096];
-  while (size_t n = fread(buffer, 1, sizeof(buffer), child)) output.append(buffer, n);
-  int status = pclose(child);
+  auto [status, output] = test::runTaggedChild("[.trap_child]");
   INFO(output);
   CHECK(status != 0);
   CHECK_THAT(output, Catch::Contains("child caught: cuCtxSynchronize failed"));
