@@ -166,8 +166,29 @@ __device__ unsigned tessel_tmem_granules[tessel::emu::kMaxSms];
 namespace tessel {
 namespace emu {
 
-// The block's allocation: its first column and width (0 when none).
-__shared__ unsigned block_first_column, block_columns, block_sm;
+// The block's allocation: its first column, width (0 when none) and SM, in
+// the last 16 bytes of dynamic shared memory, which the compiler reserves
+// for the emulation target. (A static __shared__ variable would move the
+// 1024-byte aligned dynamic region 1 KiB on.)
+struct BlockAllocation {
+  unsigned first_column, columns, sm, unused;
+};
+__device__ inline BlockAllocation &block_allocation() {
+  extern __shared__ __align__(1024) unsigned char tessel_smem[];
+  unsigned size;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(size));
+  return *reinterpret_cast<BlockAllocation *>(tessel_smem + size - sizeof(BlockAllocation));
+}
+/// Whether columns [first, end) leave the block's allocation.
+__device__ inline bool outside_allocation(int first, int end) {
+  const BlockAllocation &own = block_allocation();
+  return first < static_cast<int>(own.first_column) ||
+         end > static_cast<int>(own.first_column + own.columns);
+}
+__device__ inline int allocation_end() {
+  const BlockAllocation &own = block_allocation();
+  return static_cast<int>(own.first_column + own.columns);
+}
 
 __device__ inline unsigned sm_id() {
   unsigned id;
@@ -224,9 +245,7 @@ __device__ inline void tcgen05_alloc(unsigned dest, int columns) {
       }
       if (!taken) __nanosleep(200);
     }
-    block_first_column = first;
-    block_columns = columns;
-    block_sm = sm;
+    block_allocation() = BlockAllocation{first, static_cast<unsigned>(columns), sm, 0};
     asm volatile("st.shared.u32 [%0], %1;" :: "r"(dest), "r"(first) : "memory");
   }
   __syncwarp();
@@ -234,12 +253,13 @@ __device__ inline void tcgen05_alloc(unsigned dest, int columns) {
 
 __device__ inline void tcgen05_dealloc(unsigned address, int columns) {
   if (warp_lane() == 0) {
-    if ((address & 0xFFFF) != block_first_column || static_cast<unsigned>(columns) != block_columns)
+    BlockAllocation &own = block_allocation();
+    if ((address & 0xFFFF) != own.first_column || static_cast<unsigned>(columns) != own.columns)
       fail("tcgen05.dealloc of columns this block did not allocate", address & 0xFFFF,
-           block_first_column);
+           own.first_column);
     unsigned count = columns / 32, mask = (count == 32 ? 0xFFFFFFFFu : (1u << count) - 1);
-    atomicAnd(&tessel_tmem_granules[block_sm], ~(mask << (block_first_column / 32)));
-    block_columns = 0;
+    atomicAnd(&tessel_tmem_granules[own.sm], ~(mask << (own.first_column / 32)));
+    own.columns = 0;
   }
   __syncwarp();
 }
@@ -258,11 +278,10 @@ __device__ inline unsigned &checked_cell(int shape, int reg, unsigned address, i
   if (c.lane / 32 != quarter)
     fail("tcgen05.ld/st: a warp reaches only the 32 lanes of its quarter (warp % 4)", c.lane,
          quarter * 32);
-  if (c.column < static_cast<int>(block_first_column) ||
-      c.column >= static_cast<int>(block_first_column + block_columns))
+  if (outside_allocation(c.column, c.column + 1))
     fail("tcgen05.ld/st: a column outside the block's tensor-memory allocation", c.column,
-         static_cast<int>(block_first_column + block_columns));
-  return image(block_sm, c.lane, c.column);
+         allocation_end());
+  return image(block_allocation().sm, c.lane, c.column);
 }
 
 /// tcgen05.ld: registers dest[0 .. registers) of this thread. With `pack`,
@@ -316,7 +335,7 @@ struct OperandA {
 
 __device__ inline float a_element(const OperandA &a, bool mn_major, int m, int k, bool bf16) {
   if (!a.in_tmem) return operand(a.desc, mn_major, m, k, bf16);
-  unsigned cellA = image(block_sm, a.lane0 + m, a.column0 + k / 2);
+  unsigned cellA = image(block_allocation().sm, a.lane0 + m, a.column0 + k / 2);
   return as_float(static_cast<unsigned short>(k % 2 ? cellA >> 16 : cellA & 0xFFFF), bf16);
 }
 
@@ -339,23 +358,22 @@ __device__ inline void mma(unsigned d, const OperandA &a, unsigned long long b_d
   if (a.in_tmem) {
     if (x.a_mn_major) fail("tcgen05.mma: A in tensor memory is K-major (bit 15 clear)", 1, 0);
     if (a.lane0 != 0) fail("tcgen05.mma: A in tensor memory starts at lane 0", a.lane0, 0);
-    if (a.column0 < static_cast<int>(block_first_column) ||
-        a.column0 + 8 > static_cast<int>(block_first_column + block_columns))
+    if (outside_allocation(a.column0, a.column0 + 8))
       fail("tcgen05.mma: A's columns outside the block's tensor-memory allocation", a.column0 + 8,
-           static_cast<int>(block_first_column + block_columns));
+           allocation_end());
   }
   int column0 = static_cast<int>(d & 0xFFFF);
   if ((d >> 16) != 0) fail("tcgen05.mma: D starts at lane 0", static_cast<int>(d >> 16), 0);
-  if (column0 < static_cast<int>(block_first_column) ||
-      column0 + x.n > static_cast<int>(block_first_column + block_columns))
+  if (outside_allocation(column0, column0 + x.n))
     fail("tcgen05.mma: D's columns outside the block's tensor-memory allocation", column0 + x.n,
-         static_cast<int>(block_first_column + block_columns));
+         allocation_end());
   bool bf16 = x.a_type == 1;
+  unsigned sm = block_allocation().sm;
   for (int m = 0; m < x.m; ++m) {
     float row[16];
     for (int k = 0; k < 16; ++k) row[k] = a_element(a, x.a_mn_major, m, k, bf16);
     for (int n = 0; n < x.n; ++n) {
-      unsigned &cellD = image(block_sm, m, column0 + n);
+      unsigned &cellD = image(sm, m, column0 + n);
       float acc = accumulate ? __uint_as_float(cellD) : 0.0f;
       for (int k = 0; k < 16; ++k) acc += row[k] * operand(b, x.b_mn_major, n, k, bf16);
       cellD = __float_as_uint(acc);

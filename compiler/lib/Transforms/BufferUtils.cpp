@@ -85,13 +85,22 @@ int64_t tessel::getStageBytes(AllocOp alloc) {
 
 int64_t tessel::planSharedMemory(KernelOp kernel,
                                  llvm::function_ref<void(AllocOp, int64_t)> place) {
-  int64_t offset = 0;
+  // Swizzled tiles (1024-byte aligned) first, then the rest in program
+  // order: padding before a tile placed after a barrier or a vector cost up
+  // to 1 KiB, which decided whether a kernel at the limit fits.
+  SmallVector<AllocOp> allocs;
   kernel.walk([&](AllocOp alloc) {
-    if (!isSharedBacked(alloc.getResult())) return;
+    if (isSharedBacked(alloc.getResult())) allocs.push_back(alloc);
+  });
+  llvm::stable_sort(allocs, [](AllocOp a, AllocOp b) {
+    return sharedAlignment(a) > sharedAlignment(b);
+  });
+  int64_t offset = 0;
+  for (AllocOp alloc : allocs) {
     offset = llvm::alignTo(offset, sharedAlignment(alloc));
     if (place) place(alloc, offset);
     offset += getStageBytes(alloc) * alloc.getStages().value_or(1);
-  });
+  }
   return offset;
 }
 

@@ -12,8 +12,10 @@ std::optional<tessel::TargetInfo> tessel::lookupTarget(llvm::StringRef arch) {
   if (arch == "sm_80") return TargetInfo{"sm_80", 80, 166912};
   if (arch == "sm_90a") return TargetInfo{"sm_90a", 90, 232448};
   if (arch == "sm_100a") return TargetInfo{"sm_100a", 100, 232448};
-  // The H100/H200 it runs on has the same 227 KB.
-  if (arch == "sm_100a-emu") return TargetInfo{"sm_100a-emu", 100, 232448, true, true};
+  // The H100/H200 it runs on has the same 227 KB; the emulation's record of
+  // the block's tensor-memory allocation comes out of it.
+  if (arch == "sm_100a-emu")
+    return TargetInfo{"sm_100a-emu", 100, 232448 - kEmulationRecordBytes, true, true};
   return std::nullopt;
 }
 

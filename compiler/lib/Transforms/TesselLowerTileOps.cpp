@@ -511,6 +511,10 @@ LogicalResult TileLowering::run() {
     storage[alloc.getResult()] = {lowered.getResult(), layout};
   }
   for (Operation *op : scratch) op->erase();
+  // The tensor-memory emulation keeps the block's allocation record in the
+  // last 16 bytes of dynamic shared memory (tessel_tcgen05_emu.h): static
+  // shared memory would push the 1024-byte aligned dynamic region 1 KiB on.
+  if (target.emulatesTcgen05 && tmemBaseWord) smem = llvm::alignTo(smem, 16) + kEmulationRecordBytes;
   kernel.setSmemBytesAttr(b.getI64IntegerAttr(smem));
   allocateTensorMemory();
 

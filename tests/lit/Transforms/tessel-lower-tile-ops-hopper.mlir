@@ -7,13 +7,15 @@
 // apart, at column offsets 0, 64, 128 and 192, all issued by the role's
 // first thread against one tensor map. One thread inits the mbarrier and
 // arms it; each consumer warp's lane 0 arrives after __syncwarp. Roles are
-// thread-range conditionals that set their register budget first.
+// thread-range conditionals that set their register budget first. The
+// swizzled tile takes the first 64 KB (1024-byte aligned buffers go first,
+// so no padding sits before them) and the barriers follow.
 // CHECK-LABEL: tile.kernel @tma
 // CHECK-SAME: tma_descriptors = [{box = array<i64: 64, 64>, param = 0 : i64, swizzle = 128 : i64}]
 // CHECK: %[[TID:.*]] = tilenv.thread_id
-// CHECK: %[[BARS:.*]] = tile.alloc {offset = 0 : i64} : memref<2xi64
+// CHECK: %[[BARS:.*]] = tile.alloc {offset = 65536 : i64} : memref<2xi64
 // CHECK: tilenv.mbarrier_init %{{.*}} arrivals = 4
-// CHECK: %[[BS:.*]] = tile.alloc {offset = 1024 : i64} : memref<16384xf16
+// CHECK: %[[BS:.*]] = tile.alloc {offset = 0 : i64} : memref<16384xf16
 // CHECK: scf.if
 // CHECK-NEXT: tilenv.setmaxnreg 40
 // CHECK-NEXT: %[[LOCAL:.*]] = arith.subi %[[TID]], %c128

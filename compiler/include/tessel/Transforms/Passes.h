@@ -15,6 +15,9 @@ namespace tessel {
 #include "tessel/Transforms/Passes.h.inc"
 
 /// Targets Tessel compiles for.
+/// Bytes at the end of dynamic shared memory that the tcgen05 emulation
+/// keeps for the block's tensor-memory allocation (tessel_tcgen05_emu.h).
+constexpr int64_t kEmulationRecordBytes = 16;
 struct TargetInfo {
   std::string arch;        // "sm_80", "sm_90a", "sm_100a", "sm_100a-emu"
   int computeCapability;   // 80, 90, 100: the features the pipeline uses
