@@ -339,6 +339,9 @@ AttentionBackwardConfig backwardConfig(const Params &p) {
   c.dqOrder = choiceParam<MemoryOrder>(p, "dq_order", {{"relaxed", MemoryOrder::relaxed},
                                                        {"release", MemoryOrder::release}});
   c.dqTma = choiceParam<bool>(p, "dq_atomics", {{"registers", false}, {"tma", true}});
+  c.form = choiceParam<BackwardForm>(
+      p, "variant",
+      {{"registers", BackwardForm::registers}, {"ss", BackwardForm::ss}, {"ts", BackwardForm::ts}});
   return c;
 }
 
@@ -552,16 +555,26 @@ std::vector<LibraryKernel> tessel::kernels::attentionKernels() {
          p["block_m"] = "64";
          p.insert({{"kv_reduction", "atomic"}, {"element_atomics", "0"}, {"dq_order", "relaxed"},
                    {"dq_atomics", "registers"}});
+         // registers: accumulators in registers (wgmma, mma.sync); ss and
+         // ts: tcgen05 with S^T, dP^T, dK, dV and dQ in tensor memory
+         // (sm_100a), P^T through shared memory or over S^T.
+         p["variant"] = "registers";
          return p;
        }(),
        [](const Params &p) { return flashAttentionBackward(backwardConfig(p)); }, checkBackward,
        benchBackward,
-       // Without wgmma (sm_80, and sm_100a until the backward pass is
-       // tcgen05) the mma.sync main kernel at 64 query rows a block spills
-       // (488 bytes at head_dim 128 on sm_100a); 32 rows fit.
+       // sm_100a: the tcgen05 form at 128 query rows a step (two stages of
+       // Q and dO fit at head_dim 128, three do not). Without wgmma or tcgen05 (sm_80) the mma.sync
+       // main kernel at 64 query rows a block spills; 32 rows fit.
        [](const std::string &arch, const Params &overrides) {
-         if (arch == "sm_90a" || overrides.count("block_m")) return Params{};
-         return Params{{"block_m", "32"}};
+         auto given = [&](const char *key, const char *otherwise) {
+           auto it = overrides.find(key);
+           return it == overrides.end() ? std::string(otherwise) : it->second;
+         };
+         if (arch == "sm_90a") return Params{};
+         std::string variant = given("variant", arch.rfind("sm_100a", 0) == 0 ? "ss" : "registers");
+         if (variant == "registers") return Params{{"block_m", "32"}};
+         return Params{{"variant", variant}, {"block_m", "128"}};
        }},
   };
 }

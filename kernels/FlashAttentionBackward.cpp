@@ -16,6 +16,7 @@
 #include "Kernels.h"
 
 #include <fmt/format.h>
+#include <optional>
 
 using namespace tessel;
 
@@ -51,10 +52,17 @@ Program tessel::kernels::flashAttentionBackwardPre(const AttentionBackwardConfig
 
 Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c) {
   // head_dim 256 would need dK and dV accumulators of 256 columns: more
-  // registers than a thread has beside the score tiles.
+  // registers than a thread has beside the score tiles (and, in tensor
+  // memory, more than the 512 columns beside S^T and dP^T).
   if (c.headDim != 64 && c.headDim != 128)
     throw Error(fmt::format("flash attention backward supports head_dim 64 and 128, not {}",
                             c.headDim));
+  const bool tmem = c.form != BackwardForm::registers;
+  if (tmem && (c.blockM != 128 || (c.blockN && c.blockN != 128) || c.threads != 256))
+    throw Error(fmt::format("the tcgen05 attention backward computes 128 keys by 128 queries a "
+                            "step on two warpgroups (block_m 128, block_n 128, 256 threads), not "
+                            "block_m {}, block_n {}, {} threads",
+                            c.blockM, c.blockN, c.threads));
   Program p(c.varlen ? "flash_attention_varlen_bwd" : "flash_attention_bwd");
   const int64_t d = c.headDim, bm = c.blockM, bn = c.blockN ? c.blockN : 128;
   auto [batch, seqQ, seqK, headsQ, headsKv, scale, q, k, v] = AttentionInputs::declare(p, c.dtype, d);
@@ -94,10 +102,31 @@ Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c
     Buffer dv = alloc_fragment({bn, d}, DType::f32, "dv");
     Buffer dk = alloc_fragment({bn, d}, DType::f32, "dk");
     Buffer dq = alloc_fragment({bm, d}, DType::f32, "dq");
+    // tcgen05: key row j in tensor-memory lane j. S^T, dP^T, dV and dK take
+    // 2 * 128 + 2 * head_dim of the 512 columns; dQ (query rows in the
+    // lanes) reuses dP^T's once dP^T is in registers. P^T, the A operand
+    // of dV's product, goes into dS^T's shared tile before dS^T does (ss;
+    // a tile of its own cost 32 KiB, and ptxas kept the two tiles' common
+    // swizzled addresses live between the copies, spilling), or packed
+    // over S^T in tensor memory (ts).
+    struct Tcgen05Buffers {
+      Buffer st, dpt, dv, dk, dq, p;
+    };
+    std::optional<Tcgen05Buffers> acc;
+    if (tmem) {
+      Buffer stAcc = alloc_tmem({bn, bm}, DType::f32, "s_t_acc");
+      Buffer dptAcc = alloc_tmem({bn, bm}, DType::f32, "dp_t_acc");
+      acc = Tcgen05Buffers{stAcc,
+                           dptAcc,
+                           alloc_tmem({bn, d}, DType::f32, "dv_acc"),
+                           alloc_tmem({bn, d}, DType::f32, "dk_acc"),
+                           alias_tmem(dptAcc, {bm, d}, DType::f32),
+                           c.form == BackwardForm::ts ? alias_tmem(stAcc, {bn, bm}, c.dtype) : dss};
+    }
     copy(sk.rows(k, col0, kvHead, bn, d), ks);
     copy(sk.rows(v, col0, kvHead, bn, d), vs);
-    clear(dk);
-    clear(dv);
+    clear(tmem ? acc->dk : dk);
+    clear(tmem ? acc->dv : dv);
     // Causal (top-left): query blocks entirely above this key block see
     // none of it. A key block past its (packed) sequence's end runs none.
     Expr first = c.causal ? col0 / bm : Expr(0);
@@ -107,7 +136,8 @@ Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c
     GemmOptions scores{.transpose_b = true, .clear_accum = true, .policy = WarpPolicy::full_row};
     // The order lets the gemms overlap the element-wise work (each waits
     // only where its result is read): dP^T runs while P^T is computed, dV
-    // while dS^T is, dK while dQ is added to the accumulator.
+    // while dS^T is, dK while dQ is added to the accumulator. (tcgen05
+    // gemms complete in order here; their accumulators are read back.)
     pipelined(blocks, c.stages, {.warp_specialize = c.warpSpecialize}, [&](Expr mt) {
       Expr row0 = (first + mt) * bm;
       copy(sq.rows(q, row0, h, bm, d), qs);
@@ -116,14 +146,24 @@ Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c
       Expr shift = lseRows.shift;
       copy(lseRows.tile, lses);
       copy(sq.alignedVector(delta, h, row0, bm).tile, deltas);
-      gemm(ks, qs, st, scores);
-      gemm(vs, dos, dpt, scores);
+      if (tmem) {
+        gemm(ks, qs, acc->st, {.transpose_b = true, .clear_accum = true});
+        gemm(vs, dos, acc->dpt, {.transpose_b = true, .clear_accum = true});
+        copy(acc->st, st);
+      } else {
+        gemm(ks, qs, st, scores);
+        gemm(vs, dos, dpt, scores);
+      }
       // Rows and columns outside the sequences get P = 0, so they add
       // nothing to dK, dV or dQ (in a packed batch they are another
       // sequence's).
       // Only blocks at a sequence's end (or, causal, on the diagonal) need
-      // the mask.
+      // the mask (`inside` skips it).
       Expr scaleLog2 = scale * kLog2e;
+      // P^T in the operand type: in registers for wgmma and for the ts
+      // form's tensor-memory copy (which does not convert); the ss form
+      // converts on the way to shared memory.
+      bool needPt = c.form != BackwardForm::ss;
       auto probabilities = [&](bool masked) {
         parallel(bn, bm, [&](Expr j, Expr i) {
           Expr prob = exp2(st(j, i) * scaleLog2 - lses(i + shift) * kLog2e);
@@ -133,19 +173,40 @@ Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c
             prob = select(visible, prob, Expr(0.0));
           }
           st(j, i) = prob;
-          pt(j, i) = cast(prob, c.dtype);
+          if (needPt) pt(j, i) = cast(prob, c.dtype);
         });
       };
       Expr inside = row0 + bm <= sq.length && col0 + bn <= sk.length;
       if (c.causal) inside = inside && col0 + bn <= row0 + 1;
-      if_(inside, [&] { probabilities(false); }, [&] { probabilities(true); });
-      gemm(pt, dos, dv, rowSplit);
+      // The tcgen05 forms mask every block: the second unrolled copy of the
+      // loop took the ss form's consumers past their 240 registers (a
+      // spill with packed batches).
+      if (tmem) probabilities(true);
+      else if_(inside, [&] { probabilities(false); }, [&] { probabilities(true); });
+      if (tmem) {
+        copy(needPt ? pt : st, acc->p);
+        gemm(acc->p, dos, acc->dv);
+        copy(acc->dpt, dpt);
+      } else {
+        gemm(pt, dos, dv, rowSplit);
+      }
+      // tcgen05: dS^T overwrites dP^T in registers and is converted on its
+      // way to shared memory (no third [bn, bm] tile of registers: at 240
+      // a thread, beside S^T and dP^T, it spilled).
       parallel(bn, bm, [&](Expr j, Expr i) {
-        dst(j, i) = cast(st(j, i) * (dpt(j, i) - deltas(i + shift)) * scale, c.dtype);
+        Expr grad = st(j, i) * (dpt(j, i) - deltas(i + shift)) * scale;
+        if (tmem) dpt(j, i) = grad;
+        else dst(j, i) = cast(grad, c.dtype);
       });
-      copy(dst, dss);
-      gemm(dss, ks, dq, {.transpose_a = true, .clear_accum = true});
-      gemm(dst, qs, dk, rowSplit);
+      copy(tmem ? dpt : dst, dss);
+      if (tmem) {
+        gemm(dss, qs, acc->dk);
+        gemm(dss, ks, acc->dq, {.transpose_a = true, .clear_accum = true});
+        copy(acc->dq, dq);
+      } else {
+        gemm(dss, ks, dq, {.transpose_a = true, .clear_accum = true});
+        gemm(dst, qs, dk, rowSplit);
+      }
       // Rows past the query sequence hold exact zeros.
       Buffer dqRows = sq.rows(dQacc, row0, h, bm, d);
       if (c.elementAtomics) {
@@ -156,6 +217,10 @@ Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c
       } else
         atomic_add(dqRows, dq, c.dqOrder);
     });
+    if (tmem) {
+      copy(acc->dk, dk);
+      copy(acc->dv, dv);
+    }
     Expr outHead = perQueryHead ? h : kvHead;
     Buffer dkRows = sk.rows(dK, col0, outHead, bn, d);
     Buffer dvRows = sk.rows(dV, col0, outHead, bn, d);

@@ -167,6 +167,11 @@ void validateAttention(DType dtype, int64_t headDim, bool varlen, const Attentio
 /// accumulators with atomic_add, or written as one fp32 slice per query
 /// head and summed by the postprocess kernel.
 enum class KvReduction { direct, atomic, split };
+/// Where the backward main kernel accumulates: in registers (wgmma on
+/// sm_90a, mma.sync elsewhere), or in tensor memory through tcgen05.mma
+/// (sm_100a) with P^T going to dV's product through shared memory (`ss`)
+/// or packed in tensor memory over S^T (`ts`).
+enum class BackwardForm { registers, ss, ts };
 struct AttentionBackwardConfig {
   DType dtype = DType::bf16;
   int64_t headDim = 128;
@@ -188,6 +193,7 @@ struct AttentionBackwardConfig {
   bool dqTma = false;
   WarpSpecialize warpSpecialize = WarpSpecialize::automatic;
   GridOrder gridOrder = GridOrder::automatic;
+  BackwardForm form = BackwardForm::registers;
 };
 /// delta [batch, heads_q, seqlen_q] = rowsum(dO * O).
 Program flashAttentionBackwardPre(const AttentionBackwardConfig &config);

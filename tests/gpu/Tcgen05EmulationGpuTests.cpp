@@ -202,10 +202,9 @@ TEST_CASE("a gemm with A in tensor memory matches the reference", "[gpu][tcgen05
 
 // The attention kernels as sm_100a builds them, run through the emulation
 // target: the forward pass in the tcgen05 `ss` and `ts` forms (S and O in
-// tensor memory, P through shared or tensor memory), the backward pass as
-// mma.sync under TMA and warp specialization at its sm_100a block size.
-// MHA and GQA (groups 1, 2, 4, 8), causal and full, packed sequences with a
-// length of 1.
+// tensor memory, P through shared or tensor memory) and the backward pass
+// in the same two forms. MHA and GQA (groups 1, 2, 4, 8), causal and full,
+// packed sequences with a length of 1.
 TEST_CASE("attention built for sm_100a matches the reference", "[gpu][tcgen05]") {
   if (!hopper()) return;
   for (auto [name, overrides] :
@@ -218,14 +217,25 @@ TEST_CASE("attention built for sm_100a matches the reference", "[gpu][tcgen05]")
         {"flash_attention_fwd", {{"variant", "ts"}}},
         {"flash_attention_fwd", {{"variant", "ts"}, {"causal", "1"}, {"heads_q", "8"}, {"heads_kv", "1"},
                                  {"varlen", "1"}, {"head_dim", "64"}}},
+        // The backward pass: S^T, dP^T, dK, dV and dQ in tensor memory,
+        // P^T through shared memory (ss, the default) or over S^T (ts),
+        // two stages of Q and dO (one at head_dim 128 with packed
+        // batches), GQA dK/dV by region atomics or split slices.
         {"flash_attention_bwd", {}},
-        {"flash_attention_bwd", {{"causal", "1"}, {"varlen", "1"}, {"kv_reduction", "split"}}}}) {
+        {"flash_attention_bwd", {{"heads_q", "4"}, {"heads_kv", "4"}, {"kv_reduction", "direct"},
+                                 {"head_dim", "64"}, {"causal", "1"}}},
+        {"flash_attention_bwd", {{"causal", "1"}, {"varlen", "1"}, {"kv_reduction", "split"}}},
+        {"flash_attention_bwd", {{"variant", "ts"}, {"heads_q", "8"}, {"heads_kv", "1"}}},
+        {"flash_attention_bwd", {{"variant", "ts"}, {"heads_q", "8"}, {"heads_kv", "2"},
+                                 {"causal", "1"}, {"head_dim", "64"}, {"varlen", "1"}}},
+        {"flash_attention_bwd", {{"variant", "ts"}, {"varlen", "1"}, {"dq_atomics", "tma"},
+                                 {"head_dim", "64"}}},
+        {"flash_attention_bwd", {{"warp_specialize", "off"}, {"heads_kv", "1"}}}}) {
     const LibraryKernel &entry = findKernel(name);
     Params p = withDefaults(entry, overrides, kEmulated);
     Program program = entry.build(p);
     Kernel k = compile(program, {kEmulated});
-    if (name == "flash_attention_fwd")
-      CHECK(k.cuda().find("tessel::emu::tcgen05_mma(") != std::string::npos);
+    CHECK(k.cuda().find("tessel::emu::tcgen05_mma(") != std::string::npos);
     uint64_t seed = std::random_device{}();
     CheckResult r = entry.check(k, p, seed);
     fmt::print("{} for sm_100a (emulated) {}: rel error {:.3e} (tolerance {:.0e}) seed {}\n", name,

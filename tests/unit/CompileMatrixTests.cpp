@@ -292,6 +292,22 @@ TEST_CASE("a tcgen05 gemm with A in tensor memory compiles for sm_100a") {
   CHECK(compile(p, {"sm_100a-emu", ""}).cuda().find("tessel::emu::tcgen05_mma(") != std::string::npos);
 }
 
+// A tcgen05 kernel's checks: MMAs into tensor memory, no wgmma, no spills,
+// and (ts) at least one product whose A is a tensor-memory address ([%r]),
+// not a descriptor.
+static void checkTcgen05Kernel(const Kernel &k, bool aInTmemExpected) {
+  CHECK(k.spillBytes() == 0);
+  const std::string &ptx = k.ptx();
+  CHECK(ptx.find("tcgen05.mma.cta_group::1.kind::f16") != std::string::npos);
+  CHECK(ptx.find("wgmma") == std::string::npos);
+  CHECK(ptx.find("mma.sync") == std::string::npos);
+  bool aInTmem = false;
+  std::istringstream lines(ptx);
+  for (std::string line; std::getline(lines, line);)
+    aInTmem |= line.find("tcgen05.mma") != std::string::npos && line.find("], [%r") != std::string::npos;
+  CHECK(aInTmemExpected == aInTmem);
+}
+
 // The sm_100a attention forward forms: tcgen05 into tensor memory, P through
 // shared memory (ss) or packed in tensor memory (ts), without spills, for
 // every head_dim, causal or not, packed or not; the emulation compiles them
@@ -304,19 +320,8 @@ TEST_CASE("the sm_100a attention forward forms compile without spills") {
         Params p = {{"variant", variant}, {"head_dim", d}, {"causal", causal},
                     {"varlen", d == "64" ? "1" : "0"}};
         Program program = entry.build(withDefaults(entry, p, "sm_100a"));
-        Kernel k = compile(program, {"sm_100a", ""});
         INFO(variant << " head_dim " << d << " causal " << causal);
-        CHECK(k.spillBytes() == 0);
-        CHECK(k.ptx().find("tcgen05.mma.cta_group::1.kind::f16") != std::string::npos);
-        CHECK(k.ptx().find("wgmma") == std::string::npos);
-        // ts: the P x V product's A is a tensor-memory address ([%r]), not
-        // a descriptor.
-        bool aInTmem = false;
-        std::istringstream lines(k.ptx());
-        for (std::string line; std::getline(lines, line);)
-          aInTmem |= line.find("tcgen05.mma") != std::string::npos &&
-                     line.find("], [%r") != std::string::npos;
-        CHECK((variant == "ts") == aInTmem);
+        checkTcgen05Kernel(compile(program, {"sm_100a", ""}), variant == "ts");
       }
   CHECK_THROWS_WITH(entry.build(withDefaults(entry, {{"variant", "ws"}}, "sm_100a")),
                     Catch::Contains("use one of registers, ss, ts"));
@@ -324,4 +329,37 @@ TEST_CASE("the sm_100a attention forward forms compile without spills") {
   CHECK(withDefaults(entry, {}, "sm_100a").at("variant") == "ss");
   CHECK(withDefaults(entry, {}, "sm_90a").at("variant") == "registers");
   CHECK(withDefaults(entry, {{"overlap", "1"}}, "sm_100a").at("variant") == "registers");
+}
+
+// The sm_100a attention backward forms: S^T, dP^T, dK, dV and dQ in tensor
+// memory, P^T through shared memory (ss) or over S^T (ts), for both head_dims,
+// causal or not, packed or not, with two stages (three are over the shared
+// memory limit: a diagnostic, not a crash).
+TEST_CASE("the sm_100a attention backward forms compile without spills") {
+  const LibraryKernel &entry = findKernel("flash_attention_bwd");
+  for (std::string variant : {"ss", "ts"})
+    for (std::string d : {"64", "128"})
+      for (std::string causal : {"0", "1"}) {
+        Params p = {{"variant", variant}, {"head_dim", d}, {"causal", causal},
+                    {"varlen", causal}};
+        Params full = withDefaults(entry, p, "sm_100a");
+        INFO(variant << " head_dim " << d << " causal " << causal);
+        CHECK(full.at("block_m") == "128");
+        CHECK(full.at("stages") == "2");
+        Program program = entry.build(full);
+        checkTcgen05Kernel(compile(program, {"sm_100a", ""}), variant == "ts");
+      }
+  CHECK(withDefaults(entry, {}, "sm_100a").at("variant") == "ss");
+  CHECK(withDefaults(entry, {}, "sm_90a").at("variant") == "registers");
+  CHECK_THROWS_WITH(entry.build(withDefaults(entry, {{"variant", "ws"}}, "sm_100a")),
+                    Catch::Contains("use one of registers, ss, ts"));
+  CHECK_THROWS_WITH(entry.build(withDefaults(entry, {{"block_m", "64"}}, "sm_100a")),
+                    Catch::Contains("block_m 128"));
+  // Three stages of Q and dO at head_dim 128: over the limit, said at the
+  // kernel's line.
+  Program tooBig =
+      entry.build(withDefaults(entry, {{"variant", "ss"}, {"stages", "3"}}, "sm_100a"));
+  CHECK_THROWS_WITH(compile(tooBig, {"sm_100a", ""}),
+                    Catch::Contains("FlashAttentionBackward.cpp") &&
+                        Catch::Contains("bytes of shared memory; sm_100a allows 232448"));
 }
