@@ -8,6 +8,12 @@
 // `__syncthreads` in code all threads run, a named barrier over the role's
 // threads inside a `tile.role` (where a block barrier would deadlock).
 //
+// Tensor memory is shared by the block like shared memory, with two
+// refinements: copies and fills that move it by rows (each thread its own
+// lane of its warpgroup's columns) conflict only where warpgroups' columns
+// meet, and a tcgen05 gemm that completes in place (every thread waits for
+// its commit) leaves nothing pending after it.
+//
 // Three more rules:
 //  - mbarrier initialisation is a write of the mbarrier words: the first use
 //    after it is ordered by a barrier, and `fence.mbarrier_init` follows the
@@ -38,6 +44,28 @@ using namespace tessel::tile;
 namespace {
 using BufferSet = llvm::SmallPtrSet<void *, 8>;
 
+/// A copy or fill of tensor memory by rows: thread t moves lane t % 128 of
+/// its warpgroup's share of the view's columns (32-bit columns `first +
+/// g * step` .. `+ share` for warpgroup g of `groups`). Two such accesses
+/// need a barrier between them only where one warpgroup's columns meet
+/// another's: a thread reloading, scaling and storing back its own row
+/// (the attention forward's correction of O) is ordered by its own
+/// tcgen05.wait.
+struct RowAccess {
+  int64_t first, share, step, groups;
+  bool write;
+  bool crossesThreads(const RowAccess &other) const {
+    for (int64_t g = 0; g < groups; ++g)
+      for (int64_t h = 0; h < other.groups; ++h) {
+        if (g == h) continue;
+        int64_t a = first + g * step, b = other.first + h * other.step;
+        if (a < b + other.share && b < a + share) return true;
+      }
+    return false;
+  }
+};
+using RowAccesses = llvm::DenseMap<void *, SmallVector<RowAccess, 2>>;
+
 struct AccessState {
   BufferSet reads, writes;
   /// Writes that are mbarrier inits: thread 0 runs them all, so they do not
@@ -47,13 +75,16 @@ struct AccessState {
   /// MMA and the tensor core runs them in order, so they do not conflict
   /// with one another, only with other accesses.
   BufferSet mma;
+  /// Tensor memory moved by rows (see RowAccess).
+  RowAccesses rows;
   void merge(const AccessState &other) {
     llvm::set_union(reads, other.reads);
     llvm::set_union(writes, other.writes);
     llvm::set_union(inits, other.inits);
     llvm::set_union(mma, other.mma);
+    for (auto &[root, accesses] : other.rows) llvm::append_range(rows[root], accesses);
   }
-  bool empty() const { return reads.empty() && writes.empty() && mma.empty(); }
+  bool empty() const { return reads.empty() && writes.empty() && mma.empty() && rows.empty(); }
 };
 
 /// The shared-backed or tensor-memory buffer an operand lives in, unless a
@@ -70,6 +101,40 @@ static Value orderedRoot(Value buffer) {
   return root;
 }
 
+/// The rows a tensor-memory copy or fill moves, when its view's columns are
+/// constant and tessel-tmem-allocation recorded the warpgroups' step.
+static std::optional<RowAccess> rowAccess(Operation *op, Value view, bool write) {
+  auto step = op->getAttrOfType<IntegerAttr>("tmem_group_columns");
+  if (!step) return std::nullopt;
+  auto type = llvm::cast<MemRefType>(view.getType());
+  int64_t values = type.getShape().back(), column = 0;
+  Value root = view;
+  while (auto region = root.getDefiningOp<RegionOp>()) {
+    std::optional<int64_t> lane = getConstantIntValue(region.getOffsets()[0]);
+    std::optional<int64_t> offset = getConstantIntValue(region.getOffsets()[1]);
+    if (!lane || *lane != 0 || !offset) return std::nullopt;
+    column += *offset;
+    root = region.getSource();
+  }
+  if (auto alias = root.getDefiningOp<TmemAliasOp>()) root = alias.getSource();
+  auto alloc = root.getDefiningOp<AllocOp>();
+  if (!alloc) return std::nullopt;
+  // Packed 16-bit values take half a column each.
+  bool packed = type.getElementTypeBitWidth() == 16 && !alloc.getUnpacked();
+  auto columns = [&](int64_t v) { return packed ? v / 2 : v; };
+  int64_t threads = 0;
+  if (auto role = op->getParentOfType<RoleOp>()) threads = role.getThreads();
+  else threads = op->getParentOfType<KernelOp>().getThreads();
+  int64_t groups = std::max<int64_t>(1, threads / 128);
+  return RowAccess{columns(column), std::max<int64_t>(1, columns(values / groups)), step.getInt(),
+                   groups, write};
+}
+
+/// Whether `buffer` is tensor memory (through regions and aliases).
+static bool isTmem(Value buffer) {
+  return getMemorySpace(llvm::cast<MemRefType>(buffer.getType())) == MemorySpace::tmem;
+}
+
 /// Shared-backed buffers an op reads and writes, element code inside a
 /// tile.parallel body included. mbarrier operations other than init are
 /// atomic and count as reads.
@@ -77,14 +142,24 @@ static void collectAccesses(Operation *op, AccessState &acc) {
   auto note = [&](Value buffer, bool write) {
     if (Value root = orderedRoot(buffer)) (write ? acc.writes : acc.reads).insert(root.getAsOpaquePointer());
   };
+  // A tensor-memory operand moved by rows, or else the whole buffer.
+  auto noteTmemOrWhole = [&](Operation *o, Value buffer, bool write) {
+    if (isTmem(buffer))
+      if (std::optional<RowAccess> rows = rowAccess(o, buffer, write))
+        if (Value root = orderedRoot(buffer))
+          return acc.rows[root.getAsOpaquePointer()].push_back(*rows);
+    note(buffer, write);
+  };
   op->walk([&](Operation *inner) {
     llvm::TypeSwitch<Operation *>(inner)
-        .Case([&](CopyOp o) { note(o.getSource(), false), note(o.getDest(), true); })
+        .Case([&](CopyOp o) {
+          noteTmemOrWhole(o, o.getSource(), false), noteTmemOrWhole(o, o.getDest(), true);
+        })
         // Conservative for a single-buffered TMA destination: the write is
         // ordered after earlier reads, and later reads after it, although
         // its mbarrier already orders the latter.
         .Case([&](CopyAsyncOp o) { note(o.getBarriers(), false), note(o.getDest(), true); })
-        .Case([&](FillOp o) { note(o.getDest(), true); })
+        .Case([&](FillOp o) { noteTmemOrWhole(o, o.getDest(), true); })
         .Case([&](GemmOp o) {
           note(o.getA(), false), note(o.getB(), false);
           if (o.getInstruction() == GemmInstruction::tcgen05) {
@@ -112,17 +187,41 @@ static void collectAccesses(Operation *op, AccessState &acc) {
 }
 
 static bool conflicts(const AccessState &pending, const AccessState &next) {
+  auto rowWrites = [&](void *root) {
+    auto it = pending.rows.find(root);
+    return it != pending.rows.end() &&
+           llvm::any_of(it->second, [](const RowAccess &a) { return a.write; });
+  };
   for (void *w : next.writes) {
     bool bothInit = next.inits.contains(w) && pending.inits.contains(w);
-    if (pending.reads.contains(w) || pending.mma.contains(w) ||
+    if (pending.reads.contains(w) || pending.mma.contains(w) || pending.rows.count(w) ||
         (pending.writes.contains(w) && !bothInit))
       return true;
   }
   for (void *r : next.reads)
-    if (pending.writes.contains(r) || pending.mma.contains(r)) return true;
+    if (pending.writes.contains(r) || pending.mma.contains(r) || rowWrites(r)) return true;
   for (void *m : next.mma)
-    if (pending.reads.contains(m) || pending.writes.contains(m)) return true;
+    if (pending.reads.contains(m) || pending.writes.contains(m) || pending.rows.count(m))
+      return true;
+  for (auto &[root, accesses] : next.rows) {
+    if (pending.mma.contains(root) || pending.writes.contains(root)) return true;
+    auto earlier = pending.rows.find(root);
+    for (const RowAccess &a : accesses) {
+      if (a.write && pending.reads.contains(root)) return true;
+      if (earlier == pending.rows.end()) continue;
+      for (const RowAccess &b : earlier->second)
+        if ((a.write || b.write) && a.crossesThreads(b)) return true;
+    }
+  }
   return false;
+}
+
+/// A tcgen05 gemm that completes in place: every thread that runs it waits
+/// for its commit before going on, so nothing after it needs a barrier for
+/// its accumulator or operands (what came before it still does).
+static bool completesInPlace(Operation &op) {
+  auto gemm = llvm::dyn_cast<GemmOp>(op);
+  return gemm && gemm.getInstruction() == GemmInstruction::tcgen05 && !gemm.getIssueOnly();
 }
 
 struct BarrierPlacer {
@@ -146,7 +245,7 @@ struct BarrierPlacer {
   AccessState walkBlock(Block &block, AccessState state) {
     for (Operation &op : llvm::make_early_inc_range(block)) {
       if (llvm::isa<BarrierOp>(op)) {
-        state = {};
+        state = AccessState();
         continue;
       }
       if (llvm::isa<scf::ForOp, PipelinedOp>(op)) {
@@ -156,7 +255,7 @@ struct BarrierPlacer {
         collectAccesses(&op, inside);
         if (conflicts(state, inside)) {
           place(&op);
-          state = {};
+          state = AccessState();
         }
         Block &body = op.getRegion(0).front();
         BarrierPlacer probe = *this;
@@ -186,11 +285,11 @@ struct BarrierPlacer {
         collectAccesses(role, inside);
         if (conflicts(state, inside)) {
           place(role);
-          state = {};
+          state = AccessState();
         }
         BarrierPlacer nested = *this;
         nested.named = {{roleIds->lookup(role), role.getThreads()}};
-        nested.walkBlock(role.getBody().front(), {});
+        nested.walkBlock(role.getBody().front(), AccessState());
         state.merge(inside);
         continue;
       }
@@ -199,9 +298,9 @@ struct BarrierPlacer {
       if (here.empty()) continue;
       if (conflicts(state, here)) {
         place(&op);
-        state = {};
+        state = AccessState();
       }
-      state.merge(here);
+      if (!completesInPlace(op)) state.merge(here);
     }
     return state;
   }
@@ -292,7 +391,7 @@ struct TesselInsertBarriers : tessel::impl::TesselInsertBarriersBase<TesselInser
     if (tooMany) return signalPassFailure();
     fenceMbarrierInits(kernel);
     fenceGenericWrites(kernel, *target);
-    BarrierPlacer{false, std::nullopt, &roleIds}.walkBlock(kernel.getBodyBlock(), {});
+    BarrierPlacer{false, std::nullopt, &roleIds}.walkBlock(kernel.getBodyBlock(), AccessState());
   }
 };
 } // namespace

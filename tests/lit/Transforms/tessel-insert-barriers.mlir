@@ -190,16 +190,16 @@ tile.kernel @mbarriers(%a: memref<?x64xf16, #g>, %n: index) grid(%bx) = affine_m
 // -----
 
 // Tensor memory is shared by the block like shared memory: the fill's
-// stores (every warp) come before the MMA that accumulates on them, and
-// the MMA's result before the warps load it, each with a barrier. A
-// generic-proxy write of a tcgen05 operand is fenced for the async proxy.
+// stores (every warp) come before the MMA that accumulates on them, with a
+// barrier. The MMA completes in place (every thread waits for its commit),
+// so the warps load its result without one. A generic-proxy write of a
+// tcgen05 operand is fenced for the async proxy.
 // CHECK-LABEL: tile.kernel @tensor_memory
 // CHECK: tile.copy
 // CHECK-NEXT: tile.fence_proxy_async
 // CHECK: tile.fill
 // CHECK-NEXT: tile.barrier
 // CHECK-NEXT: tile.gemm
-// CHECK-NEXT: tile.barrier
 // CHECK-NEXT: tile.copy
 tile.kernel @tensor_memory(%g: memref<128x16xf16>) grid(%bx) = affine_map<() -> (1)> threads(128) {
   %a = tile.alloc : memref<128x16xf16, #tile.space<shared>>
@@ -211,4 +211,78 @@ tile.kernel @tensor_memory(%g: memref<128x16xf16>) grid(%bx) = affine_map<() -> 
   tile.fill %acc, %zero : memref<128x64xf32, #tile.space<tmem>>, f32
   tile.gemm %a, %b, %acc {instruction = #tile.instr<tcgen05>, warps = array<i64: 1, 1>} : memref<128x16xf16, #tile.space<shared>>, memref<16x64xf16, #tile.space<shared>>, memref<128x64xf32, #tile.space<tmem>>
   tile.copy %acc, %out : memref<128x64xf32, #tile.space<tmem>>, memref<128x64xf32, #tile.space<fragment>>
+}
+
+// -----
+
+// The attention forward's correction step: each thread loads its row of a
+// 64-column chunk of O (its warpgroup's 32 columns), scales it and stores it
+// back, chunk after chunk. No thread touches another's cells, so none of
+// that needs a barrier; S's MMA completes in place before it. Only P x V,
+// issued by one thread over every row, waits for all the stores.
+// CHECK-LABEL: tile.kernel @correction
+// CHECK: scf.for
+// CHECK-NEXT: tile.gemm
+// CHECK-NOT: tile.barrier
+// CHECK: tile.copy %[[LO:[0-9]+]], %[[PART:[0-9]+]] {tmem_group_columns
+// CHECK-NEXT: tile.copy %[[PART]], %[[LO]]
+// CHECK-NOT: tile.barrier
+// CHECK: tile.copy %[[HI:[0-9]+]], %[[PART]] {tmem_group_columns
+// CHECK-NEXT: tile.copy %[[PART]], %[[HI]]
+// CHECK-NEXT: tile.barrier
+// CHECK-NEXT: tile.gemm
+// CHECK-NEXT: {{^ *}}}{{$}}
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+tile.kernel @correction(%n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(256) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %q = tile.alloc : memref<128x64xbf16, #s>
+  %k = tile.alloc : memref<128x64xbf16, #s>
+  %v = tile.alloc : memref<128x128xbf16, #s>
+  %p = tile.alloc : memref<128x128xbf16, #s>
+  %scores = tile.alloc : memref<128x128xf32, #tile.space<tmem>>
+  %o = tile.alloc : memref<128x128xf32, #tile.space<tmem>>
+  %part = tile.alloc : memref<128x64xf32, #f>
+  scf.for %i = %c0 to %n step %c1 {
+    tile.gemm %q, %k, %scores {instruction = #tile.instr<tcgen05>, warps = array<i64: 1, 1>, transpose_b, clear_accum} : memref<128x64xbf16, #s>, memref<128x64xbf16, #s>, memref<128x128xf32, #tile.space<tmem>>
+    %lo = tile.region %o[%c0, %c0] [128, 64] : memref<128x128xf32, #tile.space<tmem>> -> memref<128x64xf32, strided<[128, 1], offset: ?>, #tile.space<tmem>>
+    tile.copy %lo, %part {tmem_group_columns = 32 : i64} : memref<128x64xf32, strided<[128, 1], offset: ?>, #tile.space<tmem>>, memref<128x64xf32, #f>
+    tile.copy %part, %lo {tmem_group_columns = 32 : i64} : memref<128x64xf32, #f>, memref<128x64xf32, strided<[128, 1], offset: ?>, #tile.space<tmem>>
+    %hi = tile.region %o[%c0, %c64] [128, 64] : memref<128x128xf32, #tile.space<tmem>> -> memref<128x64xf32, strided<[128, 1], offset: ?>, #tile.space<tmem>>
+    tile.copy %hi, %part {tmem_group_columns = 32 : i64} : memref<128x64xf32, strided<[128, 1], offset: ?>, #tile.space<tmem>>, memref<128x64xf32, #f>
+    tile.copy %part, %hi {tmem_group_columns = 32 : i64} : memref<128x64xf32, #f>, memref<128x64xf32, strided<[128, 1], offset: ?>, #tile.space<tmem>>
+    tile.gemm %p, %v, %o {instruction = #tile.instr<tcgen05>, warps = array<i64: 1, 1>} : memref<128x128xbf16, #s>, memref<128x128xbf16, #s>, memref<128x128xf32, #tile.space<tmem>>
+  }
+}
+
+// -----
+
+// P over S (the ts form): two warpgroups read S's 128 columns (64 each) and
+// write P packed over the first 64 (32 each), so the second warpgroup's P
+// lands on columns the first read: a barrier between them. A chunk that
+// is not a constant column range is taken as the whole buffer.
+// CHECK-LABEL: tile.kernel @p_over_s
+// CHECK: tile.copy %{{[0-9]+}}, %{{[0-9]+}} {tmem_group_columns = 64
+// CHECK-NEXT: tile.barrier
+// CHECK-NEXT: tile.copy %{{[0-9]+}}, %{{[0-9]+}} {tmem_group_columns = 32
+// CHECK-NEXT: tile.region
+// CHECK-NEXT: tile.barrier
+// CHECK-NEXT: tile.copy
+// CHECK-NEXT: tile.barrier
+// CHECK-NEXT: tile.copy
+#f = #tile.space<fragment>
+tile.kernel @p_over_s(%col: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(256) {
+  %c0 = arith.constant 0 : index
+  %s = tile.alloc : memref<128x128xf32, #tile.space<tmem>>
+  %p = tile.tmem_alias %s : memref<128x128xf32, #tile.space<tmem>> -> memref<128x128xbf16, #tile.space<tmem>>
+  %sf = tile.alloc : memref<128x128xf32, #f>
+  %pf = tile.alloc : memref<128x128xbf16, #f>
+  %part = tile.alloc : memref<128x64xf32, #f>
+  tile.copy %s, %sf {tmem_group_columns = 64 : i64} : memref<128x128xf32, #tile.space<tmem>>, memref<128x128xf32, #f>
+  tile.copy %pf, %p {tmem_group_columns = 32 : i64} : memref<128x128xbf16, #f>, memref<128x128xbf16, #tile.space<tmem>>
+  %any = tile.region %s[%c0, %col] [128, 64] : memref<128x128xf32, #tile.space<tmem>> -> memref<128x64xf32, strided<[128, 1], offset: ?>, #tile.space<tmem>>
+  tile.copy %part, %any {tmem_group_columns = 32 : i64} : memref<128x64xf32, #f>, memref<128x64xf32, strided<[128, 1], offset: ?>, #tile.space<tmem>>
+  tile.copy %any, %part {tmem_group_columns = 32 : i64} : memref<128x64xf32, strided<[128, 1], offset: ?>, #tile.space<tmem>>, memref<128x64xf32, #f>
 }
