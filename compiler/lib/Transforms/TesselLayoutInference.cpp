@@ -59,6 +59,15 @@ private:
     auto type = llvm::dyn_cast<MemRefType>(v.getType());
     return type && getMemorySpace(type) == MemorySpace::fragment;
   }
+  /// The threads that run `op`: its tile.role's, or the kernel's.
+  int64_t threadsOf(Operation *op) {
+    auto role = op->getParentOfType<RoleOp>();
+    return role ? role.getThreads() : kernel.getThreads();
+  }
+  /// Each fragment's threads: those of the code that uses it, which must
+  /// be one role (or none); layouts are placed for that many threads.
+  LogicalResult collectFragmentThreads();
+  DenseMap<Value, int64_t> fragmentThreads;
   LogicalResult collectLoopAccesses();
   LogicalResult checkFragmentUses();
   LogicalResult assign(Value fragment, const FragmentLayout &layout, Operation *origin);
@@ -93,6 +102,45 @@ LogicalResult LayoutInference::assign(Value fragment, const FragmentLayout &layo
   diag.attachNote(it->second.origin->getLoc()) << "the other layout comes from here";
   diag.attachNote(fragment.getLoc()) << "the fragment is allocated here";
   return failure();
+}
+
+LogicalResult LayoutInference::collectFragmentThreads() {
+  // Uses in program order, so that a mismatch is reported at the later one.
+  DenseMap<Value, Operation *> firstUse;
+  for (Value f : fragmentOrder) firstUse[f] = nullptr;
+  WalkResult walk = kernel.walk<WalkOrder::PreOrder>([&](Operation *user) -> WalkResult {
+    if (llvm::isa<AnnotateLayoutOp>(user)) return WalkResult::advance();
+    for (Value operand : user->getOperands()) {
+      auto it = firstUse.find(operand);
+      if (it == firstUse.end()) continue;
+      Operation *first = it->second;
+      if (!first) {
+        it->second = user;
+        continue;
+      }
+      if (threadsOf(user) == threadsOf(first)) continue;
+      InFlightDiagnostic diag =
+          user->emitError("this fragment is used by ")
+          << threadsOf(user) << " threads here and by " << threadsOf(first)
+          << " threads elsewhere; a fragment belongs to the threads of one role (allocate one "
+             "for each)";
+      diag.attachNote(first->getLoc()) << "the other use";
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted()) return failure();
+  for (Value f : fragmentOrder) {
+    Operation *first = firstUse.lookup(f);
+    int64_t count = first ? threadsOf(first) : kernel.getThreads();
+    if (count < 32 || !llvm::isPowerOf2_64(count))
+      return (first ? first : f.getDefiningOp())->emitError(
+                 "fragments need a power-of-two number of threads, at least 32 (layouts split "
+                 "threads into lane and warp bits); these run on ")
+             << count;
+    fragmentThreads[f] = count;
+  }
+  return success();
 }
 
 LogicalResult LayoutInference::collectLoopAccesses() {
@@ -413,6 +461,7 @@ LogicalResult LayoutInference::checkBroadcastReads() {
 
 LogicalResult LayoutInference::propagate(bool &changed) {
   WalkResult result = kernel.walk([&](Operation *op) -> WalkResult {
+    threads = threadsOf(op);
     if (auto loop = llvm::dyn_cast<ParallelOp>(op))
       return failed(propagateLoop(loop, changed)) ? WalkResult::interrupt()
                                                   : WalkResult::advance();
@@ -493,20 +542,21 @@ void LayoutInference::placeSharedLayouts() {
 
 LogicalResult LayoutInference::run() {
   threads = kernel.getThreads();
-  if (failed(checkFragmentUses()) || failed(collectLoopAccesses())) return failure();
-  if (!fragmentOrder.empty() && (threads < 32 || !llvm::isPowerOf2_64(threads)))
-    return kernel.emitError("kernels with fragments need a power-of-two number of threads, "
-                            "at least 32 (layouts split threads into lane and warp bits); got ")
-           << threads;
+  if (failed(checkFragmentUses()) || failed(collectFragmentThreads()) ||
+      failed(collectLoopAccesses()))
+    return failure();
 
   // Strict constraints.
   WalkResult strict = kernel.walk([&](Operation *op) -> WalkResult {
+    // Placed for the threads that run the op (a role's, inside one).
+    threads = threadsOf(op);
     if (auto annotate = llvm::dyn_cast<AnnotateLayoutOp>(op)) {
       if (auto f = llvm::dyn_cast<FragmentLayoutAttr>(annotate.getLayout())) {
         FragmentLayout l = f.getLayout();
-        if (l.getNumThreads() != threads)
+        int64_t users = fragmentThreads.lookup(annotate.getBuffer());
+        if (l.getNumThreads() != users)
           return annotate.emitError("the annotated layout is for ")
-                 << l.getNumThreads() << " threads, the kernel has " << threads;
+                 << l.getNumThreads() << " threads, the fragment's users run on " << users;
         return failed(assign(annotate.getBuffer(), l, annotate)) ? WalkResult::interrupt()
                                                                  : WalkResult::advance();
       }
@@ -535,6 +585,7 @@ LogicalResult LayoutInference::run() {
         free = f;
     if (!free) break;
     auto type = llvm::cast<MemRefType>(free.getType());
+    threads = fragmentThreads.lookup(free);
     // Replicated only when nothing indexes it element-wise: a fragment
     // computed in parallel loops keeps those loops' spread layout (and a
     // broadcast read of it is then an error).

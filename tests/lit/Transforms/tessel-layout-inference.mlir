@@ -262,3 +262,29 @@ tile.kernel @register_a_transposed() grid(%bx) = affine_map<() -> (1)> threads(1
   // expected-error @+1 {{a gemm operand A in registers cannot be transposed; transpose the product that produces it instead}}
   tile.gemm %p, %v, %o {transpose_a} : memref<32x64xbf16, #f>, memref<32x64xbf16, #s>, memref<64x64xf32, #f>
 }
+
+// -----
+
+// A fragment used inside a role is spread over the role's threads (4 warps
+// here), not the kernel's 8: the other warps never run its copies.
+// CHECK-LABEL: tile.kernel @role_fragment
+// CHECK: tile.alloc {layout = #tile.fragment<[64, 64], {{.*}} warp = {{\[\[}}16, 0], [32, 0]]>}
+tile.kernel @role_fragment(%x: memref<64x64xf32>, %y: memref<64x64xf32>) grid(%bx) = affine_map<() -> (1)> threads(256) {
+  %f = tile.alloc : memref<64x64xf32, #tile.space<fragment>>
+  tile.role threads(128, 128) {
+    tile.copy %x, %f : memref<64x64xf32>, memref<64x64xf32, #tile.space<fragment>>
+    tile.copy %f, %y : memref<64x64xf32, #tile.space<fragment>>, memref<64x64xf32>
+  }
+}
+
+// -----
+
+tile.kernel @fragment_in_two_roles(%x: memref<64x64xf32>) grid(%bx) = affine_map<() -> (1)> threads(256) {
+  %f = tile.alloc : memref<64x64xf32, #tile.space<fragment>>
+  // expected-note @+1 {{the other use}}
+  tile.copy %x, %f : memref<64x64xf32>, memref<64x64xf32, #tile.space<fragment>>
+  tile.role threads(0, 128) {
+    // expected-error @+1 {{this fragment is used by 128 threads here and by 256 threads elsewhere; a fragment belongs to the threads of one role (allocate one for each)}}
+    tile.copy %f, %x : memref<64x64xf32, #tile.space<fragment>>, memref<64x64xf32>
+  }
+}
