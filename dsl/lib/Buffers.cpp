@@ -34,6 +34,25 @@ static Buffer allocate(Space space, std::vector<int64_t> shape, DType type, cons
 Buffer tessel::alloc_shared(std::vector<int64_t> s, DType t, std::string name, SrcLoc loc) {
   return allocate(Space::shared, s, t, name, loc);
 }
+Buffer tessel::alloc_shared_stages(int64_t stages, std::vector<int64_t> s, DType t,
+                                   std::string name, SrcLoc loc) {
+  if (stages < 1)
+    fail(loc, fmt::format("alloc_shared_stages needs at least one stage, got {}", stages));
+  Buffer b = allocate(Space::shared, s, t, name, loc);
+  mlir::cast<tile::AllocOp>(b.value().getDefiningOp())
+      .setStagesAttr(Program::current(loc).builder().getI64IntegerAttr(stages));
+  return b;
+}
+Buffer Buffer::stage(Expr index, SrcLoc loc) const {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  auto alloc = value().getDefiningOp<tile::AllocOp>();
+  if (!alloc || !alloc.getStages())
+    fail(loc, "stage() picks a copy of a buffer from alloc_shared_stages");
+  auto op = tile::StageOp::create(p.builder(), p.location(loc), value().getType(), value(),
+                                  index.value(DType::index));
+  return Buffer::wrap(op.getResult().getAsOpaquePointer(), dims, elt, where);
+}
 Buffer tessel::alloc_fragment(std::vector<int64_t> s, DType t, std::string name, SrcLoc loc) {
   return allocate(Space::fragment, s, t, name, loc);
 }

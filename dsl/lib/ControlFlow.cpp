@@ -135,7 +135,15 @@ void tessel::mbarrier_expect_tx(const Buffer &bars, Expr index, int64_t bytes, S
 void tessel::mbarrier_arrive(const Buffer &bars, Expr index, SrcLoc loc) {
   checkBarriers(bars, loc);
   Program &p = Program::current(loc);
-  tile::MbarrierArriveOp::create(p.builder(), p.location(loc), bars.value(), index.value());
+  tile::MbarrierArriveOp::create(p.builder(), p.location(loc), bars.value(), index.value(),
+                                 /*each_thread=*/false);
+}
+
+void tessel::mbarrier_arrive_each(const Buffer &bars, Expr index, SrcLoc loc) {
+  checkBarriers(bars, loc);
+  Program &p = Program::current(loc);
+  tile::MbarrierArriveOp::create(p.builder(), p.location(loc), bars.value(), index.value(),
+                                 /*each_thread=*/true);
 }
 
 void tessel::mbarrier_wait(const Buffer &bars, Expr index, Expr parity, SrcLoc loc) {
@@ -143,6 +151,12 @@ void tessel::mbarrier_wait(const Buffer &bars, Expr index, Expr parity, SrcLoc l
   Program &p = Program::current(loc);
   tile::MbarrierWaitOp::create(p.builder(), p.location(loc), bars.value(), index.value(),
                                parity.value());
+}
+
+void tessel::mma_commit(const Buffer &bars, Expr index, SrcLoc loc) {
+  checkBarriers(bars, loc);
+  Program &p = Program::current(loc);
+  tile::MmaCommitOp::create(p.builder(), p.location(loc), bars.value(), index.value());
 }
 
 void tessel::copy_async(const Buffer &src, const Buffer &dst, const Buffer &bars, Expr index,

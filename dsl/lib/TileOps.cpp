@@ -97,6 +97,11 @@ void tessel::gemm(const Buffer &a, const Buffer &b, const Buffer &c, GemmOptions
   if (o.transpose_a) op.setTransposeA(true);
   if (o.transpose_b) op.setTransposeB(true);
   if (o.clear_accum) op.setClearAccum(true);
+  if (o.issue_only) {
+    if (c.space() != Space::tmem)
+      fail(loc, "issue_only is for tcgen05 gemms (accumulator in tensor memory)");
+    op.setIssueOnly(true);
+  }
 }
 
 static void reduce(tile::ReduceKind kind, const Buffer &src, const Buffer &dst, int dim, bool clear,

@@ -325,3 +325,37 @@ TEST_CASE("tensor memory: its rules at the user's line, and only on sm_100a") {
     CHECK(what.find("a tensor-memory copy to or from a fragment does not convert") != std::string::npos);
   }
 }
+
+// The hand-scheduled pipeline's pieces: staged buffers, issue-only gemms.
+TEST_CASE("staged buffers and issue-only gemms are checked at the user's line") {
+  int line = 0;
+  std::string msg = errorOf([&](Tensor) {
+    line = __LINE__ + 1;
+    alloc_shared_stages(0, {64, 64}, DType::f16);
+  });
+  CHECK(msg.find(here(line)) == 0);
+  CHECK(msg.find("alloc_shared_stages needs at least one stage, got 0") != std::string::npos);
+
+  msg = errorOf([&](Tensor) {
+    Buffer plain = alloc_shared({64, 64}, DType::f16);
+    line = __LINE__ + 1;
+    plain.stage(0);
+  });
+  CHECK(msg.find(here(line)) == 0);
+  CHECK(msg.find("stage() picks a copy of a buffer from alloc_shared_stages") != std::string::npos);
+
+  msg = errorOf([&](Tensor) {
+    Buffer a = alloc_shared({64, 16}, DType::f16), b = alloc_shared({16, 64}, DType::f16);
+    Buffer c = alloc_fragment({64, 64}, DType::f32);
+    line = __LINE__ + 1;
+    gemm(a, b, c, {.issue_only = true});
+  });
+  CHECK(msg.find(here(line)) == 0);
+  CHECK(msg.find("issue_only is for tcgen05 gemms") != std::string::npos);
+
+  // A stage of a staged buffer is a whole buffer of its shape.
+  CHECK(errorOf([&](Tensor x) {
+          Buffer slots = alloc_shared_stages(2, {16, 64}, DType::f16);
+          copy(x.tile({0, 0}, {16, 64}), slots.stage(1));
+        }) == "no error");
+}

@@ -208,9 +208,11 @@ void TileLowering::lowerMbarrier(Operation *op) {
     tilenv::MbarrierInitOp::create(b, loc, mbarrierAddress(init.getBarriers(), init.getIndex()),
                                    init.getArrivals());
   } else if (auto arrive = llvm::dyn_cast<MbarrierArriveOp>(op)) {
-    // One arrival per warp, after the whole warp is done.
-    tilenv::SyncWarpOp::create(b, loc);
-    guard(eq(remC(threadId, 32), zeroIdx));
+    // One arrival per warp, after the whole warp is done (or per thread).
+    if (!arrive.getEachThread()) {
+      tilenv::SyncWarpOp::create(b, loc);
+      guard(eq(remC(threadId, 32), zeroIdx));
+    }
     tilenv::MbarrierArriveOp::create(b, loc, mbarrierAddress(arrive.getBarriers(), arrive.getIndex()),
                                      IntegerAttr());
   } else if (auto expect = llvm::dyn_cast<MbarrierExpectTxOp>(op)) {
@@ -220,5 +222,9 @@ void TileLowering::lowerMbarrier(Operation *op) {
   } else if (auto wait = llvm::dyn_cast<MbarrierWaitOp>(op)) {
     tilenv::MbarrierWaitOp::create(b, loc, mbarrierAddress(wait.getBarriers(), wait.getIndex()),
                                    wait.getParity());
+    // In a kernel with tensor memory the wait may hand over columns (an
+    // MMA's result, a softmax's P): tcgen05 accesses after it are ordered
+    // by tcgen05.fence::after_thread_sync, as after a barrier.
+    if (tmemBaseWord) tilenv::Tcgen05FenceAfterOp::create(b, loc);
   }
 }

@@ -54,6 +54,10 @@ using BufferSet = llvm::SmallPtrSet<void *, 8>;
 struct RowAccess {
   int64_t first, share, step, groups;
   bool write;
+  bool operator==(const RowAccess &o) const {
+    return first == o.first && share == o.share && step == o.step && groups == o.groups &&
+           write == o.write;
+  }
   bool crossesThreads(const RowAccess &other) const {
     for (int64_t g = 0; g < groups; ++g)
       for (int64_t h = 0; h < other.groups; ++h) {
@@ -82,7 +86,12 @@ struct AccessState {
     llvm::set_union(writes, other.writes);
     llvm::set_union(inits, other.inits);
     llvm::set_union(mma, other.mma);
-    for (auto &[root, accesses] : other.rows) llvm::append_range(rows[root], accesses);
+    // Each distinct access once: loops merge their entry and exit states.
+    for (auto &[root, accesses] : other.rows) {
+      SmallVector<RowAccess, 2> &mine = rows[root];
+      for (const RowAccess &a : accesses)
+        if (!llvm::is_contained(mine, a)) mine.push_back(a);
+    }
   }
   bool empty() const { return reads.empty() && writes.empty() && mma.empty() && rows.empty(); }
 };
@@ -243,11 +252,22 @@ struct BarrierPlacer {
   /// Walks one block of code its threads run uniformly; returns the state
   /// at its end.
   AccessState walkBlock(Block &block, AccessState state) {
+    // Accesses of the roles since the last code every thread runs: sibling
+    // roles run at the same time on other threads and order their accesses
+    // to each other with mbarriers (a block barrier between a producer and
+    // its consumer would deadlock them); code after them is ordered after
+    // all of them.
+    AccessState siblings;
+    auto endRoles = [&] {
+      state.merge(siblings);
+      siblings = AccessState();
+    };
     for (Operation &op : llvm::make_early_inc_range(block)) {
       if (llvm::isa<BarrierOp>(op)) {
-        state = AccessState();
+        state = siblings = AccessState();
         continue;
       }
+      if (!llvm::isa<RoleOp>(op) && !isMemoryEffectFree(&op)) endRoles();
       if (llvm::isa<scf::ForOp, PipelinedOp>(op)) {
         // What the loop conflicts with on entry is ordered once, before
         // it, rather than in every iteration.
@@ -290,7 +310,7 @@ struct BarrierPlacer {
         BarrierPlacer nested = *this;
         nested.named = {{roleIds->lookup(role), role.getThreads()}};
         nested.walkBlock(role.getBody().front(), AccessState());
-        state.merge(inside);
+        siblings.merge(inside);
         continue;
       }
       AccessState here;
@@ -302,6 +322,7 @@ struct BarrierPlacer {
       }
       if (!completesInPlace(op)) state.merge(here);
     }
+    endRoles();
     return state;
   }
 };

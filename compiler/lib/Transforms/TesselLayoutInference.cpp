@@ -268,9 +268,11 @@ LogicalResult LayoutInference::placeTcgen05Gemm(GemmOp gemm) {
            << n;
   if (k % 16 || !llvm::isPowerOf2_64(k))
     return gemm.emitError("gemm K (") << k << ") must be a power of two and a multiple of 16";
-  if (threads % 128)
-    return gemm.emitError("a kernel with a tcgen05 gemm runs whole warpgroups; it has ") << threads
-                                                                                       << " threads";
+  // One thread issues the MMAs (a one-warp role may); the kernel's
+  // warpgroups reach the 128 lanes.
+  if (kernel.getThreads() % 128)
+    return gemm.emitError("a kernel with a tcgen05 gemm runs whole warpgroups; it has ")
+           << kernel.getThreads() << " threads";
   gemm.setInstructionAttr(GemmInstructionAttr::get(ctx, GemmInstruction::tcgen05));
   gemm.setWarpsAttr(DenseI64ArrayAttr::get(ctx, {1, 1}));
   return success();

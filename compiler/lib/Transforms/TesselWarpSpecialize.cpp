@@ -319,7 +319,7 @@ struct Specializer {
     pb.useStage(consume.getRegion(), stage);
     b.setInsertionPoint(body->getTerminator());
     if (mmas.empty()) {
-      MbarrierArriveOp::create(b, loc, empty, stage);
+      MbarrierArriveOp::create(b, loc, empty, stage, /*each_thread=*/false);
     } else {
       // The consumers' first thread issues the MMAs and goes on; the
       // commit frees the stage when they are done, and after the loop

@@ -286,3 +286,35 @@ tile.kernel @p_over_s(%col: index) grid(%bx) = affine_map<()[s0] -> (1)> threads
   tile.copy %part, %any {tmem_group_columns = 32 : i64} : memref<128x64xf32, #f>, memref<128x64xf32, strided<[128, 1], offset: ?>, #tile.space<tmem>>
   tile.copy %any, %part {tmem_group_columns = 32 : i64} : memref<128x64xf32, strided<[128, 1], offset: ?>, #tile.space<tmem>>, memref<128x64xf32, #f>
 }
+
+// -----
+
+// Sibling roles run at the same time on their own threads: a producer role
+// writing a shared buffer that a consumer role reads is ordered by their
+// mbarriers, never by a block barrier between the roles (the producer would
+// wait there for a consumer that waits for it). Code after the roles, which
+// every thread runs, is ordered after both.
+// CHECK-LABEL: tile.kernel @sibling_roles
+// CHECK: tile.role threads(0, 128)
+// CHECK-NOT: tile.barrier{{$}}
+// CHECK: tile.role threads(128, 128)
+// CHECK: }
+// CHECK-NEXT: tile.barrier{{$}}
+// CHECK-NEXT: tile.copy
+#g = #tile.space<global>
+#s = #tile.space<shared>
+tile.kernel @sibling_roles(%a: memref<64xf32, #g>, %b: memref<64xf32, #g>) grid(%bx) = affine_map<() -> (1)> threads(256) {
+  %c0 = arith.constant 0 : index
+  %s = tile.alloc : memref<64xf32, #s>
+  %full = tile.alloc : memref<1xi64, #s>
+  tile.mbarrier_init %full[%c0] arrivals(4) : memref<1xi64, #s>
+  tile.role threads(0, 128) {
+    tile.copy %a, %s : memref<64xf32, #g>, memref<64xf32, #s>
+    tile.mbarrier_arrive %full[%c0] each_thread : memref<1xi64, #s>
+  }
+  tile.role threads(128, 128) {
+    tile.mbarrier_wait %full[%c0] parity %c0 : memref<1xi64, #s>
+    tile.copy %s, %b : memref<64xf32, #s>, memref<64xf32, #g>
+  }
+  tile.copy %a, %s : memref<64xf32, #g>, memref<64xf32, #s>
+}

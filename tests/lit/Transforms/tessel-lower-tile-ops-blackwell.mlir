@@ -171,3 +171,18 @@ tile.kernel @p_over_s() grid(%bx) = affine_map<() -> (1)> threads(128) attribute
   %pf = tile.alloc {layout = #tile.fragment<[128, 128], reg = [[0, 1], [0, 2], [0, 4], [0, 8], [0, 16], [0, 32], [0, 64]], lane = [[1, 0], [2, 0], [4, 0], [8, 0], [16, 0]], warp = [[32, 0], [64, 0]]>} : memref<128x128xbf16, #tile.space<fragment>>
   tile.copy %pf, %p {tmem_group_columns = 64 : i64} : memref<128x128xbf16, #tile.space<fragment>>, memref<128x128xbf16, #tile.space<tmem>>
 }
+
+// -----
+
+// A wait on an mbarrier in a kernel with tensor memory may hand columns
+// over (an MMA's commit, another role's tcgen05.st): the tcgen05 accesses
+// after it are ordered by tcgen05.fence::after_thread_sync.
+// SM100-LABEL: tile.kernel @wait_then_tmem
+// SM100: tilenv.mbarrier_wait
+// SM100-NEXT: tilenv.tcgen05_fence_after
+tile.kernel @wait_then_tmem() grid(%bx) = affine_map<() -> (1)> threads(128) attributes {tmem_columns = 32 : i64} {
+  %c0 = arith.constant 0 : index
+  %t = tile.alloc {offset = 0 : i64} : memref<128x32xf32, #tile.space<tmem>>
+  %bars = tile.alloc : memref<1xi64, #tile.space<shared>>
+  tile.mbarrier_wait %bars[%c0] parity %c0 : memref<1xi64, #tile.space<shared>>
+}

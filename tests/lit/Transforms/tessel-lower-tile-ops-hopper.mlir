@@ -38,6 +38,9 @@
 // CHECK-NEXT: %[[LANE0:.*]] = arith.cmpi eq, %[[LANE]], %c0
 // CHECK-NEXT: scf.if %[[LANE0]]
 // CHECK-NEXT: tilenv.mbarrier_arrive %{{[0-9]+}}{{$}}
+// With each_thread, every thread arrives, without the warp's sync:
+// CHECK-NEXT: }
+// CHECK-NEXT: tilenv.mbarrier_arrive %{{[0-9]+}}{{$}}
 #g = #tile.space<global>
 #s = #tile.space<shared>
 
@@ -59,6 +62,7 @@ tile.kernel @tma(%b: memref<?x?xf16, #g>, %n: index) grid(%bx) = affine_map<()[s
     tile.mbarrier_wait %bars[%c1] parity %c0 : memref<2xi64, #s>
     tile.barrier named(2, 128)
     tile.mbarrier_arrive %bars[%c0] : memref<2xi64, #s>
+    tile.mbarrier_arrive %bars[%c1] each_thread : memref<2xi64, #s>
   }
 }
 

@@ -107,6 +107,9 @@ public:
   /// [batch, seq, heads, dim] tensor.
   Buffer tile(std::vector<Expr> offsets, std::vector<int64_t> sizes,
               SrcLoc loc = SrcLoc::current()) const;
+  /// Copy `index` of a buffer from alloc_shared_stages (a whole buffer of
+  /// its shape).
+  Buffer stage(Expr index, SrcLoc loc = SrcLoc::current()) const;
   const std::vector<int64_t> &shape() const { return dims; } // -1 where dynamic
   DType dtype() const { return elt; }
   Space space() const { return where; }
@@ -249,6 +252,11 @@ Buffer alloc_local(std::vector<int64_t> shape, DType type, std::string name = ""
 /// Tensor memory (sm_100a): [64 or 128 rows, columns] of f32/i32, or of
 /// f16/bf16 packed two to a 32-bit column (`unpacked`: one to a column, the
 /// format of a 16-bit accumulator). tessel-tmem-allocation places it.
+/// `stages` copies of a shared buffer for a hand-scheduled pipeline; pick
+/// one with Buffer::stage. The code that fills and drains them orders them
+/// with mbarriers (tessel-insert-barriers leaves them alone).
+Buffer alloc_shared_stages(int64_t stages, std::vector<int64_t> shape, DType type,
+                           std::string name = "", SrcLoc loc = SrcLoc::current());
 Buffer alloc_tmem(std::vector<int64_t> shape, DType type, std::string name = "",
                   bool unpacked = false, SrcLoc loc = SrcLoc::current());
 /// A tensor-memory buffer over the first columns of `of` (same rows;
@@ -304,8 +312,14 @@ void mbarrier_expect_tx(const Buffer &barriers, Expr index, int64_t bytes,
                         SrcLoc loc = SrcLoc::current());
 /// Each warp of the executing threads arrives once on barriers[index].
 void mbarrier_arrive(const Buffer &barriers, Expr index, SrcLoc loc = SrcLoc::current());
+/// Each executing thread arrives once (a barrier counting threads): each
+/// thread's release covers its own writes, as compute-sanitizer models it.
+void mbarrier_arrive_each(const Buffer &barriers, Expr index, SrcLoc loc = SrcLoc::current());
 /// Every executing thread waits for the phase with this parity.
 void mbarrier_wait(const Buffer &barriers, Expr index, Expr parity, SrcLoc loc = SrcLoc::current());
+/// barriers[index] gets one arrival once every tcgen05 MMA the executing
+/// threads issued so far is complete (tcgen05.commit by their first thread).
+void mma_commit(const Buffer &barriers, Expr index, SrcLoc loc = SrcLoc::current());
 /// A TMA copy of a global window into a whole shared buffer, completing on
 /// barriers[index].
 void copy_async(const Buffer &src, const Buffer &dst, const Buffer &barriers, Expr index,
@@ -355,6 +369,10 @@ struct GemmOptions {
   bool transpose_a = false, transpose_b = false, clear_accum = false;
   WarpPolicy policy = WarpPolicy::square;
   GemmInstruction instruction = GemmInstruction::automatic;
+  /// tcgen05 only: issue the MMAs and go on; mma_commit says when they are
+  /// done (hand-scheduled warp specialization). Otherwise the gemm is
+  /// complete when the op is.
+  bool issue_only = false;
 };
 void gemm(const Buffer &a, const Buffer &b, const Buffer &c, GemmOptions options = {},
           SrcLoc loc = SrcLoc::current());

@@ -390,8 +390,13 @@ def Tile_MbarrierInitOp : Tile_Op<"mbarrier_init"> {
 
 def Tile_MbarrierArriveOp : Tile_Op<"mbarrier_arrive"> {
   let summary = "each warp of the executing threads arrives once on barriers[index]";
-  let arguments = (ins AnyMemRef:$barriers, Index:$index);
-  let assemblyFormat = "$barriers `[` $index `]` attr-dict `:` type($barriers)";
+  let description = [{
+    One arrival per warp, by its first lane after the warp synchronises;
+    with `each_thread`, one arrival per thread (each releasing its own
+    writes, as the CUDA sanitizers model it).
+  }];
+  let arguments = (ins AnyMemRef:$barriers, Index:$index, UnitAttr:$each_thread);
+  let assemblyFormat = "$barriers `[` $index `]` (`each_thread` $each_thread^)? attr-dict `:` type($barriers)";
   let hasVerifier = 1;
 }
 
