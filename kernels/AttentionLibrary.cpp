@@ -522,15 +522,20 @@ std::vector<LibraryKernel> tessel::kernels::attentionKernels() {
          p["query_offset"] = "0";
          // registers: accumulators in registers (wgmma, mma.sync); ss and
          // ts: tcgen05 with S and O in tensor memory (sm_100a), P through
-         // shared memory or back in tensor memory.
+         // shared memory or back in tensor memory; ws: the ts form
+         // warp-specialized, two query tiles in flight.
          p["variant"] = "registers";
          return p;
        }(),
        [](const Params &p) {
-         enum class Form { registers, ss, ts };
-         Form form = choiceParam<Form>(
-             p, "variant", {{"registers", Form::registers}, {"ss", Form::ss}, {"ts", Form::ts}});
+         enum class Form { registers, ss, ts, ws };
+         Form form = choiceParam<Form>(p, "variant",
+                                       {{"registers", Form::registers},
+                                        {"ss", Form::ss},
+                                        {"ts", Form::ts},
+                                        {"ws", Form::ws}});
          if (form == Form::registers) return flashAttentionForward(attentionConfig(p));
+         if (form == Form::ws) return flashAttentionForwardTcgen05Ws(attentionConfig(p));
          return flashAttentionForwardTcgen05(attentionConfig(p), form == Form::ts);
        },
        checkForward, benchForward,
@@ -542,6 +547,9 @@ std::vector<LibraryKernel> tessel::kernels::attentionKernels() {
            auto it = overrides.find(key);
            return it != overrides.end() && it->second != "0";
          };
+         // ws runs its roles on 512 threads.
+         if (auto it = overrides.find("variant"); it != overrides.end() && it->second == "ws")
+           return Params{{"threads", "512"}};
          if (arch.rfind("sm_100a", 0) != 0 || overrides.count("variant") || on("overlap") ||
              on("shards") || on("query_offset"))
            return Params{};

@@ -140,6 +140,11 @@ Program flashAttentionForward(const AttentionConfig &config);
 /// memory as the A operand of P x V (`ts`, `pInTmem`). block_m 128, 256
 /// threads; no overlap, shards or query offset.
 Program flashAttentionForwardTcgen05(const AttentionConfig &config, bool pInTmem);
+/// The warp-specialized form (`ws`): two query tiles of 128 rows in flight
+/// on 512 threads in roles (TMA loads, MMA issue, two softmax warpgroups, a
+/// correction warpgroup), every hand-off an mbarrier. head_dim 64 or 128,
+/// block_n 128, `stages` (at least 2) K/V slots.
+Program flashAttentionForwardTcgen05Ws(const AttentionConfig &config);
 
 /// An attention call's arguments as the host holds them, for checking
 /// before any launch.

@@ -202,8 +202,9 @@ TEST_CASE("a gemm with A in tensor memory matches the reference", "[gpu][tcgen05
 
 // The attention kernels as sm_100a builds them, run through the emulation
 // target: the forward pass in the tcgen05 `ss` and `ts` forms (S and O in
-// tensor memory, P through shared or tensor memory) and the backward pass
-// in the same two forms. MHA and GQA (groups 1, 2, 4, 8), causal and full,
+// tensor memory, P through shared or tensor memory, and `ws`, warp-
+// specialized with two query tiles in flight) and the backward pass in the
+// ss and ts forms. MHA and GQA (groups 1, 2, 4, 8), causal and full,
 // packed sequences with a length of 1.
 TEST_CASE("attention built for sm_100a matches the reference", "[gpu][tcgen05]") {
   if (!hopper()) return;
@@ -217,6 +218,15 @@ TEST_CASE("attention built for sm_100a matches the reference", "[gpu][tcgen05]")
         {"flash_attention_fwd", {{"variant", "ts"}}},
         {"flash_attention_fwd", {{"variant", "ts"}, {"causal", "1"}, {"heads_q", "8"}, {"heads_kv", "1"},
                                  {"varlen", "1"}, {"head_dim", "64"}}},
+        // ws: two query tiles in flight, roles handing off through
+        // mbarriers; two and three K/V slots, each reused several times
+        // (the slots' second round is where the seed's priming deadlocked).
+        {"flash_attention_fwd", {{"variant", "ws"}}},
+        {"flash_attention_fwd", {{"variant", "ws"}, {"causal", "1"}, {"heads_q", "8"},
+                                 {"heads_kv", "1"}, {"head_dim", "64"}, {"varlen", "1"}}},
+        {"flash_attention_fwd", {{"variant", "ws"}, {"stages", "3"}, {"heads_q", "8"},
+                                 {"heads_kv", "2"}, {"causal", "1"}, {"seqlen_q", "700"},
+                                 {"seqlen_k", "700"}, {"head_dim", "64"}}},
         // The backward pass: S^T, dP^T, dK, dV and dQ in tensor memory,
         // P^T through shared memory (ss, the default) or over S^T (ts),
         // two stages of Q and dO (one at head_dim 128 with packed

@@ -314,17 +314,41 @@ static void checkTcgen05Kernel(const Kernel &k, bool aInTmemExpected) {
 // for sm_90a. An unknown form is an error, never a default.
 TEST_CASE("the sm_100a attention forward forms compile without spills") {
   const LibraryKernel &entry = findKernel("flash_attention_fwd");
-  for (std::string variant : {"ss", "ts"})
+  for (std::string variant : {"ss", "ts", "ws"})
     for (std::string d : {"64", "128", "256"})
       for (std::string causal : {"0", "1"}) {
+        // ws keeps two tiles' S and O in tensor memory: not at head_dim 256.
+        if (variant == "ws" && d == "256") continue;
         Params p = {{"variant", variant}, {"head_dim", d}, {"causal", causal},
                     {"varlen", d == "64" ? "1" : "0"}};
         Program program = entry.build(withDefaults(entry, p, "sm_100a"));
         INFO(variant << " head_dim " << d << " causal " << causal);
-        checkTcgen05Kernel(compile(program, {"sm_100a", ""}), variant == "ts");
+        checkTcgen05Kernel(compile(program, {"sm_100a", ""}), variant != "ss");
       }
-  CHECK_THROWS_WITH(entry.build(withDefaults(entry, {{"variant", "ws"}}, "sm_100a")),
-                    Catch::Contains("use one of registers, ss, ts"));
+  CHECK_THROWS_WITH(entry.build(withDefaults(entry, {{"variant", "fa4"}}, "sm_100a")),
+                    Catch::Contains("use one of registers, ss, ts, ws"));
+  // ws: 512 threads in roles, with setmaxnreg moving registers to the
+  // softmax warpgroups; its limits are errors that say which.
+  CHECK(withDefaults(entry, {{"variant", "ws"}}, "sm_100a").at("threads") == "512");
+  {
+    Program ws = entry.build(withDefaults(entry, {{"variant", "ws"}}, "sm_100a"));
+    const std::string &ptx = compile(ws, {"sm_100a", ""}).ptx();
+    CHECK(ptx.find("setmaxnreg.inc.sync.aligned.u32 184") != std::string::npos);
+    CHECK(ptx.find("mbarrier.try_wait") != std::string::npos);
+  }
+  CHECK_THROWS_WITH(entry.build(withDefaults(entry, {{"variant", "ws"}, {"head_dim", "256"}}, "sm_100a")),
+                    Catch::Contains("head_dim 64 or 128"));
+  CHECK_THROWS_WITH(
+      entry.build(withDefaults(entry, {{"variant", "ws"}, {"threads", "256"}}, "sm_100a")),
+      Catch::Contains("threads 512"));
+  CHECK_THROWS_WITH(
+      entry.build(withDefaults(entry, {{"variant", "ws"}, {"stages", "1"}}, "sm_100a")),
+      Catch::Contains("stages >= 2"));
+  Program tooManyStages =
+      entry.build(withDefaults(entry, {{"variant", "ws"}, {"stages", "3"}}, "sm_100a"));
+  CHECK_THROWS_WITH(compile(tooManyStages, {"sm_100a", ""}),
+                    Catch::Contains("FlashAttentionTcgen05Ws.cpp") &&
+                        Catch::Contains("bytes of shared memory"));
   // sm_100a picks the tcgen05 form unless asked otherwise.
   CHECK(withDefaults(entry, {}, "sm_100a").at("variant") == "ss");
   CHECK(withDefaults(entry, {}, "sm_90a").at("variant") == "registers");
