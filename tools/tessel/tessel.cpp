@@ -4,7 +4,7 @@
 //   tessel compile KERNEL [--param k=v ...] [--arch sm_80|sm_90a|sm_100a|sm_100a-emu]
 //                  [--emit mlir|lowered|cuda|ptx|cubin] [--dump-ir DIR] [-o FILE]
 //                  [--show-layouts] [--layout-svg BUFFER=FILE.svg] [--no-tma]
-//   tessel run KERNEL [--param k=v ...] [--seed N] [--dump-ir DIR]
+//   tessel run KERNEL [--param k=v ...] [--arch A] [--seed N] [--dump-ir DIR]
 //
 //===----------------------------------------------------------------------===//
 #include "Library.h"
@@ -42,8 +42,8 @@ struct Args {
             << "       tessel compile KERNEL [--param k=v ...] [--arch sm_80|sm_90a|sm_100a|sm_100a-emu]\n"
             << "                      [--emit mlir|lowered|cuda|ptx|cubin] [--dump-ir DIR] [-o FILE]\n"
             << "                      [--show-layouts] [--layout-svg BUFFER=FILE.svg] [--no-tma]\n"
-            << "       tessel run KERNEL [--param k=v ...] [--seed N] [--dump-ir DIR]\n"
-            << "       tessel bench KERNEL [--param k=v ...] [--reps N]\n"
+            << "       tessel run KERNEL [--param k=v ...] [--arch A] [--seed N] [--dump-ir DIR]\n"
+            << "       tessel bench KERNEL [--param k=v ...] [--arch A] [--reps N]\n"
             << "       tessel bench attention [--param k=v ...]   (forward and backward, FA3 shapes)\n"
             << "       tessel run|bench all2all|sp_attention [--ranks N] [--param k=v ...]   (one process per GPU)\n"
             << "       tessel launch -n N -- PROGRAM [ARGS...]   (N local ranks, torchrun's variables)\n";
