@@ -221,7 +221,7 @@ TEST_CASE("attention built for sm_100a matches the reference", "[gpu][tcgen05]")
         // ws: two query tiles in flight, roles handing off through
         // mbarriers; two and three K/V slots, each reused several times
         // (the slots' second round is where the seed's priming deadlocked).
-        {"flash_attention_fwd", {{"variant", "ws"}}},
+        {"flash_attention_fwd", {{"variant", "ws"}, {"heads_kv", "4"}}},
         {"flash_attention_fwd", {{"variant", "ws"}, {"causal", "1"}, {"heads_q", "8"},
                                  {"heads_kv", "1"}, {"head_dim", "64"}, {"varlen", "1"}}},
         {"flash_attention_fwd", {{"variant", "ws"}, {"stages", "3"}, {"heads_q", "8"},
