@@ -88,10 +88,10 @@ struct RecordLayouts : PassInstrumentation {
       alloc.getType().print(ts);
       if (auto f = llvm::dyn_cast_or_null<tile::FragmentLayoutAttr>(alloc.getLayoutAttr())) {
         Attribute(f).print(ls);
-        b.svg = layout::renderFragmentSvg(f.getLayout(), b.name);
+        b.draw = [l = f.getLayout(), title = b.name] { return layout::renderFragmentSvg(l, title); };
       } else if (auto sh = llvm::dyn_cast_or_null<tile::SharedLayoutAttr>(alloc.getLayoutAttr())) {
         Attribute(sh).print(ls);
-        b.svg = layout::renderSharedSvg(sh.getLayout(), b.name);
+        b.draw = [l = sh.getLayout(), title = b.name] { return layout::renderSharedSvg(l, title); };
       } else {
         b.layout = "(annotated affine map or row-major local)";
       }

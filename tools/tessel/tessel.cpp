@@ -137,8 +137,9 @@ int compileCommand(const Args &a) {
       for (const BufferLayout &b : k.layouts()) names += (names.empty() ? "" : ", ") + b.name;
       throw Error(fmt::format("no buffer named '{}' in {}; its buffers are: {}", buffer, a.kernel, names));
     }
-    if (it->svg.empty()) throw Error(fmt::format("buffer '{}' has no layout picture", buffer));
-    rt::writeFile(file, it->svg);
+    std::string svg = it->svg();
+    if (svg.empty()) throw Error(fmt::format("buffer '{}' has no layout picture", buffer));
+    rt::writeFile(file, svg);
     fmt::print(stderr, "wrote the layout of {} to {}\n", buffer, file);
   }
   // Inspection alone prints no code unless --emit asks for it.

@@ -36,7 +36,11 @@ struct BufferLayout {
   std::string where;  // file:line of the allocation
   std::string type;   // e.g. memref<64x64xf32, #tile.space<fragment>>
   std::string layout; // the #tile.fragment / #tile.shared attribute
-  std::string svg;    // owner thread and register, or bank, of each element
+  /// A picture of the owner thread and register, or the bank, of each
+  /// element; drawn on request (drawing every buffer's took most of a
+  /// compile), empty for a buffer without such a layout.
+  std::string svg() const { return draw ? draw() : std::string(); }
+  std::function<std::string()> draw;
 };
 
 /// A compiled kernel: the generated code and a launchable binary.
