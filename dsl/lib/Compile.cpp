@@ -49,6 +49,24 @@ struct DumpAfterEachPass : PassInstrumentation {
   }
 };
 
+/// Each pass's wall time, for CompileTimes::passMs.
+struct TimePasses : PassInstrumentation {
+  std::vector<std::pair<std::string, double>> &out;
+  std::chrono::steady_clock::time_point started;
+  explicit TimePasses(std::vector<std::pair<std::string, double>> &out) : out(out) {}
+  void runBeforePass(Pass *pass, Operation *) override {
+    if (!pass->getArgument().empty()) started = std::chrono::steady_clock::now();
+  }
+  void runAfterPass(Pass *pass, Operation *) override {
+    if (pass->getArgument().empty()) return; // the nesting adaptor
+    out.emplace_back(pass->getArgument().str(),
+                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                               started)
+                         .count());
+  }
+  void runAfterPassFailed(Pass *pass, Operation *op) override { runAfterPass(pass, op); }
+};
+
 /// CompileOptions::afterPass.
 struct CallAfterEachPass : PassInstrumentation {
   std::function<void(const std::string &, Operation *)> hook;
@@ -136,6 +154,7 @@ Kernel tessel::compile(Program &program, const CompileOptions &options) {
   PassManager pm(&program.context());
   target->tma = options.tma;
   buildTesselPipeline(pm, *target);
+  pm.addInstrumentation(std::make_unique<TimePasses>(k.timing.passMs));
   pm.addInstrumentation(std::make_unique<RecordLayouts>(k.bufferLayouts));
   if (!options.dumpIrDir.empty()) {
     rt::createDirectories(options.dumpIrDir, "--dump-ir");

@@ -3,7 +3,7 @@
 //   tessel list
 //   tessel compile KERNEL [--param k=v ...] [--arch sm_80|sm_90a|sm_100a|sm_100a-emu]
 //                  [--emit mlir|lowered|cuda|ptx|cubin] [--dump-ir DIR] [-o FILE]
-//                  [--show-layouts] [--layout-svg BUFFER=FILE.svg] [--no-tma]
+//                  [--show-layouts] [--layout-svg BUFFER=FILE.svg] [--no-tma] [--timing]
 //   tessel run KERNEL [--param k=v ...] [--arch A] [--seed N] [--dump-ir DIR]
 //
 //===----------------------------------------------------------------------===//
@@ -34,6 +34,7 @@ struct Args {
   int ranks = 0; // multi-GPU commands: 0 means one per GPU
   bool showLayouts = false, emitGiven = false, tma = true;
   std::vector<std::pair<std::string, std::string>> svgs; // buffer name, file
+  bool timing = false; // compile: each pass's time
 };
 
 [[noreturn]] void usage(const std::string &why) {
@@ -41,7 +42,7 @@ struct Args {
             << "usage: tessel list\n"
             << "       tessel compile KERNEL [--param k=v ...] [--arch sm_80|sm_90a|sm_100a|sm_100a-emu]\n"
             << "                      [--emit mlir|lowered|cuda|ptx|cubin] [--dump-ir DIR] [-o FILE]\n"
-            << "                      [--show-layouts] [--layout-svg BUFFER=FILE.svg] [--no-tma]\n"
+            << "                      [--show-layouts] [--layout-svg BUFFER=FILE.svg] [--no-tma] [--timing]\n"
             << "       tessel run KERNEL [--param k=v ...] [--arch A] [--seed N] [--dump-ir DIR]\n"
             << "       tessel bench KERNEL [--param k=v ...] [--arch A] [--reps N]\n"
             << "       tessel bench attention [--param k=v ...]   (forward and backward, FA3 shapes)\n"
@@ -78,6 +79,8 @@ Args parse(int argc, char **argv) {
       size_t eq = kv.find('=');
       if (eq == std::string::npos) usage("--param takes key=value, got '" + kv + "'");
       a.params[kv.substr(0, eq)] = kv.substr(eq + 1);
+    } else if (opt == "--timing") {
+      a.timing = true;
     } else if (opt == "--arch") {
       a.arch = next();
       if (!lookupTarget(a.arch)) usage("--arch takes sm_80, sm_90a, sm_100a or sm_100a-emu, got '" + a.arch + "'");
@@ -113,10 +116,12 @@ int list() {
   return 0;
 }
 
-void printTimes(const Kernel &k) {
+void printTimes(const Kernel &k, bool perPass = false) {
   const CompileTimes &t = k.times();
   fmt::print(stderr, "compile: passes {:.1f} ms, emit {:.1f} ms, nvrtc {:.1f} ms ({}), total {:.1f} ms\n",
              t.passesMs, t.emitMs, t.nvrtcMs, t.nvrtcCalled ? "compiled" : "cache hit", t.totalMs);
+  if (!perPass) return;
+  for (auto &[pass, ms] : t.passMs) fmt::print(stderr, "  {:8.2f} ms  {}\n", ms, pass);
 }
 
 int compileCommand(const Args &a) {
@@ -125,7 +130,7 @@ int compileCommand(const Args &a) {
   Params p = withDefaults(entry, a.params, arch);
   Program program = entry.build(p);
   Kernel k = compile(program, {arch, a.dumpDir, a.tma});
-  printTimes(k);
+  printTimes(k, a.timing);
   if (a.showLayouts)
     for (const BufferLayout &b : k.layouts())
       fmt::print("{} ({}, {}):\n  {}\n", b.name, b.type, b.where, b.layout);

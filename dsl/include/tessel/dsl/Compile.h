@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace mlir {
 class Operation;
@@ -28,6 +29,9 @@ struct CompileOptions {
 struct CompileTimes {
   double passesMs = 0, emitMs = 0, nvrtcMs = 0, totalMs = 0;
   bool nvrtcCalled = false; // false on a cache hit
+  /// Each pass of the pipeline in order, with its wall time (`passesMs`
+  /// also counts cloning the program and recording its layouts).
+  std::vector<std::pair<std::string, double>> passMs;
 };
 
 /// The layout tessel-layout-inference gave one buffer of the kernel.
