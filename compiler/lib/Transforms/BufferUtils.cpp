@@ -129,3 +129,9 @@ int64_t tessel::getRoleBarrierId(RoleOp role) {
   });
   return found;
 }
+
+int64_t tessel::getExecutingThreads(Operation *op) {
+  if (auto role = op->getParentOfType<RoleOp>()) return role.getThreads();
+  auto kernel = llvm::dyn_cast<KernelOp>(op);
+  return (kernel ? kernel : op->getParentOfType<KernelOp>()).getThreads();
+}

@@ -131,10 +131,7 @@ static std::optional<RowAccess> rowAccess(Operation *op, Value view, bool write)
   // Packed 16-bit values take half a column each.
   bool packed = type.getElementTypeBitWidth() == 16 && !alloc.getUnpacked();
   auto columns = [&](int64_t v) { return packed ? v / 2 : v; };
-  int64_t threads = 0;
-  if (auto role = op->getParentOfType<RoleOp>()) threads = role.getThreads();
-  else threads = op->getParentOfType<KernelOp>().getThreads();
-  int64_t groups = std::max<int64_t>(1, threads / 128);
+  int64_t groups = std::max<int64_t>(1, getExecutingThreads(op) / 128);
   return RowAccess{columns(column), std::max<int64_t>(1, columns(values / groups)), step.getInt(),
                    groups, write};
 }

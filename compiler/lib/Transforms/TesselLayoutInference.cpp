@@ -59,11 +59,6 @@ private:
     auto type = llvm::dyn_cast<MemRefType>(v.getType());
     return type && getMemorySpace(type) == MemorySpace::fragment;
   }
-  /// The threads that run `op`: its tile.role's, or the kernel's.
-  int64_t threadsOf(Operation *op) {
-    auto role = op->getParentOfType<RoleOp>();
-    return role ? role.getThreads() : kernel.getThreads();
-  }
   /// Each fragment's threads: those of the code that uses it, which must
   /// be one role (or none); layouts are placed for that many threads.
   LogicalResult collectFragmentThreads();
@@ -118,10 +113,10 @@ LogicalResult LayoutInference::collectFragmentThreads() {
         it->second = user;
         continue;
       }
-      if (threadsOf(user) == threadsOf(first)) continue;
+      if (getExecutingThreads(user) == getExecutingThreads(first)) continue;
       InFlightDiagnostic diag =
           user->emitError("this fragment is used by ")
-          << threadsOf(user) << " threads here and by " << threadsOf(first)
+          << getExecutingThreads(user) << " threads here and by " << getExecutingThreads(first)
           << " threads elsewhere; a fragment belongs to the threads of one role (allocate one "
              "for each)";
       diag.attachNote(first->getLoc()) << "the other use";
@@ -132,7 +127,7 @@ LogicalResult LayoutInference::collectFragmentThreads() {
   if (walk.wasInterrupted()) return failure();
   for (Value f : fragmentOrder) {
     Operation *first = firstUse.lookup(f);
-    int64_t count = first ? threadsOf(first) : kernel.getThreads();
+    int64_t count = first ? getExecutingThreads(first) : kernel.getThreads();
     if (count < 32 || !llvm::isPowerOf2_64(count))
       return (first ? first : f.getDefiningOp())->emitError(
                  "fragments need a power-of-two number of threads, at least 32 (layouts split "
@@ -463,7 +458,7 @@ LogicalResult LayoutInference::checkBroadcastReads() {
 
 LogicalResult LayoutInference::propagate(bool &changed) {
   WalkResult result = kernel.walk([&](Operation *op) -> WalkResult {
-    threads = threadsOf(op);
+    threads = getExecutingThreads(op);
     if (auto loop = llvm::dyn_cast<ParallelOp>(op))
       return failed(propagateLoop(loop, changed)) ? WalkResult::interrupt()
                                                   : WalkResult::advance();
@@ -551,7 +546,7 @@ LogicalResult LayoutInference::run() {
   // Strict constraints.
   WalkResult strict = kernel.walk([&](Operation *op) -> WalkResult {
     // Placed for the threads that run the op (a role's, inside one).
-    threads = threadsOf(op);
+    threads = getExecutingThreads(op);
     if (auto annotate = llvm::dyn_cast<AnnotateLayoutOp>(op)) {
       if (auto f = llvm::dyn_cast<FragmentLayoutAttr>(annotate.getLayout())) {
         FragmentLayout l = f.getLayout();

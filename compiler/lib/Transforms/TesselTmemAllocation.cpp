@@ -110,9 +110,7 @@ struct TesselTmemAllocation : tessel::impl::TesselTmemAllocationBase<TesselTmemA
       if (!llvm::isa<CopyOp, FillOp>(op)) return WalkResult::advance();
       Value tmem = tmemOperand(op);
       if (!tmem) return WalkResult::advance();
-      auto role = op->getParentOfType<RoleOp>();
-      int64_t threads = role ? role.getThreads() : kernel.getThreads();
-      return failed(annotateAccess(op, tmem, threads)) ? WalkResult::interrupt()
+      return failed(annotateAccess(op, tmem, getExecutingThreads(op))) ? WalkResult::interrupt()
                                                        : WalkResult::advance();
     });
     if (accesses.wasInterrupted()) signalPassFailure();

@@ -39,6 +39,9 @@ mlir::LogicalResult verifySharedMemory(tile::KernelOp kernel, llvm::StringRef ar
 /// The named barrier a tile.role synchronises its threads with: roles are
 /// numbered 1, 2, ... in the kernel's walk order (0 is __syncthreads).
 int64_t getRoleBarrierId(tile::RoleOp role);
+/// The threads that run `op`: its enclosing tile.role's, or its kernel's
+/// (`op` may be the kernel itself).
+int64_t getExecutingThreads(mlir::Operation *op);
 } // namespace tessel
 
 #endif
