@@ -11,7 +11,7 @@
 #ifndef TESSEL_KERNELS_ATTENTIONSEQUENCES_H
 #define TESSEL_KERNELS_ATTENTIONSEQUENCES_H
 
-#include "Kernels.h"
+#include "tessel/kernels/Kernels.h"
 #include "tessel/dsl/Program.h"
 
 #include <functional>

@@ -1,5 +1,5 @@
 //===- AttentionValidation.cpp - attention arguments, checked before launch ===//
-#include "Kernels.h"
+#include "tessel/kernels/Kernels.h"
 
 #include <fmt/format.h>
 

@@ -1,5 +1,5 @@
 //===- ExchangeFlags.cpp - the epoch flag protocol of an exchange ---------===//
-#include "ExchangeFlags.h"
+#include "tessel/kernels/ExchangeFlags.h"
 
 using namespace tessel;
 using namespace tessel::kernels;

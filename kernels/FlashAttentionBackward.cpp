@@ -13,7 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "AttentionSequences.h"
-#include "Kernels.h"
+#include "tessel/kernels/Kernels.h"
 
 #include <fmt/format.h>
 #include <optional>

@@ -12,7 +12,7 @@
 //===----------------------------------------------------------------------===//
 #include "AttentionMask.h"
 #include "AttentionSequences.h"
-#include "Kernels.h"
+#include "tessel/kernels/Kernels.h"
 
 #include <cmath>
 #include <functional>

@@ -14,7 +14,7 @@
 //===----------------------------------------------------------------------===//
 #include "AttentionMask.h"
 #include "AttentionSequences.h"
-#include "Kernels.h"
+#include "tessel/kernels/Kernels.h"
 
 #include <fmt/format.h>
 #include <limits>

@@ -1,5 +1,5 @@
 //===- Gemm.cpp - tiled matrix product ------------------------------------===//
-#include "Kernels.h"
+#include "tessel/kernels/Kernels.h"
 
 #include <fmt/format.h>
 #include <functional>

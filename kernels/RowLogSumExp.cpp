@@ -6,7 +6,7 @@
 // running sum, all on the gemm accumulator's register layout.
 //
 //===----------------------------------------------------------------------===//
-#include "Kernels.h"
+#include "tessel/kernels/Kernels.h"
 
 #include <limits>
 

@@ -1,5 +1,5 @@
 //===- RowSoftmax.cpp - softmax along rows --------------------------------===//
-#include "Kernels.h"
+#include "tessel/kernels/Kernels.h"
 
 using namespace tessel;
 

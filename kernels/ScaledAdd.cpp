@@ -1,5 +1,5 @@
 //===- ScaledAdd.cpp - y = alpha * x + y ----------------------------------===//
-#include "Kernels.h"
+#include "tessel/kernels/Kernels.h"
 
 using namespace tessel;
 

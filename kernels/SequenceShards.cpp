@@ -1,5 +1,5 @@
 //===- SequenceShards.cpp - how a sequence is split over ranks ------------===//
-#include "SequenceShards.h"
+#include "tessel/kernels/SequenceShards.h"
 #include "tessel/runtime/Error.h"
 
 #include <algorithm>

@@ -8,7 +8,7 @@
 // loops.
 //
 //===----------------------------------------------------------------------===//
-#include "Kernels.h"
+#include "tessel/kernels/Kernels.h"
 
 using namespace tessel;
 

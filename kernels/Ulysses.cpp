@@ -1,7 +1,7 @@
 //===- Ulysses.cpp - the sequence-parallel all-to-all ---------------------===//
-#include "Ulysses.h"
-#include "ExchangeFlags.h"
-#include "SequenceShards.h"
+#include "tessel/kernels/Ulysses.h"
+#include "tessel/kernels/ExchangeFlags.h"
+#include "tessel/kernels/SequenceShards.h"
 #include "tessel/runtime/Driver.h"
 #include "tessel/runtime/Error.h"
 

@@ -1,7 +1,7 @@
 //===- ZigZag.cpp - chunked-query context parallelism, zig-zag placed -----===//
-#include "ZigZag.h"
-#include "ExchangeFlags.h"
-#include "SequenceShards.h"
+#include "tessel/kernels/ZigZag.h"
+#include "tessel/kernels/ExchangeFlags.h"
+#include "tessel/kernels/SequenceShards.h"
 #include "tessel/runtime/Driver.h"
 #include "tessel/runtime/Error.h"
 

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools libfmt-dev catch2
-          ninja-build cmake g++ libzstd-dev zlib1g-dev python3)
+          ninja-build cmake g++ libzstd-dev zlib1g-dev python3 libdlpack-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -28,4 +28,4 @@ if [ "${version:-0}" -lt 12080 ]; then
   echo "setup: CUDA $version at $cuda is too old: sm_100a needs CUDA >= 12.8 (12080)" >&2
   exit 1
 fi
-echo "setup: LLVM/MLIR 22, fmt, Catch2, ninja present; CUDA $version at $cuda"
+echo "setup: LLVM/MLIR 22, fmt, Catch2, DLPack, ninja present; CUDA $version at $cuda"

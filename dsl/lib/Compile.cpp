@@ -210,6 +210,7 @@ rt::LoadedKernel &Kernel::loadedFor(const std::vector<rt::LaunchArg> &args) {
            rt::tensorMapFits(s, map, args);
   });
   if (fits) return *loaded;
+  std::lock_guard<std::mutex> lock(*rebuild);
   if (!withoutTma) {
     // Rebuild from the kernel's tile IR with cp.async loads.
     MLIRContext ctx;
@@ -266,6 +267,9 @@ void Kernel::launch(const std::vector<rt::LaunchArg> &args, CUstream stream) {
     if (!info[i].isTensor) continue;
     if (args[i].kind != rt::LaunchArg::Buffer)
       throw Error(fmt::format("kernel {}: argument {} ('{}') must be a device buffer", spec().name, i, info[i].name));
+    std::string why =
+        rt::viewMismatch(spec().params[i], args[i], fmt::format("argument {} ('{}')", i, info[i].name));
+    if (!why.empty()) throw Error(fmt::format("kernel {}: {}", spec().name, why));
     for (size_t d = 0; d < info[i].extents.size() && d < args[i].shape.size(); ++d) {
       int64_t e = info[i].extents[d];
       if (e >= 0) continue;

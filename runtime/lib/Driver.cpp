@@ -88,6 +88,27 @@ void Driver::setDevice(int ordinal) {
   makeCurrent();
 }
 
+ScopedDevice::ScopedDevice(int ordinal) {
+  if (ordinal < 0) return;
+  Driver &d = Driver::get();
+  if (d.currentDevice() == ordinal) return;
+  saved = threadDevice;
+  d.setDevice(ordinal);
+  changed = true;
+}
+
+ScopedDevice::~ScopedDevice() {
+  if (!changed) return;
+  threadDevice = saved;
+  // A destructor reports nothing; the next call that needs the context
+  // makes it current again.
+  try {
+    Driver &d = Driver::get();
+    d.api().cuCtxSetCurrent(d.context());
+  } catch (const Error &) {
+  }
+}
+
 void Driver::setDefaultDevice(int ordinal) {
   requireOrdinal(ordinal, "setDefaultDevice");
   defaultDevice = ordinal;

@@ -154,6 +154,7 @@ void LoadedKernel::launch(const std::vector<LaunchArg> &args, CUstream stream) {
   const KernelSpec &s = kernelSpec;
   if (args.size() != s.params.size())
     throw Error(fmt::format("kernel {} takes {} arguments, got {}", s.name, s.params.size(), args.size()));
+  int device = argumentDevice(args, s.name);
   // Every argument gets 8-byte aligned slots (a peer table eight of them);
   // the driver reads each by its declared size from its first slot.
   std::vector<uint64_t> storage;
@@ -173,6 +174,8 @@ void LoadedKernel::launch(const std::vector<LaunchArg> &args, CUstream stream) {
       if (a.shape.size() != p.shape.size())
         throw Error(fmt::format("kernel {}: argument {} has rank {}, expected {}", s.name, i,
                                 a.shape.size(), p.shape.size()));
+      if (std::string why = viewMismatch(p, a, fmt::format("argument {}", i)); !why.empty())
+        throw Error(fmt::format("kernel {}: {}", s.name, why));
       if (a.ptr % 16)
         throw Error(fmt::format("kernel {}: argument {} is not 16-byte aligned", s.name, i));
       int64_t count = 1;
@@ -238,6 +241,7 @@ void LoadedKernel::launch(const std::vector<LaunchArg> &args, CUstream stream) {
     params.push_back(&maps[m]);
   }
   std::array<unsigned, 3> grid = s.evaluateGrid(symbols);
+  ScopedDevice onDevice(device);
   CUfunction function = ensureLoaded();
   Driver &d = Driver::get();
   TESSEL_CU(d, cuLaunchKernel, function, grid[0], grid[1], grid[2], s.threads, 1, 1,

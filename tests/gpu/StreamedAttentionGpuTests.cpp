@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include <catch2/catch.hpp>
 
-#include "Kernels.h"
+#include "tessel/kernels/Kernels.h"
 #include "LibrarySupport.h"
 
 #include <chrono>

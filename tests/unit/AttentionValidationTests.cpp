@@ -1,7 +1,7 @@
 //===- AttentionValidationTests.cpp - attention arguments before launch ---===//
 #include <catch2/catch.hpp>
 
-#include "Kernels.h"
+#include "tessel/kernels/Kernels.h"
 
 #include <string>
 

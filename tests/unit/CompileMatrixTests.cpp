@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include <catch2/catch.hpp>
 
-#include "Kernels.h"
+#include "tessel/kernels/Kernels.h"
 #include "Library.h"
 #include "UserKernels.h"
 

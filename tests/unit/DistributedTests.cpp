@@ -10,8 +10,8 @@
 #include "tessel/runtime/Distributed.h"
 #include "tessel/runtime/Error.h"
 #include "tessel/runtime/Nccl.h"
-#include "ExchangeFlags.h"
-#include "Ulysses.h"
+#include "tessel/kernels/ExchangeFlags.h"
+#include "tessel/kernels/Ulysses.h"
 
 #include <fmt/format.h>
 #include <algorithm>

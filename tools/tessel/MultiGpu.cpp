@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "MultiGpu.h"
-#include "Ulysses.h"
+#include "tessel/kernels/Ulysses.h"
 #include "tessel/dsl/Compile.h"
 #include "tessel/runtime/Driver.h"
 #include "tessel/runtime/Error.h"

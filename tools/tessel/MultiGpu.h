@@ -3,7 +3,7 @@
 #define TESSEL_TOOLS_MULTIGPU_H
 
 #include "Library.h"
-#include "Ulysses.h"
+#include "tessel/kernels/Ulysses.h"
 #include "tessel/runtime/Communicator.h"
 
 #include <functional>

@@ -7,12 +7,12 @@
 // gathered tensors, and timed against it.
 //
 //===----------------------------------------------------------------------===//
-#include "Kernels.h"
+#include "tessel/kernels/Kernels.h"
 #include "LibrarySupport.h"
 #include "MultiGpu.h"
 #include "SpAttention.h"
-#include "ExchangeFlags.h"
-#include "Ulysses.h"
+#include "tessel/kernels/ExchangeFlags.h"
+#include "tessel/kernels/Ulysses.h"
 #include "tessel/runtime/Driver.h"
 #include "tessel/runtime/Error.h"
 

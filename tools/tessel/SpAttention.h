@@ -7,10 +7,10 @@
 #ifndef TESSEL_TOOLS_SPATTENTION_H
 #define TESSEL_TOOLS_SPATTENTION_H
 
-#include "Kernels.h"
+#include "tessel/kernels/Kernels.h"
 #include "LibrarySupport.h"
-#include "Ulysses.h"
-#include "ZigZag.h"
+#include "tessel/kernels/Ulysses.h"
+#include "tessel/kernels/ZigZag.h"
 
 #include <array>
 #include <functional>

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -47,7 +48,8 @@ struct BufferLayout {
   std::function<std::string()> draw;
 };
 
-/// A compiled kernel: the generated code and a launchable binary.
+/// A compiled kernel: the generated code and a launchable binary. Copies
+/// share the binary. launch() may be called from several threads at once.
 class Kernel {
 public:
   const std::string &tileIr() const { return tile; }
@@ -87,6 +89,9 @@ private:
   std::vector<BufferLayout> bufferLayouts;
   std::vector<ParamInfo> info;
   std::shared_ptr<rt::LoadedKernel> loaded, withoutTma;
+  /// Guards building `withoutTma`: copies of a Kernel share it, and
+  /// launches may come from several threads.
+  std::shared_ptr<std::mutex> rebuild = std::make_shared<std::mutex>();
   CompileOptions compiledWith;
   CompileTimes timing;
 };

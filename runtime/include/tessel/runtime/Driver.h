@@ -84,6 +84,21 @@ private:
   CUdeviceptr trapReportDevice = 0;
 };
 
+/// Makes `ordinal` the calling thread's device for its lifetime (no change
+/// for -1), then restores the thread's earlier choice (or lack of one) and
+/// the context that was current.
+class ScopedDevice {
+public:
+  explicit ScopedDevice(int ordinal);
+  ~ScopedDevice();
+  ScopedDevice(const ScopedDevice &) = delete;
+  ScopedDevice &operator=(const ScopedDevice &) = delete;
+
+private:
+  int saved = -1;
+  bool changed = false;
+};
+
 #define TESSEL_CU(driver, call, ...) (driver).check((driver).api().call(__VA_ARGS__), #call)
 
 } // namespace tessel::rt

@@ -4,6 +4,7 @@
 
 #include "tessel/runtime/KernelSpec.h"
 #include "tessel/runtime/Nvrtc.h"
+#include "tessel/runtime/TensorView.h"
 
 #include <cuda.h>
 #include <functional>
@@ -46,6 +47,20 @@ struct LaunchArg {
   /// Every local rank's address of a symmetric buffer, in rank order, for
   /// a parameter the kernel reaches on other ranks (peer(tensor, rank)).
   std::vector<CUdeviceptr> peers;
+  /// A buffer given as a TensorView: its element type, strides and device
+  /// are checked against the parameter, and the launch goes to its device.
+  bool typed = false;
+  ScalarType dtype = ScalarType::F32;
+  std::vector<int64_t> strides;
+  int device = -1;
+  static LaunchArg view(const TensorView &v) {
+    LaunchArg a = buffer(v.data, v.shape);
+    a.typed = true;
+    a.dtype = v.dtype;
+    a.strides = v.strides;
+    a.device = v.device;
+    return a;
+  }
   static LaunchArg buffer(CUdeviceptr p, std::vector<int64_t> shape) {
     return {Buffer, p, std::move(shape), 0, 0, {}};
   }
@@ -69,7 +84,9 @@ public:
   const Binary &binary() const { return *bin; }
   const std::string &arch() const { return target; }
   /// Checks the arguments against the spec (count, kinds, static extents,
-  /// alignment, 32-bit indexing) and launches. Throws tessel::Error.
+  /// alignment, 32-bit indexing; element types and strides of views) and
+  /// launches on `stream`, on the views' device when they name one (else the
+  /// thread's device). Throws tessel::Error.
   void launch(const std::vector<LaunchArg> &args, CUstream stream = nullptr);
   /// Median time of `reps` launches in milliseconds, after `warmup` launches.
   float time(const std::vector<LaunchArg> &args, int warmup = 3, int reps = 20);
@@ -90,6 +107,13 @@ private:
   CUlibrary library = nullptr;
   std::map<CUcontext, CUfunction> functions;
 };
+
+/// Why a TensorView argument cannot be parameter `param` (its element type
+/// or its strides), or "" when it can. `what` names the argument.
+std::string viewMismatch(const ParamSpec &param, const LaunchArg &arg, const std::string &what);
+/// The device the typed arguments live on (-1 when none says); throws
+/// tessel::Error when two disagree.
+int argumentDevice(const std::vector<LaunchArg> &args, const std::string &kernel);
 
 /// Median time in milliseconds of `reps` runs of `work` (launches on
 /// `stream`), timed with CUDA events after `warmup` runs: how a sequence of

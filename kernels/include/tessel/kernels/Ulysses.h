@@ -16,7 +16,7 @@
 #ifndef TESSEL_KERNELS_ULYSSES_H
 #define TESSEL_KERNELS_ULYSSES_H
 
-#include "ExchangeFlags.h"
+#include "tessel/kernels/ExchangeFlags.h"
 #include "tessel/runtime/Communicator.h"
 #include "tessel/runtime/Launch.h"
 

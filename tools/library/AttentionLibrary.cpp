@@ -5,7 +5,7 @@
 // gradients). Benchmarks time FlashAttention-3's shapes.
 //
 //===----------------------------------------------------------------------===//
-#include "Kernels.h"
+#include "tessel/kernels/Kernels.h"
 #include "LibrarySupport.h"
 
 #include <climits>

@@ -16,7 +16,7 @@
 #ifndef TESSEL_KERNELS_ZIGZAG_H
 #define TESSEL_KERNELS_ZIGZAG_H
 
-#include "ExchangeFlags.h"
+#include "tessel/kernels/ExchangeFlags.h"
 #include "tessel/runtime/Communicator.h"
 #include "tessel/runtime/Launch.h"
 

@@ -1,5 +1,5 @@
 //===- Library.cpp - the kernel library by name, with GPU checks ----------===//
-#include "Kernels.h"
+#include "tessel/kernels/Kernels.h"
 #include "LibrarySupport.h"
 
 #include <cmath>

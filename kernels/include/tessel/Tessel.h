@@ -1,0 +1,106 @@
+//===- Tessel.h - the kernel library as functions of tensors ----*- C++ -*-===//
+//
+// Attention and GEMM on TensorViews, for programs that use Tessel as a
+// library. Each call picks the configuration for the device the tensors live
+// on, compiles it on first use (through the kernel cache, so a later process
+// finds the binary on disk) and reuses it for every shape: extents are
+// run-time symbols, so a new sequence length or batch never recompiles.
+// Calls are asynchronous on `stream` (a CUstream of the tensors' device; 0
+// is the legacy default stream) and may come from several threads at once.
+//
+//   tessel::attention::Options o;
+//   o.causal = true;
+//   tessel::attention::forward(q, k, v, out, lse, o, stream);
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_TESSEL_H
+#define TESSEL_TESSEL_H
+
+#include "tessel/kernels/Kernels.h"
+#include "tessel/runtime/TensorView.h"
+
+#include <cuda.h>
+#include <optional>
+#include <string>
+
+namespace tessel {
+
+/// Tessel's version ("0.1.0"), as libtessel.so was built (defined in the
+/// shared library only).
+const char *version();
+
+/// What a library call ran: the target and the configuration of each kernel
+/// (as `tessel compile` names its parameters), and whether this call
+/// compiled them.
+struct Choice {
+  std::string arch;
+  std::string config;
+  bool compiled = false;
+};
+
+namespace attention {
+
+/// Tensors are BSHD: q, out, dout, dq [batch, seqlen_q, heads_q, head_dim];
+/// k, v, dk, dv [batch, seqlen_k, heads_kv, head_dim]; lse [batch, heads_q,
+/// seqlen_q] f32. heads_q must be a multiple of heads_kv (GQA).
+struct Options {
+  bool causal = false;
+  /// Softmax scale; 0 means 1 / sqrt(head_dim).
+  double scale = 0;
+  /// The target to compile for; "" picks the device's (sm_90a on Hopper,
+  /// sm_100a on Blackwell, sm_80 otherwise).
+  std::string arch;
+  /// Packed sequences: batch 1, cu_seqlens_q/k int32 [sequences + 1] on the
+  /// device, and the longest sequence of each side.
+  std::optional<TensorView> cuSeqlensQ, cuSeqlensK;
+  int64_t maxSeqlenQ = 0, maxSeqlenK = 0;
+};
+
+/// Overrides of the configuration the library picks (tile sizes, threads,
+/// stages); dtype, head_dim, causal and varlen always follow the tensors.
+struct ForwardOptions : Options {
+  std::optional<kernels::AttentionConfig> config;
+};
+struct BackwardOptions : Options {
+  std::optional<kernels::AttentionBackwardConfig> config;
+  /// Device memory the backward pass may use for its fp32 accumulators
+  /// (backwardWorkspaceBytes); without it the pass allocates and frees on
+  /// `stream` (stream-ordered, cuMemAllocAsync).
+  uint64_t workspace = 0;
+  size_t workspaceBytes = 0;
+};
+
+/// out = softmax(scale * q k^T) v, lse its natural log-sum-exp per row.
+Choice forward(const TensorView &q, const TensorView &k, const TensorView &v,
+               const TensorView &out, const TensorView &lse, const ForwardOptions &options = {},
+               CUstream stream = nullptr);
+
+/// dq, dk, dv (in q's dtype) from the forward's inputs, its out and lse,
+/// and the upstream gradient dout.
+Choice backward(const TensorView &q, const TensorView &k, const TensorView &v,
+                const TensorView &out, const TensorView &lse, const TensorView &dout,
+                const TensorView &dq, const TensorView &dk, const TensorView &dv,
+                const BackwardOptions &options = {}, CUstream stream = nullptr);
+
+/// Bytes of workspace backward() needs for these shapes.
+size_t backwardWorkspaceBytes(const TensorView &q, const TensorView &k,
+                              const BackwardOptions &options = {});
+
+} // namespace attention
+
+/// C = op(A) op(B): A [M, K] (or [K, M] with transposeA), B [K, N] (or
+/// [N, K] with transposeB), C [M, N]; f16 or bf16 inputs, fp32
+/// accumulation, C in f16, bf16 or f32.
+struct GemmCallOptions {
+  bool transposeA = false, transposeB = false;
+  std::string arch;
+  /// Tile sizes, stages, threads; types and transposes follow the tensors
+  /// and the flags above.
+  std::optional<kernels::GemmConfig> config;
+};
+Choice gemm(const TensorView &a, const TensorView &b, const TensorView &c,
+            const GemmCallOptions &options = {}, CUstream stream = nullptr);
+
+} // namespace tessel
+
+#endif

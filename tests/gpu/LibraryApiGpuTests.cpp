@@ -1,0 +1,271 @@
+//===- LibraryApiGpuTests.cpp - the calls of tessel/Tessel.h on the GPU ---===//
+//
+// tessel::gemm and tessel::attention on views, checked against float64
+// references: from eight threads at once on their own streams, at shapes
+// that are not tile multiples, MHA and GQA, causal and full, packed
+// sequences; a new shape reuses the compiled kernel.
+//
+//===----------------------------------------------------------------------===//
+#include <catch2/catch.hpp>
+
+#include "LibrarySupport.h"
+#include "tessel/Tessel.h"
+#include "tessel/runtime/Driver.h"
+
+#include <cmath>
+#include <thread>
+
+using namespace tessel;
+using namespace tessel::kernels;
+
+namespace {
+rt::ScalarType scalarOf(DType t) {
+  switch (t) {
+  case DType::f16: return rt::ScalarType::F16;
+  case DType::bf16: return rt::ScalarType::BF16;
+  case DType::i32: return rt::ScalarType::I32;
+  default: return rt::ScalarType::F32;
+  }
+}
+
+/// A host tensor with its device copy, seen as a view.
+struct Tensor2 {
+  HostTensor host;
+  rt::DeviceBuffer device;
+  Tensor2(DType t, std::vector<int64_t> shape, std::mt19937_64 *rng = nullptr)
+      : host(t, shape), device(host.bytes.size()) {
+    if (rng) randomize(host, *rng);
+    if (rng) device.upload(host.bytes.data(), host.bytes.size());
+    else device.fillBytes(0xff); // NaN poison: every element must be written
+  }
+  TensorView view() const {
+    return TensorView::contiguous(device.ptr(), scalarOf(host.type), host.shape, device.device());
+  }
+  void fetch() {
+    device.download(host.bytes.data(), host.bytes.size());
+    host.decode();
+  }
+};
+
+struct Stream {
+  CUstream s = nullptr;
+  Stream() {
+    rt::Driver &d = rt::Driver::get();
+    d.makeCurrent();
+    TESSEL_CU(d, cuStreamCreate, &s, CU_STREAM_NON_BLOCKING);
+  }
+  ~Stream() { rt::Driver::get().api().cuStreamDestroy(s); }
+  void sync() { TESSEL_CU(rt::Driver::get(), cuStreamSynchronize, s); }
+};
+
+/// Attention over packed or batched BSHD tensors, float64: O, LSE and, for
+/// upstream dO, dQ, dK, dV. Sequence b has rows [startQ[b], +lenQ[b]) of
+/// batch row `bq` (0 when packed).
+struct AttentionReference {
+  int64_t headsQ, headsKv, d;
+  bool causal;
+  double scale;
+  std::vector<double> o, lse, dq, dk, dv;
+  void run(const HostTensor &q, const HostTensor &k, const HostTensor &v, const HostTensor &dO,
+           int64_t batch, const std::vector<int64_t> &lenQ, const std::vector<int64_t> &lenK) {
+    const int64_t rowsQ = q.shape[1], rowsK = k.shape[1], group = headsQ / headsKv;
+    o.assign(q.values.size(), 0);
+    dq.assign(q.values.size(), 0);
+    dk.assign(k.values.size(), 0);
+    dv.assign(k.values.size(), 0);
+    lse.assign(q.shape[0] * headsQ * rowsQ, 0);
+    for (int64_t b = 0, sq = 0, sk = 0; b < batch; sq += lenQ[b], sk += lenK[b], ++b) {
+      bool packed = q.shape[0] == 1 && batch > 1;
+      int64_t tb = packed ? 0 : b, q0 = packed ? sq : 0, k0 = packed ? sk : 0;
+      auto qAt = [&](int64_t i, int64_t h) { return ((tb * rowsQ + q0 + i) * headsQ + h) * d; };
+      auto kAt = [&](int64_t j, int64_t h) { return ((tb * rowsK + k0 + j) * headsKv + h) * d; };
+      for (int64_t h = 0; h < headsQ; ++h)
+        for (int64_t i = 0; i < lenQ[b]; ++i) {
+          int64_t visible = causal ? std::min(i + 1, lenK[b]) : lenK[b];
+          std::vector<double> p(visible), dp(visible);
+          double mx = -INFINITY, sum = 0, delta = 0;
+          for (int64_t j = 0; j < visible; ++j) {
+            double dot = 0;
+            for (int64_t l = 0; l < d; ++l)
+              dot += double(q.values[qAt(i, h) + l]) * k.values[kAt(j, h / group) + l];
+            mx = std::max(mx, p[j] = dot * scale);
+          }
+          for (int64_t j = 0; j < visible; ++j) sum += (p[j] = std::exp(p[j] - mx));
+          lse[(tb * headsQ + h) * rowsQ + q0 + i] = mx + std::log(sum);
+          for (int64_t j = 0; j < visible; ++j) {
+            p[j] /= sum;
+            double dot = 0;
+            for (int64_t l = 0; l < d; ++l) {
+              o[qAt(i, h) + l] += p[j] * v.values[kAt(j, h / group) + l];
+              dot += double(dO.values[qAt(i, h) + l]) * v.values[kAt(j, h / group) + l];
+            }
+            delta += p[j] * (dp[j] = dot);
+          }
+          for (int64_t j = 0; j < visible; ++j) {
+            double ds = p[j] * (dp[j] - delta) * scale;
+            for (int64_t l = 0; l < d; ++l) {
+              dq[qAt(i, h) + l] += ds * k.values[kAt(j, h / group) + l];
+              dk[kAt(j, h / group) + l] += ds * q.values[qAt(i, h) + l];
+              dv[kAt(j, h / group) + l] += p[j] * dO.values[qAt(i, h) + l];
+            }
+          }
+        }
+    }
+  }
+};
+
+/// What one forward + backward through the calls gave.
+struct AttentionOutcome {
+  std::string what;
+  double tolerance = 0;
+  double errors[5] = {}; // O, LSE, dQ, dK, dV
+  bool compiled = false;
+};
+
+/// Forward and backward through the calls on their own stream, compared
+/// with the reference (no Catch2 assertions: it runs on worker threads).
+AttentionOutcome runAttention(int64_t batch, std::vector<int64_t> lens, int64_t headsQ,
+                              int64_t headsKv, int64_t d, bool causal, DType t) {
+  std::mt19937_64 rng(batch * 131 + d + causal);
+  bool packed = lens.size() > 1;
+  int64_t rows = 0;
+  for (int64_t l : lens) rows += l;
+  int64_t tb = packed ? 1 : batch, seq = packed ? rows : lens[0];
+  std::vector<int64_t> perSeq = packed ? lens : std::vector<int64_t>(batch, lens[0]);
+  Tensor2 q(t, {tb, seq, headsQ, d}, &rng), k(t, {tb, seq, headsKv, d}, &rng),
+      v(t, {tb, seq, headsKv, d}, &rng), dO(t, {tb, seq, headsQ, d}, &rng);
+  Tensor2 o(t, q.host.shape), lse(DType::f32, {tb, headsQ, seq}), dq(t, q.host.shape),
+      dk(t, k.host.shape), dv(t, k.host.shape);
+  Tensor2 cu(DType::i32, {int64_t(perSeq.size()) + 1});
+  cu.host.set(0, 0);
+  for (size_t b = 0, at = 0; b < perSeq.size(); ++b) cu.host.set(b + 1, float(at += perSeq[b]));
+  cu.device.upload(cu.host.bytes.data(), cu.host.bytes.size());
+
+  AttentionReference ref{headsQ, headsKv, d, causal, 1.0 / std::sqrt(double(d)), {}, {}, {}, {}, {}};
+  ref.run(q.host, k.host, v.host, dO.host, packed ? int64_t(lens.size()) : batch, perSeq, perSeq);
+
+  attention::ForwardOptions fo;
+  fo.causal = causal;
+  attention::BackwardOptions bo;
+  bo.causal = causal;
+  if (packed) {
+    int64_t longest = *std::max_element(lens.begin(), lens.end());
+    fo.cuSeqlensQ = fo.cuSeqlensK = bo.cuSeqlensQ = bo.cuSeqlensK = cu.view();
+    fo.maxSeqlenQ = fo.maxSeqlenK = bo.maxSeqlenQ = bo.maxSeqlenK = longest;
+  }
+  Stream stream;
+  Choice f = attention::forward(q.view(), k.view(), v.view(), o.view(), lse.view(), fo, stream.s);
+  Choice b = attention::backward(q.view(), k.view(), v.view(), o.view(), lse.view(), dO.view(),
+                                 dq.view(), dk.view(), dv.view(), bo, stream.s);
+  stream.sync();
+  for (Tensor2 *x : {&o, &lse, &dq, &dk, &dv}) x->fetch();
+  AttentionOutcome r;
+  r.what = fmt::format("{} batch={} lens={} heads {}/{} d={} causal={}; {} | {}", name(t), batch,
+                       fmt::join(lens, ","), headsQ, headsKv, d, causal, f.config, b.config);
+  r.tolerance = toleranceFor(t);
+  r.errors[0] = relativeError(o.host.values, ref.o);
+  r.errors[1] = relativeError(lse.host.values, ref.lse);
+  r.errors[2] = relativeError(dq.host.values, ref.dq);
+  r.errors[3] = relativeError(dk.host.values, ref.dk);
+  r.errors[4] = relativeError(dv.host.values, ref.dv);
+  r.compiled = f.compiled || b.compiled;
+  return r;
+}
+
+void verify(const AttentionOutcome &r) {
+  fmt::print("attention call {}: O {:.2e} LSE {:.2e} dQ {:.2e} dK {:.2e} dV {:.2e}\n", r.what,
+             r.errors[0], r.errors[1], r.errors[2], r.errors[3], r.errors[4]);
+  INFO(r.what);
+  for (double e : r.errors) CHECK(e < r.tolerance);
+}
+
+/// Runs, checks, and says whether it compiled.
+bool checkAttention(int64_t batch, std::vector<int64_t> lens, int64_t headsQ, int64_t headsKv,
+                    int64_t d, bool causal, DType t) {
+  AttentionOutcome r = runAttention(batch, std::move(lens), headsQ, headsKv, d, causal, t);
+  verify(r);
+  return r.compiled;
+}
+} // namespace
+
+TEST_CASE("tessel::gemm from eight threads on their own streams", "[gpu][api]") {
+  // One configuration: the eight threads share one compile, and every
+  // shape after the first reuses it.
+  std::vector<std::string> errors(8);
+  std::vector<double> relErrors(8);
+  std::vector<int> compiled(8);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      try {
+        std::mt19937_64 rng(t);
+        int64_t m = 100 + 37 * t, n = 256, kk = 192;
+        Tensor2 a(DType::bf16, {m, kk}, &rng), b(DType::bf16, {kk, n}, &rng), c(DType::f32, {m, n});
+        Stream stream;
+        for (int rep = 0; rep < 3; ++rep) {
+          Choice choice = tessel::gemm(a.view(), b.view(), c.view(), {}, stream.s);
+          compiled[t] += choice.compiled;
+        }
+        stream.sync();
+        c.fetch();
+        std::vector<double> ref(m * n, 0);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t l = 0; l < kk; ++l)
+            for (int64_t j = 0; j < n; ++j)
+              ref[i * n + j] += double(a.host.values[i * kk + l]) * b.host.values[l * n + j];
+        relErrors[t] = relativeError(c.host.values, ref);
+      } catch (const std::exception &e) {
+        errors[t] = e.what();
+      }
+    });
+  for (std::thread &t : threads) t.join();
+  int compiles = 0;
+  for (int t = 0; t < 8; ++t) {
+    INFO("thread " << t << ": " << errors[t]);
+    CHECK(errors[t].empty());
+    CHECK(relErrors[t] < 1e-3);
+    compiles += compiled[t];
+  }
+  CHECK(compiles <= 1); // 0 when an earlier test compiled it
+}
+
+TEST_CASE("tessel::attention forward and backward match the reference", "[gpu][api]") {
+  checkAttention(2, {200}, 4, 2, 64, false, DType::bf16);
+  // Another sequence length and batch: the same kernels, no compile.
+  CHECK_FALSE(checkAttention(1, {333}, 4, 2, 64, false, DType::bf16));
+  checkAttention(2, {130}, 4, 4, 128, true, DType::bf16); // MHA: dK/dV written directly
+  checkAttention(1, {150}, 2, 1, 128, true, DType::f16);
+  checkAttention(1, {77, 200, 5}, 4, 2, 64, true, DType::bf16); // packed sequences
+}
+
+TEST_CASE("tessel::attention calls from several threads at once", "[gpu][api]") {
+  std::vector<std::string> errors(8);
+  std::vector<AttentionOutcome> outcomes(8);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      try {
+        outcomes[t] = runAttention(1, {64 + 29 * t}, 2, 1, 64, t % 2, DType::bf16);
+      } catch (const std::exception &e) {
+        errors[t] = e.what();
+      }
+    });
+  for (std::thread &t : threads) t.join();
+  for (int t = 0; t < 8; ++t) {
+    INFO("thread " << t << ": " << errors[t]);
+    CHECK(errors[t].empty());
+    if (errors[t].empty()) verify(outcomes[t]);
+  }
+}
+
+TEST_CASE("a view on a device that does not exist is an error", "[gpu][api]") {
+  rt::Driver &d = rt::Driver::get();
+  TensorView a = TensorView::contiguous(0x10000, rt::ScalarType::F16, {64, 64}, d.deviceCount());
+  TensorView c = TensorView::contiguous(0x20000, rt::ScalarType::F32, {64, 64}, d.deviceCount());
+  try {
+    tessel::gemm(a, a, c);
+    FAIL("no error");
+  } catch (const Error &e) {
+    CHECK_THAT(e.what(), Catch::Contains("no such device"));
+  }
+}

@@ -1,0 +1,219 @@
+//===- LibraryApiTests.cpp - views, DLPack, library calls, threads --------===//
+//
+// What can be checked without a GPU: a TensorView's layout, DLPack import,
+// launch-time checks of views against a kernel's parameters (made before
+// the driver is touched), the library calls' argument checks, and
+// compiling from several threads at once.
+//
+//===----------------------------------------------------------------------===//
+#include <catch2/catch.hpp>
+
+#include "tessel/Tessel.h"
+#include "tessel/dsl/Compile.h"
+
+#include <dlpack/dlpack.h>
+#include <thread>
+
+using namespace tessel;
+using rt::ScalarType;
+
+namespace {
+std::string errorOf(const std::function<void()> &fn) {
+  try {
+    fn();
+  } catch (const Error &e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+/// A DLPack tensor over caller-owned shape and stride arrays.
+struct FakeDLPack {
+  std::vector<int64_t> shape, strides;
+  DLManagedTensor managed{};
+  FakeDLPack(DLDeviceType device, DLDataType dtype, std::vector<int64_t> s, std::vector<int64_t> st)
+      : shape(std::move(s)), strides(std::move(st)) {
+    DLTensor &t = managed.dl_tensor;
+    t.data = reinterpret_cast<void *>(uintptr_t(0x10000));
+    t.device = {device, 1};
+    t.ndim = int32_t(shape.size());
+    t.dtype = dtype;
+    t.shape = shape.data();
+    t.strides = strides.empty() ? nullptr : strides.data();
+    t.byte_offset = 256;
+  }
+};
+
+TensorView view(ScalarType t, std::vector<int64_t> shape, uint64_t at = 0x10000) {
+  return TensorView::contiguous(at, t, std::move(shape));
+}
+
+/// y = 2 * x over N elements (one tensor parameter of each side).
+Program doubler() {
+  Program p("doubler");
+  Expr n = p.sym("N");
+  Tensor x = p.tensor("x", {n}, DType::f32);
+  Tensor y = p.tensor("y", {n}, DType::f32);
+  p.kernel({ceil_div(n, 256)}, 128, [&](Expr bx) {
+    Buffer xs = x.tile({bx * 256}, {256});
+    Buffer ys = y.tile({bx * 256}, {256});
+    parallel({256}, [&](Expr i) { ys(i) = xs(i) * 2.0; });
+  });
+  return p;
+}
+} // namespace
+
+TEST_CASE("a TensorView knows whether it is row-major contiguous", "[views]") {
+  TensorView v = view(ScalarType::BF16, {2, 3, 4});
+  CHECK(v.isContiguous());
+  CHECK(v.numel() == 24);
+  CHECK(v.contiguousStrides() == std::vector<int64_t>{12, 4, 1});
+  v.strides = {12, 4, 1};
+  CHECK(v.isContiguous());
+  // Frameworks give extent-1 dimensions any stride.
+  TensorView one = view(ScalarType::F32, {1, 3, 1});
+  one.strides = {99, 1, 7};
+  CHECK(one.isContiguous());
+  v.strides = {24, 4, 1}; // every other row block: a slice
+  CHECK_FALSE(v.isContiguous());
+  CHECK(v.str() == "bf16[2, 3, 4] with strides [24, 4, 1] on device 0");
+  v.strides = {12, 1, 3}; // transposed inner dimensions
+  CHECK_FALSE(v.isContiguous());
+}
+
+TEST_CASE("DLPack tensors become views, with errors for what Tessel cannot take", "[views]") {
+  FakeDLPack bf16(kDLCUDA, {kDLBfloat, 16, 1}, {2, 5, 8}, {});
+  TensorView v = rt::fromDLPack(bf16.managed);
+  CHECK(v.dtype == ScalarType::BF16);
+  CHECK(v.shape == std::vector<int64_t>{2, 5, 8});
+  CHECK(v.strides.empty());
+  CHECK(v.device == 1);
+  CHECK(v.data == 0x10000 + 256); // byte_offset included
+
+  FakeDLPack strided(kDLCUDA, {kDLFloat, 32, 1}, {4, 4}, {8, 1});
+  TensorView s = rt::fromDLPack(strided.managed);
+  CHECK(s.dtype == ScalarType::F32);
+  CHECK_FALSE(s.isContiguous());
+
+  FakeDLPack host(kDLCPU, {kDLFloat, 32, 1}, {4}, {});
+  CHECK_THAT(errorOf([&] { rt::fromDLPack(host.managed); }),
+             Catch::Contains("device type 1") && Catch::Contains("CUDA device memory"));
+  FakeDLPack complex(kDLCUDA, {kDLComplex, 64, 1}, {4}, {});
+  CHECK_THAT(errorOf([&] { rt::fromDLPack(complex.managed); }),
+             Catch::Contains("code 5, 64 bits") && Catch::Contains("not supported"));
+  FakeDLPack fp8(kDLCUDA, {kDLFloat, 8, 1}, {4}, {});
+  CHECK_THAT(errorOf([&] { rt::fromDLPack(fp8.managed); }), Catch::Contains("8 bits"));
+  FakeDLPack lanes(kDLCUDA, {kDLFloat, 16, 4}, {4}, {});
+  CHECK_THAT(errorOf([&] { rt::fromDLPack(lanes.managed); }), Catch::Contains("4 lanes"));
+}
+
+TEST_CASE("a launch checks each view's dtype, strides and device before the GPU", "[views]") {
+  Program p = doubler();
+  Kernel k = compile(p, {.arch = "sm_80"});
+  auto launch = [&](TensorView x, TensorView y) {
+    return errorOf([&] {
+      k.launch({rt::LaunchArg::integer(1000), rt::LaunchArg::view(x), rt::LaunchArg::view(y)});
+    });
+  };
+  CHECK_THAT(launch(view(ScalarType::BF16, {1000}), view(ScalarType::F32, {1000}, 0x20000)),
+             Catch::Contains("argument 1 ('x') is bf16, the kernel takes f32"));
+  TensorView gappy = view(ScalarType::F32, {1000}, 0x20000);
+  gappy.strides = {2};
+  CHECK_THAT(launch(view(ScalarType::F32, {1000}), gappy),
+             Catch::Contains("argument 2 ('y') has strides [2]") &&
+                 Catch::Contains("row-major contiguous (strides [1])"));
+  TensorView elsewhere = view(ScalarType::F32, {1000}, 0x20000);
+  elsewhere.device = 3;
+  CHECK_THAT(launch(view(ScalarType::F32, {1000}), elsewhere),
+             Catch::Contains("argument 1 is on device 0, argument 2 on device 3"));
+  CHECK_THAT(launch(view(ScalarType::F32, {999}), view(ScalarType::F32, {1000}, 0x20000)),
+             Catch::Contains("tensor 'x' has extent 999"));
+}
+
+TEST_CASE("attention and gemm calls say which argument is wrong", "[views]") {
+  auto bf16 = [](std::vector<int64_t> s) { return view(ScalarType::BF16, std::move(s)); };
+  TensorView q = bf16({2, 256, 8, 128}), kv = bf16({2, 256, 2, 128}), out = bf16({2, 256, 8, 128});
+  TensorView lse = view(ScalarType::F32, {2, 8, 256});
+  auto forward = [&](TensorView q2, TensorView k2, TensorView lse2, attention::ForwardOptions o = {}) {
+    return errorOf([&] { attention::forward(q2, k2, k2, out, lse2, o); });
+  };
+  CHECK_THAT(forward(q, view(ScalarType::F16, {2, 256, 2, 128}), lse),
+             Catch::Contains("k is f16[2, 256, 2, 128] on device 0: it must be bf16"));
+  CHECK_THAT(forward(bf16({2, 256, 8}), kv, lse), Catch::Contains("q is bf16[2, 256, 8] on device 0: it needs 4 dimensions"));
+  CHECK_THAT(forward(q, bf16({2, 256, 3, 128}), lse),
+             Catch::Contains("heads_q = 8 is not a multiple of heads_kv = 3"));
+  CHECK_THAT(forward(q, kv, view(ScalarType::F32, {2, 256, 8})),
+             Catch::Contains("lse is f32[2, 256, 8] on device 0: expected shape [2, 8, 256]"));
+  TensorView transposed = q;
+  transposed.strides = {256 * 8 * 128, 128, 256 * 128, 1}; // BHSD memory seen as BSHD
+  CHECK_THAT(forward(transposed, kv, lse), Catch::Contains("pass a contiguous copy"));
+  attention::ForwardOptions varlen;
+  varlen.cuSeqlensQ = view(ScalarType::I32, {3});
+  CHECK_THAT(forward(q, kv, lse, varlen), Catch::Contains("need both cuSeqlensQ and cuSeqlensK"));
+  attention::ForwardOptions negative;
+  negative.scale = -1;
+  CHECK_THAT(forward(q, kv, lse, negative), Catch::Contains("scale = -1"));
+  TensorView misaligned = bf16({2, 256, 8, 128});
+  misaligned.data += 2;
+  CHECK_THAT(forward(misaligned, kv, lse), Catch::Contains("not 16-byte aligned"));
+
+  attention::BackwardOptions direct;
+  direct.config = kernels::AttentionBackwardConfig{};
+  direct.config->kvReduction = kernels::KvReduction::direct;
+  CHECK_THAT(errorOf([&] { attention::backwardWorkspaceBytes(q, kv, direct); }),
+             Catch::Contains("needs heads_q == heads_kv (got 8 and 2)"));
+  // GQA by atomics: delta, dQ and fp32 dK/dV accumulators.
+  size_t bytes = attention::backwardWorkspaceBytes(q, kv, {});
+  CHECK(bytes == 4 * size_t(2 * 8 * 256 + 2 * 256 * 8 * 128 + 2 * (2 * 256 * 2 * 128)));
+
+  TensorView a = view(ScalarType::F16, {128, 64}), b = view(ScalarType::F16, {32, 256});
+  TensorView c = view(ScalarType::F32, {128, 256});
+  CHECK_THAT(errorOf([&] { tessel::gemm(a, b, c); }),
+             Catch::Contains("op(a) has 64 columns but op(b) has 32 rows"));
+  CHECK_THAT(errorOf([&] { tessel::gemm(a, view(ScalarType::BF16, {64, 256}), c); }),
+             Catch::Contains("b is bf16[64, 256] on device 0: it must be f16"));
+  GemmCallOptions transposed2;
+  transposed2.transposeB = true;
+  CHECK_THAT(errorOf([&] { tessel::gemm(a, view(ScalarType::F16, {64, 256}), c, transposed2); }),
+             Catch::Contains("op(a) has 64 columns but op(b) has 256 rows"));
+}
+
+TEST_CASE("eight threads compile at once and get what one thread gets", "[threads]") {
+  // Four configurations, each compiled by two threads, with the caches
+  // off so that every compile runs the passes and NVRTC concurrently.
+  auto build = [](int i) {
+    kernels::GemmConfig c;
+    c.blockM = i % 2 ? 64 : 128;
+    c.blockN = i / 2 % 2 ? 64 : 128;
+    c.stages = 3;
+    c.threads = 128;
+    return kernels::gemm(c);
+  };
+  std::vector<std::string> expected(4);
+  for (int i = 0; i < 4; ++i) {
+    Program p = build(i);
+    expected[i] = compile(p, {.arch = "sm_90a"}).cuda();
+  }
+  ::setenv("TESSEL_CACHE", "none", 1);
+  std::vector<std::string> cuda(8), cubins(8), errors(8);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      try {
+        Program p = build(t % 4);
+        Kernel k = compile(p, {.arch = "sm_90a"});
+        cuda[t] = k.cuda();
+        cubins[t] = k.cubin();
+      } catch (const std::exception &e) {
+        errors[t] = e.what();
+      }
+    });
+  for (std::thread &t : threads) t.join();
+  ::unsetenv("TESSEL_CACHE");
+  for (int t = 0; t < 8; ++t) {
+    INFO("thread " << t << ": " << errors[t]);
+    CHECK(errors[t].empty());
+    CHECK(cuda[t] == expected[t % 4]);
+    CHECK(cubins[t].size() > 1000);
+  }
+}

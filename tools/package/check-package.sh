@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs Tessel from BUILD_DIR into a fresh prefix and checks the package
+# as a user meets it: libtessel.so needs no LLVM/MLIR library and exports
+# only Tessel's symbols, and a separate project finds it with
+# find_package(Tessel CONFIG), builds against it and runs (compiling a
+# library kernel to cubin).
+#   tools/package/check-package.sh BUILD_DIR SOURCE_DIR
+set -euo pipefail
+build=$(realpath "$1")
+src=$(realpath "$2")
+work="$build/package-check"
+rm -rf "$work"
+cmake --install "$build" --prefix "$work/prefix" --strip >/dev/null
+lib="$work/prefix/lib/libtessel.so"
+[ -f "$lib" ] || { echo "FAIL: no $lib after install"; exit 1; }
+echo "libtessel.so: $(du -h "$(readlink -f "$lib")" | cut -f1) stripped"
+
+if ldd "$lib" | grep -Ei "llvm|mlir"; then
+  echo "FAIL: libtessel.so loads an LLVM/MLIR shared library"; exit 1
+fi
+echo "ldd: $(ldd "$lib" | awk '{print $1}' | tr '\n' ' ')"
+
+# Every defined dynamic symbol is Tessel's (namespace tessel, its type
+# info and vtables); the linker's own version node is the only other.
+foreign=$(nm -D --defined-only "$lib" | awk '{print $3}' |
+          grep -Ev '^_Z(N|NK|TI|TS|TV)N?6tessel' | grep -Ev '^TESSEL|^$' || true)
+if [ -n "$foreign" ]; then
+  echo "FAIL: libtessel.so exports symbols outside namespace tessel:"
+  echo "$foreign" | head -20 | c++filt
+  exit 1
+fi
+echo "exports: $(nm -D --defined-only "$lib" | wc -l) symbols, all in namespace tessel"
+
+# The consumer sees only the installed tree: no LLVM/MLIR package paths.
+cmake -G Ninja -S "$src/tests/consumer" -B "$work/consumer" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_IGNORE_PREFIX_PATH=/usr/lib/llvm-22 >/dev/null
+ninja -C "$work/consumer" >/dev/null
+if ldd "$work/consumer/consumer" | grep -Ei "llvm|mlir"; then
+  echo "FAIL: the consumer loads LLVM/MLIR"; exit 1
+fi
+"$work/consumer/consumer" sm_90a
+"$work/consumer/consumer" sm_100a
+echo "package check passed"

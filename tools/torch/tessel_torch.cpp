@@ -1,0 +1,117 @@
+//===- tessel_torch.cpp - Tessel's attention as PyTorch operators ---------===//
+//
+// torch.ops.tessel.attention_fwd / attention_bwd over an installed
+// libtessel.so. Tensors cross as DLPack views (no copies), on PyTorch's
+// current CUDA stream; the backward pass's workspace comes from PyTorch's
+// caching allocator. Built by tessel_torch.py with
+// torch.utils.cpp_extension.
+//
+//===----------------------------------------------------------------------===//
+#include <ATen/DLConvertor.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/extension.h>
+
+#include <tessel/Tessel.h>
+
+#include <cmath>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+/// A view of `t` through DLPack; the managed tensor is released at once
+/// (the view borrows `t`, which the caller keeps alive).
+tessel::TensorView viewOf(const at::Tensor &t, const char *what) {
+  TORCH_CHECK(t.is_cuda(), what, " must be a CUDA tensor");
+  DLManagedTensor *managed = at::toDLPack(t);
+  std::unique_ptr<DLManagedTensor, void (*)(DLManagedTensor *)> owner(
+      managed, [](DLManagedTensor *m) { m->deleter(m); });
+  try {
+    return tessel::rt::fromDLPack(*managed);
+  } catch (const tessel::Error &e) {
+    throw std::invalid_argument(std::string(what) + ": " + e.what());
+  }
+}
+
+CUstream currentStream(const at::Tensor &t) {
+  return reinterpret_cast<CUstream>(c10::cuda::getCurrentCUDAStream(t.get_device()).stream());
+}
+
+thread_local std::string lastForward, lastBackward;
+
+std::string text(const tessel::Choice &c) {
+  return c.arch + " " + c.config + (c.compiled ? " (compiled by this call)" : "");
+}
+
+template <class Fn> auto translated(Fn &&fn) {
+  try {
+    return fn();
+  } catch (const tessel::Error &e) {
+    // PyTorch turns it into a RuntimeError with the message.
+    throw std::runtime_error(std::string("tessel: ") + e.what());
+  }
+}
+
+std::tuple<at::Tensor, at::Tensor> attentionForward(const at::Tensor &q, const at::Tensor &k,
+                                                    const at::Tensor &v, bool causal,
+                                                    double scale) {
+  at::Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+  at::Tensor out = at::empty_like(qc);
+  at::Tensor lse = at::empty({q.size(0), q.size(2), q.size(1)}, q.options().dtype(at::kFloat));
+  tessel::attention::ForwardOptions options;
+  options.causal = causal;
+  options.scale = scale;
+  lastForward = translated([&] {
+    return text(tessel::attention::forward(viewOf(qc, "q"), viewOf(kc, "k"), viewOf(vc, "v"),
+                                      viewOf(out, "out"), viewOf(lse, "lse"), options,
+                                      currentStream(q)));
+  });
+  return {out, lse};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor>
+attentionBackward(const at::Tensor &dout, const at::Tensor &q, const at::Tensor &k,
+                  const at::Tensor &v, const at::Tensor &out, const at::Tensor &lse, bool causal,
+                  double scale) {
+  at::Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+  at::Tensor oc = out.contiguous(), doc = dout.contiguous(), lc = lse.contiguous();
+  at::Tensor dq = at::empty_like(qc), dk = at::empty_like(kc), dv = at::empty_like(vc);
+  tessel::attention::BackwardOptions options;
+  options.causal = causal;
+  options.scale = scale;
+  tessel::TensorView qv = viewOf(qc, "q"), kv = viewOf(kc, "k");
+  size_t bytes = translated([&] { return tessel::attention::backwardWorkspaceBytes(qv, kv, options); });
+  at::Tensor workspace = at::empty({int64_t(bytes)}, q.options().dtype(at::kByte));
+  options.workspace = reinterpret_cast<uint64_t>(workspace.data_ptr());
+  options.workspaceBytes = bytes;
+  lastBackward = translated([&] {
+    return text(tessel::attention::backward(qv, kv, viewOf(vc, "v"), viewOf(oc, "out"),
+                                       viewOf(lc, "lse"), viewOf(doc, "dout"), viewOf(dq, "dq"),
+                                       viewOf(dk, "dk"), viewOf(dv, "dv"), options,
+                                       currentStream(q)));
+  });
+  return {dq, dk, dv};
+}
+
+/// What the calls of this thread last ran: "arch config", for a user who
+/// wants to see the library's choice.
+std::vector<std::string> lastChoices() { return {lastForward, lastBackward}; }
+} // namespace
+
+TORCH_LIBRARY(tessel, m) {
+  m.def("attention_fwd(Tensor q, Tensor k, Tensor v, bool causal, float scale) -> (Tensor, Tensor)");
+  m.def("attention_bwd(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
+        "bool causal, float scale) -> (Tensor, Tensor, Tensor)");
+}
+
+TORCH_LIBRARY_IMPL(tessel, CUDA, m) {
+  m.impl("attention_fwd", &attentionForward);
+  m.impl("attention_bwd", &attentionBackward);
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
+  module.def("last_choices", &lastChoices,
+             "the target and configuration the last forward and backward calls of this thread ran");
+  module.def("version", [] { return std::string(tessel::version()); });
+}
