@@ -85,9 +85,10 @@ std::string describe(const AttentionBackwardConfig &c) {
   const char *forms[] = {"registers", "ss", "ts"};
   const char *reductions[] = {"direct", "atomic", "split"};
   return fmt::format("variant={} dtype={} head_dim={} block_m={} block_n={} threads={} stages={} "
-                     "causal={} varlen={} kv_reduction={}",
+                     "causal={} varlen={} kv_reduction={} dq_atomics={}",
                      forms[int(c.form)], name(c.dtype), c.headDim, c.blockM, c.blockN, c.threads,
-                     c.stages, int(c.causal), int(c.varlen), reductions[int(c.kvReduction)]);
+                     c.stages, int(c.causal), int(c.varlen), reductions[int(c.kvReduction)],
+                     c.dqTma ? "tma" : "registers");
 }
 
 bool isBlackwell(const std::string &arch) { return arch.rfind("sm_100a", 0) == 0; }

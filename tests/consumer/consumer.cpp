@@ -5,6 +5,8 @@
 #include <tessel/dsl/Compile.h>
 
 #include <cstdio>
+#include <exception>
+#include <vector>
 #include <string>
 
 int main(int argc, char **argv) {
@@ -39,6 +41,20 @@ int main(int argc, char **argv) {
     std::printf("a mistyped launch was not refused\n");
     return 1;
   } catch (const tessel::Error &e) {
+    std::printf("refused: %s\n", e.what());
+  }
+  // The library carries its own C++ runtime: its exceptions must still be
+  // caught as std::exception by a program built with another.
+  try {
+    auto bf16 = [](std::vector<int64_t> shape) {
+      return tessel::TensorView::contiguous(0x10000, tessel::rt::ScalarType::BF16, shape);
+    };
+    auto lse = tessel::TensorView::contiguous(0x10000, tessel::rt::ScalarType::F32, {1, 4, 64});
+    tessel::attention::forward(bf16({1, 64, 4, 64}), bf16({1, 64, 3, 64}), bf16({1, 64, 3, 64}),
+                               bf16({1, 64, 4, 64}), lse);
+    std::printf("a GQA mismatch was not refused\n");
+    return 1;
+  } catch (const std::exception &e) {
     std::printf("refused: %s\n", e.what());
   }
   return 0;

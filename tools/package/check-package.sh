@@ -30,6 +30,11 @@ if [ -n "$foreign" ]; then
   exit 1
 fi
 echo "exports: $(nm -D --defined-only "$lib" | wc -l) symbols, all in namespace tessel"
+# Nor does it import C++ runtime symbols, which a host process could
+# interpose with its own (it links libstdc++ statically and keeps it local).
+if nm -D --undefined-only "$lib" | grep -E "GLIBCXX|CXXABI"; then
+  echo "FAIL: libtessel.so imports C++ runtime symbols"; exit 1
+fi
 
 # The consumer sees only the installed tree: no LLVM/MLIR package paths.
 cmake -G Ninja -S "$src/tests/consumer" -B "$work/consumer" -DCMAKE_BUILD_TYPE=Release \
