@@ -1,5 +1,6 @@
 //===- Compile.cpp - Program to a launchable kernel -----------------------===//
 #include "tessel/dsl/Compile.h"
+#include "CompileCache.h"
 #include "tessel/Layout/LayoutSvg.h"
 #include "tessel/Target/CudaEmitter.h"
 #include "tessel/Transforms/Passes.h"
@@ -128,52 +129,71 @@ Kernel tessel::compile(Program &program, const CompileOptions &options) {
   Kernel k;
   k.info = program.params();
   k.tile = program.str();
-  OwningOpRef<ModuleOp> module(program.module().clone());
+  // A program compiled before (same tile IR, target and build of Tessel)
+  // skips the passes and the emitter. Dumps and per-pass hooks need the
+  // passes to run.
+  bool reuse = options.dumpIrDir.empty() && !options.afterPass;
+  std::string irKey = reuse ? detail::compiledIrKey(k.tile, options.arch, options.tma) : "";
+  std::shared_ptr<const detail::CompiledIr> hit = reuse ? detail::findCompiledIr(irKey) : nullptr;
+  rt::KernelSpec spec;
+  if (hit) {
+    k.lowered = hit->lowered;
+    k.source = hit->source;
+    k.bufferLayouts = hit->layouts;
+    spec = hit->spec;
+    k.timing.irCacheHit = true;
+    k.timing.passesMs = msSince(start);
+  } else {
+    OwningOpRef<ModuleOp> module(program.module().clone());
 
-  std::string messages;
-  ScopedDiagnosticHandler handler(&program.context(), [&](Diagnostic &diag) {
-    std::string where;
-    llvm::raw_string_ostream os(where);
-    if (auto fl = llvm::dyn_cast<FileLineColLoc>(diag.getLocation()))
-      os << fl.getFilename().getValue() << ":" << fl.getLine();
-    else
-      os << diag.getLocation();
-    messages += fmt::format("{}: {}: {}\n", where,
-                            diag.getSeverity() == DiagnosticSeverity::Error ? "error" : "note", diag.str());
-    for (Diagnostic &note : diag.getNotes()) {
-      std::string nw;
-      llvm::raw_string_ostream nos(nw);
-      if (auto fl = llvm::dyn_cast<FileLineColLoc>(note.getLocation()))
-        nos << fl.getFilename().getValue() << ":" << fl.getLine();
-      messages += fmt::format("{}: note: {}\n", nw, note.str());
+    std::string messages;
+    ScopedDiagnosticHandler handler(&program.context(), [&](Diagnostic &diag) {
+      std::string where;
+      llvm::raw_string_ostream os(where);
+      if (auto fl = llvm::dyn_cast<FileLineColLoc>(diag.getLocation()))
+        os << fl.getFilename().getValue() << ":" << fl.getLine();
+      else
+        os << diag.getLocation();
+      messages += fmt::format("{}: {}: {}\n", where,
+                              diag.getSeverity() == DiagnosticSeverity::Error ? "error" : "note", diag.str());
+      for (Diagnostic &note : diag.getNotes()) {
+        std::string nw;
+        llvm::raw_string_ostream nos(nw);
+        if (auto fl = llvm::dyn_cast<FileLineColLoc>(note.getLocation()))
+          nos << fl.getFilename().getValue() << ":" << fl.getLine();
+        messages += fmt::format("{}: note: {}\n", nw, note.str());
+      }
+      return success();
+    });
+
+    std::string dumpError;
+    PassManager pm(&program.context());
+    target->tma = options.tma;
+    buildTesselPipeline(pm, *target);
+    pm.addInstrumentation(std::make_unique<TimePasses>(k.timing.passMs));
+    pm.addInstrumentation(std::make_unique<RecordLayouts>(k.bufferLayouts));
+    if (!options.dumpIrDir.empty()) {
+      rt::createDirectories(options.dumpIrDir, "--dump-ir");
+      rt::writeFile(fs::path(options.dumpIrDir) / "00-input.mlir", k.tile);
+      pm.addInstrumentation(std::make_unique<DumpAfterEachPass>(options.dumpIrDir, dumpError));
     }
-    return success();
-  });
+    if (options.afterPass) pm.addInstrumentation(std::make_unique<CallAfterEachPass>(options.afterPass));
+    if (failed(pm.run(*module)))
+      throw Error(messages.empty() ? "the Tessel pipeline failed" : messages.substr(0, messages.size() - 1));
+    if (!dumpError.empty()) throw Error("--dump-ir: " + dumpError);
+    k.timing.passesMs = msSince(start);
+    k.lowered = printOp(*module);
 
-  std::string dumpError;
-  PassManager pm(&program.context());
-  target->tma = options.tma;
-  buildTesselPipeline(pm, *target);
-  pm.addInstrumentation(std::make_unique<TimePasses>(k.timing.passMs));
-  pm.addInstrumentation(std::make_unique<RecordLayouts>(k.bufferLayouts));
-  if (!options.dumpIrDir.empty()) {
-    rt::createDirectories(options.dumpIrDir, "--dump-ir");
-    rt::writeFile(fs::path(options.dumpIrDir) / "00-input.mlir", k.tile);
-    pm.addInstrumentation(std::make_unique<DumpAfterEachPass>(options.dumpIrDir, dumpError));
+    auto emitStart = std::chrono::steady_clock::now();
+    tile::KernelOp kernelOp = *module->getOps<tile::KernelOp>().begin();
+    llvm::raw_string_ostream os(k.source);
+    FailureOr<rt::KernelSpec> emitted = emitCuda(kernelOp, os);
+    if (failed(emitted)) throw Error(messages.empty() ? "CUDA emission failed" : messages);
+    spec = *emitted;
+    k.timing.emitMs = msSince(emitStart);
+
+    if (reuse) detail::storeCompiledIr(irKey, {k.lowered, k.source, spec, k.bufferLayouts});
   }
-  if (options.afterPass) pm.addInstrumentation(std::make_unique<CallAfterEachPass>(options.afterPass));
-  if (failed(pm.run(*module)))
-    throw Error(messages.empty() ? "the Tessel pipeline failed" : messages.substr(0, messages.size() - 1));
-  if (!dumpError.empty()) throw Error("--dump-ir: " + dumpError);
-  k.timing.passesMs = msSince(start);
-  k.lowered = printOp(*module);
-
-  auto emitStart = std::chrono::steady_clock::now();
-  tile::KernelOp kernelOp = *module->getOps<tile::KernelOp>().begin();
-  llvm::raw_string_ostream os(k.source);
-  FailureOr<rt::KernelSpec> spec = emitCuda(kernelOp, os);
-  if (failed(spec)) throw Error(messages.empty() ? "CUDA emission failed" : messages);
-  k.timing.emitMs = msSince(emitStart);
 
   auto nvrtcStart = std::chrono::steady_clock::now();
   rt::KernelCache &cache = rt::KernelCache::global();
@@ -181,16 +201,16 @@ Kernel tessel::compile(Program &program, const CompileOptions &options) {
   std::shared_ptr<const rt::Binary> bin = cache.getOrCompile(k.source, target->binaryArch());
   k.timing.nvrtcCalled = cache.stats().nvrtcCompiles != before;
   k.timing.nvrtcMs = msSince(nvrtcStart);
-  k.loaded = std::make_shared<rt::LoadedKernel>(*spec, bin, target->binaryArch());
+  k.loaded = std::make_shared<rt::LoadedKernel>(spec, bin, target->binaryArch());
   k.compiledWith = options;
   // The kernel runs, but not as the IR says (e.g. wgmmas serialized for
   // want of registers): say so rather than leave it to a profiler.
   if (bin->spillStoreBytes || bin->spillLoadBytes)
     fmt::print(stderr, "tessel: warning: ptxas spills registers in kernel {} for {} ({} bytes "
-               "stored, {} loaded)\n", spec->name, target->arch, bin->spillStoreBytes,
+               "stored, {} loaded)\n", spec.name, target->arch, bin->spillStoreBytes,
                bin->spillLoadBytes);
   if (!bin->performanceWarnings.empty())
-    fmt::print(stderr, "tessel: warning: ptxas slows kernel {} for {}:\n{}", spec->name,
+    fmt::print(stderr, "tessel: warning: ptxas slows kernel {} for {}:\n{}", spec.name,
                target->arch, bin->performanceWarnings);
   k.timing.totalMs = msSince(start);
 

@@ -1,5 +1,6 @@
 //===- Cache.cpp - compiled kernels in memory and on disk -----------------===//
 #include "tessel/runtime/Cache.h"
+#include "tessel/runtime/Files.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -13,13 +14,40 @@
 using namespace tessel::rt;
 namespace fs = std::filesystem;
 
-static constexpr char kMagic[8] = {'T', 'E', 'S', 'S', 'B', 'I', 'N', '3'};
+static constexpr char kMagic[8] = {'T', 'E', 'S', 'S', 'B', 'I', 'N', '4'};
 
-static uint64_t fnv1a(const void *data, size_t n, uint64_t h = 1469598103934665603ull) {
-  auto *p = static_cast<const unsigned char *>(data);
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
+namespace {
+uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+uint64_t finish(uint64_t h) {
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  return h ^ (h >> 33);
 }
+
+/// Two independent 64-bit hashes of `data`, eight bytes a step: keys and
+/// checksums cover every warm compile's source and binary (hundreds of
+/// kilobytes), where a byte-at-a-time hash cost milliseconds.
+std::pair<uint64_t, uint64_t> hash128(const void *data, size_t n) {
+  const auto *p = static_cast<const unsigned char *>(data);
+  uint64_t a = 0x9e3779b97f4a7c15ull ^ n, b = 0xc2b2ae3d27d4eb4full + n;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    a = rotl(a ^ (w * 0x87c37b91114253d5ull), 31) * 0x4cf5ad432745937full;
+    b = rotl(b ^ (w * 0x52dce729da3ed7b5ull), 29) * 0x9e3779b97f4a7c15ull;
+  }
+  uint64_t tail = 0;
+  std::memcpy(&tail, p + i, n - i);
+  a = rotl(a ^ (tail * 0x87c37b91114253d5ull), 31) * 0x4cf5ad432745937full;
+  b = rotl(b ^ (tail * 0x52dce729da3ed7b5ull), 29) * 0x9e3779b97f4a7c15ull;
+  return {finish(a ^ rotl(b, 17)), finish(b + a)};
+}
+
+uint64_t checksum(const void *data, size_t n) { return hash128(data, n).first; }
+} // namespace
 
 static std::mutex mutex;
 static std::map<std::string, std::shared_ptr<const Binary>> memory;
@@ -47,18 +75,27 @@ std::string KernelCache::directory() const {
 
 std::string KernelCache::key(const std::string &source, const std::string &arch,
                              const std::vector<std::string> &options) {
-  std::string all = source + '\0' + arch + '\0' + nvrtcVersion() + '\0' + deviceHeader() +
-                    '\0' + tcgen05EmulationHeader();
+  // What every key shares (NVRTC's version and the device headers, a few
+  // hundred kilobytes) is hashed once per process.
+  static const std::string shared =
+      hash(nvrtcVersion() + '\0' + deviceHeader() + '\0' + tcgen05EmulationHeader());
+  std::string all = source + '\0' + arch + '\0' + shared;
   for (auto &o : options) all += '\0' + o;
-  // Two independent 64-bit hashes make accidental collisions negligible.
-  return fmt::format("{:016x}{:016x}", fnv1a(all.data(), all.size()),
-                     fnv1a(all.data(), all.size(), 0x9e3779b97f4a7c15ull));
+  return hash(all);
 }
+
+std::string KernelCache::hash(const std::string &bytes) {
+  // Two independent 64-bit hashes make accidental collisions negligible.
+  auto [a, b] = hash128(bytes.data(), bytes.size());
+  return fmt::format("{:016x}{:016x}", a, b);
+}
+
+bool KernelCache::enabled() { return cacheMode() != "none"; }
 
 std::string KernelCache::encode(const Binary &bin) {
   uint64_t sizes[3] = {bin.cubin.size(), bin.ptx.size(), bin.performanceWarnings.size()};
   const std::string body = bin.cubin + bin.ptx + bin.performanceWarnings;
-  uint64_t sum = fnv1a(body.data(), body.size());
+  uint64_t sum = checksum(body.data(), body.size());
   std::string out(kMagic, sizeof(kMagic));
   out.append(reinterpret_cast<const char *>(sizes), sizeof(sizes));
   out.append(reinterpret_cast<const char *>(&sum), sizeof(sum));
@@ -74,7 +111,7 @@ bool KernelCache::decode(const std::string &bytes, Binary &out) {
   std::memcpy(sizes, bytes.data() + sizeof(kMagic), sizeof(sizes));
   std::memcpy(&sum, bytes.data() + sizeof(kMagic) + sizeof(sizes), sizeof(sum));
   if (sizes[0] == 0 || bytes.size() != header + sizes[0] + sizes[1] + sizes[2]) return false;
-  if (fnv1a(bytes.data() + header, bytes.size() - header) != sum) return false;
+  if (checksum(bytes.data() + header, bytes.size() - header) != sum) return false;
   out.cubin = bytes.substr(header, sizes[0]);
   out.ptx = bytes.substr(header + sizes[0], sizes[1]);
   out.performanceWarnings = bytes.substr(header + sizes[0] + sizes[1], sizes[2]);
@@ -115,10 +152,9 @@ std::shared_ptr<Binary> KernelCache::readEntry(const std::string &dir, const fs:
     warnUnusable(dir, file.filename().string() + " is not a regular file");
     return nullptr;
   }
-  std::ifstream in(file, std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string bytes;
   auto loaded = std::make_shared<Binary>();
-  if (in.bad() || !decode(bytes, *loaded)) {
+  if (!readWholeFile(file, bytes) || !decode(bytes, *loaded)) {
     // Corrupt or truncated: delete it; the rebuilt entry replaces it.
     ++counters.diskRejected;
     fs::remove(file, ec);

@@ -37,3 +37,17 @@ void rt::writeFile(const fs::path &file, std::string_view bytes) {
                             std::strerror(why), written, bytes.size()));
   }
 }
+
+bool rt::readWholeFile(const fs::path &file, std::string &bytes) {
+  std::FILE *f = std::fopen(file.c_str(), "rb");
+  if (!f) return false;
+  bool ok = std::fseek(f, 0, SEEK_END) == 0;
+  long size = ok ? std::ftell(f) : -1;
+  ok = size >= 0 && std::fseek(f, 0, SEEK_SET) == 0;
+  if (ok) {
+    bytes.resize(static_cast<size_t>(size));
+    ok = std::fread(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  }
+  std::fclose(f);
+  return ok;
+}

@@ -269,3 +269,34 @@ TEST_CASE("a view on a device that does not exist is an error", "[gpu][api]") {
     CHECK_THAT(e.what(), Catch::Contains("no such device"));
   }
 }
+
+TEST_CASE("library calls run on the device their tensors live on", "[gpu][api]") {
+  rt::Driver &d = rt::Driver::get();
+  if (d.deviceCount() < 2) {
+    WARN("skipped: one GPU; the call on a second device needs two");
+    return;
+  }
+  int last = d.deviceCount() - 1, before = d.currentDevice();
+  std::mt19937_64 rng(5);
+  double error = 1;
+  {
+    // Memory and stream of the last device; the calling thread stays on
+    // its own device.
+    rt::ScopedDevice there(last);
+    Tensor2 a(DType::f16, {300, 128}, &rng), b(DType::f16, {128, 200}, &rng), c(DType::f32, {300, 200});
+    Stream stream;
+    rt::ScopedDevice back(before);
+    CHECK(a.view().device == last);
+    tessel::gemm(a.view(), b.view(), c.view(), {}, stream.s);
+    CHECK(d.currentDevice() == before);
+    stream.sync();
+    c.fetch();
+    std::vector<double> ref(300 * 200, 0);
+    for (int64_t i = 0; i < 300; ++i)
+      for (int64_t l = 0; l < 128; ++l)
+        for (int64_t j = 0; j < 200; ++j)
+          ref[i * 200 + j] += double(a.host.values[i * 128 + l]) * b.host.values[l * 200 + j];
+    error = relativeError(c.host.values, ref);
+  }
+  CHECK(error < 1e-3);
+}

@@ -45,4 +45,15 @@ if ldd "$work/consumer/consumer" | grep -Ei "llvm|mlir"; then
 fi
 "$work/consumer/consumer" sm_90a
 "$work/consumer/consumer" sm_100a
+# Embedded in the consumer's tree (add_subdirectory): the project's CMake
+# must configure there (PROJECT_* paths, no tests), and the build graph
+# must reach the consumer (its commands listed, not run: building Tessel
+# twice is the main build's job).
+cmake -G Ninja -S "$src/tests/consumer" -B "$work/embedded" -DCMAKE_BUILD_TYPE=Release \
+  -DTESSEL_SOURCE_DIR="$src" >/dev/null
+ninja -C "$work/embedded" -t commands consumer | grep -q -- "-o consumer " ||
+  { echo "FAIL: an embedding project cannot build its consumer"; exit 1; }
+[ ! -d "$work/embedded/tessel/tests" ] ||
+  { echo "FAIL: an embedded Tessel builds its tests"; exit 1; }
+echo "embedded through add_subdirectory: configures, consumer planned"
 echo "package check passed"

@@ -118,8 +118,13 @@ int list() {
 
 void printTimes(const Kernel &k, bool perPass = false) {
   const CompileTimes &t = k.times();
-  fmt::print(stderr, "compile: passes {:.1f} ms, emit {:.1f} ms, nvrtc {:.1f} ms ({}), total {:.1f} ms\n",
-             t.passesMs, t.emitMs, t.nvrtcMs, t.nvrtcCalled ? "compiled" : "cache hit", t.totalMs);
+  if (t.irCacheHit)
+    fmt::print(stderr, "compile: passes skipped (tile IR cache hit, {:.1f} ms), nvrtc {:.1f} ms ({}), "
+               "total {:.1f} ms\n",
+               t.passesMs, t.nvrtcMs, t.nvrtcCalled ? "compiled" : "cache hit", t.totalMs);
+  else
+    fmt::print(stderr, "compile: passes {:.1f} ms, emit {:.1f} ms, nvrtc {:.1f} ms ({}), total {:.1f} ms\n",
+               t.passesMs, t.emitMs, t.nvrtcMs, t.nvrtcCalled ? "compiled" : "cache hit", t.totalMs);
   if (!perPass) return;
   for (auto &[pass, ms] : t.passMs) fmt::print(stderr, "  {:8.2f} ms  {}\n", ms, pass);
 }

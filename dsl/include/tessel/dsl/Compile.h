@@ -30,6 +30,9 @@ struct CompileOptions {
 struct CompileTimes {
   double passesMs = 0, emitMs = 0, nvrtcMs = 0, totalMs = 0;
   bool nvrtcCalled = false; // false on a cache hit
+  /// The passes and the emitter were skipped: this tile IR was compiled
+  /// for the target before (in memory or the disk cache).
+  bool irCacheHit = false;
   /// Each pass of the pipeline in order, with its wall time (`passesMs`
   /// also counts cloning the program and recording its layouts).
   std::vector<std::pair<std::string, double>> passMs;

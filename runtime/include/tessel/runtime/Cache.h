@@ -40,6 +40,10 @@ public:
 
   static std::string key(const std::string &source, const std::string &arch,
                          const std::vector<std::string> &options);
+  /// 32 hex digits naming `bytes` (two independent 64-bit hashes).
+  static std::string hash(const std::string &bytes);
+  /// Whether any cache is on (TESSEL_CACHE is not "none").
+  static bool enabled();
   /// Serialised entry and its checked reader (exposed for tests).
   static std::string encode(const Binary &bin);
   static bool decode(const std::string &bytes, Binary &out);

@@ -9,6 +9,7 @@
 #define TESSEL_RUNTIME_FILES_H
 
 #include <filesystem>
+#include <string>
 #include <string_view>
 
 namespace tessel::rt {
@@ -17,6 +18,9 @@ void createDirectories(const std::filesystem::path &dir, std::string_view purpos
 /// Writes `bytes` to `file`, replacing it; throws tessel::Error naming the
 /// file and the reason when it cannot be written completely.
 void writeFile(const std::filesystem::path &file, std::string_view bytes);
+/// The whole of `file` in one read (the cache reads entries of hundreds of
+/// kilobytes on every warm compile); false when it cannot be read.
+bool readWholeFile(const std::filesystem::path &file, std::string &bytes);
 } // namespace tessel::rt
 
 #endif

@@ -64,6 +64,11 @@ struct KernelSpec {
   std::array<unsigned, 3> evaluateGrid(const std::vector<int64_t> &symbols) const;
 };
 
+/// The spec as one line of text, and back (for the compile cache); decode
+/// returns false on anything malformed.
+std::string encodeSpec(const KernelSpec &spec);
+bool decodeSpec(const std::string &text, KernelSpec &out);
+
 } // namespace tessel::rt
 
 #endif

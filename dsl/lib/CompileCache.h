@@ -1,0 +1,40 @@
+//===- CompileCache.h - pipeline results keyed by the tile IR ---*- C++ -*-===//
+//
+// What Tessel's passes and the CUDA emitter make of a program, kept in
+// memory and in the kernel cache's directory, so that compiling a program
+// seen before (in this process or an earlier one) skips the passes: the
+// key is the tile IR before the pipeline, the target, whether TMA may be
+// used, and the build of Tessel's compiler (a hash of its sources), so
+// that any change to a pass misses. Entries carry a checksum; a damaged
+// one is deleted and rebuilt. TESSEL_CACHE=off keeps only the memory,
+// TESSEL_CACHE=none neither.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_DSL_COMPILECACHE_H
+#define TESSEL_DSL_COMPILECACHE_H
+
+#include "tessel/dsl/Compile.h"
+#include "tessel/runtime/KernelSpec.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tessel::detail {
+
+struct CompiledIr {
+  std::string lowered, source;
+  rt::KernelSpec spec;
+  /// Without their pictures: a hit draws them from the layout text.
+  std::vector<BufferLayout> layouts;
+};
+
+/// The key of `tileIr` compiled for `arch` (with `tma`) by this build.
+std::string compiledIrKey(const std::string &tileIr, const std::string &arch, bool tma);
+/// The entry for `key`, or null.
+std::shared_ptr<const CompiledIr> findCompiledIr(const std::string &key);
+void storeCompiledIr(const std::string &key, const CompiledIr &entry);
+
+} // namespace tessel::detail
+
+#endif

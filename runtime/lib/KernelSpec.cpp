@@ -1,0 +1,85 @@
+//===- KernelSpec.cpp - the launch contract as text ------------------------===//
+//
+// Whitespace-separated integers after the kernel's name, each list preceded
+// by its length: what the compile cache stores so that a cached kernel
+// launches exactly as a freshly compiled one.
+//
+//===----------------------------------------------------------------------===//
+#include "tessel/runtime/KernelSpec.h"
+
+#include <sstream>
+
+using namespace tessel::rt;
+
+std::string tessel::rt::encodeSpec(const KernelSpec &s) {
+  std::ostringstream os;
+  os << s.name << ' ' << s.threads << ' ' << s.sharedBytes << ' ' << s.params.size();
+  for (const ParamSpec &p : s.params) {
+    os << ' ' << p.isBuffer << ' ' << static_cast<int>(p.type) << ' ' << p.peers << ' '
+       << p.shape.size();
+    for (int64_t e : p.shape) os << ' ' << e;
+  }
+  os << ' ' << s.grid.size();
+  for (const auto &program : s.grid) {
+    os << ' ' << program.size();
+    for (const GridToken &t : program) os << ' ' << static_cast<int>(t.kind) << ' ' << t.value;
+  }
+  os << ' ' << s.tensorMaps.size();
+  for (const TensorMapSpec &m : s.tensorMaps) {
+    os << ' ' << m.param << ' ' << m.swizzle << ' ' << m.box.size();
+    for (int64_t b : m.box) os << ' ' << b;
+  }
+  return os.str();
+}
+
+bool tessel::rt::decodeSpec(const std::string &text, KernelSpec &out) {
+  std::istringstream is(text);
+  KernelSpec s;
+  // Counts are bounded so that a damaged entry cannot ask for a huge
+  // allocation.
+  auto count = [&](size_t &n) { return static_cast<bool>(is >> n) && n < 4096; };
+  size_t params = 0;
+  if (!(is >> s.name >> s.threads >> s.sharedBytes) || !count(params)) return false;
+  for (size_t i = 0; i < params; ++i) {
+    ParamSpec p;
+    int type = 0;
+    size_t rank = 0;
+    if (!(is >> p.isBuffer >> type >> p.peers) || !count(rank)) return false;
+    if (type < 0 || type > static_cast<int>(ScalarType::F64)) return false;
+    p.type = static_cast<ScalarType>(type);
+    p.shape.resize(rank);
+    for (int64_t &e : p.shape)
+      if (!(is >> e)) return false;
+    s.params.push_back(std::move(p));
+  }
+  size_t dims = 0;
+  if (!count(dims)) return false;
+  for (size_t d = 0; d < dims; ++d) {
+    size_t tokens = 0;
+    if (!count(tokens)) return false;
+    std::vector<GridToken> program;
+    for (size_t t = 0; t < tokens; ++t) {
+      int kind = 0;
+      int64_t value = 0;
+      if (!(is >> kind >> value) || kind < 0 || kind > static_cast<int>(GridToken::Mod))
+        return false;
+      program.push_back({static_cast<GridToken::Kind>(kind), value});
+    }
+    s.grid.push_back(std::move(program));
+  }
+  size_t maps = 0;
+  if (!count(maps)) return false;
+  for (size_t m = 0; m < maps; ++m) {
+    TensorMapSpec map;
+    size_t rank = 0;
+    if (!(is >> map.param >> map.swizzle) || !count(rank)) return false;
+    map.box.resize(rank);
+    for (int64_t &b : map.box)
+      if (!(is >> b)) return false;
+    s.tensorMaps.push_back(std::move(map));
+  }
+  std::string rest;
+  if (is >> rest) return false; // trailing garbage
+  out = std::move(s);
+  return true;
+}
