@@ -119,6 +119,29 @@ struct RecordLayouts : PassInstrumentation {
   }
 };
 
+/// Tessel's pipeline run again on a kernel's printed tile IR (for the
+/// build without TMA, and for lowered IR a cache entry no longer has).
+/// Throws naming `what`.
+static OwningOpRef<ModuleOp> lowerTileIr(MLIRContext &ctx, const std::string &tileIr,
+                                         const TargetInfo &target, bool dropWarpSpecialize,
+                                         const std::string &what) {
+  ctx.loadDialect<tile::TileDialect, tilenv::TileNVDialect, arith::ArithDialect, math::MathDialect,
+                  memref::MemRefDialect, scf::SCFDialect>();
+  std::string messages;
+  ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &diag) {
+    messages += "\n" + diag.str();
+    return success();
+  });
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(tileIr, &ctx);
+  if (!module) throw Error(fmt::format("{}: cannot re-read the tile IR:{}", what, messages));
+  if (dropWarpSpecialize)
+    module->walk([](tile::PipelinedOp loop) { loop.removeWarpSpecializeAttr(); });
+  PassManager pm(&ctx);
+  buildTesselPipeline(pm, target);
+  if (failed(pm.run(*module))) throw Error(fmt::format("{} failed:{}", what, messages));
+  return module;
+}
+
 Kernel tessel::compile(Program &program, const CompileOptions &options) {
   auto start = std::chrono::steady_clock::now();
   std::optional<TargetInfo> target = lookupTarget(options.arch);
@@ -134,7 +157,14 @@ Kernel tessel::compile(Program &program, const CompileOptions &options) {
   // passes to run.
   bool reuse = options.dumpIrDir.empty() && !options.afterPass;
   std::string irKey = reuse ? detail::compiledIrKey(k.tile, options.arch, options.tma) : "";
-  std::shared_ptr<const detail::CompiledIr> hit = reuse ? detail::findCompiledIr(irKey) : nullptr;
+  auto lowerAgain = [tile = k.tile, arch = options.arch, tma = options.tma] {
+    MLIRContext ctx;
+    std::optional<TargetInfo> target = lookupTarget(arch);
+    target->tma = tma;
+    return printOp(*lowerTileIr(ctx, tile, *target, false, "lowering the cached kernel again"));
+  };
+  std::shared_ptr<const detail::CompiledIr> hit =
+      reuse ? detail::findCompiledIr(irKey, lowerAgain) : nullptr;
   rt::KernelSpec spec;
   if (hit) {
     k.lowered = hit->lowered;
@@ -182,13 +212,16 @@ Kernel tessel::compile(Program &program, const CompileOptions &options) {
       throw Error(messages.empty() ? "the Tessel pipeline failed" : messages.substr(0, messages.size() - 1));
     if (!dumpError.empty()) throw Error("--dump-ir: " + dumpError);
     k.timing.passesMs = msSince(start);
-    k.lowered = printOp(*module);
+    k.lowered = std::make_shared<rt::LazyText>([text = printOp(*module)] { return text; });
 
     auto emitStart = std::chrono::steady_clock::now();
     tile::KernelOp kernelOp = *module->getOps<tile::KernelOp>().begin();
-    llvm::raw_string_ostream os(k.source);
+    std::string source;
+    llvm::raw_string_ostream os(source);
     FailureOr<rt::KernelSpec> emitted = emitCuda(kernelOp, os);
     if (failed(emitted)) throw Error(messages.empty() ? "CUDA emission failed" : messages);
+    os.flush();
+    k.source = std::make_shared<const std::string>(std::move(source));
     spec = *emitted;
     k.timing.emitMs = msSince(emitStart);
 
@@ -198,7 +231,7 @@ Kernel tessel::compile(Program &program, const CompileOptions &options) {
   auto nvrtcStart = std::chrono::steady_clock::now();
   rt::KernelCache &cache = rt::KernelCache::global();
   int before = cache.stats().nvrtcCompiles;
-  std::shared_ptr<const rt::Binary> bin = cache.getOrCompile(k.source, target->binaryArch());
+  std::shared_ptr<const rt::Binary> bin = cache.getOrCompile(*k.source, target->binaryArch());
   k.timing.nvrtcCalled = cache.stats().nvrtcCompiles != before;
   k.timing.nvrtcMs = msSince(nvrtcStart);
   k.loaded = std::make_shared<rt::LoadedKernel>(spec, bin, target->binaryArch());
@@ -216,8 +249,8 @@ Kernel tessel::compile(Program &program, const CompileOptions &options) {
 
   if (!options.dumpIrDir.empty()) {
     fs::path dir(options.dumpIrDir);
-    rt::writeFile(dir / "kernel.cu", k.source);
-    rt::writeFile(dir / "kernel.ptx", bin->ptx);
+    rt::writeFile(dir / "kernel.cu", *k.source);
+    rt::writeFile(dir / "kernel.ptx", bin->ptxText());
     rt::writeFile(dir / "kernel.cubin", bin->cubin);
   }
   return k;
@@ -232,27 +265,14 @@ rt::LoadedKernel &Kernel::loadedFor(const std::vector<rt::LaunchArg> &args) {
   if (fits) return *loaded;
   std::lock_guard<std::mutex> lock(*rebuild);
   if (!withoutTma) {
-    // Rebuild from the kernel's tile IR with cp.async loads.
+    // Rebuild from the kernel's tile IR with cp.async loads. Warp
+    // specialization needs TMA loads: a loop that asked for it runs as a
+    // plain cp.async pipeline in this build.
     MLIRContext ctx;
-    ctx.loadDialect<tile::TileDialect, tilenv::TileNVDialect, arith::ArithDialect,
-                    math::MathDialect, memref::MemRefDialect, scf::SCFDialect>();
-    std::string messages;
-    ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &diag) {
-      messages += "\n" + diag.str();
-      return success();
-    });
-    OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(tile, &ctx);
-    if (!module)
-      throw Error(fmt::format("kernel {}: cannot re-read its tile IR:{}", s.name, messages));
-    // Warp specialization needs TMA loads: a loop that asked for it runs
-    // as a plain cp.async pipeline in this build.
-    module->walk([](tile::PipelinedOp loop) { loop.removeWarpSpecializeAttr(); });
     std::optional<TargetInfo> target = lookupTarget(compiledWith.arch);
     target->tma = false;
-    PassManager pm(&ctx);
-    buildTesselPipeline(pm, *target);
-    if (failed(pm.run(*module)))
-      throw Error(fmt::format("kernel {}: the build without TMA failed:{}", s.name, messages));
+    OwningOpRef<ModuleOp> module = lowerTileIr(ctx, tile, *target, /*dropWarpSpecialize=*/true,
+                                               fmt::format("kernel {}: the build without TMA", s.name));
     std::string source;
     llvm::raw_string_ostream os(source);
     FailureOr<rt::KernelSpec> spec = emitCuda(*module->getOps<tile::KernelOp>().begin(), os);

@@ -4,12 +4,12 @@
 #include "tessel/Dialect/Tile/TileDialect.h"
 #include "tessel/Layout/LayoutSvg.h"
 #include "tessel/runtime/Cache.h"
-#include "tessel/runtime/Files.h"
 
 #include "mlir/AsmParser/AsmParser.h"
 #include "mlir/IR/MLIRContext.h"
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fmt/format.h>
@@ -23,45 +23,54 @@ using namespace tessel::detail;
 namespace fs = std::filesystem;
 
 namespace {
-constexpr char kMagic[8] = {'T', 'E', 'S', 'S', 'T', 'I', 'R', '1'};
+// An entry: magic, the head's length (8 bytes), the head (length-prefixed
+// fields: CUDA source, spec, layouts, the lowered IR's size and hash), the
+// head's hash (32 hex digits), then the lowered IR, which is read only when
+// asked for.
+constexpr char kMagic[8] = {'T', 'E', 'S', 'S', 'T', 'I', 'R', '2'};
+constexpr size_t kHashDigits = 32;
 
 std::mutex mutex;
 std::map<std::string, std::shared_ptr<const CompiledIr>> memory;
 std::atomic<uint64_t> tmpCounter{0};
 
-/// Fields as (8-byte length, bytes), after the magic and before a hash of
-/// everything before it.
 void put(std::string &out, const std::string &field) {
   uint64_t n = field.size();
   out.append(reinterpret_cast<const char *>(&n), sizeof(n));
   out += field;
 }
 
-bool take(const std::string &in, size_t &at, size_t end, std::string &field) {
+bool take(const std::string &in, size_t &at, std::string &field) {
   uint64_t n = 0;
-  if (end - at < sizeof(n)) return false;
+  if (in.size() - at < sizeof(n)) return false;
   std::memcpy(&n, in.data() + at, sizeof(n));
   at += sizeof(n);
-  if (n > end - at) return false;
+  if (n > in.size() - at) return false;
   field.assign(in, at, n);
   at += n;
   return true;
 }
 
 std::string encode(const CompiledIr &e) {
-  std::string out(kMagic, sizeof(kMagic));
-  put(out, e.lowered);
-  put(out, e.source);
-  put(out, rt::encodeSpec(e.spec));
-  put(out, std::to_string(e.layouts.size()));
+  const std::string &lowered = e.lowered->get();
+  std::string head;
+  put(head, *e.source);
+  put(head, rt::encodeSpec(e.spec));
+  put(head, std::to_string(e.layouts.size()));
   for (const BufferLayout &b : e.layouts) {
-    put(out, b.name);
-    put(out, b.where);
-    put(out, b.type);
-    put(out, b.layout);
+    put(head, b.name);
+    put(head, b.where);
+    put(head, b.type);
+    put(head, b.layout);
   }
-  out += rt::KernelCache::hash(out);
-  return out;
+  put(head, std::to_string(lowered.size()));
+  put(head, rt::KernelCache::hash(lowered));
+  std::string out(kMagic, sizeof(kMagic));
+  uint64_t n = head.size();
+  out.append(reinterpret_cast<const char *>(&n), sizeof(n));
+  out += head;
+  out += rt::KernelCache::hash(head);
+  return out + lowered;
 }
 
 /// The picture of a cached layout, drawn from its printed attribute.
@@ -79,35 +88,56 @@ std::function<std::string()> drawFromText(const std::string &layout, const std::
   };
 }
 
-bool decode(const std::string &bytes, CompiledIr &out) {
-  size_t hashDigits = 32;
-  if (bytes.size() < sizeof(kMagic) + hashDigits ||
-      std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0)
-    return false;
-  size_t end = bytes.size() - hashDigits;
-  if (rt::KernelCache::hash(bytes.substr(0, end)) != bytes.substr(end)) return false;
-  size_t at = sizeof(kMagic);
+/// Reads and checks an entry's head; sets where and what the lowered IR is.
+bool readHead(const fs::path &file, CompiledIr &out, uint64_t &loweredAt, uint64_t &loweredSize,
+              std::string &loweredHash) {
+  std::FILE *f = std::fopen(file.c_str(), "rb");
+  if (!f) return false;
+  auto read = [&](void *to, size_t n) { return std::fread(to, 1, n, f) == n; };
+  char magic[sizeof(kMagic)];
+  uint64_t n = 0;
+  std::string head, hash(kHashDigits, '\0');
+  bool ok = std::fseek(f, 0, SEEK_END) == 0;
+  long total = ok ? std::ftell(f) : -1;
+  ok = ok && std::fseek(f, 0, SEEK_SET) == 0 && read(magic, sizeof(magic)) &&
+       !std::memcmp(magic, kMagic, sizeof(kMagic)) && read(&n, sizeof(n)) &&
+       n <= uint64_t(total);
+  if (ok) {
+    head.resize(n);
+    ok = read(head.data(), n) && read(hash.data(), kHashDigits) &&
+         rt::KernelCache::hash(head) == hash;
+  }
+  std::fclose(f);
+  if (!ok) return false;
+  size_t at = 0;
   CompiledIr e;
-  std::string spec, count;
-  if (!take(bytes, at, end, e.lowered) || !take(bytes, at, end, e.source) ||
-      !take(bytes, at, end, spec) || !take(bytes, at, end, count) ||
+  std::string source, spec, count, size;
+  if (!take(head, at, source) || !take(head, at, spec) || !take(head, at, count) ||
       !rt::decodeSpec(spec, e.spec))
     return false;
-  size_t n = 0;
+  size_t layouts = 0;
   try {
-    n = std::stoul(count);
+    layouts = std::stoul(count);
   } catch (...) {
     return false;
   }
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < layouts; ++i) {
     BufferLayout b;
-    if (!take(bytes, at, end, b.name) || !take(bytes, at, end, b.where) ||
-        !take(bytes, at, end, b.type) || !take(bytes, at, end, b.layout))
+    if (!take(head, at, b.name) || !take(head, at, b.where) || !take(head, at, b.type) ||
+        !take(head, at, b.layout))
       return false;
     b.draw = drawFromText(b.layout, b.name);
     e.layouts.push_back(std::move(b));
   }
-  if (at != end) return false;
+  if (!take(head, at, size) || !take(head, at, loweredHash) || at != head.size()) return false;
+  try {
+    loweredSize = std::stoull(size);
+  } catch (...) {
+    return false;
+  }
+  loweredAt = sizeof(kMagic) + sizeof(n) + n + kHashDigits;
+  if (loweredAt + loweredSize != uint64_t(total)) return false;
+  e.source = std::make_shared<const std::string>(std::move(source));
   out = std::move(e);
   return true;
 }
@@ -123,7 +153,8 @@ std::string tessel::detail::compiledIrKey(const std::string &tileIr, const std::
                                TESSEL_BUILD_ID);
 }
 
-std::shared_ptr<const CompiledIr> tessel::detail::findCompiledIr(const std::string &key) {
+std::shared_ptr<const CompiledIr>
+tessel::detail::findCompiledIr(const std::string &key, std::function<std::string()> lowerAgain) {
   if (!rt::KernelCache::enabled()) return nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex);
@@ -134,14 +165,25 @@ std::shared_ptr<const CompiledIr> tessel::detail::findCompiledIr(const std::stri
   fs::path file = entryPath(dir, key);
   std::error_code ec;
   if (!fs::is_regular_file(file, ec)) return nullptr;
-  std::string bytes;
   auto entry = std::make_shared<CompiledIr>();
-  if (!rt::readWholeFile(file, bytes) || !decode(bytes, *entry)) {
+  uint64_t at = 0, size = 0;
+  std::string hash;
+  if (!readHead(file, *entry, at, size, hash)) {
     // Damaged or from an incompatible writer: drop it; the compile that
     // follows writes a good one.
     fs::remove(file, ec);
     return nullptr;
   }
+  entry->lowered = std::make_shared<rt::LazyText>([file, at, size, hash, lowerAgain] {
+    std::string text(size, '\0');
+    std::FILE *f = std::fopen(file.c_str(), "rb");
+    bool ok = f && std::fseek(f, long(at), SEEK_SET) == 0 &&
+              std::fread(text.data(), 1, size, f) == size;
+    if (f) std::fclose(f);
+    if (ok && rt::KernelCache::hash(text) == hash) return text;
+    // The entry went away or was replaced since it was found.
+    return lowerAgain();
+  });
   std::lock_guard<std::mutex> lock(mutex);
   memory[key] = entry;
   return entry;
@@ -175,4 +217,12 @@ void tessel::detail::storeCompiledIr(const std::string &key, const CompiledIr &e
   }
   fs::rename(tmp, file, ec);
   if (ec) fs::remove(tmp, ec);
+}
+
+void tessel::clearCompileCacheMemory() {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    memory.clear();
+  }
+  rt::KernelCache::global().clearMemory();
 }

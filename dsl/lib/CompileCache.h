@@ -15,6 +15,9 @@
 
 #include "tessel/dsl/Compile.h"
 #include "tessel/runtime/KernelSpec.h"
+#include "tessel/runtime/LazyText.h"
+
+#include <functional>
 
 #include <memory>
 #include <string>
@@ -23,7 +26,9 @@
 namespace tessel::detail {
 
 struct CompiledIr {
-  std::string lowered, source;
+  /// Read from the entry when first asked for (dumps, --emit lowered).
+  std::shared_ptr<rt::LazyText> lowered;
+  std::shared_ptr<const std::string> source;
   rt::KernelSpec spec;
   /// Without their pictures: a hit draws them from the layout text.
   std::vector<BufferLayout> layouts;
@@ -31,8 +36,10 @@ struct CompiledIr {
 
 /// The key of `tileIr` compiled for `arch` (with `tma`) by this build.
 std::string compiledIrKey(const std::string &tileIr, const std::string &arch, bool tma);
-/// The entry for `key`, or null.
-std::shared_ptr<const CompiledIr> findCompiledIr(const std::string &key);
+/// The entry for `key`, or null. `lowerAgain` gives the lowered IR should
+/// the entry's copy be gone by the time it is asked for.
+std::shared_ptr<const CompiledIr> findCompiledIr(const std::string &key,
+                                                 std::function<std::string()> lowerAgain);
 void storeCompiledIr(const std::string &key, const CompiledIr &entry);
 
 } // namespace tessel::detail

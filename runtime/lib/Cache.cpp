@@ -1,7 +1,7 @@
 //===- Cache.cpp - compiled kernels in memory and on disk -----------------===//
 #include "tessel/runtime/Cache.h"
-#include "tessel/runtime/Files.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -14,7 +14,7 @@
 using namespace tessel::rt;
 namespace fs = std::filesystem;
 
-static constexpr char kMagic[8] = {'T', 'E', 'S', 'S', 'B', 'I', 'N', '4'};
+static constexpr char kMagic[8] = {'T', 'E', 'S', 'S', 'B', 'I', 'N', '6'};
 
 namespace {
 uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
@@ -92,33 +92,91 @@ std::string KernelCache::hash(const std::string &bytes) {
 
 bool KernelCache::enabled() { return cacheMode() != "none"; }
 
+namespace {
+/// The entry's fields after the magic: sizes of the cubin, ptxas's notes
+/// and the PTX (stored last, read only when asked for), a checksum of the
+/// first two and one of the PTX, the spill counts.
+struct EntryHeader {
+  uint64_t sizes[3];
+  uint64_t sum, ptxSum;
+  int64_t spills[2];
+};
+constexpr size_t kHeaderBytes = sizeof(kMagic) + sizeof(EntryHeader);
+
+uint64_t bodyChecksum(const std::string &cubin, const std::string &notes) {
+  return checksum(cubin.data(), cubin.size()) ^ rotl(checksum(notes.data(), notes.size()), 21);
+}
+
+bool plausible(const EntryHeader &h, uint64_t totalBytes) {
+  return h.sizes[0] != 0 && h.sizes[0] <= totalBytes && h.sizes[1] <= totalBytes &&
+         h.sizes[2] <= totalBytes &&
+         totalBytes == kHeaderBytes + h.sizes[0] + h.sizes[1] + h.sizes[2];
+}
+
+/// `n` bytes at `offset` of `file`, or false.
+bool readAt(const fs::path &file, uint64_t offset, uint64_t n, std::string &out) {
+  std::FILE *f = std::fopen(file.c_str(), "rb");
+  if (!f) return false;
+  out.resize(n);
+  bool ok = std::fseek(f, long(offset), SEEK_SET) == 0 && std::fread(out.data(), 1, n, f) == n;
+  std::fclose(f);
+  return ok;
+}
+
+/// The cubin, notes and header of an entry, its PTX left on disk; false
+/// when anything does not check out.
+bool readEntryFile(const fs::path &file, Binary &out, EntryHeader &h) {
+  std::FILE *f = std::fopen(file.c_str(), "rb");
+  if (!f) return false;
+  auto read = [&](void *to, size_t n) { return std::fread(to, 1, n, f) == n; };
+  char magic[sizeof(kMagic)];
+  bool ok = std::fseek(f, 0, SEEK_END) == 0;
+  long total = ok ? std::ftell(f) : -1;
+  ok = ok && total >= long(kHeaderBytes) && std::fseek(f, 0, SEEK_SET) == 0 &&
+       read(magic, sizeof(magic)) && !std::memcmp(magic, kMagic, sizeof(kMagic)) &&
+       read(&h, sizeof(h)) && plausible(h, uint64_t(total));
+  Binary b;
+  if (ok) {
+    b.cubin.resize(h.sizes[0]);
+    b.performanceWarnings.resize(h.sizes[1]);
+    ok = read(b.cubin.data(), h.sizes[0]) && read(b.performanceWarnings.data(), h.sizes[1]) &&
+         bodyChecksum(b.cubin, b.performanceWarnings) == h.sum;
+  }
+  std::fclose(f);
+  if (!ok) return false;
+  b.spillStoreBytes = h.spills[0];
+  b.spillLoadBytes = h.spills[1];
+  out = std::move(b);
+  return true;
+}
+} // namespace
+
 std::string KernelCache::encode(const Binary &bin) {
-  uint64_t sizes[3] = {bin.cubin.size(), bin.ptx.size(), bin.performanceWarnings.size()};
-  const std::string body = bin.cubin + bin.ptx + bin.performanceWarnings;
-  uint64_t sum = checksum(body.data(), body.size());
+  const std::string &ptx = bin.ptxText();
+  EntryHeader h{{bin.cubin.size(), bin.performanceWarnings.size(), ptx.size()},
+                bodyChecksum(bin.cubin, bin.performanceWarnings),
+                checksum(ptx.data(), ptx.size()),
+                {bin.spillStoreBytes, bin.spillLoadBytes}};
   std::string out(kMagic, sizeof(kMagic));
-  out.append(reinterpret_cast<const char *>(sizes), sizeof(sizes));
-  out.append(reinterpret_cast<const char *>(&sum), sizeof(sum));
-  int64_t spills[2] = {bin.spillStoreBytes, bin.spillLoadBytes};
-  out.append(reinterpret_cast<const char *>(spills), sizeof(spills));
-  return out + body;
+  out.append(reinterpret_cast<const char *>(&h), sizeof(h));
+  return out + bin.cubin + bin.performanceWarnings + ptx;
 }
 
 bool KernelCache::decode(const std::string &bytes, Binary &out) {
-  constexpr size_t header = sizeof(kMagic) + 6 * sizeof(uint64_t);
-  if (bytes.size() < header || std::memcmp(bytes.data(), kMagic, sizeof(kMagic))) return false;
-  uint64_t sizes[3], sum;
-  std::memcpy(sizes, bytes.data() + sizeof(kMagic), sizeof(sizes));
-  std::memcpy(&sum, bytes.data() + sizeof(kMagic) + sizeof(sizes), sizeof(sum));
-  if (sizes[0] == 0 || bytes.size() != header + sizes[0] + sizes[1] + sizes[2]) return false;
-  if (checksum(bytes.data() + header, bytes.size() - header) != sum) return false;
-  out.cubin = bytes.substr(header, sizes[0]);
-  out.ptx = bytes.substr(header + sizes[0], sizes[1]);
-  out.performanceWarnings = bytes.substr(header + sizes[0] + sizes[1], sizes[2]);
-  int64_t spills[2];
-  std::memcpy(spills, bytes.data() + sizeof(kMagic) + sizeof(sizes) + sizeof(sum), sizeof(spills));
-  out.spillStoreBytes = spills[0];
-  out.spillLoadBytes = spills[1];
+  if (bytes.size() < kHeaderBytes || std::memcmp(bytes.data(), kMagic, sizeof(kMagic))) return false;
+  EntryHeader h;
+  std::memcpy(&h, bytes.data() + sizeof(kMagic), sizeof(h));
+  if (!plausible(h, bytes.size())) return false;
+  Binary b;
+  b.cubin = bytes.substr(kHeaderBytes, h.sizes[0]);
+  b.performanceWarnings = bytes.substr(kHeaderBytes + h.sizes[0], h.sizes[1]);
+  b.ptx = bytes.substr(kHeaderBytes + h.sizes[0] + h.sizes[1], h.sizes[2]);
+  if (bodyChecksum(b.cubin, b.performanceWarnings) != h.sum ||
+      checksum(b.ptx.data(), b.ptx.size()) != h.ptxSum)
+    return false;
+  b.spillStoreBytes = h.spills[0];
+  b.spillLoadBytes = h.spills[1];
+  out = std::move(b);
   return true;
 }
 
@@ -139,7 +197,9 @@ static void warnUnusable(const std::string &dir, const std::string &why) {
   });
 }
 
-std::shared_ptr<Binary> KernelCache::readEntry(const std::string &dir, const fs::path &file) {
+std::shared_ptr<Binary> KernelCache::readEntry(const std::string &dir, const fs::path &file,
+                                               const std::string &source, const std::string &arch,
+                                               const std::vector<std::string> &options) {
   std::error_code ec;
   fs::file_status status = fs::status(file, ec);
   if (ec && ec != std::errc::no_such_file_or_directory) {
@@ -152,15 +212,23 @@ std::shared_ptr<Binary> KernelCache::readEntry(const std::string &dir, const fs:
     warnUnusable(dir, file.filename().string() + " is not a regular file");
     return nullptr;
   }
-  std::string bytes;
   auto loaded = std::make_shared<Binary>();
-  if (!readWholeFile(file, bytes) || !decode(bytes, *loaded)) {
+  EntryHeader h;
+  if (!readEntryFile(file, *loaded, h)) {
     // Corrupt or truncated: delete it; the rebuilt entry replaces it.
     ++counters.diskRejected;
     fs::remove(file, ec);
     return nullptr;
   }
   ++counters.diskHits;
+  // The PTX stays on disk until someone asks for it (a dump, --emit ptx).
+  uint64_t offset = kHeaderBytes + h.sizes[0] + h.sizes[1], size = h.sizes[2], sum = h.ptxSum;
+  loaded->lazyPtx = std::make_shared<LazyText>([file, offset, size, sum, source, arch, options] {
+    std::string ptx;
+    if (readAt(file, offset, size, ptx) && checksum(ptx.data(), ptx.size()) == sum) return ptx;
+    // The entry went away or was replaced since: NVRTC gives it again.
+    return compileCuda(source, arch, options).ptx;
+  });
   return loaded;
 }
 
@@ -204,7 +272,7 @@ KernelCache::getOrCompile(const std::string &source, const std::string &arch,
   std::string dir = directory();
   fs::path file = dir.empty() ? fs::path() : fs::path(dir) / (k + ".tbin");
   std::shared_ptr<Binary> bin;
-  if (!dir.empty()) bin = readEntry(dir, file);
+  if (!dir.empty()) bin = readEntry(dir, file, source, arch, options);
   if (!bin) {
     bin = std::make_shared<Binary>(compileCuda(source, arch, options));
     ++counters.nvrtcCompiles;

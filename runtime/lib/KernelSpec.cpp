@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "tessel/runtime/KernelSpec.h"
 
+#include <cstdlib>
 #include <sstream>
 
 using namespace tessel::rt;
@@ -32,14 +33,43 @@ std::string tessel::rt::encodeSpec(const KernelSpec &s) {
   return os.str();
 }
 
+namespace {
+/// Reads whitespace-separated integers off a C string (an istringstream
+/// cost a warm compile a millisecond of locale set-up).
+struct Tokens {
+  const char *at;
+  bool failed = false;
+  template <class T> Tokens &operator>>(T &value) {
+    char *end = nullptr;
+    long long v = failed ? 0 : std::strtoll(at, &end, 10);
+    if (failed || end == at) {
+      failed = true;
+      return *this;
+    }
+    at = end;
+    value = static_cast<T>(v);
+    return *this;
+  }
+  explicit operator bool() const { return !failed; }
+  bool atEnd() const {
+    const char *p = at;
+    while (*p == ' ') ++p;
+    return *p == '\0';
+  }
+};
+} // namespace
+
 bool tessel::rt::decodeSpec(const std::string &text, KernelSpec &out) {
-  std::istringstream is(text);
   KernelSpec s;
+  size_t space = text.find(' ');
+  if (space == 0 || space == std::string::npos) return false;
+  s.name = text.substr(0, space);
+  Tokens is{text.c_str() + space};
   // Counts are bounded so that a damaged entry cannot ask for a huge
   // allocation.
   auto count = [&](size_t &n) { return static_cast<bool>(is >> n) && n < 4096; };
   size_t params = 0;
-  if (!(is >> s.name >> s.threads >> s.sharedBytes) || !count(params)) return false;
+  if (!(is >> s.threads >> s.sharedBytes) || !count(params)) return false;
   for (size_t i = 0; i < params; ++i) {
     ParamSpec p;
     int type = 0;
@@ -78,8 +108,7 @@ bool tessel::rt::decodeSpec(const std::string &text, KernelSpec &out) {
       if (!(is >> b)) return false;
     s.tensorMaps.push_back(std::move(map));
   }
-  std::string rest;
-  if (is >> rest) return false; // trailing garbage
+  if (!is.atEnd()) return false; // trailing garbage
   out = std::move(s);
   return true;
 }

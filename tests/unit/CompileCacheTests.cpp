@@ -70,6 +70,25 @@ TEST_CASE("a program compiled before skips the passes and gives the same kernel"
   compile(p, {.arch = "sm_80", .afterPass = [&](const std::string &, mlir::Operation *) { ++hooked; }});
   CHECK(hooked > 5);
 
+  // A new process's view: nothing in memory. The lowered IR and the PTX
+  // are read from the entries when asked for, and given again (by the
+  // passes, by NVRTC) when the entries went away in between.
+  clearCompileCacheMemory();
+  Kernel fromDisk = compile(p, {.arch = "sm_80"});
+  CHECK(fromDisk.times().irCacheHit);
+  CHECK_FALSE(fromDisk.times().nvrtcCalled);
+  CHECK(fromDisk.cubin() == first.cubin());
+  CHECK(fromDisk.loweredIr() == first.loweredIr());
+  CHECK(fromDisk.ptx() == first.ptx());
+  CHECK(fromDisk.layouts()[0].svg() == first.layouts()[0].svg());
+  clearCompileCacheMemory();
+  Kernel orphan = compile(p, {.arch = "sm_80"});
+  REQUIRE(orphan.times().irCacheHit);
+  for (auto &e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".tir" || e.path().extension() == ".tbin") fs::remove(e.path());
+  CHECK(orphan.loweredIr() == first.loweredIr());
+  CHECK(orphan.ptx() == first.ptx());
+
   // TESSEL_CACHE=none: every compile runs the passes.
   setenv("TESSEL_CACHE", "none", 1);
   CHECK_FALSE(compile(p, {.arch = "sm_80"}).times().irCacheHit);

@@ -56,9 +56,9 @@ struct BufferLayout {
 class Kernel {
 public:
   const std::string &tileIr() const { return tile; }
-  const std::string &loweredIr() const { return lowered; }
-  const std::string &cuda() const { return source; }
-  const std::string &ptx() const { return loaded->binary().ptx; }
+  const std::string &loweredIr() const { return lowered ? lowered->get() : tile; }
+  const std::string &cuda() const { return source ? *source : tile; }
+  const std::string &ptx() const { return loaded->binary().ptxText(); }
   const std::string &cubin() const { return loaded->binary().cubin; }
   /// ptxas's "Potential Performance Loss" notes for this kernel, one per
   /// line; empty when it compiled as written. Also printed to stderr.
@@ -88,7 +88,11 @@ public:
 
 private:
   friend Kernel compile(Program &, const CompileOptions &);
-  std::string tile, lowered, source;
+  std::string tile;
+  /// Shared with the compile cache's entry (a warm compile copies nothing;
+  /// the lowered IR is read from the entry when first asked for).
+  std::shared_ptr<rt::LazyText> lowered;
+  std::shared_ptr<const std::string> source;
   std::vector<BufferLayout> bufferLayouts;
   std::vector<ParamInfo> info;
   std::shared_ptr<rt::LoadedKernel> loaded, withoutTma;
@@ -101,7 +105,14 @@ private:
 
 /// Runs Tessel's pipeline for the target, emits CUDA and compiles it through
 /// the kernel cache. The Program is not modified. Throws tessel::Error.
+/// A program compiled before (same tile IR, target and build of Tessel, in
+/// this process or, through the disk cache, an earlier one) skips the
+/// passes and NVRTC; CompileTimes::irCacheHit says so.
 Kernel compile(Program &program, const CompileOptions &options = {});
+
+/// Drops the compile caches' in-memory entries (pipeline results and
+/// binaries); the disk cache stays. Kernels already compiled keep theirs.
+void clearCompileCacheMemory();
 
 } // namespace tessel
 

@@ -49,7 +49,9 @@ public:
   static bool decode(const std::string &bytes, Binary &out);
 
 private:
-  std::shared_ptr<Binary> readEntry(const std::string &dir, const std::filesystem::path &file);
+  std::shared_ptr<Binary> readEntry(const std::string &dir, const std::filesystem::path &file,
+                                    const std::string &source, const std::string &arch,
+                                    const std::vector<std::string> &options);
   void writeEntry(const std::string &dir, const std::filesystem::path &file, const Binary &bin);
   CacheStats counters;
   std::atomic<uint64_t> tmpCounter{0};

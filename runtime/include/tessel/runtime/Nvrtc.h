@@ -2,7 +2,10 @@
 #ifndef TESSEL_RUNTIME_NVRTC_H
 #define TESSEL_RUNTIME_NVRTC_H
 
+#include "tessel/runtime/LazyText.h"
+
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -10,6 +13,7 @@ namespace tessel::rt {
 
 struct Binary {
   std::string cubin;
+  /// Empty when a cache entry left it on disk: read it through ptxText().
   std::string ptx;
   /// ptxas's "Potential Performance Loss" notes, one per line (wgmmas
   /// serialized, setmaxnreg ignored, ...): the code runs, but slower than
@@ -18,6 +22,9 @@ struct Binary {
   /// Bytes of register spill stores and loads ptxas reports (summed over
   /// the module's functions).
   int64_t spillStoreBytes = 0, spillLoadBytes = 0;
+  /// The PTX of a binary found in the disk cache, read on first use.
+  std::shared_ptr<LazyText> lazyPtx;
+  const std::string &ptxText() const { return lazyPtx ? lazyPtx->get() : ptx; }
 };
 
 /// "major.minor" of the linked NVRTC.
