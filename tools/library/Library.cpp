@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <fmt/format.h>
+#include <tuple>
 
 using namespace tessel;
 using namespace tessel::kernels;
@@ -188,6 +189,42 @@ CheckResult checkGemm(Kernel &k, const Params &p, uint64_t seed) {
 }
 } // namespace
 
+/// What `tessel tune gemm` times on each target: tile shapes that fit its
+/// registers and shared memory, pipelines of several depths, with and
+/// without rasterized blocks.
+static std::vector<Params> gemmCandidates(const std::string &arch) {
+  std::vector<Params> out;
+  auto add = [&](int bm, int bn, int bk, int threads, int stages, int swizzle) {
+    out.push_back({{"block_m", std::to_string(bm)}, {"block_n", std::to_string(bn)},
+                   {"block_k", std::to_string(bk)}, {"threads", std::to_string(threads)},
+                   {"stages", std::to_string(stages)}, {"swizzle", std::to_string(swizzle)}});
+  };
+  if (arch.rfind("sm_100a", 0) == 0) {
+    for (int bn : {128, 256})
+      for (int stages : {2, 3, 4})
+        for (int swizzle : {0, 8}) {
+          add(128, bn, 64, 128, stages, swizzle);
+          out.back()["instruction"] = "tcgen05";
+        }
+    return out;
+  }
+  if (arch == "sm_90a") {
+    // Warpgroup tiles: two consumer warpgroups for 128-row tiles.
+    for (auto [bm, bn, threads] : {std::tuple{128, 256, 256}, {128, 128, 256}, {128, 128, 128},
+                                   {64, 256, 128}, {64, 128, 128}, {256, 128, 256}})
+      for (int stages : {3, 4})
+        for (int swizzle : {0, 8}) add(bm, bn, 64, threads, stages, swizzle);
+    for (int stages : {5, 6})
+      for (int swizzle : {0, 8}) add(128, 256, 32, 256, stages, swizzle);
+    return out;
+  }
+  for (int bm : {64, 128})
+    for (int bn : {64, 128})
+      for (int stages : {2, 3, 4})
+        for (int threads : {128, 256}) add(bm, bn, 32, threads, stages, 0);
+  return out;
+}
+
 const std::vector<LibraryKernel> &tessel::kernels::library() {
   static const std::vector<LibraryKernel> all = {
       {"scaled_add", "y = alpha * x + y (vectors, length N at run time)",
@@ -245,7 +282,8 @@ const std::vector<LibraryKernel> &tessel::kernels::library() {
            return Params{};
          return Params{{"instruction", "tcgen05"}, {"block_m", "128"}, {"block_n", "256"},
                        {"block_k", "64"}, {"stages", "3"}};
-       }},
+       },
+       {{"in", "out", "transpose_a", "transpose_b"}, {"M", "N", "K"}, gemmCandidates}},
       {"row_lse", "lse[i] = log sum_j exp(scale * (Q K^T)[i, j]): online softmax over gemm tiles",
        {{"dtype", "f16"}, {"head_dim", "64"}, {"block_m", "64"}, {"block_n", "64"},
         {"threads", "128"}, {"policy", "square"}, {"M", "300"}, {"N", "1000"}},

@@ -29,6 +29,18 @@ struct BenchResult {
   std::string shape;
 };
 
+/// What `tessel tune` varies for a kernel and how it groups run shapes.
+struct TuneSpace {
+  /// Parameters that name the problem rather than its size (types,
+  /// transposes): part of a shape bucket as they are.
+  std::vector<std::string> problemKeys;
+  /// Extents: rounded up to a power of two in a shape bucket.
+  std::vector<std::string> shapeKeys;
+  /// The configurations worth timing on a target (each a set of
+  /// parameters over the defaults).
+  std::function<std::vector<Params>(const std::string &arch)> candidates;
+};
+
 struct LibraryKernel {
   std::string name, summary;
   Params defaults;
@@ -43,6 +55,8 @@ struct LibraryKernel {
   /// caller's settings: applied over `defaults`, under those settings.
   /// Empty when none do.
   std::function<Params(const std::string &arch, const Params &overrides)> targetDefaults = {};
+  /// Empty for kernels the tuner does not know.
+  TuneSpace tuning = {};
 };
 
 /// `text` as a whole decimal integer in [lo, hi]: no sign or digits missing,

@@ -9,6 +9,8 @@
 //===----------------------------------------------------------------------===//
 #include "Library.h"
 #include "MultiGpu.h"
+#include "Tune.h"
+#include "Tuning.h"
 #include "tessel/runtime/Cache.h"
 #include "tessel/runtime/Driver.h"
 #include "tessel/runtime/Files.h"
@@ -35,6 +37,8 @@ struct Args {
   bool showLayouts = false, emitGiven = false, tma = true;
   std::vector<std::pair<std::string, std::string>> svgs; // buffer name, file
   bool timing = false; // compile: each pass's time
+  int jobs = 0;         // tune: compile threads (0: one per core)
+  bool compileOnly = false;
 };
 
 [[noreturn]] void usage(const std::string &why) {
@@ -46,6 +50,8 @@ struct Args {
             << "       tessel run KERNEL [--param k=v ...] [--arch A] [--seed N] [--dump-ir DIR]\n"
             << "       tessel bench KERNEL [--param k=v ...] [--arch A] [--reps N]\n"
             << "       tessel bench attention [--param k=v ...]   (forward and backward, FA3 shapes)\n"
+            << "       tessel tune KERNEL [--param k=v ...] [--arch A] [--reps N] [--jobs N] [--compile-only]\n"
+            << "         (times candidate configurations; --param config=auto then uses the fastest)\n"
             << "       tessel run|bench all2all|sp_attention [--ranks N] [--param k=v ...]   (one process per GPU)\n"
             << "       tessel launch -n N -- PROGRAM [ARGS...]   (N local ranks, torchrun's variables)\n";
   std::exit(2);
@@ -93,6 +99,8 @@ Args parse(int argc, char **argv) {
       a.seedGiven = true;
     } else if (opt == "--reps") a.reps = int(parseOption(opt, next(), 1, 1000000));
     else if (opt == "--ranks") a.ranks = int(parseOption(opt, next(), 1, 1024));
+    else if (opt == "--jobs") a.jobs = int(parseOption(opt, next(), 1, 1024));
+    else if (opt == "--compile-only") a.compileOnly = true;
     else if (opt == "--show-layouts") a.showLayouts = true;
     else if (opt == "--no-tma") a.tma = false;
     else if (opt == "--layout-svg") {
@@ -129,10 +137,21 @@ void printTimes(const Kernel &k, bool perPass = false) {
   for (auto &[pass, ms] : t.passMs) fmt::print(stderr, "  {:8.2f} ms  {}\n", ms, pass);
 }
 
+/// The settings a command runs with: `config=auto` resolved to the tuned
+/// configuration for this device (else for the target), then the defaults.
+Params configured(const LibraryKernel &entry, const Params &params, const std::string &arch) {
+  std::string device;
+  if (params.count("config") && rt::Driver::available()) device = rt::Driver::get().deviceName();
+  std::string said;
+  Params p = resolveConfig(entry, params, device, arch, &said);
+  if (!said.empty()) fmt::print(stderr, "{}\n", said);
+  return withDefaults(entry, p, arch);
+}
+
 int compileCommand(const Args &a) {
   const LibraryKernel &entry = findKernel(a.kernel);
   std::string arch = a.arch.empty() ? "sm_90a" : a.arch;
-  Params p = withDefaults(entry, a.params, arch);
+  Params p = configured(entry, a.params, arch);
   Program program = entry.build(p);
   Kernel k = compile(program, {arch, a.dumpDir, a.tma});
   printTimes(k, a.timing);
@@ -182,7 +201,7 @@ int runCommand(const Args &a) {
   if (arch.empty()) {
     arch = rt::nativeArch(gpu ? rt::Driver::get().computeCapability() : 90);
   }
-  Params p = withDefaults(entry, a.params, arch);
+  Params p = configured(entry, a.params, arch);
   Program program = entry.build(p);
   Kernel k = compile(program, {arch, a.dumpDir, a.tma});
   printTimes(k);
@@ -274,7 +293,7 @@ int benchCommand(const Args &a) {
   }
   std::string arch =
       !a.arch.empty() ? a.arch : rt::nativeArch(rt::Driver::get().computeCapability());
-  Params p = withDefaults(entry, a.params, arch);
+  Params p = configured(entry, a.params, arch);
   Program program = entry.build(p);
   Kernel k = compile(program, {arch, ""});
   BenchResult r = entry.bench(k, p, a.reps);
@@ -317,6 +336,8 @@ int main(int argc, char **argv) {
     if (a.command == "compile") return compileCommand(a);
     if (a.command == "run") return runCommand(a);
     if (a.command == "bench") return benchCommand(a);
+    if (a.command == "tune")
+      return tuneCommand(a.kernel, a.params, a.arch, a.reps, a.jobs, a.compileOnly);
     usage("unknown command '" + a.command + "'");
   } catch (const Error &e) {
     std::cerr << "tessel: " << e.what() << "\n";

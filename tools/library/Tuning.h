@@ -1,0 +1,46 @@
+//===- Tuning.h - tuned configurations by kernel, device and shape -*- C++ -*-===//
+//
+// `tessel tune` times a kernel's candidate configurations and records the
+// fastest for the device and the shape bucket (problem parameters as they
+// are, extents rounded up to powers of two) as a small text file under the
+// kernel cache's directory (tune/). `--param config=auto` applies it; with
+// nothing recorded, the kernel's documented defaults run, and the tool says
+// so.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_TOOLS_LIBRARY_TUNING_H
+#define TESSEL_TOOLS_LIBRARY_TUNING_H
+
+#include "Library.h"
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace tessel::kernels {
+
+/// e.g. "in=bf16,out=f16,transpose_a=0,transpose_b=0,M=8192,N=16384,K=4096".
+std::string shapeBucket(const LibraryKernel &k, const Params &p);
+
+/// Where the record for `kernel` on `device` (a device name, or an arch for
+/// records any device of that target may use) and `bucket` lives; empty
+/// when the cache is off.
+std::filesystem::path tuningFile(const std::string &kernel, const std::string &device,
+                                 const std::string &bucket);
+std::optional<Params> findTuned(const std::string &kernel, const std::string &device,
+                                const std::string &bucket);
+/// Writes the record (whole, by rename). Throws tessel::Error naming the
+/// file when it cannot.
+void recordTuned(const std::string &kernel, const std::string &device, const std::string &bucket,
+                 const Params &config);
+
+/// `overrides` with `config=auto` replaced by the record for the device
+/// (else for `arch`), under the caller's explicit settings; `said` tells
+/// which record was used, or that none was and the defaults run. Other
+/// values of `config` are an error; without `config`, `overrides` as given.
+Params resolveConfig(const LibraryKernel &k, Params overrides, const std::string &device,
+                     const std::string &arch, std::string *said);
+
+} // namespace tessel::kernels
+
+#endif
