@@ -217,3 +217,32 @@ TEST_CASE("eight threads compile at once and get what one thread gets", "[thread
     CHECK(cubins[t].size() > 1000);
   }
 }
+
+TEST_CASE("the configurations the library calls pick compile for every target", "[views]") {
+  // The calls compile before they launch: without a GPU (or with one of
+  // another target) the launch is what fails, naming why.
+  auto launchRefused = [](const std::string &error) {
+    return error.find("no CUDA driver") != std::string::npos ||
+           error.find("this kernel needs") != std::string::npos;
+  };
+  auto bf16 = [](std::vector<int64_t> s) { return view(ScalarType::BF16, std::move(s)); };
+  TensorView q = bf16({1, 256, 4, 128}), kv = bf16({1, 256, 2, 128}), o = bf16({1, 256, 4, 128});
+  TensorView lse = view(ScalarType::F32, {1, 4, 256});
+  for (std::string arch : {"sm_80", "sm_100a"}) {
+    INFO(arch);
+    attention::ForwardOptions fo;
+    fo.arch = arch;
+    fo.causal = true;
+    CHECK(launchRefused(errorOf([&] { attention::forward(q, kv, kv, o, lse, fo); })));
+    attention::BackwardOptions bo;
+    bo.arch = arch;
+    bo.workspace = 0x100000;
+    bo.workspaceBytes = attention::backwardWorkspaceBytes(q, kv, bo);
+    CHECK(launchRefused(errorOf([&] { attention::backward(q, kv, kv, o, lse, o, o, kv, kv, bo); })));
+    GemmCallOptions go;
+    go.arch = arch;
+    CHECK(launchRefused(errorOf([&] {
+      tessel::gemm(bf16({256, 128}), bf16({128, 256}), view(ScalarType::F32, {256, 256}), go);
+    })));
+  }
+}
