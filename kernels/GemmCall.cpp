@@ -1,5 +1,7 @@
 //===- GemmCall.cpp - tessel::gemm on views --------------------------------===//
 #include "LibraryCalls.h"
+#include "tessel/kernels/Tuned.h"
+#include "tessel/runtime/Driver.h"
 
 #include <fmt/format.h>
 
@@ -33,6 +35,31 @@ GemmConfig defaultConfig(const std::string &arch) {
   return c;
 }
 
+/// `base` with a record's settings; false (and `base` unchanged) when the
+/// record names a setting or value it does not know.
+bool applyRecord(const TunedSettings &record, GemmConfig &base) {
+  GemmConfig c = base;
+  for (auto &[key, value] : record) {
+    int64_t v = 0;
+    bool number = !value.empty() && value.find_first_not_of("0123456789") == std::string::npos &&
+                  value.size() < 10;
+    if (number) v = std::stoll(value);
+    if (key == "block_m" && number) c.blockM = v;
+    else if (key == "block_n" && number) c.blockN = v;
+    else if (key == "block_k" && number) c.blockK = v;
+    else if (key == "stages" && number) c.stages = int(v);
+    else if (key == "threads" && number) c.threads = int(v);
+    else if (key == "swizzle" && number) c.swizzlePanel = int(v);
+    else if (key == "instruction" && value == "tcgen05") c.instruction = GemmInstruction::tcgen05;
+    else if (key == "instruction" && value == "wgmma") c.instruction = GemmInstruction::wgmma;
+    else if (key == "instruction" && value == "mma_sync") c.instruction = GemmInstruction::mma_sync;
+    else if (key == "instruction" && value == "auto") c.instruction = GemmInstruction::automatic;
+    else return false;
+  }
+  base = c;
+  return true;
+}
+
 std::string describe(const GemmConfig &c) {
   return fmt::format("in={} out={} transpose_a={} transpose_b={} block_m={} block_n={} block_k={} "
                      "stages={} threads={} swizzle={} instruction={} warp_specialize={}",
@@ -61,9 +88,28 @@ Choice tessel::gemm(const TensorView &a, const TensorView &b, const TensorView &
   config.out = dtypeOf(c.dtype);
   config.transposeA = o.transposeA;
   config.transposeB = o.transposeB;
-  choice.config = "gemm " + describe(config);
+  std::string tunedOn;
+  if (!o.config && o.tuned) {
+    // The bucket `tessel tune gemm` files its record under.
+    std::string bucket = tunedBucket({{"in", name(config.in)},
+                                      {"out", name(config.out)},
+                                      {"transpose_a", o.transposeA ? "1" : "0"},
+                                      {"transpose_b", o.transposeB ? "1" : "0"}},
+                                     {{"M", m}, {"N", n}, {"K", k}});
+    std::vector<std::string> who;
+    if (rt::Driver::available()) who.push_back(rt::Driver::get().deviceName(device));
+    who.push_back(choice.arch);
+    for (const std::string &w : who)
+      if (std::optional<TunedSettings> record = findTuned("gemm", w, bucket);
+          record && applyRecord(*record, config)) {
+        tunedOn = w;
+        break;
+      }
+  }
+  std::string key = "gemm " + describe(config);
+  choice.config = key + (tunedOn.empty() ? "" : " (tuned on " + tunedOn + ")");
   std::shared_ptr<Kernel> kernel =
-      cachedKernel(choice.config, choice.arch, [&] { return kernels::gemm(config); }, choice.compiled);
+      cachedKernel(key, choice.arch, [&] { return kernels::gemm(config); }, choice.compiled);
   std::vector<LaunchArg> args = {LaunchArg::integer(m), LaunchArg::integer(n), LaunchArg::integer(k),
                                  LaunchArg::view(a), LaunchArg::view(b), LaunchArg::view(c)};
   kernel->launch(args, stream);

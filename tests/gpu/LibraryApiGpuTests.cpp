@@ -10,9 +10,12 @@
 
 #include "LibrarySupport.h"
 #include "tessel/Tessel.h"
+#include "tessel/kernels/Tuned.h"
 #include "tessel/runtime/Driver.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <thread>
 
 using namespace tessel;
@@ -299,4 +302,43 @@ TEST_CASE("library calls run on the device their tensors live on", "[gpu][api]")
     error = relativeError(c.host.values, ref);
   }
   CHECK(error < 1e-3);
+}
+
+TEST_CASE("tessel::gemm runs the configuration tessel tune recorded", "[gpu][api]") {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / "tessel-tuned-gemm-test";
+  fs::remove_all(dir);
+  const char *before = std::getenv("TESSEL_CACHE_DIR");
+  std::string saved = before ? before : "";
+  setenv("TESSEL_CACHE_DIR", dir.c_str(), 1);
+  rt::Driver &d = rt::Driver::get();
+  std::mt19937_64 rng(9);
+  Tensor2 a(DType::bf16, {200, 96}, &rng), b(DType::bf16, {96, 300}, &rng), c(DType::f32, {200, 300});
+  std::string bucket = kernels::tunedBucket(
+      {{"in", "bf16"}, {"out", "f32"}, {"transpose_a", "0"}, {"transpose_b", "0"}},
+      {{"M", 200}, {"N", 300}, {"K", 96}});
+  CHECK(bucket == "in=bf16,out=f32,transpose_a=0,transpose_b=0,M=256,N=512,K=128");
+  // A record for this device: its tiles run.
+  kernels::recordTuned("gemm", d.deviceName(), bucket,
+                       {{"block_m", "64"}, {"block_n", "64"}, {"block_k", "32"}, {"stages", "3"},
+                        {"threads", "128"}, {"swizzle", "0"}});
+  Choice tuned = tessel::gemm(a.view(), b.view(), c.view());
+  CHECK_THAT(tuned.config, Catch::Contains("block_m=64 block_n=64 block_k=32 stages=3 threads=128") &&
+                               Catch::Contains("(tuned on " + d.deviceName() + ")"));
+  c.fetch();
+  std::vector<double> ref(200 * 300, 0);
+  for (int64_t i = 0; i < 200; ++i)
+    for (int64_t l = 0; l < 96; ++l)
+      for (int64_t j = 0; j < 300; ++j)
+        ref[i * 300 + j] += double(a.host.values[i * 96 + l]) * b.host.values[l * 300 + j];
+  CHECK(relativeError(c.host.values, ref) < 1e-3);
+  // A record it cannot read is not used; nor is one when asked not to.
+  kernels::recordTuned("gemm", d.deviceName(), bucket, {{"block_m", "huge"}});
+  CHECK_THAT(tessel::gemm(a.view(), b.view(), c.view()).config, !Catch::Contains("tuned on"));
+  GemmCallOptions untuned;
+  untuned.tuned = false;
+  CHECK_THAT(tessel::gemm(a.view(), b.view(), c.view(), untuned).config, !Catch::Contains("tuned on"));
+  if (before) setenv("TESSEL_CACHE_DIR", saved.c_str(), 1);
+  else unsetenv("TESSEL_CACHE_DIR");
+  fs::remove_all(dir);
 }

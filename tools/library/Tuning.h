@@ -12,6 +12,7 @@
 #define TESSEL_TOOLS_LIBRARY_TUNING_H
 
 #include "Library.h"
+#include "tessel/kernels/Tuned.h"
 
 #include <filesystem>
 #include <optional>
@@ -21,18 +22,6 @@ namespace tessel::kernels {
 
 /// e.g. "in=bf16,out=f16,transpose_a=0,transpose_b=0,M=8192,N=16384,K=4096".
 std::string shapeBucket(const LibraryKernel &k, const Params &p);
-
-/// Where the record for `kernel` on `device` (a device name, or an arch for
-/// records any device of that target may use) and `bucket` lives; empty
-/// when the cache is off.
-std::filesystem::path tuningFile(const std::string &kernel, const std::string &device,
-                                 const std::string &bucket);
-std::optional<Params> findTuned(const std::string &kernel, const std::string &device,
-                                const std::string &bucket);
-/// Writes the record (whole, by rename). Throws tessel::Error naming the
-/// file when it cannot.
-void recordTuned(const std::string &kernel, const std::string &device, const std::string &bucket,
-                 const Params &config);
 
 /// `overrides` with `config=auto` replaced by the record for the device
 /// (else for `arch`), under the caller's explicit settings; `said` tells

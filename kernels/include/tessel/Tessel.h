@@ -97,6 +97,10 @@ struct GemmCallOptions {
   /// Tile sizes, stages, threads; types and transposes follow the tensors
   /// and the flags above.
   std::optional<kernels::GemmConfig> config;
+  /// Without `config`: the configuration `tessel tune gemm` recorded for
+  /// this device (else for the target) and shape bucket, when there is one;
+  /// else the target's default.
+  bool tuned = true;
 };
 Choice gemm(const TensorView &a, const TensorView &b, const TensorView &c,
             const GemmCallOptions &options = {}, CUstream stream = nullptr);

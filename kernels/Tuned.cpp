@@ -1,0 +1,84 @@
+//===- Tuned.cpp - configurations recorded by tessel tune -----------------===//
+#include "tessel/kernels/Tuned.h"
+#include "tessel/runtime/Cache.h"
+#include "tessel/runtime/Error.h"
+#include "tessel/runtime/Files.h"
+
+#include <cctype>
+#include <fmt/format.h>
+
+using namespace tessel;
+using namespace tessel::kernels;
+namespace fs = std::filesystem;
+
+namespace {
+/// A file-name-safe spelling of a device or bucket.
+std::string fileSafe(const std::string &text) {
+  std::string out;
+  for (char c : text) out += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '=' ? c : '_';
+  return out;
+}
+
+int64_t roundUpToPowerOfTwo(int64_t v) {
+  int64_t p = 1;
+  while (p < v) p *= 2;
+  return p;
+}
+} // namespace
+
+std::string tessel::kernels::tunedBucket(
+    const std::vector<std::pair<std::string, std::string>> &problem,
+    const std::vector<std::pair<std::string, int64_t>> &extents) {
+  std::string out;
+  auto add = [&](const std::string &key, const std::string &value) {
+    out += (out.empty() ? "" : ",") + key + "=" + value;
+  };
+  for (auto &[key, value] : problem) add(key, value);
+  for (auto &[key, extent] : extents) add(key, std::to_string(roundUpToPowerOfTwo(extent)));
+  return out;
+}
+
+fs::path tessel::kernels::tunedFile(const std::string &kernel, const std::string &device,
+                                     const std::string &bucket) {
+  std::string dir = rt::KernelCache::global().directory();
+  if (dir.empty()) return {};
+  return fs::path(dir) / "tune" / fileSafe(kernel) / fileSafe(device) / (fileSafe(bucket) + ".txt");
+}
+
+std::optional<TunedSettings> tessel::kernels::findTuned(const std::string &kernel,
+                                                 const std::string &device,
+                                                 const std::string &bucket) {
+  fs::path file = tunedFile(kernel, device, bucket);
+  std::string text;
+  if (file.empty() || !rt::readWholeFile(file, text)) return std::nullopt;
+  TunedSettings p;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find('\n', at);
+    std::string line = text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    at = end == std::string::npos ? text.size() : end + 1;
+    if (line.empty() || line[0] == '#') continue;
+    size_t eq = line.find('=');
+    // A record that does not parse is not used (the defaults run).
+    if (eq == std::string::npos || eq == 0) return std::nullopt;
+    p[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  if (p.empty()) return std::nullopt;
+  return p;
+}
+
+void tessel::kernels::recordTuned(const std::string &kernel, const std::string &device,
+                                  const std::string &bucket, const TunedSettings &config) {
+  fs::path file = tunedFile(kernel, device, bucket);
+  if (file.empty()) throw Error("the kernel cache is off (TESSEL_CACHE), so a tuned configuration has nowhere to go");
+  rt::createDirectories(file.parent_path(), "tuning");
+  std::string text = fmt::format("# {} on {}, {}\n", kernel, device, bucket);
+  for (auto &[key, value] : config) text += key + "=" + value + "\n";
+  fs::path tmp = file;
+  tmp += ".tmp";
+  rt::writeFile(tmp, text);
+  std::error_code ec;
+  fs::rename(tmp, file, ec);
+  if (ec) throw Error(fmt::format("cannot write {}: {}", file.string(), ec.message()));
+}
+
