@@ -2,6 +2,7 @@
 #include "LibraryCalls.h"
 #include "tessel/runtime/Driver.h"
 
+#include <algorithm>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <map>

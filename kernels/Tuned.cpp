@@ -74,11 +74,7 @@ void tessel::kernels::recordTuned(const std::string &kernel, const std::string &
   rt::createDirectories(file.parent_path(), "tuning");
   std::string text = fmt::format("# {} on {}, {}\n", kernel, device, bucket);
   for (auto &[key, value] : config) text += key + "=" + value + "\n";
-  fs::path tmp = file;
-  tmp += ".tmp";
-  rt::writeFile(tmp, text);
-  std::error_code ec;
-  fs::rename(tmp, file, ec);
-  if (ec) throw Error(fmt::format("cannot write {}: {}", file.string(), ec.message()));
+  if (std::string why = rt::replaceFile(file, text); !why.empty())
+    throw Error(fmt::format("cannot record the tuned configuration in {}: {}", file.string(), why));
 }
 

@@ -4,19 +4,17 @@
 #include "tessel/Dialect/Tile/TileDialect.h"
 #include "tessel/Layout/LayoutSvg.h"
 #include "tessel/runtime/Cache.h"
+#include "tessel/runtime/Files.h"
 
 #include "mlir/AsmParser/AsmParser.h"
 #include "mlir/IR/MLIRContext.h"
 
-#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fmt/format.h>
-#include <fstream>
 #include <map>
 #include <mutex>
-#include <unistd.h>
 
 using namespace tessel;
 using namespace tessel::detail;
@@ -32,7 +30,6 @@ constexpr size_t kHashDigits = 32;
 
 std::mutex mutex;
 std::map<std::string, std::shared_ptr<const CompiledIr>> memory;
-std::atomic<uint64_t> tmpCounter{0};
 
 void put(std::string &out, const std::string &field) {
   uint64_t n = field.size();
@@ -198,25 +195,12 @@ void tessel::detail::storeCompiledIr(const std::string &key, const CompiledIr &e
   }
   std::string dir = rt::KernelCache::global().directory();
   if (dir.empty()) return;
-  // Written beside and renamed over, so a concurrent reader (another
-  // thread or process) sees the whole entry or none. An unusable
-  // directory is reported by the binary cache; here it only costs the
-  // passes next time.
+  // Written whole, so a concurrent reader (another thread or process) sees
+  // the entry or none. An unusable directory is reported by the binary
+  // cache; here it only costs the passes next time.
   std::error_code ec;
   fs::create_directories(dir, ec);
-  fs::path file = entryPath(dir, key), tmp = file;
-  tmp += fmt::format(".tmp{}.{}", getpid(), ++tmpCounter);
-  std::string bytes = encode(entry);
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out.write(bytes.data(), bytes.size());
-    if (!out) {
-      fs::remove(tmp, ec);
-      return;
-    }
-  }
-  fs::rename(tmp, file, ec);
-  if (ec) fs::remove(tmp, ec);
+  rt::replaceFile(entryPath(dir, key), encode(entry));
 }
 
 void tessel::clearCompileCacheMemory() {

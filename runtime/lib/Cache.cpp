@@ -1,15 +1,14 @@
 //===- Cache.cpp - compiled kernels in memory and on disk -----------------===//
 #include "tessel/runtime/Cache.h"
+#include "tessel/runtime/Files.h"
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fmt/format.h>
-#include <fstream>
 #include <map>
 #include <mutex>
-#include <unistd.h>
 
 using namespace tessel::rt;
 namespace fs = std::filesystem;
@@ -236,25 +235,8 @@ void KernelCache::writeEntry(const std::string &dir, const fs::path &file, const
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return warnUnusable(dir, ec.message());
-  // Write then rename, so a concurrent reader never sees half an entry.
-  fs::path tmp = file;
-  tmp += fmt::format(".tmp{}.{}", getpid(), ++tmpCounter);
-  std::string bytes = encode(bin);
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out.write(bytes.data(), bytes.size());
-    out.close();
-    if (!out) {
-      fs::remove(tmp, ec);
-      return warnUnusable(dir, "cannot write " + tmp.filename().string());
-    }
-  }
-  fs::rename(tmp, file, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-    warnUnusable(dir, "cannot replace " + file.filename().string() + ": " + ec.message());
-  }
+  // Written whole, so a concurrent reader never sees half an entry.
+  if (std::string why = replaceFile(file, encode(bin)); !why.empty()) warnUnusable(dir, why);
 }
 
 std::shared_ptr<const Binary>

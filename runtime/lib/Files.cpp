@@ -2,10 +2,12 @@
 #include "tessel/runtime/Files.h"
 #include "tessel/runtime/Error.h"
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fmt/format.h>
+#include <unistd.h>
 
 using namespace tessel;
 namespace fs = std::filesystem;
@@ -50,4 +52,25 @@ bool rt::readWholeFile(const fs::path &file, std::string &bytes) {
   }
   std::fclose(f);
   return ok;
+}
+
+std::string rt::replaceFile(const fs::path &file, std::string_view bytes) {
+  static std::atomic<uint64_t> counter{0};
+  fs::path tmp = file;
+  tmp += fmt::format(".tmp{}.{}", getpid(), ++counter);
+  std::FILE *f = std::fopen(tmp.c_str(), "wb");
+  bool written = f && std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  if (f && std::fclose(f) != 0) written = false;
+  std::error_code ec;
+  if (!written) {
+    fs::remove(tmp, ec);
+    return "cannot write " + tmp.filename().string();
+  }
+  fs::rename(tmp, file, ec);
+  if (ec) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    return "cannot replace " + file.filename().string() + ": " + ec.message();
+  }
+  return "";
 }

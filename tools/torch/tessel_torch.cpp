@@ -13,7 +13,6 @@
 
 #include <tessel/Tessel.h>
 
-#include <cmath>
 #include <memory>
 #include <stdexcept>
 #include <string>

@@ -98,8 +98,8 @@ struct GemmCallOptions {
   /// and the flags above.
   std::optional<kernels::GemmConfig> config;
   /// Without `config`: the configuration `tessel tune gemm` recorded for
-  /// this device (else for the target) and shape bucket, when there is one;
-  /// else the target's default.
+  /// this device (else for the target) and shape bucket, when there is one
+  /// (read once per process and bucket); else the target's default.
   bool tuned = true;
 };
 Choice gemm(const TensorView &a, const TensorView &b, const TensorView &c,

@@ -54,7 +54,6 @@ private:
                                     const std::vector<std::string> &options);
   void writeEntry(const std::string &dir, const std::filesystem::path &file, const Binary &bin);
   CacheStats counters;
-  std::atomic<uint64_t> tmpCounter{0};
 };
 
 } // namespace tessel::rt
