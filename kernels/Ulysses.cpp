@@ -1,5 +1,7 @@
 //===- Ulysses.cpp - the sequence-parallel all-to-all ---------------------===//
 #include "tessel/kernels/Ulysses.h"
+#include "tessel/dsl/Compile.h"
+#include "tessel/kernels/Kernels.h"
 #include "tessel/kernels/ExchangeFlags.h"
 #include "tessel/kernels/SequenceShards.h"
 #include "tessel/runtime/Driver.h"
@@ -84,17 +86,49 @@ UlyssesSource tessel::kernels::ulyssesSource(const UlyssesShape &s, int tensor, 
                           s.totalRows(tensor), tensor));
 }
 
-UlyssesExchange::UlyssesExchange(Communicator &c, const UlyssesShape &s, int g)
-    : comm(c), shape(s), groups(g) {
+std::vector<int64_t> tessel::kernels::evenHeadGroups(const UlyssesShape &s, int groups) {
+  for (int t = 0; t < 2; ++t)
+    if (groups < 1 || s.headsPerRank(t) % groups)
+      throw Error(fmt::format("Ulysses: {} heads per rank ({}) do not split into {} groups",
+                              t == 0 ? "query" : "K/V", s.headsPerRank(t), groups));
+  return std::vector<int64_t>(groups, s.headsPerRank(0) / groups);
+}
+
+void tessel::kernels::validateHeadGroups(const UlyssesShape &s,
+                                         const std::vector<int64_t> &queryHeads) {
+  int64_t q = s.headsPerRank(0), kv = s.headsPerRank(1), sum = 0;
+  if (queryHeads.empty()) throw Error("Ulysses: no head groups");
+  for (int64_t h : queryHeads) {
+    if (h <= 0) throw Error(fmt::format("Ulysses: a head group of {} query heads", h));
+    if (h * kv % q)
+      throw Error(fmt::format("Ulysses: a head group of {} query heads does not cover whole K/V "
+                              "heads ({} query heads per K/V head on a rank); make it a multiple "
+                              "of {}",
+                              h, q / kv, q / kv));
+    sum += h;
+  }
+  if (sum != q)
+    throw Error(fmt::format("Ulysses: head groups of {} query heads in all; a rank has {}", sum, q));
+}
+
+UlyssesExchange::UlyssesExchange(Communicator &c, const UlyssesShape &s, int g, LocalShard local)
+    : UlyssesExchange(c, s, (validateUlysses(s), evenHeadGroups(s, g)), local) {}
+
+UlyssesExchange::UlyssesExchange(Communicator &c, const UlyssesShape &s,
+                                 std::vector<int64_t> queryHeads, LocalShard local)
+    : comm(c), shape(s), groups(static_cast<int>(queryHeads.size())) {
   if (c.size() != c.localSize())
     throw Error("Ulysses: the copy-engine exchange runs within one node; this job spans several");
   if (s.ranks != c.size())
     throw Error(fmt::format("Ulysses: the shape is for {} ranks, the job has {}", s.ranks, c.size()));
   validateUlysses(s);
-  for (int t = 0; t < 3; t += 1)
-    if (groups < 1 || s.headsPerRank(t) % groups)
-      throw Error(fmt::format("Ulysses: {} heads per rank ({}) do not split into {} groups",
-                              t == 0 ? "query" : "K/V", s.headsPerRank(t), groups));
+  validateHeadGroups(s, queryHeads);
+  for (int k = 0; k < 2; ++k) {
+    firstInGroup[k] = {0};
+    for (int64_t h : queryHeads)
+      firstInGroup[k].push_back(firstInGroup[k].back() +
+                                (k == 0 ? h : h * s.headsPerRank(1) / s.headsPerRank(0)));
+  }
   for (int t = 0; t < 3; ++t) {
     inputs[t] = std::make_unique<SymmetricBuffer>(c, shape.inputElements(t) * s.elementBytes);
     outputs[t] = std::make_unique<DeviceBuffer>(shape.outputElements(t) * s.elementBytes);
@@ -104,14 +138,34 @@ UlyssesExchange::UlyssesExchange(Communicator &c, const UlyssesShape &s, int g)
   flags = std::make_unique<SymmetricBuffer>(
       c, sizeof(uint32_t) * (arrivalBase() + groups * arrivalStride()));
   lanes = std::make_unique<CopyLanes>(3 * s.ranks, groups);
+  if (local == LocalShard::kernel) {
+    // Whole blocks of columns: every slice is a multiple of head_dim wide.
+    int64_t block = 256;
+    while (s.headDim % block) block /= 2;
+    if (block < 8)
+      throw Error(fmt::format("Ulysses: head_dim={} is not a multiple of 8 elements, which the "
+                              "local shard's copy kernel takes",
+                              s.headDim));
+    Program program = columnSlice({s.elementBytes == 2 ? DType::f16 : DType::f32, 32, block, 128});
+    Driver::get().setDevice(c.device());
+    localCopy = std::make_unique<Kernel>(
+        compile(program, {nativeArch(Driver::get().computeCapability())}));
+    // Loaded now: a module load waits for running kernels, which may spin
+    // on flags that this rank's streams have yet to write.
+    localCopy->loadedKernel().resourceUsage();
+  }
 }
 
+UlyssesExchange::~UlyssesExchange() = default;
+
 CUdeviceptr UlyssesExchange::output(int tensor, int group) const {
-  return outputs[tensor]->ptr() + group * shape.outputElements(tensor) / groups * shape.elementBytes;
+  return outputs[tensor]->ptr() +
+         shape.totalRows(tensor) * groupFirst(tensor, group) * shape.headDim * shape.elementBytes;
 }
 
 CUdeviceptr UlyssesExchange::attentionOutput(int group) const {
-  return headOutput->local() + group * shape.outputElements(0) / groups * shape.elementBytes;
+  return headOutput->local() +
+         shape.totalRows(0) * groupFirst(0, group) * shape.headDim * shape.elementBytes;
 }
 
 void UlyssesExchange::begin(CUstream stream) {
@@ -140,18 +194,29 @@ static void copyRows(CUdeviceptr src, int64_t srcPitch, CUdeviceptr dst, int64_t
   TESSEL_CU(d, cuMemcpy2DAsync, &copy, stream);
 }
 
+void UlyssesExchange::copyColumns(CUdeviceptr src, int64_t pitch, int64_t first, CUdeviceptr dst,
+                                  int64_t cols, int64_t rows, CUstream stream, bool local) {
+  int64_t eb = shape.elementBytes;
+  if (!local || !localCopy || rows == 0)
+    return copyRows(src + first * eb, pitch * eb, dst, cols * eb, cols * eb, rows, stream);
+  localCopy->launch({LaunchArg::integer(rows), LaunchArg::integer(pitch), LaunchArg::integer(first),
+                     LaunchArg::integer(cols), LaunchArg::buffer(src, {rows, pitch}),
+                     LaunchArg::buffer(dst, {rows, cols})},
+                    stream);
+}
+
 void UlyssesExchange::pull(int s, int t, int g) {
   // From Q (K, V) [rows/N, H, D] on s: this rank's heads of group g, into
   // group g's [rows, heads/N/groups, D]; sequence by sequence, s's 1/N of
   // each goes to rows start + s*length/N (batch entries are sequences).
   int me = comm.localRank(), n = shape.ranks;
   int64_t eb = shape.elementBytes, dim = shape.headDim;
-  int64_t all = shape.heads(t), mine = shape.headsPerRank(t) / groups;
-  int64_t first = shape.firstHead(t, me) + g * mine;
+  int64_t all = shape.heads(t), mine = groupHeads(t, g);
+  int64_t first = shape.firstHead(t, me) + groupFirst(t, g);
   for (const UlyssesShape::Sequence &q : shape.sequences(t))
-    copyRows(inputs[t]->peer(s) + (q.start / n * all + first) * dim * eb, all * dim * eb,
-             output(t, g) + ((q.start + s * (q.length / n)) * mine) * dim * eb, mine * dim * eb,
-             mine * dim * eb, q.length / n, lane(s, t));
+    copyColumns(inputs[t]->peer(s) + q.start / n * all * dim * eb, all * dim, first * dim,
+                output(t, g) + ((q.start + s * (q.length / n)) * mine) * dim * eb, mine * dim,
+                q.length / n, lane(s, t), s == me);
 }
 
 void UlyssesExchange::pullBack(int s, int g) {
@@ -159,11 +224,11 @@ void UlyssesExchange::pullBack(int s, int g) {
   // each sequence, into heads s*Hq/N + g*.. of O [rows/N, Hq, D].
   int me = comm.localRank(), n = shape.ranks;
   int64_t eb = shape.elementBytes, dim = shape.headDim;
-  int64_t all = shape.headsQ, mine = shape.headsPerRank(0) / groups;
-  CUdeviceptr source = headOutput->peer(s) + g * shape.outputElements(0) / groups * eb;
+  int64_t all = shape.headsQ, mine = groupHeads(0, g);
+  CUdeviceptr source = headOutput->peer(s) + shape.totalRows(0) * groupFirst(0, g) * dim * eb;
   for (const UlyssesShape::Sequence &q : shape.sequences(0))
     copyRows(source + ((q.start + me * (q.length / n)) * mine) * dim * eb, mine * dim * eb,
-             result() + (q.start / n * all + s * shape.headsPerRank(0) + g * mine) * dim * eb,
+             result() + (q.start / n * all + s * shape.headsPerRank(0) + groupFirst(0, g)) * dim * eb,
              all * dim * eb, mine * dim * eb, q.length / n, lane(s, 0));
 }
 
@@ -185,8 +250,10 @@ void UlyssesExchange::reverse(CUstream stream) {
 }
 
 void UlyssesExchange::pipeline(CUstream stream, const std::function<void(int, CUstream)> &attend,
-                               Arrival arrival) {
+                               Arrival arrival, int attentionStreams) {
   Driver &d = Driver::get();
+  if (attentionStreams < 1)
+    throw Error(fmt::format("Ulysses: {} attention streams; at least one", attentionStreams));
   begin(stream);
   int n = shape.ranks, me = comm.localRank();
   // Every group's pulls, group by group, each lane marking where a group ends.
@@ -204,19 +271,26 @@ void UlyssesExchange::pipeline(CUstream stream, const std::function<void(int, CU
         TESSEL_CU(d, cuStreamWriteValue32, lane(s, 0), arrivalFlags(g) + 4 * s, epoch, 0);
       }
     }
+  int turns = std::min(attentionStreams, groups);
+  if (turns > 1) {
+    if (!attentionLanes || attentionLanes->size() != turns)
+      attentionLanes = std::make_unique<CopyLanes>(turns);
+    attentionLanes->fork(stream);
+  }
   auto outputReady = [&](int owner, int g, int from) { return flag(owner, (2 + g) * n + from); };
   for (int g = 0; g < groups; ++g) {
+    CUstream on = turns > 1 ? (*attentionLanes)[g % turns] : stream;
     // The rank's own shard (a local copy) is in before attention starts, so
     // that no spinning block waits for a copy that might need its SM.
     for (int s = 0; s < n; ++s)
       if (arrival == Arrival::stream || s == me)
-        for (int t = 0; t < 3; ++t) lanes->waitForMark(stream, laneOf(s, t), g);
+        for (int t = 0; t < 3; ++t) lanes->waitForMark(on, laneOf(s, t), g);
     if (arrival == Arrival::kernel)
-      TESSEL_CU(d, cuStreamWriteValue32, stream, arrivalFlags(g) + 4 * me, epoch, 0);
-    attend(g, stream);
+      TESSEL_CU(d, cuStreamWriteValue32, on, arrivalFlags(g) + 4 * me, epoch, 0);
+    attend(g, on);
     // Group g of this rank's attention output is ready for every rank.
     for (int s = 0; s < n; ++s)
-      TESSEL_CU(d, cuStreamWriteValue32, stream, outputReady(s, g, me), epoch, 0);
+      TESSEL_CU(d, cuStreamWriteValue32, on, outputReady(s, g, me), epoch, 0);
     for (int i = 0; i < n; ++i) {
       int s = (me + i) % n;
       TESSEL_CU(d, cuStreamWaitValue32, lane(s, 0), outputReady(me, g, s), epoch,
@@ -224,6 +298,7 @@ void UlyssesExchange::pipeline(CUstream stream, const std::function<void(int, CU
       pullBack(s, g);
     }
   }
+  if (turns > 1) attentionLanes->join(stream);
   end(stream);
 }
 

@@ -25,6 +25,7 @@ export TESSEL_CACHE_DIR="${TESSEL_CACHE_DIR:-$(mktemp -d)}"
 
 runs=(
   "scaled_add --param N=1000"
+  "column_slice --param rows=77 --param pitch=1024 --param first=768 --param cols=256"
   "scaled_add --param dtype=bf16 --param block=512 --param threads=64 --param N=7777"
   "row_softmax --param M=7"
   "row_softmax --param cols=1000 --param rows=2 --param threads=256 --param M=33"
@@ -58,6 +59,11 @@ runs=(
   "flash_attention_bwd --param seqlen_q=130 --param seqlen_k=130 --param batch=1 --param warp_specialize=off"
   "flash_attention_bwd --param varlen=1 --param kv_reduction=split --param seqlens_q=3,130,5 --param seqlens_k=0,130,7"
 )
+multi_runs=(
+  "all2all"
+  "sp_attention --param causal=1"
+  "sp_attention --param heads_kv=8 --param groups=1,3"
+)
 
 declare -A errors
 failed=0
@@ -90,9 +96,16 @@ for tool in "${tools[@]}"; do
     run_one "$tool" "$r" "$bin/tessel" run $r --seed 1
   done
   run_one "$tool" "user kernels" "$bin/tessel-gpu-tests" "[user]"
+  # The multi-GPU path as two virtual ranks on this GPU (separate processes,
+  # buffers and streams): the exchange's local copy kernel, attention waiting
+  # on flags (fused form), groups taking turns on two streams.
+  for r in "${multi_runs[@]}"; do
+    # shellcheck disable=SC2086
+    run_one "$tool" "$r" --target-processes all "$bin/tessel" run $r --ranks 2
+  done
 done
 
-echo "sanitize: ${#runs[@]} library runs + the user kernels, per tool:"
+echo "sanitize: ${#runs[@]} library runs, the user kernels and ${#multi_runs[@]} virtual-rank runs, per tool:"
 total=0
 for tool in "${tools[@]}"; do
   echo "  $tool: ${errors[$tool]} errors"

@@ -43,6 +43,14 @@ TEST_CASE("scaled_add matches the reference", "[gpu]") {
   checkKernel("scaled_add", {{"block", "512"}, {"threads", "64"}, {"N", "77777"}});
 }
 
+TEST_CASE("column_slice copies a column slice of rows exactly", "[gpu]") {
+  checkKernel("column_slice", {});
+  // Rows that are not whole blocks; a slice at the end of the rows.
+  checkKernel("column_slice", {{"rows", "77"}, {"pitch", "1024"}, {"first", "768"}, {"cols", "256"}});
+  checkKernel("column_slice", {{"dtype", "f32"}, {"block_cols", "64"}, {"rows", "4097"},
+                               {"pitch", "192"}, {"first", "64"}, {"cols", "128"}});
+}
+
 TEST_CASE("row_softmax matches the reference", "[gpu]") {
   for (std::string dtype : {"f32", "f16", "bf16"})
     for (std::string m : {"1", "7", "1001", "4096"})

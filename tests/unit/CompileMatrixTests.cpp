@@ -46,6 +46,11 @@ TEST_CASE("scaled_add compiles for every target") {
   compileEverywhere("scaled_add", {{"dtype", "f16"}, {"block", "100"}});
 }
 
+TEST_CASE("column_slice compiles for every target") {
+  compileEverywhere("column_slice", {});
+  compileEverywhere("column_slice", {{"dtype", "f32"}, {"block_cols", "64"}, {"block_rows", "8"}});
+}
+
 TEST_CASE("row_softmax compiles for every target") {
   compileEverywhere("row_softmax", {});
   compileEverywhere("row_softmax", {{"dtype", "f16"}, {"cols", "1000"}, {"rows", "1"}, {"threads", "256"}});

@@ -278,6 +278,27 @@ TEST_CASE("Ulysses shapes are validated before anything moves") {
                     Catch::Contains("head_dim=0 must be positive"));
 }
 
+TEST_CASE("head groups split a rank's heads with whole K/V heads each") {
+  kernels::UlyssesShape s;
+  s.batch = 1, s.seqlen = 8192, s.headsQ = 32, s.headsKV = 8, s.headDim = 128, s.ranks = 2;
+  // 16 query and 4 K/V heads a rank, 4 query heads to a K/V head.
+  CHECK(kernels::evenHeadGroups(s, 4) == std::vector<int64_t>{4, 4, 4, 4});
+  CHECK_THROWS_WITH(kernels::evenHeadGroups(s, 8),
+                    Catch::Contains("K/V heads per rank (4) do not split into 8 groups"));
+  kernels::validateHeadGroups(s, {4, 8, 4});
+  CHECK_THROWS_WITH(kernels::validateHeadGroups(s, {2, 10, 4}),
+                    Catch::Contains("a head group of 2 query heads does not cover whole K/V heads "
+                                    "(4 query heads per K/V head on a rank)"));
+  CHECK_THROWS_WITH(kernels::validateHeadGroups(s, {4, 4, 4}),
+                    Catch::Contains("head groups of 12 query heads in all; a rank has 16"));
+  CHECK_THROWS_WITH(kernels::validateHeadGroups(s, {0, 16}),
+                    Catch::Contains("a head group of 0 query heads"));
+  // Replicated K/V (one K/V head for a rank's 4 query heads): one group.
+  s.headsQ = 8, s.headsKV = 1;
+  kernels::validateHeadGroups(s, {4});
+  CHECK_THROWS(kernels::validateHeadGroups(s, {2, 2}));
+}
+
 namespace {
 /// The exchange's flags as atomics, one array per rank, and ranks as
 /// threads: the CPU model of the protocol the streams carry out.

@@ -64,6 +64,39 @@ CheckResult checkScaledAdd(Kernel &k, const Params &p, uint64_t seed) {
   return r;
 }
 
+CheckResult checkColumnSlice(Kernel &k, const Params &p, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  int64_t rows = intParam(p, "rows"), pitch = intParam(p, "pitch"), first = intParam(p, "first"),
+          cols = intParam(p, "cols"), block = intParam(p, "block_cols");
+  if (cols % block || first + cols > pitch)
+    throw Error(fmt::format("column_slice: cols={} must be whole blocks of {} within pitch={} "
+                            "from first={}",
+                            cols, block, pitch, first));
+  DType t = dtypeParam(p, "dtype");
+  HostTensor src(t, {rows, pitch}), dst(t, {rows, cols});
+  randomize(src, rng);
+  std::vector<double> ref(rows * cols);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) ref[i * cols + j] = src.values[i * pitch + first + j];
+  CheckResult r;
+  r.shape = fmt::format("rows={} pitch={} first={} cols={} {}", rows, pitch, first, cols, name(t));
+  DeviceRun run;
+  for (int64_t v : {rows, pitch, first, cols}) run.args.push_back(rt::LaunchArg::integer(v));
+  run.addTensor(src, false);
+  run.addTensor(dst, true);
+  k.launch(run.args);
+  synchronize();
+  run.download(5, dst);
+  // A copy: every element exactly.
+  r.relError = relativeError(dst.values, ref);
+  r.tolerance = 0;
+  r.passed = std::equal(dst.values.begin(), dst.values.end(), ref.begin(),
+                        [](float got, double want) { return double(got) == want; });
+  rt::LoadedKernel &loaded = k.loadedFor(run.args);
+  r.ms = checkTime([&] { loaded.launch(run.args); });
+  return r;
+}
+
 CheckResult checkSoftmax(Kernel &k, const Params &p, uint64_t seed) {
   std::mt19937_64 rng(seed);
   int64_t m = intParam(p, "M"), cols = intParam(p, "cols");
@@ -259,6 +292,14 @@ const std::vector<LibraryKernel> &tessel::kernels::library() {
          return scaledAdd({dtypeParam(p, "dtype"), intParam(p, "block"), (int)intParam(p, "threads")});
        },
        checkScaledAdd},
+      {"column_slice", "dst = src[:, first : first + cols], [rows, pitch] rows in (all at run time)",
+       {{"dtype", "f16"}, {"block_rows", "32"}, {"block_cols", "256"}, {"threads", "128"},
+        {"rows", "1001"}, {"pitch", "4096"}, {"first", "512"}, {"cols", "1024"}},
+       [](const Params &p) {
+         return columnSlice({dtypeParam(p, "dtype"), intParam(p, "block_rows"),
+                             intParam(p, "block_cols"), (int)intParam(p, "threads")});
+       },
+       checkColumnSlice},
       {"tma_scale",
        "y (+)= alpha * x, [M, cols] rows in and out through TMA, with a hand-written producer role (sm_90a)",
        {{"dtype", "f16"}, {"cols", "64"}, {"rows", "32"}, {"accumulate", "0"}, {"M", "1001"}},

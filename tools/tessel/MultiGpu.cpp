@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "MultiGpu.h"
+#include "LibrarySupport.h"
 #include "tessel/kernels/Ulysses.h"
 #include "tessel/dsl/Compile.h"
 #include "tessel/runtime/Driver.h"
@@ -27,10 +28,10 @@ namespace {
 // and seqlen.
 const Params kAllToAllDefaults = {{"batch", "2"},     {"seqlen", "1024"}, {"heads_q", "8"},
                                   {"heads_kv", "4"},   {"head_dim", "128"}, {"dtype", "bf16"},
-                                  {"seqlens", ""},     {"seqlens_k", ""}};
+                                  {"seqlens", ""},     {"seqlens_k", ""},   {"local", "kernel"}};
 const Params kAllToAllBenchShape = {{"batch", "2"},   {"seqlen", "8192"}, {"heads_q", "32"},
                                     {"heads_kv", "8"}, {"head_dim", "128"}, {"dtype", "bf16"},
-                                    {"seqlens", ""},   {"seqlens_k", ""}};
+                                    {"seqlens", ""},   {"seqlens_k", ""}, {"local", "kernel"}};
 
 UlyssesShape shapeFrom(const Params &given, const Params &defaults, int ranks) {
   Params p = mergeParams(given, defaults, "all2all");
@@ -136,7 +137,9 @@ bool distinctDevices(Communicator &comm) {
 int runRank(const Params &params, bool bench, int reps) {
   auto comm = Communicator::fromEnvironment();
   UlyssesShape s = shapeFrom(params, bench ? kAllToAllBenchShape : kAllToAllDefaults, comm->size());
-  UlyssesExchange x(*comm, s);
+  UlyssesExchange x(*comm, s, 1,
+                    localShardParam(mergeParams(params, bench ? kAllToAllBenchShape
+                                                              : kAllToAllDefaults, "all2all")));
   fillInputs(x, s, comm->rank());
   Driver &d = Driver::get();
   std::string ncclWhy;
@@ -183,6 +186,7 @@ int runRank(const Params &params, bool bench, int reps) {
   for (int t = 0; t < 3; ++t) sent += s.inputElements(t) * s.elementBytes;
   double leaving = double(sent) * (s.ranks - 1) / s.ranks;
   double tessel = slowestRank(*comm, medianMs(*comm, reps, [&] { x.forward(comm->stream()); }));
+  double fixed = slowestRank(*comm, medianMs(*comm, reps, [&] { x.handshakes(comm->stream()); }));
   double nccl = 0, ncclBare = 0;
   if (reference) {
     nccl = slowestRank(*comm, medianMs(*comm, reps, [&] { reference->forward(comm->stream()); }));
@@ -197,6 +201,7 @@ int runRank(const Params &params, bool bench, int reps) {
                leaving / 1048576.0, reps);
     fmt::print("  tessel copy-engine pull         {:8.3f} ms  {:7.1f} GB/s\n", tessel,
                leaving / tessel / 1e6);
+    fmt::print("  its handshakes alone, no data   {:8.3f} ms\n", fixed);
     if (reference) {
       Nccl &n = Nccl::get();
       fmt::print("  NCCL {} pack+alltoall+unpack {:8.3f} ms  {:7.1f} GB/s  (tessel {:.2f}x "
@@ -228,6 +233,12 @@ Params tessel::mergeParams(const Params &given, const Params &defaults, const ch
     p[k] = v;
   }
   return p;
+}
+
+UlyssesExchange::LocalShard tessel::localShardParam(const Params &p) {
+  return choiceParam<UlyssesExchange::LocalShard>(
+      p, "local", {{"copy", UlyssesExchange::LocalShard::copyEngine},
+                   {"kernel", UlyssesExchange::LocalShard::kernel}});
 }
 
 std::string tessel::shapeText(const UlyssesShape &s) {
@@ -294,8 +305,8 @@ int tessel::asRanks(const char *command, bool bench, int ranks,
                     const std::function<void(int)> &validate, const std::function<int()> &rank) {
   if (std::getenv("RANK")) return rank();
   // Checked here first, so that a bad shape is one message (not one per
-  // rank), with or without a GPU.
-  validate(ranks > 0 ? ranks : 1);
+  // rank), with or without a GPU; 0 while the rank count is unknown.
+  validate(std::max(ranks, 0));
   std::string why;
   if (!Driver::available(&why)) {
     fmt::print("NO GPU: cannot run {} here ({})\n", command, why);
@@ -309,7 +320,11 @@ int tessel::asRanks(const char *command, bool bench, int ranks,
 int tessel::allToAllCommand(bool bench, const Params &params, int ranks, int reps) {
   return asRanks(
       "all2all", bench, ranks,
-      [&](int n) { shapeFrom(params, bench ? kAllToAllBenchShape : kAllToAllDefaults, n); },
+      [&](int n) {
+        const Params &defaults = bench ? kAllToAllBenchShape : kAllToAllDefaults;
+        shapeFrom(params, defaults, std::max(n, 1));
+        localShardParam(mergeParams(params, defaults, "all2all"));
+      },
       [&] { return runRank(params, bench, reps); });
 }
 

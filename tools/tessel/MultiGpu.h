@@ -33,6 +33,8 @@ std::vector<int32_t> prefixSumsParam(const kernels::Params &p, const char *key);
 void setPackedBatch(kernels::UlyssesShape &s, const kernels::Params &p);
 /// "batch=2 seqlen=8192 heads_q=..." or the packed batch's sequences.
 std::string shapeText(const kernels::UlyssesShape &s);
+/// Parameter `local` (copy or kernel): who moves a rank's own shard.
+kernels::UlyssesExchange::LocalShard localShardParam(const kernels::Params &p);
 /// The largest of every local rank's `mine` (collective).
 double slowestRank(rt::Communicator &comm, double mine);
 /// The smallest (collective).

@@ -25,21 +25,29 @@ using namespace tessel::rt;
 
 namespace {
 // `groups`: head groups per rank whose exchange overlaps the attention of
-// the previous group (1: exchange, attention, exchange back in turn).
+// the previous group (1: exchange, attention, exchange back in turn): a
+// count of equal groups, or the query heads of each group (2,6,6,2).
+// `attention_streams`: streams the groups' attention takes turns on, so
+// that one group's kernel starts while the previous one's last blocks run.
 // `variant`: ulysses (the all-to-all by heads) or zigzag (queries stay,
 // K/V gathered, zig-zag placed).
 // `seqlens` (and `seqlens_k`): a packed batch (Ulysses only).
 const Params kSpDefaults = {{"batch", "1"},     {"seqlen", "1024"}, {"heads_q", "8"},
                             {"heads_kv", "4"},   {"head_dim", "128"}, {"causal", "0"},
                             {"dtype", "bf16"},   {"groups", "2"},     {"variant", "ulysses"},
-                            {"seqlens", ""},     {"seqlens_k", ""}};
+                            {"seqlens", ""},     {"seqlens_k", ""},   {"attention_streams", "2"},
+                            {"local", "kernel"}};
 const Params kSpBenchShape = {{"batch", "1"},   {"seqlen", "8192"}, {"heads_q", "32"},
                               {"heads_kv", "32"}, {"head_dim", "128"}, {"causal", "0"},
                               {"dtype", "bf16"}, {"groups", "4"},     {"variant", "ulysses"},
-                              {"seqlens", ""},   {"seqlens_k", ""}};
+                              {"seqlens", ""},   {"seqlens_k", ""}, {"attention_streams", "2"},
+                              {"local", "kernel"}};
 
+/// `ranks` 0: not known yet (checks that depend on it are left for later).
 SpProblem problemFrom(const Params &given, const Params &defaults, int ranks) {
   Params p = mergeParams(given, defaults, "sp_attention");
+  bool ranksKnown = ranks > 0;
+  ranks = std::max(ranks, 1);
   SpProblem sp;
   UlyssesShape &s = sp.shape;
   s.batch = intParam(p, "batch");
@@ -54,7 +62,13 @@ SpProblem problemFrom(const Params &given, const Params &defaults, int ranks) {
   sp.config.headDim = s.headDim;
   sp.config.causal = flagParam(p, "causal");
   sp.scale = 1.0 / std::sqrt(double(s.headDim));
-  sp.groups = static_cast<int>(intParam(p, "groups"));
+  const std::string &groups = p.at("groups");
+  bool list = groups.find(',') != std::string::npos;
+  sp.attentionStreams = static_cast<int>(intParam(p, "attention_streams"));
+  sp.localShard = localShardParam(p);
+  if (sp.attentionStreams < 1 || sp.attentionStreams > 8)
+    throw Error(fmt::format("sp_attention: attention_streams={}; use 1 to 8",
+                            sp.attentionStreams));
   if (sp.zigzag) {
     if (!p.at("seqlens").empty())
       throw Error("sp_attention: variant=zigzag takes a fixed batch (batch, seqlen), not seqlens");
@@ -64,10 +78,15 @@ SpProblem problemFrom(const Params &given, const Params &defaults, int ranks) {
   setPackedBatch(s, p);
   sp.config.varlen = s.packed();
   validateUlysses(s);
-  for (int t : {0, 1})
-    if (sp.groups < 1 || s.headsPerRank(t) % sp.groups)
-      throw Error(fmt::format("sp_attention: groups={} does not divide the {} {} heads of a rank",
-                              sp.groups, s.headsPerRank(t), t ? "K/V" : "query"));
+  if (list) {
+    std::vector<int32_t> cu = prefixSumsParam(p, "groups");
+    for (size_t g = 0; g + 1 < cu.size(); ++g) sp.groupHeads.push_back(cu[g + 1] - cu[g]);
+    // The groups split a rank's heads: how many depends on the ranks.
+    if (ranksKnown) validateHeadGroups(s, sp.groupHeads);
+  } else {
+    sp.groupHeads = evenHeadGroups(
+        s, static_cast<int>(parseInteger(groups, 1, 1 << 16, "parameter groups")));
+  }
   return sp;
 }
 
@@ -130,20 +149,22 @@ struct SpForm {
   std::unique_ptr<UlyssesExchange> exchange;
   UlyssesExchange::Arrival arrival;
   Kernel *kernel;
+  int attentionStreams;
   DeviceBuffer lse;
   std::vector<std::vector<LaunchArg>> args; // per group, without arrivals
 
   SpForm(std::string n, Communicator &comm, const SpProblem &sp, const DeviceSeqlens &cu,
-         int groups, UlyssesExchange::Arrival a, Kernel &k)
-      : name(std::move(n)), exchange(std::make_unique<UlyssesExchange>(comm, sp.shape, groups)),
-        arrival(a), kernel(&k), lse(sp.shape.headsPerRank(0) * sp.shape.totalRows(0) * 4) {
+         std::vector<int64_t> groupHeads, UlyssesExchange::Arrival a, Kernel &k)
+      : name(std::move(n)),
+        exchange(std::make_unique<UlyssesExchange>(comm, sp.shape, groupHeads, sp.localShard)),
+        arrival(a), kernel(&k), attentionStreams(sp.attentionStreams),
+        lse(sp.shape.headsPerRank(0) * sp.shape.totalRows(0) * 4) {
     const UlyssesShape &s = sp.shape;
-    int64_t groupQ = s.headsPerRank(0) / groups, groupKV = s.headsPerRank(1) / groups;
     UlyssesExchange &x = *exchange;
-    for (int g = 0; g < groups; ++g)
-      args.push_back(attentionArgs(sp, cu, groupQ, groupKV, x.output(0, g), x.output(1, g),
-                                   x.output(2, g), x.attentionOutput(g),
-                                   lse.ptr() + g * groupQ * s.totalRows(0) * 4));
+    for (int g = 0; g < x.groupCount(); ++g)
+      args.push_back(attentionArgs(sp, cu, x.groupHeads(0, g), x.groupHeads(1, g), x.output(0, g),
+                                   x.output(1, g), x.output(2, g), x.attentionOutput(g),
+                                   lse.ptr() + x.groupFirst(0, g) * s.totalRows(0) * 4));
   }
   void upload(const std::array<HostTensor, 3> &whole, int rank) {
     const UlyssesShape &s = exchange->exchangeShape();
@@ -165,7 +186,7 @@ struct SpForm {
           appendArrivals(withArrivals, *exchange, g);
           kernel->launch(withArrivals, st);
         },
-        arrival);
+        arrival, attentionStreams);
   }
 };
 
@@ -187,9 +208,10 @@ int runRank(const Params &params, bool bench, int reps) {
   // tiles).
   using Arrival = UlyssesExchange::Arrival;
   std::vector<std::unique_ptr<SpForm>> forms;
-  forms.push_back(std::make_unique<SpForm>("unfused", *comm, sp, cu, 1, Arrival::stream, kernel));
+  forms.push_back(std::make_unique<SpForm>("unfused", *comm, sp, cu, std::vector<int64_t>{s.headsPerRank(0)},
+                                           Arrival::stream, kernel));
   forms.push_back(
-      std::make_unique<SpForm>("pipelined", *comm, sp, cu, sp.groups, Arrival::stream, kernel));
+      std::make_unique<SpForm>("pipelined", *comm, sp, cu, sp.groupHeads, Arrival::stream, kernel));
   AttentionConfig streamed = sp.config;
   streamed.streamedShards = true;
   int64_t blockN = streamed.blockN ? streamed.blockN : streamed.headDim > 128 ? 64 : 128;
@@ -202,7 +224,7 @@ int runRank(const Params &params, bool bench, int reps) {
   if (noFused.empty()) {
     streamedProgram = std::make_unique<Program>(flashAttentionForward(streamed));
     streamedKernel = std::make_unique<Kernel>(compile(*streamedProgram, {nativeArch(Driver::get().computeCapability())}));
-    forms.push_back(std::make_unique<SpForm>("fused", *comm, sp, cu, sp.groups, Arrival::kernel,
+    forms.push_back(std::make_unique<SpForm>("fused", *comm, sp, cu, sp.groupHeads, Arrival::kernel,
                                              *streamedKernel));
   } else if (rank == 0) {
     fmt::print("sp_attention: no fused form for {}\n", noFused);

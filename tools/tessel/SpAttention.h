@@ -24,7 +24,12 @@ struct SpProblem {
   kernels::UlyssesShape shape;
   kernels::AttentionConfig config;
   double scale = 0;
-  int groups = 1;
+  /// Query heads of each head group of a rank (pipelined and fused forms).
+  std::vector<int64_t> groupHeads;
+  /// Streams the head groups' attention takes turns on (pipelined and
+  /// fused forms).
+  int attentionStreams = 2;
+  kernels::UlyssesExchange::LocalShard localShard = kernels::UlyssesExchange::LocalShard::kernel;
   bool zigzag = false;
 };
 

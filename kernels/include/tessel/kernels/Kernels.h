@@ -20,6 +20,17 @@ struct ScaledAddConfig {
 };
 Program scaledAdd(const ScaledAddConfig &config);
 
+/// dst = src[:, first : first + cols] with src [rows, pitch] and dst
+/// [rows, cols] row-major (all four symbols; cols a multiple of blockCols):
+/// the local part of an exchange, which copy engines do slowly on narrow
+/// rows.
+struct ColumnSliceConfig {
+  DType dtype = DType::f16; // any type of the width: the bits are copied
+  int64_t blockRows = 32, blockCols = 256;
+  int threads = 128;
+};
+Program columnSlice(const ColumnSliceConfig &config);
+
 /// Y = softmax(X) along rows; X is [M, cols] with M a symbol.
 struct SoftmaxConfig {
   DType dtype = DType::f32;

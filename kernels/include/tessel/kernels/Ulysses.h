@@ -26,6 +26,10 @@
 #include <memory>
 #include <vector>
 
+namespace tessel {
+class Kernel;
+}
+
 namespace tessel::kernels {
 
 struct UlyssesShape {
@@ -76,6 +80,13 @@ struct UlyssesShape {
 /// sequence split over the ranks, heads split over them, GQA groups whole.
 void validateUlysses(const UlyssesShape &s);
 
+/// The query heads of each of `groups` equal head groups of a rank; throws
+/// when they do not divide the rank's query and K/V heads.
+std::vector<int64_t> evenHeadGroups(const UlyssesShape &s, int groups);
+/// Throws unless `queryHeads` (query heads per group) are positive, sum to
+/// the rank's query heads, and give each group a whole number of K/V heads.
+void validateHeadGroups(const UlyssesShape &s, const std::vector<int64_t> &queryHeads);
+
 /// Where element (row, h, d) of rank `rank`'s output of `tensor` comes
 /// from (`row` of the whole batch's rows: b * S + t for a fixed batch): the
 /// source rank and the element's offset in that rank's input. The CPU model
@@ -88,15 +99,33 @@ UlyssesSource ulyssesSource(const UlyssesShape &s, int tensor, int rank, int64_t
                             int64_t d);
 
 /// The exchange of one rank. Construction is collective (symmetric buffers).
-/// Outputs are laid out in `groups` head groups, each a contiguous
-/// [B, S, heads/N/groups, D] tensor, so that attention can run on one group
-/// while the next one arrives (pipeline()).
+/// Outputs are laid out in head groups, each a contiguous [B, S, heads of
+/// the group, D] tensor, so that attention can run on one group while the
+/// next one arrives (pipeline()). Groups may differ in size: small first and
+/// last groups shorten what the pipeline cannot hide (the first group's
+/// arrival and the last group's way back).
 class UlyssesExchange {
 public:
-  UlyssesExchange(rt::Communicator &comm, const UlyssesShape &shape, int groups = 1);
+  /// Who moves a rank's own shard (the part that stays on its GPU): the copy
+  /// engine, like the peers' shards, or a kernel (columnSlice), which
+  /// leaves the copy engines to the NVLink traffic.
+  enum class LocalShard { copyEngine, kernel };
+  UlyssesExchange(rt::Communicator &comm, const UlyssesShape &shape, int groups = 1,
+                  LocalShard local = LocalShard::copyEngine);
+  /// Groups of `queryHeads[g]` query heads of the rank's heads/N (in order;
+  /// each group's K/V heads in proportion, a whole number).
+  UlyssesExchange(rt::Communicator &comm, const UlyssesShape &shape,
+                  std::vector<int64_t> queryHeads, LocalShard local = LocalShard::copyEngine);
+  ~UlyssesExchange();
   UlyssesExchange(const UlyssesExchange &) = delete;
   UlyssesExchange &operator=(const UlyssesExchange &) = delete;
   int groupCount() const { return groups; }
+  /// Heads of tensor `tensor` (0: Q, 1 and 2: K/V) in group `group`, and the
+  /// first of them among the rank's heads.
+  int64_t groupHeads(int tensor, int group) const {
+    return firstInGroup[tensor != 0][group + 1] - firstInGroup[tensor != 0][group];
+  }
+  int64_t groupFirst(int tensor, int group) const { return firstInGroup[tensor != 0][group]; }
   const UlyssesShape &exchangeShape() const { return shape; }
   /// This rank's inputs Q, K, V (sequence shard, all heads), to be filled
   /// before an exchange.
@@ -120,6 +149,12 @@ public:
   CUdeviceptr attentionOutput(int group = 0) const;
   CUdeviceptr result() const { return sequenceOutput->ptr(); }
   void reverse(CUstream stream);
+  /// A call's handshakes alone (every rank ready, every rank read), no
+  /// data: the fixed cost of a call, for benchmarks.
+  void handshakes(CUstream stream) {
+    begin(stream);
+    end(stream);
+  }
   /// How attention learns that a head group's rows have arrived.
   enum class Arrival {
     /// The stream waits for the whole group before attend(g) is queued.
@@ -131,10 +166,13 @@ public:
     kernel,
   };
   /// All of it, overlapped: the groups' pulls on copy streams, `attend(g,
-  /// stream)` queued on `stream` as `arrival` says, and group g's output
-  /// pulled back by every rank as soon as its owner flags it.
+  /// s)` queued as `arrival` says, and group g's output pulled back by every
+  /// rank as soon as its owner flags it. With `attentionStreams` > 1 the
+  /// groups' attention takes turns over that many streams forked from
+  /// `stream`, so that a group's first blocks fill the SMs its predecessor's
+  /// last blocks leave idle (kernels on one stream do not overlap).
   void pipeline(CUstream stream, const std::function<void(int, CUstream)> &attend,
-                Arrival arrival = Arrival::stream);
+                Arrival arrival = Arrival::stream, int attentionStreams = 1);
   /// This rank's arrival flags of head group g, one i32 per source rank,
   /// and the value they reach in the current call (valid inside attend).
   CUdeviceptr arrivalFlags(int group) const {
@@ -149,6 +187,8 @@ private:
   rt::Communicator &comm;
   UlyssesShape shape;
   int groups = 1;
+  /// Per Q and K/V: prefix sums of the groups' heads (groups + 1 entries).
+  std::array<std::vector<int64_t>, 2> firstInGroup;
   std::array<std::unique_ptr<rt::SymmetricBuffer>, 3> inputs;
   std::array<std::unique_ptr<rt::DeviceBuffer>, 3> outputs;
   std::unique_ptr<rt::SymmetricBuffer> headOutput;
@@ -161,6 +201,14 @@ private:
   /// A stream per source rank and tensor, each marking where its pulls of
   /// a head group end.
   std::unique_ptr<CopyLanes> lanes;
+  /// The streams attention takes turns on (made on first use).
+  std::unique_ptr<CopyLanes> attentionLanes;
+  /// The own shard's copy kernel (LocalShard::kernel).
+  std::unique_ptr<Kernel> localCopy;
+  /// Rows [rows, pitch] from column `first` of `src`, `cols` wide, into
+  /// dst [rows, cols]: the copy engine or localCopy.
+  void copyColumns(CUdeviceptr src, int64_t pitch, int64_t first, CUdeviceptr dst, int64_t cols,
+                   int64_t rows, CUstream stream, bool local);
 
   int laneOf(int source, int tensor) const { return 3 * source + tensor; }
   CUstream lane(int source, int tensor) const { return (*lanes)[laneOf(source, tensor)]; }
