@@ -34,7 +34,7 @@ Program tiledGemm(const GemmConfig &c, const Accumulation &how) {
     Buffer bs = alloc_shared(c.transposeB ? std::vector<int64_t>{bn, bk} : std::vector<int64_t>{bk, bn},
                              c.in, "b_tile");
     Buffer acc = how.accumulator();
-    pipelined(ceil_div(k, bk), c.stages, {.warp_specialize = c.warpSpecialize}, [&](Expr kt) {
+    pipelined(ceil_div(k, bk), c.stages, {.warp_specialize = c.warpSpecialize, .overlap_mma = c.overlapMma}, [&](Expr kt) {
       copy(c.transposeA ? a.tile({kt * bk, by * bm}, {bk, bm}) : a.tile({by * bm, kt * bk}, {bm, bk}), as);
       copy(c.transposeB ? b.tile({bx * bn, kt * bk}, {bn, bk}) : b.tile({kt * bk, bx * bn}, {bk, bn}), bs);
       gemm(as, bs, acc, {.transpose_a = c.transposeA, .transpose_b = c.transposeB,

@@ -67,6 +67,13 @@ void tessel::pipelined(Expr count, int stages, PipelineOptions options,
     state.addAttribute("warp_specialize",
                        b.getBoolAttr(options.warp_specialize == WarpSpecialize::on));
   if (options.pingpong) state.addAttribute("pingpong", b.getUnitAttr());
+  if (options.overlap_mma) {
+    if (stages < 2)
+      fail(loc, fmt::format("overlap_mma releases each stage an iteration late, which needs at "
+                            "least 2 stages, got {}",
+                            stages));
+    state.addAttribute("overlap_mma", b.getUnitAttr());
+  }
   Block *block = new Block();
   state.addRegion()->push_back(block);
   Expr iv = fromValue(block->addArgument(b.getIndexType(), l));

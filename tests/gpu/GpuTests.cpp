@@ -105,9 +105,12 @@ TEST_CASE("pipelined gemm matches the reference", "[gpu]") {
   struct Shape { const char *m, *n, *k; };
   std::vector<Shape> shapes = {{"520", "390", "200"}, {"256", "512", "64"}, {"130", "260", "40"},
                                {"384", "256", "136"}, {"300", "200", "130"}, {"1", "8", "8"}};
-  struct Config { const char *bm, *bn, *stages, *ws; bool tma; };
-  std::vector<Config> configs = {{"128", "256", "4", "on", true}, {"128", "256", "4", "off", true},
-                                 {"128", "128", "3", "off", false}, {"128", "128", "2", "auto", true}};
+  // overlap_mma: each stage released an iteration late, the first
+  // product overwriting the accumulator; two stages is the tightest ring.
+  struct Config { const char *bm, *bn, *stages, *ws; bool tma; const char *overlap = "0"; };
+  std::vector<Config> configs = {{"128", "256", "4", "on", true},     {"128", "256", "4", "off", true},
+                                 {"128", "128", "3", "off", false},   {"128", "128", "2", "auto", true},
+                                 {"128", "256", "4", "on", true, "1"}, {"128", "128", "2", "on", true, "1"}};
   if (deviceArch() != "sm_90a") configs = {{"128", "128", "3", "off", false}};
   for (Config c : configs)
     for (Shape s : shapes)
@@ -115,7 +118,7 @@ TEST_CASE("pipelined gemm matches the reference", "[gpu]") {
         checkKernel("gemm", {{"in", "bf16"}, {"out", "f16"}, {"block_m", c.bm}, {"block_n", c.bn},
                              {"block_k", "64"}, {"threads", "256"}, {"stages", c.stages},
                              {"warp_specialize", c.ws}, {"swizzle", "8"}, {"transpose_b", tb},
-                             {"M", s.m}, {"N", s.n}, {"K", s.k}},
+                             {"overlap_mma", c.overlap}, {"M", s.m}, {"N", s.n}, {"K", s.k}},
                     c.tma);
   checkKernel("gemm", {{"in", "f16"}, {"block_m", "128"}, {"block_n", "256"}, {"block_k", "64"},
                        {"threads", "256"}, {"stages", "4"}, {"transpose_a", "1"},

@@ -72,6 +72,26 @@ static Kernel compileForHopper(const std::string &name, const Params &overrides)
   return compile(program, {"sm_90a", ""});
 }
 
+// overlap_mma: the warp-specialized mainloop waits for the previous wgmma
+// group, not its own, and ptxas keeps the groups asynchronous (no C7515
+// "wgmma serialized" because something else writes the accumulator).
+TEST_CASE("gemm with overlap_mma keeps one wgmma group in flight on sm_90a") {
+  auto config = [](const char *in, const char *overlap) {
+    return Params{{"in", in},         {"out", "f16"},     {"block_m", "128"},
+                  {"block_n", "256"}, {"block_k", "64"},  {"threads", "256"},
+                  {"stages", "4"},    {"warp_specialize", "on"}, {"overlap_mma", overlap}};
+  };
+  for (const char *in : {"f16", "bf16"}) {
+    Kernel k = compileForHopper("gemm", config(in, "1"));
+    INFO(in << "\n" << k.performanceWarnings());
+    CHECK(k.cuda().find("wgmma.wait_group.sync.aligned 1") != std::string::npos);
+    CHECK(k.performanceWarnings() == "");
+    CHECK(compileForHopper("gemm", config(in, "0")).cuda().find("wgmma.wait_group.sync.aligned 1") ==
+          std::string::npos);
+  }
+  compileEverywhere("gemm", {{"block_m", "128"}, {"block_n", "128"}, {"threads", "256"}, {"overlap_mma", "1"}});
+}
+
 // ptxas compiles the attention kernels as written: no wgmma serialized for
 // want of registers (C7512), no setmaxnreg ignored (C7507, C7508).
 TEST_CASE("flash attention kernels compile on sm_90a without ptxas performance warnings") {

@@ -168,6 +168,52 @@ TEST_CASE("warp specialization that cannot happen says why at the loop") {
   }
 }
 
+TEST_CASE("overlap_mma on one stage is an error at the loop") {
+  int line = 0;
+  std::string msg = errorOf([&](Tensor x) {
+    Buffer s = alloc_shared({64, 64}, DType::f16);
+    line = __LINE__ + 1;
+    pipelined(4, 1, {.overlap_mma = true}, [&](Expr k) { copy(x.tile({k * 64, 0}, {64, 64}), s); });
+  });
+  CHECK(msg.find(here(line)) == 0);
+  CHECK(msg.find("overlap_mma releases each stage an iteration late, which needs at least 2 stages, "
+                 "got 1") != std::string::npos);
+}
+
+// The accumulator holds C's values when the loop starts (a gemm adding to
+// C): the first wgmma cannot overwrite it, so the loop cannot be overlapped
+// without ptxas serializing it. The compiler says so at the loop.
+TEST_CASE("overlap_mma on a loop that accumulates into live values says why at the loop") {
+  Program p("misuse");
+  Expr n = p.sym("N");
+  Tensor a = p.tensor("a", {64, n}, DType::f16), b = p.tensor("b", {n, 64}, DType::f16);
+  Tensor c = p.tensor("c", {64, 64}, DType::f32);
+  int line = 0;
+  p.kernel({1}, 128, [&](Expr) {
+    Buffer as = alloc_shared({64, 64}, DType::f16), bs = alloc_shared({64, 64}, DType::f16);
+    Buffer acc = alloc_fragment({64, 64}, DType::f32);
+    copy(c.tile({0, 0}, {64, 64}), acc);
+    line = __LINE__ + 1;
+    pipelined(ceil_div(n, 64), 3, {.warp_specialize = WarpSpecialize::on, .overlap_mma = true},
+              [&](Expr k) {
+                copy(a.tile({0, k * 64}, {64, 64}), as);
+                copy(b.tile({k * 64, 0}, {64, 64}), bs);
+                gemm(as, bs, acc);
+              });
+    copy(acc, c.tile({0, 0}, {64, 64}));
+  });
+  try {
+    compile(p, {"sm_90a", ""});
+    FAIL("no error");
+  } catch (const Error &e) {
+    std::string msg = e.what();
+    INFO(msg);
+    CHECK(msg.find(here(line)) == 0);
+    CHECK(msg.find("overlap_mma: this loop cannot keep its wgmmas running into the next iteration: "
+                   "its accumulator is not cleared right before it by one fill") != std::string::npos);
+  }
+}
+
 TEST_CASE("drop sizes give rank-reducing tiles; dropping every dimension is an error") {
   Program p("bshd");
   Expr b = p.sym("B"), s = p.sym("S");

@@ -44,6 +44,7 @@ void tessel::buildTesselPipeline(OpPassManager &pm, const TargetInfo &target) {
   kernel.addPass(createCanonicalizerPass());
   kernel.addPass(createCSEPass());
   kernel.addPass(createTesselDeferWgmmaWaits());
+  kernel.addPass(createTesselReleaseStagesLate());
   kernel.addPass(createTesselSchedulePingpong());
   kernel.addPass(createTesselDeferBulkWaits());
   kernel.addPass(createTesselVerifyBarriers());

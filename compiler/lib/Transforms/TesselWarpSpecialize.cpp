@@ -320,6 +320,10 @@ struct Specializer {
     b.setInsertionPoint(body->getTerminator());
     if (mmas.empty()) {
       MbarrierArriveOp::create(b, loc, empty, stage, /*each_thread=*/false);
+      // Asked for, the arrival may move an iteration later once the gemms
+      // are lowered (tessel-release-stages-late).
+      if (loop.getOverlapMma())
+        consume->setAttr(kStageRingAttr, b.getI64IntegerAttr(plan.stages));
     } else {
       // The consumers' first thread issues the MMAs and goes on; the
       // commit frees the stage when they are done, and after the loop

@@ -405,6 +405,17 @@ tile.pipelined %k = %c0 to %c4 step %c0 stages(2) {
 // -----
 
 tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+%c0 = arith.constant 0 : index
+%c1 = arith.constant 1 : index
+%c4 = arith.constant 4 : index
+// expected-error @+1 {{overlap_mma releases each stage an iteration late, which needs at least 2 stages}}
+tile.pipelined %k = %c0 to %c4 step %c1 stages(1) attributes {overlap_mma} {
+}
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
   // expected-error @+1 {{threads [64, 192) are outside the kernel's 128}}
   tile.role threads(64, 128) {
   }

@@ -65,6 +65,39 @@ tile.kernel @gemm(%a: memref<?x?xf16, #g>, %b: memref<?x?xf16, #g>, %c: memref<?
 
 #g = #tile.space<global>
 #s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// overlap_mma: the consumer loop carries its ring size, for
+// tessel-release-stages-late to move each release an iteration later.
+// CHECK-LABEL: tile.kernel @overlapped
+// CHECK: tile.role threads(0, 128) {
+// CHECK: tile.gemm
+// CHECK-NEXT: tile.mbarrier_arrive
+// CHECK-NEXT: } {tessel.stage_ring = 3 : i64}
+// SM80-LABEL: tile.kernel @overlapped
+// SM80-NOT: tessel.stage_ring
+// SM80: tile.pipelined
+tile.kernel @overlapped(%a: memref<?x?xf16, #g>, %b: memref<?x?xf16, #g>, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %as = tile.alloc : memref<64x64xf16, #s>
+  %bs = tile.alloc : memref<64x64xf16, #s>
+  %acc = tile.alloc : memref<64x64xf32, #f>
+  tile.pipelined %k = %c0 to %n step %c1 stages(3) attributes {overlap_mma} {
+    %k0 = arith.muli %k, %c64 : index
+    %ar = tile.region %a[%c0, %k0] [64, 64] : memref<?x?xf16, #g> -> memref<64x64xf16, strided<[?, 1], offset: ?>, #g>
+    %br = tile.region %b[%k0, %c0] [64, 64] : memref<?x?xf16, #g> -> memref<64x64xf16, strided<[?, 1], offset: ?>, #g>
+    tile.copy %ar, %as : memref<64x64xf16, strided<[?, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+    tile.copy %br, %bs : memref<64x64xf16, strided<[?, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+    tile.gemm %as, %bs, %acc : memref<64x64xf16, #s>, memref<64x64xf16, #s>, memref<64x64xf32, #f>
+  }
+}
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
 
 // warp_specialize = false keeps the loop for tessel-software-pipeline.
 // CHECK-LABEL: tile.kernel @declined

@@ -46,6 +46,9 @@ constexpr int64_t kLastRoleBarrier = 13;
 constexpr int64_t kPingpongBarrier = 14;
 /// Marks a consumer loop whose warpgroups take ping-pong turns.
 constexpr llvm::StringLiteral kPingpongAttr = "tessel.pingpong";
+/// On a warp-specialized consumer loop: the stages of its ring, for
+/// tessel-release-stages-late.
+constexpr llvm::StringLiteral kStageRingAttr = "tessel.stage_ring";
 
 /// Registers per thread a kernel of `threads` threads starts with: what
 /// its launch bounds let ptxas give every thread, in setmaxnreg's steps of 8.

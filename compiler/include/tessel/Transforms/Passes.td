@@ -224,6 +224,32 @@ def TesselDeferWgmmaWaits : Pass<"tessel-defer-wgmma-waits", "::tessel::tile::Ke
   let dependentDialects = ["::tessel::tilenv::TileNVDialect"];
 }
 
+def TesselReleaseStagesLate : Pass<"tessel-release-stages-late", "::tessel::tile::KernelOp"> {
+  let summary = "Keep two wgmma groups in flight by releasing each pipeline stage an iteration late";
+  let description = [{
+    Pre: thread-level IR after tessel-defer-wgmma-waits. Warp specialization
+    marks a consumer loop asked for with `overlap_mma` with
+    `tessel.stage_ring` (its number of stages). Such a loop must be a plain
+    gemm mainloop: one wgmma commit, then one `wgmma_wait 0`, then only
+    address arithmetic, warp syncs and one arrival on the stage's `empty`
+    barrier, nothing else touching registers, a ring of two stages or more,
+    and one wgmma op writing an accumulator zero-filled right before the
+    loop. The wait becomes `wgmma_wait 1`, the arrival releases the previous
+    iteration's stage (from the second iteration on), and after the loop come
+    `wgmma_wait 0` and the last stage's arrival. The zero fill goes (kept for
+    a loop that runs no iteration): the wgmma overwrites each register the
+    first time the loop reaches it (scale-d 0), since ptxas serializes the
+    wgmmas of a loop whose accumulator ordinary instructions write. A marked
+    loop of any other form is an error at its location, saying why.
+    Post: iteration k's wgmmas run while iteration k+1 waits for its stage
+    and issues; every stage is still released after the wgmmas that read it
+    complete, and every stage the producer waits for is released. The mark
+    is gone.
+  }];
+  let dependentDialects = ["::tessel::tilenv::TileNVDialect", "::mlir::scf::SCFDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
 def TesselDeferBulkWaits : Pass<"tessel-defer-bulk-waits", "::tessel::tile::KernelOp"> {
   let summary = "Wait for a TMA store's shared-memory reads only before they could be disturbed";
   let description = [{

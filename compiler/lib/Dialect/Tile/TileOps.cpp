@@ -550,6 +550,10 @@ LogicalResult PipelinedOp::verify() {
     return emitOpError("body must take one index argument");
   if (auto step = getConstantIntValue(getStep()); step && *step <= 0)
     return emitOpError("step must be positive, got ") << *step;
+  if (getOverlapMma() && getNumStages() < 2)
+    return emitOpError("overlap_mma releases each stage an iteration late, which needs at least 2 "
+                       "stages, got ")
+           << getNumStages();
   return success();
 }
 

@@ -285,6 +285,11 @@ struct PipelineOptions {
   /// element-wise work running while the other's gemms do (ignored on other
   /// targets).
   bool pingpong = false;
+  /// sm_90a, split loops whose body is a plain gemm into an accumulator
+  /// cleared before the loop: each iteration's wgmmas keep running while
+  /// the next iteration issues its own (the stage they read is released an
+  /// iteration late; needs two stages or more; ignored on other targets).
+  bool overlap_mma = false;
 };
 /// A serial loop whose global-to-shared copies are loaded `stages - 1`
 /// iterations ahead of the compute that reads them.

@@ -54,6 +54,9 @@ struct GemmConfig {
   WarpSpecialize warpSpecialize = WarpSpecialize::automatic;
   /// Block rasterization: rows of tiles per panel (0 = launch order).
   int swizzlePanel = 0;
+  /// Warp-specialized sm_90a: each k step's wgmmas run on while the next
+  /// step issues (PipelineOptions::overlap_mma).
+  bool overlapMma = false;
 };
 Program gemm(const GemmConfig &config);
 

@@ -316,10 +316,14 @@ def Tile_PipelinedOp : Tile_Op<"pipelined", [SingleBlock, NoTerminator]> {
     `warp_specialize` forces the producer/consumer split on (true) or off
     (false); unset lets tessel-warp-specialize decide. `pingpong` asks that
     the two consumer warpgroups of a split loop take turns at the tensor
-    cores (tessel-schedule-pingpong).
+    cores (tessel-schedule-pingpong). `overlap_mma` asks that a split
+    loop's gemms keep the previous iteration's wgmma group running while the
+    next one issues, each stage released an iteration late
+    (tessel-release-stages-late); it needs two stages or more.
   }];
   let arguments = (ins Index:$lower, Index:$upper, Index:$step, Tessel_I64Attr:$num_stages,
-                       OptionalAttr<BoolAttr>:$warp_specialize, UnitAttr:$pingpong);
+                       OptionalAttr<BoolAttr>:$warp_specialize, UnitAttr:$pingpong,
+                       UnitAttr:$overlap_mma);
   let regions = (region SizedRegion<1>:$body);
   let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;
