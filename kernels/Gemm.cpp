@@ -25,10 +25,17 @@ Program tiledGemm(const GemmConfig &c, const Accumulation &how) {
   Tensor a = p.tensor("A", c.transposeA ? std::vector<Expr>{k, m} : std::vector<Expr>{m, k}, c.in);
   Tensor b = p.tensor("B", c.transposeB ? std::vector<Expr>{n, k} : std::vector<Expr>{k, n}, c.in);
   Tensor out = p.tensor("C", {m, n}, c.out);
-  const int64_t bm = c.blockM, bn = c.blockN, bk = c.blockK;
+  const int64_t bm = c.blockM, bn = c.blockN, bk = c.blockK, cm = c.clusterM;
+  if (cm != 1 && cm != 2)
+    throw Error(fmt::format("gemm clusters hold 1 or 2 blocks along M, got {}", cm));
   Expr gridX = ceil_div(n, bn), gridY = ceil_div(m, bm);
-  p.kernel({gridX, gridY}, c.threads, [&](Expr bx, Expr by) {
-    if (c.swizzlePanel) std::tie(bx, by) = use_swizzle(bx, by, gridX, gridY, c.swizzlePanel);
+  // With clusters the grid is (cm, columns of C, groups of cm tile rows):
+  // the first index is the block's rank, the cluster's blocks share a
+  // column (and so every B tile), and rasterization walks the groups. A
+  // last group that runs past M leaves its extra block no rows to store.
+  Expr groupsY = ceil_div(gridY, Expr(cm));
+  // The block's output tile is column bx, row by of C's tiles.
+  auto body = [&](Expr bx, Expr by) {
     Buffer as = alloc_shared(c.transposeA ? std::vector<int64_t>{bk, bm} : std::vector<int64_t>{bm, bk},
                              c.in, "a_tile");
     Buffer bs = alloc_shared(c.transposeB ? std::vector<int64_t>{bn, bk} : std::vector<int64_t>{bk, bn},
@@ -36,11 +43,25 @@ Program tiledGemm(const GemmConfig &c, const Accumulation &how) {
     Buffer acc = how.accumulator();
     pipelined(ceil_div(k, bk), c.stages, {.warp_specialize = c.warpSpecialize, .overlap_mma = c.overlapMma}, [&](Expr kt) {
       copy(c.transposeA ? a.tile({kt * bk, by * bm}, {bk, bm}) : a.tile({by * bm, kt * bk}, {bm, bk}), as);
-      copy(c.transposeB ? b.tile({bx * bn, kt * bk}, {bn, bk}) : b.tile({kt * bk, bx * bn}, {bk, bn}), bs);
+      copy(c.transposeB ? b.tile({bx * bn, kt * bk}, {bn, bk}) : b.tile({kt * bk, bx * bn}, {bk, bn}), bs,
+           {.multicast = cm > 1});
       gemm(as, bs, acc, {.transpose_a = c.transposeA, .transpose_b = c.transposeB,
                          .policy = c.policy, .instruction = how.instruction});
     });
     how.store(acc, out, by * bm, bx * bn);
+  };
+  if (cm == 1) {
+    p.kernel({gridX, gridY}, c.threads, [&](Expr bx, Expr by) {
+      if (c.swizzlePanel) std::tie(bx, by) = use_swizzle(bx, by, gridX, gridY, c.swizzlePanel);
+      body(bx, by);
+    });
+    return p;
+  }
+  p.kernel({Expr(cm), gridX, groupsY}, c.threads, [&](Expr rank, Expr column, Expr group) {
+    cluster_dims({cm, 1, 1});
+    if (c.swizzlePanel)
+      std::tie(column, group) = use_swizzle(column, group, gridX, groupsY, c.swizzlePanel);
+    body(column, group * Expr(cm) + rank);
   });
   return p;
 }

@@ -97,6 +97,26 @@ std::pair<Expr, Expr> tessel::use_swizzle(Expr bx, Expr by, Expr gridX, Expr gri
   return {inGroup / rows, firstRow + inGroup % rows};
 }
 
+void tessel::cluster_dims(std::vector<int64_t> dims, SrcLoc loc) {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  Operation *at = p.builder().getInsertionBlock()->getParentOp();
+  auto kernel = llvm::dyn_cast<tile::KernelOp>(at);
+  if (!kernel) kernel = at->getParentOfType<tile::KernelOp>();
+  if (kernel.getCluster()) fail(loc, "cluster_dims is given once per kernel");
+  size_t rank = kernel.getGrid().getNumResults();
+  if (dims.size() != rank)
+    fail(loc, fmt::format("cluster_dims takes one extent per grid dimension ({}), got {}", rank,
+                          dims.size()));
+  int64_t blocks = 1;
+  for (int64_t d : dims) {
+    if (d < 1) fail(loc, fmt::format("cluster extents must be positive, got {}", d));
+    blocks *= d;
+  }
+  if (blocks > 8) fail(loc, fmt::format("a cluster holds at most 8 blocks, got {}", blocks));
+  kernel.setClusterAttr(p.builder().getDenseI64ArrayAttr(dims));
+}
+
 Buffer tessel::alloc_barriers(int64_t count, int64_t arrivals, std::string name, SrcLoc loc) {
   if (count < 1 || arrivals < 1)
     fail(loc, fmt::format("alloc_barriers needs a positive count and arrival count, got {} and {}",

@@ -26,7 +26,9 @@ static void requireStatic(const Buffer &b, const char *what, SrcLoc loc) {
       fail(loc, fmt::format("{} needs a tile of static shape; take tensor.tile(offsets, sizes)", what));
 }
 
-void tessel::copy(const Buffer &src, const Buffer &dst, SrcLoc loc) {
+void tessel::copy(const Buffer &src, const Buffer &dst, SrcLoc loc) { copy(src, dst, {}, loc); }
+
+void tessel::copy(const Buffer &src, const Buffer &dst, CopyOptions options, SrcLoc loc) {
   lastLoc = loc;
   Program &p = Program::current(loc);
   requireStatic(src, "copy", loc);
@@ -36,7 +38,18 @@ void tessel::copy(const Buffer &src, const Buffer &dst, SrcLoc loc) {
                           shapeText(src.shape()), shapeText(dst.shape())));
   if (src.space() == Space::local || dst.space() == Space::local)
     fail(loc, "local buffers are private to a thread; access them element by element");
-  tile::CopyOp::create(p.builder(), p.location(loc), src.value(), dst.value());
+  if (options.multicast) {
+    if (src.space() != Space::global || dst.space() != Space::shared)
+      fail(loc, "a multicast copy moves a global tile into shared memory");
+    Operation *at = p.builder().getInsertionBlock()->getParentOp();
+    auto kernel = llvm::dyn_cast<tile::KernelOp>(at);
+    if (!kernel) kernel = at->getParentOfType<tile::KernelOp>();
+    if (!kernel || kernel.getClusterSize() < 2)
+      fail(loc, "a multicast copy needs the kernel launched in clusters of several blocks "
+                "(cluster_dims)");
+  }
+  tile::CopyOp::create(p.builder(), p.location(loc), src.value(), dst.value(), /*async=*/false,
+                       options.multicast);
 }
 
 void tessel::fill(const Buffer &dst, Expr value, SrcLoc loc) {

@@ -30,6 +30,7 @@ std::string tessel::rt::encodeSpec(const KernelSpec &s) {
     os << ' ' << m.param << ' ' << m.swizzle << ' ' << m.box.size();
     for (int64_t b : m.box) os << ' ' << b;
   }
+  for (unsigned c : s.cluster) os << ' ' << c;
   return os.str();
 }
 
@@ -108,6 +109,8 @@ bool tessel::rt::decodeSpec(const std::string &text, KernelSpec &out) {
       if (!(is >> b)) return false;
     s.tensorMaps.push_back(std::move(map));
   }
+  for (unsigned &c : s.cluster)
+    if (!(is >> c) || c < 1 || c > 8) return false;
   if (!is.atEnd()) return false; // trailing garbage
   out = std::move(s);
   return true;

@@ -244,8 +244,33 @@ void LoadedKernel::launch(const std::vector<LaunchArg> &args, CUstream stream) {
   ScopedDevice onDevice(device);
   CUfunction function = ensureLoaded();
   Driver &d = Driver::get();
-  TESSEL_CU(d, cuLaunchKernel, function, grid[0], grid[1], grid[2], s.threads, 1, 1,
-            static_cast<unsigned>(s.sharedBytes), stream, params.data(), nullptr);
+  if (s.cluster == std::array<unsigned, 3>{1, 1, 1}) {
+    TESSEL_CU(d, cuLaunchKernel, function, grid[0], grid[1], grid[2], s.threads, 1, 1,
+              static_cast<unsigned>(s.sharedBytes), stream, params.data(), nullptr);
+    return;
+  }
+  for (int i = 0; i < 3; ++i)
+    if (grid[i] % s.cluster[i])
+      throw Error(fmt::format("kernel {}: the grid ({}, {}, {}) does not divide into clusters of "
+                              "({}, {}, {}) blocks",
+                              s.name, grid[0], grid[1], grid[2], s.cluster[0], s.cluster[1],
+                              s.cluster[2]));
+  CUlaunchAttribute cluster{};
+  cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  cluster.value.clusterDim.x = s.cluster[0];
+  cluster.value.clusterDim.y = s.cluster[1];
+  cluster.value.clusterDim.z = s.cluster[2];
+  CUlaunchConfig config{};
+  config.gridDimX = grid[0];
+  config.gridDimY = grid[1];
+  config.gridDimZ = grid[2];
+  config.blockDimX = s.threads;
+  config.blockDimY = config.blockDimZ = 1;
+  config.sharedMemBytes = static_cast<unsigned>(s.sharedBytes);
+  config.hStream = stream;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  TESSEL_CU(d, cuLaunchKernelEx, &config, function, params.data(), nullptr);
 }
 
 namespace {

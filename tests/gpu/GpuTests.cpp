@@ -107,10 +107,21 @@ TEST_CASE("pipelined gemm matches the reference", "[gpu]") {
                                {"384", "256", "136"}, {"300", "200", "130"}, {"1", "8", "8"}};
   // overlap_mma: each stage released an iteration late, the first
   // product overwriting the accumulator; two stages is the tightest ring.
-  struct Config { const char *bm, *bn, *stages, *ws; bool tma; const char *overlap = "0"; };
-  std::vector<Config> configs = {{"128", "256", "4", "on", true},     {"128", "256", "4", "off", true},
-                                 {"128", "128", "3", "off", false},   {"128", "128", "2", "auto", true},
-                                 {"128", "256", "4", "on", true, "1"}, {"128", "128", "2", "on", true, "1"}};
+  // cluster_m=2: B tiles multicast to two blocks (an odd number of tile rows
+  // leaves the last cluster's second block outside C).
+  struct Config {
+    const char *bm, *bn, *stages, *ws;
+    bool tma;
+    const char *overlap = "0", *cluster = "1";
+  };
+  std::vector<Config> configs = {{"128", "256", "4", "on", true},
+                                 {"128", "256", "4", "off", true},
+                                 {"128", "128", "3", "off", false},
+                                 {"128", "128", "2", "auto", true},
+                                 {"128", "256", "4", "on", true, "1"},
+                                 {"128", "128", "2", "on", true, "1"},
+                                 {"128", "256", "4", "on", true, "0", "2"},
+                                 {"128", "128", "2", "on", true, "1", "2"}};
   if (deviceArch() != "sm_90a") configs = {{"128", "128", "3", "off", false}};
   for (Config c : configs)
     for (Shape s : shapes)
@@ -118,7 +129,8 @@ TEST_CASE("pipelined gemm matches the reference", "[gpu]") {
         checkKernel("gemm", {{"in", "bf16"}, {"out", "f16"}, {"block_m", c.bm}, {"block_n", c.bn},
                              {"block_k", "64"}, {"threads", "256"}, {"stages", c.stages},
                              {"warp_specialize", c.ws}, {"swizzle", "8"}, {"transpose_b", tb},
-                             {"overlap_mma", c.overlap}, {"M", s.m}, {"N", s.n}, {"K", s.k}},
+                             {"overlap_mma", c.overlap}, {"cluster_m", c.cluster},
+                             {"M", s.m}, {"N", s.n}, {"K", s.k}},
                     c.tma);
   checkKernel("gemm", {{"in", "f16"}, {"block_m", "128"}, {"block_n", "256"}, {"block_k", "64"},
                        {"threads", "256"}, {"stages", "4"}, {"transpose_a", "1"},

@@ -246,3 +246,45 @@ TEST_CASE("a wait that times out traps, and the error says which flag and why",
                                      "after 200 ms"));
   CHECK_THAT(output, Catch::Contains("held 0, block (0, 0, 0) waited for 5"));
 }
+
+// A kernel launched in clusters of two blocks (no multicast): it runs as
+// written when the grid divides into whole clusters, and a grid that does
+// not is an error at launch that names both shapes, not a driver code.
+TEST_CASE("a kernel in clusters of two runs, and an uneven grid is a launch error", "[gpu][user]") {
+  if (deviceArch() != "sm_90a") {
+    WARN("skipped: thread block clusters need sm_90a, the device is " << deviceArch());
+    return;
+  }
+  Program p("clustered");
+  Expr n = p.sym("N");
+  Tensor x = p.tensor("x", {n}, DType::f32);
+  p.kernel({ceil_div(n, 128)}, 128, [&](Expr bx) {
+    cluster_dims({2});
+    parallel(128, [&](Expr i) { x(bx * 128 + i) = x(bx * 128 + i) + 1.0; });
+  });
+  Kernel k = compile(p, {deviceArch()});
+  REQUIRE(k.spec().cluster == std::array<unsigned, 3>{2, 1, 1});
+  for (int64_t blocks : {2, 6}) {
+    HostTensor v(DType::f32, {blocks * 128});
+    std::vector<double> ref(blocks * 128);
+    for (int64_t i = 0; i < blocks * 128; ++i) v.set(i, float(i)), ref[i] = double(i) + 1;
+    DeviceRun run;
+    run.args.push_back(rt::LaunchArg::integer(blocks * 128));
+    run.addTensor(v, false);
+    k.launch(run.args);
+    synchronize();
+    run.download(1, v);
+    CHECK(maxDifference(v.values, ref) == 0);
+  }
+  HostTensor v(DType::f32, {3 * 128});
+  DeviceRun run;
+  run.args.push_back(rt::LaunchArg::integer(3 * 128));
+  run.addTensor(v, true);
+  try {
+    k.launch(run.args);
+    FAIL("no error");
+  } catch (const Error &e) {
+    CHECK(std::string(e.what()) ==
+          "kernel clustered: the grid (3, 1, 1) does not divide into clusters of (2, 1, 1) blocks");
+  }
+}

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include "tessel/kernels/Kernels.h"
+#include "tessel/runtime/KernelSpec.h"
 #include "Library.h"
 #include "UserKernels.h"
 
@@ -70,6 +71,47 @@ static Kernel compileForHopper(const std::string &name, const Params &overrides)
   const LibraryKernel &entry = findKernel(name);
   Program program = entry.build(withDefaults(entry, overrides));
   return compile(program, {"sm_90a", ""});
+}
+
+// cluster_m=2: the grid launches in clusters of two blocks that share each
+// B tile through TMA multicast (sm_90a, and sm_100a's TMA); the launch
+// contract carries the cluster shape through the compile cache's text form.
+TEST_CASE("gemm in clusters of two multicasts its B tiles") {
+  Params p = {{"in", "bf16"}, {"out", "f16"}, {"block_m", "128"}, {"block_n", "256"},
+              {"block_k", "64"}, {"threads", "256"}, {"stages", "4"}, {"swizzle", "8"},
+              {"cluster_m", "2"}};
+  for (std::string arch : {"sm_90a", "sm_100a"}) {
+    const LibraryKernel &entry = findKernel("gemm");
+    Program program = entry.build(withDefaults(entry, p));
+    Kernel k = compile(program, {arch, ""});
+    INFO(arch << "\n" << k.performanceWarnings());
+    CHECK(k.spec().cluster == std::array<unsigned, 3>{2, 1, 1});
+    CHECK(k.cuda().find("tessel::tma_load_multicast(") != std::string::npos);
+    CHECK(k.cuda().find("tessel::mbarrier_arrive_cluster(") != std::string::npos);
+    CHECK(k.cuda().find("tessel::cluster_sync();") != std::string::npos);
+    if (arch == "sm_90a") CHECK(k.performanceWarnings() == "");
+    rt::KernelSpec decoded;
+    REQUIRE(rt::decodeSpec(rt::encodeSpec(k.spec()), decoded));
+    CHECK(decoded.cluster == k.spec().cluster);
+  }
+  const LibraryKernel &entry = findKernel("gemm");
+  try {
+    Program program = entry.build(withDefaults(entry, p));
+    compile(program, {"sm_80", ""});
+    FAIL("no error");
+  } catch (const Error &e) {
+    CHECK(std::string(e.what()).find("thread block clusters need sm_90a; the target is sm_80") !=
+          std::string::npos);
+  }
+  // A damaged cache entry with a cluster of 0 blocks is not a launch contract.
+  rt::KernelSpec spec;
+  spec.name = "k";
+  spec.cluster = {2, 1, 1};
+  std::string text = rt::encodeSpec(spec);
+  rt::KernelSpec out;
+  CHECK(rt::decodeSpec(text, out));
+  text.replace(text.size() - 5, 1, "0");
+  CHECK_FALSE(rt::decodeSpec(text, out));
 }
 
 // overlap_mma: the warp-specialized mainloop waits for the previous wgmma

@@ -214,6 +214,30 @@ TEST_CASE("overlap_mma on a loop that accumulates into live values says why at t
   }
 }
 
+TEST_CASE("clusters and multicast copies are checked at the user's line") {
+  int line = 0;
+  std::string msg = errorOf([&](Tensor x) {
+    line = __LINE__ + 1;
+    cluster_dims({2, 1});
+  });
+  CHECK(msg.find(here(line)) == 0);
+  CHECK(msg.find("cluster_dims takes one extent per grid dimension (1), got 2") != std::string::npos);
+  msg = errorOf([&](Tensor x) {
+    line = __LINE__ + 1;
+    cluster_dims({16});
+  });
+  CHECK(msg.find(here(line)) == 0);
+  CHECK(msg.find("a cluster holds at most 8 blocks, got 16") != std::string::npos);
+  msg = errorOf([&](Tensor x) {
+    Buffer s = alloc_shared({64, 64}, DType::f16);
+    line = __LINE__ + 1;
+    copy(x.tile({0, 0}, {64, 64}), s, {.multicast = true});
+  });
+  CHECK(msg.find(here(line)) == 0);
+  CHECK(msg.find("a multicast copy needs the kernel launched in clusters of several blocks") !=
+        std::string::npos);
+}
+
 TEST_CASE("drop sizes give rank-reducing tiles; dropping every dimension is an error") {
   Program p("bshd");
   Expr b = p.sym("B"), s = p.sym("S");

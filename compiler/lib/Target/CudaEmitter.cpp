@@ -434,9 +434,26 @@ LogicalResult CudaEmitter::emitOp(Operation &op) {
       })
       .Case([&](tilenv::CpAsyncCommitOp) { return asmStatement("cp.async.commit_group"); })
       .Case([&](tilenv::TmaLoadOp o) {
-        line() << "tessel::tma_load(&tma" << o.getDescriptor() << ", " << name(o.getDest()) << ", "
-               << name(o.getBarrier());
+        if (std::optional<int64_t> mask = o.getMulticastMask())
+          line() << "tessel::tma_load_multicast(&tma" << o.getDescriptor() << ", "
+                 << name(o.getDest()) << ", " << name(o.getBarrier()) << ", " << *mask;
+        else
+          line() << "tessel::tma_load(&tma" << o.getDescriptor() << ", " << name(o.getDest())
+                 << ", " << name(o.getBarrier());
         return finishTmaCall(o.getCoords());
+      })
+      .Case([&](tilenv::ClusterRankOp o) {
+        line() << declare(o.getRank()) << " = tessel::cluster_rank();\n";
+        return success();
+      })
+      .Case([&](tilenv::ClusterBarrierOp) {
+        line() << "tessel::cluster_sync();\n";
+        return success();
+      })
+      .Case([&](tilenv::MbarrierArriveRemoteOp o) {
+        line() << "tessel::mbarrier_arrive_cluster(" << name(o.getAddress()) << ", "
+               << name(o.getRank()) << ");\n";
+        return success();
       })
       .Case([&](tilenv::TmaStoreOp o) {
         line() << (o.getReduceAdd() ? "tessel::tma_reduce_add(&tma" : "tessel::tma_store(&tma")
@@ -538,6 +555,8 @@ FailureOr<rt::KernelSpec> CudaEmitter::emitKernel(KernelOp kernel) {
   spec.name = kernel.getSymName().str();
   spec.threads = kernel.getThreads();
   spec.sharedBytes = kernel.getSmemBytes().value_or(0);
+  if (std::optional<ArrayRef<int64_t>> cluster = kernel.getCluster())
+    for (auto [i, extent] : llvm::enumerate(*cluster)) spec.cluster[i] = unsigned(extent);
   if (!kernel.getSmemBytes())
     return kernel.emitError("kernel is not lowered; run tessel-lower-tile-ops first");
 

@@ -175,8 +175,17 @@ void TileLowering::lowerCopyAsync(CopyAsyncOp op) {
   OpBuilder::InsertionGuard g(b);
   guard(eq(threadId, zeroIdx));
   Value barrier = mbarrierAddress(op.getBarriers(), op.getIndex());
+  // Multicast: block r of the cluster issues boxes r, r + size, ... and each
+  // box lands at the same offsets in every block, completing on each
+  // block's barrier.
+  int64_t size = op.getMulticast() ? kernel.getClusterSize() : 1;
+  Value rank = size > 1 ? tilenv::ClusterRankOp::create(b, loc, b.getIndexType()).getResult() : Value();
+  IntegerAttr mask = size > 1 ? b.getI64IntegerAttr((int64_t{1} << size) - 1) : IntegerAttr();
+  int64_t box = 0;
   forEachTmaBox(op, src, dst, [&](int64_t descriptor, Value smem, ArrayRef<Value> coords) {
-    tilenv::TmaLoadOp::create(b, loc, b.getI64IntegerAttr(descriptor), smem, barrier, coords);
+    OpBuilder::InsertionGuard perBox(b);
+    if (size > 1) guard(eq(rank, idx(box++ % size)));
+    tilenv::TmaLoadOp::create(b, loc, b.getI64IntegerAttr(descriptor), smem, barrier, coords, mask);
   });
 }
 
@@ -201,6 +210,23 @@ Value TileLowering::mbarrierAddress(Value barriers, Value index) {
   return sharedAddress(bars, index);
 }
 
+void TileLowering::fenceMbarrierInits(FenceMbarrierInitOp op) {
+  tilenv::FenceMbarrierInitOp::create(b, loc);
+  if (kernel.getClusterSize() == 1) return;
+  // Peers arrive on this block's barriers and multicast into them: every
+  // block's inits must precede every block's first use, which takes all
+  // threads of the cluster.
+  if (op->getParentOp() != kernel.getOperation()) {
+    fail(op, "a kernel launched in clusters initialises its mbarriers at its top level, where "
+             "every thread runs (a cluster barrier follows the inits)");
+    return;
+  }
+  // One cluster barrier after the last run of inits covers them all.
+  for (Operation *later = op->getNextNode(); later; later = later->getNextNode())
+    if (llvm::isa<FenceMbarrierInitOp>(later)) return;
+  tilenv::ClusterBarrierOp::create(b, loc);
+}
+
 void TileLowering::lowerMbarrier(Operation *op) {
   OpBuilder::InsertionGuard g(b);
   if (auto init = llvm::dyn_cast<MbarrierInitOp>(op)) {
@@ -213,8 +239,14 @@ void TileLowering::lowerMbarrier(Operation *op) {
       tilenv::SyncWarpOp::create(b, loc);
       guard(eq(remC(threadId, 32), zeroIdx));
     }
-    tilenv::MbarrierArriveOp::create(b, loc, mbarrierAddress(arrive.getBarriers(), arrive.getIndex()),
-                                     IntegerAttr());
+    Value address = mbarrierAddress(arrive.getBarriers(), arrive.getIndex());
+    if (!arrive.getCluster()) {
+      tilenv::MbarrierArriveOp::create(b, loc, address, IntegerAttr());
+    } else {
+      // The same barrier in every block of the cluster, this one included.
+      for (int64_t r = 0; r < kernel.getClusterSize(); ++r)
+        tilenv::MbarrierArriveRemoteOp::create(b, loc, address, idx(r));
+    }
   } else if (auto expect = llvm::dyn_cast<MbarrierExpectTxOp>(op)) {
     guard(eq(threadId, zeroIdx));
     tilenv::MbarrierArriveOp::create(b, loc, mbarrierAddress(expect.getBarriers(), expect.getIndex()),

@@ -560,13 +560,19 @@ LogicalResult TileLowering::run() {
         .Case([&](CpAsyncWaitOp o) {
           tilenv::CpAsyncWaitOp::create(b, loc, b.getI64IntegerAttr(o.getPending()));
         })
-        .Case([&](FenceMbarrierInitOp) { tilenv::FenceMbarrierInitOp::create(b, loc); })
+        .Case([&](FenceMbarrierInitOp o) { fenceMbarrierInits(o); })
         .Case<SignalOp, WaitOp>([&](Operation *o) { lowerFlag(o); })
         .Case([&](MmaCommitOp o) { lowerMmaCommit(o); })
         .Case([&](MmaWaitOp o) { completeMmas(o); });
     if (mlir::failed(failure)) return mlir::failure();
   }
   for (Operation *op : llvm::reverse(work)) op->erase();
+  // No block of a cluster leaves while a peer may still multicast into its
+  // shared memory or arrive on its barriers.
+  if (kernel.getClusterSize() > 1) {
+    b.setInsertionPointToEnd(&kernel.getBodyBlock());
+    tilenv::ClusterBarrierOp::create(b, kernel.getLoc());
+  }
 
   // Element code (parallel bodies, block-uniform scalar code) still reads and
   // writes tile buffers and regions by their logical indices.

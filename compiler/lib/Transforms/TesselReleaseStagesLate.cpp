@@ -75,8 +75,11 @@ std::optional<LateRelease> match(scf::ForOp loop, std::string &why) {
   Block *body = loop.getBody();
   LateRelease plan;
   Operation *commit = nullptr;
-  tilenv::MbarrierArriveOp arrive;
-  int commits = 0, waits = 0, arrives = 0;
+  // The stage's release: one arrival, or (multicast stages) one on each
+  // block of the cluster.
+  SmallVector<Operation *> arrivals;
+  bool expectsBytes = false;
+  int commits = 0, waits = 0;
   bool plain = true;
   body->walk([&](Operation *op) {
     if (llvm::isa<tilenv::WgmmaCommitOp>(op)) {
@@ -86,8 +89,10 @@ std::optional<LateRelease> match(scf::ForOp loop, std::string &why) {
       ++waits;
       plan.wait = wait;
     } else if (auto a = llvm::dyn_cast<tilenv::MbarrierArriveOp>(op)) {
-      ++arrives;
-      arrive = a;
+      arrivals.push_back(op);
+      expectsBytes |= a.getExpectBytes().has_value();
+    } else if (llvm::isa<tilenv::MbarrierArriveRemoteOp>(op)) {
+      arrivals.push_back(op);
     } else if (auto wgmma = llvm::dyn_cast<tilenv::WgmmaOp>(op)) {
       plan.accumulators.insert(wgmma.getAcc());
       plan.wgmmas.push_back(wgmma);
@@ -99,12 +104,15 @@ std::optional<LateRelease> match(scf::ForOp loop, std::string &why) {
     return fail("its body does more than wgmmas from shared memory (element-wise work or "
                 "register operands would race with a group still running)");
   if (plan.accumulators.empty()) return fail("its gemms are not wgmmas");
-  if (commits != 1 || waits != 1 || arrives != 1 || commit->getBlock() != body ||
-      plan.wait->getBlock() != body || plan.wait.getPending() != 0 || arrive.getExpectBytes())
+  Block *releaseBlock = arrivals.empty() ? nullptr : arrivals.front()->getBlock();
+  if (commits != 1 || waits != 1 || arrivals.empty() || expectsBytes ||
+      llvm::any_of(arrivals, [&](Operation *a) { return a->getBlock() != releaseBlock; }) ||
+      (releaseBlock == body && arrivals.size() != 1) || commit->getBlock() != body ||
+      plan.wait->getBlock() != body || plan.wait.getPending() != 0)
     return fail("its body is not one group of wgmmas followed by the stage's release");
-  plan.release = arrive;
-  if (arrive->getBlock() != body) {
-    auto guard = llvm::dyn_cast<scf::IfOp>(arrive->getParentOp());
+  plan.release = arrivals.front();
+  if (releaseBlock != body) {
+    auto guard = llvm::dyn_cast<scf::IfOp>(releaseBlock->getParentOp());
     if (!guard || guard->getBlock() != body || !guard.getElseRegion().empty())
       return fail("its stage release is nested in control flow");
     plan.release = guard;

@@ -43,6 +43,10 @@ struct TesselVerifyKernel : tessel::impl::TesselVerifyKernelBase<TesselVerifyKer
     });
     // The Hopper machinery has no sm_80 form.
     if (target->computeCapability < 90) {
+      if (kernel.getCluster()) {
+        kernel.emitError("thread block clusters need sm_90a; the target is ") << target->arch;
+        ok = false;
+      }
       kernel.walk([&](Operation *op) {
         const char *what = nullptr;
         if (llvm::isa<CopyAsyncOp>(op)) what = "TMA copies (copy_async)";

@@ -23,6 +23,12 @@
 // when they complete, and the consumers wait for the MMAs once, after the
 // loop (tile.mma_wait).
 //
+// Loads marked `multicast` in a kernel launched in clusters are shared by
+// the cluster's blocks: each block's producer issues its share of the TMA
+// boxes to all of them, so a stage is free only when the consumers of every
+// block have released it: their warps arrive on `empty` in every block,
+// which counts the arrivals of the whole cluster.
+//
 //===----------------------------------------------------------------------===//
 #include "PipelinePlanning.h"
 #include "tessel/Transforms/BufferUtils.h"
@@ -235,9 +241,19 @@ struct Specializer {
     // tcgen05 gemms that only read the stages release them by commit: one
     // arrival per stage, from the MMAs, not one per consumer warp.
     SmallVector<GemmOp> mmas = asyncMmas(plan);
+    // Multicast loads write every block of the cluster's stage: a stage is
+    // free once the consumers of every block are done with it, so each
+    // consumer warp arrives on every block's `empty` (a tcgen05 commit
+    // reaches its own block only, and the MMAs are waited for instead).
+    int64_t clusterSize = kernel.getClusterSize();
+    bool multicast = clusterSize > 1 && llvm::any_of(plan.loads, [](PipelineLoad &load) {
+                       return load.copy.getMulticast();
+                     });
+    if (multicast) mmas.clear();
     pb.multiBuffer();
     Value full = pb.createBarriers(kernel, 1, "full");
-    Value empty = pb.createBarriers(kernel, mmas.empty() ? consumers / 32 : 1, "empty");
+    Value empty = pb.createBarriers(
+        kernel, mmas.empty() ? consumers / 32 * (multicast ? clusterSize : 1) : 1, "empty");
     kernel.setThreads(consumers + kProducerThreads);
 
     // Everything with effects moves into the consumer role, in order.
@@ -301,7 +317,8 @@ struct Specializer {
     for (PipelineLoad &load : plan.loads) {
       Value src = pb.sourceFor(load, loopBody, produce.getInductionVar());
       Value dst = StageOp::create(b, loc, load.buffer.getType(), load.buffer.getResult(), stage);
-      CopyAsyncOp::create(b, loc, src, dst, full, stage);
+      CopyAsyncOp::create(b, loc, src, dst, full, stage,
+                          clusterSize > 1 && load.copy.getMulticast());
     }
 
     // Consumers: the rest of the body, gated by `full`, releasing `empty`.
@@ -319,7 +336,7 @@ struct Specializer {
     pb.useStage(consume.getRegion(), stage);
     b.setInsertionPoint(body->getTerminator());
     if (mmas.empty()) {
-      MbarrierArriveOp::create(b, loc, empty, stage, /*each_thread=*/false);
+      MbarrierArriveOp::create(b, loc, empty, stage, /*each_thread=*/false, /*cluster=*/multicast);
       // Asked for, the arrival may move an iteration later once the gemms
       // are lowered (tessel-release-stages-late).
       if (loop.getOverlapMma())

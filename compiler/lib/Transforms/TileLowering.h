@@ -213,6 +213,8 @@ private:
   int64_t tensorMapIndex(mlir::BlockArgument param, llvm::ArrayRef<int64_t> box, int64_t swizzle);
   mlir::Value mbarrierAddress(mlir::Value barriers, mlir::Value index);
   void lowerMbarrier(mlir::Operation *op);
+  /// fence.mbarrier_init, and in a cluster kernel a cluster barrier after it.
+  void fenceMbarrierInits(tile::FenceMbarrierInitOp op);
   /// tile.signal and tile.wait.
   void lowerFlag(mlir::Operation *op);
   /// A barrier over the threads that run `op`: its tile.role's named

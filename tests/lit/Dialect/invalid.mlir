@@ -656,3 +656,40 @@ tile.kernel @peer_of_view(%x: memref<?x64xf16, #g>, %r: index) grid(%bx) = affin
   // expected-error @+1 {{takes a tensor parameter of the kernel, whose every rank's address the launch passes}}
   %p = tile.peer %w [%r] : memref<64x64xf16, strided<[64, 1], offset: ?>, #g>
 }
+
+// -----
+
+// expected-error @+1 {{cluster has 2 extents but the grid has 1 dimensions}}
+tile.kernel @k() grid(%bx) = affine_map<() -> (4)> threads(128) attributes {cluster = array<i64: 2, 1>} {
+}
+
+// -----
+
+// expected-error @+1 {{a cluster holds at most 8 blocks, got 16}}
+tile.kernel @k() grid(%bx, %by) = affine_map<() -> (4, 4)> threads(128) attributes {cluster = array<i64: 4, 4>} {
+}
+
+// -----
+
+tile.kernel @k(%a: memref<64x64xf16, #tile.space<global>>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %s = tile.alloc : memref<64x64xf16, #tile.space<shared>>
+  // expected-error @+1 {{a multicast copy needs a kernel launched in clusters of several blocks (cluster)}}
+  tile.copy %a, %s {multicast} : memref<64x64xf16, #tile.space<global>>, memref<64x64xf16, #tile.space<shared>>
+}
+
+// -----
+
+tile.kernel @k(%a: memref<64x64xf16, #tile.space<global>>) grid(%bx) = affine_map<() -> (2)> threads(128) attributes {cluster = array<i64: 2>} {
+  %s = tile.alloc : memref<64x64xf16, #tile.space<shared>>
+  // expected-error @+1 {{multicast copies a global tile into shared memory}}
+  tile.copy %s, %a {multicast} : memref<64x64xf16, #tile.space<shared>>, memref<64x64xf16, #tile.space<global>>
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %bars = tile.alloc : memref<1xi64, #tile.space<shared>>
+  // expected-error @+1 {{an arrival on every block's barrier needs a kernel launched in clusters of several blocks (cluster)}}
+  tile.mbarrier_arrive %bars[%c0] {cluster} : memref<1xi64, #tile.space<shared>>
+}

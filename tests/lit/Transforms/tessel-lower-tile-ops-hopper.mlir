@@ -163,3 +163,45 @@ tile.kernel @reduce_in_role() grid(%bx) = affine_map<() -> (1)> threads(256) {
     tile.reduce max %acc -> %max dim = 1 : memref<16x64xf32, #f> -> memref<16xf32, #f>
   }
 }
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+
+// A kernel in clusters of 2: a cluster barrier follows the mbarrier inits'
+// fence (peers arrive on and multicast into them); the multicast copy's four
+// boxes alternate between the blocks (rank 0 issues boxes 0 and 2, rank 1
+// boxes 1 and 3), each to both blocks (mask 3); an arrival with `cluster`
+// goes to the barrier in each block; and a last cluster barrier keeps every
+// block until its peers are done with its shared memory.
+// CHECK-LABEL: tile.kernel @multicast
+// CHECK: tilenv.fence_mbarrier_init
+// CHECK-NEXT: tilenv.cluster_barrier
+// CHECK: %[[RANK:.*]] = tilenv.cluster_rank
+// CHECK: %[[IS0:.*]] = arith.cmpi eq, %[[RANK]], %c0
+// CHECK: scf.if %[[IS0]] {
+// CHECK-NEXT: tilenv.tma_load 0[%arg1, %c0] -> %{{.*}} arrive %{{.*}} multicast(3)
+// CHECK: %[[IS1:.*]] = arith.cmpi eq, %[[RANK]], %c1
+// CHECK: scf.if %[[IS1]] {
+// CHECK-NEXT: tilenv.tma_load 0[%arg1, %c64] -> %{{.*}} arrive %{{.*}} multicast(3)
+// CHECK: scf.if %[[IS0]] {
+// CHECK-NEXT: tilenv.tma_load 0[%arg1, %c128] -> %{{.*}} arrive %{{.*}} multicast(3)
+// CHECK: scf.if %[[IS1]] {
+// CHECK-NEXT: tilenv.tma_load 0[%arg1, %c192] -> %{{.*}} arrive %{{.*}} multicast(3)
+// CHECK: tilenv.mbarrier_arrive_remote %[[BAR:.*]] in %c0
+// CHECK-NEXT: tilenv.mbarrier_arrive_remote %[[BAR]] in %c1
+// CHECK: tilenv.cluster_barrier
+// CHECK-NEXT: }
+tile.kernel @multicast(%b: memref<?x?xf16, #g>, %n: index) grid(%bx) = affine_map<()[s0] -> (2)> threads(128) attributes {cluster = array<i64: 2>} {
+  %c0 = arith.constant 0 : index
+  %bars = tile.alloc : memref<2xi64, #s>
+  tile.mbarrier_init %bars[%c0] arrivals(8) : memref<2xi64, #s>
+  tile.fence_mbarrier_init
+  tile.barrier
+  %bs = tile.alloc {layout = #tile.shared<[64, 256], elem = 2, swizzle = 128, pad = 0>} : memref<64x256xf16, #s>
+  %r = tile.region %b[%n, %c0] [64, 256] : memref<?x?xf16, #g> -> memref<64x256xf16, strided<[?, 1], offset: ?>, #g>
+  tile.mbarrier_expect_tx %bars[%c0] bytes(32768) : memref<2xi64, #s>
+  tile.copy_async %r, %bs arrive %bars[%c0] {multicast} : memref<64x256xf16, strided<[?, 1], offset: ?>, #g>, memref<64x256xf16, #s>, memref<2xi64, #s>
+  tile.mbarrier_arrive %bars[%c0] {cluster} : memref<2xi64, #s>
+}

@@ -98,6 +98,42 @@ tile.kernel @overlapped(%a: memref<?x?xf16, #g>, %b: memref<?x?xf16, #g>, %n: in
 
 #g = #tile.space<global>
 #s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// A multicast load in a kernel launched in clusters of 2: its copy_async is
+// multicast and, since the peer's producer writes this block's stages too,
+// each consumer warp arrives on `empty` in both blocks: 4 warps x 2 blocks.
+// CHECK-LABEL: tile.kernel @multicast
+// CHECK: %[[EMPTY:.*]] = tile.alloc {name = "empty"}
+// CHECK-COUNT-2: tile.mbarrier_init %[[EMPTY]][%{{.*}}] arrivals(8)
+// CHECK: tile.role threads(128, 128) {
+// CHECK: tile.copy_async %{{.*}}, %{{.*}} arrive %{{.*}}[%{{.*}}] :
+// CHECK: tile.copy_async %{{.*}}, %{{.*}} arrive %{{.*}}[%{{.*}}] {multicast}
+// CHECK: tile.role threads(0, 128) {
+// CHECK: tile.gemm
+// CHECK-NEXT: tile.mbarrier_arrive %[[EMPTY]][%{{.*}}] {cluster}
+tile.kernel @multicast(%a: memref<?x?xf16, #g>, %b: memref<?x?xf16, #g>, %n: index) grid(%bx, %by) = affine_map<()[s0] -> (2, 1)> threads(128) attributes {cluster = array<i64: 2, 1>} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %as = tile.alloc : memref<64x64xf16, #s>
+  %bs = tile.alloc : memref<64x64xf16, #s>
+  %acc = tile.alloc : memref<64x64xf32, #f>
+  tile.pipelined %k = %c0 to %n step %c1 stages(2) {
+    %k0 = arith.muli %k, %c64 : index
+    %row = arith.muli %bx, %c64 : index
+    %ar = tile.region %a[%row, %k0] [64, 64] : memref<?x?xf16, #g> -> memref<64x64xf16, strided<[?, 1], offset: ?>, #g>
+    %br = tile.region %b[%k0, %c0] [64, 64] : memref<?x?xf16, #g> -> memref<64x64xf16, strided<[?, 1], offset: ?>, #g>
+    tile.copy %ar, %as : memref<64x64xf16, strided<[?, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+    tile.copy %br, %bs {multicast} : memref<64x64xf16, strided<[?, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+    tile.gemm %as, %bs, %acc : memref<64x64xf16, #s>, memref<64x64xf16, #s>, memref<64x64xf32, #f>
+  }
+}
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
 
 // warp_specialize = false keeps the loop for tessel-software-pipeline.
 // CHECK-LABEL: tile.kernel @declined

@@ -107,6 +107,16 @@ LogicalResult KernelOp::verify() {
                                         << " index parameters";
   if (getThreads() <= 0)
     return emitOpError("threads must be positive, got ") << getThreads();
+  if (std::optional<ArrayRef<int64_t>> cluster = getCluster()) {
+    if (cluster->size() != grid.getNumResults())
+      return emitOpError("cluster has ") << cluster->size() << " extents but the grid has "
+                                         << grid.getNumResults() << " dimensions";
+    if (llvm::any_of(*cluster, [](int64_t d) { return d < 1; }))
+      return emitOpError("cluster extents must be positive");
+    // 8 blocks is the portable cluster size on every sm_90 and sm_100 part.
+    if (getClusterSize() > 8)
+      return emitOpError("a cluster holds at most 8 blocks, got ") << getClusterSize();
+  }
   for (BlockArgument param : getParams()) {
     Type t = param.getType();
     if (auto m = llvm::dyn_cast<MemRefType>(t)) {
@@ -294,6 +304,14 @@ LogicalResult RegionOp::verify() {
 // CopyOp, FillOp
 //===----------------------------------------------------------------------===//
 
+/// `what` needs a kernel launched in clusters of more than one block.
+static LogicalResult verifyInCluster(Operation *op, StringRef what) {
+  auto kernel = op->getParentOfType<KernelOp>();
+  if (kernel && kernel.getClusterSize() > 1) return success();
+  return op->emitOpError() << what
+                           << " needs a kernel launched in clusters of several blocks (cluster)";
+}
+
 LogicalResult CopyOp::verify() {
   auto src = memrefOf(getSource()), dst = memrefOf(getDest());
   if (src.getShape() != dst.getShape())
@@ -304,6 +322,11 @@ LogicalResult CopyOp::verify() {
     return emitOpError("copy needs static tile shapes; take a tile.region of the tensor");
   if (spaceOf(getSource()) == MemorySpace::local || spaceOf(getDest()) == MemorySpace::local)
     return emitOpError("local buffers are private to a thread; copy them inside tile.parallel");
+  if (getMulticast()) {
+    if (spaceOf(getSource()) != MemorySpace::global || spaceOf(getDest()) != MemorySpace::shared)
+      return emitOpError("multicast copies a global tile into shared memory");
+    if (failed(verifyInCluster(*this, "a multicast copy"))) return failure();
+  }
   return success();
 }
 
@@ -606,6 +629,7 @@ LogicalResult CopyAsyncOp::verify() {
   if (src.getElementType() != dst.getElementType())
     return emitOpError("cannot convert element types asynchronously (")
            << src.getElementType() << " to " << dst.getElementType() << ")";
+  if (getMulticast()) return verifyInCluster(*this, "a multicast copy");
   return success();
 }
 
@@ -615,7 +639,11 @@ LogicalResult MbarrierInitOp::verify() {
     return emitOpError("arrival count must be in [1, 2^20 - 1], got ") << getArrivals();
   return verifyBarriers(*this, getBarriers());
 }
-LogicalResult MbarrierArriveOp::verify() { return verifyBarriers(*this, getBarriers()); }
+LogicalResult MbarrierArriveOp::verify() {
+  if (failed(verifyBarriers(*this, getBarriers()))) return failure();
+  if (getCluster()) return verifyInCluster(*this, "an arrival on every block's barrier");
+  return success();
+}
 LogicalResult MmaCommitOp::verify() { return verifyBarriers(*this, getBarriers()); }
 
 LogicalResult TmemAliasOp::verify() {

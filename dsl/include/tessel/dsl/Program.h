@@ -301,6 +301,11 @@ void pipelined(Expr count, int stages, PipelineOptions options, std::function<vo
 /// `panel` rows before moving right, and returns the new (bx, by).
 std::pair<Expr, Expr> use_swizzle(Expr bx, Expr by, Expr grid_x, Expr grid_y, int panel,
                                   SrcLoc loc = SrcLoc::current());
+/// Launches the kernel's blocks in thread block clusters (sm_90a and newer)
+/// of `dims` blocks along each grid dimension (at most 8 in all): blocks
+/// (bx, by) with the same bx / dims[0] and by / dims[1] run together and can
+/// share multicast loads. The grid must divide into whole clusters.
+void cluster_dims(std::vector<int64_t> dims, SrcLoc loc = SrcLoc::current());
 
 // Hand-scheduled warp specialization (sm_90a), as tessel-warp-specialize
 // builds it: roles, mbarriers and TMA copies.
@@ -362,6 +367,14 @@ void wait(const Buffer &flags, std::vector<Expr> index, Expr value, int64_t time
 
 // Tile operations.
 void copy(const Buffer &src, const Buffer &dst, SrcLoc loc = SrcLoc::current());
+struct CopyOptions {
+  /// Every block of the kernel's cluster copies this same global tile
+  /// (cluster_dims): a warp-specialized loop's TMA load fetches it once for
+  /// the cluster and delivers it to every block. Elsewhere each block loads
+  /// it itself.
+  bool multicast = false;
+};
+void copy(const Buffer &src, const Buffer &dst, CopyOptions options, SrcLoc loc = SrcLoc::current());
 void fill(const Buffer &dst, Expr value, SrcLoc loc = SrcLoc::current());
 void clear(const Buffer &dst, SrcLoc loc = SrcLoc::current());
 /// How gemm splits its tile over warps (warpgroups for wgmma): as square as

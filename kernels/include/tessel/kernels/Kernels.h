@@ -57,6 +57,10 @@ struct GemmConfig {
   /// Warp-specialized sm_90a: each k step's wgmmas run on while the next
   /// step issues (PipelineOptions::overlap_mma).
   bool overlapMma = false;
+  /// sm_90a and newer: blocks per cluster along M (1 or 2). The blocks of a
+  /// cluster take vertically adjacent tiles of one column of C and share
+  /// each B tile, loaded once by TMA multicast.
+  int clusterM = 1;
 };
 Program gemm(const GemmConfig &config);
 

@@ -59,6 +59,9 @@ struct KernelSpec {
   int threads = 0;
   int64_t sharedBytes = 0;
   std::vector<TensorMapSpec> tensorMaps;
+  /// Blocks per thread block cluster along each grid dimension (1, 1, 1:
+  /// no clusters); the grid must divide into whole clusters.
+  std::array<unsigned, 3> cluster = {1, 1, 1};
 
   /// Evaluates the grid for the given index-parameter values.
   std::array<unsigned, 3> evaluateGrid(const std::vector<int64_t> &symbols) const;

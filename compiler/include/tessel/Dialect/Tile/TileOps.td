@@ -27,6 +27,12 @@ def Tile_KernelOp : Tile_Op<"kernel", [Symbol, SingleBlock, NoTerminator,
     tensor `param` index, the `box` extents (outermost first) and the
     `swizzle` bytes; the runtime encodes them at launch.
 
+    `cluster` (sm_90a and newer) launches the blocks in thread block
+    clusters of that many blocks per grid dimension (one extent per grid
+    dimension, at most 8 blocks in all); the grid must divide into whole
+    clusters at launch. Blocks of a cluster can receive one multicast load
+    (`tile.copy` with `multicast`) and arrive on each other's mbarriers.
+
     ```mlir
     tile.kernel @add(%x: memref<?xf32, #tile.space<global>>, %n: index)
         grid(%bx) = ()[s0] -> (s0 ceildiv 256) threads(128) {
@@ -37,7 +43,8 @@ def Tile_KernelOp : Tile_Op<"kernel", [Symbol, SingleBlock, NoTerminator,
   let arguments = (ins SymbolNameAttr:$sym_name, AffineMapAttr:$grid,
                        Tessel_I64Attr:$threads, Tessel_I64Attr:$num_params,
                        OptionalAttr<Tessel_I64Attr>:$smem_bytes,
-                       OptionalAttr<DictArrayAttr>:$tma_descriptors);
+                       OptionalAttr<DictArrayAttr>:$tma_descriptors,
+                       OptionalAttr<DenseI64ArrayAttr>:$cluster);
   let regions = (region SizedRegion<1>:$body);
   let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;
@@ -53,6 +60,13 @@ def Tile_KernelOp : Tile_Op<"kernel", [Symbol, SingleBlock, NoTerminator,
     }
     /// The index-typed parameters, which are the grid map's symbols.
     llvm::SmallVector<mlir::BlockArgument> getSymbolParams();
+    /// Blocks per cluster (1 without `cluster`).
+    int64_t getClusterSize() {
+      int64_t size = 1;
+      if (std::optional<llvm::ArrayRef<int64_t>> dims = getCluster())
+        for (int64_t d : *dims) size *= d;
+      return size;
+    }
   }];
 }
 
@@ -161,8 +175,14 @@ def Tile_CopyOp : Tile_Op<"copy"> {
     With `async` (set by tessel-software-pipeline on global-to-shared loads)
     the copy is issued as cp.async and completes at a later
     `tile.cp_async_wait`.
+
+    `multicast` states that every block of the kernel's cluster copies the
+    same global tile: a warp-specialized loop's TMA load then fetches it
+    once for the cluster (each block issuing a share of its boxes) and
+    delivers it to every block's shared memory. Anywhere else each block
+    loads the tile itself, with the same result.
   }];
-  let arguments = (ins AnyMemRef:$source, AnyMemRef:$dest, UnitAttr:$async);
+  let arguments = (ins AnyMemRef:$source, AnyMemRef:$dest, UnitAttr:$async, UnitAttr:$multicast);
   let assemblyFormat = "$source `,` $dest attr-dict `:` type($source) `,` type($dest)";
   let hasVerifier = 1;
 }
@@ -377,8 +397,12 @@ def Tile_CopyAsyncOp : Tile_Op<"copy_async"> {
     them (`tile.mbarrier_expect_tx`). Lowers to TMA (`cp.async.bulk.tensor`)
     with a tensor map built on the host: `source` must be a window of a
     global tensor, `dest` a whole shared buffer (or pipeline stage).
+    With `multicast` the blocks of the kernel's cluster share the copy: each
+    issues every cluster-size-th TMA box, delivered to all of them, and the
+    bytes complete on `barriers[index]` in every block.
   }];
-  let arguments = (ins AnyMemRef:$source, AnyMemRef:$dest, AnyMemRef:$barriers, Index:$index);
+  let arguments = (ins AnyMemRef:$source, AnyMemRef:$dest, AnyMemRef:$barriers, Index:$index,
+                       UnitAttr:$multicast);
   let assemblyFormat = [{
     $source `,` $dest `arrive` $barriers `[` $index `]` attr-dict `:` type($source) `,` type($dest) `,` type($barriers)
   }];
@@ -397,9 +421,11 @@ def Tile_MbarrierArriveOp : Tile_Op<"mbarrier_arrive"> {
   let description = [{
     One arrival per warp, by its first lane after the warp synchronises;
     with `each_thread`, one arrival per thread (each releasing its own
-    writes, as the CUDA sanitizers model it).
+    writes, as the CUDA sanitizers model it). With `cluster` the arrival
+    goes to barriers[index] in every block of the kernel's cluster (a stage
+    that peers multicast into is free only when every block is done).
   }];
-  let arguments = (ins AnyMemRef:$barriers, Index:$index, UnitAttr:$each_thread);
+  let arguments = (ins AnyMemRef:$barriers, Index:$index, UnitAttr:$each_thread, UnitAttr:$cluster);
   let assemblyFormat = "$barriers `[` $index `]` (`each_thread` $each_thread^)? attr-dict `:` type($barriers)";
   let hasVerifier = 1;
 }

@@ -138,10 +138,38 @@ def TileNV_TmaLoadOp : TileNV_Op<"tma_load"> {
     into shared address `dest`, completing `bytes` transaction bytes on the
     mbarrier at shared address `barrier`. One thread issues it.
   }];
-  let arguments = (ins Tessel_I64Attr:$descriptor, I32:$dest, I32:$barrier, Variadic<Index>:$coords);
+  let arguments = (ins Tessel_I64Attr:$descriptor, I32:$dest, I32:$barrier, Variadic<Index>:$coords,
+                       OptionalAttr<Tessel_I64Attr>:$multicast_mask);
   let assemblyFormat = [{
-    $descriptor `[` $coords `]` `->` $dest `arrive` $barrier attr-dict
+    $descriptor `[` $coords `]` `->` $dest `arrive` $barrier (`multicast` `(` $multicast_mask^ `)`)? attr-dict
   }];
+}
+
+def TileNV_ClusterRankOp : TileNV_Op<"cluster_rank", [Pure]> {
+  let summary = "%cluster_ctarank: the block's rank in its cluster";
+  let results = (outs Index:$rank);
+  let assemblyFormat = "attr-dict";
+}
+
+def TileNV_ClusterBarrierOp : TileNV_Op<"cluster_barrier"> {
+  let summary = "barrier.cluster.arrive.release + barrier.cluster.wait.acquire";
+  let description = [{
+    Every thread of every block in the cluster arrives and waits (exited
+    threads count as arrived): writes before it, mbarrier inits included,
+    are visible to the cluster after it, and no block leaves while a peer
+    may still write to its shared memory.
+  }];
+  let assemblyFormat = "attr-dict";
+}
+
+def TileNV_MbarrierArriveRemoteOp : TileNV_Op<"mbarrier_arrive_remote"> {
+  let summary = "mbarrier.arrive.release.cluster on the mbarrier at `address` in block `rank`";
+  let description = [{
+    `address` is the barrier's shared address in this block; mapa gives the
+    same barrier in block `rank` of the cluster.
+  }];
+  let arguments = (ins I32:$address, Index:$rank);
+  let assemblyFormat = "$address `in` $rank attr-dict";
 }
 
 def TileNV_TmaStoreOp : TileNV_Op<"tma_store"> {
