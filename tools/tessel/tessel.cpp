@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "Library.h"
 #include "MultiGpu.h"
+#include "ReferenceTimes.h"
 #include "Tune.h"
 #include "Tuning.h"
 #include "tessel/runtime/Cache.h"
@@ -16,7 +17,10 @@
 #include "tessel/runtime/Files.h"
 #include "tessel/Transforms/Passes.h"
 
+#include <algorithm>
 #include <climits>
+#include <cmath>
+#include <map>
 #include <cstring>
 #include <random>
 #include <fmt/format.h>
@@ -39,6 +43,7 @@ struct Args {
   bool timing = false; // compile: each pass's time
   int jobs = 0;         // tune: compile threads (0: one per core)
   bool compileOnly = false;
+  std::string reference; // bench attention: reference_anchors.py --json output
 };
 
 [[noreturn]] void usage(const std::string &why) {
@@ -49,7 +54,8 @@ struct Args {
             << "                      [--show-layouts] [--layout-svg BUFFER=FILE.svg] [--no-tma] [--timing]\n"
             << "       tessel run KERNEL [--param k=v ...] [--arch A] [--seed N] [--dump-ir DIR]\n"
             << "       tessel bench KERNEL [--param k=v ...] [--arch A] [--reps N]\n"
-            << "       tessel bench attention [--param k=v ...]   (forward and backward, FA3 shapes)\n"
+            << "       tessel bench attention [--param k=v ...] [--reference TIMES.json]\n"
+            << "         (forward and backward, FA3 shapes; ratios to reference_anchors.py --json)\n"
             << "       tessel tune KERNEL [--param k=v ...] [--arch A] [--reps N] [--jobs N] [--compile-only]\n"
             << "         (times candidate configurations; --param config=auto then uses the fastest)\n"
             << "       tessel run|bench all2all|sp_attention [--ranks N] [--param k=v ...]   (one process per GPU)\n"
@@ -101,6 +107,7 @@ Args parse(int argc, char **argv) {
     else if (opt == "--ranks") a.ranks = int(parseOption(opt, next(), 1, 1024));
     else if (opt == "--jobs") a.jobs = int(parseOption(opt, next(), 1, 1024));
     else if (opt == "--compile-only") a.compileOnly = true;
+    else if (opt == "--reference") a.reference = next();
     else if (opt == "--show-layouts") a.showLayouts = true;
     else if (opt == "--no-tma") a.tma = false;
     else if (opt == "--layout-svg") {
@@ -223,10 +230,15 @@ int runCommand(const Args &a) {
   return r.passed ? 0 : 1;
 }
 /// `tessel bench attention`: forward and backward at FlashAttention-3's
-/// shapes (batch * seqlen = 16k, heads * head_dim = 2048), or at the shape
-/// the --param settings give; other settings (stages, block sizes) apply to
-/// both passes.
+/// shapes (batch * seqlen = 16k, heads * head_dim = 2048; head_dim 256
+/// forward only), or at the shape the --param settings give; other
+/// settings (stages, block sizes) apply to both passes. With --reference,
+/// each row's cuDNN time from that file and the ratio (cuDNN ms / Tessel
+/// ms, above 1 is faster), and the geometric mean per pass.
 int benchAttention(const Args &a) {
+  // The file is read first: a bad one is an error on any machine.
+  std::optional<ReferenceTimes> reference;
+  if (!a.reference.empty()) reference = readReferenceTimes(a.reference);
   std::string why;
   if (!rt::Driver::available(&why)) {
     fmt::print("NO GPU: cannot benchmark attention here ({})\n", why);
@@ -235,9 +247,23 @@ int benchAttention(const Args &a) {
   std::string arch =
       !a.arch.empty() ? a.arch : rt::nativeArch(rt::Driver::get().computeCapability());
   bool oneShape = a.params.count("seqlen_q") || a.params.count("head_dim");
-  std::vector<int64_t> dims = {64, 128}, lengths = {1024, 4096, 8192};
-  fmt::print("{:>4} {:>6} {:>6} {:>4} {:>10} {:>10}\n", "d", "seqlen", "mask", "pass", "ms",
-             "TFLOP/s");
+  std::vector<int64_t> dims = {64, 128, 256}, lengths = {1024, 4096, 8192};
+  if (reference)
+    fmt::print("reference: {} ({} rows)\n", reference->device.empty() ? "unnamed device" : reference->device,
+               reference->rows.size());
+  fmt::print("{:>4} {:>6} {:>6} {:>4} {:>10} {:>10}{}\n", "d", "seqlen", "mask", "pass", "ms",
+             "TFLOP/s", reference ? fmt::format(" {:>10} {:>6}", "cudnn ms", "ratio") : "");
+  std::map<std::string, std::vector<double>> ratios; // by pass
+  auto summarize = [&] {
+    for (auto &[pass, values] : ratios) {
+      double logSum = 0;
+      for (double v : values) logSum += std::log(v);
+      fmt::print("{}: geometric mean {:.2f}x cuDNN, lowest {:.2f}x, over {} rows\n", pass,
+                 std::exp(logSum / values.size()), *std::min_element(values.begin(), values.end()),
+                 values.size());
+    }
+    return 0;
+  };
   for (int64_t d : dims)
     for (int64_t s : lengths)
       for (int causal : {0, 1})
@@ -254,7 +280,7 @@ int benchAttention(const Args &a) {
           // at 8k and head_dim 128 on an H200 (620 against 603 TFLOP/s),
           // slower for shorter, causal or head_dim 64 runs (404 against
           // 420); sm_90a only.
-          if (pass == "fwd" && arch != "sm_80" && !causal && s >= 8192 && d >= 128) {
+          if (pass == "fwd" && arch != "sm_80" && !causal && s >= 8192 && d == 128) {
             shape["overlap"] = "1";
             shape["pingpong"] = "1";
           }
@@ -267,16 +293,30 @@ int benchAttention(const Args &a) {
           }
           for (auto &[key, value] : a.params)
             if (entry.defaults.count(key)) shape[key] = value;
+          // The backward takes head_dim 64 and 128.
+          if (pass == "bwd" && std::stoll(shape.at("head_dim")) > 128) {
+            if (oneShape) return summarize();
+            continue;
+          }
           Params p = withDefaults(entry, shape);
           Program program = entry.build(p);
           Kernel k = compile(program, {arch, ""});
           BenchResult r = entry.bench(k, p, a.reps);
-          fmt::print("{:>4} {:>6} {:>6} {:>4} {:>10.3f} {:>10.1f}   {}\n", p.at("head_dim"),
+          std::string compared;
+          if (reference) {
+            std::optional<double> ms = reference->attentionMs(
+                "cudnn", std::stoll(p.at("seqlen_q")), std::stoll(p.at("head_dim")),
+                p.at("causal") == "1", pass);
+            compared = ms ? fmt::format(" {:>10.3f} {:>6.2f}", *ms, *ms / r.ms)
+                          : fmt::format(" {:>10} {:>6}", "-", "-");
+            if (ms) ratios[pass].push_back(*ms / r.ms);
+          }
+          fmt::print("{:>4} {:>6} {:>6} {:>4} {:>10.3f} {:>10.1f}{}   {}\n", p.at("head_dim"),
                      p.at("seqlen_q"), p.at("causal") == "1" ? "causal" : "full", pass, r.ms,
-                     r.tflops, r.shape);
-          if (oneShape && pass == "bwd") return 0;
+                     r.tflops, compared, r.shape);
+          if (oneShape && pass == "bwd") return summarize();
         }
-  return 0;
+  return summarize();
 }
 
 /// Times a kernel at a (possibly large) shape without the CPU reference.
