@@ -50,6 +50,22 @@ Program tiledGemm(const GemmConfig &c, const Accumulation &how) {
     });
     how.store(acc, out, by * bm, bx * bn);
   };
+  if (c.persistent && cm != 1)
+    throw Error("a persistent gemm runs without clusters (cluster_m = 1)");
+  if (c.persistent && c.warpSpecialize == WarpSpecialize::off)
+    throw Error("a persistent gemm is warp-specialized: its pipeline runs on across tiles");
+  if (c.persistent) {
+    // One block per resident slot, each walking tiles in launch order (the
+    // rasterization applies to the tile index as it does to a block's).
+    p.kernel({gridX, gridY}, c.threads, [&](Expr, Expr) {
+      persistent({gridX, gridY}, [&](std::vector<Expr> tile) {
+        Expr bx = tile[0], by = tile[1];
+        if (c.swizzlePanel) std::tie(bx, by) = use_swizzle(bx, by, gridX, gridY, c.swizzlePanel);
+        body(bx, by);
+      });
+    });
+    return p;
+  }
   if (cm == 1) {
     p.kernel({gridX, gridY}, c.threads, [&](Expr bx, Expr by) {
       if (c.swizzlePanel) std::tie(bx, by) = use_swizzle(bx, by, gridX, gridY, c.swizzlePanel);

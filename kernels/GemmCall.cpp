@@ -56,6 +56,7 @@ bool applyRecord(const TunedSettings &record, GemmConfig &base) {
     else if (key == "swizzle" && number) c.swizzlePanel = int(v);
     else if (key == "overlap_mma" && (value == "0" || value == "1")) c.overlapMma = value == "1";
     else if (key == "cluster_m" && (value == "1" || value == "2")) c.clusterM = int(v);
+    else if (key == "persistent" && (value == "0" || value == "1")) c.persistent = value == "1";
     else if (key == "instruction" && value == "tcgen05") c.instruction = GemmInstruction::tcgen05;
     else if (key == "instruction" && value == "wgmma") c.instruction = GemmInstruction::wgmma;
     else if (key == "instruction" && value == "mma_sync") c.instruction = GemmInstruction::mma_sync;
@@ -93,10 +94,10 @@ tunedRecord(int device, const std::string &arch, const std::string &bucket) {
 std::string describe(const GemmConfig &c) {
   return fmt::format("in={} out={} transpose_a={} transpose_b={} block_m={} block_n={} block_k={} "
                      "stages={} threads={} swizzle={} instruction={} warp_specialize={} "
-                     "overlap_mma={} cluster_m={}",
+                     "overlap_mma={} cluster_m={} persistent={}",
                      name(c.in), name(c.out), int(c.transposeA), int(c.transposeB), c.blockM,
                      c.blockN, c.blockK, c.stages, c.threads, c.swizzlePanel, int(c.instruction),
-                     int(c.warpSpecialize), int(c.overlapMma), c.clusterM);
+                     int(c.warpSpecialize), int(c.overlapMma), c.clusterM, int(c.persistent));
 }
 } // namespace
 

@@ -97,6 +97,36 @@ std::pair<Expr, Expr> tessel::use_swizzle(Expr bx, Expr by, Expr gridX, Expr gri
   return {inGroup / rows, firstRow + inGroup % rows};
 }
 
+void tessel::persistent(std::vector<Expr> tiles, std::function<void(std::vector<Expr>)> body,
+                        SrcLoc loc) {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  OpBuilder &b = p.builder();
+  Location l = p.location(loc);
+  auto kernel = llvm::dyn_cast<tile::KernelOp>(b.getInsertionBlock()->getParentOp());
+  if (!kernel) fail(loc, "persistent belongs at the top of a kernel body, not inside other code");
+  if (kernel.getPersistent()) fail(loc, "persistent is given once per kernel");
+  if (tiles.empty() || tiles.size() > 3)
+    fail(loc, fmt::format("persistent takes 1 to 3 tile counts, got {}", tiles.size()));
+  kernel.setPersistent(true);
+  Expr total = tiles[0];
+  for (size_t i = 1; i < tiles.size(); ++i) total = total * tiles[i];
+  // The launch is one-dimensional: block b takes tiles b, b + blocks, ...
+  Value first = kernel.getBlockIndices().front();
+  Value step = tile::NumBlocksOp::create(b, l, b.getIndexType());
+  auto loop = scf::ForOp::create(b, l, first, total.value(DType::index), step);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(loop.getBody()->getTerminator());
+  Expr t = fromValue(loop.getInductionVar());
+  std::vector<Expr> index;
+  for (size_t i = 0; i + 1 < tiles.size(); ++i) {
+    index.push_back(t % tiles[i]);
+    t = t / tiles[i];
+  }
+  index.push_back(t);
+  body(index);
+}
+
 void tessel::cluster_dims(std::vector<int64_t> dims, SrcLoc loc) {
   lastLoc = loc;
   Program &p = Program::current(loc);

@@ -52,6 +52,8 @@ void Driver::load() {
     TESSEL_CU(*this, cuDeviceGetAttribute, &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
               devices[i].dev);
     devices[i].cc = major * 10 + minor;
+    TESSEL_CU(*this, cuDeviceGetAttribute, &devices[i].sms,
+              CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, devices[i].dev);
   }
   if (const char *env = std::getenv("TESSEL_DEVICE"); env && *env) {
     char *end = nullptr;

@@ -31,6 +31,7 @@ std::string tessel::rt::encodeSpec(const KernelSpec &s) {
     for (int64_t b : m.box) os << ' ' << b;
   }
   for (unsigned c : s.cluster) os << ' ' << c;
+  os << ' ' << int(s.persistent);
   return os.str();
 }
 
@@ -111,6 +112,9 @@ bool tessel::rt::decodeSpec(const std::string &text, KernelSpec &out) {
   }
   for (unsigned &c : s.cluster)
     if (!(is >> c) || c < 1 || c > 8) return false;
+  int persistent = 0;
+  if (!(is >> persistent) || persistent < 0 || persistent > 1) return false;
+  s.persistent = persistent == 1;
   if (!is.atEnd()) return false; // trailing garbage
   out = std::move(s);
   return true;

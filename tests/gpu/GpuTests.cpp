@@ -108,11 +108,12 @@ TEST_CASE("pipelined gemm matches the reference", "[gpu]") {
   // overlap_mma: each stage released an iteration late, the first
   // product overwriting the accumulator; two stages is the tightest ring.
   // cluster_m=2: B tiles multicast to two blocks (an odd number of tile rows
-  // leaves the last cluster's second block outside C).
+  // leaves the last cluster's second block outside C). persistent: blocks
+  // walk the tiles, the pipeline's phases running on from tile to tile.
   struct Config {
     const char *bm, *bn, *stages, *ws;
     bool tma;
-    const char *overlap = "0", *cluster = "1";
+    const char *overlap = "0", *cluster = "1", *persistent = "0";
   };
   std::vector<Config> configs = {{"128", "256", "4", "on", true},
                                  {"128", "256", "4", "off", true},
@@ -121,7 +122,9 @@ TEST_CASE("pipelined gemm matches the reference", "[gpu]") {
                                  {"128", "256", "4", "on", true, "1"},
                                  {"128", "128", "2", "on", true, "1"},
                                  {"128", "256", "4", "on", true, "0", "2"},
-                                 {"128", "128", "2", "on", true, "1", "2"}};
+                                 {"128", "128", "2", "on", true, "1", "2"},
+                                 {"128", "256", "4", "on", true, "0", "1", "1"},
+                                 {"128", "128", "3", "on", true, "1", "1", "1"}};
   if (deviceArch() != "sm_90a") configs = {{"128", "128", "3", "off", false}};
   for (Config c : configs)
     for (Shape s : shapes)
@@ -130,6 +133,7 @@ TEST_CASE("pipelined gemm matches the reference", "[gpu]") {
                              {"block_k", "64"}, {"threads", "256"}, {"stages", c.stages},
                              {"warp_specialize", c.ws}, {"swizzle", "8"}, {"transpose_b", tb},
                              {"overlap_mma", c.overlap}, {"cluster_m", c.cluster},
+                             {"persistent", c.persistent},
                              {"M", s.m}, {"N", s.n}, {"K", s.k}},
                     c.tma);
   checkKernel("gemm", {{"in", "f16"}, {"block_m", "128"}, {"block_n", "256"}, {"block_k", "64"},

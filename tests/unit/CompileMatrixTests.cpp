@@ -114,6 +114,32 @@ TEST_CASE("gemm in clusters of two multicasts its B tiles") {
   CHECK_FALSE(rt::decodeSpec(text, out));
 }
 
+// persistent=1: one-dimensional launch of resident blocks walking the tiles
+// (gridDim.x steps); warp-specialized on sm_90a and sm_100a, cp.async
+// pipelined on sm_80 and in sm_90a's build without TMA.
+TEST_CASE("a persistent gemm walks its tiles on every target") {
+  Params p = {{"in", "bf16"}, {"out", "f16"}, {"block_m", "128"}, {"block_n", "128"},
+              {"block_k", "64"}, {"threads", "256"}, {"stages", "3"}, {"swizzle", "8"},
+              {"persistent", "1"}};
+  const LibraryKernel &entry = findKernel("gemm");
+  for (std::string arch : {"sm_80", "sm_90a", "sm_100a"}) {
+    Program program = entry.build(withDefaults(entry, p));
+    Kernel k = compile(program, {arch, ""});
+    INFO(arch << "\n" << k.performanceWarnings());
+    CHECK(k.spec().persistent);
+    CHECK(k.cuda().find("gridDim.x") != std::string::npos);
+    if (arch == "sm_90a") {
+      CHECK(k.performanceWarnings() == "");
+      CHECK(k.cuda().find("setmaxnreg") != std::string::npos);
+      Program again = entry.build(withDefaults(entry, p));
+      CHECK(compile(again, {arch, "", /*tma=*/false}).spec().persistent);
+    }
+    rt::KernelSpec decoded;
+    REQUIRE(rt::decodeSpec(rt::encodeSpec(k.spec()), decoded));
+    CHECK(decoded.persistent);
+  }
+}
+
 // overlap_mma: the warp-specialized mainloop waits for the previous wgmma
 // group, not its own, and ptxas keeps the groups asynchronous (no C7515
 // "wgmma serialized" because something else writes the accumulator).

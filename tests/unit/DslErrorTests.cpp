@@ -238,6 +238,26 @@ TEST_CASE("clusters and multicast copies are checked at the user's line") {
         std::string::npos);
 }
 
+TEST_CASE("persistent belongs at the top of a kernel body, once") {
+  int line = 0;
+  std::string msg = errorOf([&](Tensor x) {
+    serial(2, [&](Expr) {
+      line = __LINE__ + 1;
+      persistent({4}, [&](std::vector<Expr>) {});
+    });
+  });
+  CHECK(msg.find(here(line)) == 0);
+  CHECK(msg.find("persistent belongs at the top of a kernel body, not inside other code") !=
+        std::string::npos);
+  msg = errorOf([&](Tensor x) {
+    persistent({4}, [&](std::vector<Expr>) {});
+    line = __LINE__ + 1;
+    persistent({4}, [&](std::vector<Expr>) {});
+  });
+  CHECK(msg.find(here(line)) == 0);
+  CHECK(msg.find("persistent is given once per kernel") != std::string::npos);
+}
+
 TEST_CASE("drop sizes give rank-reducing tiles; dropping every dimension is an error") {
   Program p("bshd");
   Expr b = p.sym("B"), s = p.sym("S");

@@ -332,6 +332,7 @@ const std::vector<LibraryKernel> &tessel::kernels::library() {
         {"block_m", "64"}, {"block_n", "64"}, {"block_k", "32"}, {"stages", "2"},
         {"threads", "128"}, {"policy", "square"}, {"instruction", "auto"},
         {"warp_specialize", "auto"}, {"swizzle", "0"}, {"overlap_mma", "0"}, {"cluster_m", "1"},
+        {"persistent", "0"},
         {"M", "300"}, {"N", "200"}, {"K", "136"}},
        [](const Params &p) {
          GemmConfig c;
@@ -350,6 +351,7 @@ const std::vector<LibraryKernel> &tessel::kernels::library() {
          c.swizzlePanel = intParam(p, "swizzle");
          c.overlapMma = flagParam(p, "overlap_mma");
          c.clusterM = int(intParam(p, "cluster_m"));
+         c.persistent = flagParam(p, "persistent");
          return gemm(c);
        },
        checkGemm, benchGemm,

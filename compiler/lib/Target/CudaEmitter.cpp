@@ -377,6 +377,10 @@ LogicalResult CudaEmitter::emitOp(Operation &op) {
         line() << "const int " << name(o.getResult()) << " = threadIdx.x;\n";
         return success();
       })
+      .Case([&](tilenv::GridDimOp o) {
+        line() << "const int " << name(o.getResult()) << " = gridDim.x;\n";
+        return success();
+      })
       .Case([&](tilenv::SyncThreadsOp) {
         line() << "__syncthreads();\n";
         return success();
@@ -555,6 +559,7 @@ FailureOr<rt::KernelSpec> CudaEmitter::emitKernel(KernelOp kernel) {
   spec.name = kernel.getSymName().str();
   spec.threads = kernel.getThreads();
   spec.sharedBytes = kernel.getSmemBytes().value_or(0);
+  spec.persistent = kernel.getPersistent();
   if (std::optional<ArrayRef<int64_t>> cluster = kernel.getCluster())
     for (auto [i, extent] : llvm::enumerate(*cluster)) spec.cluster[i] = unsigned(extent);
   if (!kernel.getSmemBytes())

@@ -135,8 +135,9 @@ PipelinePlan tessel::planPipeline(PipelinedOp loop, const TargetInfo &target) {
 Value PipelineBuilder::constant(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
 
 Value PipelineBuilder::iteration(Value iv) {
-  Value delta = arith::SubIOp::create(b, loc, iv, plan.loop.getLower());
-  return arith::DivUIOp::create(b, loc, delta, plan.loop.getStep());
+  Value delta = arith::SubIOp::create(b, loc, iv, mapped(plan.loop.getLower()));
+  Value k = arith::DivUIOp::create(b, loc, delta, mapped(plan.loop.getStep()));
+  return base ? arith::AddIOp::create(b, loc, base, k).getResult() : k;
 }
 
 Value PipelineBuilder::stageOf(Value iteration) {
@@ -178,7 +179,7 @@ SetVector<Operation *> tessel::guardSlice(Operation *guard, Block &body) {
 }
 
 Value PipelineBuilder::sourceFor(PipelineLoad &load, Block &body, Value iv) {
-  IRMapping map;
+  IRMapping map = outer ? *outer : IRMapping();
   map.map(body.getArgument(0), iv);
   for (Operation *op : loadAddressSlice(load, body)) b.clone(*op, map);
   return map.lookupOrDefault(load.copy.getSource());
@@ -186,7 +187,7 @@ Value PipelineBuilder::sourceFor(PipelineLoad &load, Block &body, Value iv) {
 
 void PipelineBuilder::waitForGuards(Block &body, Value iv) {
   for (Operation *guard : plan.guards) {
-    IRMapping map;
+    IRMapping map = outer ? *outer : IRMapping();
     map.map(body.getArgument(0), iv);
     for (Operation *op : guardSlice(guard, body)) b.clone(*op, map);
     b.clone(*guard, map);

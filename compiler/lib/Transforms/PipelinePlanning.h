@@ -12,6 +12,7 @@
 
 #include "tessel/Transforms/Passes.h"
 
+#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SetVector.h"
 
 namespace tessel {
@@ -67,6 +68,15 @@ struct PipelineBuilder {
   mlir::OpBuilder &b;
   mlir::Location loc;
   PipelinePlan &plan;
+  /// Where the loop's surroundings were cloned (a persistent kernel's
+  /// producer walks its own copy of the tile loop): values defined outside
+  /// the loop are looked up here first.
+  const mlir::IRMapping *outer = nullptr;
+  /// Iterations of the pipeline before this run of the loop (earlier tiles
+  /// of a persistent kernel), added to every iteration number.
+  mlir::Value base;
+
+  mlir::Value mapped(mlir::Value v) const { return outer ? outer->lookupOrDefault(v) : v; }
 
   mlir::Value constant(int64_t v);
   /// The iteration number of induction value `iv`.

@@ -567,6 +567,11 @@ LogicalResult TileLowering::run() {
     if (mlir::failed(failure)) return mlir::failure();
   }
   for (Operation *op : llvm::reverse(work)) op->erase();
+  kernel.walk([&](NumBlocksOp op) {
+    b.setInsertionPoint(op);
+    op.replaceAllUsesWith(tilenv::GridDimOp::create(b, op.getLoc(), b.getIndexType()).getResult());
+    op.erase();
+  });
   // No block of a cluster leaves while a peer may still multicast into its
   // shared memory or arrive on its barriers.
   if (kernel.getClusterSize() > 1) {

@@ -88,6 +88,10 @@ struct Pipeliner {
     pb.multiBuffer();
     if (plan.tma) full = pb.createBarriers(kernel, 1, "full");
 
+    // A loop that runs again (nested in another) refills stages its last
+    // run's final iterations read: every thread must be done with them.
+    if (!llvm::isa<KernelOp>(loop->getParentOp()))
+      BarrierOp::create(b, loc, IntegerAttr(), IntegerAttr());
     // Prologue: iterations 0 .. S-2.
     for (int64_t d = 0; d + 1 < S; ++d) {
       Value iv = arith::AddIOp::create(b, loc, loop.getLower(),
@@ -143,6 +147,15 @@ struct TesselSoftwarePipeline
       // One stage, or nothing to load ahead: the loop stays as it is and
       // its copies complete before the compute that follows them.
       if (plan.stages < 2 || plan.loads.empty()) continue;
+      // Run once per tile of a persistent kernel, TMA stages would restart
+      // their mbarrier phases: only the warp-specialized pipeline counts its
+      // iterations across tiles. (cp.async groups restart harmlessly.)
+      if (auto tiles = llvm::dyn_cast<scf::ForOp>(loop->getParentOp());
+          plan.tma && tiles && tiles.getStep().getDefiningOp<NumBlocksOp>()) {
+        loop.emitError("a persistent kernel's TMA-fed pipelined loop runs warp-specialized; this "
+                       "one is not (warp_specialize off, or it cannot be split)");
+        return signalPassFailure();
+      }
       if (failed(verifyStagesFit(plan, *target)) || failed(verifyLoadGuards(plan)))
         return signalPassFailure();
       Pipeliner{OpBuilder(loop), plan, kernel, {}}.run();

@@ -101,24 +101,50 @@ static void bufferAccesses(Operation *op, DenseSet<Value> &reads, DenseSet<Value
   });
 }
 
+/// A persistent kernel's loop over its work tiles (tessel::persistent): an
+/// scf.for at the kernel's top level stepping by tile.num_blocks, directly
+/// around `loop`. Null otherwise.
+static scf::ForOp tileLoopAround(PipelinedOp loop, KernelOp kernel) {
+  auto tiles = llvm::dyn_cast<scf::ForOp>(loop->getParentOp());
+  if (!tiles || !kernel.getPersistent() || tiles->getParentOp() != kernel.getOperation() ||
+      tiles.getNumRegionIterArgs() || !tiles.getStep().getDefiningOp<NumBlocksOp>())
+    return {};
+  return tiles;
+}
+
 /// The ops before the loop, at the kernel's top level, that issuing its
 /// loads depends on: those computing the loop bounds and the loads'
 /// addresses, those writing memory these read, and those touching memory
 /// these write before they do. They must run before the roles split, on
 /// every thread; the first that cannot is returned in `blocker`, if given.
+/// In a persistent kernel, the ops of the tile loop's body before the loop
+/// that the loads depend on (the tile's coordinates) go to `tileNeeds`, in
+/// order: the producer runs them again in its own walk over the tiles, so
+/// they must be free of side effects.
 static SetVector<Operation *> producerInputs(PipelinePlan &plan, KernelOp kernel,
-                                             Operation **blocker = nullptr) {
+                                             Operation **blocker = nullptr,
+                                             SetVector<Operation *> *tileNeeds = nullptr) {
   PipelinedOp loop = plan.loop;
   Block &top = kernel.getBodyBlock();
-  SetVector<Operation *> needed;
-  SmallVector<Operation *> work;
+  scf::ForOp tiles = tileLoopAround(loop, kernel);
+  Operation *anchor = tiles ? tiles.getOperation() : loop.getOperation();
+  SetVector<Operation *> needed, inTile;
+  SmallVector<Operation *> work, tileWork;
   auto requireValue = [&](Value v) {
     Operation *def = v.getDefiningOp();
     if (!def) def = v.getParentBlock()->getParentOp();
-    if (Operation *at = top.findAncestorOpInBlock(*def); at && at->isBeforeInBlock(loop))
+    if (tiles && def == tiles.getOperation()) return; // the tile index: each walk has its own
+    if (tiles && tiles->isAncestor(def)) {
+      if (Operation *at = tiles.getBody()->findAncestorOpInBlock(*def); at && at->isBeforeInBlock(loop))
+        tileWork.push_back(at);
+      return;
+    }
+    if (Operation *at = top.findAncestorOpInBlock(*def); at && at->isBeforeInBlock(anchor))
       work.push_back(at);
   };
   for (Value v : {loop.getLower(), loop.getUpper(), loop.getStep()}) requireValue(v);
+  if (tiles)
+    for (Value v : {tiles.getLowerBound(), tiles.getUpperBound(), tiles.getStep()}) requireValue(v);
   for (PipelineLoad &load : plan.loads) {
     for (Operation *op : loadAddressSlice(load, loop.getBody().front()))
       for (Value v : op->getOperands())
@@ -135,6 +161,20 @@ static SetVector<Operation *> producerInputs(PipelinePlan &plan, KernelOp kernel
     });
   }
   if (blocker) *blocker = nullptr;
+  while (!tileWork.empty()) {
+    Operation *op = tileWork.pop_back_val();
+    if (!inTile.insert(op)) continue;
+    if (blocker && !*blocker && !isMemoryEffectFree(op)) *blocker = op;
+    op->walk([&](Operation *inner) {
+      for (Value v : inner->getOperands())
+        if (!op->isAncestor(v.getParentBlock()->getParentOp())) requireValue(v);
+    });
+  }
+  if (tileNeeds) {
+    SmallVector<Operation *> ordered(inTile.begin(), inTile.end());
+    llvm::sort(ordered, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+    tileNeeds->insert(ordered.begin(), ordered.end());
+  }
   while (!work.empty()) {
     Operation *op = work.pop_back_val();
     if (!needed.insert(op)) continue;
@@ -162,8 +202,9 @@ static SetVector<Operation *> producerInputs(PipelinePlan &plan, KernelOp kernel
 static std::string whyNot(PipelinePlan &plan, KernelOp kernel) {
   if (plan.loads.empty()) return "it has no loads to issue ahead";
   if (!plan.tma) return "its loads are not all TMA: " + plan.loads.front().noTma;
-  if (plan.loop->getParentOp() != kernel.getOperation())
-    return "it is nested inside other control flow";
+  if (plan.loop->getParentOp() != kernel.getOperation() && !tileLoopAround(plan.loop, kernel))
+    return "it is nested inside other control flow (other than a persistent kernel's walk over "
+           "its tiles)";
   int64_t threads = kernel.getThreads();
   if (threads % 128) return "the kernel's threads are not whole warpgroups";
   if (threads + kProducerThreads > 1024) return "a producer warpgroup would exceed 1024 threads";
@@ -233,10 +274,27 @@ struct Specializer {
   PipelinePlan plan;
   KernelOp kernel;
 
+  /// Iterations of `loop` per run: ceil((upper - lower) / step), 0 when it
+  /// does not run.
+  Value tripCount(OpBuilder &at, Location loc, Value lower, Value upper, Value step) {
+    Value zero = arith::ConstantIndexOp::create(at, loc, 0);
+    Value span = arith::MaxSIOp::create(at, loc, arith::SubIOp::create(at, loc, upper, lower), zero);
+    return arith::CeilDivUIOp::create(at, loc, span, step);
+  }
+
   void run() {
     PipelinedOp loop = plan.loop;
     Location loc = loop.getLoc();
     PipelineBuilder pb{b, loc, plan};
+    // A persistent kernel's tile loop around the pipeline: both roles walk
+    // the tiles, and the pipeline's iteration count runs on across them so
+    // that the producer fills the next tile's stages as they free up.
+    scf::ForOp tiles = tileLoopAround(loop, kernel);
+    if (tiles) {
+      // Buffers are the whole kernel's: both roles' walks use them.
+      for (Operation &op : llvm::make_early_inc_range(*tiles.getBody()))
+        if (llvm::isa<AllocOp>(op) && op.isBeforeInBlock(loop)) op.moveBefore(tiles);
+    }
     int64_t consumers = kernel.getThreads();
     // tcgen05 gemms that only read the stages release them by commit: one
     // arrival per stage, from the MMAs, not one per consumer warp.
@@ -257,7 +315,8 @@ struct Specializer {
     kernel.setThreads(consumers + kProducerThreads);
 
     // Everything with effects moves into the consumer role, in order.
-    b.setInsertionPoint(loop);
+    Operation *anchor = tiles ? tiles.getOperation() : loop.getOperation();
+    b.setInsertionPoint(anchor);
     // Registers the producer gives up go to the consumers, in steps of 8.
     int64_t consumerRegisters =
         std::min<int64_t>(240, (65536 - kProducerThreads * kProducerRegisters) / consumers / 8 * 8);
@@ -280,7 +339,8 @@ struct Specializer {
     // So does what the producer's loads depend on (whyNot checked that
     // every thread can run it).
     Block &top = kernel.getBodyBlock();
-    SetVector<Operation *> producerNeeds = producerInputs(plan, kernel);
+    SetVector<Operation *> tileNeeds;
+    SetVector<Operation *> producerNeeds = producerInputs(plan, kernel, nullptr, &tileNeeds);
     // Scalar code that uses a moved value moves with it.
     auto usesMoved = [&](Operation &op) {
       WalkResult r = op.walk([&](Operation *inner) {
@@ -294,16 +354,31 @@ struct Specializer {
     bool afterLoop = false;
     for (Operation &op : llvm::make_early_inc_range(top)) {
       if (&op == producer.getOperation() || &op == consumer.getOperation()) continue;
-      afterLoop |= &op == loop.getOperation();
+      afterLoop |= &op == anchor;
       bool stays = !afterLoop && (producerNeeds.contains(&op) || (staysShared(op) && !usesMoved(op)));
       if (stays) continue;
       op.moveBefore(consumerBody, consumerBody->end());
     }
 
-    // Producer: the loads, gated by `empty`.
+    // Producer: the loads, gated by `empty`. In a persistent kernel it
+    // walks its own copy of the tile loop, recomputing what the loads'
+    // addresses need and counting the pipeline's iterations on.
     Block &loopBody = loop.getBody().front();
     b.setInsertionPointToStart(&producer.getBody().front());
-    auto produce = scf::ForOp::create(b, loc, loop.getLower(), loop.getUpper(), loop.getStep());
+    IRMapping tileMap;
+    scf::ForOp produceTiles;
+    if (tiles) {
+      Value zero = pb.constant(0);
+      produceTiles = scf::ForOp::create(b, loc, tiles.getLowerBound(), tiles.getUpperBound(),
+                                        tiles.getStep(), ValueRange{zero});
+      b.setInsertionPointToStart(produceTiles.getBody());
+      tileMap.map(tiles.getInductionVar(), produceTiles.getInductionVar());
+      for (Operation *op : tileNeeds) b.clone(*op, tileMap);
+      pb.outer = &tileMap;
+      pb.base = produceTiles.getRegionIterArgs().front();
+    }
+    auto produce = scf::ForOp::create(b, loc, pb.mapped(loop.getLower()), pb.mapped(loop.getUpper()),
+                                      pb.mapped(loop.getStep()));
     b.setInsertionPointToStart(produce.getBody());
     Value k = pb.iteration(produce.getInductionVar());
     Value stage = pb.stageOf(k);
@@ -319,6 +394,26 @@ struct Specializer {
       Value dst = StageOp::create(b, loc, load.buffer.getType(), load.buffer.getResult(), stage);
       CopyAsyncOp::create(b, loc, src, dst, full, stage,
                           clusterSize > 1 && load.copy.getMulticast());
+    }
+    if (tiles) {
+      b.setInsertionPointAfter(produce);
+      Value next = arith::AddIOp::create(
+          b, loc, pb.base,
+          tripCount(b, loc, produce.getLowerBound(), produce.getUpperBound(), produce.getStep()));
+      scf::YieldOp::create(b, loc, next);
+      // The consumers' walk carries the same count.
+      IRRewriter rewriter(b.getContext());
+      rewriter.setInsertionPoint(tiles);
+      Value none = arith::ConstantIndexOp::create(rewriter, loc, 0);
+      FailureOr<LoopLikeOpInterface> carried = tiles.replaceWithAdditionalYields(
+          rewriter, ValueRange{none}, /*replaceInitOperandUsesInLoop=*/false,
+          [&](OpBuilder &at, Location l, ArrayRef<BlockArgument> args) -> SmallVector<Value> {
+            Value trip = tripCount(at, l, loop.getLower(), loop.getUpper(), loop.getStep());
+            return {arith::AddIOp::create(at, l, args.front(), trip).getResult()};
+          });
+      tiles = llvm::cast<scf::ForOp>(carried->getOperation());
+      pb.outer = nullptr;
+      pb.base = tiles.getRegionIterArgs().front();
     }
 
     // Consumers: the rest of the body, gated by `full`, releasing `empty`.

@@ -134,6 +134,63 @@ tile.kernel @multicast(%a: memref<?x?xf16, #g>, %b: memref<?x?xf16, #g>, %n: ind
 
 #g = #tile.space<global>
 #s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// A persistent kernel: the pipelined loop sits in the walk over the work
+// tiles (stepping by tile.num_blocks). The buffers move out of the walk,
+// each role walks the tiles itself (the producer recomputing the tile's
+// address), and both carry the pipeline's iteration count from tile to tile
+// so that stages and phases run on: iteration = count + k, and each tile
+// adds its trip count.
+// CHECK-LABEL: tile.kernel @persistent
+// CHECK: %[[BLOCKS:.*]] = tile.num_blocks
+// CHECK: %[[AS:.*]] = tile.alloc {layout = {{.*}}, stages = 3 : i64} : memref<64x64xf16
+// CHECK: tile.role threads(128, 128) {
+// CHECK: scf.for %[[T:.*]] = %{{.*}} to %{{.*}} step %[[BLOCKS]] iter_args(%[[BASE:.*]] = %{{.*}}) -> (index) {
+// CHECK: %[[ROW:.*]] = arith.muli %[[T]], %c64
+// CHECK: scf.for %[[K:.*]] = %{{.*}} to %[[N:[^ ]*]] step
+// CHECK: %[[LOCAL:.*]] = arith.divui
+// CHECK: %[[ITER:.*]] = arith.addi %[[BASE]], %[[LOCAL]]
+// CHECK: arith.remui %[[ITER]]
+// CHECK: tile.copy_async
+// CHECK: %[[TRIP:.*]] = arith.ceildivui
+// CHECK: %[[NEXT:.*]] = arith.addi %[[BASE]], %[[TRIP]]
+// CHECK: scf.yield %[[NEXT]]
+// CHECK: tile.role threads(0, 128) {
+// CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %[[BLOCKS]] iter_args(%[[CBASE:.*]] = %{{.*}}) -> (index) {
+// CHECK: scf.for
+// CHECK: %[[CITER:.*]] = arith.addi %[[CBASE]],
+// CHECK: tile.mbarrier_wait %{{.*}}[%{{.*}}] parity
+// CHECK: tile.gemm
+// CHECK: tile.copy %{{.*}}, %{{.*}} : memref<64x64xf32, #tile.space<fragment>>
+// CHECK: scf.yield
+tile.kernel @persistent(%a: memref<?x?xf16, #g>, %b: memref<?x?xf16, #g>, %c: memref<?x?xf32, #g>, %tiles: index, %n: index) grid(%bx) = affine_map<()[s0, s1] -> (s0)> threads(128) attributes {persistent} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %blocks = tile.num_blocks
+  scf.for %t = %bx to %tiles step %blocks {
+    %c64 = arith.constant 64 : index
+    %row = arith.muli %t, %c64 : index
+    %as = tile.alloc : memref<64x64xf16, #s>
+    %bs = tile.alloc : memref<64x64xf16, #s>
+    %acc = tile.alloc : memref<64x64xf32, #f>
+    tile.pipelined %k = %c0 to %n step %c1 stages(3) {
+      %k0 = arith.muli %k, %c64 : index
+      %ar = tile.region %a[%row, %k0] [64, 64] : memref<?x?xf16, #g> -> memref<64x64xf16, strided<[?, 1], offset: ?>, #g>
+      %br = tile.region %b[%k0, %c0] [64, 64] : memref<?x?xf16, #g> -> memref<64x64xf16, strided<[?, 1], offset: ?>, #g>
+      tile.copy %ar, %as : memref<64x64xf16, strided<[?, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+      tile.copy %br, %bs : memref<64x64xf16, strided<[?, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+      tile.gemm %as, %bs, %acc : memref<64x64xf16, #s>, memref<64x64xf16, #s>, memref<64x64xf32, #f>
+    }
+    %cr = tile.region %c[%row, %c0] [64, 64] : memref<?x?xf32, #g> -> memref<64x64xf32, strided<[?, 1], offset: ?>, #g>
+    tile.copy %acc, %cr : memref<64x64xf32, #f>, memref<64x64xf32, strided<[?, 1], offset: ?>, #g>
+  }
+}
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
 
 // warp_specialize = false keeps the loop for tessel-software-pipeline.
 // CHECK-LABEL: tile.kernel @declined

@@ -301,6 +301,16 @@ void pipelined(Expr count, int stages, PipelineOptions options, std::function<vo
 /// `panel` rows before moving right, and returns the new (bx, by).
 std::pair<Expr, Expr> use_swizzle(Expr bx, Expr by, Expr grid_x, Expr grid_y, int panel,
                                   SrcLoc loc = SrcLoc::current());
+/// Persistent blocks, at the top of a kernel body: the kernel launches at
+/// most as many blocks as the device runs at once (one-dimensional, never
+/// more than its grid's blocks, which should count the same tiles), and
+/// `body` runs once per work tile of `tiles` (innermost first: tile (x, y)
+/// is number y * tiles[0] + x), each block taking every num-blocks-th tile.
+/// A warp-specialized loop in the body keeps its pipeline running from one
+/// tile to the next: the producer loads the next tile's stages while the
+/// consumers finish the current one.
+void persistent(std::vector<Expr> tiles, std::function<void(std::vector<Expr>)> body,
+                SrcLoc loc = SrcLoc::current());
 /// Launches the kernel's blocks in thread block clusters (sm_90a and newer)
 /// of `dims` blocks along each grid dimension (at most 8 in all): blocks
 /// (bx, by) with the same bx / dims[0] and by / dims[1] run together and can

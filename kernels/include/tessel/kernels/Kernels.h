@@ -61,6 +61,9 @@ struct GemmConfig {
   /// cluster take vertically adjacent tiles of one column of C and share
   /// each B tile, loaded once by TMA multicast.
   int clusterM = 1;
+  /// One block per resident slot walking the output tiles (persistent):
+  /// the producer loads the next tile's stages under the current epilogue.
+  bool persistent = false;
 };
 Program gemm(const GemmConfig &config);
 

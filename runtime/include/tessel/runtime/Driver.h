@@ -50,6 +50,8 @@ public:
   std::string deviceName() const { return deviceName(currentDevice()); }
   std::string deviceName(int ordinal) const;
   int computeCapability(int ordinal) const { return state(ordinal).cc; }
+  /// Streaming multiprocessors of `ordinal`.
+  int multiprocessors(int ordinal) const { return state(ordinal).sms; }
   /// The primary context of `ordinal`, retained on first use.
   CUcontext context(int ordinal) const { return state(ordinal).ctx; }
   /// Makes the current device's primary context current on the thread.
@@ -72,6 +74,7 @@ private:
     CUdevice dev = 0;
     CUcontext ctx = nullptr;
     int cc = 0;
+    int sms = 0;
   };
   Driver() = default;
   void load();

@@ -62,6 +62,9 @@ struct KernelSpec {
   /// Blocks per thread block cluster along each grid dimension (1, 1, 1:
   /// no clusters); the grid must divide into whole clusters.
   std::array<unsigned, 3> cluster = {1, 1, 1};
+  /// The grid counts work tiles; the launch is one-dimensional, at most as
+  /// many blocks as the device runs at once, and the kernel walks the tiles.
+  bool persistent = false;
 
   /// Evaluates the grid for the given index-parameter values.
   std::array<unsigned, 3> evaluateGrid(const std::vector<int64_t> &symbols) const;

@@ -33,6 +33,11 @@ def Tile_KernelOp : Tile_Op<"kernel", [Symbol, SingleBlock, NoTerminator,
     clusters at launch. Blocks of a cluster can receive one multicast load
     (`tile.copy` with `multicast`) and arrive on each other's mbarriers.
 
+    `persistent` launches at most as many blocks as the device runs at
+    once, in one dimension, whatever `grid` says (`grid` then counts the
+    work tiles): the body walks the tiles itself, from its block index in
+    steps of `tile.num_blocks`.
+
     ```mlir
     tile.kernel @add(%x: memref<?xf32, #tile.space<global>>, %n: index)
         grid(%bx) = ()[s0] -> (s0 ceildiv 256) threads(128) {
@@ -44,7 +49,7 @@ def Tile_KernelOp : Tile_Op<"kernel", [Symbol, SingleBlock, NoTerminator,
                        Tessel_I64Attr:$threads, Tessel_I64Attr:$num_params,
                        OptionalAttr<Tessel_I64Attr>:$smem_bytes,
                        OptionalAttr<DictArrayAttr>:$tma_descriptors,
-                       OptionalAttr<DenseI64ArrayAttr>:$cluster);
+                       OptionalAttr<DenseI64ArrayAttr>:$cluster, UnitAttr:$persistent);
   let regions = (region SizedRegion<1>:$body);
   let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;
@@ -484,6 +489,16 @@ def Tile_FenceProxyAsyncOp : Tile_Op<"fence_proxy_async"> {
 
 def Tile_FenceMbarrierInitOp : Tile_Op<"fence_mbarrier_init"> {
   let summary = "make mbarrier initialisation visible to the async proxy";
+  let assemblyFormat = "attr-dict";
+}
+
+def Tile_NumBlocksOp : Tile_Op<"num_blocks", [Pure]> {
+  let summary = "the number of blocks launched along the first grid dimension";
+  let description = [{
+    What a persistent kernel steps its work tiles by: the launch, not the
+    grid map, decides it.
+  }];
+  let results = (outs Index:$result);
   let assemblyFormat = "attr-dict";
 }
 

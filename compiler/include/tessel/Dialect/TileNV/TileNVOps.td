@@ -28,6 +28,12 @@ def TileNV_ThreadIdOp : TileNV_Op<"thread_id", [Pure]> {
   let assemblyFormat = "attr-dict";
 }
 
+def TileNV_GridDimOp : TileNV_Op<"grid_dim", [Pure]> {
+  let summary = "gridDim.x";
+  let results = (outs Index:$result);
+  let assemblyFormat = "attr-dict";
+}
+
 def TileNV_SyncThreadsOp : TileNV_Op<"sync_threads"> {
   let summary = "__syncthreads()";
   let assemblyFormat = "attr-dict";
