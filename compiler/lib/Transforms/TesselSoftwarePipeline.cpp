@@ -79,6 +79,20 @@ struct Pipeliner {
     }
   }
 
+  /// A per-thread count of the loop's iterations over all its runs, zero
+  /// at the kernel's start (every thread runs the kernel's first op).
+  Value runCounter(Location loc) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&kernel.getBodyBlock());
+    auto type = getTileMemRefType({1}, b.getI32Type(), MemorySpace::local);
+    Value counter = AllocOp::create(b, loc, type, IntegerAttr(), Attribute(),
+                                    b.getStringAttr("pipeline_runs"), IntegerAttr());
+    Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+    memref::StoreOp::create(b, loc, arith::ConstantIntOp::create(b, loc, b.getI32Type(), 0),
+                            counter, zero);
+    return counter;
+  }
+
   void run() {
     PipelinedOp loop = plan.loop;
     Location loc = loop.getLoc();
@@ -90,13 +104,25 @@ struct Pipeliner {
 
     // A loop that runs again (nested in another) refills stages its last
     // run's final iterations read: every thread must be done with them.
-    if (!llvm::isa<KernelOp>(loop->getParentOp()))
+    // With TMA its stages' mbarriers also go on from the phases the last
+    // run left: the iterations of all runs so far are counted in a local
+    // counter, and stages and parities follow the running count.
+    Value counter;
+    if (!llvm::isa<KernelOp>(loop->getParentOp())) {
       BarrierOp::create(b, loc, IntegerAttr(), IntegerAttr());
+      if (plan.tma) {
+        counter = runCounter(loc);
+        pb.base = arith::IndexCastOp::create(
+            b, loc, b.getIndexType(), memref::LoadOp::create(b, loc, counter, pb.constant(0)));
+      }
+    }
     // Prologue: iterations 0 .. S-2.
     for (int64_t d = 0; d + 1 < S; ++d) {
       Value iv = arith::AddIOp::create(b, loc, loop.getLower(),
                                        arith::MulIOp::create(b, loc, loop.getStep(), pb.constant(d)));
-      issueLoads(loc, loop.getBody().front(), iv, pb.constant(d), /*barrierFirst=*/false);
+      Value stage = pb.base ? pb.stageOf(arith::AddIOp::create(b, loc, pb.base, pb.constant(d)))
+                            : pb.constant(d);
+      issueLoads(loc, loop.getBody().front(), iv, stage, /*barrierFirst=*/false);
       if (!plan.tma) CpAsyncCommitOp::create(b, loc);
     }
 
@@ -127,6 +153,17 @@ struct Pipeliner {
       CpAsyncCommitOp::create(b, loc);
     }
     pb.useStage(forOp.getRegion(), stage);
+    if (counter) {
+      // The next run starts where this one ends.
+      b.setInsertionPointAfter(forOp);
+      Value zero = pb.constant(0);
+      Value span = arith::MaxSIOp::create(
+          b, loc, arith::SubIOp::create(b, loc, loop.getUpper(), loop.getLower()), zero);
+      Value next = arith::AddIOp::create(b, loc, pb.base,
+                                         arith::CeilDivUIOp::create(b, loc, span, loop.getStep()));
+      memref::StoreOp::create(
+          b, loc, arith::IndexCastOp::create(b, loc, b.getI32Type(), next), counter, zero);
+    }
     for (PipelineLoad &load : plan.loads) load.copy->erase();
     pb.eraseGuards();
     loop->erase();

@@ -215,3 +215,57 @@ tile.kernel @guard_from_memory(%x: memref<?x64xf16, #g>, %flags: memref<?xi32, #
     tile.gemm %xs, %xs, %acc : memref<64x64xf16, #s>, memref<64x64xf16, #s>, memref<64x64xf32, #tile.space<fragment>>
   }
 }
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// A pipelined loop that runs again, nested in another loop: a barrier
+// before its prologue (the last run's final iterations read the stages it
+// refills). With TMA, the stages' mbarriers go on from the phases the last
+// run left: a local counter, zero at the kernel's start, holds the
+// iterations of all runs so far; stages (prologue included) and parities
+// follow count + k, and each run adds its trip count.
+// CHECK-LABEL: tile.kernel @nested
+// TMA: %[[RUNS:.*]] = tile.alloc {name = "pipeline_runs"} : memref<1xi32, #tile.space<local>>
+// TMA: memref.store %{{.*}}, %[[RUNS]][%{{.*}}]
+// CHECK: scf.for %[[ROW:.*]] =
+// CHECK-NEXT: arith.muli
+// CHECK-NEXT: tile.barrier
+// TMA: %[[LOADED:.*]] = memref.load %[[RUNS]]
+// TMA-NEXT: %[[BASE:.*]] = arith.index_cast %[[LOADED]] : i32 to index
+// TMA: %[[FIRST:.*]] = arith.addi %[[BASE]], %c0
+// TMA: %[[S0:.*]] = arith.remui %[[FIRST]]
+// TMA: tile.mbarrier_expect_tx %{{.*}}[%[[S0]]]
+// CHECK: scf.for %{{.*}} =
+// CHECK: %[[LOCAL:.*]] = arith.divui
+// TMA: %[[K:.*]] = arith.addi %[[BASE]], %[[LOCAL]]
+// TMA: %[[STAGE:.*]] = arith.remui %[[K]]
+// TMA: tile.mbarrier_wait %{{.*}}[%[[STAGE]]] parity
+// CHECK: tile.gemm
+// TMA: %[[TRIP:.*]] = arith.ceildivui
+// TMA: %[[NEXT:.*]] = arith.addi %[[BASE]], %[[TRIP]]
+// TMA: %[[NEXT32:.*]] = arith.index_cast %[[NEXT]] : index to i32
+// TMA: memref.store %[[NEXT32]], %[[RUNS]]
+// CPASYNC-NOT: pipeline_runs
+tile.kernel @nested(%a: memref<?x?xf16, #g>, %b: memref<?x?xf16, #g>, %n: index, %rows: index) grid(%bx) = affine_map<()[s0, s1] -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %as = tile.alloc : memref<64x64xf16, #s>
+  %bs = tile.alloc : memref<64x64xf16, #s>
+  %acc = tile.alloc : memref<64x64xf32, #f>
+  scf.for %r = %c0 to %rows step %c1 {
+    %row = arith.muli %r, %c64 : index
+    tile.pipelined %k = %c0 to %n step %c1 stages(3) {
+      %k0 = arith.muli %k, %c64 : index
+      %ar = tile.region %a[%row, %k0] [64, 64] : memref<?x?xf16, #g> -> memref<64x64xf16, strided<[?, 1], offset: ?>, #g>
+      %br = tile.region %b[%k0, %c0] [64, 64] : memref<?x?xf16, #g> -> memref<64x64xf16, strided<[?, 1], offset: ?>, #g>
+      tile.copy %ar, %as : memref<64x64xf16, strided<[?, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+      tile.copy %br, %bs : memref<64x64xf16, strided<[?, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+      tile.gemm %as, %bs, %acc : memref<64x64xf16, #s>, memref<64x64xf16, #s>, memref<64x64xf32, #f>
+    }
+  }
+}
