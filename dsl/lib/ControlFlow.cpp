@@ -127,12 +127,18 @@ void tessel::persistent(std::vector<Expr> tiles, std::function<void(std::vector<
   body(index);
 }
 
-void tessel::cluster_dims(std::vector<int64_t> dims, SrcLoc loc) {
-  lastLoc = loc;
-  Program &p = Program::current(loc);
+tile::KernelOp tessel::detail::enclosingKernel(Program &p, SrcLoc loc) {
   Operation *at = p.builder().getInsertionBlock()->getParentOp();
   auto kernel = llvm::dyn_cast<tile::KernelOp>(at);
   if (!kernel) kernel = at->getParentOfType<tile::KernelOp>();
+  if (!kernel) fail(loc, "this belongs inside a kernel body");
+  return kernel;
+}
+
+void tessel::cluster_dims(std::vector<int64_t> dims, SrcLoc loc) {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  tile::KernelOp kernel = enclosingKernel(p, loc);
   if (kernel.getCluster()) fail(loc, "cluster_dims is given once per kernel");
   size_t rank = kernel.getGrid().getNumResults();
   if (dims.size() != rank)

@@ -32,9 +32,15 @@ struct ExprNode {
   DType type = DType::index;
 };
 
+namespace tile {
+class KernelOp;
+}
+
 namespace detail {
 /// The user's line of the DSL call being built, for errors raised below it.
 extern thread_local SrcLoc lastLoc;
+/// The kernel whose body `p` is building (an error at `loc` outside one).
+tile::KernelOp enclosingKernel(Program &p, SrcLoc loc);
 /// An Expr standing for an IR value.
 Expr fromValue(mlir::Value v);
 /// Index values of `idx` at the current insertion point.

@@ -41,10 +41,7 @@ void tessel::copy(const Buffer &src, const Buffer &dst, CopyOptions options, Src
   if (options.multicast) {
     if (src.space() != Space::global || dst.space() != Space::shared)
       fail(loc, "a multicast copy moves a global tile into shared memory");
-    Operation *at = p.builder().getInsertionBlock()->getParentOp();
-    auto kernel = llvm::dyn_cast<tile::KernelOp>(at);
-    if (!kernel) kernel = at->getParentOfType<tile::KernelOp>();
-    if (!kernel || kernel.getClusterSize() < 2)
+    if (enclosingKernel(p, loc).getClusterSize() < 2)
       fail(loc, "a multicast copy needs the kernel launched in clusters of several blocks "
                 "(cluster_dims)");
   }

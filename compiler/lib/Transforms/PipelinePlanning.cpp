@@ -134,6 +134,12 @@ PipelinePlan tessel::planPipeline(PipelinedOp loop, const TargetInfo &target) {
 
 Value PipelineBuilder::constant(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
 
+Value tessel::buildTripCount(OpBuilder &b, Location loc, Value lower, Value upper, Value step) {
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value span = arith::MaxSIOp::create(b, loc, arith::SubIOp::create(b, loc, upper, lower), zero);
+  return arith::CeilDivUIOp::create(b, loc, span, step);
+}
+
 Value PipelineBuilder::iteration(Value iv) {
   Value delta = arith::SubIOp::create(b, loc, iv, mapped(plan.loop.getLower()));
   Value k = arith::DivUIOp::create(b, loc, delta, mapped(plan.loop.getStep()));

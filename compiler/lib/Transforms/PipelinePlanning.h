@@ -63,6 +63,11 @@ llvm::SetVector<mlir::Operation *> loadAddressSlice(PipelineLoad &load, mlir::Bl
 /// The same for the operands of a guarding wait.
 llvm::SetVector<mlir::Operation *> guardSlice(mlir::Operation *guard, mlir::Block &body);
 
+/// Iterations of a loop from `lower` to `upper` by `step`: ceil((upper -
+/// lower) / step), 0 when it does not run.
+mlir::Value buildTripCount(mlir::OpBuilder &b, mlir::Location loc, mlir::Value lower,
+                           mlir::Value upper, mlir::Value step);
+
 /// Builds index arithmetic for a pipeline at the current insertion point.
 struct PipelineBuilder {
   mlir::OpBuilder &b;

@@ -156,13 +156,10 @@ struct Pipeliner {
     if (counter) {
       // The next run starts where this one ends.
       b.setInsertionPointAfter(forOp);
-      Value zero = pb.constant(0);
-      Value span = arith::MaxSIOp::create(
-          b, loc, arith::SubIOp::create(b, loc, loop.getUpper(), loop.getLower()), zero);
-      Value next = arith::AddIOp::create(b, loc, pb.base,
-                                         arith::CeilDivUIOp::create(b, loc, span, loop.getStep()));
-      memref::StoreOp::create(
-          b, loc, arith::IndexCastOp::create(b, loc, b.getI32Type(), next), counter, zero);
+      Value next = arith::AddIOp::create(
+          b, loc, pb.base, buildTripCount(b, loc, loop.getLower(), loop.getUpper(), loop.getStep()));
+      memref::StoreOp::create(b, loc, arith::IndexCastOp::create(b, loc, b.getI32Type(), next),
+                              counter, pb.constant(0));
     }
     for (PipelineLoad &load : plan.loads) load.copy->erase();
     pb.eraseGuards();

@@ -274,14 +274,6 @@ struct Specializer {
   PipelinePlan plan;
   KernelOp kernel;
 
-  /// Iterations of `loop` per run: ceil((upper - lower) / step), 0 when it
-  /// does not run.
-  Value tripCount(OpBuilder &at, Location loc, Value lower, Value upper, Value step) {
-    Value zero = arith::ConstantIndexOp::create(at, loc, 0);
-    Value span = arith::MaxSIOp::create(at, loc, arith::SubIOp::create(at, loc, upper, lower), zero);
-    return arith::CeilDivUIOp::create(at, loc, span, step);
-  }
-
   void run() {
     PipelinedOp loop = plan.loop;
     Location loc = loop.getLoc();
@@ -399,7 +391,8 @@ struct Specializer {
       b.setInsertionPointAfter(produce);
       Value next = arith::AddIOp::create(
           b, loc, pb.base,
-          tripCount(b, loc, produce.getLowerBound(), produce.getUpperBound(), produce.getStep()));
+          buildTripCount(b, loc, produce.getLowerBound(), produce.getUpperBound(),
+                         produce.getStep()));
       scf::YieldOp::create(b, loc, next);
       // The consumers' walk carries the same count.
       IRRewriter rewriter(b.getContext());
@@ -408,7 +401,7 @@ struct Specializer {
       FailureOr<LoopLikeOpInterface> carried = tiles.replaceWithAdditionalYields(
           rewriter, ValueRange{none}, /*replaceInitOperandUsesInLoop=*/false,
           [&](OpBuilder &at, Location l, ArrayRef<BlockArgument> args) -> SmallVector<Value> {
-            Value trip = tripCount(at, l, loop.getLower(), loop.getUpper(), loop.getStep());
+            Value trip = buildTripCount(at, l, loop.getLower(), loop.getUpper(), loop.getStep());
             return {arith::AddIOp::create(at, l, args.front(), trip).getResult()};
           });
       tiles = llvm::cast<scf::ForOp>(carried->getOperation());
