@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 #include <functional>
+#include <optional>
 
 using namespace tessel;
 using kernels::GemmConfig;
@@ -94,7 +95,16 @@ Program tessel::kernels::gemm(const GemmConfig &c) {
                          },
                          c.instruction,
                          [&](const Buffer &acc, const Tensor &out, Expr row, Expr col) {
-                           copy(acc, out.tile({row, col}, {bm, bn}));
+                           if (!c.tmaStore) {
+                             copy(acc, out.tile({row, col}, {bm, bn}));
+                             return;
+                           }
+                           // Staged in shared memory and stored by TMA: the
+                           // consumers go on to the next tile while the copy
+                           // engine writes this one.
+                           Buffer staged = alloc_shared({bm, bn}, c.out, "c_tile");
+                           copy(acc, staged);
+                           copy(staged, out.tile({row, col}, {bm, bn}));
                          }});
   }
   // sm_100a: the accumulator in tensor memory, the tcgen05.mma instructions
@@ -115,9 +125,19 @@ Program tessel::kernels::gemm(const GemmConfig &c) {
                        GemmInstruction::tcgen05,
                        [&](const Buffer &acc, const Tensor &out, Expr row, Expr col) {
                          Buffer part = alloc_fragment({bm, chunk}, DType::f32, "acc_part");
+                         // tma_store: each chunk through one shared tile and
+                         // a TMA store; the next chunk's write waits only
+                         // for the copy engine to have read the last one.
+                         std::optional<Buffer> staged;
+                         if (c.tmaStore) staged = alloc_shared({bm, chunk}, c.out, "c_chunk");
                          for (int64_t at = 0; at < bn; at += chunk) {
                            copy(acc.tile({0, at}, {bm, chunk}), part);
-                           copy(part, out.tile({row, col + at}, {bm, chunk}));
+                           if (!staged) {
+                             copy(part, out.tile({row, col + at}, {bm, chunk}));
+                             continue;
+                           }
+                           copy(part, *staged);
+                           copy(*staged, out.tile({row, col + at}, {bm, chunk}));
                          }
                        }});
 }

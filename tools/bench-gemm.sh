@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 TESSEL=${1:-build/bin/tessel}; shift || true
 ANCHORS=${ANCHORS:-../shared/bench}
-CONFIG="--param block_m=128 --param block_n=256 --param block_k=64 --param threads=256 --param stages=4 --param swizzle=8 --param out=f16"
+CONFIG="--param block_m=128 --param block_n=256 --param block_k=64 --param threads=256 --param stages=3 --param swizzle=8 --param tma_store=1 --param persistent=1 --param out=f16"
 for round in 1 2; do
   PYTHONPATH=$ANCHORS python3 -c "
 import reference_anchors as r, torch

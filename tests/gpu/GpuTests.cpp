@@ -110,10 +110,12 @@ TEST_CASE("pipelined gemm matches the reference", "[gpu]") {
   // cluster_m=2: B tiles multicast to two blocks (an odd number of tile rows
   // leaves the last cluster's second block outside C). persistent: blocks
   // walk the tiles, the pipeline's phases running on from tile to tile.
+  // tma_store: the epilogue through a swizzled shared tile and a TMA store
+  // (clipped at C's edges) that runs on under the next tile.
   struct Config {
     const char *bm, *bn, *stages, *ws;
     bool tma;
-    const char *overlap = "0", *cluster = "1", *persistent = "0";
+    const char *overlap = "0", *cluster = "1", *persistent = "0", *tmaStore = "0";
   };
   std::vector<Config> configs = {{"128", "256", "4", "on", true},
                                  {"128", "256", "4", "off", true},
@@ -124,7 +126,10 @@ TEST_CASE("pipelined gemm matches the reference", "[gpu]") {
                                  {"128", "256", "4", "on", true, "0", "2"},
                                  {"128", "128", "2", "on", true, "1", "2"},
                                  {"128", "256", "4", "on", true, "0", "1", "1"},
-                                 {"128", "128", "3", "on", true, "1", "1", "1"}};
+                                 {"128", "128", "3", "on", true, "1", "1", "1"},
+                                 {"128", "256", "3", "on", true, "0", "1", "0", "1"},
+                                 {"128", "256", "3", "on", true, "0", "1", "1", "1"},
+                                 {"128", "128", "3", "on", true, "1", "1", "1", "1"}};
   if (deviceArch() != "sm_90a") configs = {{"128", "128", "3", "off", false}};
   for (Config c : configs)
     for (Shape s : shapes)
@@ -133,7 +138,7 @@ TEST_CASE("pipelined gemm matches the reference", "[gpu]") {
                              {"block_k", "64"}, {"threads", "256"}, {"stages", c.stages},
                              {"warp_specialize", c.ws}, {"swizzle", "8"}, {"transpose_b", tb},
                              {"overlap_mma", c.overlap}, {"cluster_m", c.cluster},
-                             {"persistent", c.persistent},
+                             {"persistent", c.persistent}, {"tma_store", c.tmaStore},
                              {"M", s.m}, {"N", s.n}, {"K", s.k}},
                     c.tma);
   checkKernel("gemm", {{"in", "f16"}, {"block_m", "128"}, {"block_n", "256"}, {"block_k", "64"},

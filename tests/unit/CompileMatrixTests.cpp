@@ -140,6 +140,43 @@ TEST_CASE("a persistent gemm walks its tiles on every target") {
   }
 }
 
+// tma_store=1: the accumulator goes to a 128-byte-swizzled shared tile (no
+// bank conflicts for the 8 rows a warp writes) and out by TMA boxes, and
+// the storing thread's wait (only for the shared reads: C is never read
+// back) moves to just before the next tile's epilogue writes the buffer
+// again, so the store runs under the next mainloop. On sm_80 it is a plain
+// copy out of shared memory; a tcgen05 gemm stages each column chunk of its
+// tensor-memory accumulator.
+TEST_CASE("gemm with tma_store overlaps its epilogue store with the next tile") {
+  Params p = {{"in", "bf16"}, {"out", "f16"}, {"block_m", "128"}, {"block_n", "256"},
+              {"block_k", "64"}, {"threads", "256"}, {"stages", "3"}, {"swizzle", "8"},
+              {"warp_specialize", "on"}, {"persistent", "1"}, {"tma_store", "1"}};
+  Kernel k = compileForHopper("gemm", p);
+  INFO(k.performanceWarnings());
+  CHECK(k.performanceWarnings() == "");
+  const std::string &cuda = k.cuda();
+  CHECK(k.spec().tensorMaps.size() == 3);
+  size_t store = cuda.find("tessel::tma_store(");
+  REQUIRE(store != std::string::npos);
+  CHECK(cuda.find("cp.async.bulk.wait_group 0;") == std::string::npos);
+  // One wait before the epilogue's barrier, inside the tile walk, and one
+  // after the walk for the last tile's store.
+  size_t firstWait = cuda.find("cp.async.bulk.wait_group.read 0;");
+  REQUIRE(firstWait != std::string::npos);
+  CHECK(firstWait < store);
+  CHECK(cuda.find("cp.async.bulk.wait_group.read 0;", store) != std::string::npos);
+  compileEverywhere("gemm", {{"out", "f16"}, {"block_m", "128"}, {"block_n", "128"},
+                             {"threads", "256"}, {"tma_store", "1"}});
+  // Out of shared memory: a diagnostic that names the staged tile.
+  p["stages"] = "4";
+  try {
+    compileForHopper("gemm", p);
+    FAIL("no error");
+  } catch (const Error &e) {
+    CHECK(std::string(e.what()).find("memref<128x256xf16, #tile.space<shared>>") != std::string::npos);
+  }
+}
+
 // overlap_mma: the warp-specialized mainloop waits for the previous wgmma
 // group, not its own, and ptxas keeps the groups asynchronous (no C7515
 // "wgmma serialized" because something else writes the accumulator).

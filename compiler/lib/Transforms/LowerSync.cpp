@@ -189,6 +189,22 @@ void TileLowering::lowerCopyAsync(CopyAsyncOp op) {
   });
 }
 
+/// Whether the kernel touches `tensor` (through windows of it) only as the
+/// destination of copies, so that nothing in it reads back what a TMA store
+/// writes.
+static bool onlyCopiedInto(Value tensor) {
+  for (OpOperand &use : tensor.getUses()) {
+    Operation *user = use.getOwner();
+    if (llvm::isa<RegionOp, BoundOp>(user) && use.getOperandNumber() == 0) {
+      if (!onlyCopiedInto(user->getResult(0))) return false;
+      continue;
+    }
+    auto copy = llvm::dyn_cast<CopyOp>(user);
+    if (!copy || copy.getDest() != use.get()) return false;
+  }
+  return true;
+}
+
 void TileLowering::storeWithTma(Operation *op, const Access &src, const Access &dst, bool add) {
   // One thread issues every box and waits for the group, so that the
   // barrier before the buffer is written again also orders the TMA reads.
@@ -201,8 +217,11 @@ void TileLowering::storeWithTma(Operation *op, const Access &src, const Access &
   if (!ok) return;
   tilenv::BulkCommitOp::create(b, loc);
   // A reduce-add is not read back by the kernel (atomics promise no order
-  // with later loads), so only the shared source must be free again.
-  tilenv::BulkWaitOp::create(b, loc, add ? b.getUnitAttr() : UnitAttr());
+  // with later loads), nor is a tensor the kernel only stores into (a gemm's
+  // C), so only the shared source must be free again: the wait can then
+  // move past the work that follows (tessel-defer-bulk-waits).
+  bool readOnly = add || onlyCopiedInto(getRootBuffer(llvm::cast<CopyOp>(op).getDest()));
+  tilenv::BulkWaitOp::create(b, loc, readOnly ? b.getUnitAttr() : UnitAttr());
 }
 
 Value TileLowering::mbarrierAddress(Value barriers, Value index) {

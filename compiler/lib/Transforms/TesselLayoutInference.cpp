@@ -520,6 +520,24 @@ void LayoutInference::placeSharedLayouts() {
     if (!isFragment(gemm.getA())) tensorCoreOperands.insert(getRootBuffer(gemm.getA()));
     tensorCoreOperands.insert(getRootBuffer(gemm.getB()));
   });
+  // A buffer that registers write (an epilogue staged for a TMA store)
+  // takes the tensor cores' swizzle too: an accumulator fragment writes a
+  // few bytes of each of 8 rows per warp instruction, and unswizzled rows a
+  // multiple of 128 bytes apart would put them all in the same banks. Only
+  // where copies alone touch the buffer, so every access goes through the
+  // layout's address map.
+  DenseSet<Value> writtenFromRegisters, touchedOtherwise;
+  kernel.walk([&](Operation *op) {
+    if (llvm::isa<RegionOp, StageOp>(op)) return;
+    auto copy = llvm::dyn_cast<CopyOp>(op);
+    for (Value operand : op->getOperands()) {
+      if (!llvm::isa<MemRefType>(operand.getType())) continue;
+      Value root = getRootBuffer(operand);
+      if (!copy) touchedOtherwise.insert(root);
+      else if (operand == copy.getDest() && isFragment(copy.getSource()))
+        writtenFromRegisters.insert(root);
+    }
+  });
   kernel.walk([&](AllocOp alloc) {
     MemRefType type = alloc.getType();
     if (getMemorySpace(type) != MemorySpace::shared || alloc.getLayout()) return;
@@ -530,7 +548,10 @@ void LayoutInference::placeSharedLayouts() {
       return; // an affine annotation stays on its op
     }
     int64_t bytes = getElementBytes(type.getElementType());
-    SharedLayout l = tensorCoreOperands.contains(alloc.getResult())
+    Value buffer = alloc.getResult();
+    bool stagedTile = type.getRank() >= 2 && writtenFromRegisters.contains(buffer) &&
+                      !touchedOtherwise.contains(buffer);
+    SharedLayout l = tensorCoreOperands.contains(buffer) || stagedTile
                          ? SharedLayout::forTensorCores(type.getShape(), bytes)
                          : SharedLayout(type.getShape(), bytes, 0, 0);
     alloc.setLayoutAttr(SharedLayoutAttr::get(ctx, l));

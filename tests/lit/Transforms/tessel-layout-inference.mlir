@@ -288,3 +288,32 @@ tile.kernel @fragment_in_two_roles(%x: memref<64x64xf32>) grid(%bx) = affine_map
     tile.copy %f, %x : memref<64x64xf32, #tile.space<fragment>>, memref<64x64xf32>
   }
 }
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// An epilogue staged in shared memory: the accumulator's copy into %staged
+// writes a few bytes of 8 rows per warp instruction, so %staged takes the
+// tensor cores' swizzle (copies alone touch it). %scratch is also read
+// element-wise by a parallel loop and keeps the plain layout.
+// CHECK-LABEL: tile.kernel @staged_epilogue
+// CHECK: tile.alloc {layout = #tile.shared<[64, 64], elem = 2, swizzle = 128, pad = 0>} : memref<64x64xf16, #tile.space<shared>>
+// CHECK: tile.alloc {layout = #tile.shared<[64, 64], elem = 2, swizzle = 0, pad = 0>} : memref<64x64xf16, #tile.space<shared>>
+tile.kernel @staged_epilogue(%out: memref<64x64xf16, #g>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc : memref<64x32xf16, #s>
+  %b = tile.alloc : memref<32x64xf16, #s>
+  %c = tile.alloc : memref<64x64xf32, #f>
+  tile.gemm %a, %b, %c : memref<64x32xf16, #s>, memref<32x64xf16, #s>, memref<64x64xf32, #f>
+  %staged = tile.alloc : memref<64x64xf16, #s>
+  tile.copy %c, %staged : memref<64x64xf32, #f>, memref<64x64xf16, #s>
+  tile.copy %staged, %out : memref<64x64xf16, #s>, memref<64x64xf16, #g>
+  %scratch = tile.alloc : memref<64x64xf16, #s>
+  tile.copy %c, %scratch : memref<64x64xf32, #f>, memref<64x64xf16, #s>
+  tile.parallel (%i, %j) in [64, 64] {
+    %v = memref.load %scratch[%i, %j] : memref<64x64xf16, #s>
+    memref.store %v, %out[%i, %j] : memref<64x64xf16, #g>
+  }
+}

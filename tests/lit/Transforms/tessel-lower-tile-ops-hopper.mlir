@@ -73,8 +73,9 @@ tile.kernel @tma(%b: memref<?x?xf16, #g>, %n: index) grid(%bx) = affine_map<()[s
 
 // A whole unpadded shared buffer stored to a global window is a TMA store;
 // a region atomic_add asked to use TMA is a TMA reduce-add. One thread
-// issues the boxes and waits for its bulk group (for a reduce-add, only
-// until the shared source has been read).
+// issues the boxes and waits for its bulk group: in full, since the
+// kernel's atomic_add touches the stored tensor again, and for the
+// reduce-add only until the shared source has been read.
 // CHECK-LABEL: tile.kernel @tma_out
 // CHECK-SAME: tma_descriptors = [{box = array<i64: 32, 64>, param = 0 : i64, swizzle = 0 : i64}]
 // CHECK: scf.if
@@ -91,6 +92,25 @@ tile.kernel @tma_out(%y: memref<?x64xf32, #g>, %m: index) grid(%bx) = affine_map
   %r = tile.region %y[%m, %c0] [32, 64] : memref<?x64xf32, #g> -> memref<32x64xf32, strided<[64, 1], offset: ?>, #g>
   tile.copy %s, %r : memref<32x64xf32, #s>, memref<32x64xf32, strided<[64, 1], offset: ?>, #g>
   tile.atomic_add %s, %r order = relaxed {tma} : memref<32x64xf32, #s>, memref<32x64xf32, strided<[64, 1], offset: ?>, #g>
+}
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+
+// A tensor the kernel only stores into (copies are its only uses): nothing
+// reads back what the TMA store writes, so its thread waits only until the
+// shared source has been read, which tessel-defer-bulk-waits can then move.
+// CHECK-LABEL: tile.kernel @tma_store_only
+// CHECK: tilenv.tma_store %{{.*}} -> 0[%arg1, %c0]{{$}}
+// CHECK-NEXT: tilenv.bulk_commit
+// CHECK-NEXT: tilenv.bulk_wait read
+tile.kernel @tma_store_only(%y: memref<?x64xf32, #g>, %m: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %s = tile.alloc {layout = #tile.shared<[32, 64], elem = 4, swizzle = 0, pad = 0>} : memref<32x64xf32, #s>
+  %r = tile.region %y[%m, %c0] [32, 64] : memref<?x64xf32, #g> -> memref<32x64xf32, strided<[64, 1], offset: ?>, #g>
+  tile.copy %s, %r : memref<32x64xf32, #s>, memref<32x64xf32, strided<[64, 1], offset: ?>, #g>
 }
 
 // -----

@@ -64,6 +64,10 @@ struct GemmConfig {
   /// One block per resident slot walking the output tiles (persistent):
   /// the producer loads the next tile's stages under the current epilogue.
   bool persistent = false;
+  /// The epilogue goes through a [block_m, block_n] shared tile and a TMA
+  /// store, which runs on under the next tile's mainloop (persistent) or
+  /// the block's exit, instead of every thread storing its fragment.
+  bool tmaStore = false;
 };
 Program gemm(const GemmConfig &config);
 
