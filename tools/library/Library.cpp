@@ -302,7 +302,9 @@ static std::vector<Params> gemmCandidates(const std::string &arch) {
     out.back()["persistent"] = "1";
     // Skinny M (decode): narrow tiles put more blocks on the SMs, deep
     // pipelines keep B streaming.
+    add(64, 16, 64, 128, 8, 0);
     add(64, 32, 64, 128, 8, 0);
+    add(64, 32, 128, 128, 6, 0);
     add(64, 64, 64, 128, 6, 0);
     return out;
   }

@@ -22,6 +22,10 @@ struct Candidate {
   double compileMs = 0, ms = 0, tflops = 0;
 };
 
+/// How many of the first pass's best are timed again, and in how many rounds.
+constexpr size_t kFinalists = 6;
+constexpr int kFinalRounds = 3;
+
 double msSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
@@ -119,6 +123,39 @@ int tessel::kernels::tuneCommand(const std::string &name, const Params &params,
   rt::Driver &d = rt::Driver::get();
   fmt::print("timed {} candidates on {} in {:.0f} ms (median of {} launches each):\n", timed.size(),
              d.deviceName(), msSince(timing), reps);
+  // One pass in a fixed order is at the mercy of clock and power drift (on
+  // an H200 a config's time moves 5-10% from one pass to the next, more
+  // than the gap between the best few). The finalists, within 10% of the
+  // first pass's best, run again in rounds of alternating order, and each
+  // is ranked by the median of its rounds.
+  size_t finalists = 1;
+  while (finalists < timed.size() && finalists < kFinalists &&
+         timed[finalists]->ms <= timed[0]->ms * 1.10)
+    ++finalists;
+  if (finalists > 1) {
+    std::vector<std::vector<double>> rounds(finalists);
+    for (int round = 0; round < kFinalRounds; ++round)
+      for (size_t step = 0; step < finalists; ++step) {
+        size_t i = round % 2 ? finalists - 1 - step : step;
+        Candidate &c = *timed[i];
+        try {
+          rounds[i].push_back(entry.bench(*c.kernel, c.all, reps).ms);
+        } catch (const std::exception &e) {
+          rounds[i].push_back(1e30); // a finalist that fails now is last
+        }
+      }
+    for (size_t i = 0; i < finalists; ++i) {
+      std::vector<double> &r = rounds[i];
+      std::sort(r.begin(), r.end());
+      double ms = r[r.size() / 2];
+      timed[i]->tflops *= timed[i]->ms / ms;
+      timed[i]->ms = ms;
+    }
+    std::stable_sort(timed.begin(), timed.begin() + finalists,
+                     [](Candidate *a, Candidate *b) { return a->ms < b->ms; });
+    fmt::print("the best {} timed again in {} rounds of alternating order (median of the rounds)\n",
+               finalists, kFinalRounds);
+  }
   for (size_t i = 0; i < timed.size() && i < 10; ++i)
     fmt::print("  {:8.4f} ms {:8.1f} TFLOP/s  {}\n", timed[i]->ms, timed[i]->tflops, text(timed[i]->config));
   // For this device, and for any device of the target that has no record
