@@ -15,7 +15,9 @@ namespace {
 struct Accumulation {
   std::function<Buffer()> accumulator;
   GemmInstruction instruction = GemmInstruction::automatic;
-  std::function<void(const Buffer &acc, const Tensor &out, Expr row, Expr col)> store;
+  /// `add`: the block holds one K slice's partial product, added into C
+  /// (split-K) rather than stored.
+  std::function<void(const Buffer &acc, const Tensor &out, Expr row, Expr col, bool add)> store;
 };
 
 /// The tiled gemm every target shares: one block per [block_m, block_n]
@@ -35,21 +37,35 @@ Program tiledGemm(const GemmConfig &c, const Accumulation &how) {
   // column (and so every B tile), and rasterization walks the groups. A
   // last group that runs past M leaves its extra block no rows to store.
   Expr groupsY = ceil_div(gridY, Expr(cm));
-  // The block's output tile is column bx, row by of C's tiles.
-  auto body = [&](Expr bx, Expr by) {
+  const int64_t splits = c.splitK;
+  if (splits < 1 || splits > 64)
+    throw Error(fmt::format("split_k is between 1 and 64, got {}", splits));
+  if (splits > 1 && c.out == DType::bf16)
+    throw Error("split_k adds each K slice's partial product into C, rounding it to C's type; bf16 "
+                "keeps 8 bits of each, so split-K takes an f32 or f16 C");
+  if (splits > 1 && (cm != 1 || c.persistent))
+    throw Error("a split-K gemm runs one block per (tile, K slice): no clusters, not persistent");
+  // The block's output tile is column bx, row by of C's tiles; with split-K
+  // it multiplies the K tiles of slice `split` only.
+  Expr kTiles = ceil_div(k, bk);
+  Expr perSplit = ceil_div(kTiles, Expr(splits));
+  auto body = [&](Expr bx, Expr by, Expr split = Expr(0)) {
+    Expr firstK = split * perSplit;
+    Expr steps = splits > 1 ? max(min(perSplit, kTiles - firstK), Expr(0)) : kTiles;
     Buffer as = alloc_shared(c.transposeA ? std::vector<int64_t>{bk, bm} : std::vector<int64_t>{bm, bk},
                              c.in, "a_tile");
     Buffer bs = alloc_shared(c.transposeB ? std::vector<int64_t>{bn, bk} : std::vector<int64_t>{bk, bn},
                              c.in, "b_tile");
     Buffer acc = how.accumulator();
-    pipelined(ceil_div(k, bk), c.stages, {.warp_specialize = c.warpSpecialize, .overlap_mma = c.overlapMma}, [&](Expr kt) {
+    pipelined(steps, c.stages, {.warp_specialize = c.warpSpecialize, .overlap_mma = c.overlapMma}, [&](Expr step) {
+      Expr kt = splits > 1 ? firstK + step : step;
       copy(c.transposeA ? a.tile({kt * bk, by * bm}, {bk, bm}) : a.tile({by * bm, kt * bk}, {bm, bk}), as);
       copy(c.transposeB ? b.tile({bx * bn, kt * bk}, {bn, bk}) : b.tile({kt * bk, bx * bn}, {bk, bn}), bs,
            {.multicast = cm > 1});
       gemm(as, bs, acc, {.transpose_a = c.transposeA, .transpose_b = c.transposeB,
                          .policy = c.policy, .instruction = how.instruction});
     });
-    how.store(acc, out, by * bm, bx * bn);
+    how.store(acc, out, by * bm, bx * bn, splits > 1);
   };
   if (c.persistent && cm != 1)
     throw Error("a persistent gemm runs without clusters (cluster_m = 1)");
@@ -64,6 +80,15 @@ Program tiledGemm(const GemmConfig &c, const Accumulation &how) {
         if (c.swizzlePanel) std::tie(bx, by) = use_swizzle(bx, by, gridX, gridY, c.swizzlePanel);
         body(bx, by);
       });
+    });
+    return p;
+  }
+  if (splits > 1) {
+    // The K slices are the grid's third dimension; every slice adds its
+    // partial product into C, which the launch must have cleared.
+    p.kernel({gridX, gridY, Expr(splits)}, c.threads, [&](Expr bx, Expr by, Expr split) {
+      if (c.swizzlePanel) std::tie(bx, by) = use_swizzle(bx, by, gridX, gridY, c.swizzlePanel);
+      body(bx, by, split);
     });
     return p;
   }
@@ -94,17 +119,21 @@ Program tessel::kernels::gemm(const GemmConfig &c) {
                            return acc;
                          },
                          c.instruction,
-                         [&](const Buffer &acc, const Tensor &out, Expr row, Expr col) {
+                         [&](const Buffer &acc, const Tensor &out, Expr row, Expr col, bool add) {
+                           Buffer tile = out.tile({row, col}, {bm, bn});
                            if (!c.tmaStore) {
-                             copy(acc, out.tile({row, col}, {bm, bn}));
+                             if (add) atomic_add(tile, acc, MemoryOrder::relaxed);
+                             else copy(acc, tile);
                              return;
                            }
-                           // Staged in shared memory and stored by TMA: the
-                           // consumers go on to the next tile while the copy
-                           // engine writes this one.
+                           // Staged in shared memory and stored by TMA (a
+                           // TMA reduce-add for split-K): the consumers go
+                           // on to the next tile while the copy engine
+                           // writes this one.
                            Buffer staged = alloc_shared({bm, bn}, c.out, "c_tile");
                            copy(acc, staged);
-                           copy(staged, out.tile({row, col}, {bm, bn}));
+                           if (add) atomic_add(tile, staged, MemoryOrder::relaxed, AtomicPath::tma);
+                           else copy(staged, tile);
                          }});
   }
   // sm_100a: the accumulator in tensor memory, the tcgen05.mma instructions
@@ -123,7 +152,10 @@ Program tessel::kernels::gemm(const GemmConfig &c) {
                          return acc;
                        },
                        GemmInstruction::tcgen05,
-                       [&](const Buffer &acc, const Tensor &out, Expr row, Expr col) {
+                       [&](const Buffer &acc, const Tensor &out, Expr row, Expr col, bool add) {
+                         if (add)
+                           throw Error("split_k adds partial products from registers; a tcgen05 "
+                                       "gemm's accumulator is in tensor memory");
                          Buffer part = alloc_fragment({bm, chunk}, DType::f32, "acc_part");
                          // tma_store: each chunk through one shared tile and
                          // a TMA store; the next chunk's write waits only

@@ -40,6 +40,8 @@ runs=(
   "gemm --param in=bf16 --param out=f16 --param block_m=128 --param block_n=256 --param block_k=64 --param threads=256 --param stages=4 --param warp_specialize=on --param swizzle=8 --param cluster_m=2 --param M=520 --param N=390 --param K=200"
   "gemm --param in=bf16 --param out=f16 --param block_m=128 --param block_n=256 --param block_k=64 --param threads=256 --param stages=4 --param warp_specialize=on --param swizzle=8 --param persistent=1 --param M=520 --param N=390 --param K=200"
   "gemm --param in=bf16 --param out=f16 --param block_m=128 --param block_n=256 --param block_k=64 --param threads=256 --param stages=3 --param warp_specialize=on --param swizzle=8 --param persistent=1 --param tma_store=1 --param M=520 --param N=1024 --param K=200"
+  "gemm --param in=bf16 --param out=f16 --param block_m=64 --param block_n=64 --param block_k=64 --param threads=128 --param stages=6 --param split_k=3 --param M=70 --param N=1024 --param K=520"
+  "gemm --param in=bf16 --param out=f32 --param block_m=64 --param block_n=64 --param block_k=64 --param threads=128 --param stages=4 --param split_k=2 --param tma_store=1 --param M=70 --param N=256 --param K=520"
   "gemm --no-tma --param in=bf16 --param block_m=128 --param block_n=128 --param block_k=64 --param threads=256 --param stages=3 --param warp_specialize=off --param M=130 --param N=130 --param K=200"
   "gemm --arch sm_100a-emu --param block_n=64 --param warp_specialize=off --param M=130 --param N=70 --param K=72"
   "gemm --arch sm_100a-emu --param block_n=64 --param threads=256 --param warp_specialize=on --param M=130 --param N=70 --param K=72"

@@ -111,11 +111,13 @@ TEST_CASE("pipelined gemm matches the reference", "[gpu]") {
   // leaves the last cluster's second block outside C). persistent: blocks
   // walk the tiles, the pipeline's phases running on from tile to tile.
   // tma_store: the epilogue through a swizzled shared tile and a TMA store
-  // (clipped at C's edges) that runs on under the next tile.
+  // (clipped at C's edges) that runs on under the next tile. split_k: K
+  // slices add into a cleared C by atomics or TMA reduce-add (K = 8 and 40
+  // leave slices with no K tile at all).
   struct Config {
     const char *bm, *bn, *stages, *ws;
     bool tma;
-    const char *overlap = "0", *cluster = "1", *persistent = "0", *tmaStore = "0";
+    const char *overlap = "0", *cluster = "1", *persistent = "0", *tmaStore = "0", *splitK = "1";
   };
   std::vector<Config> configs = {{"128", "256", "4", "on", true},
                                  {"128", "256", "4", "off", true},
@@ -129,7 +131,10 @@ TEST_CASE("pipelined gemm matches the reference", "[gpu]") {
                                  {"128", "128", "3", "on", true, "1", "1", "1"},
                                  {"128", "256", "3", "on", true, "0", "1", "0", "1"},
                                  {"128", "256", "3", "on", true, "0", "1", "1", "1"},
-                                 {"128", "128", "3", "on", true, "1", "1", "1", "1"}};
+                                 {"128", "128", "3", "on", true, "1", "1", "1", "1"},
+                                 {"128", "128", "3", "on", true, "0", "1", "0", "0", "3"},
+                                 {"128", "128", "3", "off", true, "0", "1", "0", "0", "2"},
+                                 {"128", "256", "3", "on", true, "0", "1", "0", "1", "2"}};
   if (deviceArch() != "sm_90a") configs = {{"128", "128", "3", "off", false}};
   for (Config c : configs)
     for (Shape s : shapes)
@@ -139,6 +144,7 @@ TEST_CASE("pipelined gemm matches the reference", "[gpu]") {
                              {"warp_specialize", c.ws}, {"swizzle", "8"}, {"transpose_b", tb},
                              {"overlap_mma", c.overlap}, {"cluster_m", c.cluster},
                              {"persistent", c.persistent}, {"tma_store", c.tmaStore},
+                             {"split_k", c.splitK},
                              {"M", s.m}, {"N", s.n}, {"K", s.k}},
                     c.tma);
   checkKernel("gemm", {{"in", "f16"}, {"block_m", "128"}, {"block_n", "256"}, {"block_k", "64"},

@@ -327,6 +327,24 @@ TEST_CASE("tessel::gemm runs the configuration tessel tune recorded", "[gpu][api
                                Catch::Contains("(tuned on " + d.deviceName() + ")"));
   c.fetch();
   CHECK(relativeError(c.host.values, referenceGemm(a.host, b.host)) < 1e-3);
+  // Every setting the tuner varies is read back (a record it could not read
+  // would run the defaults): a persistent TMA-store epilogue in 16 bits.
+  if (rt::nativeArch(d.computeCapability()) == "sm_90a") {
+    // N = 320: rows of whole 16-byte units, so B and C take TMA.
+    Tensor2 b16(DType::bf16, {96, 320}, &rng), c16(DType::f16, {200, 320});
+    std::string bucket16 = kernels::tunedBucket(
+        {{"in", "bf16"}, {"out", "f16"}, {"transpose_a", "0"}, {"transpose_b", "0"}},
+        {{"M", 200}, {"N", 320}, {"K", 96}});
+    kernels::recordTuned("gemm", d.deviceName(), bucket16,
+                         {{"block_m", "128"}, {"block_n", "256"}, {"block_k", "64"},
+                          {"stages", "3"}, {"threads", "256"}, {"swizzle", "8"},
+                          {"persistent", "1"}, {"tma_store", "1"}, {"policy", "full_row"}});
+    Choice staged = tessel::gemm(a.view(), b16.view(), c16.view());
+    CHECK_THAT(staged.config, Catch::Contains("persistent=1 tma_store=1 policy=1") &&
+                                  Catch::Contains("(tuned on " + d.deviceName() + ")"));
+    c16.fetch();
+    CHECK(relativeError(c16.host.values, referenceGemm(a.host, b16.host)) < 1e-2);
+  }
   // A record it cannot read is not used (another bucket: records are read
   // once per process and bucket); nor is one when asked not to.
   Tensor2 a2(DType::bf16, {600, 96}, &rng), c2(DType::f32, {600, 300});

@@ -177,6 +177,41 @@ TEST_CASE("gemm with tma_store overlaps its epilogue store with the next tile") 
   }
 }
 
+// split_k: the K slices are the grid's third dimension, each adding its
+// partial product into C (thread atomics, or a TMA reduce-add from the
+// staged tile); a bf16 C, tcgen05's tensor-memory accumulator and the
+// persistent walk are errors that say why.
+TEST_CASE("a split-K gemm adds its K slices into C") {
+  Params p = {{"in", "bf16"}, {"out", "f16"}, {"block_m", "64"}, {"block_n", "64"},
+              {"block_k", "64"}, {"threads", "128"}, {"stages", "6"}, {"split_k", "4"}};
+  Kernel k = compileForHopper("gemm", p);
+  INFO(k.performanceWarnings());
+  CHECK(k.performanceWarnings() == "");
+  CHECK(k.cuda().find("blockIdx.z") != std::string::npos);
+  CHECK(k.cuda().find("tessel::atomic_add<tessel::order_relaxed>(&p5[") != std::string::npos);
+  p["tma_store"] = "1";
+  CHECK(compileForHopper("gemm", p).cuda().find("tessel::tma_reduce_add(") != std::string::npos);
+  compileEverywhere("gemm", {{"split_k", "3"}, {"instruction", "mma_sync"}});
+  auto error = [&](Params q) {
+    try {
+      compileForHopper("gemm", q);
+    } catch (const Error &e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  Params bf16 = p;
+  bf16["out"] = "bf16";
+  CHECK_THAT(error(bf16), Catch::Contains("so split-K takes an f32 or f16 C"));
+  Params walk = p;
+  walk["persistent"] = "1";
+  CHECK_THAT(error(walk), Catch::Contains("no clusters, not persistent"));
+  Params tcgen05 = p;
+  tcgen05["instruction"] = "tcgen05";
+  tcgen05["block_m"] = "128";
+  CHECK_THAT(error(tcgen05), Catch::Contains("a tcgen05 gemm's accumulator is in tensor memory"));
+}
+
 // overlap_mma: the warp-specialized mainloop waits for the previous wgmma
 // group, not its own, and ptxas keeps the groups asynchronous (no C7515
 // "wgmma serialized" because something else writes the accumulator).

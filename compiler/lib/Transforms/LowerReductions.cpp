@@ -202,7 +202,11 @@ void TileLowering::lowerAtomicAdd(AtomicAddOp op, bool insideParallel) {
   };
   if (llvm::isa<MemRefType>(op.getValue().getType())) {
     Access src = resolve(op.getValue());
-    if (op.getTma()) {
+    // The build without TMA (the runtime's for arguments a tensor map
+    // cannot hold, or --no-tma) runs the same program: its TMA reduce-adds
+    // become thread atomics.
+    bool tmaOff = target.hasTma() && !target.tma;
+    if (op.getTma() && !tmaOff) {
       if (op.getOrder() != MemoryOrder::relaxed)
         return fail(op, "a TMA reduce-add is relaxed; use order relaxed, or thread atomics for "
                         "ordered adds");

@@ -1,6 +1,7 @@
 // The sm_90a machinery of tessel-lower-tile-ops: TMA copies, mbarriers,
 // roles with setmaxnreg, named barriers and pipeline stages.
 // RUN: tessel-opt %s -split-input-file -pass-pipeline='builtin.module(tile.kernel(tessel-lower-tile-ops{arch=sm_90a},canonicalize,cse))' | FileCheck %s
+// RUN: tessel-opt %s -split-input-file -pass-pipeline='builtin.module(tile.kernel(tessel-lower-tile-ops{arch=sm_90a tma=false},canonicalize,cse))' | FileCheck %s --check-prefix=NOTMA
 
 // Stage 1 of a two-stage 64x256 f16 buffer starts 32 KB in; its rows are
 // four 128-byte swizzle panels, so the copy is four TMA boxes of 64x64, 8 KB
@@ -86,6 +87,13 @@ tile.kernel @tma(%b: memref<?x?xf16, #g>, %n: index) grid(%bx) = affine_map<()[s
 // CHECK: tilenv.tma_store %{{.*}} -> 0[%arg1, %c0] reduce_add
 // CHECK-NEXT: tilenv.bulk_commit
 // CHECK-NEXT: tilenv.bulk_wait read
+// The build without TMA (arguments a tensor map cannot hold) runs the same
+// kernel with thread atomics for the reduce-add and no tensor map.
+// NOTMA-LABEL: tile.kernel @tma_out
+// NOTMA-NOT: tma_descriptors
+// NOTMA: tilenv.atomic_add
+// NOTMA-NOT: tilenv.tma_store
+// NOTMA-LABEL: tile.kernel @tma_store_only
 tile.kernel @tma_out(%y: memref<?x64xf32, #g>, %m: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
   %c0 = arith.constant 0 : index
   %s = tile.alloc {layout = #tile.shared<[32, 64], elem = 4, swizzle = 0, pad = 0>} : memref<32x64xf32, #s>

@@ -68,6 +68,11 @@ struct GemmConfig {
   /// store, which runs on under the next tile's mainloop (persistent) or
   /// the block's exit, instead of every thread storing its fragment.
   bool tmaStore = false;
+  /// K cut into this many slices, one block each (the grid's third
+  /// dimension), every slice adding its partial product into C with
+  /// atomics (a TMA reduce-add with tmaStore): for problems with too few
+  /// output tiles to fill the GPU. C must be zero before the launch.
+  int splitK = 1;
 };
 Program gemm(const GemmConfig &config);
 
