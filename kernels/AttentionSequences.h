@@ -127,16 +127,37 @@ struct Batch {
 /// One block per (row block, head, sequence), launched in `order`; `body`
 /// gets them in that order whatever the grid's. Diagnostics about the
 /// kernel point at the caller.
+/// `walk`: one block per resident slot walks the (row block, head,
+/// sequence) tiles (persistent()), in the grid's launch order or, causal,
+/// longest row blocks first, so a warp-specialized producer loads the next
+/// tile's first K/V stages while the consumers finish the current tile.
 inline void launchAttentionGrid(Program &p, GridOrder order, bool causal, Expr rowBlocks,
                                 Expr heads, Expr sequences, int threads,
                                 const std::function<void(Expr, Expr, Expr)> &body,
-                                SrcLoc loc = SrcLoc::current()) {
+                                SrcLoc loc = SrcLoc::current(), bool walk = false) {
   if (order == GridOrder::automatic) order = causal ? GridOrder::heads : GridOrder::blocks;
-  if (order == GridOrder::blocks)
-    return p.kernel({rowBlocks, heads, sequences}, threads, body, loc);
+  bool blocksFirst = order == GridOrder::blocks;
+  std::vector<Expr> grid = blocksFirst ? std::vector<Expr>{rowBlocks, heads, sequences}
+                                       : std::vector<Expr>{heads, rowBlocks, sequences};
+  auto tile = [&](Expr x, Expr y, Expr z) {
+    if (blocksFirst) body(x, y, z);
+    else body(y, x, z);
+  };
+  if (!walk) return p.kernel(grid, threads, tile, loc);
+  // A causal walk takes every head's and sequence's longest row block
+  // before any shorter one (the body maps block 0 to the last rows), so
+  // each block's share of the work evens out by the end.
+  bool longestFirst = causal && order == GridOrder::heads;
+  std::vector<Expr> tiles = longestFirst ? std::vector<Expr>{heads, sequences, rowBlocks} : grid;
   p.kernel(
-      {heads, rowBlocks, sequences}, threads,
-      [&](Expr h, Expr block, Expr b) { body(block, h, b); }, loc);
+      grid, threads,
+      [&](Expr, Expr, Expr) {
+        persistent(tiles, [&](std::vector<Expr> t) {
+          if (longestFirst) body(t[2], t[0], t[1]);
+          else tile(t[0], t[1], t[2]);
+        }, loc);
+      },
+      loc);
 }
 
 } // namespace tessel::kernels

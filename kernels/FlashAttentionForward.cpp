@@ -174,6 +174,6 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
     sq.store(acc, sq.rows(o, row0, h, bm, d), row0);
     parallel(bm, [&](Expr i) { tileMax(i) = rowMax(i) / kLog2e + log(rowSum(i)); });
     sq.store(tileMax, sq.vector(lse, h, row0, bm), row0);
-  });
+  }, SrcLoc::current(), c.persistent);
   return p;
 }

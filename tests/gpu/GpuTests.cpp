@@ -203,6 +203,21 @@ TEST_CASE("flash attention forward matches the reference", "[gpu][attention]") {
   for (std::string causal : {"0", "1"})
     checkKernel("flash_attention_fwd", {{"causal", causal}, {"seqlen_q", "768"},
                                         {"seqlen_k", "768"}, {"shards", "3"}});
+  // Persistent: resident blocks walk the (row block, head, batch) tiles, the
+  // producer's K/V pipeline running on from tile to tile; more tiles than
+  // blocks (batch 8 x 8 heads x 3 row blocks), GQA, both orders, overlap,
+  // head_dim 64, and packed sequences (tiles with no keys or no rows).
+  for (std::string causal : {"0", "1"})
+    checkKernel("flash_attention_fwd", {{"persistent", "1"}, {"causal", causal}, {"batch", "8"},
+                                        {"heads_q", "8"}, {"heads_kv", "2"}, {"seqlen_q", "333"},
+                                        {"seqlen_k", "333"}});
+  checkKernel("flash_attention_fwd", {{"persistent", "1"}, {"grid_order", "heads"}, {"seqlen_q", "130"}});
+  checkKernel("flash_attention_fwd", {{"persistent", "1"}, {"overlap", "1"}, {"causal", "1"},
+                                      {"head_dim", "64"}, {"seqlen_q", "333"}, {"seqlen_k", "333"}});
+  checkKernel("flash_attention_fwd", {{"persistent", "1"}, {"varlen", "1"}, {"causal", "1"},
+                                      {"seqlens_q", "1,77,300,128,5"}});
+  checkKernel("flash_attention_fwd", {{"persistent", "1"}, {"varlen", "1"}, {"seqlens_q", "3,200,1"},
+                                      {"seqlens_k", "0,130,7"}});
 }
 
 TEST_CASE("flash attention forward over packed sequences matches the reference", "[gpu][attention]") {

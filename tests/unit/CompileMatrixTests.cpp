@@ -263,6 +263,24 @@ TEST_CASE("flash attention kernels compile for every target") {
   compileEverywhere("flash_attention_fwd", {});
   compileEverywhere("flash_attention_fwd", {{"dtype", "f16"}, {"head_dim", "64"}, {"causal", "1"}});
   compileEverywhere("flash_attention_fwd", {{"head_dim", "256"}, {"stages", "1"}, {"varlen", "1"}});
+  // Persistent: the register kernel walks its tiles on every target (on
+  // sm_100a too, rather than the tcgen05 form, which has no walk and says
+  // so), warp-specialized on sm_90a with packed sequences as well: the
+  // producer reads cu_seqlens again in its own walk.
+  compileEverywhere("flash_attention_fwd", {{"persistent", "1"}, {"causal", "1"}});
+  for (std::string varlen : {"0", "1"}) {
+    Kernel k = compileForHopper("flash_attention_fwd", {{"persistent", "1"}, {"varlen", varlen}});
+    CHECK(k.spec().persistent);
+    CHECK(k.cuda().find("setmaxnreg") != std::string::npos);
+    CHECK(k.cuda().find("gridDim.x") != std::string::npos);
+  }
+  try {
+    const LibraryKernel &entry = findKernel("flash_attention_fwd");
+    entry.build(withDefaults(entry, {{"persistent", "1"}, {"variant", "ss"}}, "sm_100a"));
+    FAIL("no error");
+  } catch (const Error &e) {
+    CHECK_THAT(std::string(e.what()), Catch::Contains("the register kernel's (variant=registers)"));
+  }
   compileEverywhere("flash_attention_fwd",
                     {{"overlap", "1"}, {"pingpong", "1"}, {"causal", "1"}, {"head_dim", "64"}});
   compileEverywhere("flash_attention_bwd", {});

@@ -37,6 +37,7 @@ AttentionConfig attentionConfig(const Params &p) {
   auto c = sharedAttentionConfig<AttentionConfig>(p);
   c.pingpong = flagParam(p, "pingpong");
   c.overlap = flagParam(p, "overlap");
+  c.persistent = flagParam(p, "persistent");
   c.streamedShards = intParam(p, "shards") > 0;
   c.queryOffset = intParam(p, "query_offset") > 0;
   return c;
@@ -514,6 +515,7 @@ std::vector<LibraryKernel> tessel::kernels::attentionKernels() {
          p["pingpong"] = "0";
          p["block_n"] = "auto";
          p["overlap"] = "0";
+         p["persistent"] = "0";
          // > 0: the kernel built for shards that arrive while it runs
          // (AttentionConfig::streamedShards), checked with every shard
          // present.
@@ -540,8 +542,8 @@ std::vector<LibraryKernel> tessel::kernels::attentionKernels() {
        },
        checkForward, benchForward,
        // sm_100a: the tcgen05 form, where the options asked for have one
-       // (K a block ahead, streamed shards and query offsets are the
-       // register kernel's).
+       // (K a block ahead, streamed shards, query offsets and the
+       // persistent walk are the register kernel's).
        [](const std::string &arch, const Params &overrides) {
          auto on = [&](const char *key) {
            auto it = overrides.find(key);
@@ -551,7 +553,7 @@ std::vector<LibraryKernel> tessel::kernels::attentionKernels() {
          if (auto it = overrides.find("variant"); it != overrides.end() && it->second == "ws")
            return Params{{"threads", "512"}};
          if (arch.rfind("sm_100a", 0) != 0 || overrides.count("variant") || on("overlap") ||
-             on("shards") || on("query_offset"))
+             on("shards") || on("query_offset") || on("persistent"))
            return Params{};
          return Params{{"variant", "ss"}};
        }},

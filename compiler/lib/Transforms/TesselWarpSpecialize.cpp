@@ -120,7 +120,8 @@ static scf::ForOp tileLoopAround(PipelinedOp loop, KernelOp kernel) {
 /// In a persistent kernel, the ops of the tile loop's body before the loop
 /// that the loads depend on (the tile's coordinates) go to `tileNeeds`, in
 /// order: the producer runs them again in its own walk over the tiles, so
-/// they must be free of side effects.
+/// they must be free of side effects (loads of memory the kernel never
+/// writes included).
 static SetVector<Operation *> producerInputs(PipelinePlan &plan, KernelOp kernel,
                                              Operation **blocker = nullptr,
                                              SetVector<Operation *> *tileNeeds = nullptr) {
@@ -161,10 +162,19 @@ static SetVector<Operation *> producerInputs(PipelinePlan &plan, KernelOp kernel
     });
   }
   if (blocker) *blocker = nullptr;
+  // A tile's coordinates may come from memory the kernel only reads (a
+  // packed batch's cu_seqlens): a load of a buffer nothing in the kernel
+  // writes gives the producer's walk the same value again.
+  DenseSet<Value> kernelReads, kernelWrites;
+  if (tiles) bufferAccesses(kernel, kernelReads, kernelWrites);
+  auto rereadable = [&](Operation *op) {
+    auto load = llvm::dyn_cast<memref::LoadOp>(op);
+    return load && !kernelWrites.contains(getRootBuffer(load.getMemRef()));
+  };
   while (!tileWork.empty()) {
     Operation *op = tileWork.pop_back_val();
     if (!inTile.insert(op)) continue;
-    if (blocker && !*blocker && !isMemoryEffectFree(op)) *blocker = op;
+    if (blocker && !*blocker && !isMemoryEffectFree(op) && !rereadable(op)) *blocker = op;
     op->walk([&](Operation *inner) {
       for (Value v : inner->getOperands())
         if (!op->isAncestor(v.getParentBlock()->getParentOp())) requireValue(v);
@@ -216,9 +226,14 @@ static std::string whyNot(PipelinePlan &plan, KernelOp kernel) {
   if (blocker) {
     std::string what;
     llvm::raw_string_ostream os(what);
-    os << "the loads' addresses depend on '" << blocker->getName() << "' at " << blocker->getLoc()
-       << ", which only the consumer threads can run (it touches fragments or is a tensor-core "
-          "or store operation)";
+    os << "the loads' addresses depend on '" << blocker->getName() << "' at " << blocker->getLoc();
+    scf::ForOp tiles = tileLoopAround(plan.loop, kernel);
+    if (tiles && tiles->isAncestor(blocker))
+      os << ", which the producer's own walk over the tiles would run again, and it has side "
+            "effects or reads memory the kernel writes";
+    else
+      os << ", which only the consumer threads can run (it touches fragments or is a tensor-core "
+            "or store operation)";
     return what;
   }
   return "";

@@ -191,6 +191,60 @@ tile.kernel @persistent(%a: memref<?x?xf16, #g>, %b: memref<?x?xf16, #g>, %c: me
 
 #g = #tile.space<global>
 #s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// A tile's coordinates read from a table the kernel never writes (a packed
+// batch's offsets): the producer's walk loads them again. Had the kernel
+// stored into the table, the reload could see another value: an error.
+// CHECK-LABEL: tile.kernel @persistent_table
+// CHECK: tile.role threads(128, 128) {
+// CHECK: scf.for %[[T:.*]] = {{.*}} iter_args
+// CHECK: memref.load %arg1[%[[T]]]
+// CHECK: tile.copy_async
+tile.kernel @persistent_table(%a: memref<?x64xf16, #g>, %rows: memref<?xindex, #g>, %c: memref<?x64xf32, #g>, %tiles: index, %n: index) grid(%bx) = affine_map<()[s0, s1] -> (s0)> threads(128) attributes {persistent} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %blocks = tile.num_blocks
+  scf.for %t = %bx to %tiles step %blocks {
+    %row = memref.load %rows[%t] : memref<?xindex, #g>
+    %as = tile.alloc : memref<64x64xf16, #s>
+    %acc = tile.alloc : memref<64x64xf32, #f>
+    tile.pipelined %k = %c0 to %n step %c1 stages(2) {
+      %ar = tile.region %a[%row, %c0] [64, 64] : memref<?x64xf16, #g> -> memref<64x64xf16, strided<[64, 1], offset: ?>, #g>
+      tile.copy %ar, %as : memref<64x64xf16, strided<[64, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+      tile.gemm %as, %as, %acc : memref<64x64xf16, #s>, memref<64x64xf16, #s>, memref<64x64xf32, #f>
+    }
+    %cr = tile.region %c[%row, %c0] [64, 64] : memref<?x64xf32, #g> -> memref<64x64xf32, strided<[64, 1], offset: ?>, #g>
+    tile.copy %acc, %cr : memref<64x64xf32, #f>, memref<64x64xf32, strided<[64, 1], offset: ?>, #g>
+  }
+}
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+tile.kernel @persistent_written_table(%a: memref<?x64xf16, #g>, %rows: memref<?xindex, #g>, %tiles: index, %n: index) grid(%bx) = affine_map<()[s0, s1] -> (s0)> threads(128) attributes {persistent} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %blocks = tile.num_blocks
+  scf.for %t = %bx to %tiles step %blocks {
+    %row = memref.load %rows[%t] : memref<?xindex, #g>
+    %as = tile.alloc : memref<64x64xf16, #s>
+    // expected-error@+1 {{which the producer's own walk over the tiles would run again, and it has side effects or reads memory the kernel writes}}
+    tile.pipelined %k = %c0 to %n step %c1 stages(2) attributes {warp_specialize = true} {
+      %ar = tile.region %a[%row, %c0] [64, 64] : memref<?x64xf16, #g> -> memref<64x64xf16, strided<[64, 1], offset: ?>, #g>
+      tile.copy %ar, %as : memref<64x64xf16, strided<[64, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+    }
+    memref.store %c0, %rows[%t] : memref<?xindex, #g>
+  }
+}
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
 
 // warp_specialize = false keeps the loop for tessel-software-pipeline.
 // CHECK-LABEL: tile.kernel @declined

@@ -142,6 +142,11 @@ struct AttentionConfig {
   /// against 552, 1k 307 against 360).
   bool overlap = false;
   GridOrder gridOrder = GridOrder::automatic;
+  /// One block per resident slot walks the (row block, head, sequence)
+  /// tiles in grid order (causal: all longest row blocks first): the
+  /// warp-specialized producer loads the next tile's first K/V stages while
+  /// the consumers finish the current one.
+  bool persistent = false;
   /// Q, K and V arrive while the kernel runs, in shards of rows (as a
   /// sequence-parallel exchange delivers them): rows [s * shard_rows,
   /// (s + 1) * shard_rows) of head group g (heads_q / head_groups query
