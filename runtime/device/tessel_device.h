@@ -73,6 +73,24 @@ template <int N> __device__ inline void fence_registers(float (&r)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
 
+template <int N> __device__ inline void fence_registers(int (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
+}
+
+// The same for a 16-bit array, a packed pair of elements at a time: the
+// pairs are formed here, before a wgmma fence, and what follows reads them
+// back unchanged (ptxas folds the unpack and repack away).
+template <class T, int N> __device__ inline void fence_pairs(T (&r)[N]) {
+  static_assert(N % 2 == 0, "16-bit operand arrays hold whole pairs");
+#pragma unroll
+  for (int i = 0; i < N; i += 2) {
+    unsigned pair = pack_pair(r[i], r[i + 1]);
+    asm volatile("" : "+r"(pair)::"memory");
+    unpack_pair(pair, r[i], r[i + 1]);
+  }
+}
+
 // Raw moves of 4, 8 or 16 aligned bytes.
 template <int Bytes> __device__ inline void copy_bytes(void *dst, const void *src);
 template <> __device__ inline void copy_bytes<16>(void *dst, const void *src) {

@@ -84,6 +84,10 @@ Binary tessel::rt::compileCuda(const std::string &source, const std::string &arc
       // "ptxas info    : (C7512) Potential Performance Loss: ..." -> from "(C7512)".
       size_t code = l.rfind('(', at);
       bin.performanceWarnings += l.substr(code == std::string::npos ? at : code) + "\n";
+    } else if (size_t at = l.find("(C7519)"); at != std::string::npos) {
+      // "warpgroup.arrive is injected ... to allow use of registers in
+      // GMMA": a wait before a wgmma the schedule did not plan.
+      bin.performanceWarnings += l.substr(at) + "\n";
     }
   }
   size_t size = 0;

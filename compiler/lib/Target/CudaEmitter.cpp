@@ -83,6 +83,23 @@ LogicalResult CudaEmitter::emitWgmmaRegA(tilenv::WgmmaRegAOp o) {
   return success();
 }
 
+LogicalResult CudaEmitter::emitWgmmaFence(tilenv::WgmmaFenceOp o) {
+  // The A registers of the group's register-A products are packed (two
+  // 16-bit values to a register) before the fence, not at each product:
+  // a register the group reads that is written after the fence makes ptxas
+  // inject another warpgroup.arrive (info C7519) ahead of that product.
+  SetVector<Value> operands;
+  for (Operation *op = o->getNextNode(); op && !llvm::isa<tilenv::WgmmaCommitOp>(op);
+       op = op->getNextNode())
+    op->walk([&](tilenv::WgmmaRegAOp product) { operands.insert(product.getA()); });
+  for (Value a : operands) {
+    unsigned bits = llvm::cast<MemRefType>(a.getType()).getElementType().getIntOrFloatBitWidth();
+    line() << (bits == 16 ? "tessel::fence_pairs(" : "tessel::fence_registers(") << name(a)
+           << ");\n";
+  }
+  return asmStatement("wgmma.fence.sync.aligned");
+}
+
 LogicalResult CudaEmitter::emitWgmma(tilenv::WgmmaOp o) {
   int64_t n = o.getN(), regs = n / 2;
   std::string t = ptxType(o.getOperandType());
@@ -536,7 +553,7 @@ LogicalResult CudaEmitter::emitOp(Operation &op) {
             tilenv::Tcgen05SmemDescOp, tilenv::Tcgen05MmaOp, tilenv::Tcgen05CommitOp,
             tilenv::Tcgen05LdOp, tilenv::Tcgen05StOp, tilenv::Tcgen05WaitLdOp,
             tilenv::Tcgen05WaitStOp, tilenv::Tcgen05CpOp>([&](Operation *o) { return emitTcgen05(*o); })
-      .Case([&](tilenv::WgmmaFenceOp) { return asmStatement("wgmma.fence.sync.aligned"); })
+      .Case([&](tilenv::WgmmaFenceOp o) { return emitWgmmaFence(o); })
       .Case([&](tilenv::WgmmaCommitOp) { return asmStatement("wgmma.commit_group.sync.aligned"); })
       .Case([&](tilenv::WgmmaWaitOp o) {
         if (failed(asmStatement("wgmma.wait_group.sync.aligned " + Twine(o.getPending()))))

@@ -72,6 +72,7 @@ private:
   LogicalResult emitLdMatrix(tilenv::LdMatrixOp op);
   LogicalResult emitMmaSync(tilenv::MmaSyncOp op);
   LogicalResult emitWgmma(tilenv::WgmmaOp op);
+  LogicalResult emitWgmmaFence(tilenv::WgmmaFenceOp o);
   LogicalResult emitWgmmaRegA(tilenv::WgmmaRegAOp op);
   LogicalResult emitTcgen05(Operation &op);
   LogicalResult emitTcgen05Emulated(Operation &op);
