@@ -333,6 +333,15 @@ static std::vector<Params> gemmCandidates(const std::string &arch) {
     add(64, 32, 64, 128, 8, 0);
     add(64, 32, 128, 128, 6, 0);
     add(64, 64, 64, 128, 6, 0);
+    // Two or more tile rows (M 128): the blocks that share a B tile launch
+    // side by side (rasterized) so that B leaves HBM once, not once per
+    // row (at M 128, N 4096, K 14336 the 64-row tiles ran at the time of
+    // reading B twice); or one 128-row tile split along K.
+    add(64, 64, 64, 128, 6, 8);
+    add(64, 32, 64, 128, 8, 8);
+    add(128, 64, 64, 256, 4, 0);
+    out.back()["split_k"] = "2";
+    out.back()["tma_store"] = "1";
     return out;
   }
   for (int bm : {64, 128})
