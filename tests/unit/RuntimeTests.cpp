@@ -119,6 +119,42 @@ TEST_CASE("ptxas performance warnings reach the binary") {
   CHECK(compileCuda(kernel("384, 1"), "sm_90a").performanceWarnings.empty());
 }
 
+// Two register-A wgmmas in one group: the second's A pairs are packed
+// after the first is issued, so ptxas injects a warpgroup.arrive before it
+// (info C7519), which the binary reports; packing the array before the
+// fence (what the emitter does) leaves nothing to inject.
+TEST_CASE("an A register written inside a wgmma group is a performance warning") {
+  auto kernel = [](const std::string &beforeFence) {
+    std::string product =
+        "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %9, 0;\\n"
+        "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, %8, p, 1, 1, 0;\\n}\"\n"
+        "    : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3])\n"
+        "    : \"r\"(tessel::pack_pair(A[0], A[1])), \"r\"(tessel::pack_pair(A[2], A[3])),\n"
+        "      \"r\"(tessel::pack_pair(A[4], A[5])), \"r\"(tessel::pack_pair(A[6], A[7])),\n"
+        "      \"l\"(desc), \"r\"(1) : \"memory\");\n";
+    auto issue = [&](const std::string &a) {
+      std::string text = product;
+      for (size_t at; (at = text.find("A[")) != std::string::npos;) text.replace(at, 2, a);
+      return text;
+    };
+    return "#include \"tessel_device.h\"\n"
+           "extern \"C\" __global__ void __launch_bounds__(128, 1) k(float *out, const float *in,\n"
+           "                                                       unsigned long long desc) {\n"
+           "  tessel::bfloat16 a[16];\n"
+           "  for (int i = 0; i < 16; ++i) a[i] = tessel::bfloat16(in[threadIdx.x * 16 + i]);\n"
+           "  float c[4] = {0.f, 0.f, 0.f, 0.f};\n" +
+           beforeFence + "  asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");\n" +
+           issue("a[") + issue("a[8 + ") +
+           "  asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");\n"
+           "  asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");\n"
+           "  for (int i = 0; i < 4; ++i) out[threadIdx.x * 4 + i] = c[i];\n}\n";
+  };
+  std::string injected = compileCuda(kernel(""), "sm_90a").performanceWarnings;
+  CHECK(injected.find("(C7519) warpgroup.arrive is injected") != std::string::npos);
+  CHECK(compileCuda(kernel("  tessel::fence_pairs(a);\n"), "sm_90a").performanceWarnings.empty());
+}
+
 TEST_CASE("grid extents evaluate from symbols") {
   KernelSpec spec;
   spec.name = "k";
