@@ -153,23 +153,24 @@ Program tessel::kernels::gemm(const GemmConfig &c) {
                        },
                        GemmInstruction::tcgen05,
                        [&](const Buffer &acc, const Tensor &out, Expr row, Expr col, bool add) {
-                         if (add)
-                           throw Error("split_k adds partial products from registers; a tcgen05 "
-                                       "gemm's accumulator is in tensor memory");
                          Buffer part = alloc_fragment({bm, chunk}, DType::f32, "acc_part");
                          // tma_store: each chunk through one shared tile and
-                         // a TMA store; the next chunk's write waits only
-                         // for the copy engine to have read the last one.
+                         // a TMA store (reduce-add for split-K); the next
+                         // chunk's write waits only for the copy engine to
+                         // have read the last one.
                          std::optional<Buffer> staged;
                          if (c.tmaStore) staged = alloc_shared({bm, chunk}, c.out, "c_chunk");
                          for (int64_t at = 0; at < bn; at += chunk) {
                            copy(acc.tile({0, at}, {bm, chunk}), part);
+                           Buffer tile = out.tile({row, col + at}, {bm, chunk});
                            if (!staged) {
-                             copy(part, out.tile({row, col + at}, {bm, chunk}));
+                             if (add) atomic_add(tile, part, MemoryOrder::relaxed);
+                             else copy(part, tile);
                              continue;
                            }
                            copy(part, *staged);
-                           copy(*staged, out.tile({row, col + at}, {bm, chunk}));
+                           if (add) atomic_add(tile, *staged, MemoryOrder::relaxed, AtomicPath::tma);
+                           else copy(*staged, tile);
                          }
                        }});
 }

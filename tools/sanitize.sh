@@ -44,6 +44,7 @@ runs=(
   "gemm --param in=bf16 --param out=f32 --param block_m=64 --param block_n=64 --param block_k=64 --param threads=128 --param stages=4 --param split_k=2 --param tma_store=1 --param M=70 --param N=256 --param K=520"
   "gemm --no-tma --param in=bf16 --param block_m=128 --param block_n=128 --param block_k=64 --param threads=256 --param stages=3 --param warp_specialize=off --param M=130 --param N=130 --param K=200"
   "gemm --arch sm_100a-emu --param block_n=64 --param warp_specialize=off --param M=130 --param N=70 --param K=72"
+  "gemm --arch sm_100a-emu --param out=f32 --param split_k=3 --param tma_store=1 --param M=130 --param N=128 --param K=520"
   "gemm --arch sm_100a-emu --param block_n=64 --param threads=256 --param warp_specialize=on --param M=130 --param N=70 --param K=72"
   "flash_attention_fwd --param persistent=1 --param causal=1 --param batch=4 --param seqlen_q=200 --param seqlen_k=200"
   "flash_attention_fwd --param persistent=1 --param varlen=1 --param seqlens_q=3,200,1 --param seqlens_k=0,130,7"

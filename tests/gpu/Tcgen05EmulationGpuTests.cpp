@@ -66,6 +66,17 @@ TEST_CASE("the emulated sm_100a gemm matches the reference", "[gpu][tcgen05]") {
                              {"K", "100"}},
                             emulated)
               .passed);
+     // The epilogue's column chunks through a staged tile and a TMA store,
+    // and split-K adding each chunk (atomics, or TMA reduce-add) into C.
+    CHECK(checkEmulatedGemm({{"warp_specialize", ws}, {"out", "f16"}, {"tma_store", "1"},
+                             {"M", "300"}, {"N", "256"}, {"K", "136"}},
+                            emulated)
+              .passed);
+    for (std::string tma : {"0", "1"})
+      CHECK(checkEmulatedGemm({{"warp_specialize", ws}, {"out", "f32"}, {"split_k", "3"},
+                               {"tma_store", tma}, {"M", "130"}, {"N", "128"}, {"K", "520"}},
+                              emulated)
+                .passed);
   }
 }
 
