@@ -156,7 +156,7 @@ Choice tessel::gemm(const TensorView &a, const TensorView &b, const TensorView &
                                  LaunchArg::view(a), LaunchArg::view(b), LaunchArg::view(c)};
   // A split-K gemm adds its K slices into C (contiguous, as required above).
   if (config.splitK > 1)
-    rt::clearAsync(c.data, size_t(m) * size_t(n) * size_t(rt::scalarBytes(c.dtype)), 1, 0, stream);
+    rt::clearAsync(c.data, size_t(m) * size_t(n) * size_t(rt::scalarBytes(c.dtype)), stream);
   kernel->launch(args, stream);
   return choice;
 }

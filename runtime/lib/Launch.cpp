@@ -53,14 +53,10 @@ void DeviceBuffer::fillBytes(unsigned char value) {
   TESSEL_CU(d, cuMemsetD8, p, value, n);
 }
 
-void tessel::rt::clearAsync(CUdeviceptr ptr, size_t rowBytes, size_t rows, size_t pitch,
-                            CUstream stream) {
+void tessel::rt::clearAsync(CUdeviceptr ptr, size_t bytes, CUstream stream) {
   Driver &d = Driver::get();
   d.makeCurrent();
-  if (rows <= 1 || pitch == rowBytes)
-    TESSEL_CU(d, cuMemsetD8Async, ptr, 0, rowBytes * std::max<size_t>(rows, 1), stream);
-  else
-    TESSEL_CU(d, cuMemsetD2D8Async, ptr, pitch, 0, rowBytes, rows, stream);
+  TESSEL_CU(d, cuMemsetD8Async, ptr, 0, bytes, stream);
 }
 
 int tessel::rt::scalarBytes(ScalarType t) {

@@ -212,6 +212,10 @@ TEST_CASE("flash attention forward matches the reference", "[gpu][attention]") {
                                         {"heads_q", "8"}, {"heads_kv", "2"}, {"seqlen_q", "333"},
                                         {"seqlen_k", "333"}});
   checkKernel("flash_attention_fwd", {{"persistent", "1"}, {"grid_order", "heads"}, {"seqlen_q", "130"}});
+  // Not warp-specialized: the software pipeline runs once per tile, its TMA
+  // stages' phases following its count of iterations over all tiles.
+  checkKernel("flash_attention_fwd", {{"persistent", "1"}, {"warp_specialize", "off"}, {"causal", "1"},
+                                      {"batch", "4"}, {"seqlen_q", "333"}, {"seqlen_k", "333"}});
   checkKernel("flash_attention_fwd", {{"persistent", "1"}, {"overlap", "1"}, {"causal", "1"},
                                       {"head_dim", "64"}, {"seqlen_q", "333"}, {"seqlen_k", "333"}});
   checkKernel("flash_attention_fwd", {{"persistent", "1"}, {"varlen", "1"}, {"causal", "1"},

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 using namespace tessel;
@@ -283,6 +284,12 @@ TEST_CASE("flash attention kernels compile for every target") {
     CHECK(k.cuda().find("setmaxnreg") != std::string::npos);
     CHECK(k.cuda().find("gridDim.x") != std::string::npos);
   }
+  // Not warp-specialized, the TMA pipeline counts its iterations across
+  // tiles in a per-thread counter, as any pipelined loop nested in another.
+  Kernel plain = compileForHopper("flash_attention_fwd", {{"persistent", "1"}, {"warp_specialize", "off"}});
+  CHECK(plain.cuda().find("setmaxnreg") == std::string::npos);
+  CHECK(plain.cuda().find("tessel::tma_load(") != std::string::npos);
+  CHECK(std::regex_search(plain.cuda(), std::regex(R"(__align__\(16\) int v\d+\[1\];)")));
   try {
     const LibraryKernel &entry = findKernel("flash_attention_fwd");
     entry.build(withDefaults(entry, {{"persistent", "1"}, {"variant", "ss"}}, "sm_100a"));

@@ -181,15 +181,6 @@ struct TesselSoftwarePipeline
       // One stage, or nothing to load ahead: the loop stays as it is and
       // its copies complete before the compute that follows them.
       if (plan.stages < 2 || plan.loads.empty()) continue;
-      // Run once per tile of a persistent kernel, TMA stages would restart
-      // their mbarrier phases: only the warp-specialized pipeline counts its
-      // iterations across tiles. (cp.async groups restart harmlessly.)
-      if (auto tiles = llvm::dyn_cast<scf::ForOp>(loop->getParentOp());
-          plan.tma && tiles && tiles.getStep().getDefiningOp<NumBlocksOp>()) {
-        loop.emitError("a persistent kernel's TMA-fed pipelined loop runs warp-specialized; this "
-                       "one is not (warp_specialize off, or it cannot be split)");
-        return signalPassFailure();
-      }
       if (failed(verifyStagesFit(plan, *target)) || failed(verifyLoadGuards(plan)))
         return signalPassFailure();
       Pipeliner{OpBuilder(loop), plan, kernel, {}}.run();

@@ -121,11 +121,10 @@ int argumentDevice(const std::vector<LaunchArg> &args, const std::string &kernel
 float timeMedian(const std::function<void(int run)> &work, int warmup, int reps,
                  CUstream stream = nullptr);
 
-/// Zeroes `rows` rows of `rowBytes` bytes, `pitch` bytes apart, on `stream`
-/// (ordered with its launches): what a kernel that adds into its output
-/// (a split-K gemm) needs before each launch.
-void clearAsync(CUdeviceptr ptr, size_t rowBytes, size_t rows = 1, size_t pitch = 0,
-                CUstream stream = nullptr);
+/// Zeroes `bytes` bytes at `ptr` on `stream` (ordered with its launches):
+/// what a kernel that adds into its output (a split-K gemm) needs before
+/// each launch.
+void clearAsync(CUdeviceptr ptr, size_t bytes, CUstream stream = nullptr);
 
 /// Whether TMA can read the buffer argument of `map` (row strides in whole
 /// 16-byte units); otherwise why not.
