@@ -342,6 +342,15 @@ static std::vector<Params> gemmCandidates(const std::string &arch) {
     add(128, 64, 64, 256, 4, 0);
     out.back()["split_k"] = "2";
     out.back()["tma_store"] = "1";
+    // Wider tiles split further: the same 128 blocks, but each A row block
+    // is read by 32 or 16 column tiles instead of 64, halving or quartering
+    // the L2 traffic of A, which at M 128 and K 14336 is twice that of B.
+    add(128, 128, 64, 256, 4, 0);
+    out.back()["split_k"] = "4";
+    out.back()["tma_store"] = "1";
+    add(128, 256, 64, 256, 3, 0);
+    out.back()["split_k"] = "8";
+    out.back()["tma_store"] = "1";
     return out;
   }
   for (int bm : {64, 128})
