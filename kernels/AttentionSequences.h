@@ -145,14 +145,16 @@ inline void launchAttentionGrid(Program &p, GridOrder order, bool causal, Expr r
   };
   if (!walk) return p.kernel(grid, threads, tile, loc);
   // A causal walk takes every head's and sequence's longest row block
-  // before any shorter one (the body maps block 0 to the last rows), so
-  // each block's share of the work evens out by the end.
+  // before any shorter one (the body maps block 0 to the last rows), in
+  // rounds of alternating direction, so each block's share of the work
+  // evens out by the end.
   bool longestFirst = causal && order == GridOrder::heads;
   std::vector<Expr> tiles = longestFirst ? std::vector<Expr>{heads, sequences, rowBlocks} : grid;
   p.kernel(
       grid, threads,
       [&](Expr, Expr, Expr) {
-        persistent(tiles, [&](std::vector<Expr> t) {
+        persistent(tiles, longestFirst ? TileWalk::serpentine : TileWalk::round_robin,
+                   [&](std::vector<Expr> t) {
           if (longestFirst) body(t[2], t[0], t[1]);
           else tile(t[0], t[1], t[2]);
         }, loc);

@@ -99,6 +99,11 @@ std::pair<Expr, Expr> tessel::use_swizzle(Expr bx, Expr by, Expr gridX, Expr gri
 
 void tessel::persistent(std::vector<Expr> tiles, std::function<void(std::vector<Expr>)> body,
                         SrcLoc loc) {
+  persistent(std::move(tiles), TileWalk::round_robin, std::move(body), loc);
+}
+
+void tessel::persistent(std::vector<Expr> tiles, TileWalk walk,
+                        std::function<void(std::vector<Expr>)> body, SrcLoc loc) {
   lastLoc = loc;
   Program &p = Program::current(loc);
   OpBuilder &b = p.builder();
@@ -118,6 +123,14 @@ void tessel::persistent(std::vector<Expr> tiles, std::function<void(std::vector<
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(loop.getBody()->getTerminator());
   Expr t = fromValue(loop.getInductionVar());
+  if (walk == TileWalk::serpentine) {
+    // Round r covers tiles [r * blocks, (r + 1) * blocks). Counting the
+    // direction from the last round keeps that one forward, so the loop's
+    // own bound (t < total) still tells which blocks have a tile in it.
+    Expr blocks = fromValue(step), block = fromValue(first);
+    Expr round = t / blocks, lastRound = (total - 1) / blocks;
+    t = select((lastRound - round) % 2 == Expr(1), round * blocks + (blocks - 1 - block), t);
+  }
   std::vector<Expr> index;
   for (size_t i = 0; i + 1 < tiles.size(); ++i) {
     index.push_back(t % tiles[i]);

@@ -205,8 +205,9 @@ TEST_CASE("flash attention forward matches the reference", "[gpu][attention]") {
                                         {"seqlen_k", "768"}, {"shards", "3"}});
   // Persistent: resident blocks walk the (row block, head, batch) tiles, the
   // producer's K/V pipeline running on from tile to tile; more tiles than
-  // blocks (batch 8 x 8 heads x 3 row blocks), GQA, both orders, overlap,
-  // head_dim 64, and packed sequences (tiles with no keys or no rows).
+  // blocks (batch 8 x 8 heads x 3 row blocks; causal: a reversed round,
+  // then a partial forward one), GQA, both orders, overlap, head_dim 64,
+  // and packed sequences (tiles with no keys or no rows).
   for (std::string causal : {"0", "1"})
     checkKernel("flash_attention_fwd", {{"persistent", "1"}, {"causal", causal}, {"batch", "8"},
                                         {"heads_q", "8"}, {"heads_kv", "2"}, {"seqlen_q", "333"},
@@ -215,7 +216,7 @@ TEST_CASE("flash attention forward matches the reference", "[gpu][attention]") {
   // Not warp-specialized: the software pipeline runs once per tile, its TMA
   // stages' phases following its count of iterations over all tiles.
   checkKernel("flash_attention_fwd", {{"persistent", "1"}, {"warp_specialize", "off"}, {"causal", "1"},
-                                      {"batch", "4"}, {"seqlen_q", "333"}, {"seqlen_k", "333"}});
+                                      {"batch", "16"}, {"seqlen_q", "333"}, {"seqlen_k", "333"}});
   checkKernel("flash_attention_fwd", {{"persistent", "1"}, {"overlap", "1"}, {"causal", "1"},
                                       {"head_dim", "64"}, {"seqlen_q", "333"}, {"seqlen_k", "333"}});
   checkKernel("flash_attention_fwd", {{"persistent", "1"}, {"varlen", "1"}, {"causal", "1"},

@@ -311,6 +311,20 @@ std::pair<Expr, Expr> use_swizzle(Expr bx, Expr by, Expr grid_x, Expr grid_y, in
 /// consumers finish the current one.
 void persistent(std::vector<Expr> tiles, std::function<void(std::vector<Expr>)> body,
                 SrcLoc loc = SrcLoc::current());
+/// How persistent blocks share the tiles. Each round hands one tile to each
+/// block, in tile order.
+enum class TileWalk {
+  /// Block b takes tile b of every round.
+  round_robin,
+  /// Rounds alternate direction (block b takes tile b of one round and the
+  /// b-th from its end of the next), ending on a forward round. With tiles
+  /// ordered longest first (causal attention's row blocks) round robin
+  /// gives block 0 the longest tile of every round, 3-6% more work than
+  /// the average at 4k-8k; alternating rounds evens it to under 1%.
+  serpentine,
+};
+void persistent(std::vector<Expr> tiles, TileWalk walk,
+                std::function<void(std::vector<Expr>)> body, SrcLoc loc = SrcLoc::current());
 /// Launches the kernel's blocks in thread block clusters (sm_90a and newer)
 /// of `dims` blocks along each grid dimension (at most 8 in all): blocks
 /// (bx, by) with the same bx / dims[0] and by / dims[1] run together and can
