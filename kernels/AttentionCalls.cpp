@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "LibraryCalls.h"
+#include "tessel/kernels/Tuned.h"
 #include "tessel/runtime/Driver.h"
 
 #include <cmath>
@@ -73,22 +74,46 @@ Problem checkProblem(const TensorView &q, const TensorView &k, const TensorView 
   return p;
 }
 
+/// Every setting that changes the kernel: the text is also its key in the
+/// process's kernel cache.
 std::string describe(const AttentionConfig &c, const char *variant) {
   return fmt::format("variant={} dtype={} head_dim={} block_m={} block_n={} threads={} stages={} "
-                     "causal={} varlen={}",
+                     "causal={} varlen={} warp_specialize={} grid_order={} pingpong={} "
+                     "overlap={} persistent={}",
                      variant, name(c.dtype), c.headDim, c.blockM,
                      c.blockN ? std::to_string(c.blockN) : std::string("auto"), c.threads, c.stages,
-                     int(c.causal), int(c.varlen));
+                     int(c.causal), int(c.varlen), int(c.warpSpecialize), int(c.gridOrder),
+                     int(c.pingpong), int(c.overlap), int(c.persistent));
 }
 
+/// As above, for the backward pass's three kernels.
 std::string describe(const AttentionBackwardConfig &c) {
   const char *forms[] = {"registers", "ss", "ts"};
   const char *reductions[] = {"direct", "atomic", "split"};
-  return fmt::format("variant={} dtype={} head_dim={} block_m={} block_n={} threads={} stages={} "
-                     "causal={} varlen={} kv_reduction={} dq_atomics={}",
-                     forms[int(c.form)], name(c.dtype), c.headDim, c.blockM, c.blockN, c.threads,
-                     c.stages, int(c.causal), int(c.varlen), reductions[int(c.kvReduction)],
-                     c.dqTma ? "tma" : "registers");
+  return fmt::format("variant={} dtype={} head_dim={} block_m={} block_n={} pre_block={} "
+                     "threads={} stages={} causal={} varlen={} kv_reduction={} element_atomics={} "
+                     "dq_order={} dq_atomics={} warp_specialize={} grid_order={}",
+                     forms[int(c.form)], name(c.dtype), c.headDim, c.blockM, c.blockN, c.preBlock,
+                     c.threads, c.stages, int(c.causal), int(c.varlen),
+                     reductions[int(c.kvReduction)], int(c.elementAtomics), int(c.dqOrder),
+                     c.dqTma ? "tma" : "registers", int(c.warpSpecialize), int(c.gridOrder));
+}
+
+/// `base` with the settings of a `tessel tune flash_attention_fwd` record;
+/// false (and `base` unchanged) when the record names a setting or value
+/// it does not know.
+bool applyRecord(const TunedSettings &record, AttentionConfig &base) {
+  AttentionConfig c = base;
+  for (auto &[key, value] : record) {
+    bool flag = value == "0" || value == "1";
+    if (key == "stages" && (value == "2" || value == "3" || value == "4")) c.stages = value[0] - '0';
+    else if (key == "persistent" && flag) c.persistent = value == "1";
+    else if (key == "overlap" && flag) c.overlap = value == "1";
+    else if (key == "pingpong" && flag) c.pingpong = value == "1";
+    else return false;
+  }
+  base = c;
+  return true;
 }
 
 bool isBlackwell(const std::string &arch) { return arch.rfind("sm_100a", 0) == 0; }
@@ -170,12 +195,27 @@ Choice attention::forward(const TensorView &q, const TensorView &k, const Tensor
   if (c.streamedShards || c.queryOffset)
     throw Error("attention::forward runs whole sequences: streamedShards and queryOffset are for "
                 "the sequence-parallel kernels");
+  std::string tunedOn;
+  if (!o.config && o.tuned) {
+    // The bucket `tessel tune flash_attention_fwd` files its record under.
+    std::string bucket = tunedBucket({{"dtype", name(c.dtype)},
+                                      {"head_dim", std::to_string(c.headDim)},
+                                      {"causal", c.causal ? "1" : "0"},
+                                      {"varlen", c.varlen ? "1" : "0"}},
+                                     {{"batch", p.batch},
+                                      {"heads_q", p.headsQ},
+                                      {"seqlen_q", p.seqQ},
+                                      {"seqlen_k", p.seqK}});
+    auto [record, who] = tunedRecord("flash_attention_fwd", p.device, choice.arch, bucket);
+    if (record && applyRecord(*record, c)) tunedOn = who;
+  }
   // sm_100a: S and O accumulate in tensor memory, P through shared memory.
-  bool tcgen05 = isBlackwell(choice.arch) && !c.overlap;
+  bool tcgen05 = isBlackwell(choice.arch) && !c.overlap && !c.persistent;
   choice.config = "flash_attention_fwd " + describe(c, tcgen05 ? "ss" : "registers");
   std::shared_ptr<Kernel> kernel = cachedKernel(choice.config, choice.arch, [&] {
     return tcgen05 ? flashAttentionForwardTcgen05(c, /*pInTmem=*/false) : flashAttentionForward(c);
   }, choice.compiled);
+  if (!tunedOn.empty()) choice.config += " (tuned on " + tunedOn + ")";
 
   std::vector<LaunchArg> args = integers({p.batch, p.seqQ, p.seqK, p.headsQ, p.headsKv});
   args.push_back(LaunchArg::real(p.scale));

@@ -4,8 +4,6 @@
 #include "tessel/runtime/Cache.h"
 #include "tessel/runtime/Driver.h"
 
-#include <map>
-#include <mutex>
 
 #include <fmt/format.h>
 
@@ -76,30 +74,6 @@ bool applyRecord(const TunedSettings &record, GemmConfig &base) {
   return true;
 }
 
-/// The record `tessel tune gemm` left for this device (else target) and
-/// bucket, and whose it is; looked for once per process and key, so that a
-/// call does not touch the file system (or ask the driver the device's
-/// name) every time.
-std::pair<std::optional<TunedSettings>, std::string>
-tunedRecord(int device, const std::string &arch, const std::string &bucket) {
-  static std::mutex mutex;
-  static std::map<std::string, std::pair<std::optional<TunedSettings>, std::string>> seen;
-  std::string key = rt::KernelCache::global().directory() + '\n' + std::to_string(device) + '\n' +
-                    arch + '\n' + bucket;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (auto it = seen.find(key); it != seen.end()) return it->second;
-  std::vector<std::string> who;
-  if (rt::Driver::available()) who.push_back(rt::Driver::get().deviceName(device));
-  who.push_back(arch);
-  std::pair<std::optional<TunedSettings>, std::string> found;
-  for (const std::string &w : who)
-    if (std::optional<TunedSettings> record = findTuned("gemm", w, bucket)) {
-      found = {record, w};
-      break;
-    }
-  return seen[key] = found;
-}
-
 std::string describe(const GemmConfig &c) {
   return fmt::format("in={} out={} transpose_a={} transpose_b={} block_m={} block_n={} block_k={} "
                      "stages={} threads={} swizzle={} instruction={} warp_specialize={} "
@@ -145,7 +119,7 @@ Choice tessel::gemm(const TensorView &a, const TensorView &b, const TensorView &
                                       {"transpose_a", o.transposeA ? "1" : "0"},
                                       {"transpose_b", o.transposeB ? "1" : "0"}},
                                      {{"M", m}, {"N", n}, {"K", k}});
-    auto [record, who] = tunedRecord(device, choice.arch, bucket);
+    auto [record, who] = tunedRecord("gemm", device, choice.arch, bucket);
     if (record && applyRecord(*record, config)) tunedOn = who;
   }
   std::string key = "gemm " + describe(config);

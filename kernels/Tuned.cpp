@@ -1,11 +1,13 @@
 //===- Tuned.cpp - configurations recorded by tessel tune -----------------===//
 #include "tessel/kernels/Tuned.h"
 #include "tessel/runtime/Cache.h"
+#include "tessel/runtime/Driver.h"
 #include "tessel/runtime/Error.h"
 #include "tessel/runtime/Files.h"
 
 #include <cctype>
 #include <fmt/format.h>
+#include <mutex>
 
 using namespace tessel;
 using namespace tessel::kernels;
@@ -65,6 +67,27 @@ std::optional<TunedSettings> tessel::kernels::findTuned(const std::string &kerne
   }
   if (p.empty()) return std::nullopt;
   return p;
+}
+
+std::pair<std::optional<TunedSettings>, std::string>
+tessel::kernels::tunedRecord(const std::string &kernel, int device, const std::string &arch,
+                             const std::string &bucket) {
+  static std::mutex mutex;
+  static std::map<std::string, std::pair<std::optional<TunedSettings>, std::string>> seen;
+  std::string key = rt::KernelCache::global().directory() + '\n' + kernel + '\n' +
+                    std::to_string(device) + '\n' + arch + '\n' + bucket;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = seen.find(key); it != seen.end()) return it->second;
+  std::vector<std::string> who;
+  if (rt::Driver::available()) who.push_back(rt::Driver::get().deviceName(device));
+  who.push_back(arch);
+  std::pair<std::optional<TunedSettings>, std::string> found;
+  for (const std::string &w : who)
+    if (std::optional<TunedSettings> record = findTuned(kernel, w, bucket)) {
+      found = {record, w};
+      break;
+    }
+  return seen[key] = found;
 }
 
 void tessel::kernels::recordTuned(const std::string &kernel, const std::string &device,

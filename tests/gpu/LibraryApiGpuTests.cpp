@@ -304,6 +304,39 @@ TEST_CASE("library calls run on the device their tensors live on", "[gpu][api]")
   CHECK(error < 1e-3);
 }
 
+TEST_CASE("tessel::attention::forward runs the configuration tessel tune recorded", "[gpu][api]") {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / "tessel-tuned-attention-test";
+  fs::remove_all(dir);
+  const char *before = std::getenv("TESSEL_CACHE_DIR");
+  std::string saved = before ? before : "";
+  setenv("TESSEL_CACHE_DIR", dir.c_str(), 1);
+  rt::Driver &d = rt::Driver::get();
+  // The bucket `tessel tune flash_attention_fwd` files batch 2, 300 rows,
+  // 8 query heads at head_dim 64, causal under.
+  std::string bucket = kernels::tunedBucket(
+      {{"dtype", "bf16"}, {"head_dim", "64"}, {"causal", "1"}, {"varlen", "0"}},
+      {{"batch", 2}, {"heads_q", 8}, {"seqlen_q", 300}, {"seqlen_k", 300}});
+  CHECK(bucket == "dtype=bf16,head_dim=64,causal=1,varlen=0,batch=2,heads_q=8,seqlen_q=512,seqlen_k=512");
+  kernels::recordTuned("flash_attention_fwd", d.deviceName(), bucket,
+                       {{"stages", "3"}, {"persistent", "1"}, {"overlap", "0"}, {"pingpong", "0"}});
+  AttentionOutcome tuned = runAttention(2, {300}, 8, 2, 64, true, DType::bf16);
+  verify(tuned);
+  CHECK_THAT(tuned.what, Catch::Contains("stages=3 causal=1") && Catch::Contains("persistent=1") &&
+                             Catch::Contains("(tuned on " + d.deviceName() + ")"));
+  // A record with a setting it does not know is not used.
+  std::string other = kernels::tunedBucket(
+      {{"dtype", "bf16"}, {"head_dim", "64"}, {"causal", "0"}, {"varlen", "0"}},
+      {{"batch", 2}, {"heads_q", 8}, {"seqlen_q", 300}, {"seqlen_k", 300}});
+  kernels::recordTuned("flash_attention_fwd", d.deviceName(), other, {{"stages", "9"}});
+  AttentionOutcome untuned = runAttention(2, {300}, 8, 2, 64, false, DType::bf16);
+  verify(untuned);
+  CHECK_THAT(untuned.what, !Catch::Contains("tuned on") && Catch::Contains("persistent=0"));
+  if (before) setenv("TESSEL_CACHE_DIR", saved.c_str(), 1);
+  else unsetenv("TESSEL_CACHE_DIR");
+  fs::remove_all(dir);
+}
+
 TEST_CASE("tessel::gemm runs the configuration tessel tune recorded", "[gpu][api]") {
   namespace fs = std::filesystem;
   fs::path dir = fs::temp_directory_path() / "tessel-tuned-gemm-test";

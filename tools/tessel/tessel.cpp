@@ -280,7 +280,8 @@ int benchAttention(const Args &a) {
           // at 8k and head_dim 128 on an H200 (620 against 603 TFLOP/s),
           // slower for shorter, causal or head_dim 64 runs (404 against
           // 420); sm_90a only.
-          if (pass == "fwd" && arch != "sm_80" && !causal && s >= 8192 && d == 128) {
+          bool tuned = a.params.count("config") && entry.tuning.candidates;
+          if (pass == "fwd" && !tuned && arch != "sm_80" && !causal && s >= 8192 && d == 128) {
             shape["overlap"] = "1";
             shape["pingpong"] = "1";
           }
@@ -297,6 +298,14 @@ int benchAttention(const Args &a) {
           if (pass == "bwd" && std::stoll(shape.at("head_dim")) > 128) {
             if (oneShape) return summarize();
             continue;
+          }
+          // config=auto: the tuned configuration for this shape (the passes
+          // without one keep the settings above).
+          if (tuned) {
+            shape["config"] = a.params.at("config");
+            std::string said;
+            shape = resolveConfig(entry, shape, rt::Driver::get().deviceName(), arch, &said);
+            fmt::print(stderr, "{}\n", said);
           }
           Params p = withDefaults(entry, shape);
           Program program = entry.build(p);

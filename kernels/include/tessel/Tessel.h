@@ -60,6 +60,10 @@ struct Options {
 /// stages); dtype, head_dim, causal and varlen always follow the tensors.
 struct ForwardOptions : Options {
   std::optional<kernels::AttentionConfig> config;
+  /// Without `config`: the stages, persistent walk and K/V overlap that
+  /// `tessel tune flash_attention_fwd` recorded for this device (else for
+  /// the target) and shape bucket, when there is one; else the defaults.
+  bool tuned = true;
 };
 struct BackwardOptions : Options {
   std::optional<kernels::AttentionBackwardConfig> config;

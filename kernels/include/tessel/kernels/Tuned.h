@@ -34,6 +34,13 @@ std::filesystem::path tunedFile(const std::string &kernel, const std::string &de
                                 const std::string &bucket);
 std::optional<TunedSettings> findTuned(const std::string &kernel, const std::string &device,
                                        const std::string &bucket);
+/// The record `tessel tune` left for `kernel` on the GPU `device` (by its
+/// name), else for the target `arch`, and whose it is ("" when none);
+/// looked for once per process, cache directory, device and bucket, so that
+/// a library call does not touch the file system every time.
+std::pair<std::optional<TunedSettings>, std::string>
+tunedRecord(const std::string &kernel, int device, const std::string &arch,
+            const std::string &bucket);
 /// Writes the record whole (by rename). Throws tessel::Error naming the
 /// file when it cannot.
 void recordTuned(const std::string &kernel, const std::string &device, const std::string &bucket,
