@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 using namespace tessel;
@@ -199,6 +200,24 @@ bool checkAttention(int64_t batch, std::vector<int64_t> lens, int64_t headsQ, in
   verify(r);
   return r.compiled;
 }
+/// Points TESSEL_CACHE_DIR at a fresh directory named `name` for the
+/// scope (tuned records live under it), then restores it and removes the
+/// directory.
+struct ScopedCacheDir {
+  std::filesystem::path dir;
+  std::optional<std::string> saved;
+  explicit ScopedCacheDir(const std::string &name)
+      : dir(std::filesystem::temp_directory_path() / name) {
+    std::filesystem::remove_all(dir);
+    if (const char *before = std::getenv("TESSEL_CACHE_DIR")) saved = before;
+    setenv("TESSEL_CACHE_DIR", dir.c_str(), 1);
+  }
+  ~ScopedCacheDir() {
+    if (saved) setenv("TESSEL_CACHE_DIR", saved->c_str(), 1);
+    else unsetenv("TESSEL_CACHE_DIR");
+    std::filesystem::remove_all(dir);
+  }
+};
 } // namespace
 
 TEST_CASE("tessel::gemm from eight threads on their own streams", "[gpu][api]") {
@@ -305,12 +324,7 @@ TEST_CASE("library calls run on the device their tensors live on", "[gpu][api]")
 }
 
 TEST_CASE("tessel::attention::forward runs the configuration tessel tune recorded", "[gpu][api]") {
-  namespace fs = std::filesystem;
-  fs::path dir = fs::temp_directory_path() / "tessel-tuned-attention-test";
-  fs::remove_all(dir);
-  const char *before = std::getenv("TESSEL_CACHE_DIR");
-  std::string saved = before ? before : "";
-  setenv("TESSEL_CACHE_DIR", dir.c_str(), 1);
+  ScopedCacheDir cache("tessel-tuned-attention-test");
   rt::Driver &d = rt::Driver::get();
   // The bucket `tessel tune flash_attention_fwd` files batch 2, 300 rows,
   // 8 query heads at head_dim 64, causal under.
@@ -332,18 +346,10 @@ TEST_CASE("tessel::attention::forward runs the configuration tessel tune recorde
   AttentionOutcome untuned = runAttention(2, {300}, 8, 2, 64, false, DType::bf16);
   verify(untuned);
   CHECK_THAT(untuned.what, !Catch::Contains("tuned on") && Catch::Contains("persistent=0"));
-  if (before) setenv("TESSEL_CACHE_DIR", saved.c_str(), 1);
-  else unsetenv("TESSEL_CACHE_DIR");
-  fs::remove_all(dir);
 }
 
 TEST_CASE("tessel::gemm runs the configuration tessel tune recorded", "[gpu][api]") {
-  namespace fs = std::filesystem;
-  fs::path dir = fs::temp_directory_path() / "tessel-tuned-gemm-test";
-  fs::remove_all(dir);
-  const char *before = std::getenv("TESSEL_CACHE_DIR");
-  std::string saved = before ? before : "";
-  setenv("TESSEL_CACHE_DIR", dir.c_str(), 1);
+  ScopedCacheDir cache("tessel-tuned-gemm-test");
   rt::Driver &d = rt::Driver::get();
   std::mt19937_64 rng(9);
   Tensor2 a(DType::bf16, {200, 96}, &rng), b(DType::bf16, {96, 300}, &rng), c(DType::f32, {200, 300});
@@ -389,7 +395,4 @@ TEST_CASE("tessel::gemm runs the configuration tessel tune recorded", "[gpu][api
   GemmCallOptions untuned;
   untuned.tuned = false;
   CHECK_THAT(tessel::gemm(a.view(), b.view(), c.view(), untuned).config, !Catch::Contains("tuned on"));
-  if (before) setenv("TESSEL_CACHE_DIR", saved.c_str(), 1);
-  else unsetenv("TESSEL_CACHE_DIR");
-  fs::remove_all(dir);
 }
