@@ -79,11 +79,11 @@ Problem checkProblem(const TensorView &q, const TensorView &k, const TensorView 
 std::string describe(const AttentionConfig &c, const char *variant) {
   return fmt::format("variant={} dtype={} head_dim={} block_m={} block_n={} threads={} stages={} "
                      "causal={} varlen={} warp_specialize={} grid_order={} pingpong={} "
-                     "overlap={} persistent={}",
+                     "overlap={} persistent={} tma_store={}",
                      variant, name(c.dtype), c.headDim, c.blockM,
                      c.blockN ? std::to_string(c.blockN) : std::string("auto"), c.threads, c.stages,
                      int(c.causal), int(c.varlen), int(c.warpSpecialize), int(c.gridOrder),
-                     int(c.pingpong), int(c.overlap), int(c.persistent));
+                     int(c.pingpong), int(c.overlap), int(c.persistent), int(c.tmaStore));
 }
 
 /// As above, for the backward pass's three kernels.
@@ -210,7 +210,7 @@ Choice attention::forward(const TensorView &q, const TensorView &k, const Tensor
     if (record && applyRecord(*record, c)) tunedOn = who;
   }
   // sm_100a: S and O accumulate in tensor memory, P through shared memory.
-  bool tcgen05 = isBlackwell(choice.arch) && !c.overlap && !c.persistent;
+  bool tcgen05 = isBlackwell(choice.arch) && !c.overlap && !c.persistent && !c.tmaStore;
   choice.config = "flash_attention_fwd " + describe(c, tcgen05 ? "ss" : "registers");
   std::shared_ptr<Kernel> kernel = cachedKernel(choice.config, choice.arch, [&] {
     return tcgen05 ? flashAttentionForwardTcgen05(c, /*pInTmem=*/false) : flashAttentionForward(c);

@@ -34,6 +34,9 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
   if (c.queryOffset && (c.varlen || !c.causal))
     throw Error("flash attention forward: a query offset places queries for the causal mask; it "
                 "needs `causal` and works without `varlen`");
+  if (c.tmaStore && c.varlen)
+    throw Error("flash attention forward: tma_store writes whole [block_m, head_dim] tiles of O; "
+                "a packed (varlen) batch's tile would reach into the next sequence's rows");
   if (c.streamedShards && (c.overlap || c.varlen))
     throw Error("flash attention forward: streamed shards work without `overlap` and `varlen`");
   Program p(c.varlen            ? "flash_attention_varlen_fwd"
@@ -171,7 +174,13 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
     parallel(bm, d, [&](Expr i, Expr j) {
       acc(i, j) = select(rowSum(i) == Expr(0.0), Expr(0.0), acc(i, j) / rowSum(i));
     });
-    sq.store(acc, sq.rows(o, row0, h, bm, d), row0);
+    if (c.tmaStore) {
+      Buffer staged = alloc_shared({bm, d}, c.dtype, "o_tile");
+      copy(acc, staged);
+      copy(staged, sq.rows(o, row0, h, bm, d));
+    } else {
+      sq.store(acc, sq.rows(o, row0, h, bm, d), row0);
+    }
     parallel(bm, [&](Expr i) { tileMax(i) = rowMax(i) / kLog2e + log(rowSum(i)); });
     sq.store(tileMax, sq.vector(lse, h, row0, bm), row0);
   }, SrcLoc::current(), c.persistent);

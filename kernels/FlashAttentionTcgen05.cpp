@@ -30,6 +30,8 @@ const double kNegInf = -std::numeric_limits<double>::infinity();
 Program tessel::kernels::flashAttentionForwardTcgen05(const AttentionConfig &c, bool pInTmem) {
   if (c.persistent)
     throw Error("a persistent attention forward is the register kernel's (variant=registers)");
+  if (c.tmaStore)
+    throw Error("tma_store on the attention forward is the register kernel's (variant=registers)");
   if (c.headDim != 64 && c.headDim != 128 && c.headDim != 256)
     throw Error(fmt::format("flash attention forward supports head_dim 64, 128 and 256, not {}",
                             c.headDim));

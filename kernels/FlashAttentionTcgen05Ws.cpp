@@ -56,6 +56,8 @@ constexpr int64_t kSoftmaxRegisters = 184, kCorrectionRegisters = 72, kIssueRegi
 Program tessel::kernels::flashAttentionForwardTcgen05Ws(const AttentionConfig &c) {
   if (c.persistent)
     throw Error("a persistent attention forward is the register kernel's (variant=registers)");
+  if (c.tmaStore)
+    throw Error("tma_store on the attention forward is the register kernel's (variant=registers)");
   const int64_t d = c.headDim, bn = c.blockN ? c.blockN : 128;
   if (d != 64 && d != 128)
     throw Error(fmt::format("the ws attention forward keeps two query tiles' S and O in tensor "

@@ -223,6 +223,15 @@ TEST_CASE("flash attention forward matches the reference", "[gpu][attention]") {
                                       {"seqlens_q", "1,77,300,128,5"}});
   checkKernel("flash_attention_fwd", {{"persistent", "1"}, {"varlen", "1"}, {"seqlens_q", "3,200,1"},
                                       {"seqlens_k", "0,130,7"}});
+  // O through a shared tile and a TMA store: rows past the sequence are
+  // clipped by the tensor map; walked, the store runs into the next tile
+  // (causal: the shortest tiles come last, one key block each).
+  for (std::string persistent : {"0", "1"})
+    checkKernel("flash_attention_fwd", {{"tma_store", "1"}, {"persistent", persistent}, {"causal", "1"},
+                                        {"batch", "8"}, {"heads_q", "8"}, {"heads_kv", "2"},
+                                        {"seqlen_q", "333"}, {"seqlen_k", "333"}});
+  checkKernel("flash_attention_fwd", {{"tma_store", "1"}, {"persistent", "1"}, {"head_dim", "64"},
+                                      {"seqlen_q", "200"}, {"seqlen_k", "300"}});
 }
 
 TEST_CASE("flash attention forward over packed sequences matches the reference", "[gpu][attention]") {

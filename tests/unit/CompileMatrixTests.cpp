@@ -305,6 +305,44 @@ TEST_CASE("flash attention kernels compile for every target") {
                                             {"head_dim", "64"}});
 }
 
+// tma_store=1 on the attention forward: O goes through a swizzled shared
+// tile and out by TMA; in the persistent walk the storing thread's wait for
+// the shared reads moves into the next tile, before its first shared write
+// and barrier. Packed sequences are an error (a tile would reach into the
+// next sequence), as is the tcgen05 form, and the tile counts against
+// shared memory.
+TEST_CASE("the attention forward stores O by TMA with tma_store") {
+  Params p = {{"persistent", "1"}, {"causal", "1"}, {"tma_store", "1"}};
+  Kernel k = compileForHopper("flash_attention_fwd", p);
+  INFO(k.performanceWarnings());
+  CHECK(k.performanceWarnings() == "");
+  const std::string &cuda = k.cuda();
+  size_t store = cuda.find("tessel::tma_store(");
+  REQUIRE(store != std::string::npos);
+  size_t firstWait = cuda.find("cp.async.bulk.wait_group.read 0;");
+  REQUIRE(firstWait != std::string::npos);
+  CHECK(firstWait < store);
+  CHECK(cuda.find("cp.async.bulk.wait_group.read 0;", store) != std::string::npos);
+  CHECK(cuda.find("cp.async.bulk.wait_group 0;") == std::string::npos);
+  compileEverywhere("flash_attention_fwd", {{"tma_store", "1"}, {"head_dim", "64"}});
+  const LibraryKernel &entry = findKernel("flash_attention_fwd");
+  auto error = [&](Params q, const std::string &arch) {
+    try {
+      Program program = entry.build(withDefaults(entry, q, arch));
+      compile(program, {arch, ""});
+    } catch (const Error &e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK_THAT(error({{"tma_store", "1"}, {"varlen", "1"}}, "sm_90a"),
+             Catch::Contains("would reach into the next sequence's rows"));
+  CHECK_THAT(error({{"tma_store", "1"}, {"variant", "ss"}}, "sm_100a"),
+             Catch::Contains("the register kernel's (variant=registers)"));
+  CHECK_THAT(error({{"tma_store", "1"}, {"head_dim", "256"}}, "sm_90a"),
+             Catch::Contains("'memref<128x256xbf16, #tile.space<shared>>'"));
+}
+
 TEST_CASE("row_lse compiles for every target") {
   compileEverywhere("row_lse", {});
   compileEverywhere("row_lse", {{"dtype", "bf16"}, {"head_dim", "128"}, {"block_m", "128"},

@@ -40,6 +40,7 @@ AttentionConfig attentionConfig(const Params &p) {
   c.pingpong = flagParam(p, "pingpong");
   c.overlap = flagParam(p, "overlap");
   c.persistent = flagParam(p, "persistent");
+  c.tmaStore = flagParam(p, "tma_store");
   c.streamedShards = intParam(p, "shards") > 0;
   c.queryOffset = intParam(p, "query_offset") > 0;
   return c;
@@ -550,6 +551,7 @@ std::vector<LibraryKernel> tessel::kernels::attentionKernels() {
          p["block_n"] = "auto";
          p["overlap"] = "0";
          p["persistent"] = "0";
+         p["tma_store"] = "0";
          // > 0: the kernel built for shards that arrive while it runs
          // (AttentionConfig::streamedShards), checked with every shard
          // present.
@@ -587,7 +589,7 @@ std::vector<LibraryKernel> tessel::kernels::attentionKernels() {
          if (auto it = overrides.find("variant"); it != overrides.end() && it->second == "ws")
            return Params{{"threads", "512"}};
          if (arch.rfind("sm_100a", 0) != 0 || overrides.count("variant") || on("overlap") ||
-             on("shards") || on("query_offset") || on("persistent"))
+             on("shards") || on("query_offset") || on("persistent") || on("tma_store"))
            return Params{};
          return Params{{"variant", "ss"}};
        },

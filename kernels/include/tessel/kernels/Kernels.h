@@ -147,6 +147,13 @@ struct AttentionConfig {
   /// warp-specialized producer loads the next tile's first K/V stages while
   /// the consumers finish the current one.
   bool persistent = false;
+  /// O leaves through a shared tile and a TMA store instead of register
+  /// stores (fixed-length batches: a packed sequence's tile would write
+  /// into the next sequence's rows). In a persistent walk the store runs
+  /// under the next tile's first steps: its thread waits only for the copy
+  /// engine to read the tile, and only before the next tile's O is staged.
+  /// Costs a [block_m, head_dim] tile of shared memory.
+  bool tmaStore = false;
   /// Q, K and V arrive while the kernel runs, in shards of rows (as a
   /// sequence-parallel exchange delivers them): rows [s * shard_rows,
   /// (s + 1) * shard_rows) of head group g (heads_q / head_groups query
