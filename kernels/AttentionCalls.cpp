@@ -196,7 +196,8 @@ Choice attention::forward(const TensorView &q, const TensorView &k, const Tensor
     throw Error("attention::forward runs whole sequences: streamedShards and queryOffset are for "
                 "the sequence-parallel kernels");
   std::string tunedOn;
-  if (!o.config && o.tuned) {
+  // Packed batches are not tuned: their lengths are not in a bucket.
+  if (!o.config && o.tuned && !c.varlen) {
     // The bucket `tessel tune flash_attention_fwd` files its record under.
     std::string bucket = tunedBucket({{"dtype", name(c.dtype)},
                                       {"head_dim", std::to_string(c.headDim)},

@@ -595,7 +595,13 @@ std::vector<LibraryKernel> tessel::kernels::attentionKernels() {
        },
        {{"dtype", "head_dim", "causal", "varlen"},
         {"batch", "heads_q", "seqlen_q", "seqlen_k"},
-        attentionForwardCandidates}},
+        attentionForwardCandidates,
+        // A packed batch's size is its lengths, which the bucket's extents
+        // (batch, seqlen_q, seqlen_k) do not describe.
+        [](const Params &p) {
+          return p.at("varlen") == "1" ? std::string("packed sequences (varlen=1) are not tuned")
+                                       : std::string();
+        }}},
       {"flash_attention_bwd",
        "dQ, dK, dV of attention: preprocess (delta), main kernel with region atomic_add of dQ, "
        "postprocess; GQA dK/dV by atomics or split slices",

@@ -39,6 +39,10 @@ struct TuneSpace {
   /// The configurations worth timing on a target (each a set of
   /// parameters over the defaults).
   std::function<std::vector<Params>(const std::string &arch)> candidates;
+  /// Why a run's settings (defaults applied) have no bucket of their own,
+  /// or "" when they do: such runs are not tuned, and config=auto runs
+  /// the defaults for them. Empty: every run has one.
+  std::function<std::string(const Params &)> untunable = {};
 };
 
 struct LibraryKernel {

@@ -31,7 +31,12 @@ Params tessel::kernels::resolveConfig(const LibraryKernel &k, Params overrides,
     throw Error(fmt::format("config=auto: {} has no tuned configurations (tessel tune knows {})",
                             k.name, tunable));
   }
-  std::string bucket = shapeBucket(k, withDefaults(k, overrides, arch));
+  Params all = withDefaults(k, overrides, arch);
+  if (std::string why = k.tuning.untunable ? k.tuning.untunable(all) : ""; !why.empty()) {
+    if (said) *said = fmt::format("config=auto: {}; the defaults run", why);
+    return overrides;
+  }
+  std::string bucket = shapeBucket(k, all);
   std::optional<Params> tuned;
   std::string from;
   for (const std::string &who : {device, arch}) {

@@ -64,6 +64,9 @@ int tessel::kernels::tuneCommand(const std::string &name, const Params &params,
     for (auto &[key, value] : config) all[key] = value;
     candidates.push_back({config, withDefaults(entry, all, arch), nullptr, "", 0, 0, 0});
   }
+  if (entry.tuning.untunable)
+    if (std::string why = entry.tuning.untunable(candidates.front().all); !why.empty())
+      throw Error(fmt::format("tessel tune {}: {}", name, why));
   std::string bucket = shapeBucket(entry, candidates.front().all);
 
   // Every candidate compiled at once: the passes and NVRTC run in threads.
