@@ -202,7 +202,7 @@ Choice attention::forward(const TensorView &q, const TensorView &k, const Tensor
     std::string bucket = tunedBucket({{"dtype", name(c.dtype)},
                                       {"head_dim", std::to_string(c.headDim)},
                                       {"causal", c.causal ? "1" : "0"},
-                                      {"varlen", c.varlen ? "1" : "0"}},
+                                      {"varlen", "0"}},
                                      {{"batch", p.batch},
                                       {"heads_q", p.headsQ},
                                       {"seqlen_q", p.seqQ},

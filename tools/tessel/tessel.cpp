@@ -144,15 +144,21 @@ void printTimes(const Kernel &k, bool perPass = false) {
   for (auto &[pass, ms] : t.passMs) fmt::print(stderr, "  {:8.2f} ms  {}\n", ms, pass);
 }
 
-/// The settings a command runs with: `config=auto` resolved to the tuned
-/// configuration for this device (else for the target), then the defaults.
-Params configured(const LibraryKernel &entry, const Params &params, const std::string &arch) {
+/// `params` with `config=auto` resolved to the tuned configuration for
+/// this device (else for the target), saying which on stderr.
+Params resolvedConfig(const LibraryKernel &entry, const Params &params, const std::string &arch) {
   std::string device;
   if (params.count("config") && rt::Driver::available()) device = rt::Driver::get().deviceName();
   std::string said;
   Params p = resolveConfig(entry, params, device, arch, &said);
   if (!said.empty()) fmt::print(stderr, "{}\n", said);
-  return withDefaults(entry, p, arch);
+  return p;
+}
+
+/// The settings a command runs with: the tuned configuration where asked
+/// for, then the defaults.
+Params configured(const LibraryKernel &entry, const Params &params, const std::string &arch) {
+  return withDefaults(entry, resolvedConfig(entry, params, arch), arch);
 }
 
 int compileCommand(const Args &a) {
@@ -303,9 +309,7 @@ int benchAttention(const Args &a) {
           // without one keep the settings above).
           if (tuned) {
             shape["config"] = a.params.at("config");
-            std::string said;
-            shape = resolveConfig(entry, shape, rt::Driver::get().deviceName(), arch, &said);
-            fmt::print(stderr, "{}\n", said);
+            shape = resolvedConfig(entry, shape, arch);
           }
           Params p = withDefaults(entry, shape);
           Program program = entry.build(p);
