@@ -2,7 +2,7 @@
 //
 // Part of tessel-lower-tile-ops. Global and shared memory move in
 // thread-strided loops, 16-byte vectors where contiguity and alignment allow
-// (cp.async for pipelined global-to-shared copies); fragments move run by
+// (cp.async for global-to-shared copies from sm_80 on); fragments move run by
 // run of the registers each thread owns.
 //
 //===----------------------------------------------------------------------===//
@@ -190,11 +190,13 @@ void TileLowering::lowerCopy(CopyOp op) {
   if (dst.isFragment()) return copyToFragment(src, dst);
   if (src.isFragment()) return copyFromFragment(src, dst);
   if (isTmaStore(op, target)) return storeWithTma(op, src, dst, /*add=*/false);
-  // A pipeline's loads (`async`) complete at its tile.cp_async_wait; other
-  // copies in a pipelined loop wait for themselves.
+  // A pipeline's loads (`async`) complete at its tile.cp_async_wait; every
+  // other global-to-shared copy waits for itself. It is still issued by
+  // cp.async: a thread's vectors are then all in flight at once, where a
+  // load-then-store moves one per memory round trip (a 128x128 tile over 256
+  // threads: 8 round trips before the first tensor-core op).
   bool global2shared = src.isGlobal() && dst.space == MemorySpace::shared;
-  bool async = target.computeCapability >= 80 && global2shared &&
-               (op.getAsync() || inPipelined.contains(op));
+  bool async = target.computeCapability >= 80 && global2shared;
   copyGlobalShared(src, dst, async);
   if (async && !op.getAsync()) tilenv::CpAsyncWaitOp::create(b, loc, IntegerAttr());
 }

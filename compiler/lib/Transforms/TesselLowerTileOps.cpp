@@ -533,7 +533,6 @@ LogicalResult TileLowering::run() {
   for (Operation *op : work) {
     if (auto role = op->getParentOfType<RoleOp>()) roleOf[op] = role;
     if (op->getParentOfType<ParallelOp>()) inParallel.insert(op);
-    if (op->getParentOfType<PipelinedOp>()) inPipelined.insert(op);
   }
   for (Operation *op : work) {
     b.setInsertionPoint(op);

@@ -57,8 +57,6 @@ private:
   llvm::DenseMap<mlir::Attribute, llvm::SmallVector<mlir::Value>> threadCoordCache;
   /// Scratch shared buffers for reductions across warps.
   llvm::DenseMap<mlir::Operation *, mlir::Value> reduceScratch;
-  /// Copies inside a pipelined loop (they may complete asynchronously).
-  llvm::DenseSet<mlir::Operation *> inPipelined;
   /// wgmma gemms whose A registers are packed before the group's fence.
   llvm::DenseSet<mlir::Operation *> packAFirst;
   /// The kernel-wide thread index and count; threadId/threads are the

@@ -8,8 +8,10 @@
 #f = #tile.space<fragment>
 
 // A copy of a dynamically sized global window into shared memory: 16-byte
-// moves when in bounds and aligned, a guarded element path otherwise (zero
-// outside the tensor). The shared buffer becomes 1-D at offset 0.
+// cp.async moves when in bounds and aligned (all of a thread's in flight at
+// once), a guarded element path otherwise (zero outside the tensor), and one
+// wait for them after the loop (the last op of the kernel, then the closing
+// braces of the kernel and the module). The shared buffer becomes 1-D at offset 0.
 // CHECK-LABEL: tile.kernel @copy_in
 // CHECK-SAME: smem_bytes = 2048
 // CHECK: %[[TID:.*]] = tilenv.thread_id
@@ -18,11 +20,17 @@
 // CHECK: memref.dim %arg0
 // CHECK: arith.cmpi slt
 // CHECK: scf.if
-// CHECK: tilenv.copy_vector %arg0[{{.*}}], %[[S]][{{.*}}] bytes = 16
+// CHECK: tilenv.cp_async %arg0[{{.*}}], %[[S]][{{.*}}] bytes = 16
 // CHECK: } else {
 // CHECK: scf.if %{{.*}} -> (f16)
 // CHECK: memref.load %arg0
 // CHECK: arith.constant 0.000000e+00 : f16
+// CHECK-NOT: tilenv.cp_async_wait
+// CHECK: tilenv.cp_async_wait{{$}}
+// CHECK-NEXT: }
+// CHECK-NEXT: }
+// CHECK-EMPTY:
+// CHECK-NEXT: {{//[ ]-{5}$}}
 // CHECK-NOT: tile.copy
 // CHECK-NOT: tile.region
 tile.kernel @copy_in(%a: memref<?x64xf16, #g>) grid(%bx) = affine_map<() -> (1)> threads(128) {
@@ -32,6 +40,26 @@ tile.kernel @copy_in(%a: memref<?x64xf16, #g>) grid(%bx) = affine_map<() -> (1)>
   %s = tile.alloc : memref<16x64xf16, #s>
   %t = tile.region %a[%row, %c0] [16, 64] : memref<?x64xf16, #g> -> memref<16x64xf16, strided<[64, 1], offset: ?>, #g>
   tile.copy %t, %s : memref<16x64xf16, strided<[64, 1], offset: ?>, #g>, memref<16x64xf16, #s>
+}
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+
+// Shared to global: plain 16-byte moves (stores do not hold a thread up), no
+// cp.async and nothing to wait for.
+// CHECK-LABEL: tile.kernel @copy_out
+// CHECK: scf.for
+// CHECK: tilenv.copy_vector %{{.*}}[{{.*}}], %arg0[{{.*}}] bytes = 16
+// CHECK-NOT: tilenv.cp_async
+tile.kernel @copy_out(%a: memref<?x64xf16, #g>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c16 = arith.constant 16 : index
+  %row = arith.muli %bx, %c16 : index
+  %s = tile.alloc : memref<16x64xf16, #s>
+  %t = tile.region %a[%row, %c0] [16, 64] : memref<?x64xf16, #g> -> memref<16x64xf16, strided<[64, 1], offset: ?>, #g>
+  tile.copy %s, %t : memref<16x64xf16, #s>, memref<16x64xf16, strided<[64, 1], offset: ?>, #g>
 }
 
 // -----
