@@ -110,6 +110,7 @@ bool applyRecord(const TunedSettings &record, AttentionConfig &base) {
     else if (key == "persistent" && flag) c.persistent = value == "1";
     else if (key == "overlap" && flag) c.overlap = value == "1";
     else if (key == "pingpong" && flag) c.pingpong = value == "1";
+    else if (key == "tma_store" && flag) c.tmaStore = value == "1";
     else return false;
   }
   base = c;

@@ -175,9 +175,11 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
       acc(i, j) = select(rowSum(i) == Expr(0.0), Expr(0.0), acc(i, j) / rowSum(i));
     });
     if (c.tmaStore) {
-      Buffer staged = alloc_shared({bm, d}, c.dtype, "o_tile");
-      copy(acc, staged);
-      copy(staged, sq.rows(o, row0, h, bm, d));
+      // O is staged in Q's tile, which is done with (an O tile of its own
+      // would not fit beside the stages at head_dim 256, nor with three
+      // stages at 128).
+      copy(acc, qs);
+      copy(qs, sq.rows(o, row0, h, bm, d));
     } else {
       sq.store(acc, sq.rows(o, row0, h, bm, d), row0);
     }
