@@ -25,6 +25,9 @@ using namespace tessel;
 namespace {
 const double kLog2e = 1.4426950408889634;
 const double kNegInf = -std::numeric_limits<double>::infinity();
+// Shared memory per block on the targets with TMA stores (sm_90a, sm_100a),
+// and what a kernel keeps beside its tiles (mbarriers, reduction scratch).
+const int64_t kSharedBytes = 232448, kSharedSlack = 1024;
 } // namespace
 
 Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
@@ -175,11 +178,17 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
       acc(i, j) = select(rowSum(i) == Expr(0.0), Expr(0.0), acc(i, j) / rowSum(i));
     });
     if (c.tmaStore) {
-      // O is staged in Q's tile, which is done with (an O tile of its own
-      // would not fit beside the stages at head_dim 256, nor with three
-      // stages at 128).
-      copy(acc, qs);
-      copy(qs, sq.rows(o, row0, h, bm, d));
+      // O is staged in a tile of its own where one fits beside the stages:
+      // Q's tile is then written only by its load, which the producer can
+      // issue for the next tile under this one's epilogue. Else (head_dim
+      // 256, or three stages at 128) in Q's tile, which is done with.
+      int64_t tile = bm * d * byteSize(c.dtype), block = bn * d * byteSize(c.dtype);
+      int64_t staged = tile + c.stages * 2 * block + (c.overlap ? block : 0);
+      Buffer out = staged + tile + kSharedSlack <= kSharedBytes
+                       ? alloc_shared({bm, d}, c.dtype, "o_tile")
+                       : qs;
+      copy(acc, out);
+      copy(out, sq.rows(o, row0, h, bm, d));
     } else {
       sq.store(acc, sq.rows(o, row0, h, bm, d), row0);
     }

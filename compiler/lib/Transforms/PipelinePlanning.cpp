@@ -155,14 +155,16 @@ Value PipelineBuilder::parityOf(Value iteration) {
   return arith::RemUIOp::create(b, loc, round, constant(2));
 }
 
-Value PipelineBuilder::createBarriers(KernelOp kernel, int64_t arrivals, StringRef name) {
+Value PipelineBuilder::createBarriers(KernelOp kernel, int64_t arrivals, StringRef name,
+                                      std::optional<int64_t> count) {
   OpBuilder::InsertionGuard guard(b);
   Block &entry = kernel.getBodyBlock();
   b.setInsertionPointToStart(&entry);
-  auto type = getTileMemRefType({plan.stages}, b.getI64Type(), MemorySpace::shared);
+  int64_t n = count.value_or(plan.stages);
+  auto type = getTileMemRefType({n}, b.getI64Type(), MemorySpace::shared);
   Value barriers = AllocOp::create(b, loc, type, IntegerAttr(), Attribute(),
                                    b.getStringAttr(name), IntegerAttr());
-  for (int64_t s = 0; s < plan.stages; ++s)
+  for (int64_t s = 0; s < n; ++s)
     MbarrierInitOp::create(b, loc, barriers, constant(s), b.getI64IntegerAttr(arrivals));
   return barriers;
 }

@@ -89,9 +89,10 @@ struct PipelineBuilder {
   /// iteration % stages and (iteration / stages) % 2.
   mlir::Value stageOf(mlir::Value iteration);
   mlir::Value parityOf(mlir::Value iteration);
-  /// A shared i64 buffer of `stages` mbarriers, each initialised for
-  /// `arrivals`, created at the start of the kernel.
-  mlir::Value createBarriers(tile::KernelOp kernel, int64_t arrivals, llvm::StringRef name);
+  /// A shared i64 buffer of `count` mbarriers (one per stage unless given),
+  /// each initialised for `arrivals`, created at the start of the kernel.
+  mlir::Value createBarriers(tile::KernelOp kernel, int64_t arrivals, llvm::StringRef name,
+                             std::optional<int64_t> count = std::nullopt);
   /// Marks every load buffer as having `stages` copies.
   void multiBuffer();
   /// Clones the load's source window for the iteration whose induction

@@ -23,6 +23,16 @@
 // when they complete, and the consumers wait for the MMAs once, after the
 // loop (tile.mma_wait).
 //
+// In a persistent kernel, a global-to-shared copy in the walk's body before
+// the loop becomes the producer's too when TMA can carry it and it fills a
+// whole buffer that the kernel otherwise only reads (the attention
+// forward's Q tile): the producer issues it ahead of the tile's stages,
+// arming a `prologue_full` mbarrier, and the consumers wait on that where
+// the copy was. They release the buffer (`prologue_empty`, per warp) after
+// its last reader in the tile, and the producer waits for that before
+// loading the next tile's: the next Q lands under the current tile's
+// epilogue. Phases follow the tile's ordinal in the walk.
+//
 // Loads marked `multicast` in a kernel launched in clusters are shared by
 // the cluster's blocks: each block's producer issues its share of the TMA
 // boxes to all of them, so a stage is free only when the consumers of every
@@ -31,6 +41,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "PipelinePlanning.h"
+#include "TmaRules.h"
 #include "tessel/Transforms/BufferUtils.h"
 
 #include "mlir/IR/IRMapping.h"
@@ -124,7 +135,8 @@ static scf::ForOp tileLoopAround(PipelinedOp loop, KernelOp kernel) {
 /// writes included).
 static SetVector<Operation *> producerInputs(PipelinePlan &plan, KernelOp kernel,
                                              Operation **blocker = nullptr,
-                                             SetVector<Operation *> *tileNeeds = nullptr) {
+                                             SetVector<Operation *> *tileNeeds = nullptr,
+                                             ArrayRef<CopyOp> prologue = {}) {
   PipelinedOp loop = plan.loop;
   Block &top = kernel.getBodyBlock();
   scf::ForOp tiles = tileLoopAround(loop, kernel);
@@ -152,6 +164,7 @@ static SetVector<Operation *> producerInputs(PipelinePlan &plan, KernelOp kernel
         if (!loop->isAncestor(v.getParentBlock()->getParentOp())) requireValue(v);
     requireValue(load.copy.getSource());
   }
+  for (CopyOp copy : prologue) requireValue(copy.getSource());
   for (Operation *guard : plan.guards) {
     for (Operation *op : guardSlice(guard, loop.getBody().front()))
       for (Value v : op->getOperands())
@@ -239,6 +252,47 @@ static std::string whyNot(PipelinePlan &plan, KernelOp kernel) {
   return "";
 }
 
+/// The copies before `plan.loop`, at its level, that the producer can issue
+/// for the consumers (see the file comment): global to a whole shared buffer
+/// by TMA, the buffer's only writer, no reader of it before the copy, and an
+/// address the producer can compute in its own walk. Clusters keep their
+/// copies (a multicast protocol for them is not built).
+static SmallVector<CopyOp> prologueLoads(PipelinePlan &plan, KernelOp kernel,
+                                         const TargetInfo &target) {
+  // Only a walk gains: one tile per block waits for its copy either way
+  // (the consumers' cp.async is as quick), and the producer's 24 registers
+  // do not hold the tile's addresses beside its own loop's (the attention
+  // backward's K and V spilled).
+  if (!tileLoopAround(plan.loop, kernel)) return {};
+  if (kernel.getClusterSize() > 1) return {};
+  Block *scope = plan.loop->getBlock();
+  SmallVector<CopyOp> out;
+  for (Operation &op : *scope) {
+    if (&op == plan.loop.getOperation()) break;
+    auto copy = llvm::dyn_cast<CopyOp>(op);
+    if (!copy || copy.getMulticast()) continue;
+    auto buffer = copy.getDest().getDefiningOp<AllocOp>();
+    if (!buffer || buffer.getStages() || !whyNoTma(copy.getSource(), copy.getDest(), target).empty())
+      continue;
+    // Read only, as a gemm operand, a copy's source or by loads, and only
+    // after the copy.
+    bool onlyRead = llvm::all_of(buffer->getUsers(), [&](Operation *user) {
+      if (llvm::isa<AnnotateLayoutOp>(user) || user == copy.getOperation()) return true;
+      Operation *at = scope->findAncestorOpInBlock(*user);
+      if (!at || !copy->isBeforeInBlock(at)) return false;
+      if (auto gemm = llvm::dyn_cast<GemmOp>(user)) return gemm.getC() != buffer.getResult();
+      if (auto other = llvm::dyn_cast<CopyOp>(user)) return other.getDest() != buffer.getResult();
+      return llvm::isa<memref::LoadOp>(user);
+    });
+    if (onlyRead) out.push_back(copy);
+  }
+  if (out.empty()) return out;
+  Operation *blocker = nullptr;
+  producerInputs(plan, kernel, &blocker, nullptr, out);
+  if (blocker) return {};
+  return out;
+}
+
 /// Why the split loop's consumers cannot take ping-pong turns, or empty.
 static std::string whyNoPingpong(PipelinedOp loop, KernelOp kernel) {
   if (kernel.getThreads() != 256)
@@ -288,6 +342,16 @@ struct Specializer {
   OpBuilder b;
   PipelinePlan plan;
   KernelOp kernel;
+  const TargetInfo &target;
+
+  /// The ordinal of a walk's tile `iv` (0, 1, ...) modulo 2: the phase of the
+  /// prologue loads' mbarriers for that tile.
+  Value tileParity(PipelineBuilder &pb, scf::ForOp walk, Value iv) {
+    Value ordinal = arith::DivUIOp::create(
+        b, walk.getLoc(), arith::SubIOp::create(b, walk.getLoc(), iv, walk.getLowerBound()),
+        walk.getStep());
+    return arith::RemUIOp::create(b, walk.getLoc(), ordinal, pb.constant(2));
+  }
 
   void run() {
     PipelinedOp loop = plan.loop;
@@ -315,6 +379,7 @@ struct Specializer {
                        return load.copy.getMulticast();
                      });
     if (multicast) mmas.clear();
+    SmallVector<CopyOp> prologue = prologueLoads(plan, kernel, target);
     pb.multiBuffer();
     Value full = pb.createBarriers(kernel, 1, "full");
     Value empty = pb.createBarriers(
@@ -347,7 +412,13 @@ struct Specializer {
     // every thread can run it).
     Block &top = kernel.getBodyBlock();
     SetVector<Operation *> tileNeeds;
-    SetVector<Operation *> producerNeeds = producerInputs(plan, kernel, nullptr, &tileNeeds);
+    SetVector<Operation *> producerNeeds =
+        producerInputs(plan, kernel, nullptr, &tileNeeds, prologue);
+    Value prologueFull, prologueEmpty;
+    if (!prologue.empty()) {
+      prologueFull = pb.createBarriers(kernel, 1, "prologue_full", prologue.size());
+      prologueEmpty = pb.createBarriers(kernel, consumers / 32, "prologue_empty", prologue.size());
+    }
     // Scalar code that uses a moved value moves with it.
     auto usesMoved = [&](Operation &op) {
       WalkResult r = op.walk([&](Operation *inner) {
@@ -383,6 +454,21 @@ struct Specializer {
       for (Operation *op : tileNeeds) b.clone(*op, tileMap);
       pb.outer = &tileMap;
       pb.base = produceTiles.getRegionIterArgs().front();
+    }
+    // The prologue loads, ahead of the tile's stages, each once the
+    // consumers are done with the previous tile's.
+    Value produceParity =
+        prologue.empty() ? Value() : tileParity(pb, produceTiles, produceTiles.getInductionVar());
+    for (auto [i, copy] : llvm::enumerate(prologue)) {
+      Value index = pb.constant(i);
+      MbarrierWaitOp::create(b, loc, prologueEmpty, index,
+                             arith::XOrIOp::create(b, loc, produceParity, pb.constant(1)));
+      auto type = llvm::cast<MemRefType>(copy.getDest().getType());
+      MbarrierExpectTxOp::create(
+          b, loc, prologueFull, index,
+          b.getI64IntegerAttr(type.getNumElements() * getElementBytes(type.getElementType())));
+      CopyAsyncOp::create(b, loc, pb.mapped(copy.getSource()), copy.getDest(), prologueFull,
+                          index, /*multicast=*/false);
     }
     auto produce = scf::ForOp::create(b, loc, pb.mapped(loop.getLower()), pb.mapped(loop.getUpper()),
                                       pb.mapped(loop.getStep()));
@@ -455,6 +541,31 @@ struct Specializer {
     }
     if (loop.getPingpong()) consume->setAttr(kPingpongAttr, b.getUnitAttr());
     loop->erase();
+
+    // The consumers wait for the prologue loads where they were and release
+    // each buffer after its last reader in the tile.
+    for (auto [i, copy] : llvm::enumerate(prologue)) {
+      Block *scope = copy->getBlock();
+      Value buffer = copy.getDest();
+      Operation *lastReader = copy;
+      for (Operation &op : llvm::make_range(std::next(copy->getIterator()), scope->end())) {
+        WalkResult reads = op.walk([&](Operation *inner) {
+          return llvm::any_of(inner->getOperands(),
+                              [&](Value v) { return v == buffer; })
+                     ? WalkResult::interrupt()
+                     : WalkResult::advance();
+        });
+        if (reads.wasInterrupted()) lastReader = &op;
+      }
+      b.setInsertionPoint(copy);
+      Value index = pb.constant(i);
+      Value parity = tileParity(pb, tiles, tiles.getInductionVar());
+      auto wait = MbarrierWaitOp::create(b, loc, prologueFull, index, parity);
+      b.setInsertionPointAfter(lastReader == copy.getOperation() ? wait.getOperation() : lastReader);
+      MbarrierArriveOp::create(b, loc, prologueEmpty, index, /*each_thread=*/false,
+                               /*cluster=*/false);
+      copy->erase();
+    }
   }
 };
 
@@ -507,7 +618,7 @@ struct TesselWarpSpecialize : tessel::impl::TesselWarpSpecializeBase<TesselWarpS
         }
         continue;
       }
-      Specializer{OpBuilder(loop), plan, kernel}.run();
+      Specializer{OpBuilder(loop), plan, kernel, *target}.run();
     }
     if (failed(verifySharedMemory(kernel, target->arch, target->maxSharedBytes)))
       signalPassFailure();

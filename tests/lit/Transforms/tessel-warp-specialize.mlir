@@ -512,3 +512,141 @@ tile.kernel @guarded_if(%x: memref<?x64xf16, #g>, %flags: memref<?xi32, #g>, %ep
     tile.gemm %xs, %xs, %acc : memref<64x64xf16, #s>, memref<64x64xf16, #s>, memref<64x64xf32, #tile.space<fragment>>
   }
 }
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// A copy before the loop into a buffer the kernel only reads after it (the
+// attention forward's Q tile) is the producer's too, ahead of the tile's
+// stages. In a walk over tiles, the producer waits until the consumers have
+// released the previous tile's (`prologue_empty`, inverted parity of the
+// tile's ordinal), arms `prologue_full` with the buffer's bytes and issues
+// the TMA copy; the consumers wait where the copy was and release the
+// buffer right after its last reader, the loop.
+// CHECK-LABEL: tile.kernel @prologue_walk
+// CHECK: %[[PEMPTY:.*]] = tile.alloc {name = "prologue_empty"} : memref<1xi64
+// CHECK: tile.mbarrier_init %[[PEMPTY]][%{{.*}}] arrivals(4)
+// CHECK: %[[PFULL:.*]] = tile.alloc {name = "prologue_full"} : memref<1xi64
+// CHECK: tile.mbarrier_init %[[PFULL]][%{{.*}}] arrivals(1)
+// CHECK: %[[BLOCKS:.*]] = tile.num_blocks
+// CHECK: %[[AS:.*]] = tile.alloc {layout = {{.*}}} : memref<64x64xf16
+// CHECK: tile.role threads(128, 128) {
+// CHECK: scf.for %[[T:.*]] = %[[BX:[^ ]*]] to %{{.*}} step %[[BLOCKS]]
+// CHECK: %[[SRC:.*]] = tile.region %arg0
+// CHECK: %[[DELTA:.*]] = arith.subi %[[T]], %[[BX]]
+// CHECK: %[[ORD:.*]] = arith.divui %[[DELTA]], %[[BLOCKS]]
+// CHECK: %[[PAR:.*]] = arith.remui %[[ORD]]
+// CHECK: %[[FREED:.*]] = arith.xori %[[PAR]]
+// CHECK: tile.mbarrier_wait %[[PEMPTY]][%[[I:.*]]] parity %[[FREED]]
+// CHECK-NEXT: tile.mbarrier_expect_tx %[[PFULL]][%[[I]]] bytes(8192)
+// CHECK-NEXT: tile.copy_async %[[SRC]], %[[AS]] arrive %[[PFULL]][%[[I]]]
+// CHECK-NEXT: scf.for
+// CHECK: tile.role threads(0, 128) {
+// CHECK: scf.for %[[CT:.*]] = %{{.*}} to %{{.*}} step %[[BLOCKS]]
+// CHECK-NOT: tile.copy %{{.*}}, %[[AS]]
+// CHECK: %[[CDELTA:.*]] = arith.subi %[[CT]]
+// CHECK: %[[CORD:.*]] = arith.divui %[[CDELTA]], %[[BLOCKS]]
+// CHECK: %[[CPAR:.*]] = arith.remui %[[CORD]]
+// CHECK-NEXT: tile.mbarrier_wait %[[PFULL]][%{{.*}}] parity %[[CPAR]]
+// CHECK-NEXT: scf.for
+// CHECK: tile.gemm %[[AS]]
+// CHECK-NEXT: tile.mbarrier_arrive
+// CHECK-NEXT: }
+// CHECK-NEXT: tile.mbarrier_arrive %[[PEMPTY]]
+// CHECK: tile.copy %{{.*}}, %{{.*}} : memref<64x64xf32, #tile.space<fragment>>
+tile.kernel @prologue_walk(%a: memref<?x?xf16, #g>, %b: memref<?x?xf16, #g>, %c: memref<?x?xf32, #g>, %tiles: index, %n: index) grid(%bx) = affine_map<()[s0, s1] -> (s0)> threads(128) attributes {persistent} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %blocks = tile.num_blocks
+  scf.for %t = %bx to %tiles step %blocks {
+    %c64 = arith.constant 64 : index
+    %row = arith.muli %t, %c64 : index
+    %as = tile.alloc : memref<64x64xf16, #s>
+    %bs = tile.alloc : memref<64x64xf16, #s>
+    %acc = tile.alloc : memref<64x64xf32, #f>
+    %ar = tile.region %a[%row, %c0] [64, 64] : memref<?x?xf16, #g> -> memref<64x64xf16, strided<[?, 1], offset: ?>, #g>
+    tile.copy %ar, %as : memref<64x64xf16, strided<[?, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+    tile.pipelined %k = %c0 to %n step %c1 stages(2) {
+      %k0 = arith.muli %k, %c64 : index
+      %br = tile.region %b[%k0, %c0] [64, 64] : memref<?x?xf16, #g> -> memref<64x64xf16, strided<[?, 1], offset: ?>, #g>
+      tile.copy %br, %bs : memref<64x64xf16, strided<[?, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+      tile.gemm %as, %bs, %acc : memref<64x64xf16, #s>, memref<64x64xf16, #s>, memref<64x64xf32, #f>
+    }
+    %cr = tile.region %c[%row, %c0] [64, 64] : memref<?x?xf32, #g> -> memref<64x64xf32, strided<[?, 1], offset: ?>, #g>
+    tile.copy %acc, %cr : memref<64x64xf32, #f>, memref<64x64xf32, strided<[?, 1], offset: ?>, #g>
+  }
+}
+
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// One tile per block: the consumers' own copy (cp.async once lowered) is as
+// quick as waiting for the producer's, so it stays theirs.
+// CHECK-LABEL: tile.kernel @prologue_grid
+// CHECK-NOT: prologue_full
+// CHECK: tile.role threads(0, 128) {
+// CHECK-NEXT: tile.copy %{{.*}}, %{{.*}} : memref<64x64xf16, strided<[?, 1], offset: ?>, #tile.space<global>>, memref<64x64xf16, #tile.space<shared>>
+tile.kernel @prologue_grid(%a: memref<?x?xf16, #g>, %b: memref<?x?xf16, #g>, %c: memref<?x?xf32, #g>, %n: index) grid(%bx) = affine_map<()[s0] -> (4)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %row = arith.muli %bx, %c64 : index
+  %as = tile.alloc : memref<64x64xf16, #s>
+  %bs = tile.alloc : memref<64x64xf16, #s>
+  %acc = tile.alloc : memref<64x64xf32, #f>
+  %ar = tile.region %a[%row, %c0] [64, 64] : memref<?x?xf16, #g> -> memref<64x64xf16, strided<[?, 1], offset: ?>, #g>
+  tile.copy %ar, %as : memref<64x64xf16, strided<[?, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+  tile.pipelined %k = %c0 to %n step %c1 stages(2) {
+    %k0 = arith.muli %k, %c64 : index
+    %br = tile.region %b[%k0, %c0] [64, 64] : memref<?x?xf16, #g> -> memref<64x64xf16, strided<[?, 1], offset: ?>, #g>
+    tile.copy %br, %bs : memref<64x64xf16, strided<[?, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+    tile.gemm %as, %bs, %acc : memref<64x64xf16, #s>, memref<64x64xf16, #s>, memref<64x64xf32, #f>
+  }
+  %cr = tile.region %c[%row, %c0] [64, 64] : memref<?x?xf32, #g> -> memref<64x64xf32, strided<[?, 1], offset: ?>, #g>
+  tile.copy %acc, %cr : memref<64x64xf32, #f>, memref<64x64xf32, strided<[?, 1], offset: ?>, #g>
+}
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// In a walk, a buffer filled again after the loop keeps its copy with the
+// consumers.
+// CHECK-LABEL: tile.kernel @prologue_walk_written
+// CHECK-NOT: prologue_full
+// CHECK: tile.role threads(0, 128) {
+// CHECK: scf.for
+// CHECK: tile.copy %{{.*}}, %{{.*}} : memref<64x64xf16, strided<[?, 1], offset: ?>, #tile.space<global>>, memref<64x64xf16, #tile.space<shared>>
+tile.kernel @prologue_walk_written(%a: memref<?x?xf16, #g>, %b: memref<?x?xf16, #g>, %c: memref<?x?xf32, #g>, %tiles: index, %n: index) grid(%bx) = affine_map<()[s0, s1] -> (s0)> threads(128) attributes {persistent} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %blocks = tile.num_blocks
+  scf.for %t = %bx to %tiles step %blocks {
+    %c64 = arith.constant 64 : index
+    %row = arith.muli %t, %c64 : index
+    %as = tile.alloc : memref<64x64xf16, #s>
+    %bs = tile.alloc : memref<64x64xf16, #s>
+    %acc = tile.alloc : memref<64x64xf32, #f>
+    %ar = tile.region %a[%row, %c0] [64, 64] : memref<?x?xf16, #g> -> memref<64x64xf16, strided<[?, 1], offset: ?>, #g>
+    tile.copy %ar, %as : memref<64x64xf16, strided<[?, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+    tile.pipelined %k = %c0 to %n step %c1 stages(2) {
+      %k0 = arith.muli %k, %c64 : index
+      %br = tile.region %b[%k0, %c0] [64, 64] : memref<?x?xf16, #g> -> memref<64x64xf16, strided<[?, 1], offset: ?>, #g>
+      tile.copy %br, %bs : memref<64x64xf16, strided<[?, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+      tile.gemm %as, %bs, %acc : memref<64x64xf16, #s>, memref<64x64xf16, #s>, memref<64x64xf32, #f>
+    }
+    %z = arith.constant 0.0 : f16
+    tile.fill %as, %z : memref<64x64xf16, #s>, f16
+    %cr = tile.region %c[%row, %c0] [64, 64] : memref<?x?xf32, #g> -> memref<64x64xf32, strided<[?, 1], offset: ?>, #g>
+    tile.copy %acc, %cr : memref<64x64xf32, #f>, memref<64x64xf32, strided<[?, 1], offset: ?>, #g>
+  }
+}
