@@ -47,6 +47,45 @@ tile.kernel @copy_in(%a: memref<?x64xf16, #g>) grid(%bx) = affine_map<() -> (1)>
 #g = #tile.space<global>
 #s = #tile.space<shared>
 
+// Two copies in a row, with address arithmetic and a proxy fence between
+// them: one wait, after the second, covers both; the fence after it orders
+// both for the async proxy.
+// (sm_80 has no async proxy: its fences lower to nothing.)
+// CHECK-LABEL: tile.kernel @copy_pair
+// CHECK: tilenv.cp_async
+// CHECK-NOT: tilenv.cp_async_wait
+// CHECK: tilenv.cp_async
+// CHECK: tilenv.cp_async_wait
+// CHECK-NOT: tilenv.cp_async_wait
+// HOPPER-LABEL: tile.kernel @copy_pair
+// HOPPER: tilenv.cp_async
+// HOPPER-NOT: tilenv.cp_async_wait
+// HOPPER: tilenv.fence_proxy_async
+// HOPPER-NOT: tilenv.cp_async_wait
+// HOPPER: tilenv.cp_async
+// HOPPER: tilenv.cp_async_wait
+// HOPPER: tilenv.fence_proxy_async
+// HOPPER-NOT: tilenv.cp_async_wait
+tile.kernel @copy_pair(%a: memref<?x64xf16, #g>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c16 = arith.constant 16 : index
+  %row = arith.muli %bx, %c16 : index
+  %s = tile.alloc : memref<16x64xf16, #s>
+  %s2 = tile.alloc : memref<16x64xf16, #s>
+  %t = tile.region %a[%row, %c0] [16, 64] : memref<?x64xf16, #g> -> memref<16x64xf16, strided<[64, 1], offset: ?>, #g>
+  tile.copy %t, %s : memref<16x64xf16, strided<[64, 1], offset: ?>, #g>, memref<16x64xf16, #s>
+  tile.fence_proxy_async
+  %next = arith.addi %row, %c16 : index
+  %t2 = tile.region %a[%next, %c0] [16, 64] : memref<?x64xf16, #g> -> memref<16x64xf16, strided<[64, 1], offset: ?>, #g>
+  tile.copy %t2, %s2 : memref<16x64xf16, strided<[64, 1], offset: ?>, #g>, memref<16x64xf16, #s>
+  tile.fence_proxy_async
+}
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+
 // Shared to global: plain 16-byte moves (stores do not hold a thread up), no
 // cp.async and nothing to wait for.
 // CHECK-LABEL: tile.kernel @copy_out
