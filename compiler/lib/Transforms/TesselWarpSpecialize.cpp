@@ -252,6 +252,30 @@ static std::string whyNot(PipelinePlan &plan, KernelOp kernel) {
   return "";
 }
 
+/// Whether `op` (or an op inside it) waits for other threads or for data
+/// from elsewhere.
+static bool ordersLaterCopies(Operation &op) {
+  WalkResult r = op.walk([](Operation *inner) {
+    return llvm::isa<WaitOp, BarrierOp, MbarrierWaitOp, MmaWaitOp>(inner) ? WalkResult::interrupt()
+                                                                         : WalkResult::advance();
+  });
+  return r.wasInterrupted();
+}
+
+/// Whether `op` itself writes (a view of) the root buffer `root`.
+static bool writesBuffer(Operation *op, Value root) {
+  auto isRoot = [&](Value v) { return getRootBuffer(v) == root; };
+  if (auto copy = llvm::dyn_cast<CopyOp>(op)) return isRoot(copy.getDest());
+  if (auto copy = llvm::dyn_cast<CopyAsyncOp>(op)) return isRoot(copy.getDest());
+  if (auto fill = llvm::dyn_cast<FillOp>(op)) return isRoot(fill.getDest());
+  if (auto gemm = llvm::dyn_cast<GemmOp>(op)) return isRoot(gemm.getC());
+  if (auto reduce = llvm::dyn_cast<ReduceOp>(op)) return isRoot(reduce.getDest());
+  if (auto atomic = llvm::dyn_cast<AtomicAddOp>(op)) return isRoot(atomic.getDest());
+  if (auto signal = llvm::dyn_cast<SignalOp>(op)) return isRoot(signal.getFlags());
+  if (auto store = llvm::dyn_cast<memref::StoreOp>(op)) return isRoot(store.getMemRef());
+  return false;
+}
+
 /// The copies before `plan.loop`, at its level, that the producer can issue
 /// for the consumers (see the file comment): global to a whole shared buffer
 /// by TMA, the buffer's only writer, no reader of it before the copy, and an
@@ -269,8 +293,19 @@ static SmallVector<CopyOp> prologueLoads(PipelinePlan &plan, KernelOp kernel,
   SmallVector<CopyOp> out;
   for (Operation &op : *scope) {
     if (&op == plan.loop.getOperation()) break;
+    // A flag wait or barrier orders what follows it after data arriving
+    // from elsewhere, which the producer would not wait for: no copy past
+    // one moves.
+    if (ordersLaterCopies(op)) break;
     auto copy = llvm::dyn_cast<CopyOp>(op);
     if (!copy || copy.getMulticast()) continue;
+    // Nor one from memory the kernel writes (the producer could read it
+    // before the write).
+    Value source = getRootBuffer(copy.getSource());
+    WalkResult written = kernel.walk([&](Operation *other) {
+      return writesBuffer(other, source) ? WalkResult::interrupt() : WalkResult::advance();
+    });
+    if (written.wasInterrupted()) continue;
     auto buffer = copy.getDest().getDefiningOp<AllocOp>();
     if (!buffer || buffer.getStages() || !whyNoTma(copy.getSource(), copy.getDest(), target).empty())
       continue;

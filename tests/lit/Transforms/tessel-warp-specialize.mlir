@@ -650,3 +650,41 @@ tile.kernel @prologue_walk_written(%a: memref<?x?xf16, #g>, %b: memref<?x?xf16, 
     tile.copy %acc, %cr : memref<64x64xf32, #f>, memref<64x64xf32, strided<[?, 1], offset: ?>, #g>
   }
 }
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// A flag wait before the copy says its rows arrive from elsewhere: the
+// producer would not wait for them, so the copy stays the consumers', after
+// their wait.
+// CHECK-LABEL: tile.kernel @prologue_walk_flagged
+// CHECK-NOT: prologue_full
+// CHECK: tile.role threads(0, 128) {
+// CHECK: tile.wait
+// CHECK: tile.copy %{{.*}}, %{{.*}} : memref<64x64xf16, strided<[?, 1], offset: ?>, #tile.space<global>>, memref<64x64xf16, #tile.space<shared>>
+tile.kernel @prologue_walk_flagged(%a: memref<?x?xf16, #g>, %b: memref<?x?xf16, #g>, %c: memref<?x?xf32, #g>, %tiles: index, %n: index, %flags: memref<?xi32, #g>, %epoch: i32) grid(%bx) = affine_map<()[s0, s1] -> (s0)> threads(128) attributes {persistent} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %blocks = tile.num_blocks
+  scf.for %t = %bx to %tiles step %blocks {
+    %c64 = arith.constant 64 : index
+    %row = arith.muli %t, %c64 : index
+    %as = tile.alloc : memref<64x64xf16, #s>
+    %bs = tile.alloc : memref<64x64xf16, #s>
+    %acc = tile.alloc : memref<64x64xf32, #f>
+    tile.wait %flags[%t], %epoch timeout_ms(500) : memref<?xi32, #g>, i32
+    %ar = tile.region %a[%row, %c0] [64, 64] : memref<?x?xf16, #g> -> memref<64x64xf16, strided<[?, 1], offset: ?>, #g>
+    tile.copy %ar, %as : memref<64x64xf16, strided<[?, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+    tile.pipelined %k = %c0 to %n step %c1 stages(2) {
+      %k0 = arith.muli %k, %c64 : index
+      %br = tile.region %b[%k0, %c0] [64, 64] : memref<?x?xf16, #g> -> memref<64x64xf16, strided<[?, 1], offset: ?>, #g>
+      tile.copy %br, %bs : memref<64x64xf16, strided<[?, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+      tile.gemm %as, %bs, %acc : memref<64x64xf16, #s>, memref<64x64xf16, #s>, memref<64x64xf32, #f>
+    }
+    %cr = tile.region %c[%row, %c0] [64, 64] : memref<?x?xf32, #g> -> memref<64x64xf32, strided<[?, 1], offset: ?>, #g>
+    tile.copy %acc, %cr : memref<64x64xf32, #f>, memref<64x64xf32, strided<[?, 1], offset: ?>, #g>
+  }
+}
