@@ -6,6 +6,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <unistd.h>
+#include <fmt/format.h>
 
 using namespace tessel;
 namespace fs = std::filesystem;
@@ -29,7 +31,7 @@ Program scaleRows(double factor) {
 } // namespace
 
 TEST_CASE("a program compiled before skips the passes and gives the same kernel", "[cache]") {
-  fs::path dir = fs::temp_directory_path() / "tessel-compile-cache-test";
+  fs::path dir = fs::temp_directory_path() / fmt::format("tessel-compile-cache-test-{}", ::getpid());
   fs::remove_all(dir);
   setenv("TESSEL_CACHE_DIR", dir.c_str(), 1);
   unsetenv("TESSEL_CACHE");

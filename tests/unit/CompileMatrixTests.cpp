@@ -19,6 +19,7 @@
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <unistd.h>
 
 using namespace tessel;
 using namespace tessel::kernels;
@@ -34,7 +35,7 @@ static void compileEverywhere(const std::string &name, const Params &overrides) 
     // Every sm_100a build fits its registers.
     if (arch == "sm_100a") CHECK(k.spillBytes() == 0);
     CHECK(k.ptx().find(".target " + arch) != std::string::npos);
-    auto ptx = std::filesystem::temp_directory_path() / fmt::format("tessel-{}-{}.ptx", name, arch);
+    auto ptx = std::filesystem::temp_directory_path() / fmt::format("tessel-{}-{}-{}.ptx", name, arch, ::getpid());
     std::ofstream(ptx) << k.ptx();
     std::string cmd = fmt::format("{} -arch={} {} -o /dev/null", TESSEL_PTXAS, arch, ptx.string());
     CHECK(std::system(cmd.c_str()) == 0);
@@ -528,7 +529,7 @@ TEST_CASE("a tcgen05 gemm with A in tensor memory compiles for sm_100a") {
   Program p = test::tsGemm();
   Kernel k = compile(p, {"sm_100a", ""});
   CHECK(k.ptx().find("tcgen05.mma.cta_group::1.kind::f16 [%r") != std::string::npos);
-  auto ptx = std::filesystem::temp_directory_path() / "tessel-ts-gemm.ptx";
+  auto ptx = std::filesystem::temp_directory_path() / fmt::format("tessel-ts-gemm-{}.ptx", ::getpid());
   std::ofstream(ptx) << k.ptx();
   std::string cmd = fmt::format("{} -arch=sm_100a {} -o /dev/null", TESSEL_PTXAS, ptx.string());
   CHECK(std::system(cmd.c_str()) == 0);

@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <unistd.h>
+#include <fmt/format.h>
 
 using namespace tessel;
 using namespace tessel::rt;
@@ -38,7 +40,7 @@ TEST_CASE("cache keys depend on source, arch and options") {
 }
 
 TEST_CASE("the disk cache is found by a new cache, and a truncated entry is rebuilt") {
-  fs::path dir = fs::temp_directory_path() / "tessel-cache-test";
+  fs::path dir = fs::temp_directory_path() / fmt::format("tessel-cache-test-{}", ::getpid());
   fs::remove_all(dir);
   setenv("TESSEL_CACHE_DIR", dir.c_str(), 1);
   unsetenv("TESSEL_CACHE");
@@ -67,7 +69,7 @@ TEST_CASE("the disk cache is found by a new cache, and a truncated entry is rebu
 }
 
 TEST_CASE("an unusable disk cache is skipped, with a warning, never a crash") {
-  fs::path dir = fs::temp_directory_path() / "tessel-cache-unusable";
+  fs::path dir = fs::temp_directory_path() / fmt::format("tessel-cache-unusable-{}", ::getpid());
   fs::remove_all(dir);
   fs::create_directories(dir);
   setenv("TESSEL_CACHE_DIR", dir.c_str(), 1);

@@ -14,13 +14,14 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <unistd.h>
 
 using namespace tessel;
 
 static Kernel compileChecked(Program &p, const std::string &arch) {
   Kernel k = compile(p, {arch, ""});
-  auto ptx = std::filesystem::temp_directory_path() / fmt::format("tessel-user-{}-{}.ptx",
-                                                                  p.name(), arch);
+  auto ptx = std::filesystem::temp_directory_path() / fmt::format("tessel-user-{}-{}-{}.ptx",
+                                                                  p.name(), arch, ::getpid());
   std::ofstream(ptx) << k.ptx();
   std::string cmd = fmt::format("{} -arch={} {} -o /dev/null", TESSEL_PTXAS, arch, ptx.string());
   CHECK(std::system(cmd.c_str()) == 0);
