@@ -446,7 +446,9 @@ struct BackwardRun {
   }
   void launchAll() {
     pre.launch(preArgs);
-    for (rt::DeviceBuffer *b : zeroed) b->fillBytes(0);
+    // Cleared in stream order, as attention::backward does (no host-side
+    // memset between the timed kernels).
+    for (rt::DeviceBuffer *b : zeroed) rt::clearAsync(b->ptr(), b->bytes());
     main.launch(mainArgs);
     post.launch(postDq);
     if (!postDk.empty()) {
