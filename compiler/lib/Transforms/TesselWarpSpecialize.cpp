@@ -559,6 +559,9 @@ struct Specializer {
     MbarrierWaitOp::create(b, loc, full, stage, pb.parityOf(k));
     pb.useStage(consume.getRegion(), stage);
     b.setInsertionPoint(body->getTerminator());
+    // The consumers' wait for their last MMAs, when they only issue them:
+    // a buffer those MMAs read is free only after it.
+    Operation *mmaWait = nullptr;
     if (mmas.empty()) {
       MbarrierArriveOp::create(b, loc, empty, stage, /*each_thread=*/false, /*cluster=*/multicast);
       // Asked for, the arrival may move an iteration later once the gemms
@@ -572,7 +575,7 @@ struct Specializer {
       for (GemmOp gemm : mmas) gemm.setIssueOnly(true);
       MmaCommitOp::create(b, loc, empty, stage);
       b.setInsertionPointAfter(consume);
-      MmaWaitOp::create(b, loc);
+      mmaWait = MmaWaitOp::create(b, loc);
     }
     if (loop.getPingpong()) consume->setAttr(kPingpongAttr, b.getUnitAttr());
     loop->erase();
@@ -596,7 +599,9 @@ struct Specializer {
       Value index = pb.constant(i);
       Value parity = tileParity(pb, tiles, tiles.getInductionVar());
       auto wait = MbarrierWaitOp::create(b, loc, prologueFull, index, parity);
-      b.setInsertionPointAfter(lastReader == copy.getOperation() ? wait.getOperation() : lastReader);
+      if (lastReader == copy.getOperation()) lastReader = wait;
+      else if (mmaWait && lastReader == consume.getOperation()) lastReader = mmaWait;
+      b.setInsertionPointAfter(lastReader);
       MbarrierArriveOp::create(b, loc, prologueEmpty, index, /*each_thread=*/false,
                                /*cluster=*/false);
       copy->erase();

@@ -70,3 +70,46 @@ tile.kernel @read_in_loop(%a: memref<?x?xf16>, %b: memref<?x?xf16>, %n: index) g
     tile.copy %acc, %out : memref<128x64xf32, #tile.space<tmem>>, memref<128x64xf32, #tile.space<fragment>>
   }
 }
+
+// -----
+
+// A persistent walk whose tile loads A once (the producer's, as on sm_90a)
+// and whose MMAs only issue in the loop: A is free for the next tile only
+// once those MMAs are done, so the consumers release it after their
+// tile.mma_wait, not right after the loop.
+// CHECK-LABEL: tile.kernel @tcgen05_prologue_walk
+// CHECK: %[[PEMPTY:.*]] = tile.alloc {name = "prologue_empty"}
+// CHECK: tile.role threads(128, 128) {
+// CHECK: tile.mbarrier_wait %[[PEMPTY]]
+// CHECK: tile.copy_async
+// CHECK: tile.role threads(0, 128) {
+// CHECK: tile.gemm {{.*}}issue_only
+// CHECK-NEXT: tile.mma_commit
+// CHECK-NEXT: }
+// CHECK-NEXT: tile.mma_wait
+// CHECK-NEXT: tile.mbarrier_arrive %[[PEMPTY]]
+tile.kernel @tcgen05_prologue_walk(%a: memref<?x?xf16>, %b: memref<?x?xf16>, %tiles: index, %n: index) grid(%bx) = affine_map<()[s0, s1] -> (s0)> threads(128) attributes {persistent} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %c128 = arith.constant 128 : index
+  %blocks = tile.num_blocks
+  scf.for %t = %bx to %tiles step %blocks {
+    %row = arith.muli %t, %c128 : index
+    %as = tile.alloc : memref<128x64xf16, #tile.space<shared>>
+    %bs = tile.alloc : memref<64x64xf16, #tile.space<shared>>
+    %acc = tile.alloc : memref<128x64xf32, #tile.space<tmem>>
+    %out = tile.alloc : memref<128x64xf32, #tile.space<fragment>>
+    %ar = tile.region %a[%row, %c0] [128, 64] : memref<?x?xf16> -> memref<128x64xf16, strided<[?, 1], offset: ?>>
+    tile.copy %ar, %as : memref<128x64xf16, strided<[?, 1], offset: ?>>, memref<128x64xf16, #tile.space<shared>>
+    %zero = arith.constant 0.0 : f32
+    tile.fill %acc, %zero : memref<128x64xf32, #tile.space<tmem>>, f32
+    tile.pipelined %k = %c0 to %n step %c1 stages(2) {
+      %k0 = arith.muli %k, %c64 : index
+      %br = tile.region %b[%k0, %c0] [64, 64] : memref<?x?xf16> -> memref<64x64xf16, strided<[?, 1], offset: ?>>
+      tile.copy %br, %bs : memref<64x64xf16, strided<[?, 1], offset: ?>>, memref<64x64xf16, #tile.space<shared>>
+      tile.gemm %as, %bs, %acc : memref<128x64xf16, #tile.space<shared>>, memref<64x64xf16, #tile.space<shared>>, memref<128x64xf32, #tile.space<tmem>>
+    }
+    tile.copy %acc, %out : memref<128x64xf32, #tile.space<tmem>>, memref<128x64xf32, #tile.space<fragment>>
+  }
+}
