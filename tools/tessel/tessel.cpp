@@ -295,8 +295,9 @@ int benchAttention(const Args &a) {
             shape["kv_reduction"] = "direct";
             // dQ through TMA, faster on an H200 once its issuing thread
             // stopped waiting for the reads (8k: 436 against 415 TFLOP/s at
-            // head_dim 128, 325 against 319 at 64); sm_80 has no TMA.
-            if (arch != "sm_80") shape["dq_atomics"] = "tma";
+            // head_dim 128, 325 against 319 at 64); sm_80 has no TMA. Tuned
+            // (config=auto), the record decides.
+            if (arch != "sm_80" && !tuned) shape["dq_atomics"] = "tma";
           }
           for (auto &[key, value] : a.params)
             if (entry.defaults.count(key)) shape[key] = value;
