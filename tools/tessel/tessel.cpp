@@ -291,14 +291,7 @@ int benchAttention(const Args &a) {
             shape["overlap"] = "1";
             shape["pingpong"] = "1";
           }
-          if (pass == "bwd") {
-            shape["kv_reduction"] = "direct";
-            // dQ through TMA, faster on an H200 once its issuing thread
-            // stopped waiting for the reads (8k: 436 against 415 TFLOP/s at
-            // head_dim 128, 325 against 319 at 64); sm_80 has no TMA. Tuned
-            // (config=auto), the record decides.
-            if (arch != "sm_80" && !tuned) shape["dq_atomics"] = "tma";
-          }
+          if (pass == "bwd") shape["kv_reduction"] = "direct";
           for (auto &[key, value] : a.params)
             if (entry.defaults.count(key)) shape[key] = value;
           // The backward takes head_dim 64 and 128.
@@ -312,6 +305,12 @@ int benchAttention(const Args &a) {
             shape["config"] = a.params.at("config");
             shape = resolvedConfig(entry, shape, arch);
           }
+          // dQ through TMA where neither the caller nor a record chose: faster
+          // on an H200 once its issuing thread stopped waiting for the reads
+          // (8k: 436 against 415 TFLOP/s at head_dim 128, 325 against 319 at
+          // 64); sm_80 has no TMA.
+          if (pass == "bwd" && arch != "sm_80" && !shape.count("dq_atomics"))
+            shape["dq_atomics"] = "tma";
           Params p = withDefaults(entry, shape);
           Program program = entry.build(p);
           Kernel k = compile(program, {arch, ""});
