@@ -198,25 +198,20 @@ void TileLowering::lowerCopy(CopyOp op) {
   bool global2shared = src.isGlobal() && dst.space == MemorySpace::shared;
   bool async = target.computeCapability >= 80 && global2shared;
   copyGlobalShared(src, dst, async);
-  // Copies in a row, with only address arithmetic between them (the
-  // attention backward's K and V), wait once, after the last: its wait_all
-  // covers them all.
-  auto waitsForItself = [&](Operation *next) {
-    auto copy = llvm::dyn_cast_or_null<CopyOp>(next);
-    return copy && !copy.getAsync() && !touchesTmem(copy) &&
-           getMemorySpace(llvm::cast<MemRefType>(copy.getSource().getType())) ==
-               MemorySpace::global &&
-           getMemorySpace(llvm::cast<MemRefType>(copy.getDest().getType())) ==
-               MemorySpace::shared;
-  };
-  // (A proxy fence between them may run early: the one after the last copy
-  // follows the wait and orders every write before it.)
+  if (!async || op.getAsync()) return;
+  // Copies in a row, with only address arithmetic and proxy fences between
+  // them (the attention backward's K and V), wait once, after the last: its
+  // wait_all covers them all, and the fence after it orders every write
+  // before it.
   Operation *next = op->getNextNode();
   while (next && (llvm::isa<FenceProxyAsyncOp>(next) ||
                   (isMemoryEffectFree(next) && !next->getNumRegions())))
     next = next->getNextNode();
-  if (async && !op.getAsync() && !waitsForItself(next))
-    tilenv::CpAsyncWaitOp::create(b, loc, IntegerAttr());
+  auto nextCopy = llvm::dyn_cast_or_null<CopyOp>(next);
+  bool nextWaits = nextCopy && !nextCopy.getAsync() && !touchesTmem(nextCopy) &&
+                   getMemorySpace(nextCopy.getSource().getType()) == MemorySpace::global &&
+                   getMemorySpace(nextCopy.getDest().getType()) == MemorySpace::shared;
+  if (!nextWaits) tilenv::CpAsyncWaitOp::create(b, loc, IntegerAttr());
 }
 
 void TileLowering::lowerFill(FillOp op) {

@@ -152,7 +152,9 @@ struct AttentionConfig {
   /// into the next sequence's rows). In a persistent walk the store runs
   /// under the next tile's first steps: its thread waits only for the copy
   /// engine to read the tile, and only before the next tile's O is staged.
-  /// Costs a [block_m, head_dim] tile of shared memory.
+  /// O gets a [block_m, head_dim] tile of its own where it fits beside the
+  /// stages (so that a persistent walk's producer can load the next Q), and
+  /// Q's tile otherwise.
   bool tmaStore = false;
   /// Q, K and V arrive while the kernel runs, in shards of rows (as a
   /// sequence-parallel exchange delivers them): rows [s * shard_rows,
