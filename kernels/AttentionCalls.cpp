@@ -92,11 +92,12 @@ std::string describe(const AttentionBackwardConfig &c) {
   const char *reductions[] = {"direct", "atomic", "split"};
   return fmt::format("variant={} dtype={} head_dim={} block_m={} block_n={} pre_block={} "
                      "threads={} stages={} causal={} varlen={} kv_reduction={} element_atomics={} "
-                     "dq_order={} dq_atomics={} warp_specialize={} grid_order={}",
+                     "dq_order={} dq_atomics={} dkv_operands={} warp_specialize={} grid_order={}",
                      forms[int(c.form)], name(c.dtype), c.headDim, c.blockM, c.blockN, c.preBlock,
                      c.threads, c.stages, int(c.causal), int(c.varlen),
                      reductions[int(c.kvReduction)], int(c.elementAtomics), int(c.dqOrder),
-                     c.dqTma ? "tma" : "registers", int(c.warpSpecialize), int(c.gridOrder));
+                     c.dqTma ? "tma" : "registers", c.dkvOperandsShared ? "shared" : "registers",
+                     int(c.warpSpecialize), int(c.gridOrder));
 }
 
 /// `base` with the settings of a `tessel tune flash_attention_fwd` record;

@@ -95,6 +95,9 @@ Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c
     Buffer deltas = alloc_shared({vectorLength}, DType::f32, "delta_tile");
     Buffer dss = alloc_shared({bn, bm}, c.dtype, "ds_t_tile");
     Buffer dqs = c.dqTma ? alloc_shared({bm, d}, DType::f32, "dq_tile") : Buffer();
+    // P^T (and dS^T) as shared operands of dV's (and dK's) products.
+    const bool sharedDkv = !tmem && c.dkvOperandsShared;
+    Buffer pss = sharedDkv ? alloc_shared({bn, bm}, c.dtype, "p_t_tile") : Buffer();
     Buffer st = alloc_fragment({bn, bm}, DType::f32, "s_t");   // S^T, then P^T
     Buffer dpt = alloc_fragment({bn, bm}, DType::f32, "dp_t"); // dP^T
     Buffer pt = alloc_fragment({bn, bm}, c.dtype, "p_t");
@@ -163,7 +166,7 @@ Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c
       // P^T in the operand type: in registers for wgmma and for the ts
       // form's tensor-memory copy (which does not convert); the ss form
       // converts on the way to shared memory.
-      bool needPt = c.form != BackwardForm::ss;
+      bool needPt = c.form == BackwardForm::ts || (c.form == BackwardForm::registers && !sharedDkv);
       auto probabilities = [&](bool masked) {
         parallel(bn, bm, [&](Expr j, Expr i) {
           Expr prob = exp2(st(j, i) * scaleLog2 - lses(i + shift) * kLog2e);
@@ -187,25 +190,30 @@ Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c
         copy(needPt ? pt : st, acc->p);
         gemm(acc->p, dos, acc->dv);
         copy(acc->dpt, dpt);
+      } else if (sharedDkv) {
+        copy(st, pss);
+        gemm(pss, dos, dv, rowSplit);
       } else {
         gemm(pt, dos, dv, rowSplit);
       }
-      // tcgen05: dS^T overwrites dP^T in registers and is converted on its
-      // way to shared memory (no third [bn, bm] tile of registers: at 240
-      // a thread, beside S^T and dP^T, it spilled).
+      // tcgen05 and shared dK/dV operands: dS^T overwrites dP^T in
+      // registers and is converted on its way to shared memory (no third
+      // [bn, bm] tile of registers: at 240 a thread, beside S^T and dP^T,
+      // it spilled).
+      const bool dsInPlace = tmem || sharedDkv;
       parallel(bn, bm, [&](Expr j, Expr i) {
         Expr grad = st(j, i) * (dpt(j, i) - deltas(i + shift)) * scale;
-        if (tmem) dpt(j, i) = grad;
+        if (dsInPlace) dpt(j, i) = grad;
         else dst(j, i) = cast(grad, c.dtype);
       });
-      copy(tmem ? dpt : dst, dss);
+      copy(dsInPlace ? dpt : dst, dss);
       if (tmem) {
         gemm(dss, qs, acc->dk);
         gemm(dss, ks, acc->dq, {.transpose_a = true, .clear_accum = true});
         copy(acc->dq, dq);
       } else {
         gemm(dss, ks, dq, {.transpose_a = true, .clear_accum = true});
-        gemm(dst, qs, dk, rowSplit);
+        gemm(sharedDkv ? dss : dst, qs, dk, rowSplit);
       }
       // Rows past the query sequence hold exact zeros.
       Buffer dqRows = sq.rows(dQacc, row0, h, bm, d);

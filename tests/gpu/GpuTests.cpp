@@ -276,6 +276,24 @@ TEST_CASE("flash attention backward matches the reference", "[gpu][attention]") 
                                           {"seqlen_k", "333"}});
 }
 
+TEST_CASE("flash attention backward with P^T and dS^T as shared operands matches the reference",
+          "[gpu][attention]") {
+  // 128 query rows a step at head_dim 64 (what the shared operands are for)
+  // and 64 at 128; masks, GQA atomics, both dQ paths, packed sequences.
+  for (std::string causal : {"0", "1"})
+    for (auto [d, bm] : {std::pair{"64", "128"}, {"128", "64"}})
+      for (std::string path : {"tma", "registers"})
+        checkKernel("flash_attention_bwd",
+                    {{"dkv_operands", "shared"}, {"head_dim", d}, {"block_m", bm},
+                     {"causal", causal}, {"dq_atomics", path}, {"heads_q", "8"},
+                     {"heads_kv", "2"}, {"seqlen_q", "130"}, {"seqlen_k", "333"}});
+  for (std::string causal : {"0", "1"})
+    checkKernel("flash_attention_bwd", {{"dkv_operands", "shared"}, {"head_dim", "64"},
+                                        {"block_m", "128"}, {"varlen", "1"}, {"causal", causal},
+                                        {"heads_q", "4"}, {"heads_kv", "4"},
+                                        {"kv_reduction", "direct"}, {"seqlens_q", "1,77,300,128,5"}});
+}
+
 TEST_CASE("flash attention backward over packed sequences matches the reference", "[gpu][attention]") {
   for (std::string causal : {"0", "1"})
     for (std::string reduction : {"atomic", "split"})

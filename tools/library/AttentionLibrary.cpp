@@ -355,6 +355,8 @@ AttentionBackwardConfig backwardConfig(const Params &p) {
   c.dqOrder = choiceParam<MemoryOrder>(p, "dq_order", {{"relaxed", MemoryOrder::relaxed},
                                                        {"release", MemoryOrder::release}});
   c.dqTma = choiceParam<bool>(p, "dq_atomics", {{"registers", false}, {"tma", true}});
+  c.dkvOperandsShared =
+      choiceParam<bool>(p, "dkv_operands", {{"registers", false}, {"shared", true}});
   c.form = choiceParam<BackwardForm>(
       p, "variant",
       {{"registers", BackwardForm::registers}, {"ss", BackwardForm::ss}, {"ts", BackwardForm::ts}});
@@ -649,7 +651,7 @@ std::vector<LibraryKernel> tessel::kernels::attentionKernels() {
          Params p = attentionDefaults();
          p["block_m"] = "64";
          p.insert({{"kv_reduction", "atomic"}, {"element_atomics", "0"}, {"dq_order", "relaxed"},
-                   {"dq_atomics", "registers"}});
+                   {"dq_atomics", "registers"}, {"dkv_operands", "registers"}});
          // registers: accumulators in registers (wgmma, mma.sync); ss and
          // ts: tcgen05 with S^T, dP^T, dK, dV and dQ in tensor memory
          // (sm_100a), P^T through shared memory or over S^T.

@@ -11,6 +11,7 @@
 #include "tessel/Dialect/TileNV/TileNVDialect.h"
 #include "tessel/Transforms/BufferUtils.h"
 
+#include "mlir/IR/Matchers.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -58,11 +59,20 @@ LogicalResult CudaEmitter::emitMmaSync(tilenv::MmaSyncOp o) {
 
 /// The scale-d operand of a wgmma: 1 (accumulate) unless `accumulate` says.
 std::string CudaEmitter::scaleD(Value accumulate) {
+  if (overwrites(accumulate)) return "0";
   return accumulate ? "int(" + name(accumulate) + ")" : "1";
+}
+
+/// A wgmma whose scale-d is a constant 0 writes its accumulator registers
+/// without reading them; its asm says so ("=f"), so that the registers'
+/// earlier values are dead to the compiler rather than live into it.
+bool CudaEmitter::overwrites(Value accumulate) {
+  return accumulate && matchPattern(accumulate, m_Zero());
 }
 
 LogicalResult CudaEmitter::emitWgmmaRegA(tilenv::WgmmaRegAOp o) {
   int64_t n = o.getN(), regs = n / 2;
+  const char *accConstraint = overwrites(o.getAccumulate()) ? "\"=f\"" : "\"+f\"";
   std::string t = ptxType(o.getOperandType());
   std::string list;
   for (int64_t i = 0; i < regs; ++i) list += (i ? ", %" : "%") + std::to_string(i);
@@ -72,7 +82,7 @@ LogicalResult CudaEmitter::emitWgmmaRegA(tilenv::WgmmaRegAOp o) {
          << "}, %" << regs + 4 << ", p, 1, 1, " << (o.getTransB() ? 1 : 0) << ";\\n}\"\n";
   line() << "    : ";
   for (int64_t i = 0; i < regs; ++i) {
-    os << (i ? ", " : "") << "\"+f\"(" << slot(o.getAcc(), o.getBase(), i) << ")";
+    os << (i ? ", " : "") << accConstraint << "(" << slot(o.getAcc(), o.getBase(), i) << ")";
     if (i % 4 == 3 && i + 1 < regs) os << "\n" << std::string(2 * depth + 6, ' ');
   }
   os << "\n";
@@ -102,6 +112,7 @@ LogicalResult CudaEmitter::emitWgmmaFence(tilenv::WgmmaFenceOp o) {
 
 LogicalResult CudaEmitter::emitWgmma(tilenv::WgmmaOp o) {
   int64_t n = o.getN(), regs = n / 2;
+  const char *accConstraint = overwrites(o.getAccumulate()) ? "\"=f\"" : "\"+f\"";
   std::string t = ptxType(o.getOperandType());
   std::string list;
   for (int64_t i = 0; i < regs; ++i) list += (i ? ", %" : "%") + std::to_string(i);
@@ -111,7 +122,7 @@ LogicalResult CudaEmitter::emitWgmma(tilenv::WgmmaOp o) {
          << ", " << (o.getTransB() ? 1 : 0) << ";\\n}\"\n";
   line() << "    : ";
   for (int64_t i = 0; i < regs; ++i) {
-    os << (i ? ", " : "") << "\"+f\"(" << slot(o.getAcc(), o.getBase(), i) << ")";
+    os << (i ? ", " : "") << accConstraint << "(" << slot(o.getAcc(), o.getBase(), i) << ")";
     if (i % 4 == 3 && i + 1 < regs) os << "\n" << std::string(2 * depth + 6, ' ');
   }
   os << "\n";

@@ -92,6 +92,7 @@ private:
     return list;
   }
   std::string scaleD(Value accumulate);
+  bool overwrites(Value accumulate);
   /// `array[base + i]` for an asm operand list.
   std::string slot(Value array, Value base, int64_t i) {
     return name(array) + "[" + name(base) + " + " + std::to_string(i) + "]";

@@ -212,13 +212,10 @@ void TileLowering::lowerWgmma(GemmOp op) {
   }
   tilenv::WgmmaFenceOp::create(b, loc);
   bool aMnMajor = op.getTransposeA(), bMnMajor = !op.getTransposeB();
-  unrolledFor(k / 16, [&](Value kStep) {
+  // One k-step's products; `accumulate` null adds to the accumulator, a
+  // constant false overwrites it (scale-d 0).
+  auto kStepProducts = [&](Value kStep, Value accumulate) {
     Value k0 = mul(kStep, idx(16));
-    // A cleared accumulator: the first k-step overwrites it (scale-d 0),
-    // so its registers are never written before the wgmma reads them.
-    Value accumulate;
-    if (op.getClearAccum())
-      accumulate = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, kStep, idx(0));
     unrolledFor(mTiles, [&](Value mi) {
       Value m0 = add(rowBase, mul(mi, idx(64)));
       auto descB = [&] {
@@ -243,7 +240,22 @@ void TileLowering::lowerWgmma(GemmOp op) {
                               aMnMajor ? b.getUnitAttr() : UnitAttr(),
                               bMnMajor ? b.getUnitAttr() : UnitAttr(), accumulate);
     });
-  });
+  };
+  // A cleared accumulator: the first k-step overwrites it, so its registers
+  // are never written before the wgmma reads them. That step is peeled off
+  // the loop with a constant scale-d, which the emitted CUDA declares as a
+  // write of the registers: the accumulator is then dead between one
+  // gemm's readers and the next gemm that clears it, not live around the
+  // enclosing loop (a [128, 128] score tile per warpgroup pair kept live
+  // that way cost 64 registers a thread).
+  int64_t kSteps = k / 16;
+  if (op.getClearAccum()) {
+    kStepProducts(zeroIdx, arith::ConstantIntOp::create(b, loc, b.getI1Type(), 0));
+    if (kSteps > 1)
+      unrolledFor(kSteps - 1, [&](Value step) { kStepProducts(add(step, idx(1)), Value()); });
+  } else {
+    unrolledFor(kSteps, [&](Value step) { kStepProducts(step, Value()); });
+  }
   tilenv::WgmmaCommitOp::create(b, loc);
   tilenv::WgmmaWaitOp::create(b, loc, 0, ValueRange{});
 }

@@ -131,6 +131,25 @@ tile.kernel @gemm_tensor_cores() grid(%bx) = affine_map<() -> (1)> threads(128) 
   tile.gemm %a, %b, %c : memref<64x64xf16, #s>, memref<64x64xf16, #s>, memref<64x64xf32, #f>
 }
 
+// A cleared accumulator (sm_90a): the first k-step is peeled off the
+// k-loop with a constant scale-d of 0 (it overwrites the registers), the
+// rest accumulate; no k-step compares the induction variable at run time.
+// HOPPER-LABEL: tile.kernel @gemm_cleared
+// HOPPER: tilenv.wgmma_fence
+// HOPPER-NEXT: %[[FALSE:.*]] = arith.constant false
+// HOPPER-NOT: scf.for
+// HOPPER: tilenv.wgmma %{{.*}}[%{{.*}}], %{{.*}}, %{{.*}} n = 64 f16 trans_b accumulate(%[[FALSE]])
+// HOPPER: scf.for
+// HOPPER-NOT: arith.cmpi
+// HOPPER: tilenv.wgmma %{{.*}}[%{{.*}}], %{{.*}}, %{{.*}} n = 64 f16 trans_b :
+// HOPPER: tilenv.wgmma_commit
+tile.kernel @gemm_cleared() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc : memref<64x64xf16, #s>
+  %b = tile.alloc : memref<64x64xf16, #s>
+  %c = tile.alloc : memref<64x64xf32, #f>
+  tile.gemm %a, %b, %c {clear_accum} : memref<64x64xf16, #s>, memref<64x64xf16, #s>, memref<64x64xf32, #f>
+}
+
 // -----
 
 #s = #tile.space<shared>

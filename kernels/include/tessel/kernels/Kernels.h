@@ -240,6 +240,11 @@ struct AttentionBackwardConfig {
   /// dQ goes through a shared tile added by TMA (sm_90a, relaxed) instead
   /// of register-pair atomics.
   bool dqTma = false;
+  /// wgmma and mma.sync (form registers): P^T and dS^T go to shared memory
+  /// and dV's and dK's products read them there, instead of from operand
+  /// fragments. The two [block_n, block_m] fragments that frees let 128
+  /// query rows a step fit at head_dim 64.
+  bool dkvOperandsShared = false;
   WarpSpecialize warpSpecialize = WarpSpecialize::automatic;
   GridOrder gridOrder = GridOrder::automatic;
   BackwardForm form = BackwardForm::registers;
