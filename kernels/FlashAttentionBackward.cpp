@@ -93,15 +93,28 @@ Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c
     int64_t vectorLength = sq.alignedVectorLength(bm);
     Buffer lses = alloc_shared({vectorLength}, DType::f32, "lse_tile");
     Buffer deltas = alloc_shared({vectorLength}, DType::f32, "delta_tile");
-    Buffer dss = alloc_shared({bn, bm}, c.dtype, "ds_t_tile");
+    // By query rows, P and dS are [block_m, block_n] tiles (the products
+    // that need P^T and dS^T read them transposed); by key rows, P^T and
+    // dS^T are [block_n, block_m].
+    const bool byQuery = c.queryRows;
+    if (byQuery && tmem)
+      throw Error("scores by query rows are the wgmma and mma.sync kernel's (variant=registers)");
+    Buffer dss = byQuery ? alloc_shared({bm, bn}, c.dtype, "ds_tile")
+                         : alloc_shared({bn, bm}, c.dtype, "ds_t_tile");
     Buffer dqs = c.dqTma ? alloc_shared({bm, d}, DType::f32, "dq_tile") : Buffer();
     // P^T (and dS^T) as shared operands of dV's (and dK's) products.
-    const bool sharedDkv = !tmem && c.dkvOperandsShared;
-    Buffer pss = sharedDkv ? alloc_shared({bn, bm}, c.dtype, "p_t_tile") : Buffer();
-    Buffer st = alloc_fragment({bn, bm}, DType::f32, "s_t");   // S^T, then P^T
-    Buffer dpt = alloc_fragment({bn, bm}, DType::f32, "dp_t"); // dP^T
-    Buffer pt = alloc_fragment({bn, bm}, c.dtype, "p_t");
-    Buffer dst = alloc_fragment({bn, bm}, c.dtype, "ds_t");
+    const bool sharedDkv = !tmem && (c.dkvOperandsShared || byQuery);
+    Buffer pss = !sharedDkv ? Buffer()
+                 : byQuery  ? alloc_shared({bm, bn}, c.dtype, "p_tile")
+                            : alloc_shared({bn, bm}, c.dtype, "p_t_tile");
+    // By key rows: S^T then P^T, dP^T then (in place) dS^T; by query rows
+    // S then P, dP then dS.
+    Buffer st = byQuery ? alloc_fragment({bm, bn}, DType::f32, "s")
+                        : alloc_fragment({bn, bm}, DType::f32, "s_t");
+    Buffer dpt = byQuery ? alloc_fragment({bm, bn}, DType::f32, "dp")
+                         : alloc_fragment({bn, bm}, DType::f32, "dp_t");
+    Buffer pt = byQuery ? Buffer() : alloc_fragment({bn, bm}, c.dtype, "p_t");
+    Buffer dst = byQuery ? Buffer() : alloc_fragment({bn, bm}, c.dtype, "ds_t");
     Buffer dv = alloc_fragment({bn, d}, DType::f32, "dv");
     Buffer dk = alloc_fragment({bn, d}, DType::f32, "dk");
     Buffer dq = alloc_fragment({bm, d}, DType::f32, "dq");
@@ -141,6 +154,40 @@ Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c
     // only where its result is read): dP^T runs while P^T is computed, dV
     // while dS^T is, dK while dQ is added to the accumulator. (tcgen05
     // gemms complete in order here; their accumulators are read back.)
+    // One step by query rows (FlashAttention-3's order): S = Q K^T and
+    // dP = dO V^T with each warpgroup's rows its own queries, so a thread
+    // needs two rows' LSE and delta rather than a column's worth; P and dS
+    // go to shared memory, where dV += P^T dO and dK += dS^T Q read them
+    // transposed and dQ = dS K reads dS as it is.
+    auto queryRowStep = [&](Expr row0, Expr shift, Expr scaleLog2, Expr inside) {
+      // [block_m, *] products: by rows where each warpgroup gets 64 of
+      // them, else by columns.
+      WarpPolicy queryPolicy =
+          bm % (64 * (c.threads / 128)) == 0 ? WarpPolicy::full_row : WarpPolicy::full_col;
+      GemmOptions byRows{.transpose_b = true, .clear_accum = true, .policy = queryPolicy};
+      gemm(qs, ks, st, byRows);
+      gemm(dos, vs, dpt, byRows);
+      auto probabilities = [&](bool masked) {
+        parallel(bm, bn, [&](Expr i, Expr j) {
+          Expr prob = exp2(st(i, j) * scaleLog2 - lses(i + shift) * kLog2e);
+          if (masked) {
+            Expr visible = row0 + i < sq.length && col0 + j < sk.length;
+            if (c.causal) visible = visible && col0 + j <= row0 + i;
+            prob = select(visible, prob, Expr(0.0));
+          }
+          st(i, j) = prob;
+        });
+      };
+      if_(inside, [&] { probabilities(false); }, [&] { probabilities(true); });
+      copy(st, pss);
+      gemm(pss, dos, dv, {.transpose_a = true, .policy = WarpPolicy::full_row});
+      parallel(bm, bn, [&](Expr i, Expr j) {
+        dpt(i, j) = st(i, j) * (dpt(i, j) - deltas(i + shift)) * scale;
+      });
+      copy(dpt, dss);
+      gemm(dss, ks, dq, {.clear_accum = true, .policy = queryPolicy});
+      gemm(dss, qs, dk, {.transpose_a = true, .policy = WarpPolicy::full_row});
+    };
     pipelined(blocks, c.stages, {.warp_specialize = c.warpSpecialize}, [&](Expr mt) {
       Expr row0 = (first + mt) * bm;
       copy(sq.rows(q, row0, h, bm, d), qs);
@@ -149,6 +196,12 @@ Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c
       Expr shift = lseRows.shift;
       copy(lseRows.tile, lses);
       copy(sq.alignedVector(delta, h, row0, bm).tile, deltas);
+      Expr scaleLog2 = scale * kLog2e;
+      Expr inside = row0 + bm <= sq.length && col0 + bn <= sk.length;
+      if (c.causal) inside = inside && col0 + bn <= row0 + 1;
+      if (byQuery) {
+        queryRowStep(row0, shift, scaleLog2, inside);
+      } else {
       if (tmem) {
         gemm(ks, qs, acc->st, {.transpose_b = true, .clear_accum = true});
         gemm(vs, dos, acc->dpt, {.transpose_b = true, .clear_accum = true});
@@ -162,7 +215,6 @@ Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c
       // sequence's).
       // Only blocks at a sequence's end (or, causal, on the diagonal) need
       // the mask (`inside` skips it).
-      Expr scaleLog2 = scale * kLog2e;
       // P^T in the operand type: in registers for wgmma and for the ts
       // form's tensor-memory copy (which does not convert); the ss form
       // converts on the way to shared memory.
@@ -179,8 +231,6 @@ Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c
           if (needPt) pt(j, i) = cast(prob, c.dtype);
         });
       };
-      Expr inside = row0 + bm <= sq.length && col0 + bn <= sk.length;
-      if (c.causal) inside = inside && col0 + bn <= row0 + 1;
       // The tcgen05 forms mask every block: the second unrolled copy of the
       // loop took the ss form's consumers past their 240 registers (a
       // spill with packed batches).
@@ -214,6 +264,7 @@ Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c
       } else {
         gemm(dss, ks, dq, {.transpose_a = true, .clear_accum = true});
         gemm(sharedDkv ? dss : dst, qs, dk, rowSplit);
+      }
       }
       // Rows past the query sequence hold exact zeros.
       Buffer dqRows = sq.rows(dQacc, row0, h, bm, d);

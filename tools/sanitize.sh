@@ -72,6 +72,8 @@ runs=(
   "flash_attention_bwd --param varlen=1 --param kv_reduction=split --param seqlens_q=3,130,5 --param seqlens_k=0,130,7"
   "flash_attention_bwd --param seqlen_q=200 --param seqlen_k=130 --param batch=1 --param head_dim=64 --param block_m=128 --param dkv_operands=shared --param dq_atomics=tma --param causal=1"
   "flash_attention_bwd --param seqlen_q=130 --param seqlen_k=130 --param batch=1 --param dkv_operands=shared --param heads_q=8 --param heads_kv=2"
+  "flash_attention_bwd --param seqlen_q=200 --param seqlen_k=130 --param batch=1 --param head_dim=64 --param block_m=128 --param scores=queries --param dq_atomics=tma --param causal=1"
+  "flash_attention_bwd --param seqlen_q=130 --param seqlen_k=200 --param batch=1 --param block_m=64 --param scores=queries --param heads_q=8 --param heads_kv=2"
 )
 multi_runs=(
   "all2all"

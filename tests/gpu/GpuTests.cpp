@@ -294,6 +294,26 @@ TEST_CASE("flash attention backward with P^T and dS^T as shared operands matches
                                         {"kv_reduction", "direct"}, {"seqlens_q", "1,77,300,128,5"}});
 }
 
+TEST_CASE("flash attention backward with scores by query rows matches the reference",
+          "[gpu][attention]") {
+  // Each warpgroup's rows its own 64 queries (block_m 128), or both
+  // warpgroups splitting the key columns of 64 queries (block_m 64).
+  for (std::string causal : {"0", "1"})
+    for (auto [d, bm] : {std::pair{"64", "128"}, {"64", "64"}, {"128", "64"}})
+      for (std::string path : {"tma", "registers"})
+        checkKernel("flash_attention_bwd",
+                    {{"scores", "queries"}, {"head_dim", d}, {"block_m", bm}, {"causal", causal},
+                     {"dq_atomics", path}, {"heads_q", "8"}, {"heads_kv", "2"},
+                     {"seqlen_q", "130"}, {"seqlen_k", "333"}});
+  for (std::string causal : {"0", "1"})
+    checkKernel("flash_attention_bwd", {{"scores", "queries"}, {"head_dim", "64"},
+                                        {"block_m", "128"}, {"varlen", "1"}, {"causal", causal},
+                                        {"heads_q", "8"}, {"heads_kv", "2"},
+                                        {"kv_reduction", "split"}, {"seqlens_q", "3,200,5"},
+                                        {"seqlens_k", "0,130,7"}});
+  checkKernel("flash_attention_bwd", {{"scores", "queries"}, {"seqlen_q", "1"}, {"seqlen_k", "7"}});
+}
+
 TEST_CASE("flash attention backward over packed sequences matches the reference", "[gpu][attention]") {
   for (std::string causal : {"0", "1"})
     for (std::string reduction : {"atomic", "split"})

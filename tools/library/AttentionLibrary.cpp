@@ -357,6 +357,7 @@ AttentionBackwardConfig backwardConfig(const Params &p) {
   c.dqTma = choiceParam<bool>(p, "dq_atomics", {{"registers", false}, {"tma", true}});
   c.dkvOperandsShared =
       choiceParam<bool>(p, "dkv_operands", {{"registers", false}, {"shared", true}});
+  c.queryRows = choiceParam<bool>(p, "scores", {{"keys", false}, {"queries", true}});
   c.form = choiceParam<BackwardForm>(
       p, "variant",
       {{"registers", BackwardForm::registers}, {"ss", BackwardForm::ss}, {"ts", BackwardForm::ts}});
@@ -544,7 +545,7 @@ BenchResult benchBackward(Kernel &kernel, const Params &p, int reps) {
 /// not fit beside the stages: those candidates fail to compile and are
 /// left out.) Elsewhere the register kernel's defaults are the one
 /// candidate.
-std::vector<Params> attentionForwardCandidates(const std::string &arch) {
+std::vector<Params> attentionForwardCandidates(const std::string &arch, const Params &) {
   if (arch != "sm_90a") return {{{"stages", "2"}}};
   std::vector<Params> out;
   for (const char *tmaStore : {"0", "1"}) {
@@ -560,16 +561,23 @@ std::vector<Params> attentionForwardCandidates(const std::string &arch) {
   return out;
 }
 
-/// What `tessel tune flash_attention_bwd` times on sm_90a: dQ added from
-/// registers or by a TMA reduce-add, two or three stages. On an H200 at 4k
-/// the TMA path is 7% ahead at head_dim 128 and 2% behind at 64 without a
-/// mask; three stages gain 2% at 128. Elsewhere the defaults are the one
-/// candidate.
-std::vector<Params> attentionBackwardCandidates(const std::string &arch) {
+/// What `tessel tune flash_attention_bwd` times on sm_90a: scores by key
+/// rows at 64 query rows a step with dQ added from registers or by a TMA
+/// reduce-add, two or three stages; at head_dim 64 also scores by query
+/// rows at 128 a step (dQ by TMA, two stages). On an H200 at 4k the TMA path is 7%
+/// ahead at head_dim 128 and 2% behind at 64 without a mask; three stages
+/// gain 2% at 128; query rows gain 13% at 64 and 8k and lose 3% at 128.
+/// Elsewhere the defaults are the one candidate.
+std::vector<Params> attentionBackwardCandidates(const std::string &arch, const Params &problem) {
   if (arch != "sm_90a") return {{{"stages", "2"}}};
   std::vector<Params> out;
   for (const char *dq : {"registers", "tma"})
-    for (const char *stages : {"2", "3"}) out.push_back({{"dq_atomics", dq}, {"stages", stages}});
+    for (const char *stages : {"2", "3"})
+      out.push_back({{"dq_atomics", dq}, {"stages", stages}, {"block_m", "64"}, {"scores", "keys"}});
+  // (Three stages of 128 query rows leave no room for the P, dS and dQ
+  // tiles.)
+  if (problem.at("head_dim") == "64")
+    out.push_back({{"dq_atomics", "tma"}, {"stages", "2"}, {"block_m", "128"}, {"scores", "queries"}});
   return out;
 }
 
@@ -651,7 +659,8 @@ std::vector<LibraryKernel> tessel::kernels::attentionKernels() {
          Params p = attentionDefaults();
          p["block_m"] = "64";
          p.insert({{"kv_reduction", "atomic"}, {"element_atomics", "0"}, {"dq_order", "relaxed"},
-                   {"dq_atomics", "registers"}, {"dkv_operands", "registers"}});
+                   {"dq_atomics", "registers"}, {"dkv_operands", "registers"},
+                   {"scores", "keys"}});
          // registers: accumulators in registers (wgmma, mma.sync); ss and
          // ts: tcgen05 with S^T, dP^T, dK, dV and dQ in tensor memory
          // (sm_100a), P^T through shared memory or over S^T.
@@ -668,7 +677,18 @@ std::vector<LibraryKernel> tessel::kernels::attentionKernels() {
            auto it = overrides.find(key);
            return it == overrides.end() ? std::string(otherwise) : it->second;
          };
-         if (arch == "sm_90a") return Params{};
+         // sm_90a at head_dim 64: scores by query rows, 128 a step, dQ by
+         // TMA (an H200 at 8k: 360 against 317 TFLOP/s by key rows at 64).
+         // More than two stages of 128 rows do not fit: settings (or a
+         // tuned record) asking for them mean the key-row kernel.
+         if (arch == "sm_90a") {
+           if (given("head_dim", "128") != "64" || overrides.count("block_m") ||
+               overrides.count("scores") || given("stages", "2") != "2")
+             return Params{};
+           Params out{{"block_m", "128"}, {"scores", "queries"}};
+           if (!overrides.count("dq_atomics")) out["dq_atomics"] = "tma";
+           return out;
+         }
          std::string variant = given("variant", arch.rfind("sm_100a", 0) == 0 ? "ss" : "registers");
          if (variant == "registers") return Params{{"block_m", "32"}};
          return Params{{"variant", variant}, {"block_m", "128"}};

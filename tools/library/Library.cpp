@@ -266,7 +266,7 @@ CheckResult checkGemm(Kernel &k, const Params &p, uint64_t seed) {
 /// What `tessel tune gemm` times on each target: tile shapes that fit its
 /// registers and shared memory, pipelines of several depths, with and
 /// without rasterized blocks.
-static std::vector<Params> gemmCandidates(const std::string &arch) {
+static std::vector<Params> gemmCandidates(const std::string &arch, const Params &) {
   std::vector<Params> out;
   auto add = [&](int bm, int bn, int bk, int threads, int stages, int swizzle) {
     out.push_back({{"block_m", std::to_string(bm)}, {"block_n", std::to_string(bn)},

@@ -37,8 +37,9 @@ struct TuneSpace {
   /// Extents: rounded up to a power of two in a shape bucket.
   std::vector<std::string> shapeKeys;
   /// The configurations worth timing on a target (each a set of
-  /// parameters over the defaults).
-  std::function<std::vector<Params>(const std::string &arch)> candidates;
+  /// parameters over the defaults) for a problem (the run's settings,
+  /// defaults applied).
+  std::function<std::vector<Params>(const std::string &arch, const Params &problem)> candidates;
   /// Why a run's settings (defaults applied) have no bucket of their own,
   /// or "" when they do: such runs are not tuned, and config=auto runs
   /// the defaults for them. Empty: every run has one.

@@ -55,7 +55,7 @@ int tessel::kernels::tuneCommand(const std::string &name, const Params &params,
                                         : "sm_90a";
   // The caller's settings stay fixed: candidates differ only elsewhere.
   std::vector<Candidate> candidates;
-  for (Params config : entry.tuning.candidates(arch)) {
+  for (Params config : entry.tuning.candidates(arch, withDefaults(entry, params, arch))) {
     for (auto &[key, value] : params) config.erase(key);
     bool seen = std::any_of(candidates.begin(), candidates.end(),
                             [&](const Candidate &c) { return c.config == config; });

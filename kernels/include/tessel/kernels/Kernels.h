@@ -245,6 +245,11 @@ struct AttentionBackwardConfig {
   /// fragments. The two [block_n, block_m] fragments that frees let 128
   /// query rows a step fit at head_dim 64.
   bool dkvOperandsShared = false;
+  /// wgmma and mma.sync: scores by query rows (S = Q K^T, each warpgroup's
+  /// accumulator rows its queries) instead of key rows (S^T = K Q^T). A
+  /// thread then needs two rows' LSE and delta, not a column's worth; P and
+  /// dS always go through shared memory (dkvOperandsShared implied).
+  bool queryRows = false;
   WarpSpecialize warpSpecialize = WarpSpecialize::automatic;
   GridOrder gridOrder = GridOrder::automatic;
   BackwardForm form = BackwardForm::registers;
