@@ -311,7 +311,7 @@ int benchAttention(const Args &a) {
           // 64); sm_80 has no TMA.
           if (pass == "bwd" && arch != "sm_80" && !shape.count("dq_atomics"))
             shape["dq_atomics"] = "tma";
-          Params p = withDefaults(entry, shape);
+          Params p = withDefaults(entry, shape, arch);
           Program program = entry.build(p);
           Kernel k = compile(program, {arch, ""});
           BenchResult r = entry.bench(k, p, a.reps);
