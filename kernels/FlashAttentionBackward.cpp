@@ -179,12 +179,16 @@ Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c
         });
       };
       if_(inside, [&] { probabilities(false); }, [&] { probabilities(true); });
+      // P and dS are both stored before the products that read them: one
+      // barrier between the warpgroups instead of two (dV's product then
+      // no longer overlaps the computation of dS; on an H200 at head_dim
+      // 64 that is 2-3% faster without a mask, within 1% causal).
       copy(st, pss);
-      gemm(pss, dos, dv, {.transpose_a = true, .policy = WarpPolicy::full_row});
       parallel(bm, bn, [&](Expr i, Expr j) {
         dpt(i, j) = st(i, j) * (dpt(i, j) - deltas(i + shift)) * scale;
       });
       copy(dpt, dss);
+      gemm(pss, dos, dv, {.transpose_a = true, .policy = WarpPolicy::full_row});
       gemm(dss, ks, dq, {.clear_accum = true, .policy = queryPolicy});
       gemm(dss, qs, dk, {.transpose_a = true, .policy = WarpPolicy::full_row});
     };
