@@ -150,10 +150,20 @@ Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c
     if (c.varlen) blocks = select(col0 < sk.length, blocks, Expr(0));
     GemmOptions rowSplit{.policy = WarpPolicy::full_row};
     GemmOptions scores{.transpose_b = true, .clear_accum = true, .policy = WarpPolicy::full_row};
-    // The order lets the gemms overlap the element-wise work (each waits
-    // only where its result is read): dP^T runs while P^T is computed, dV
-    // while dS^T is, dK while dQ is added to the accumulator. (tcgen05
-    // gemms complete in order here; their accumulators are read back.)
+    // P for query row i and key column j of the step at row0 from its
+    // score (read by `score` inside the expression, as the element-wise
+    // ops are recorded in the order they are built). Rows and columns outside the sequences get P = 0, so they add
+    // nothing to dK, dV or dQ (in a packed batch they are another
+    // sequence's); only blocks at a sequence's end (or, causal, on the
+    // diagonal) need the mask (`inside` skips it).
+    auto probability = [&](auto score, Expr row0, Expr shift, Expr scaleLog2, Expr i, Expr j,
+                           bool masked) {
+      Expr prob = exp2(score() * scaleLog2 - lses(i + shift) * kLog2e);
+      if (!masked) return prob;
+      Expr visible = row0 + i < sq.length && col0 + j < sk.length;
+      if (c.causal) visible = visible && col0 + j <= row0 + i;
+      return select(visible, prob, Expr(0.0));
+    };
     // One step by query rows (FlashAttention-3's order): S = Q K^T and
     // dP = dO V^T with each warpgroup's rows its own queries, so a thread
     // needs two rows' LSE and delta rather than a column's worth; P and dS
@@ -169,13 +179,7 @@ Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c
       gemm(dos, vs, dpt, byRows);
       auto probabilities = [&](bool masked) {
         parallel(bm, bn, [&](Expr i, Expr j) {
-          Expr prob = exp2(st(i, j) * scaleLog2 - lses(i + shift) * kLog2e);
-          if (masked) {
-            Expr visible = row0 + i < sq.length && col0 + j < sk.length;
-            if (c.causal) visible = visible && col0 + j <= row0 + i;
-            prob = select(visible, prob, Expr(0.0));
-          }
-          st(i, j) = prob;
+          st(i, j) = probability([&] { return st(i, j); }, row0, shift, scaleLog2, i, j, masked);
         });
       };
       if_(inside, [&] { probabilities(false); }, [&] { probabilities(true); });
@@ -192,20 +196,15 @@ Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c
       gemm(dss, ks, dq, {.clear_accum = true, .policy = queryPolicy});
       gemm(dss, qs, dk, {.transpose_a = true, .policy = WarpPolicy::full_row});
     };
-    pipelined(blocks, c.stages, {.warp_specialize = c.warpSpecialize}, [&](Expr mt) {
-      Expr row0 = (first + mt) * bm;
-      copy(sq.rows(q, row0, h, bm, d), qs);
-      copy(sq.rows(dO, row0, h, bm, d), dos);
-      Sequence::AlignedVector lseRows = sq.alignedVector(lse, h, row0, bm);
-      Expr shift = lseRows.shift;
-      copy(lseRows.tile, lses);
-      copy(sq.alignedVector(delta, h, row0, bm).tile, deltas);
-      Expr scaleLog2 = scale * kLog2e;
-      Expr inside = row0 + bm <= sq.length && col0 + bn <= sk.length;
-      if (c.causal) inside = inside && col0 + bn <= row0 + 1;
-      if (byQuery) {
-        queryRowStep(row0, shift, scaleLog2, inside);
-      } else {
+    // One step by key rows: S^T = K Q^T and dP^T = V dO^T, so P^T and
+    // dS^T are in the accumulator layout, the A operands of dV's and dK's
+    // products in registers (or, tcgen05 and dkv_operands=shared, in
+    // shared or tensor memory).
+    // The order lets the gemms overlap the element-wise work (each waits
+    // only where its result is read): dP^T runs while P^T is computed, dV
+    // while dS^T is, dK while dQ is added to the accumulator. (tcgen05
+    // gemms complete in order here; their accumulators are read back.)
+    auto keyRowStep = [&](Expr row0, Expr shift, Expr scaleLog2, Expr inside) {
       if (tmem) {
         gemm(ks, qs, acc->st, {.transpose_b = true, .clear_accum = true});
         gemm(vs, dos, acc->dpt, {.transpose_b = true, .clear_accum = true});
@@ -214,23 +213,13 @@ Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c
         gemm(ks, qs, st, scores);
         gemm(vs, dos, dpt, scores);
       }
-      // Rows and columns outside the sequences get P = 0, so they add
-      // nothing to dK, dV or dQ (in a packed batch they are another
-      // sequence's).
-      // Only blocks at a sequence's end (or, causal, on the diagonal) need
-      // the mask (`inside` skips it).
       // P^T in the operand type: in registers for wgmma and for the ts
       // form's tensor-memory copy (which does not convert); the ss form
       // converts on the way to shared memory.
       bool needPt = c.form == BackwardForm::ts || (c.form == BackwardForm::registers && !sharedDkv);
       auto probabilities = [&](bool masked) {
         parallel(bn, bm, [&](Expr j, Expr i) {
-          Expr prob = exp2(st(j, i) * scaleLog2 - lses(i + shift) * kLog2e);
-          if (masked) {
-            Expr visible = row0 + i < sq.length && col0 + j < sk.length;
-            if (c.causal) visible = visible && col0 + j <= row0 + i;
-            prob = select(visible, prob, Expr(0.0));
-          }
+          Expr prob = probability([&] { return st(j, i); }, row0, shift, scaleLog2, i, j, masked);
           st(j, i) = prob;
           if (needPt) pt(j, i) = cast(prob, c.dtype);
         });
@@ -269,7 +258,20 @@ Program tessel::kernels::flashAttentionBackward(const AttentionBackwardConfig &c
         gemm(dss, ks, dq, {.transpose_a = true, .clear_accum = true});
         gemm(sharedDkv ? dss : dst, qs, dk, rowSplit);
       }
-      }
+    };
+    pipelined(blocks, c.stages, {.warp_specialize = c.warpSpecialize}, [&](Expr mt) {
+      Expr row0 = (first + mt) * bm;
+      copy(sq.rows(q, row0, h, bm, d), qs);
+      copy(sq.rows(dO, row0, h, bm, d), dos);
+      Sequence::AlignedVector lseRows = sq.alignedVector(lse, h, row0, bm);
+      Expr shift = lseRows.shift;
+      copy(lseRows.tile, lses);
+      copy(sq.alignedVector(delta, h, row0, bm).tile, deltas);
+      Expr scaleLog2 = scale * kLog2e;
+      Expr inside = row0 + bm <= sq.length && col0 + bn <= sk.length;
+      if (c.causal) inside = inside && col0 + bn <= row0 + 1;
+      if (byQuery) queryRowStep(row0, shift, scaleLog2, inside);
+      else keyRowStep(row0, shift, scaleLog2, inside);
       // Rows past the query sequence hold exact zeros.
       Buffer dqRows = sq.rows(dQacc, row0, h, bm, d);
       if (c.elementAtomics) {
