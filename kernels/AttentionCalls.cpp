@@ -119,10 +119,30 @@ bool applyRecord(const TunedSettings &record, AttentionConfig &base) {
   return true;
 }
 
+/// `base` with the settings of a `tessel tune flash_attention_bwd` record;
+/// false (and `base` unchanged) when the record names a setting or value
+/// it does not know, or one the target's kernel does not have.
+bool applyBackwardRecord(const TunedSettings &record, AttentionBackwardConfig &base) {
+  AttentionBackwardConfig c = base;
+  for (auto &[key, value] : record) {
+    if (key == "stages" && (value == "2" || value == "3")) c.stages = value[0] - '0';
+    else if (key == "dq_atomics" && (value == "registers" || value == "tma")) c.dqTma = value == "tma";
+    else if (key == "block_m" && (value == "64" || value == "128")) c.blockM = std::stoi(value);
+    else if (key == "scores" && (value == "keys" || value == "queries")) c.queryRows = value == "queries";
+    else return false;
+  }
+  // The tcgen05 kernel computes 128 query rows a step by key rows.
+  if (c.form != BackwardForm::registers && (c.blockM != 128 || c.queryRows)) return false;
+  base = c;
+  return true;
+}
+
 bool isBlackwell(const std::string &arch) { return arch.rfind("sm_100a", 0) == 0; }
 
+/// The configuration for `p`: the caller's, else the target's default under
+/// the settings of `record` (a tuned configuration, or null).
 AttentionBackwardConfig backwardConfig(const Problem &p, const attention::BackwardOptions &o,
-                                       const std::string &arch) {
+                                       const std::string &arch, const TunedSettings *record) {
   AttentionBackwardConfig c;
   if (o.config) {
     c = *o.config;
@@ -136,9 +156,13 @@ AttentionBackwardConfig backwardConfig(const Problem &p, const attention::Backwa
       // dQ added by TMA from a shared tile: faster on an H200 (8k, head_dim
       // 128: 436 against 415 TFLOP/s), as `tessel bench attention` runs it.
       c.dqTma = true;
-      // At head_dim 64, scores by query rows at 128 a step (8k: 360
-      // against 317 TFLOP/s).
-      if (p.headDim == 64) {
+      // At head_dim 64, scores by query rows at 128 a step (8k: 371
+      // against 317 TFLOP/s), unless a tuned record chose the rows or more
+      // than two stages (which only key rows at 64 a step fit), as the
+      // library kernel's defaults do for `tessel tune` records.
+      bool rowsChosen = record && (record->count("block_m") || record->count("scores") ||
+                                   (record->count("stages") && record->at("stages") != "2"));
+      if (p.headDim == 64 && !rowsChosen) {
         c.blockM = 128;
         c.queryRows = true;
       }
@@ -246,7 +270,8 @@ size_t attention::backwardWorkspaceBytes(const TensorView &q, const TensorView &
   Problem p{q.shape.at(0), q.shape.at(1), k.shape.at(1), q.shape.at(2), k.shape.at(2),
             q.shape.at(3), dtypeOf(q.dtype), o.cuSeqlensQ.has_value(), 0, q.device};
   // The workspace depends on the K/V reduction, not on the target.
-  return Workspace(p, backwardConfig(p, o, o.arch)).bytes;
+  // The workspace depends on the K/V reduction, which no record changes.
+  return Workspace(p, backwardConfig(p, o, o.arch, nullptr)).bytes;
 }
 
 Choice attention::backward(const TensorView &q, const TensorView &k, const TensorView &v,
@@ -267,7 +292,30 @@ Choice attention::backward(const TensorView &q, const TensorView &k, const Tenso
 
   Choice choice;
   choice.arch = targetFor(o.arch, p.device);
-  AttentionBackwardConfig c = backwardConfig(p, o, choice.arch);
+  AttentionBackwardConfig c = backwardConfig(p, o, choice.arch, nullptr);
+  std::string tunedOn;
+  // Packed batches are not tuned: their lengths are not in a bucket.
+  if (!o.config && o.tuned && !c.varlen) {
+    const char *reductions[] = {"direct", "atomic", "split"};
+    // The bucket `tessel tune flash_attention_bwd` files its record under.
+    std::string bucket = tunedBucket({{"dtype", name(c.dtype)},
+                                      {"head_dim", std::to_string(c.headDim)},
+                                      {"causal", c.causal ? "1" : "0"},
+                                      {"varlen", "0"},
+                                      {"kv_reduction", reductions[int(c.kvReduction)]}},
+                                     {{"batch", p.batch},
+                                      {"heads_q", p.headsQ},
+                                      {"seqlen_q", p.seqQ},
+                                      {"seqlen_k", p.seqK}});
+    auto [record, who] = tunedRecord("flash_attention_bwd", p.device, choice.arch, bucket);
+    if (record) {
+      AttentionBackwardConfig tuned = backwardConfig(p, o, choice.arch, &*record);
+      if (applyBackwardRecord(*record, tuned)) {
+        c = tuned;
+        tunedOn = who;
+      }
+    }
+  }
   std::string config = describe(c);
   choice.config = "flash_attention_bwd " + config;
   bool compiledPre = false, compiledMain = false, compiledPost = false;
@@ -278,6 +326,7 @@ Choice attention::backward(const TensorView &q, const TensorView &k, const Tenso
   std::shared_ptr<Kernel> post = cachedKernel("bwd_post " + config, choice.arch,
                                               [&] { return flashAttentionBackwardPost(c); }, compiledPost);
   choice.compiled = compiledPre || compiledMain || compiledPost;
+  if (!tunedOn.empty()) choice.config += " (tuned on " + tunedOn + ")";
 
   Workspace w(p, c);
   if (o.workspace && o.workspaceBytes < w.bytes)

@@ -348,6 +348,41 @@ TEST_CASE("tessel::attention::forward runs the configuration tessel tune recorde
   CHECK_THAT(untuned.what, !Catch::Contains("tuned on") && Catch::Contains("persistent=0"));
 }
 
+TEST_CASE("tessel::attention::backward runs the configuration tessel tune recorded", "[gpu][api]") {
+  ScopedCacheDir cache("tessel-tuned-attention-bwd-test");
+  rt::Driver &d = rt::Driver::get();
+  // The bucket `tessel tune flash_attention_bwd` files batch 2, 300 rows,
+  // 8 query heads over 2 K/V heads (atomic dK/dV) at head_dim 64 under.
+  auto bucket = [](const char *causal) {
+    return kernels::tunedBucket({{"dtype", "bf16"},
+                                 {"head_dim", "64"},
+                                 {"causal", causal},
+                                 {"varlen", "0"},
+                                 {"kv_reduction", "atomic"}},
+                                {{"batch", 2}, {"heads_q", 8}, {"seqlen_q", 300}, {"seqlen_k", 300}});
+  };
+  CHECK(bucket("1") == "dtype=bf16,head_dim=64,causal=1,varlen=0,kv_reduction=atomic,batch=2,"
+                       "heads_q=8,seqlen_q=512,seqlen_k=512");
+  kernels::recordTuned("flash_attention_bwd", d.deviceName(), bucket("1"),
+                       {{"block_m", "64"}, {"scores", "keys"}, {"dq_atomics", "registers"},
+                        {"stages", "3"}});
+  AttentionOutcome tuned = runAttention(2, {300}, 8, 2, 64, true, DType::bf16);
+  verify(tuned);
+  std::string backward = tuned.what.substr(tuned.what.find(" | "));
+  CHECK_THAT(backward, Catch::Contains("block_m=64") && Catch::Contains("stages=3") &&
+                           Catch::Contains("dq_atomics=registers") &&
+                           Catch::Contains("scores=keys") &&
+                           Catch::Contains("(tuned on " + d.deviceName() + ")"));
+  // A record with a value it does not know is not used: the defaults run.
+  kernels::recordTuned("flash_attention_bwd", d.deviceName(), bucket("0"), {{"scores", "diagonal"}});
+  AttentionOutcome untuned = runAttention(2, {300}, 8, 2, 64, false, DType::bf16);
+  verify(untuned);
+  std::string plain = untuned.what.substr(untuned.what.find(" | "));
+  CHECK_THAT(plain, !Catch::Contains("tuned on"));
+  if (rt::nativeArch(d.computeCapability()) == "sm_90a")
+    CHECK_THAT(plain, Catch::Contains("block_m=128") && Catch::Contains("scores=queries"));
+}
+
 TEST_CASE("tessel::gemm runs the configuration tessel tune recorded", "[gpu][api]") {
   ScopedCacheDir cache("tessel-tuned-gemm-test");
   rt::Driver &d = rt::Driver::get();

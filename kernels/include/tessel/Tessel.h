@@ -67,6 +67,11 @@ struct ForwardOptions : Options {
 };
 struct BackwardOptions : Options {
   std::optional<kernels::AttentionBackwardConfig> config;
+  /// Without `config`: the score orientation, query rows a step, dQ path
+  /// and stages that `tessel tune flash_attention_bwd` recorded for this
+  /// device (else for the target) and shape bucket, when there is one;
+  /// else the defaults.
+  bool tuned = true;
   /// Device memory the backward pass may use for its fp32 accumulators
   /// (backwardWorkspaceBytes); without it the pass allocates and frees on
   /// `stream` (stream-ordered, cuMemAllocAsync).
