@@ -74,6 +74,11 @@ Problem checkProblem(const TensorView &q, const TensorView &k, const TensorView 
   return p;
 }
 
+const char *reductionName(KvReduction r) {
+  const char *names[] = {"direct", "atomic", "split"};
+  return names[int(r)];
+}
+
 /// Every setting that changes the kernel: the text is also its key in the
 /// process's kernel cache.
 std::string describe(const AttentionConfig &c, const char *variant) {
@@ -89,13 +94,12 @@ std::string describe(const AttentionConfig &c, const char *variant) {
 /// As above, for the backward pass's three kernels.
 std::string describe(const AttentionBackwardConfig &c) {
   const char *forms[] = {"registers", "ss", "ts"};
-  const char *reductions[] = {"direct", "atomic", "split"};
   return fmt::format("variant={} dtype={} head_dim={} block_m={} block_n={} pre_block={} "
                      "threads={} stages={} causal={} varlen={} kv_reduction={} element_atomics={} "
                      "dq_order={} dq_atomics={} dkv_operands={} scores={} warp_specialize={} grid_order={}",
                      forms[int(c.form)], name(c.dtype), c.headDim, c.blockM, c.blockN, c.preBlock,
                      c.threads, c.stages, int(c.causal), int(c.varlen),
-                     reductions[int(c.kvReduction)], int(c.elementAtomics), int(c.dqOrder),
+                     reductionName(c.kvReduction), int(c.elementAtomics), int(c.dqOrder),
                      c.dqTma ? "tma" : "registers", c.dkvOperandsShared ? "shared" : "registers",
                      c.queryRows ? "queries" : "keys",
                      int(c.warpSpecialize), int(c.gridOrder));
@@ -156,13 +160,9 @@ AttentionBackwardConfig backwardConfig(const Problem &p, const attention::Backwa
       // dQ added by TMA from a shared tile: faster on an H200 (8k, head_dim
       // 128: 436 against 415 TFLOP/s), as `tessel bench attention` runs it.
       c.dqTma = true;
-      // At head_dim 64, scores by query rows at 128 a step (8k: 371
-      // against 317 TFLOP/s), unless a tuned record chose the rows or more
-      // than two stages (which only key rows at 64 a step fit), as the
-      // library kernel's defaults do for `tessel tune` records.
-      bool rowsChosen = record && (record->count("block_m") || record->count("scores") ||
-                                   (record->count("stages") && record->at("stages") != "2"));
-      if (p.headDim == 64 && !rowsChosen) {
+      // Scores by query rows at 128 a step where that is the default
+      // under the tuned record's settings.
+      if (backwardQueryRowsByDefault(p.headDim, record ? *record : TunedSettings{})) {
         c.blockM = 128;
         c.queryRows = true;
       }
@@ -269,8 +269,8 @@ size_t attention::backwardWorkspaceBytes(const TensorView &q, const TensorView &
                                          const BackwardOptions &o) {
   Problem p{q.shape.at(0), q.shape.at(1), k.shape.at(1), q.shape.at(2), k.shape.at(2),
             q.shape.at(3), dtypeOf(q.dtype), o.cuSeqlensQ.has_value(), 0, q.device};
-  // The workspace depends on the K/V reduction, not on the target.
-  // The workspace depends on the K/V reduction, which no record changes.
+  // The workspace depends on the K/V reduction, not on the target or a
+  // tuned record.
   return Workspace(p, backwardConfig(p, o, o.arch, nullptr)).bytes;
 }
 
@@ -296,13 +296,12 @@ Choice attention::backward(const TensorView &q, const TensorView &k, const Tenso
   std::string tunedOn;
   // Packed batches are not tuned: their lengths are not in a bucket.
   if (!o.config && o.tuned && !c.varlen) {
-    const char *reductions[] = {"direct", "atomic", "split"};
     // The bucket `tessel tune flash_attention_bwd` files its record under.
     std::string bucket = tunedBucket({{"dtype", name(c.dtype)},
                                       {"head_dim", std::to_string(c.headDim)},
                                       {"causal", c.causal ? "1" : "0"},
                                       {"varlen", "0"},
-                                      {"kv_reduction", reductions[int(c.kvReduction)]}},
+                                      {"kv_reduction", reductionName(c.kvReduction)}},
                                      {{"batch", p.batch},
                                       {"heads_q", p.headsQ},
                                       {"seqlen_q", p.seqQ},

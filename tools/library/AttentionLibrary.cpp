@@ -564,10 +564,10 @@ std::vector<Params> attentionForwardCandidates(const std::string &arch, const Pa
 /// What `tessel tune flash_attention_bwd` times on sm_90a: scores by key
 /// rows at 64 query rows a step with dQ added from registers or by a TMA
 /// reduce-add, two or three stages; at head_dim 64 also scores by query
-/// rows at 128 a step (dQ by TMA, two stages). On an H200 at 4k the TMA path is 7%
-/// ahead at head_dim 128 and 2% behind at 64 without a mask; three stages
-/// gain 2% at 128; query rows gain 13% at 64 and 8k and lose 3% at 128.
-/// Elsewhere the defaults are the one candidate.
+/// rows at 128 a step (dQ by TMA, two stages). On an H200 at 4k the TMA
+/// path is 7% ahead at head_dim 128 and 2% behind at 64 without a mask;
+/// three stages are within 1-2% at 128; query rows gain 17% at 64 and 8k
+/// and lose 3% at 128. Elsewhere the defaults are the one candidate.
 std::vector<Params> attentionBackwardCandidates(const std::string &arch, const Params &problem) {
   if (arch != "sm_90a") return {{{"stages", "2"}}};
   std::vector<Params> out;
@@ -677,13 +677,11 @@ std::vector<LibraryKernel> tessel::kernels::attentionKernels() {
            auto it = overrides.find(key);
            return it == overrides.end() ? std::string(otherwise) : it->second;
          };
-         // sm_90a at head_dim 64: scores by query rows, 128 a step, dQ by
-         // TMA (an H200 at 8k: 360 against 317 TFLOP/s by key rows at 64).
-         // More than two stages of 128 rows do not fit: settings (or a
-         // tuned record) asking for them mean the key-row kernel.
+         // sm_90a: scores by query rows at 128 a step, dQ by TMA, where
+         // that is the default under the settings given (or tuned).
          if (arch == "sm_90a") {
-           if (given("head_dim", "128") != "64" || overrides.count("block_m") ||
-               overrides.count("scores") || given("stages", "2") != "2")
+           if (!backwardQueryRowsByDefault(
+                   parseInteger(given("head_dim", "128"), 1, INT32_MAX, "head_dim"), overrides))
              return Params{};
            Params out{{"block_m", "128"}, {"scores", "queries"}};
            if (!overrides.count("dq_atomics")) out["dq_atomics"] = "tma";

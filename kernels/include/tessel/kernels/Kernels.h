@@ -10,6 +10,9 @@
 
 #include "tessel/dsl/Program.h"
 
+#include <map>
+#include <string>
+
 namespace tessel::kernels {
 
 /// y = alpha * x + y over vectors of length N (a symbol).
@@ -259,6 +262,11 @@ Program flashAttentionBackwardPre(const AttentionBackwardConfig &config);
 /// dQ_accum (+)= dQ (fp32, zeroed first) and dK, dV as `kvReduction` says,
 /// from Q, K, V, dO, LSE and delta.
 Program flashAttentionBackward(const AttentionBackwardConfig &config);
+/// Whether the sm_90a backward's default is scores by query rows at 128 a
+/// step (head_dim 64), given the settings a caller or a tuned record
+/// already chose, by parameter name: not when they name block_m or scores,
+/// nor more than two stages, which only key rows at 64 a step fit.
+bool backwardQueryRowsByDefault(int64_t headDim, const std::map<std::string, std::string> &chosen);
 /// grad [batch, seqlen, heads_out, dim] (output type) = the sum over each
 /// group of heads_in / heads_out heads of accum (fp32).
 Program flashAttentionBackwardPost(const AttentionBackwardConfig &config);
