@@ -524,15 +524,18 @@ void LayoutInference::placeSharedLayouts() {
   // takes the tensor cores' swizzle too: an accumulator fragment writes a
   // few bytes of each of 8 rows per warp instruction, and unswizzled rows a
   // multiple of 128 bytes apart would put them all in the same banks. Only
-  // where copies alone touch the buffer, so every access goes through the
+  // where copies alone touch the buffer, or a region atomic_add reads it (a
+  // TMA reduce-add, or thread atomics), so every access goes through the
   // layout's address map.
   DenseSet<Value> writtenFromRegisters, touchedOtherwise;
   kernel.walk([&](Operation *op) {
     if (llvm::isa<RegionOp, StageOp>(op)) return;
     auto copy = llvm::dyn_cast<CopyOp>(op);
+    auto atomic = llvm::dyn_cast<AtomicAddOp>(op);
     for (Value operand : op->getOperands()) {
       if (!llvm::isa<MemRefType>(operand.getType())) continue;
       Value root = getRootBuffer(operand);
+      if (atomic && operand == atomic.getValue()) continue;
       if (!copy) touchedOtherwise.insert(root);
       else if (operand == copy.getDest() && isFragment(copy.getSource()))
         writtenFromRegisters.insert(root);

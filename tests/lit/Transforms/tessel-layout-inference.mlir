@@ -317,3 +317,25 @@ tile.kernel @staged_epilogue(%out: memref<64x64xf16, #g>) grid(%bx) = affine_map
     memref.store %v, %out[%i, %j] : memref<64x64xf16, #g>
   }
 }
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// A partial sum staged for a TMA reduce-add (FlashAttention's dQ): the
+// region atomic_add reads %staged through the layout's address map, so it
+// takes the swizzle as a copy's source would, 128-byte panels of 32 floats
+// (rows of 512 bytes unswizzled put a warp's 8 rows in the same banks).
+// CHECK-LABEL: tile.kernel @staged_reduce_add
+// CHECK: tile.alloc {layout = #tile.shared<[64, 128], elem = 4, swizzle = 128, pad = 0>} : memref<64x128xf32, #tile.space<shared>>
+tile.kernel @staged_reduce_add(%acc: memref<64x128xf32, #g>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc : memref<64x32xf16, #s>
+  %b = tile.alloc : memref<32x128xf16, #s>
+  %c = tile.alloc : memref<64x128xf32, #f>
+  tile.gemm %a, %b, %c : memref<64x32xf16, #s>, memref<32x128xf16, #s>, memref<64x128xf32, #f>
+  %staged = tile.alloc : memref<64x128xf32, #s>
+  tile.copy %c, %staged : memref<64x128xf32, #f>, memref<64x128xf32, #s>
+  tile.atomic_add %staged, %acc order = relaxed {tma} : memref<64x128xf32, #s>, memref<64x128xf32, #g>
+}
