@@ -81,14 +81,98 @@ void TileLowering::vectorRunOrScalar(const Access &frag, ArrayRef<Value> coords,
   scalar();
 }
 
+std::optional<TileLowering::SplitOffsets>
+TileLowering::splitSharedOffsets(const Access &frag, const Access &mem, int64_t v) {
+  auto shared = llvm::dyn_cast_or_null<SharedLayoutAttr>(mem.layout);
+  if (!shared || mem.isGlobal()) return std::nullopt;
+  SmallVector<int64_t> origin;
+  for (Value offset : mem.offsets) {
+    std::optional<int64_t> c = getConstantIntValue(offset);
+    if (!c) return std::nullopt;
+    origin.push_back(*c);
+  }
+  layout::SharedLayout sl = shared.getLayout();
+  FragmentLayout l = llvm::cast<FragmentLayoutAttr>(frag.layout).getLayout();
+  auto offsetOf = [&](int64_t r, int64_t thread) -> std::optional<int64_t> {
+    SmallVector<int64_t> coord = l.apply(r, thread), root(origin);
+    for (auto [k, d] : llvm::enumerate(mem.rootDims)) {
+      if (coord[k] >= mem.tileShape[k]) return std::nullopt;
+      root[d] += coord[k];
+    }
+    return sl.apply(root);
+  };
+  const int64_t registers = l.getNumRegisters(), threads = l.getNumThreads();
+  std::optional<int64_t> base = offsetOf(0, 0);
+  if (!base) return std::nullopt;
+  SplitOffsets split{Value(), {}, true};
+  for (int64_t bitValue = 1; bitValue < registers; bitValue <<= 1) {
+    std::optional<int64_t> o = offsetOf(bitValue, 0);
+    if (!o) return std::nullopt;
+    split.registerBits.push_back(*o ^ *base);
+  }
+  SmallVector<int64_t> threadOffsets;
+  for (int64_t t = 0; t < threads; ++t) {
+    std::optional<int64_t> o = offsetOf(0, t);
+    if (!o) return std::nullopt;
+    threadOffsets.push_back(*o);
+  }
+  for (int64_t r0 = 0; r0 < registers; r0 += v) {
+    int64_t registerPart = 0;
+    for (auto [i, part] : llvm::enumerate(split.registerBits))
+      if (r0 >> i & 1) registerPart ^= part;
+    for (int64_t t = 0; t < threads; ++t) {
+      int64_t first = threadOffsets[t] ^ registerPart;
+      if (first % v) return std::nullopt;
+      for (int64_t j = 0; j < v; ++j)
+        if (offsetOf(r0 + j, t) != first + j) return std::nullopt;
+      split.disjoint = split.disjoint && !(threadOffsets[t] & registerPart);
+    }
+  }
+  split.threadPart = layoutIndex(mem, rootIndices(mem, threadCoords(
+                                                         llvm::cast<FragmentLayoutAttr>(frag.layout))));
+  return split;
+}
+
+Value TileLowering::splitIndex(const Access &mem, const SplitOffsets &split, Value r0) {
+  Value registerPart = zeroIdx;
+  for (auto [i, part] : llvm::enumerate(split.registerBits))
+    if (part) registerPart = xorI(registerPart, mul(bit(r0, i), idx(part)));
+  Value index = split.disjoint ? add(split.threadPart, registerPart)
+                               : xorI(split.threadPart, registerPart);
+  return mem.stageBase ? add(mem.stageBase, index) : index;
+}
+
 void TileLowering::copyToFragment(const Access &src, const Access &dst) {
   auto attr = llvm::cast<FragmentLayoutAttr>(dst.layout);
   FragmentLayout l = attr.getLayout();
   int64_t v = src.vectorizable ? vectorRegisters(l, src.elementType) : 1;
   Value staging = v > 1 && src.elementType != dst.elementType ? allocLocal(v, src.elementType)
                                                               : Value();
+  std::optional<SplitOffsets> split = splitSharedOffsets(dst, src, v);
   unrolledFor(l.getNumRegisters() / v, [&](Value group) {
     Value r0 = mul(group, idx(v));
+    auto vectorMove = [&](ValueRange srcOperands) {
+      int64_t bytes = v * getElementBytes(src.elementType);
+      if (!staging) {
+        tilenv::CopyVectorOp::create(b, loc, src.root, srcOperands, dst.root, ValueRange{r0},
+                                     bytes);
+        return;
+      }
+      tilenv::CopyVectorOp::create(b, loc, src.root, srcOperands, staging, ValueRange{zeroIdx},
+                                   bytes);
+      for (int64_t j = 0; j < v; ++j) {
+        Value x = memref::LoadOp::create(b, loc, staging, ValueRange{idx(j)});
+        memref::StoreOp::create(b, loc, convert(x, dst.elementType), dst.root,
+                                ValueRange{add(r0, idx(j))});
+      }
+    };
+    if (split) {
+      Value index = splitIndex(src, *split, r0);
+      if (v > 1) return vectorMove(index);
+      Value x = memref::LoadOp::create(b, loc, src.root, ValueRange{index});
+      memref::StoreOp::create(b, loc, convert(x, dst.elementType), dst.root, ValueRange{r0});
+      return;
+    }
     SmallVector<Value> coords = coordsAt(attr, r0);
     auto scalar = [&]() {
       for (int64_t j = 0; j < v; ++j) {
@@ -102,25 +186,14 @@ void TileLowering::copyToFragment(const Access &src, const Access &dst) {
     };
     if (v == 1) return scalar();
     vectorRunOrScalar(dst, coords, src, v, [&](ArrayRef<Value> srcIdx) {
-      int64_t bytes = v * getElementBytes(src.elementType);
-      if (!staging) {
-        tilenv::CopyVectorOp::create(b, loc, src.root, operandIndices(src, srcIdx), dst.root,
-                                     ValueRange{r0}, bytes);
-        return;
-      }
-      tilenv::CopyVectorOp::create(b, loc, src.root, operandIndices(src, srcIdx), staging,
-                                   ValueRange{zeroIdx}, bytes);
-      for (int64_t j = 0; j < v; ++j) {
-        Value x = memref::LoadOp::create(b, loc, staging, ValueRange{idx(j)});
-        memref::StoreOp::create(b, loc, convert(x, dst.elementType), dst.root,
-                                ValueRange{add(r0, idx(j))});
-      }
+      vectorMove(operandIndices(src, srcIdx));
     }, scalar);
   });
 }
 
 void TileLowering::forEachOwnedRun(const Access &frag, int64_t v,
-                                   function_ref<void(Value, ArrayRef<Value>)> body) {
+                                   function_ref<void(Value, ArrayRef<Value>)> body,
+                                   bool withCoords) {
   auto attr = llvm::cast<FragmentLayoutAttr>(frag.layout);
   FragmentLayout l = attr.getLayout();
   Value threadOwner = threadOwns(l);
@@ -129,7 +202,7 @@ void TileLowering::forEachOwnedRun(const Access &frag, int64_t v,
     OpBuilder::InsertionGuard g(b);
     // Replicas hold copies; only the owner writes.
     guard(andI(threadOwner, registerOwns(l, r0)));
-    body(r0, coordsAt(attr, r0));
+    body(r0, withCoords ? coordsAt(attr, r0) : SmallVector<Value>());
   });
 }
 
@@ -149,7 +222,29 @@ void TileLowering::copyFromFragment(const Access &src, const Access &dst) {
   int64_t v = dst.vectorizable ? vectorRegisters(l, dst.elementType) : 1;
   Value staging = v > 1 && src.elementType != dst.elementType ? allocLocal(v, dst.elementType)
                                                               : Value();
+  std::optional<SplitOffsets> split = splitSharedOffsets(src, dst, v);
   forEachOwnedRun(src, v, [&](Value r0, ArrayRef<Value> coords) {
+    auto vectorMove = [&](ValueRange dstOperands) {
+      int64_t bytes = v * getElementBytes(dst.elementType);
+      if (!staging) {
+        tilenv::CopyVectorOp::create(b, loc, src.root, ValueRange{r0}, dst.root, dstOperands,
+                                     bytes);
+        return;
+      }
+      for (int64_t j = 0; j < v; ++j) {
+        Value x = memref::LoadOp::create(b, loc, src.root, ValueRange{add(r0, idx(j))});
+        memref::StoreOp::create(b, loc, convert(x, dst.elementType), staging, ValueRange{idx(j)});
+      }
+      tilenv::CopyVectorOp::create(b, loc, staging, ValueRange{zeroIdx}, dst.root, dstOperands,
+                                   bytes);
+    };
+    if (split) {
+      Value index = splitIndex(dst, *split, r0);
+      if (v > 1) return vectorMove(index);
+      Value x = memref::LoadOp::create(b, loc, src.root, ValueRange{r0});
+      memref::StoreOp::create(b, loc, convert(x, dst.elementType), dst.root, ValueRange{index});
+      return;
+    }
     auto scalar = [&]() {
       forEachRunElement(src, r0, coords, v, [&](ArrayRef<Value> c, Value x) {
         store(dst, c, convert(x, dst.elementType));
@@ -157,20 +252,9 @@ void TileLowering::copyFromFragment(const Access &src, const Access &dst) {
     };
     if (v == 1) return scalar();
     vectorRunOrScalar(src, coords, dst, v, [&](ArrayRef<Value> dstIdx) {
-      int64_t bytes = v * getElementBytes(dst.elementType);
-      if (!staging) {
-        tilenv::CopyVectorOp::create(b, loc, src.root, ValueRange{r0}, dst.root,
-                                     operandIndices(dst, dstIdx), bytes);
-        return;
-      }
-      for (int64_t j = 0; j < v; ++j) {
-        Value x = memref::LoadOp::create(b, loc, src.root, ValueRange{add(r0, idx(j))});
-        memref::StoreOp::create(b, loc, convert(x, dst.elementType), staging, ValueRange{idx(j)});
-      }
-      tilenv::CopyVectorOp::create(b, loc, staging, ValueRange{zeroIdx}, dst.root,
-                                   operandIndices(dst, dstIdx), bytes);
+      vectorMove(operandIndices(dst, dstIdx));
     }, scalar);
-  });
+  }, /*withCoords=*/!split);
 }
 
 void TileLowering::lowerCopy(CopyOp op) {

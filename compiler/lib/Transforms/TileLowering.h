@@ -132,11 +132,33 @@ private:
   void vectorRunOrScalar(const Access &frag, llvm::ArrayRef<mlir::Value> coords, const Access &mem,
                          int64_t v, llvm::function_ref<void(llvm::ArrayRef<mlir::Value>)> vector,
                          llvm::function_ref<void()> scalar);
+  /// A fragment's element offsets in a shared buffer as (offset of this
+  /// thread's register 0) combined with (what the register index adds),
+  /// where that holds for every thread and register: an accumulator's rows
+  /// and columns split between lane and register bits, and the layouts of
+  /// power-of-two tiles, swizzled or not, are linear over their bits.
+  struct SplitOffsets {
+    mlir::Value threadPart;
+    /// The part register-index bit i contributes (XOR over the set bits).
+    llvm::SmallVector<int64_t> registerBits;
+    /// The two parts never share a set bit: combined by addition, which
+    /// the CUDA compiler folds into each access's immediate offset.
+    bool disjoint;
+  };
+  /// Checked exhaustively at compile time: every register run of `v` is
+  /// inside the tile, contiguous and aligned to `v` elements. Nothing where
+  /// any of that fails (the copy then computes each address in full, with
+  /// run-time checks).
+  std::optional<SplitOffsets> splitSharedOffsets(const Access &frag, const Access &mem, int64_t v);
+  /// The physical index (stage included) of register run `r0`.
+  mlir::Value splitIndex(const Access &mem, const SplitOffsets &split, mlir::Value r0);
   void copyToFragment(const Access &src, const Access &dst);
   /// For each run of `v` registers of fragment `frag` that this thread owns
-  /// (replicas skip): its first register and its first element's coordinates.
+  /// (replicas skip): its first register and its first element's coordinates
+  /// (none without `withCoords`).
   void forEachOwnedRun(const Access &frag, int64_t v,
-                       llvm::function_ref<void(mlir::Value, llvm::ArrayRef<mlir::Value>)> body);
+                       llvm::function_ref<void(mlir::Value, llvm::ArrayRef<mlir::Value>)> body,
+                       bool withCoords = true);
   /// Each element of such a run inside the tile: its coordinates and value.
   void forEachRunElement(const Access &frag, mlir::Value r0, llvm::ArrayRef<mlir::Value> coords,
                          int64_t v,

@@ -267,3 +267,56 @@ tile.kernel @flags(%f: memref<8xi32, #tile.space<global>>, %e: i32) grid(%bx) = 
   tile.signal %e, %f[%c1] : i32, memref<8xi32, #tile.space<global>>
   tile.wait %f[%c2], %e timeout_ms(250) : memref<8xi32, #tile.space<global>>, i32
 }
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// An accumulator stored to shared memory: each register run's element
+// offset is this thread's offset combined with a constant per register
+// (checked for every thread and register at compile time), so the unrolled
+// stores have no run-time bounds or alignment checks. XOR for the swizzled
+// staging tile, where thread and register both flip the chunk bits; + for
+// the plain tile, where their bits never meet (and fold into the store's
+// immediate offset).
+// CHECK-LABEL: tile.kernel @split_offsets
+// CHECK: %[[STAGED:.*]] = tile.alloc {{.*}} : memref<8192xf32, #tile.space<shared>>
+// CHECK: %[[THREAD:.*]] = arith.xori
+// CHECK: scf.for
+// CHECK-NOT: scf.if
+// CHECK: %[[I:.*]] = arith.xori %[[THREAD]], %{{.*}} : index
+// CHECK-NEXT: tilenv.copy_vector %{{.*}}[%{{.*}}], %[[STAGED]][%[[I]]] bytes = 8
+// CHECK: %[[PLAIN:.*]] = tile.alloc {{.*}} : memref<8192xf32, #tile.space<shared>>
+// CHECK: scf.for
+// CHECK-NOT: scf.if
+// CHECK: %[[J:.*]] = arith.addi %{{.*}}, %{{.*}} : index
+// CHECK-NEXT: tilenv.copy_vector %{{.*}}[%{{.*}}], %[[PLAIN]][%[[J]]] bytes = 8
+// HOPPER-LABEL: tile.kernel @split_offsets
+// HOPPER: %[[STAGED:.*]] = tile.alloc {{.*}} : memref<8192xf32, #tile.space<shared>>
+// HOPPER: %[[THREAD:.*]] = arith.xori
+// HOPPER: scf.for
+// HOPPER-NOT: scf.if
+// HOPPER: %[[I:.*]] = arith.xori %[[THREAD]], %{{.*}} : index
+// HOPPER-NEXT: tilenv.copy_vector %{{.*}}[%{{.*}}], %[[STAGED]][%[[I]]] bytes = 8
+// HOPPER: %[[PLAIN:.*]] = tile.alloc {{.*}} : memref<8192xf32, #tile.space<shared>>
+// HOPPER: scf.for
+// HOPPER-NOT: scf.if
+// HOPPER: %[[J:.*]] = arith.addi %{{.*}}, %{{.*}} : index
+// HOPPER-NEXT: tilenv.copy_vector %{{.*}}[%{{.*}}], %[[PLAIN]][%[[J]]] bytes = 8
+tile.kernel @split_offsets(%out: memref<64x128xf32, #g>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc : memref<64x32xf16, #s>
+  %b = tile.alloc : memref<32x128xf16, #s>
+  %c = tile.alloc : memref<64x128xf32, #f>
+  tile.gemm %a, %b, %c : memref<64x32xf16, #s>, memref<32x128xf16, #s>, memref<64x128xf32, #f>
+  %staged = tile.alloc : memref<64x128xf32, #s>
+  tile.copy %c, %staged : memref<64x128xf32, #f>, memref<64x128xf32, #s>
+  tile.copy %staged, %out : memref<64x128xf32, #s>, memref<64x128xf32, #g>
+  %plain = tile.alloc : memref<64x128xf32, #s>
+  tile.copy %c, %plain : memref<64x128xf32, #f>, memref<64x128xf32, #s>
+  tile.parallel (%i, %j) in [64, 128] {
+    %v = memref.load %plain[%i, %j] : memref<64x128xf32, #s>
+    memref.store %v, %out[%i, %j] : memref<64x128xf32, #g>
+  }
+}
