@@ -633,3 +633,30 @@ TEST_CASE("the sm_100a attention backward forms compile without spills") {
                     Catch::Contains("FlashAttentionBackward.cpp") &&
                         Catch::Contains("bytes of shared memory; sm_100a allows 232448"));
 }
+
+// sm_90a: dQ by TMA unless the caller asks for ordered or per-element adds
+// (a TMA reduce-add is relaxed); query rows at 128 a step by default at
+// head_dim 64, with either dQ path.
+TEST_CASE("the sm_90a attention backward defaults") {
+  const LibraryKernel &entry = findKernel("flash_attention_bwd");
+  Params keys = withDefaults(entry, {}, "sm_90a");
+  CHECK(keys.at("dq_atomics") == "tma");
+  CHECK(keys.at("block_m") == "64");
+  CHECK(keys.at("scores") == "keys");
+  Params rows = withDefaults(entry, {{"head_dim", "64"}}, "sm_90a");
+  CHECK(rows.at("dq_atomics") == "tma");
+  CHECK(rows.at("block_m") == "128");
+  CHECK(rows.at("scores") == "queries");
+  CHECK(withDefaults(entry, {{"dq_order", "release"}}, "sm_90a").at("dq_atomics") == "registers");
+  CHECK(withDefaults(entry, {{"element_atomics", "1"}}, "sm_90a").at("dq_atomics") ==
+        "registers");
+  CHECK(withDefaults(entry, {{"dq_atomics", "registers"}}, "sm_90a").at("dq_atomics") ==
+        "registers");
+  CHECK(withDefaults(entry, {}, "sm_80").at("dq_atomics") == "registers");
+  // Ordered adds by query rows: from registers, and it compiles.
+  Params ordered = withDefaults(entry, {{"head_dim", "64"}, {"dq_order", "release"}}, "sm_90a");
+  CHECK(ordered.at("scores") == "queries");
+  CHECK(ordered.at("dq_atomics") == "registers");
+  Program program = entry.build(ordered);
+  CHECK_NOTHROW(compile(program, {"sm_90a", ""}));
+}
