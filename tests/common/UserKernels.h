@@ -139,6 +139,31 @@ inline Program twoPhases() {
   return p;
 }
 
+/// y = x with its column halves swapped and z = x's left half, through
+/// windows at constant offsets of one [64, 128] f32 shared tile: copies
+/// alone touch it, so it is swizzled, and each fragment copy into or out of
+/// a window addresses its registers as a thread offset combined with a
+/// constant (the window's origin included).
+inline Program swappedHalves() {
+  Program p("swapped_halves");
+  Tensor x = p.tensor("x", {64, 128}, DType::f32), y = p.tensor("y", {64, 128}, DType::f32);
+  Tensor z = p.tensor("z", {64, 64}, DType::f32);
+  p.kernel({1}, 128, [&](Expr) {
+    Buffer left = alloc_fragment({64, 64}, DType::f32, "left");
+    Buffer right = alloc_fragment({64, 64}, DType::f32, "right");
+    copy(x.tile({0, 0}, {64, 64}), left);
+    copy(x.tile({0, 64}, {64, 64}), right);
+    Buffer staged = alloc_shared({64, 128}, DType::f32, "staged");
+    copy(left, staged.tile({0, 64}, {64, 64}));
+    copy(right, staged.tile({0, 0}, {64, 64}));
+    Buffer back = alloc_fragment({64, 64}, DType::f32, "back");
+    copy(staged.tile({0, 64}, {64, 64}), back);
+    copy(back, z.tile({0, 0}, {64, 64}));
+    copy(staged, y.tile({0, 0}, {64, 128}));
+  });
+  return p;
+}
+
 /// A cache of N rows of which the first `len` are valid: y = the first 128
 /// rows read through a bound at len (zero past it), and out's rows below
 /// len set to 2 * cache through a bounded store (rows past it untouched).

@@ -157,3 +157,13 @@ TEST_CASE("signal and wait publish and await flags at system scope") {
   CHECK_THROWS_WITH(q.kernel({1}, 32, [&](Expr) { wait(g, {0}, Expr(1), 0); }),
                     Catch::Contains("timeout_ms must be in (0, 3600000], got 0"));
 }
+
+TEST_CASE("fragment copies into windows of a swizzled tile address by thread and register") {
+  for (std::string arch : {"sm_80", "sm_90a", "sm_100a"}) {
+    Program p = test::swappedHalves();
+    Kernel k = compileChecked(p, arch);
+    INFO(arch << "\n" << k.loweredIr());
+    // The staging tile is swizzled (copies alone touch it).
+    CHECK(k.loweredIr().find("memref<8192xf32, #tile.space<shared>>") != std::string::npos);
+  }
+}
