@@ -305,12 +305,6 @@ int benchAttention(const Args &a) {
             shape["config"] = a.params.at("config");
             shape = resolvedConfig(entry, shape, arch);
           }
-          // dQ through TMA where neither the caller nor a record chose: faster
-          // on an H200 once its issuing thread stopped waiting for the reads
-          // (8k: 436 against 415 TFLOP/s at head_dim 128, 325 against 319 at
-          // 64); sm_80 has no TMA.
-          if (pass == "bwd" && arch != "sm_80" && !shape.count("dq_atomics"))
-            shape["dq_atomics"] = "tma";
           Params p = withDefaults(entry, shape, arch);
           Program program = entry.build(p);
           Kernel k = compile(program, {arch, ""});

@@ -105,8 +105,9 @@ TileLowering::splitSharedOffsets(const Access &frag, const Access &mem, int64_t 
   std::optional<int64_t> base = offsetOf(0, 0);
   if (!base) return std::nullopt;
   SplitOffsets split{Value(), {}, true};
+  // Runs start at multiples of v: the bits below never vary.
   for (int64_t bitValue = 1; bitValue < registers; bitValue <<= 1) {
-    std::optional<int64_t> o = offsetOf(bitValue, 0);
+    std::optional<int64_t> o = bitValue < v ? base : offsetOf(bitValue, 0);
     if (!o) return std::nullopt;
     split.registerBits.push_back(*o ^ *base);
   }
