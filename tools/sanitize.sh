@@ -51,6 +51,7 @@ runs=(
   "flash_attention_fwd --param persistent=1 --param tma_store=1 --param causal=1 --param batch=8 --param heads_q=8 --param heads_kv=2 --param seqlen_q=333 --param seqlen_k=333"
   "flash_attention_fwd --param persistent=1 --param tma_store=1 --param overlap=1 --param pingpong=1 --param batch=8 --param seqlen_q=300 --param seqlen_k=200"
   "flash_attention_fwd --param persistent=1 --param tma_store=1 --param head_dim=256 --param batch=4 --param seqlen_q=200 --param seqlen_k=200"
+  "flash_attention_fwd --param persistent=1 --param overlap=1 --param pingpong=1 --param head_dim=64 --param causal=1 --param batch=4 --param seqlen_q=333 --param seqlen_k=333"
   "flash_attention_fwd --arch sm_100a-emu --param seqlen_q=130 --param seqlen_k=200 --param batch=1 --param heads_q=2 --param heads_kv=1 --param causal=1"
     "tma_scale --param M=77"
   "tma_scale --param accumulate=1 --param M=77"

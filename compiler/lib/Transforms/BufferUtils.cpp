@@ -104,6 +104,30 @@ int64_t tessel::planSharedMemory(KernelOp kernel,
   return offset;
 }
 
+int64_t tessel::getReductionScratchRegisters(ReduceOp op) {
+  auto srcType = llvm::cast<MemRefType>(op.getSource().getType());
+  if (getMemorySpace(srcType) != MemorySpace::fragment) return 0;
+  auto srcAlloc = op.getSource().getDefiningOp<AllocOp>();
+  auto dstAlloc = op.getDest().getDefiningOp<AllocOp>();
+  if (!srcAlloc || !dstAlloc) return 0;
+  auto layout = llvm::dyn_cast_or_null<FragmentLayoutAttr>(srcAlloc.getLayoutAttr());
+  auto dstLayout = llvm::dyn_cast_or_null<FragmentLayoutAttr>(dstAlloc.getLayoutAttr());
+  if (!layout || !dstLayout) return 0;
+  layout::FragmentLayout l = layout.getLayout();
+  uint64_t dimMask = ((uint64_t{1} << l.getDimBits(op.getDim())) - 1) << l.getDimShift(op.getDim());
+  if (llvm::none_of(l.getWarp(), [&](uint64_t col) { return col & dimMask; })) return 0;
+  return dstLayout.getLayout().getNumRegisters();
+}
+
+int64_t tessel::getReductionScratchBytes(KernelOp kernel, int64_t threads) {
+  int64_t bytes = 0;
+  kernel.walk([&](ReduceOp op) {
+    if (int64_t regs = getReductionScratchRegisters(op))
+      bytes = llvm::alignTo(bytes, 128) + threads * regs * 4;
+  });
+  return bytes;
+}
+
 LogicalResult tessel::verifySharedMemory(KernelOp kernel, StringRef arch, int64_t maxBytes) {
   int64_t smem = planSharedMemory(kernel);
   if (smem <= maxBytes) return success();

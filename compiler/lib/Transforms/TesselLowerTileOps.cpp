@@ -444,18 +444,10 @@ LogicalResult TileLowering::run() {
   // Reductions across warps need a shared scratch buffer; those that stay
   // inside each warp (rows owned by one warp) do not.
   kernel.walk([&](ReduceOp op) {
-    auto srcType = llvm::cast<MemRefType>(op.getSource().getType());
-    if (getMemorySpace(srcType) != MemorySpace::fragment) return;
-    auto layout = llvm::dyn_cast_or_null<FragmentLayoutAttr>(
-        op.getSource().getDefiningOp<AllocOp>().getLayoutAttr());
-    auto dstLayout = op.getDest().getDefiningOp<AllocOp>().getLayoutAttr();
-    if (!layout || !dstLayout) return;
-    FragmentLayout l = layout.getLayout();
-    uint64_t dimMask = ((uint64_t{1} << l.getDimBits(op.getDim())) - 1) << l.getDimShift(op.getDim());
-    if (llvm::none_of(l.getWarp(), [&](uint64_t col) { return col & dimMask; })) return;
+    int64_t regs = getReductionScratchRegisters(op);
+    if (!regs) return;
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointAfter(threadId.getDefiningOp());
-    int64_t regs = llvm::cast<FragmentLayoutAttr>(dstLayout).getLayout().getNumRegisters();
     reduceScratch[op] = AllocOp::create(
         b, op.getLoc(), getTileMemRefType({threads * regs}, b.getF32Type(), MemorySpace::shared),
         IntegerAttr(), Attribute(), StringAttr(), IntegerAttr());

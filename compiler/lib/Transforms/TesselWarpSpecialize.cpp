@@ -30,8 +30,13 @@
 // arming a `prologue_full` mbarrier, and the consumers wait on that where
 // the copy was. They release the buffer (`prologue_empty`, per warp) after
 // its last reader in the tile, and the producer waits for that before
-// loading the next tile's: the next Q lands under the current tile's
-// epilogue. Phases follow the tile's ordinal in the walk.
+// loading the next tile's. Phases follow the tile's ordinal in the walk.
+// Where shared memory has room without costing a block per SM, such a
+// buffer gets two copies used by alternate tiles: the producer then loads
+// the next tile's Q (and, behind it, that tile's first stages) while the
+// consumers still read this tile's, instead of only once they release it
+// after their last product; at a few key blocks per tile (short
+// sequences) that exposed load was a large share of each tile.
 //
 // Loads marked `multicast` in a kernel launched in clusters are shared by
 // the cluster's blocks: each block's producer issues its share of the TMA
@@ -328,6 +333,37 @@ static SmallVector<CopyOp> prologueLoads(PipelinePlan &plan, KernelOp kernel,
   return out;
 }
 
+/// How many copies of each prologue load's buffer alternate between a
+/// walk's tiles: 2 where the second copy fits in shared memory (taken in
+/// program order, counting what lowering adds later: reduction scratch and
+/// mbarriers) without lowering the blocks an SM holds at once, else 1.
+/// `onePerSm` says the kernel's register budget already allows only one
+/// block per SM.
+static SmallVector<int64_t> prologueCopies(KernelOp kernel, ArrayRef<CopyOp> prologue,
+                                           const TargetInfo &target, int64_t threads,
+                                           bool onePerSm) {
+  SmallVector<int64_t> copies(prologue.size(), 1);
+  if (prologue.empty()) return copies;
+  int64_t later = getReductionScratchBytes(kernel, threads) + 2 * 2 * 8 * prologue.size() + 256;
+  // An SM's shared memory is the per-block limit plus the 1 KiB the
+  // hardware reserves for each block.
+  const int64_t reserved = 1024, perSm = target.maxSharedBytes + reserved;
+  int64_t blocks = perSm / (planSharedMemory(kernel) + later + reserved);
+  auto i64 = IntegerType::get(kernel.getContext(), 64);
+  for (auto [i, count] : llvm::enumerate(copies)) {
+    auto buffer = CopyOp(prologue[i]).getDest().getDefiningOp<AllocOp>();
+    buffer.setStagesAttr(IntegerAttr::get(i64, 2));
+    int64_t bytes = planSharedMemory(kernel) + later;
+    if (bytes <= target.maxSharedBytes && (onePerSm || perSm / (bytes + reserved) >= blocks))
+      count = 2;
+    else
+      buffer.removeStagesAttr();
+  }
+  // The attribute is set again with the roles.
+  for (CopyOp copy : prologue) copy.getDest().getDefiningOp<AllocOp>().removeStagesAttr();
+  return copies;
+}
+
 /// Why the split loop's consumers cannot take ping-pong turns, or empty.
 static std::string whyNoPingpong(PipelinedOp loop, KernelOp kernel) {
   if (kernel.getThreads() != 256)
@@ -379,13 +415,38 @@ struct Specializer {
   KernelOp kernel;
   const TargetInfo &target;
 
-  /// The ordinal of a walk's tile `iv` (0, 1, ...) modulo 2: the phase of the
-  /// prologue loads' mbarriers for that tile.
-  Value tileParity(PipelineBuilder &pb, scf::ForOp walk, Value iv) {
+  /// For a walk's tile `iv` with ordinal n (0, 1, ...) in the walk, where a
+  /// prologue buffer has `copies` copies: the copy the tile uses (n mod
+  /// copies; null for a single one) and the phase of that copy's mbarriers
+  /// ((n / copies) mod 2).
+  struct TileSlot {
+    Value copy, parity;
+  };
+  SmallVector<TileSlot> tileSlots(PipelineBuilder &pb, scf::ForOp walk, Value iv,
+                                  ArrayRef<int64_t> copies) {
+    Location loc = walk.getLoc();
     Value ordinal = arith::DivUIOp::create(
-        b, walk.getLoc(), arith::SubIOp::create(b, walk.getLoc(), iv, walk.getLowerBound()),
-        walk.getStep());
-    return arith::RemUIOp::create(b, walk.getLoc(), ordinal, pb.constant(2));
+        b, loc, arith::SubIOp::create(b, loc, iv, walk.getLowerBound()), walk.getStep());
+    TileSlot single, alternating;
+    SmallVector<TileSlot> slots;
+    for (int64_t count : copies) {
+      TileSlot &slot = count == 1 ? single : alternating;
+      if (!slot.parity && count == 1) {
+        slot.parity = arith::RemUIOp::create(b, loc, ordinal, pb.constant(2));
+      } else if (!slot.parity) {
+        slot.copy = arith::RemUIOp::create(b, loc, ordinal, pb.constant(2));
+        Value round = arith::DivUIOp::create(b, loc, ordinal, pb.constant(2));
+        slot.parity = arith::RemUIOp::create(b, loc, round, pb.constant(2));
+      }
+      slots.push_back(slot);
+    }
+    return slots;
+  }
+  /// The mbarrier of a prologue load whose copies' mbarriers start at
+  /// `first`, for the tile's copy.
+  Value prologueBarrier(PipelineBuilder &pb, int64_t first, TileSlot slot) {
+    if (!slot.copy) return pb.constant(first);
+    return arith::AddIOp::create(b, slot.copy.getLoc(), pb.constant(first), slot.copy);
   }
 
   void run() {
@@ -449,10 +510,23 @@ struct Specializer {
     SetVector<Operation *> tileNeeds;
     SetVector<Operation *> producerNeeds =
         producerInputs(plan, kernel, nullptr, &tileNeeds, prologue);
+    SmallVector<int64_t> copies = prologueCopies(kernel, prologue, target,
+                                                 consumers + kProducerThreads,
+                                                 /*onePerSm=*/bool(consumerBudget));
+    // Each prologue load's mbarriers, one per copy of its buffer, from
+    // firstBarrier[i] on.
+    SmallVector<int64_t> firstBarrier;
+    int64_t barriers = 0;
+    for (auto [copy, count] : llvm::zip(prologue, copies)) {
+      firstBarrier.push_back(barriers);
+      barriers += count;
+      if (count > 1)
+        copy.getDest().getDefiningOp<AllocOp>().setStagesAttr(b.getI64IntegerAttr(count));
+    }
     Value prologueFull, prologueEmpty;
     if (!prologue.empty()) {
-      prologueFull = pb.createBarriers(kernel, 1, "prologue_full", prologue.size());
-      prologueEmpty = pb.createBarriers(kernel, consumers / 32, "prologue_empty", prologue.size());
+      prologueFull = pb.createBarriers(kernel, 1, "prologue_full", barriers);
+      prologueEmpty = pb.createBarriers(kernel, consumers / 32, "prologue_empty", barriers);
     }
     // Scalar code that uses a moved value moves with it.
     auto usesMoved = [&](Operation &op) {
@@ -491,19 +565,24 @@ struct Specializer {
       pb.base = produceTiles.getRegionIterArgs().front();
     }
     // The prologue loads, ahead of the tile's stages, each once the
-    // consumers are done with the previous tile's.
-    Value produceParity =
-        prologue.empty() ? Value() : tileParity(pb, produceTiles, produceTiles.getInductionVar());
+    // consumers are done with the tile's copy of the buffer (that of the
+    // previous tile, or of the one before it with two copies).
+    SmallVector<TileSlot> produceSlots;
+    if (!prologue.empty())
+      produceSlots = tileSlots(pb, produceTiles, produceTiles.getInductionVar(), copies);
     for (auto [i, copy] : llvm::enumerate(prologue)) {
-      Value index = pb.constant(i);
+      TileSlot slot = produceSlots[i];
+      Value index = prologueBarrier(pb, firstBarrier[i], slot);
       MbarrierWaitOp::create(b, loc, prologueEmpty, index,
-                             arith::XOrIOp::create(b, loc, produceParity, pb.constant(1)));
+                             arith::XOrIOp::create(b, loc, slot.parity, pb.constant(1)));
       auto type = llvm::cast<MemRefType>(copy.getDest().getType());
       MbarrierExpectTxOp::create(
           b, loc, prologueFull, index,
           b.getI64IntegerAttr(type.getNumElements() * getElementBytes(type.getElementType())));
-      CopyAsyncOp::create(b, loc, pb.mapped(copy.getSource()), copy.getDest(), prologueFull,
-                          index, /*multicast=*/false);
+      Value dest = copy.getDest();
+      if (slot.copy) dest = StageOp::create(b, loc, dest.getType(), dest, slot.copy);
+      CopyAsyncOp::create(b, loc, pb.mapped(copy.getSource()), dest, prologueFull, index,
+                          /*multicast=*/false);
     }
     auto produce = scf::ForOp::create(b, loc, pb.mapped(loop.getLower()), pb.mapped(loop.getUpper()),
                                       pb.mapped(loop.getStep()));
@@ -581,7 +660,14 @@ struct Specializer {
     loop->erase();
 
     // The consumers wait for the prologue loads where they were and release
-    // each buffer after its last reader in the tile.
+    // each buffer after its last reader in the tile; with two copies, the
+    // tile reads its own.
+    SmallVector<TileSlot> consumeSlots;
+    if (!prologue.empty()) {
+      // Before the first of them: every reader of the buffers follows it.
+      b.setInsertionPoint(prologue.front());
+      consumeSlots = tileSlots(pb, tiles, tiles.getInductionVar(), copies);
+    }
     for (auto [i, copy] : llvm::enumerate(prologue)) {
       Block *scope = copy->getBlock();
       Value buffer = copy.getDest();
@@ -596,15 +682,22 @@ struct Specializer {
         if (reads.wasInterrupted()) lastReader = &op;
       }
       b.setInsertionPoint(copy);
-      Value index = pb.constant(i);
-      Value parity = tileParity(pb, tiles, tiles.getInductionVar());
-      auto wait = MbarrierWaitOp::create(b, loc, prologueFull, index, parity);
+      TileSlot slot = consumeSlots[i];
+      Value index = prologueBarrier(pb, firstBarrier[i], slot);
+      auto wait = MbarrierWaitOp::create(b, loc, prologueFull, index, slot.parity);
       if (lastReader == copy.getOperation()) lastReader = wait;
       else if (mmaWait && lastReader == consume.getOperation()) lastReader = mmaWait;
       b.setInsertionPointAfter(lastReader);
       MbarrierArriveOp::create(b, loc, prologueEmpty, index, /*each_thread=*/false,
                                /*cluster=*/false);
       copy->erase();
+      if (slot.copy) {
+        b.setInsertionPointAfter(slot.parity.getDefiningOp());
+        Value view = StageOp::create(b, loc, buffer.getType(), buffer, slot.copy);
+        buffer.replaceUsesWithIf(view, [&](OpOperand &use) {
+          return tiles->isAncestor(use.getOwner()) && use.getOwner() != view.getDefiningOp();
+        });
+      }
     }
   }
 };

@@ -550,7 +550,7 @@ tile.kernel @guarded_if(%x: memref<?x64xf16, #g>, %flags: memref<?xi32, #g>, %ep
 // CHECK: %[[CDELTA:.*]] = arith.subi %[[CT]]
 // CHECK: %[[CORD:.*]] = arith.divui %[[CDELTA]], %[[BLOCKS]]
 // CHECK: %[[CPAR:.*]] = arith.remui %[[CORD]]
-// CHECK-NEXT: tile.mbarrier_wait %[[PFULL]][%{{.*}}] parity %[[CPAR]]
+// CHECK: tile.mbarrier_wait %[[PFULL]][%{{.*}}] parity %[[CPAR]]
 // CHECK-NEXT: scf.for
 // CHECK: tile.gemm %[[AS]]
 // CHECK-NEXT: tile.mbarrier_arrive
@@ -580,6 +580,66 @@ tile.kernel @prologue_walk(%a: memref<?x?xf16, #g>, %b: memref<?x?xf16, #g>, %c:
   }
 }
 
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// With two consumer warpgroups the register budget holds one block per SM,
+// and shared memory has room: the prologue buffer gets two copies that
+// alternate between tiles, so that the producer loads the next tile's while
+// the consumers still read this one's. Tile n uses copy n mod 2 and the
+// mbarriers [copy]; their phase is (n / 2) mod 2.
+// CHECK-LABEL: tile.kernel @prologue_walk_two_copies
+// CHECK: %[[PEMPTY:.*]] = tile.alloc {name = "prologue_empty"} : memref<2xi64
+// CHECK: tile.mbarrier_init %[[PEMPTY]][%{{.*}}] arrivals(8)
+// CHECK: %[[PFULL:.*]] = tile.alloc {name = "prologue_full"} : memref<2xi64
+// CHECK: %[[AS:.*]] = tile.alloc {layout = {{.*}}, stages = 2 : i64} : memref<128x64xf16
+// CHECK: tile.role threads(256, 128) max_registers(24) {
+// CHECK: scf.for %[[T:.*]] = %[[BX:[^ ]*]] to %{{.*}} step %[[BLOCKS:[^ ]*]]
+// CHECK: %[[ORD:.*]] = arith.divui %{{.*}}, %[[BLOCKS]]
+// CHECK: %[[SLOT:.*]] = arith.remui %[[ORD]], %c2
+// CHECK: %[[ROUND:.*]] = arith.divui %[[ORD]], %c2
+// CHECK: %[[PAR:.*]] = arith.remui %[[ROUND]], %c2
+// CHECK: %[[I:.*]] = arith.addi %{{.*}}, %[[SLOT]]
+// CHECK: %[[FREED:.*]] = arith.xori %[[PAR]]
+// CHECK: tile.mbarrier_wait %[[PEMPTY]][%[[I]]] parity %[[FREED]]
+// CHECK-NEXT: tile.mbarrier_expect_tx %[[PFULL]][%[[I]]] bytes(16384)
+// CHECK-NEXT: %[[COPY:.*]] = tile.stage %[[AS]][%[[SLOT]]]
+// CHECK-NEXT: tile.copy_async %{{.*}}, %[[COPY]] arrive %[[PFULL]][%[[I]]]
+// CHECK: tile.role threads(0, 256) max_registers(240) {
+// CHECK: scf.for
+// CHECK: %[[CSLOT:.*]] = arith.remui
+// CHECK: %[[CPAR:.*]] = arith.remui
+// CHECK: %[[VIEW:.*]] = tile.stage %[[AS]][%[[CSLOT]]]
+// CHECK: %[[CI:.*]] = arith.addi %{{.*}}, %[[CSLOT]]
+// CHECK: tile.mbarrier_wait %[[PFULL]][%[[CI]]] parity %[[CPAR]]
+// CHECK: tile.gemm %[[VIEW]]
+// CHECK: tile.mbarrier_arrive %[[PEMPTY]][%[[CI]]]
+tile.kernel @prologue_walk_two_copies(%a: memref<?x?xf16, #g>, %b: memref<?x?xf16, #g>, %c: memref<?x?xf32, #g>, %tiles: index, %n: index) grid(%bx) = affine_map<()[s0, s1] -> (s0)> threads(256) attributes {persistent} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %blocks = tile.num_blocks
+  scf.for %t = %bx to %tiles step %blocks {
+    %c128 = arith.constant 128 : index
+    %c64 = arith.constant 64 : index
+    %row = arith.muli %t, %c128 : index
+    %as = tile.alloc : memref<128x64xf16, #s>
+    %bs = tile.alloc : memref<64x64xf16, #s>
+    %acc = tile.alloc : memref<128x64xf32, #f>
+    %ar = tile.region %a[%row, %c0] [128, 64] : memref<?x?xf16, #g> -> memref<128x64xf16, strided<[?, 1], offset: ?>, #g>
+    tile.copy %ar, %as : memref<128x64xf16, strided<[?, 1], offset: ?>, #g>, memref<128x64xf16, #s>
+    tile.pipelined %k = %c0 to %n step %c1 stages(2) {
+      %k0 = arith.muli %k, %c64 : index
+      %br = tile.region %b[%k0, %c0] [64, 64] : memref<?x?xf16, #g> -> memref<64x64xf16, strided<[?, 1], offset: ?>, #g>
+      tile.copy %br, %bs : memref<64x64xf16, strided<[?, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+      tile.gemm %as, %bs, %acc : memref<128x64xf16, #s>, memref<64x64xf16, #s>, memref<128x64xf32, #f>
+    }
+    %cr = tile.region %c[%row, %c0] [128, 64] : memref<?x?xf32, #g> -> memref<128x64xf32, strided<[?, 1], offset: ?>, #g>
+    tile.copy %acc, %cr : memref<128x64xf32, #f>, memref<128x64xf32, strided<[?, 1], offset: ?>, #g>
+  }
+}
 
 // -----
 

@@ -32,6 +32,13 @@ std::pair<mlir::Value, mlir::ValueRange> getElementAccess(mlir::Operation *op);
 /// `place` is called with each allocation and its byte offset.
 int64_t planSharedMemory(tile::KernelOp kernel,
                          llvm::function_ref<void(tile::AllocOp, int64_t)> place = {});
+/// Elements per thread of the shared scratch a fragment reduction needs
+/// when the reduced dimension spans warps (0 when it stays inside each warp,
+/// or the layouts are not inferred yet): the destination's registers.
+int64_t getReductionScratchRegisters(tile::ReduceOp op);
+/// Bytes of reduction scratch tile-op lowering will add to a kernel that
+/// runs `threads` threads then.
+int64_t getReductionScratchBytes(tile::KernelOp kernel, int64_t threads);
 /// Errors (with a note per shared buffer) when the kernel's shared memory
 /// exceeds `maxBytes`.
 mlir::LogicalResult verifySharedMemory(tile::KernelOp kernel, llvm::StringRef arch,
