@@ -49,7 +49,9 @@ static bool overtakesAWaitedGemm(GemmOp gemm) {
   auto it = block->begin();
   for (; &*it != gemm.getOperation(); ++it) {
     llvm::erase_if(unread, [&](Value c) { return touches(&*it, c); });
-    if (auto earlier = llvm::dyn_cast<GemmOp>(*it)) unread.push_back(getRootBuffer(earlier.getC()));
+    // Gemms under a condition count too (their group is waited for after
+    // the scf.if, see tessel-defer-wgmma-waits).
+    it->walk([&](GemmOp earlier) { unread.push_back(getRootBuffer(earlier.getC())); });
   }
   Value own = getRootBuffer(gemm.getC());
   for (++it; it != block->end(); ++it) {

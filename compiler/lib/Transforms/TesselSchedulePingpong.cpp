@@ -18,12 +18,23 @@
 // gemm or a load. Warpgroups that synchronize with each other inside the
 // loop would deadlock against the turns: that is an error.
 //
+// Gemms may sit in the branches of an scf.if whose condition is the same
+// for every thread of the block (computed from loop counters, kernel
+// arguments, block indices and memory at such addresses): each branch
+// takes its own turns, and since both warpgroups take the same branch,
+// arrivals still meet waits. (The attention forward's last key step skips
+// the next block's scores that way.) Gemms under any other control flow
+// are an error.
+//
 //===----------------------------------------------------------------------===//
+#include "tessel/Dialect/Tile/TileDialect.h"
 #include "tessel/Dialect/TileNV/TileNVDialect.h"
 #include "tessel/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace tessel {
 #define GEN_PASS_DEF_TESSELSCHEDULEPINGPONG
@@ -32,6 +43,7 @@ namespace tessel {
 
 using namespace mlir;
 using namespace tessel;
+using namespace tessel::tile;
 
 namespace {
 constexpr int64_t kTurnThreads = 256;
@@ -64,6 +76,80 @@ struct Turns {
   }
 };
 
+/// Whether `v` has one value across the block's threads: it is computed,
+/// by side-effect-free ops and loads from shared or global memory, from
+/// constants, kernel arguments, block indices and counters of loops with
+/// such bounds. Values being decided count as uniform (loop-carried values
+/// are uniform if their update is).
+bool isBlockUniform(Value v, llvm::DenseSet<Value> &assumed, int depth = 0) {
+  if (!assumed.insert(v).second) return true;
+  if (depth > 128) return false;
+  auto uniform = [&](Value other) { return isBlockUniform(other, assumed, depth + 1); };
+  if (auto arg = llvm::dyn_cast<BlockArgument>(v)) {
+    Operation *owner = arg.getOwner()->getParentOp();
+    if (llvm::isa<KernelOp>(owner)) return true;
+    auto loop = llvm::dyn_cast<scf::ForOp>(owner);
+    if (!loop) return false;
+    if (arg == loop.getInductionVar())
+      return uniform(loop.getLowerBound()) && uniform(loop.getStep());
+    OpOperand *init = loop.getTiedLoopInit(arg);
+    return init && uniform(init->get()) && uniform(loop.getTiedLoopYieldedValue(arg)->get());
+  }
+  Operation *def = v.getDefiningOp();
+  if (llvm::isa<tilenv::ThreadIdOp>(def)) return false;
+  if (auto load = llvm::dyn_cast<memref::LoadOp>(def)) {
+    MemorySpace space = getMemorySpace(load.getMemRefType());
+    if (space != MemorySpace::global && space != MemorySpace::shared) return false;
+  } else if (!isMemoryEffectFree(def) || def->getNumRegions()) {
+    return false;
+  }
+  return llvm::all_of(def->getOperands(), [&](Value operand) {
+    return llvm::isa<MemRefType>(operand.getType()) || uniform(operand);
+  });
+}
+
+bool containsCommit(Operation &op) {
+  WalkResult found = op.walk([](tilenv::WgmmaCommitOp) { return WalkResult::interrupt(); });
+  return found.wasInterrupted();
+}
+
+/// The turns of `block`: from a fence to the last commit before the next
+/// wait (or the block's end); the branches of a block-uniform scf.if take
+/// turns of their own.
+LogicalResult collectTurns(scf::ForOp loop, Block *block,
+                           SmallVector<std::pair<Operation *, Operation *>> &spans) {
+  Operation *open = nullptr, *lastCommit = nullptr;
+  auto close = [&] {
+    if (lastCommit) spans.push_back({open, lastCommit});
+    open = lastCommit = nullptr;
+  };
+  for (Operation &op : *block) {
+    if (auto branch = llvm::dyn_cast<scf::IfOp>(op); branch && containsCommit(op)) {
+      llvm::DenseSet<Value> assumed;
+      if (!isBlockUniform(branch.getCondition(), assumed))
+        return branch.emitError("cannot schedule this loop's warpgroups in ping-pong turns: "
+                                "its gemms are under a condition that may differ between "
+                                "its threads");
+      close();
+      for (Region &region : op.getRegions())
+        if (!region.empty() && failed(collectTurns(loop, &region.front(), spans)))
+          return failure();
+      continue;
+    }
+    if (llvm::isa<tilenv::WgmmaFenceOp>(op) && !open) open = &op;
+    if (llvm::isa<tilenv::WgmmaCommitOp>(op)) {
+      if (!open) return loop.emitError("a wgmma gemm without its wgmma fence");
+      lastCommit = &op;
+    } else if (containsCommit(op)) {
+      return loop.emitError("cannot schedule this loop's warpgroups in ping-pong turns: some of "
+                            "its gemms are inside control flow other than a block-uniform scf.if");
+    }
+    if (llvm::isa<tilenv::WgmmaWaitOp>(op) || op.hasTrait<OpTrait::IsTerminator>()) close();
+  }
+  close();
+  return success();
+}
+
 LogicalResult schedule(scf::ForOp loop) {
   Block *body = loop.getBody();
   WalkResult synced = loop.getBody()->walk([](Operation *op) {
@@ -74,27 +160,10 @@ LogicalResult schedule(scf::ForOp loop) {
     return loop.emitError("cannot schedule this loop's warpgroups in ping-pong turns: they "
                           "synchronize inside it (its warps share data through shared memory), "
                           "which would deadlock against the turns");
-  int64_t nested = 0;
-  body->walk([&](tilenv::WgmmaCommitOp commit) { nested += commit->getBlock() != body; });
-  if (nested)
-    return loop.emitError("cannot schedule this loop's warpgroups in ping-pong turns: some of "
-                          "its gemms are inside control flow");
   // A turn issues the gemms from one fence up to the next wait: gemms issued
   // back to back (nothing read in between) go to the tensor cores together.
   SmallVector<std::pair<Operation *, Operation *>> spans; // first fence, last commit
-  Operation *open = nullptr, *lastCommit = nullptr;
-  for (Operation &op : *body) {
-    if (llvm::isa<tilenv::WgmmaFenceOp>(op) && !open) open = &op;
-    if (llvm::isa<tilenv::WgmmaCommitOp>(op)) {
-      if (!open) return loop.emitError("a wgmma gemm without its wgmma fence");
-      lastCommit = &op;
-    }
-    if ((llvm::isa<tilenv::WgmmaWaitOp>(op) || op.hasTrait<OpTrait::IsTerminator>()) &&
-        lastCommit) {
-      spans.push_back({open, lastCommit});
-      open = lastCommit = nullptr;
-    }
-  }
+  if (failed(collectTurns(loop, body, spans))) return failure();
   if (spans.empty())
     return loop.emitError("cannot schedule this loop's warpgroups in ping-pong turns: it has no "
                           "wgmma gemm");

@@ -175,6 +175,18 @@ tile.kernel @gemm_cleared() grid(%bx) = affine_map<() -> (1)> threads(128) {
 // HOPPER-LABEL: tile.kernel @gemm_registers_a_last
 // HOPPER-NOT: tilenv.pack_pair
 // HOPPER: tilenv.wgmma_reg_a %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}} n = 64 f16 trans_b : memref<32xf32, #tile.space<local>>, memref<32xf16, #tile.space<local>>
+// The earlier gemm may sit under a condition (the attention forward's next
+// scores): its wait still comes after this gemm's issue, so this one packs
+// first too.
+// HOPPER-LABEL: tile.kernel @gemm_registers_a_after_branch
+// HOPPER: scf.if
+// HOPPER: tilenv.wgmma_commit
+// HOPPER: }
+// HOPPER: %[[WORDS:.*]] = tile.alloc : memref<16xi32, #tile.space<local>>
+// HOPPER: tilenv.pack_pair
+// HOPPER: tilenv.wgmma_fence
+// HOPPER-NOT: tilenv.pack_pair
+// HOPPER: tilenv.wgmma_reg_a %{{.*}}[%{{.*}}], %[[WORDS]][%{{.*}}]
 tile.kernel @gemm_registers_a(%out: memref<64x64xf32, #tile.space<global>>) grid(%bx) = affine_map<() -> (1)> threads(128) {
   %a = tile.alloc : memref<64x64xf16, #f>
   %b = tile.alloc : memref<64x64xf16, #s>
@@ -189,6 +201,19 @@ tile.kernel @gemm_registers_a_last() grid(%bx) = affine_map<() -> (1)> threads(1
   %b = tile.alloc : memref<64x64xf16, #s>
   %c = tile.alloc : memref<64x64xf32, #f>
   tile.gemm %a, %b, %c : memref<64x64xf16, #f>, memref<64x64xf16, #s>, memref<64x64xf32, #f>
+}
+tile.kernel @gemm_registers_a_after_branch(%out: memref<64x64xf32, #tile.space<global>>, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
+  %c1 = arith.constant 1 : index
+  %a = tile.alloc : memref<64x64xf16, #f>
+  %b = tile.alloc : memref<64x64xf16, #s>
+  %s = tile.alloc : memref<64x64xf32, #f>
+  %o = tile.alloc : memref<64x64xf32, #f>
+  %more = arith.cmpi ult, %c1, %n : index
+  scf.if %more {
+    tile.gemm %b, %b, %s : memref<64x64xf16, #s>, memref<64x64xf16, #s>, memref<64x64xf32, #f>
+  }
+  tile.gemm %a, %b, %o : memref<64x64xf16, #f>, memref<64x64xf16, #s>, memref<64x64xf32, #f>
+  tile.copy %s, %out : memref<64x64xf32, #f>, memref<64x64xf32, #tile.space<global>>
 }
 
 // -----

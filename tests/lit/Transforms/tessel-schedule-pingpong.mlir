@@ -134,3 +134,102 @@ tile.kernel @no_gemm(%n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(38
   scf.for %i = %c0 to %n step %c1 {
   } {tessel.pingpong}
 }
+
+// -----
+
+#l = #tile.space<local>
+#s = #tile.space<shared>
+
+// Gemms in the branches of an scf.if whose condition every thread of the
+// block computes alike (from the loop counter and a kernel argument): each
+// branch takes its own turns, and both warpgroups take the same branch.
+// The gemm before the scf.if is a turn of its own.
+// CHECK-LABEL: tile.kernel @uniform_branch
+// CHECK: scf.for %[[I:.*]] = %c0 to %[[N:[^ ]*]] step %c1 {
+// CHECK: tilenv.named_barrier 14, 256{{$}}
+// CHECK: tilenv.wgmma_fence
+// CHECK: tilenv.wgmma_commit
+// CHECK-NEXT: scf.if
+// CHECK-NEXT: tilenv.named_barrier 15, 256 arrive
+// CHECK: %[[MORE:.*]] = arith.cmpi ult, %[[I]], %[[N]]
+// CHECK-NEXT: scf.if %[[MORE]] {
+// CHECK-NEXT: scf.if
+// CHECK-NEXT: tilenv.named_barrier 14, 256{{$}}
+// CHECK: tilenv.wgmma_fence
+// CHECK-NEXT: tilenv.wgmma %[[ACC1:[a-z0-9_]+]]
+// CHECK-NEXT: tilenv.wgmma_commit
+// CHECK-NEXT: tilenv.wgmma_fence
+// CHECK-NEXT: tilenv.wgmma %[[ACC0:[a-z0-9_]+]]
+// CHECK-NEXT: tilenv.wgmma_commit
+// CHECK-NEXT: scf.if
+// CHECK-NEXT: tilenv.named_barrier 15, 256 arrive
+// CHECK: tilenv.wgmma_wait 0
+// CHECK-NEXT: } else {
+// CHECK-NEXT: scf.if
+// CHECK-NEXT: tilenv.named_barrier 14, 256{{$}}
+// CHECK: tilenv.wgmma_fence
+// CHECK-NEXT: tilenv.wgmma %[[ACC0]]
+// CHECK-NEXT: tilenv.wgmma_commit
+// CHECK-NEXT: scf.if
+// CHECK-NEXT: tilenv.named_barrier 15, 256 arrive
+// CHECK: tilenv.wgmma_wait 0
+// CHECK-NEXT: }
+tile.kernel @uniform_branch(%n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(384) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %a = tile.alloc {offset = 0 : i64} : memref<4096xbf16, #s>
+  %acc0 = tile.alloc : memref<32xf32, #l>
+  %acc1 = tile.alloc : memref<32xf32, #l>
+  scf.for %i = %c0 to %n step %c1 {
+    %pa = tilenv.smem_address %a : memref<4096xbf16, #s>
+    %da = tilenv.wgmma_desc %pa lbo = 16 sbo = 1024 swizzle = 128
+    tilenv.wgmma_fence
+    tilenv.wgmma %acc0[%c0], %da, %da n = 64 bf16 : memref<32xf32, #l>
+    tilenv.wgmma_commit
+    tilenv.wgmma_wait 0
+    %next = arith.addi %i, %c1 : index
+    %more = arith.cmpi ult, %i, %n : index
+    scf.if %more {
+      tilenv.wgmma_fence
+      tilenv.wgmma %acc1[%c0], %da, %da n = 64 bf16 : memref<32xf32, #l>
+      tilenv.wgmma_commit
+      tilenv.wgmma_fence
+      tilenv.wgmma %acc0[%c0], %da, %da n = 64 bf16 : memref<32xf32, #l>
+      tilenv.wgmma_commit
+      tilenv.wgmma_wait 0
+    } else {
+      tilenv.wgmma_fence
+      tilenv.wgmma %acc0[%c0], %da, %da n = 64 bf16 : memref<32xf32, #l>
+      tilenv.wgmma_commit
+      tilenv.wgmma_wait 0
+    }
+  } {tessel.pingpong}
+}
+
+// -----
+
+#l = #tile.space<local>
+#s = #tile.space<shared>
+
+// A condition that depends on the thread could send the two warpgroups down
+// different branches, whose turns would then not meet.
+tile.kernel @thread_branch(%n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(384) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c128 = arith.constant 128 : index
+  %a = tile.alloc {offset = 0 : i64} : memref<4096xbf16, #s>
+  %acc = tile.alloc : memref<32xf32, #l>
+  scf.for %i = %c0 to %n step %c1 {
+    %pa = tilenv.smem_address %a : memref<4096xbf16, #s>
+    %da = tilenv.wgmma_desc %pa lbo = 16 sbo = 1024 swizzle = 128
+    %tid = tilenv.thread_id
+    %low = arith.cmpi ult, %tid, %c128 : index
+    // expected-error @+1 {{cannot schedule this loop's warpgroups in ping-pong turns: its gemms are under a condition that may differ between its threads}}
+    scf.if %low {
+      tilenv.wgmma_fence
+      tilenv.wgmma %acc[%c0], %da, %da n = 64 bf16 : memref<32xf32, #l>
+      tilenv.wgmma_commit
+      tilenv.wgmma_wait 0
+    }
+  } {tessel.pingpong}
+}
