@@ -158,8 +158,9 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
       // K runs one block ahead of V: step kt issues S_{kt+1} = Q K_{kt+1}^T
       // and O += P_kt V_kt back to back, then turns S_{kt+1} into P_{kt+1}
       // while the second product runs (FlashAttention-3's overlap within a
-      // warpgroup). The last step's scores lie past the visible keys: fully
-      // masked, they change nothing.
+      // warpgroup). The last step loads a K block past the visible keys
+      // (zeros past the tensor's end); its scores are fully masked and
+      // change nothing where they are computed.
       Buffer k0s = alloc_shared({bn, d}, c.dtype, "k0_tile");
       copy(sk.rows(k, 0, kvHead, bn, d), k0s);
       gemm(qs, k0s, s, scores);
@@ -168,15 +169,34 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
         Expr col0 = kt * bn;
         copy(sk.rows(k, col0 + bn, kvHead, bn, d), ks);
         copy(sk.rows(v, col0, kvHead, bn, d), vs);
-        gemm(qs, ks, s, scores);
-        rescaleOutput();
-        gemm(pr, vs, acc, {.policy = WarpPolicy::full_row});
-        softmax(col0 + bn, [] {});
+        auto step = [&](bool next) {
+          if (next) gemm(qs, ks, s, scores);
+          rescaleOutput();
+          gemm(pr, vs, acc, {.policy = WarpPolicy::full_row});
+          if (next) softmax(col0 + bn, [] {});
+        };
+        // The last step has no next block: its scores (all masked) would
+        // cost a product and a softmax per tile, a large share of a tile
+        // of a few key blocks. Each branch is straight-line code, which
+        // ptxas needs to keep the wgmmas in flight (a product under a
+        // condition of its own is serialized, C7515). At head_dim 256 the
+        // accumulator holds 128 of the 240 registers and the two copies of
+        // the step spill; there a tile has twice the (64-key) steps, so the
+        // extra product costs half as much, and the step stays whole.
+        if (d <= 128)
+          if_(kt + 1 < blocks, [&] { step(true); }, [&] { step(false); });
+        else
+          step(true);
       });
     }
-    parallel(bm, d, [&](Expr i, Expr j) {
-      acc(i, j) = select(rowSum(i) == Expr(0.0), Expr(0.0), acc(i, j) / rowSum(i));
+    // O / rowsum as one reciprocal per row and a multiply per element: an
+    // IEEE division per element was ~10 instructions each, the largest part
+    // of the epilogue, which nothing overlaps (a row without keys has an
+    // accumulator of zeros and stays 0).
+    parallel(bm, [&](Expr i) {
+      rescale(i) = select(rowSum(i) == Expr(0.0), Expr(0.0), Expr(1.0) / rowSum(i));
     });
+    parallel(bm, d, [&](Expr i, Expr j) { acc(i, j) = acc(i, j) * rescale(i); });
     if (c.tmaStore) {
       // O is staged in a tile of its own where one fits beside the stages:
       // Q's tile is then written only by its load, which the producer can

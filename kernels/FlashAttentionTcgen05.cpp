@@ -114,11 +114,13 @@ Program tessel::kernels::flashAttentionForwardTcgen05(const AttentionConfig &c, 
       gemm(pInTmem ? *pTmem : *ps, vs, oTmem);
     });
     Buffer out = sq.rows(o, row0, h, bm, d);
+    // One reciprocal per row (a row without keys has O = 0 and stays 0).
+    parallel(bm, [&](Expr i) {
+      rescale(i) = select(rowSum(i) == Expr(0.0), Expr(0.0), Expr(1.0) / rowSum(i));
+    });
     for (int64_t at = 0; at < d; at += chunk) {
       copy(oTmem.tile({0, at}, {bm, chunk}), part);
-      parallel(bm, chunk, [&](Expr i, Expr j) {
-        part(i, j) = select(rowSum(i) == Expr(0.0), Expr(0.0), part(i, j) / rowSum(i));
-      });
+      parallel(bm, chunk, [&](Expr i, Expr j) { part(i, j) = part(i, j) * rescale(i); });
       sq.store(part, out.tile({0, at}, {bm, chunk}), row0);
     }
     parallel(bm, [&](Expr i) { tileMax(i) = rowMax(i) / kLog2e + log(rowSum(i)); });

@@ -258,6 +258,49 @@ TEST_CASE("flash attention kernels compile on sm_90a without ptxas performance w
       }
 }
 
+// K a block ahead of V: the last key step has no next block, so it issues
+// only O += P V (a branch of its own, straight-line for ptxas) instead of
+// scores that the mask would clear. Each branch commits its own groups:
+// the prologue's scores, then both products, or the last one alone. At
+// head_dim 256 (registers too tight for two copies of the step) the step
+// stays whole.
+TEST_CASE("the overlapped attention forward skips the scores past its last key block") {
+  auto commits = [](const Kernel &k) {
+    std::string cuda = k.cuda();
+    size_t n = 0;
+    for (size_t at = cuda.find("wgmma.commit_group"); at != std::string::npos;
+         at = cuda.find("wgmma.commit_group", at + 1))
+      ++n;
+    return n;
+  };
+  for (std::string d : {"64", "128"})
+    for (std::string persistent : {"0", "1"}) {
+      Kernel k = compileForHopper("flash_attention_fwd", {{"head_dim", d}, {"overlap", "1"},
+                                                          {"pingpong", "1"}, {"persistent", persistent}});
+      INFO("head_dim " << d << " persistent " << persistent << "\n" << k.performanceWarnings());
+      CHECK(commits(k) == 4);
+      CHECK(k.performanceWarnings() == "");
+    }
+  CHECK(commits(compileForHopper("flash_attention_fwd", {{"head_dim", "256"}, {"overlap", "1"}})) == 3);
+}
+
+// A persistent forward's Q tile, loaded by the producer ahead of the tile,
+// gets a second copy where shared memory has room (head_dim 128, two
+// stages, O staged: 224 KiB), so the next tile's Q lands while this one's
+// is read; with three stages it does not fit and stays single.
+TEST_CASE("a persistent attention forward double-buffers Q where shared memory allows") {
+  Params two = {{"persistent", "1"}, {"stages", "2"}, {"tma_store", "1"}};
+  Params three = {{"persistent", "1"}, {"stages", "3"}, {"tma_store", "0"}};
+  Kernel doubled = compileForHopper("flash_attention_fwd", two);
+  Kernel single = compileForHopper("flash_attention_fwd", three);
+  const int64_t q = 128 * 128 * 2, kv = 2 * 128 * 128 * 2;
+  // Q twice, two stages of K and V, O: the rest is mbarriers.
+  CHECK(doubled.spec().sharedBytes >= 2 * q + 2 * kv + q);
+  CHECK(doubled.spec().sharedBytes < 2 * q + 2 * kv + q + 1024);
+  CHECK(single.spec().sharedBytes >= q + 3 * kv);
+  CHECK(single.spec().sharedBytes < q + 3 * kv + 1024);
+}
+
 // Packed sequences start on any row; the row vectors a kernel loads at a
 // sequence's start still go through TMA (aligned tiles), so the main loops
 // stay warp-specialized (which takes TMA for every load in them).
