@@ -20,11 +20,11 @@
 //
 // Gemms may sit in the branches of an scf.if whose condition is the same
 // for every thread of the block (computed from loop counters, kernel
-// arguments, block indices and memory at such addresses): each branch
-// takes its own turns, and since both warpgroups take the same branch,
-// arrivals still meet waits. (The attention forward's last key step skips
-// the next block's scores that way.) Gemms under any other control flow
-// are an error.
+// arguments, block indices and global tensors the kernel only reads): each
+// branch takes its own turns, and since both warpgroups take the same
+// branch, arrivals still meet waits. (The attention forward's last key step
+// skips the next block's scores that way.) Gemms under any other control
+// flow are an error.
 //
 //===----------------------------------------------------------------------===//
 #include "tessel/Dialect/Tile/TileDialect.h"
@@ -77,10 +77,12 @@ struct Turns {
 };
 
 /// Whether `v` has one value across the block's threads: it is computed,
-/// by side-effect-free ops and loads from shared or global memory, from
-/// constants, kernel arguments, block indices and counters of loops with
-/// such bounds. Values being decided count as uniform (loop-carried values
-/// are uniform if their update is).
+/// by side-effect-free ops and loads from global tensors the kernel only
+/// reads (a packed batch's cu_seqlens), from constants, kernel arguments,
+/// block indices and counters of loops with such bounds. (Memory another
+/// thread may write could give the two warpgroups different values.)
+/// Values being decided count as uniform (loop-carried values are uniform
+/// if their update is).
 bool isBlockUniform(Value v, llvm::DenseSet<Value> &assumed, int depth = 0) {
   if (!assumed.insert(v).second) return true;
   if (depth > 128) return false;
@@ -98,8 +100,12 @@ bool isBlockUniform(Value v, llvm::DenseSet<Value> &assumed, int depth = 0) {
   Operation *def = v.getDefiningOp();
   if (llvm::isa<tilenv::ThreadIdOp>(def)) return false;
   if (auto load = llvm::dyn_cast<memref::LoadOp>(def)) {
-    MemorySpace space = getMemorySpace(load.getMemRefType());
-    if (space != MemorySpace::global && space != MemorySpace::shared) return false;
+    auto tensor = llvm::dyn_cast<BlockArgument>(load.getMemRef());
+    if (!tensor || !llvm::isa<KernelOp>(tensor.getOwner()->getParentOp()) ||
+        getMemorySpace(load.getMemRefType()) != MemorySpace::global)
+      return false;
+    for (Operation *user : tensor.getUsers())
+      if (!llvm::isa<memref::LoadOp, memref::DimOp>(user)) return false;
   } else if (!isMemoryEffectFree(def) || def->getNumRegions()) {
     return false;
   }

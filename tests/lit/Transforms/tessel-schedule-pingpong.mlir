@@ -233,3 +233,68 @@ tile.kernel @thread_branch(%n: index) grid(%bx) = affine_map<()[s0] -> (1)> thre
     }
   } {tessel.pingpong}
 }
+
+// -----
+
+#l = #tile.space<local>
+#s = #tile.space<shared>
+
+// Shared memory read for the condition may be written by other threads
+// between the two warpgroups' reads: they could take different branches.
+// (A global tensor the kernel only reads, a packed batch's cu_seqlens,
+// is fine.)
+tile.kernel @shared_branch(%n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(384) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %a = tile.alloc {offset = 0 : i64} : memref<4096xbf16, #s>
+  %flag = tile.alloc {offset = 8192 : i64} : memref<1xi32, #s>
+  %acc = tile.alloc : memref<32xf32, #l>
+  scf.for %i = %c0 to %n step %c1 {
+    %pa = tilenv.smem_address %a : memref<4096xbf16, #s>
+    %da = tilenv.wgmma_desc %pa lbo = 16 sbo = 1024 swizzle = 128
+    %f = memref.load %flag[%c0] : memref<1xi32, #s>
+    %zero = arith.constant 0 : i32
+    %set = arith.cmpi ne, %f, %zero : i32
+    // expected-error @+1 {{its gemms are under a condition that may differ between its threads}}
+    scf.if %set {
+      tilenv.wgmma_fence
+      tilenv.wgmma %acc[%c0], %da, %da n = 64 bf16 : memref<32xf32, #l>
+      tilenv.wgmma_commit
+      tilenv.wgmma_wait 0
+    }
+  } {tessel.pingpong}
+}
+
+// -----
+
+#l = #tile.space<local>
+#g = #tile.space<global>
+#s = #tile.space<shared>
+
+// A bound read from a global tensor the kernel only reads is the same for
+// every thread.
+// CHECK-LABEL: tile.kernel @read_only_bound
+// CHECK: scf.for
+// CHECK: %[[MORE:.*]] = arith.cmpi ult
+// CHECK-NEXT: scf.if %[[MORE]] {
+// CHECK-NEXT: scf.if
+// CHECK-NEXT: tilenv.named_barrier 14, 256{{$}}
+tile.kernel @read_only_bound(%lens: memref<?xi32, #g>, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(384) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %a = tile.alloc {offset = 0 : i64} : memref<4096xbf16, #s>
+  %acc = tile.alloc : memref<32xf32, #l>
+  scf.for %i = %c0 to %n step %c1 {
+    %pa = tilenv.smem_address %a : memref<4096xbf16, #s>
+    %da = tilenv.wgmma_desc %pa lbo = 16 sbo = 1024 swizzle = 128
+    %len = memref.load %lens[%bx] : memref<?xi32, #g>
+    %end = arith.index_cast %len : i32 to index
+    %more = arith.cmpi ult, %i, %end : index
+    scf.if %more {
+      tilenv.wgmma_fence
+      tilenv.wgmma %acc[%c0], %da, %da n = 64 bf16 : memref<32xf32, #l>
+      tilenv.wgmma_commit
+      tilenv.wgmma_wait 0
+    }
+  } {tessel.pingpong}
+}
