@@ -36,6 +36,20 @@ static std::string deviceArch() {
   return rt::nativeArch(rt::Driver::get().computeCapability());
 }
 
+/// Runs a kernel of one input `x` and two outputs `y`, `z` (in that
+/// order): checks y against `yRef` within `tolerance` and leaves z
+/// downloaded for the caller's checks.
+static CheckResult runOneInTwoOut(Kernel &k, HostTensor &x, HostTensor &y, HostTensor &z,
+                                  const std::vector<double> &yRef, double tolerance) {
+  DeviceRun run;
+  run.addTensor(x, false);
+  run.addTensor(y, true);
+  run.addTensor(z, true);
+  CheckResult r = launchAndCompare(k, run, 1, y, yRef, tolerance, {});
+  run.download(2, z);
+  return r;
+}
+
 TEST_CASE("a cross-warp reduction inside the consumer role runs past the stage count", "[gpu][user]") {
   for (int64_t n : {64 * 5, 1000}) {
     Program p = test::reduceInConsumer();
@@ -119,13 +133,7 @@ TEST_CASE("fragments live one after the other", "[gpu][user]") {
   std::vector<double> twice(x.values.begin(), x.values.end()), thrice = twice;
   for (double &v : twice) v *= 2;
   for (double &v : thrice) v *= 3;
-  DeviceRun run;
-  run.addTensor(x, false);
-  run.addTensor(y, true);
-  run.addTensor(z, true);
-  CheckResult r = launchAndCompare(k, run, 1, y, twice, 1e-6, {});
-  run.download(2, z);
-  CHECK(r.passed);
+  CHECK(runOneInTwoOut(k, x, y, z, twice, 1e-6).passed);
   CHECK(relativeError(z.values, thrice) < 1e-6);
 }
 
@@ -142,13 +150,7 @@ TEST_CASE("fragment copies into windows of a swizzled shared tile", "[gpu][user]
       swapped[i * 128 + 64 + j] = x.values[i * 128 + j];
       left[i * 64 + j] = x.values[i * 128 + j];
     }
-  DeviceRun run;
-  run.addTensor(x, false);
-  run.addTensor(y, true);
-  run.addTensor(z, true);
-  CheckResult r = launchAndCompare(k, run, 1, y, swapped, 1e-9, {});
-  run.download(2, z);
-  CHECK(r.passed);
+  CHECK(runOneInTwoOut(k, x, y, z, swapped, 1e-9).passed);
   // Moved, not computed: bit-exact.
   CHECK(maxDifference(y.values, swapped) == 0);
   CHECK(maxDifference(z.values, left) == 0);

@@ -333,15 +333,15 @@ static SmallVector<CopyOp> prologueLoads(PipelinePlan &plan, KernelOp kernel,
   return out;
 }
 
-/// How many copies of each prologue load's buffer alternate between a
-/// walk's tiles: 2 where the second copy fits in shared memory (taken in
-/// program order, counting what lowering adds later: reduction scratch and
-/// mbarriers) without lowering the blocks an SM holds at once, else 1.
-/// `onePerSm` says the kernel's register budget already allows only one
-/// block per SM.
-static SmallVector<int64_t> prologueCopies(KernelOp kernel, ArrayRef<CopyOp> prologue,
-                                           const TargetInfo &target, int64_t threads,
-                                           bool onePerSm) {
+/// Gives each prologue load's buffer a second copy, alternating between a
+/// walk's tiles, where it fits in shared memory (taken in program order,
+/// counting what lowering adds later: reduction scratch and mbarriers)
+/// without lowering the blocks an SM holds at once. `onePerSm` says the
+/// kernel's register budget already allows only one block per SM. Returns
+/// each buffer's copies (1 or 2).
+static SmallVector<int64_t> doublePrologueBuffers(KernelOp kernel, ArrayRef<CopyOp> prologue,
+                                                  const TargetInfo &target, int64_t threads,
+                                                  bool onePerSm) {
   SmallVector<int64_t> copies(prologue.size(), 1);
   if (prologue.empty()) return copies;
   int64_t later = getReductionScratchBytes(kernel, threads) + 2 * 2 * 8 * prologue.size() + 256;
@@ -359,8 +359,6 @@ static SmallVector<int64_t> prologueCopies(KernelOp kernel, ArrayRef<CopyOp> pro
     else
       buffer.removeStagesAttr();
   }
-  // The attribute is set again with the roles.
-  for (CopyOp copy : prologue) copy.getDest().getDefiningOp<AllocOp>().removeStagesAttr();
   return copies;
 }
 
@@ -427,18 +425,19 @@ struct Specializer {
     Location loc = walk.getLoc();
     Value ordinal = arith::DivUIOp::create(
         b, loc, arith::SubIOp::create(b, loc, iv, walk.getLowerBound()), walk.getStep());
-    TileSlot single, alternating;
+    auto slotFor = [&](int64_t count) {
+      auto mod2 = [&](Value v) { return arith::RemUIOp::create(b, loc, v, pb.constant(2)); };
+      if (count == 1) return TileSlot{Value(), mod2(ordinal)};
+      Value copy = mod2(ordinal);
+      return TileSlot{copy, mod2(arith::DivUIOp::create(b, loc, ordinal, pb.constant(2)))};
+    };
+    // One slot per number of copies, shared by the buffers that have it.
+    std::optional<TileSlot> single, alternating;
     SmallVector<TileSlot> slots;
     for (int64_t count : copies) {
-      TileSlot &slot = count == 1 ? single : alternating;
-      if (!slot.parity && count == 1) {
-        slot.parity = arith::RemUIOp::create(b, loc, ordinal, pb.constant(2));
-      } else if (!slot.parity) {
-        slot.copy = arith::RemUIOp::create(b, loc, ordinal, pb.constant(2));
-        Value round = arith::DivUIOp::create(b, loc, ordinal, pb.constant(2));
-        slot.parity = arith::RemUIOp::create(b, loc, round, pb.constant(2));
-      }
-      slots.push_back(slot);
+      std::optional<TileSlot> &slot = count == 1 ? single : alternating;
+      if (!slot) slot = slotFor(count);
+      slots.push_back(*slot);
     }
     return slots;
   }
@@ -510,18 +509,16 @@ struct Specializer {
     SetVector<Operation *> tileNeeds;
     SetVector<Operation *> producerNeeds =
         producerInputs(plan, kernel, nullptr, &tileNeeds, prologue);
-    SmallVector<int64_t> copies = prologueCopies(kernel, prologue, target,
-                                                 consumers + kProducerThreads,
-                                                 /*onePerSm=*/bool(consumerBudget));
+    SmallVector<int64_t> copies = doublePrologueBuffers(kernel, prologue, target,
+                                                        consumers + kProducerThreads,
+                                                        /*onePerSm=*/bool(consumerBudget));
     // Each prologue load's mbarriers, one per copy of its buffer, from
     // firstBarrier[i] on.
     SmallVector<int64_t> firstBarrier;
     int64_t barriers = 0;
-    for (auto [copy, count] : llvm::zip(prologue, copies)) {
+    for (int64_t count : copies) {
       firstBarrier.push_back(barriers);
       barriers += count;
-      if (count > 1)
-        copy.getDest().getDefiningOp<AllocOp>().setStagesAttr(b.getI64IntegerAttr(count));
     }
     Value prologueFull, prologueEmpty;
     if (!prologue.empty()) {
