@@ -64,10 +64,13 @@ void TileLowering::lowerParallel(ParallelOp op) {
       inner->walk([&](Operation *nested) {
         Value memref = getElementAccess(nested).first;
         if (!memref) return;
+        // Everything an access builds goes right before it: the point the
+        // previous access left may be an op erased since, or one moved into
+        // an owner's conditional.
+        b.setInsertionPoint(nested);
         auto type = llvm::cast<MemRefType>(memref.getType());
         if (getMemorySpace(type) != MemorySpace::fragment) {
           if (owner && !llvm::isa<memref::LoadOp>(nested)) {
-            b.setInsertionPoint(nested);
             auto ifOp = scf::IfOp::create(b, loc, owner, /*withElseRegion=*/false);
             nested->moveBefore(ifOp.thenBlock()->getTerminator());
           }
@@ -87,7 +90,6 @@ void TileLowering::lowerParallel(ParallelOp op) {
                          "held whole by every thread; run tessel-layout-inference");
             return;
           }
-          b.setInsertionPoint(nested);
           Value v = memref::LoadOp::create(b, loc, it->second.first, ValueRange{*reg});
           ld.getResult().replaceAllUsesWith(v);
           nested->erase();
@@ -99,7 +101,6 @@ void TileLowering::lowerParallel(ParallelOp op) {
                        "run tessel-layout-inference");
           return;
         }
-        b.setInsertionPoint(nested);
         Value reg = applyMap(*map, r);
         if (auto ld = llvm::dyn_cast<memref::LoadOp>(nested)) {
           Value v = memref::LoadOp::create(b, loc, it->second.first, ValueRange{reg});

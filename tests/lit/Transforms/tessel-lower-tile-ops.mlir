@@ -345,3 +345,44 @@ tile.kernel @split_offsets(%out: memref<64x128xf32, #g>) grid(%bx) = affine_map<
     memref.store %v, %out[%i, %j] : memref<64x128xf32, #g>
   }
 }
+
+// -----
+
+#g = #tile.space<global>
+#f = #tile.space<fragment>
+
+// A reduction of every dimension is held whole by every thread; a parallel
+// body reads it at a fixed index after reading another fragment, and twice.
+// Each read is the one register of that element, its index computed where
+// the read was (not at the erased access before it).
+// CHECK-LABEL: tile.kernel @broadcast_reads
+// CHECK: %[[L:.*]] = tile.alloc : memref<2xf32, #tile.space<local>>
+// CHECK: %[[MX:.*]] = tile.alloc : memref<1xf32, #tile.space<local>>
+// CHECK: scf.for
+// CHECK: %[[V:.*]] = memref.load %[[L]]
+// CHECK: %[[M:.*]] = memref.load %[[MX]]
+// CHECK: %[[D:.*]] = arith.subf %[[V]], %[[M]]
+// CHECK: %[[M2:.*]] = memref.load %[[MX]]
+// CHECK: %[[P:.*]] = arith.mulf %[[D]], %[[M2]]
+// CHECK: memref.store %[[P]], %[[L]]
+// CHECK: } {tessel.unroll}
+// HOPPER-LABEL: tile.kernel @broadcast_reads
+// HOPPER: arith.mulf
+tile.kernel @broadcast_reads(%x: memref<256xf32, #g>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %l = tile.alloc : memref<256xf32, #f>
+  %mx = tile.alloc : memref<1xf32, #f>
+  %t = tile.region %x[%c0] [256] : memref<256xf32, #g> -> memref<256xf32, strided<[1], offset: ?>, #g>
+  tile.copy %t, %l : memref<256xf32, strided<[1], offset: ?>, #g>, memref<256xf32, #f>
+  tile.reduce max %l -> %mx dim = 0 clear : memref<256xf32, #f> -> memref<1xf32, #f>
+  tile.parallel (%j) in [256] {
+    %v = memref.load %l[%j] : memref<256xf32, #f>
+    %z = arith.constant 0 : index
+    %m = memref.load %mx[%z] : memref<1xf32, #f>
+    %d = arith.subf %v, %m : f32
+    %m2 = memref.load %mx[%z] : memref<1xf32, #f>
+    %p = arith.mulf %d, %m2 : f32
+    memref.store %p, %l[%j] : memref<256xf32, #f>
+  }
+  tile.copy %l, %t : memref<256xf32, #f>, memref<256xf32, strided<[1], offset: ?>, #g>
+}
