@@ -3,8 +3,10 @@
 # every library kernel and each configuration axis the GPU tests cover
 # (warp-specialized or not, TMA or cp.async, ping-pong turns, K ahead of V,
 # packed sequences, GQA reductions, dQ paths), plus the user kernels of the
-# GPU tests, at small shapes. Each check still compares with its CPU
-# reference; timing is skipped (TESSEL_CHECK_REPS=0).
+# GPU tests, at small shapes, plus a sample of tessel-fuzz's random programs
+# (FUZZ_PROGRAMS of them, default 200, built as FUZZ_BUILDS, default sm_80
+# and sm_90a, whose outputs are compared). Each check still compares with
+# its CPU reference; timing is skipped (TESSEL_CHECK_REPS=0).
 #
 #   tools/sanitize.sh [BIN_DIR]        (default build/bin; on a GPU machine)
 #   TOOLS="racecheck" tools/sanitize.sh   one tool only
@@ -82,6 +84,10 @@ multi_runs=(
   "sp_attention --param heads_kv=8 --param groups=1,3"
 )
 
+fuzz_programs=${FUZZ_PROGRAMS:-200}
+fuzz_builds=${FUZZ_BUILDS:-sm_80,sm_90a}
+fuzz_chunk=25 # programs per sanitizer run, to stay within its time limit
+
 declare -A errors
 failed=0
 summary() { # the error count in a sanitizer log
@@ -113,6 +119,11 @@ for tool in "${tools[@]}"; do
     run_one "$tool" "$r" "$bin/tessel" run $r --seed 1
   done
   run_one "$tool" "user kernels" "$bin/tessel-gpu-tests" "[user]"
+  for (( first = 1; first <= fuzz_programs; first += fuzz_chunk )); do
+    count=$(( fuzz_programs - first + 1 < fuzz_chunk ? fuzz_programs - first + 1 : fuzz_chunk ))
+    run_one "$tool" "fuzz programs $first..$(( first + count - 1 ))" \
+      "$bin/tessel-fuzz" --sample "$count" --seed "$first" --archs "$fuzz_builds"
+  done
   # The multi-GPU path as two virtual ranks on this GPU (separate processes,
   # buffers and streams): the exchange's local copy kernel, attention waiting
   # on flags (fused form), groups taking turns on two streams.
@@ -122,7 +133,7 @@ for tool in "${tools[@]}"; do
   done
 done
 
-echo "sanitize: ${#runs[@]} library runs, the user kernels and ${#multi_runs[@]} virtual-rank runs, per tool:"
+echo "sanitize: ${#runs[@]} library runs, the user kernels, $fuzz_programs fuzz programs and ${#multi_runs[@]} virtual-rank runs, per tool:"
 total=0
 for tool in "${tools[@]}"; do
   echo "  $tool: ${errors[$tool]} errors"

@@ -1,0 +1,188 @@
+//===- Build.cpp - a fuzz spec as a tessel::Program -----------------------===//
+//
+// Builds the program a Spec describes through the public DSL, exactly as
+// Snippet.cpp prints it: keep the two in step, template by template.
+//
+//===----------------------------------------------------------------------===//
+#include "Spec.h"
+
+#include <fmt/format.h>
+
+using namespace tessel;
+using namespace tessel::fuzz;
+
+namespace {
+
+/// The kernel's parameters, declared in the order tensors() lists them.
+struct Params {
+  Expr m = 0, n = 0, k = 0, limit = 0;
+  Tensor x, a, b, v, y, r, s;
+};
+
+void reduceInto(ReduceKind kind, const Buffer &src, const Buffer &dst, int dim) {
+  switch (kind) {
+  case ReduceKind::sum: reduce_sum(src, dst, dim); break;
+  case ReduceKind::max: reduce_max(src, dst, dim); break;
+  case ReduceKind::min: reduce_min(src, dst, dim); break;
+  case ReduceKind::absmax: reduce_absmax(src, dst, dim); break;
+  }
+}
+
+/// W = f(W(i, j), i, j) over the whole tile.
+void update(const Spec &s, const Buffer &w, const std::function<Expr(Expr, Expr, Expr)> &f) {
+  parallel(s.tm, s.tn, [&](Expr i, Expr j) { w(i, j) = f(w(i, j), i, j); });
+}
+
+void buildStmt(const Spec &s, const Stmt &st, const Params &p, const Buffer &w, Expr row0) {
+  switch (st.kind) {
+  case StmtKind::scaleShift:
+    update(s, w, [&](Expr x, Expr, Expr) { return x * Expr(st.a) + Expr(st.b); });
+    return;
+  case StmtKind::selectBelow:
+    update(s, w, [&](Expr x, Expr, Expr) { return select(x > Expr(st.a), x, x * Expr(st.b)); });
+    return;
+  case StmtKind::roundTrip:
+    update(s, w, [&](Expr x, Expr, Expr) { return cast(cast(x, st.via), DType::f32); });
+    return;
+  case StmtKind::clampMax:
+    update(s, w, [&](Expr x, Expr, Expr) { return min(max(x, Expr(-st.a)), Expr(st.a)); });
+    return;
+  case StmtKind::integerPath:
+    update(s, w, [&](Expr x, Expr, Expr j) {
+      Expr q = cast(x * Expr(4.0), DType::i32);
+      return cast(q * cast(Expr(3), DType::i32) + cast(j, DType::i32), DType::f32) * Expr(0.25);
+    });
+    return;
+  case StmtKind::carried: {
+    Expr c = serial(4, cast(Expr(0.0), DType::f32), [&](Expr i, Expr acc) { return acc + p.v(i); });
+    update(s, w, [&](Expr x, Expr, Expr) { return x + c; });
+    return;
+  }
+  case StmtKind::rowReduce: {
+    Buffer r = alloc_fragment({s.tm}, DType::f32, "r");
+    reduceInto(st.reduce, w, r, 1);
+    update(s, w, [&](Expr x, Expr i, Expr) { return x - r(i); });
+    if (st.rowAtomic) atomic_add(p.r.tile({row0}, {s.tm}), r, st.order);
+    return;
+  }
+  case StmtKind::allReduce: {
+    Buffer r = alloc_fragment({s.tm}, DType::f32, "r"), t = alloc_fragment({1}, DType::f32, "t");
+    reduceInto(st.reduce, w, r, 1);
+    reduceInto(st.reduce, r, t, 0);
+    update(s, w, [&](Expr x, Expr, Expr) { return x - t(0); });
+    return;
+  }
+  case StmtKind::scalarAtomic:
+    parallel(s.tm, s.tn, [&](Expr i, Expr j) { atomic_add(p.s(0), w(i, j), st.order); });
+    return;
+  case StmtKind::exponent:
+    update(s, w, [&](Expr x, Expr, Expr) { return exp(x * Expr(st.a)); });
+    return;
+  }
+}
+
+/// W for an elementwise program: X's tile, converted to f32.
+Buffer loadTile(const Spec &s, const Params &p, Expr row0, Expr col0) {
+  Buffer w = s.work == Space::shared ? alloc_shared({s.tm, s.tn}, DType::f32, "w")
+                                     : alloc_fragment({s.tm, s.tn}, DType::f32, "w");
+  Buffer tile = p.x.tile({row0, col0}, {s.tm, s.tn});
+  if (s.load == Load::direct) {
+    copy(tile, w);
+    return w;
+  }
+  Buffer staged = s.load == Load::fragment ? alloc_fragment({s.tm, s.tn}, s.in, "xf")
+                                           : alloc_shared({s.tm, s.tn}, s.in, "xs");
+  int64_t half = s.tm / 2;
+  switch (s.load) {
+  case Load::windowed:
+    copy(p.x.tile({row0, col0}, {half, s.tn}), staged.tile({0, 0}, {half, s.tn}));
+    copy(p.x.tile({row0 + half, col0}, {half, s.tn}), staged.tile({half, 0}, {half, s.tn}));
+    break;
+  case Load::bounded: copy(p.x.bounded({p.limit, p.n}).tile({row0, col0}, {s.tm, s.tn}), staged); break;
+  default: copy(tile, staged); break;
+  }
+  parallel(s.tm, s.tn, [&](Expr i, Expr j) { w(i, j) = cast(staged(i, j), DType::f32); });
+  return w;
+}
+
+/// W for a gemm program: the (row0, col0) tile of A B.
+Buffer gemmTile(const Spec &s, const Params &p, const std::string &arch, Expr row0, Expr col0) {
+  bool inTmem = s.tmem && arch.rfind("sm_100a", 0) == 0;
+  Buffer as = alloc_shared(s.transposeA ? std::vector<int64_t>{s.tk, s.tm} : std::vector<int64_t>{s.tm, s.tk},
+                           s.in, "as");
+  Buffer bs = alloc_shared(s.transposeB ? std::vector<int64_t>{s.tn, s.tk} : std::vector<int64_t>{s.tk, s.tn},
+                           s.in, "bs");
+  Buffer acc = inTmem ? alloc_tmem({s.tm, s.tn}, DType::f32, "acc")
+                      : alloc_fragment({s.tm, s.tn}, DType::f32, "acc");
+  clear(acc);
+  auto step = [&](Expr kt) {
+    copy(s.transposeA ? p.a.tile({kt * s.tk, row0}, {s.tk, s.tm}) : p.a.tile({row0, kt * s.tk}, {s.tm, s.tk}), as);
+    copy(s.transposeB ? p.b.tile({col0, kt * s.tk}, {s.tn, s.tk}) : p.b.tile({kt * s.tk, col0}, {s.tk, s.tn}), bs);
+    if (s.staged == StagedEdit::maskTail)
+      parallel(bs.shape()[0], bs.shape()[1], [&](Expr i, Expr j) {
+        Expr kk = kt * s.tk + (s.transposeB ? j : i);
+        bs(i, j) = select(kk < p.k, bs(i, j), Expr(0.0));
+      });
+    else if (s.staged == StagedEdit::scale)
+      parallel(bs.shape()[0], bs.shape()[1], [&](Expr i, Expr j) { bs(i, j) = bs(i, j) * Expr(2.0); });
+    gemm(as, bs, acc, {.transpose_a = s.transposeA, .transpose_b = s.transposeB, .policy = s.policy,
+                       .instruction = s.instruction});
+  };
+  if (s.pipelinedLoop) pipelined(ceil_div(p.k, s.tk), s.stages, {.warp_specialize = s.ws}, step);
+  else serial(ceil_div(p.k, s.tk), step);
+  if (!inTmem) return acc;
+  Buffer w = alloc_fragment({s.tm, s.tn}, DType::f32, "w");
+  copy(acc, w);
+  return w;
+}
+
+void storeTile(const Spec &s, const Params &p, const std::string &arch, const Buffer &w, Expr row0, Expr col0) {
+  Buffer tile = p.y.tile({row0, col0}, {s.tm, s.tn});
+  switch (s.store) {
+  case Store::direct: copy(w, tile); return;
+  case Store::bounded: copy(w, p.y.bounded({p.limit, p.n}).tile({row0, col0}, {s.tm, s.tn})); return;
+  case Store::atomic: atomic_add(tile, w, s.storeOrder); return;
+  case Store::shared:
+  case Store::atomicTma: {
+    Buffer ys = alloc_shared({s.tm, s.tn}, DType::f32, "ys");
+    copy(w, ys);
+    if (s.store == Store::shared) copy(ys, tile);
+    // TMA reduce-adds are sm_90a's and newer; sm_80 adds with its threads.
+    else atomic_add(tile, ys, MemoryOrder::relaxed, arch == "sm_80" ? AtomicPath::threads : AtomicPath::tma);
+    return;
+  }
+  }
+}
+
+} // namespace
+
+Program tessel::fuzz::buildProgram(const Spec &s, const std::string &arch) {
+  Program prog(fmt::format("fuzz_{}", s.seed));
+  Params p;
+  p.m = prog.sym("M");
+  p.n = prog.sym("N");
+  p.k = prog.sym("K");
+  p.limit = prog.sym("L");
+  if (s.family == Family::elementwise) {
+    p.x = prog.tensor("X", {p.m, p.n}, s.in);
+  } else {
+    p.a = prog.tensor("A", s.transposeA ? std::vector<Expr>{p.k, p.m} : std::vector<Expr>{p.m, p.k}, s.in);
+    p.b = prog.tensor("B", s.transposeB ? std::vector<Expr>{p.n, p.k} : std::vector<Expr>{p.k, p.n}, s.in);
+  }
+  p.v = prog.tensor("V", {4}, DType::f32);
+  p.y = prog.tensor("Y", {p.m, p.n}, DType::f32);
+  p.r = prog.tensor("R", {p.m}, DType::f32);
+  p.s = prog.tensor("S", {1}, DType::f32);
+  auto body = [&](Expr bx, Expr by) {
+    Expr row0 = by * s.tm, col0 = bx * s.tn;
+    Buffer w = s.family == Family::gemm ? gemmTile(s, p, arch, row0, col0) : loadTile(s, p, row0, col0);
+    for (const Stmt &st : s.stmts) buildStmt(s, st, p, w, row0);
+    storeTile(s, p, arch, w, row0, col0);
+  };
+  Expr gx = ceil_div(p.n, s.tn), gy = ceil_div(p.m, s.tm);
+  prog.kernel({gx, gy}, s.threads, [&](Expr bx, Expr by) {
+    if (!s.persistent) return body(bx, by);
+    persistent({gx, gy}, [&](std::vector<Expr> tile) { body(tile[0], tile[1]); });
+  });
+  return prog;
+}

@@ -1,0 +1,177 @@
+//===- Execute.cpp - compile and run fuzz programs ------------------------===//
+//
+// Inputs are multiples of 1/4 in [-2, 2] (exact in bf16 and f16), so the
+// generator's exactness rule holds from the first load; outputs are filled
+// with 0xff bytes (NaN) before each run unless the program adds into them,
+// so an element a build forgot to write differs from one it wrote.
+//
+//===----------------------------------------------------------------------===//
+#include "Execute.h"
+
+#include "tessel/dsl/Compile.h"
+#include "tessel/runtime/Driver.h"
+
+#include <cmath>
+#include <cstring>
+#include <fmt/format.h>
+#include <memory>
+
+using namespace tessel;
+using namespace tessel::fuzz;
+
+const char *tessel::fuzz::name(Outcome::Kind k) {
+  static const char *names[] = {"passed", "compile-error", "crashed", "mismatch", "hung", "run-error"};
+  return names[k];
+}
+
+namespace {
+
+CompileOptions optionsFor(const Build &b) {
+  CompileOptions o;
+  o.arch = b.arch;
+  o.tma = b.tma;
+  return o;
+}
+
+uint64_t mix(uint64_t x) { // splitmix64's finalizer
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint16_t toHalf(float v) { // exact for the inputs' quarters
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  uint16_t sign = (bits >> 16) & 0x8000;
+  if (v == 0) return sign;
+  int exponent = int((bits >> 23) & 0xff) - 127 + 15;
+  return sign | uint16_t(exponent << 10) | uint16_t((bits >> 13) & 0x3ff);
+}
+
+/// Tensor `index`'s contents in its element type.
+std::vector<uint8_t> inputBytes(const TensorInfo &t, size_t index) {
+  size_t count = 1;
+  for (int64_t e : t.shape) count *= size_t(e);
+  std::vector<uint8_t> bytes(count * byteSize(t.type));
+  for (size_t e = 0; e < count; ++e) {
+    float v = float(int64_t(mix(index * 1000003 + e) % 17) - 8) * 0.25f;
+    uint32_t bits;
+    std::memcpy(&bits, &v, 4);
+    if (t.type == DType::f32) std::memcpy(&bytes[e * 4], &v, 4);
+    else {
+      uint16_t h = t.type == DType::bf16 ? uint16_t(bits >> 16) : toHalf(v);
+      std::memcpy(&bytes[e * 2], &h, 2);
+    }
+  }
+  return bytes;
+}
+
+/// The bytes of every output tensor after one run of build `b`.
+std::vector<std::vector<uint8_t>> runBuild(Kernel &k, const Spec &s) {
+  std::vector<TensorInfo> infos = tensors(s);
+  std::vector<int64_t> symbols = symbolValues(s);
+  std::vector<std::unique_ptr<rt::DeviceBuffer>> buffers;
+  std::vector<rt::LaunchArg> args;
+  size_t nextTensor = 0, nextSymbol = 0;
+  for (const ParamInfo &param : k.params()) {
+    if (!param.isTensor) {
+      args.push_back(rt::LaunchArg::integer(symbols.at(nextSymbol++)));
+      continue;
+    }
+    const TensorInfo &t = infos.at(nextTensor);
+    size_t count = 1;
+    for (int64_t e : t.shape) count *= size_t(e);
+    auto buffer = std::make_unique<rt::DeviceBuffer>(std::max<size_t>(count * byteSize(t.type), 1));
+    if (t.role == TensorInfo::input) buffer->upload(inputBytes(t, nextTensor).data(), count * byteSize(t.type));
+    else buffer->fillBytes(t.role == TensorInfo::poisoned ? 0xff : 0);
+    args.push_back(rt::LaunchArg::buffer(buffer->ptr(), t.shape));
+    buffers.push_back(std::move(buffer));
+    ++nextTensor;
+  }
+  k.launch(args);
+  rt::Driver &driver = rt::Driver::get();
+  driver.check(driver.api().cuCtxSynchronize(), "cuCtxSynchronize");
+  std::vector<std::vector<uint8_t>> outputs;
+  for (size_t i = 0; i < infos.size(); ++i) {
+    if (infos[i].role == TensorInfo::input) continue;
+    std::vector<uint8_t> bytes(buffers[i]->bytes());
+    buffers[i]->download(bytes.data(), bytes.size());
+    outputs.push_back(std::move(bytes));
+  }
+  return outputs;
+}
+
+bool close(float ref, float got, bool inexact) {
+  uint32_t a, b;
+  std::memcpy(&a, &ref, 4);
+  std::memcpy(&b, &got, 4);
+  if (a == b) return true;
+  if (!inexact || std::isnan(ref) || std::isnan(got)) return false;
+  return std::abs(ref - got) <= 1e-5f * std::max(1.0f, std::abs(ref));
+}
+
+/// "" when `got` matches `ref`, else the first differing element and how
+/// many differ.
+std::string compare(const Spec &s, const std::vector<std::vector<uint8_t>> &ref,
+                    const std::vector<std::vector<uint8_t>> &got) {
+  std::vector<TensorInfo> outputs;
+  for (const TensorInfo &t : tensors(s))
+    if (t.role != TensorInfo::input) outputs.push_back(t);
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    size_t count = ref[o].size() / 4, differing = 0, first = 0;
+    const float *r = reinterpret_cast<const float *>(ref[o].data());
+    const float *g = reinterpret_cast<const float *>(got[o].data());
+    for (size_t e = 0; e < count; ++e)
+      if (!close(r[e], g[e], s.inexact()) && differing++ == 0) first = e;
+    if (differing)
+      return fmt::format("{}: {} of {} elements differ; first at flat index {}: {} vs {}", outputs[o].name,
+                         differing, count, first, r[first], g[first]);
+  }
+  return "";
+}
+
+} // namespace
+
+Outcome tessel::fuzz::compileAll(const Spec &s, const std::vector<Build> &builds) {
+  for (const Build &b : builds) {
+    try {
+      Program p = buildProgram(s, b.arch);
+      compile(p, optionsFor(b));
+    } catch (const Error &e) {
+      return {Outcome::compileError, fmt::format("{}: {}", b.label(), e.what())};
+    }
+  }
+  return {};
+}
+
+Outcome tessel::fuzz::runAll(const Spec &s, const std::vector<Build> &builds,
+                             const std::function<void()> &compiled) {
+  std::vector<Kernel> kernels;
+  for (const Build &b : builds) {
+    try {
+      Program p = buildProgram(s, b.arch);
+      kernels.push_back(compile(p, optionsFor(b)));
+    } catch (const Error &e) {
+      return {Outcome::compileError, fmt::format("{}: {}", b.label(), e.what())};
+    }
+  }
+  if (compiled) compiled();
+  std::vector<std::vector<uint8_t>> reference;
+  for (size_t i = 0; i < builds.size(); ++i) {
+    std::vector<std::vector<uint8_t>> outputs;
+    try {
+      outputs = runBuild(kernels[i], s);
+    } catch (const Error &e) {
+      return {Outcome::runError, fmt::format("{}: {}", builds[i].label(), e.what())};
+    }
+    if (i == 0) {
+      reference = std::move(outputs);
+      continue;
+    }
+    std::string diff = compare(s, reference, outputs);
+    if (!diff.empty())
+      return {Outcome::mismatch, fmt::format("{} vs {}: {}", builds[0].label(), builds[i].label(), diff)};
+  }
+  return {};
+}

@@ -1,0 +1,33 @@
+//===- Execute.h - compile and run fuzz programs ----------------*- C++ -*-===//
+#ifndef TESSEL_FUZZ_EXECUTE_H
+#define TESSEL_FUZZ_EXECUTE_H
+
+#include "Spec.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace tessel::fuzz {
+
+/// How one program fared. A program is valid by construction, so anything
+/// but `passed` is a failure.
+struct Outcome {
+  enum Kind { passed, compileError, crashed, mismatch, hung, runError } kind = passed;
+  std::string message;
+};
+const char *name(Outcome::Kind k);
+
+/// Compiles `s` for every build in this process (NVRTC to cubin; no GPU
+/// needed). Returns compileError with the first build's tessel::Error.
+Outcome compileAll(const Spec &s, const std::vector<Build> &builds);
+
+/// Runs every build of `s` on the GPU with deterministic inputs and
+/// poisoned outputs, and compares each build's outputs with the first's:
+/// bit for bit, or within 1e-5 relative where the program is inexact.
+/// `compiled` is called once every build has compiled, before any runs.
+Outcome runAll(const Spec &s, const std::vector<Build> &builds, const std::function<void()> &compiled = {});
+
+} // namespace tessel::fuzz
+
+#endif

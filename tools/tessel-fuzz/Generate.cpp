@@ -1,0 +1,308 @@
+//===- Generate.cpp - random valid programs and their shrinking -----------===//
+//
+// Every value a program computes stays a multiple of 2^-F below a bound B
+// with log2(B) + F within f32's 24 bits wherever values are summed (gemms,
+// sum reductions, atomics): such sums are exact in any order, so builds
+// that schedule them differently must agree bit for bit. The generator
+// tracks (B, F) through the statements and only draws those that keep it;
+// the shrinker keeps only variants that still do.
+//
+//===----------------------------------------------------------------------===//
+#include "Spec.h"
+
+#include "tessel/runtime/Error.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <random>
+
+using namespace tessel;
+using namespace tessel::fuzz;
+
+namespace {
+
+/// Bits after the binary point of a constant (0.25 has 2).
+int fractionBits(double v) {
+  int bits = 0;
+  while (v != std::floor(v) && bits < 30) v *= 2, ++bits;
+  return bits;
+}
+
+/// Magnitude bound and fraction bits of the working tile's values.
+struct Range {
+  double bound;
+  int frac;
+  /// Whether a sum of `count` such values is exact in f32.
+  bool sums(double count) const { return std::log2(bound * count + 1) + frac <= 23; }
+  bool representable() const { return std::log2(bound + 1) + frac <= 23; }
+};
+
+int64_t padded(int64_t extent, int64_t tile) { return (extent + tile - 1) / tile * tile; }
+
+Range initialRange(const Spec &s) {
+  if (s.family == Family::elementwise) return {2, 2};
+  // Products of quarters are sixteenths below 4 (8 when the staged tile is
+  // doubled); the accumulator sums every K tile's products.
+  double perProduct = s.staged == StagedEdit::scale ? 8 : 4;
+  return {perProduct * padded(s.k, s.tk), 4};
+}
+
+/// Applies `st` to `r`; false when the result would not be exact where it
+/// must be.
+bool apply(const Spec &s, const Stmt &st, Range &r) {
+  double tile = double(s.tm) * s.tn;
+  double tiles = double(padded(s.m, s.tm)) * padded(s.n, s.tn) / tile;
+  switch (st.kind) {
+  case StmtKind::scaleShift:
+    r = {std::abs(st.a) * r.bound + std::abs(st.b), std::max(r.frac + fractionBits(st.a), fractionBits(st.b))};
+    break;
+  case StmtKind::selectBelow:
+    r = {r.bound * std::max(1.0, std::abs(st.b)), r.frac + fractionBits(st.b)};
+    break;
+  case StmtKind::roundTrip:
+    if (st.via == DType::f16 && r.bound > 60000) return false;
+    r.bound *= 1.01;
+    break;
+  case StmtKind::clampMax: r = {std::min(r.bound, st.a), std::max(r.frac, fractionBits(st.a))}; break;
+  case StmtKind::integerPath:
+    if (r.frac > 2 || r.bound * 4 > double(1 << 28)) return false;
+    r = {(12 * r.bound + s.tn) / 4, 2};
+    break;
+  case StmtKind::carried: r = {r.bound + 8, std::max(r.frac, 2)}; break;
+  case StmtKind::rowReduce: {
+    bool sum = st.reduce == ReduceKind::sum;
+    if (sum && !r.sums(s.tn + 1)) return false;
+    if (st.rowAtomic && !r.sums(double(s.tn) * padded(s.n, s.tn) / s.tn)) return false;
+    r.bound *= sum ? s.tn + 1 : 2;
+    break;
+  }
+  case StmtKind::allReduce: {
+    bool sum = st.reduce == ReduceKind::sum;
+    if (sum && !r.sums(tile + 1)) return false;
+    r.bound *= sum ? tile + 1 : 2;
+    break;
+  }
+  case StmtKind::scalarAtomic:
+    if (!r.sums(tile * tiles)) return false;
+    break;
+  case StmtKind::exponent:
+    // Last by construction: nothing sums its inexact results.
+    if (r.bound * std::abs(st.a) > 20) return false;
+    r = {std::exp(20.0), 0};
+    return true;
+  }
+  return r.representable();
+}
+
+std::mt19937_64 &rng() {
+  static std::mt19937_64 engine;
+  return engine;
+}
+int64_t uniform(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng()); }
+bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng()) < p; }
+template <typename T> T pick(std::initializer_list<T> options) {
+  return *(options.begin() + uniform(0, int64_t(options.size()) - 1));
+}
+
+Stmt randomStmt() {
+  Stmt st;
+  st.kind = pick({StmtKind::scaleShift, StmtKind::scaleShift, StmtKind::selectBelow, StmtKind::roundTrip,
+                  StmtKind::clampMax, StmtKind::integerPath, StmtKind::carried, StmtKind::rowReduce,
+                  StmtKind::rowReduce, StmtKind::allReduce, StmtKind::scalarAtomic, StmtKind::exponent});
+  st.reduce = pick({ReduceKind::sum, ReduceKind::max, ReduceKind::min, ReduceKind::absmax});
+  st.order = pick({MemoryOrder::relaxed, MemoryOrder::relaxed, MemoryOrder::acquire, MemoryOrder::release,
+                   MemoryOrder::acq_rel, MemoryOrder::seq_cst});
+  st.via = pick({DType::bf16, DType::f16});
+  st.rowAtomic = chance(0.5);
+  switch (st.kind) {
+  case StmtKind::scaleShift:
+    st.a = pick({0.5, 2.0, -1.0, 0.25, 1.5, -3.0});
+    st.b = pick({0.0, 0.25, -1.0, 0.5, 2.0});
+    break;
+  case StmtKind::selectBelow:
+    st.a = pick({0.0, 0.5, -1.0});
+    st.b = pick({0.5, -2.0, 0.25});
+    break;
+  case StmtKind::clampMax: st.a = pick({0.5, 1.0, 2.0, 4.0}); break;
+  case StmtKind::exponent: st.a = pick({0.5, 1.0, -1.0, 0.25}); break;
+  default: break;
+  }
+  return st;
+}
+
+/// Appends up to `count` random statements that keep the values exact;
+/// an inexact statement (exp) can only be last, and nothing sums after it.
+void addStatements(Spec &s, int count) {
+  for (int n = 0; n < count; ++n) {
+    bool added = false;
+    for (int attempt = 0; attempt < 20 && !added; ++attempt) {
+      s.stmts.push_back(randomStmt());
+      added = feasible(s);
+      if (!added) s.stmts.pop_back();
+    }
+  }
+}
+
+void generateElementwise(Spec &s) {
+  s.threads = pick({64, 128, 128, 256});
+  s.tm = pick({16, 32, 64, 128});
+  s.tn = pick({16, 32, 64, 128});
+  while (s.tm * s.tn > 4096) (chance(0.5) ? s.tm : s.tn) /= 2;
+  s.in = pick({DType::f32, DType::bf16, DType::f16});
+  s.work = chance(0.3) ? Space::shared : Space::fragment;
+  s.load = s.in == DType::f32 ? pick({Load::direct, Load::fragment, Load::shared, Load::windowed, Load::bounded})
+                              : pick({Load::fragment, Load::shared, Load::windowed, Load::bounded});
+}
+
+void generateGemm(Spec &s) {
+  s.in = pick({DType::bf16, DType::f16});
+  s.tmem = chance(0.3);
+  if (s.tmem) {
+    s.threads = 128;
+    s.tm = 128;
+    s.tn = pick({16, 32, 64});
+  } else {
+    s.threads = pick({128, 256});
+    s.tm = s.threads == 256 ? 128 : pick({64, 128});
+    s.tn = pick({32, 64, 128});
+    while (s.tm * s.tn / s.threads > 64) s.tn /= 2;
+    if (chance(0.2)) s.instruction = GemmInstruction::mma_sync;
+  }
+  s.tk = pick({16, 32, 64});
+  // mma.sync splits full_row over warps of 16 rows, full_col over warps
+  // of 8 columns (wgmma's warpgroups fit wherever these do).
+  int64_t warps = s.threads / 32;
+  s.policy = pick({WarpPolicy::square, WarpPolicy::full_row, WarpPolicy::full_col});
+  if (s.policy == WarpPolicy::full_row && s.tm < 16 * warps) s.policy = WarpPolicy::square;
+  if (s.policy == WarpPolicy::full_col && s.tn < 8 * warps) s.policy = WarpPolicy::square;
+  s.pipelinedLoop = chance(0.8);
+  s.stages = int(uniform(1, 4));
+  // Within every target's shared memory, with room for the store's tile.
+  auto sharedBytes = [&] {
+    return (s.pipelinedLoop ? s.stages : 1) * (s.tm * s.tk + s.tk * s.tn) * 2 + s.tm * s.tn * 4;
+  };
+  while (sharedBytes() > 96 * 1024) (s.stages > 1 ? s.stages -= 1 : s.tk /= 2);
+  s.ws = pick({WarpSpecialize::automatic, WarpSpecialize::on, WarpSpecialize::off});
+  s.transposeA = chance(0.25);
+  s.transposeB = chance(0.25);
+  s.staged = pick({StagedEdit::none, StagedEdit::none, StagedEdit::maskTail, StagedEdit::scale});
+  s.k = uniform(1, 4 * s.tk);
+}
+
+} // namespace
+
+bool tessel::fuzz::feasible(const Spec &s) {
+  Range r = initialRange(s);
+  if (!r.representable()) return false;
+  for (size_t i = 0; i < s.stmts.size(); ++i) {
+    if (s.stmts[i].kind == StmtKind::exponent && i + 1 != s.stmts.size()) return false;
+    if (!apply(s, s.stmts[i], r)) return false;
+  }
+  bool sumsInto = s.store == Store::atomic || s.store == Store::atomicTma;
+  return !(sumsInto && s.inexact());
+}
+
+bool Spec::inexact() const {
+  return std::any_of(stmts.begin(), stmts.end(), [](const Stmt &st) { return st.kind == StmtKind::exponent; });
+}
+
+Spec tessel::fuzz::generate(uint64_t seed) {
+  rng().seed(seed);
+  Spec s;
+  s.seed = seed;
+  s.family = chance(0.4) ? Family::gemm : Family::elementwise;
+  if (s.family == Family::gemm) generateGemm(s);
+  else generateElementwise(s);
+  s.m = uniform(1, 3 * s.tm);
+  s.n = uniform(1, 3 * s.tn);
+  s.limit = uniform(0, s.m);
+  s.persistent = chance(0.25);
+  bool sharedWork = s.work == Space::shared;
+  s.store = sharedWork ? pick({Store::direct, Store::bounded, Store::atomic})
+                       : pick({Store::direct, Store::shared, Store::bounded, Store::atomic, Store::atomicTma});
+  s.storeOrder = pick({MemoryOrder::relaxed, MemoryOrder::release, MemoryOrder::seq_cst});
+  addStatements(s, int(uniform(0, 5)));
+  if (!feasible(s)) s.store = Store::direct; // an inexact last statement
+  return s;
+}
+
+std::vector<Spec> tessel::fuzz::shrinkCandidates(const Spec &s) {
+  std::vector<Spec> out;
+  auto add = [&](Spec c) {
+    c.limit = std::min(c.limit, c.m);
+    if (feasible(c)) out.push_back(std::move(c));
+  };
+  for (size_t i = 0; i < s.stmts.size(); ++i) {
+    Spec c = s;
+    c.stmts.erase(c.stmts.begin() + i);
+    add(c);
+  }
+  for (int64_t Spec::*extent : {&Spec::m, &Spec::n, &Spec::k})
+    if (s.*extent > 1) {
+      Spec c = s;
+      c.*extent = (s.*extent + 1) / 2;
+      add(c);
+    }
+  auto reset = [&](auto field, auto value) {
+    if (s.*field == value) return;
+    Spec c = s;
+    c.*field = value;
+    add(c);
+  };
+  reset(&Spec::persistent, false);
+  reset(&Spec::staged, StagedEdit::none);
+  reset(&Spec::store, Store::direct);
+  reset(&Spec::work, Space::fragment);
+  reset(&Spec::pipelinedLoop, false);
+  reset(&Spec::stages, 1);
+  reset(&Spec::transposeA, false);
+  reset(&Spec::transposeB, false);
+  reset(&Spec::instruction, GemmInstruction::automatic);
+  if (s.in == DType::f32) reset(&Spec::load, Load::direct);
+  else reset(&Spec::load, Load::shared);
+  for (size_t i = 0; i < s.stmts.size(); ++i)
+    if (s.stmts[i].rowAtomic) {
+      Spec c = s;
+      c.stmts[i].rowAtomic = false;
+      add(c);
+    }
+  return out;
+}
+
+std::vector<int64_t> tessel::fuzz::symbolValues(const Spec &s) {
+  return {s.m, s.n, s.family == Family::gemm ? s.k : 1, s.limit};
+}
+
+std::vector<TensorInfo> tessel::fuzz::tensors(const Spec &s) {
+  std::vector<TensorInfo> t;
+  if (s.family == Family::elementwise) {
+    t.push_back({"X", {s.m, s.n}, s.in, TensorInfo::input});
+  } else {
+    t.push_back({"A", s.transposeA ? std::vector<int64_t>{s.k, s.m} : std::vector<int64_t>{s.m, s.k}, s.in,
+                 TensorInfo::input});
+    t.push_back({"B", s.transposeB ? std::vector<int64_t>{s.n, s.k} : std::vector<int64_t>{s.k, s.n}, s.in,
+                 TensorInfo::input});
+  }
+  t.push_back({"V", {4}, DType::f32, TensorInfo::input});
+  bool adds = s.store == Store::atomic || s.store == Store::atomicTma;
+  t.push_back({"Y", {s.m, s.n}, DType::f32, adds ? TensorInfo::zeroed : TensorInfo::poisoned});
+  t.push_back({"R", {s.m}, DType::f32, TensorInfo::zeroed});
+  t.push_back({"S", {1}, DType::f32, TensorInfo::zeroed});
+  return t;
+}
+
+Build tessel::fuzz::parseBuild(const std::string &text) {
+  const std::string suffix = "-notma";
+  bool noTma = text.size() > suffix.size() && text.ends_with(suffix);
+  Build b{noTma ? text.substr(0, text.size() - suffix.size()) : text, !noTma};
+  if (b.arch != "sm_80" && b.arch != "sm_90a" && b.arch != "sm_100a" && b.arch != "sm_100a-emu")
+    throw Error(fmt::format("unknown build '{}' (sm_80, sm_90a, sm_100a, sm_100a-emu, each optionally -notma)", text));
+  return b;
+}
+
+const char *tessel::fuzz::name(StmtKind k) {
+  static const char *names[] = {"scaleShift", "selectBelow", "roundTrip", "clampMax", "integerPath",
+                                "carried",    "rowReduce",   "allReduce", "scalarAtomic", "exponent"};
+  return names[static_cast<int>(k)];
+}

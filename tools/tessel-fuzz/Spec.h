@@ -1,0 +1,147 @@
+//===- Spec.h - a random DSL program as data --------------------*- C++ -*-===//
+//
+// tessel-fuzz describes each random program as a small value: its extents,
+// its tiles and a list of statements drawn from templates. The same value
+// builds the tessel::Program (Build.cpp), prints itself as a C++ snippet
+// that builds the same program (Snippet.cpp), and shrinks (Generate.cpp):
+// every template is valid by construction, so a compile error, a crash or
+// two builds that disagree is the compiler's defect.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_FUZZ_SPEC_H
+#define TESSEL_FUZZ_SPEC_H
+
+#include "tessel/dsl/Program.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessel::fuzz {
+
+/// What the kernel computes into its working tile W ([tm, tn] f32).
+enum class Family {
+  /// W is a tile of X, read at (by * tm, bx * tn).
+  elementwise,
+  /// W is the (by, bx) tile of A B, accumulated over K tiles by a
+  /// pipelined or serial loop.
+  gemm,
+};
+
+/// How X's tile reaches W (elementwise).
+enum class Load {
+  direct,    // copy(X tile, W), X f32 only
+  fragment,  // copy(X tile, xf fragment of X's type), W = cast(xf)
+  shared,    // copy(X tile, xs shared of X's type), W = cast(xs)
+  windowed,  // as shared, in two copies into the row halves of xs
+  bounded,   // as shared, through X.bounded({L, N})
+};
+
+/// How W reaches Y.
+enum class Store {
+  direct,   // copy(W, Y tile)
+  shared,   // copy(W, ys shared); copy(ys, Y tile)
+  bounded,  // copy(W, Y.bounded({L, N}) tile)
+  atomic,   // atomic_add(Y tile, W, order): Y starts at zero
+  atomicTma // copy(W, ys); atomic_add(Y tile, ys, relaxed, AtomicPath::tma)
+};
+
+/// One statement on W, between the load and the store.
+enum class StmtKind {
+  scaleShift,   // W = W * a + b
+  selectBelow,  // W = select(W > a, W, W * b)
+  roundTrip,    // W = cast(cast(W, via), f32)
+  clampMax,     // W = min(max(W, -a), a)
+  integerPath,  // W = cast(cast(W * 4, i32) * 3 + i, f32) / 4
+  carried,      // c = serial(4, 0, acc + V(i)); W = W + c
+  rowReduce,    // r = reduce(W, 1); W = W - r(i); optionally atomic_add(R tile, r)
+  allReduce,    // r = reduce(W, 1); t = reduce(r, 0); W = W - t(0)
+  scalarAtomic, // parallel: atomic_add(S(0), W(i, j), order)
+  exponent,     // W = exp(W * a) (inexact: compared within a bound)
+};
+
+enum class ReduceKind { sum, max, min, absmax };
+
+struct Stmt {
+  StmtKind kind = StmtKind::scaleShift;
+  double a = 1, b = 0;
+  DType via = DType::bf16;
+  ReduceKind reduce = ReduceKind::sum;
+  MemoryOrder order = MemoryOrder::relaxed;
+  bool rowAtomic = false; // rowReduce: also add r into R
+};
+
+/// An edit of the staged B tile inside the K loop, before the gemm reads it
+/// (element stores into a pipelined shared tile: the pattern that raced).
+enum class StagedEdit { none, maskTail, scale };
+
+struct Spec {
+  uint64_t seed = 0;
+  Family family = Family::elementwise;
+  /// Run-time extents: X/Y are [m, n]; A [m, k], B [k, n]; L bounds rows.
+  int64_t m = 1, n = 1, k = 1, limit = 1;
+  /// The tile: W is [tm, tn]; gemm K tiles are tk deep.
+  int64_t tm = 16, tn = 16, tk = 16;
+  int threads = 128;
+  DType in = DType::f32; // X's type, or A's and B's
+  bool persistent = false;
+  Space work = Space::fragment; // W's space
+  Load load = Load::direct;
+  Store store = Store::direct;
+  MemoryOrder storeOrder = MemoryOrder::relaxed;
+  std::vector<Stmt> stmts;
+  // gemm only
+  bool pipelinedLoop = true;
+  int stages = 2;
+  WarpSpecialize ws = WarpSpecialize::automatic;
+  WarpPolicy policy = WarpPolicy::square;
+  GemmInstruction instruction = GemmInstruction::automatic;
+  bool transposeA = false, transposeB = false;
+  /// On sm_100a targets the accumulator lives in tensor memory (tcgen05);
+  /// elsewhere the same program accumulates in a fragment.
+  bool tmem = false;
+  StagedEdit staged = StagedEdit::none;
+
+  /// Whether some statement is inexact (outputs compared within a bound).
+  bool inexact() const;
+};
+
+/// One build of a program: a target, and whether its pipelines use TMA.
+struct Build {
+  std::string arch;  // as CompileOptions::arch
+  bool tma = true;
+  std::string label() const { return tma ? arch : arch + "-notma"; }
+};
+/// "sm_90a-notma" is sm_90a with CompileOptions::tma = false.
+Build parseBuild(const std::string &text);
+
+/// A random program for `seed` (the same seed gives the same program).
+Spec generate(uint64_t seed);
+/// Whether every sum `s` computes is exact (see Generate.cpp), so that
+/// builds must agree bit for bit.
+bool feasible(const Spec &s);
+/// Smaller variants of `s`, most promising first: statements dropped,
+/// extents halved, options reset to their defaults. Each stays valid.
+std::vector<Spec> shrinkCandidates(const Spec &s);
+
+/// The kernel's tensors in parameter order, with what a run puts in them.
+struct TensorInfo {
+  std::string name;
+  std::vector<int64_t> shape;
+  DType type;
+  enum Role { input, poisoned, zeroed } role;
+};
+std::vector<TensorInfo> tensors(const Spec &s);
+/// The symbols' values in parameter order (M, N, K, L).
+std::vector<int64_t> symbolValues(const Spec &s);
+
+/// The program for `s` as built for `arch` (tensor memory only on sm_100a).
+Program buildProgram(const Spec &s, const std::string &arch);
+/// C++ that builds the same program (for a reproduction).
+std::string snippet(const Spec &s);
+
+const char *name(StmtKind k);
+
+} // namespace tessel::fuzz
+
+#endif
