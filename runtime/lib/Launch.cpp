@@ -227,6 +227,13 @@ void LoadedKernel::launch(const std::vector<LaunchArg> &args, CUstream stream) {
     case ScalarType::Index: case ScalarType::I32: {
       if (n < INT32_MIN || n > INT32_MAX)
         throw Error(fmt::format("kernel {}: argument {} = {} does not fit 32 bits", s.name, i, n));
+      // The compiler counts on it: a window offset built from symbols,
+      // block indices and positive constants needs no check against 0.
+      if (p.type == ScalarType::Index && n < 0)
+        throw Error(fmt::format("kernel {}: argument {} = {} is an index symbol (Program::sym), "
+                                "which is never negative; pass a signed value as a scalar of an "
+                                "integer type",
+                                s.name, i, n));
       int v = static_cast<int>(n);
       push(&v, 4);
       if (p.type == ScalarType::Index) symbols.push_back(n);

@@ -182,6 +182,36 @@ inline Program boundedCache() {
   return p;
 }
 
+/// A causal convolution over time of T steps of 32 channels, y[t] = x[t] +
+/// x[t - 1] + ... + x[t - 8] with x = 0 before t = 0: each block walks 64
+/// steps, 16 a step of a pipelined loop (TMA on sm_90a), each step reading
+/// the 8 rows before it with its own, a window that starts 8 rows before
+/// the tensor in block 0. Each block also copies its first window back to
+/// `back` as it read it (writes before row 0 and past T are dropped).
+inline Program causalConvolution() {
+  Program p("causal_convolution");
+  Expr t = p.sym("T");
+  Tensor x = p.tensor("x", {t, 32}, DType::f32), y = p.tensor("y", {t, 32}, DType::f32);
+  Tensor back = p.tensor("back", {t, 32}, DType::f32);
+  p.kernel({ceil_div(t, 64)}, 128, [&](Expr bx) {
+    Buffer first = alloc_shared({24, 32}, DType::f32);
+    copy(x.tile({bx * 64 - 8, 0}, {24, 32}), first);
+    copy(first, back.tile({bx * 64 - 8, 0}, {24, 32}));
+    Buffer halo = alloc_shared({24, 32}, DType::f32), sums = alloc_shared({16, 32}, DType::f32);
+    pipelined(4, 2, [&](Expr step) {
+      Expr t0 = bx * 64 + step * 16;
+      copy(x.tile({t0 - 8, 0}, {24, 32}), halo);
+      parallel(16, 32, [&](Expr i, Expr c) {
+        Expr sum = halo(i + 8, c);
+        for (int k = 1; k <= 8; ++k) sum = sum + halo(i + 8 - k, c);
+        sums(i, c) = sum;
+      });
+      copy(sums, y.tile({t0, 0}, {16, 32}));
+    });
+  });
+  return p;
+}
+
 /// out[0] = sum of offs, a tensor of groups + 1 entries (an extent computed
 /// from a symbol).
 inline Program extentExpression() {

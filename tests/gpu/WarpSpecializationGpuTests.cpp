@@ -188,6 +188,58 @@ TEST_CASE("bounded tensors read zero and drop writes past their limits", "[gpu][
   }
 }
 
+TEST_CASE("a causal convolution's halo before t = 0 reads zero and writes nothing there",
+          "[gpu][user]") {
+  Program p = test::causalConvolution();
+  Kernel k = compile(p, {deviceArch()});
+  // Each tensor lies between guard rows of its own allocation: 1000s before
+  // x (a read before the tensor would add them in), sentinels around back
+  // (a write outside the tensor would replace them).
+  const int64_t guard = 8 * 32, sentinel = -7;
+  for (int64_t steps : {1, 16, 200, 256}) {
+    const int64_t n = steps * 32;
+    std::mt19937_64 rng(steps);
+    std::vector<float> x(guard + n, 1000.0f), back(guard + n + guard, float(sentinel)), y(n);
+    // Small integers: every sum is exact.
+    for (int64_t i = 0; i < n; ++i) x[guard + i] = float(int64_t(rng() % 17) - 8);
+    rt::DeviceBuffer dx(x.size() * 4), dy(n * 4), dback(back.size() * 4);
+    dx.upload(x.data(), x.size() * 4);
+    dback.upload(back.data(), back.size() * 4);
+    dy.fillBytes(0xff);
+    k.launch({rt::LaunchArg::integer(steps), rt::LaunchArg::buffer(dx.ptr() + guard * 4, {steps, 32}),
+              rt::LaunchArg::buffer(dy.ptr(), {steps, 32}),
+              rt::LaunchArg::buffer(dback.ptr() + guard * 4, {steps, 32})});
+    synchronize();
+    dy.download(y.data(), n * 4);
+    dback.download(back.data(), back.size() * 4);
+    INFO("T " << steps);
+    int64_t wrongSums = 0, wrongBack = 0;
+    for (int64_t t = 0; t < steps; ++t)
+      for (int64_t c = 0; c < 32; ++c) {
+        double sum = 0;
+        for (int64_t s = std::max<int64_t>(t - 8, 0); s <= t; ++s) sum += x[guard + s * 32 + c];
+        wrongSums += y[t * 32 + c] != sum;
+      }
+    // Block b copies rows [64 b - 8, 64 b + 16) of x to back, clipped to
+    // the tensor; every other element keeps its sentinel.
+    for (int64_t row = -8; row < steps + 8; ++row) {
+      bool copied = row >= 0 && row < steps && (row + 8) % 64 < 24;
+      for (int64_t c = 0; c < 32; ++c) {
+        float want = copied ? x[guard + row * 32 + c] : float(sentinel);
+        wrongBack += back[guard + row * 32 + c] != want;
+      }
+    }
+    CHECK(wrongSums == 0);
+    CHECK(wrongBack == 0);
+  }
+  // Symbols are never negative (window offsets built from them need no
+  // check against 0): a launch with T = -1 is refused.
+  rt::DeviceBuffer small(32 * 4);
+  rt::LaunchArg view = rt::LaunchArg::buffer(small.ptr(), {1, 32});
+  CHECK_THROWS_WITH(k.launch({rt::LaunchArg::integer(-1), view, view, view}),
+                    Catch::Contains("is an index symbol (Program::sym), which is never negative"));
+}
+
 TEST_CASE("a tensor whose extent is an expression of a symbol", "[gpu][user]") {
   Program p = test::extentExpression();
   Kernel k = compile(p, {deviceArch()});

@@ -172,3 +172,20 @@ TEST_CASE("fragment copies into windows of a swizzled tile address by thread and
     CHECK(staged->layout.find("swizzle = 128") != std::string::npos);
   }
 }
+
+TEST_CASE("a window that may start before its tensor checks each index against 0") {
+  for (std::string arch : {"sm_80", "sm_90a", "sm_100a"}) {
+    Program p = test::causalConvolution();
+    Kernel k = compileChecked(p, arch);
+    INFO(arch << "\n" << k.loweredIr());
+    // The first window's thread copies (bx * 64 - 8 may be negative) check
+    // the lower bound: its load, and on sm_80 its store. Elsewhere TMA
+    // stores that window and loads the pipelined loop's; TMA boxes drop and
+    // zero-fill rows outside the tensor themselves, on both sides.
+    CHECK(count(k.loweredIr(), "arith.cmpi sge") >= (arch == "sm_80" ? 2u : 1u));
+    if (arch != "sm_80") {
+      CHECK(k.loweredIr().find("tilenv.tma_load") != std::string::npos);
+      CHECK(k.loweredIr().find("tilenv.tma_store") != std::string::npos);
+    }
+  }
+}
