@@ -86,11 +86,19 @@ UlyssesSource tessel::kernels::ulyssesSource(const UlyssesShape &s, int tensor, 
                           s.totalRows(tensor), tensor));
 }
 
+/// "heads_q=32 over 2 ranks": where a rank's share of heads comes from.
+static std::string headsOverRanks(const UlyssesShape &s, int tensor) {
+  return fmt::format("{}={} over {} rank{}", tensor == 0 ? "heads_q" : "heads_kv", s.heads(tensor),
+                     s.ranks, s.ranks == 1 ? "" : "s");
+}
+
 std::vector<int64_t> tessel::kernels::evenHeadGroups(const UlyssesShape &s, int groups) {
+  if (groups < 1) throw Error(fmt::format("Ulysses: groups={}; use 1 or more", groups));
   for (int t = 0; t < 2; ++t)
-    if (groups < 1 || s.headsPerRank(t) % groups)
-      throw Error(fmt::format("Ulysses: {} heads per rank ({}) do not split into {} groups",
-                              t == 0 ? "query" : "K/V", s.headsPerRank(t), groups));
+    if (s.headsPerRank(t) % groups)
+      throw Error(fmt::format("Ulysses: groups={} does not divide a rank's {} heads: {} leaves {}",
+                              groups, t == 0 ? "query" : "K/V", headsOverRanks(s, t),
+                              s.headsPerRank(t)));
   return std::vector<int64_t>(groups, s.headsPerRank(0) / groups);
 }
 
@@ -108,7 +116,8 @@ void tessel::kernels::validateHeadGroups(const UlyssesShape &s,
     sum += h;
   }
   if (sum != q)
-    throw Error(fmt::format("Ulysses: head groups of {} query heads in all; a rank has {}", sum, q));
+    throw Error(fmt::format("Ulysses: head groups of {} query heads in all; a rank has {} ({})",
+                            sum, q, headsOverRanks(s, 0)));
 }
 
 UlyssesExchange::UlyssesExchange(Communicator &c, const UlyssesShape &s, int g, LocalShard local)

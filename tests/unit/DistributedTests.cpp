@@ -284,7 +284,8 @@ TEST_CASE("head groups split a rank's heads with whole K/V heads each") {
   // 16 query and 4 K/V heads a rank, 4 query heads to a K/V head.
   CHECK(kernels::evenHeadGroups(s, 4) == std::vector<int64_t>{4, 4, 4, 4});
   CHECK_THROWS_WITH(kernels::evenHeadGroups(s, 8),
-                    Catch::Contains("K/V heads per rank (4) do not split into 8 groups"));
+                    Catch::Contains("groups=8 does not divide a rank's K/V heads: heads_kv=8 "
+                                    "over 2 ranks leaves 4"));
   kernels::validateHeadGroups(s, {4, 8, 4});
   CHECK_THROWS_WITH(kernels::validateHeadGroups(s, {2, 10, 4}),
                     Catch::Contains("a head group of 2 query heads does not cover whole K/V heads "

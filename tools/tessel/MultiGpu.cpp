@@ -34,7 +34,7 @@ const Params kAllToAllBenchShape = {{"batch", "2"},   {"seqlen", "8192"}, {"head
                                     {"seqlens", ""},   {"seqlens_k", ""}, {"local", "kernel"}};
 
 UlyssesShape shapeFrom(const Params &given, const Params &defaults, int ranks) {
-  Params p = mergeParams(given, defaults, "all2all");
+  Params p = mergeParams(given, scaledUlyssesDefaults(defaults, ranks, 1, 1), "all2all");
   UlyssesShape s;
   auto get = [&](const char *k) { return parseInteger(p.at(k), 1, INT32_MAX, "parameter " + std::string(k)); };
   s.batch = get("batch");
@@ -233,6 +233,18 @@ Params tessel::mergeParams(const Params &given, const Params &defaults, const ch
     p[k] = v;
   }
   return p;
+}
+
+Params tessel::scaledUlyssesDefaults(const Params &defaults, int ranks, int64_t kvHeadsPerRank,
+                                     int64_t rowsPerRank) {
+  auto roundUp = [](int64_t x, int64_t multiple) { return (x + multiple - 1) / multiple * multiple; };
+  Params scaled = defaults;
+  int64_t headsQ = intParam(defaults, "heads_q"), headsKV = intParam(defaults, "heads_kv");
+  int64_t kv = roundUp(headsKV, ranks * kvHeadsPerRank);
+  scaled["heads_kv"] = std::to_string(kv);
+  scaled["heads_q"] = std::to_string(kv * (headsQ / headsKV));
+  scaled["seqlen"] = std::to_string(roundUp(intParam(defaults, "seqlen"), ranks * rowsPerRank));
+  return scaled;
 }
 
 UlyssesExchange::LocalShard tessel::localShardParam(const Params &p) {

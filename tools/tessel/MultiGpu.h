@@ -25,6 +25,12 @@ int spAttentionCommand(bool bench, const kernels::Params &params, int ranks, int
 /// `command`'s parameters.
 kernels::Params mergeParams(const kernels::Params &given, const kernels::Params &defaults,
                             const char *command);
+/// `defaults` (a shape that runs on one rank) grown until it runs on
+/// `ranks`: `heads_kv` to a multiple of `kvHeadsPerRank` heads on every rank
+/// (`heads_q` in the same ratio to it) and `seqlen` to a multiple of
+/// `rowsPerRank` rows on every rank; a value that already divides stays.
+kernels::Params scaledUlyssesDefaults(const kernels::Params &defaults, int ranks,
+                                      int64_t kvHeadsPerRank, int64_t rowsPerRank);
 /// A packed batch's lengths, `key` a comma-separated list ("" for none),
 /// as int32 prefix sums starting at 0; empty when the list is.
 std::vector<int32_t> prefixSumsParam(const kernels::Params &p, const char *key);

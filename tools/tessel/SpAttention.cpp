@@ -17,6 +17,7 @@
 #include "tessel/runtime/Error.h"
 
 #include <cmath>
+#include <numeric>
 #include <fmt/format.h>
 
 using namespace tessel;
@@ -43,11 +44,23 @@ const Params kSpBenchShape = {{"batch", "1"},   {"seqlen", "8192"}, {"heads_q", 
                               {"seqlens", ""},   {"seqlens_k", ""}, {"attention_streams", "2"},
                               {"local", "kernel"}};
 
+/// The defaults grown to run on `ranks`: each rank's K/V heads split into
+/// the default head groups, and each rank's rows are whole attention tiles
+/// (so that the fused form runs too), in two chunks for zig-zag.
+Params defaultsFor(const Params &given, const Params &defaults, int ranks) {
+  bool zigzag = choiceParam<bool>(mergeParams(given, defaults, "sp_attention"), "variant",
+                                  {{"ulysses", false}, {"zigzag", true}});
+  AttentionConfig config;
+  int64_t tile = std::lcm(config.blockM, config.blockN ? config.blockN : int64_t{128});
+  return scaledUlyssesDefaults(defaults, ranks, intParam(defaults, "groups"),
+                               (zigzag ? 2 : 1) * tile);
+}
+
 /// `ranks` 0: not known yet (checks that depend on it are left for later).
 SpProblem problemFrom(const Params &given, const Params &defaults, int ranks) {
-  Params p = mergeParams(given, defaults, "sp_attention");
   bool ranksKnown = ranks > 0;
   ranks = std::max(ranks, 1);
+  Params p = mergeParams(given, defaultsFor(given, defaults, ranks), "sp_attention");
   SpProblem sp;
   UlyssesShape &s = sp.shape;
   s.batch = intParam(p, "batch");
