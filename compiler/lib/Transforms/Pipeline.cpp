@@ -41,6 +41,7 @@ void tessel::buildTesselPipeline(OpPassManager &pm, const TargetInfo &target) {
   kernel.addPass(createTesselWarpSpecialize(TesselWarpSpecializeOptions{target.arch, target.tma}));
   kernel.addPass(createTesselSoftwarePipeline(TesselSoftwarePipelineOptions{target.arch, target.tma}));
   kernel.addPass(createTesselInsertBarriers(TesselInsertBarriersOptions{target.arch, target.tma}));
+  kernel.addPass(createTesselVerifySync(TesselVerifySyncOptions{target.arch, target.tma}));
   kernel.addPass(createTesselLowerTileOps(TesselLowerTileOpsOptions{target.arch, target.tma}));
   // The lowered kernels are structured control flow with no CFG blocks to
   // merge or arguments to drop: region simplification finds nothing there

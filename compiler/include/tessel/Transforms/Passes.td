@@ -137,8 +137,12 @@ def TesselInsertBarriers : Pass<"tessel-insert-barriers", "::tessel::tile::Kerne
     role's threads inside a `tile.role` (a block barrier there would
     deadlock); a conflict between code before a role and the role itself is
     ordered before the threads diverge. Fragments are registers, private to
-    their threads, and need none; multi-buffered pipeline buffers are ordered
-    by their pipeline's mbarriers or cp.async groups. Loops are walked twice
+    their threads, and need none; the loads that fill multi-buffered
+    pipeline buffers are ordered by their pipeline's mbarriers or cp.async
+    groups, every other access of them per stage, like any shared buffer
+    (element code that masks a loaded stage before a gemm gets its barrier).
+    Windows with constant offsets are boxes: writes into disjoint windows
+    of one tile do not conflict. Loops are walked twice
     so that a write at the end of an iteration is ordered before a read at
     the start of the next. Never inside a `tile.parallel` body.
     mbarrier inits are followed by `tile.fence_mbarrier_init` and ordered
@@ -267,6 +271,51 @@ def TesselDeferBulkWaits : Pass<"tessel-defer-bulk-waits", "::tessel::tile::Kern
     wait ordered is still ordered.
   }];
   let dependentDialects = ["::tessel::tilenv::TileNVDialect", "::mlir::scf::SCFDialect"];
+}
+
+def TesselVerifySync : Pass<"tessel-verify-sync", "::tessel::tile::KernelOp"> {
+  let summary = "Prove that every cross-thread shared or tensor memory dependence is ordered";
+  let description = [{
+    Pre: tile-level IR after tessel-insert-barriers (it runs in every
+    target's pipeline right after it). For each pair of accesses to a shared
+    or tensor-memory buffer by different threads where one writes, the pass
+    finds the ordering in the IR or reports an error at the later access's
+    location (the user's line), naming the buffer, the other access and what
+    is missing:
+    - "missing barrier": code one group of threads runs in order (the block,
+      or a role) has no `tile.barrier` (named with the role's id in a role)
+      between two tile ops that touch a buffer, one writing;
+    - "missing mbarrier wait": a TMA load (`tile.copy_async`) is in flight
+      when its buffer is accessed; only a wait on the mbarrier it completes
+      on finishes it (cp.async loads: a `tile.cp_async_wait` retiring its
+      group, then a barrier);
+    - "missing proxy fence": a generic-proxy write is read by the async
+      proxy (wgmma or tcgen05 operands, TMA store sources) with no
+      `tile.fence_proxy_async` after it;
+    - "stage mix-up": a pipeline stage accessed after waiting for another
+      stage's loads, or a load that fills one stage and completes on
+      another's mbarrier (indices compared as ((base + c) mod S) + d);
+    - "no mbarrier orders two roles' accesses": sibling roles touch a buffer
+      with no mbarrier one arrives on after its access and the other waits
+      on before its own;
+    - "wait in the wrong role": a flag wait before a pipeline's loads in
+      program order that the role issuing those loads does not run;
+    - "missing tcgen05 wait": an issue-only tcgen05 gemm's operands or
+      accumulator touched before `tile.mma_wait`;
+    - mbarriers used before a barrier follows their initialisation, and TMA
+      on an mbarrier without `tile.fence_mbarrier_init`.
+    (A block-wide barrier inside a role is rejected by `tile.barrier`'s
+    verifier, and in lowered code by tessel-verify-barriers.)
+    Not proved: global-memory races between blocks or GPUs, mbarrier phase
+    parities, cp.async group counts across iterations, and tensor-memory
+    rows across warpgroups.
+    Post: the IR is unchanged.
+  }];
+  let options = [Option<"arch", "arch", "std::string", "\"sm_90a\"",
+                        "target architecture: sm_80, sm_90a, sm_100a or sm_100a-emu">,
+                 Option<"tma", "tma", "bool", "true",
+                        "whether the lowering may store with TMA (as tessel-lower-tile-ops)">];
+  let dependentDialects = ["::tessel::tile::TileDialect"];
 }
 
 def TesselVerifyBarriers : Pass<"tessel-verify-barriers", "::tessel::tile::KernelOp"> {
