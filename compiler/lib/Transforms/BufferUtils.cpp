@@ -1,6 +1,7 @@
 //===- BufferUtils.cpp - facts about tile buffers shared by passes --------===//
 #include "tessel/Transforms/BufferUtils.h"
 
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
@@ -26,6 +27,60 @@ SmallVector<unsigned> tessel::getRootDims(Value buffer) {
   }
   SmallVector<unsigned> source = getRootDims(region.getSource());
   return llvm::map_to_vector(*region.getKeptDims(), [&](unsigned k) { return source[k]; });
+}
+
+BufferFootprint tessel::getFootprint(Value view) {
+  BufferFootprint print;
+  print.root = getRootBuffer(view);
+  // Windows compose from the root outwards: collect them first.
+  SmallVector<RegionOp> windows;
+  bool exact = true;
+  for (Value v = view; v != print.root;) {
+    if (auto region = v.getDefiningOp<RegionOp>()) {
+      windows.push_back(region);
+      v = region.getSource();
+    } else if (auto stage = v.getDefiningOp<StageOp>()) {
+      print.stage = stage.getIndex();
+      v = stage.getBuffer();
+    } else if (auto bound = v.getDefiningOp<BoundOp>()) {
+      v = bound.getSource();
+    } else if (auto alias = v.getDefiningOp<TmemAliasOp>()) {
+      exact = false; // another element type: boxes do not carry over
+      v = alias.getSource();
+    } else {
+      break;
+    }
+  }
+  auto rootType = llvm::dyn_cast<MemRefType>(print.root.getType());
+  if (!exact || windows.empty() || !rootType || !rootType.hasStaticShape()) return print;
+  SmallVector<int64_t> lower(rootType.getRank(), 0);
+  SmallVector<int64_t> upper(rootType.getShape());
+  for (RegionOp region : llvm::reverse(windows)) {
+    SmallVector<unsigned> dims = getRootDims(region.getSource());
+    if (dims.size() != region.getOffsets().size()) return print;
+    for (auto [d, offset, size] : llvm::zip(dims, region.getOffsets(), region.getSizes())) {
+      std::optional<int64_t> start = getConstantIntValue(offset);
+      if (!start) return print;
+      lower[d] += *start;
+      upper[d] = std::min(upper[d], lower[d] + size);
+    }
+  }
+  print.lower = std::move(lower);
+  print.upper = std::move(upper);
+  return print;
+}
+
+bool BufferFootprint::mayOverlap(const BufferFootprint &other) const {
+  if (root != other.root) return false;
+  if (stage && other.stage) {
+    std::optional<int64_t> mine = getConstantIntValue(stage);
+    std::optional<int64_t> theirs = getConstantIntValue(other.stage);
+    if (mine && theirs && *mine != *theirs) return false;
+  }
+  if (lower.empty() || other.lower.empty()) return true;
+  for (auto [lo, hi, otherLo, otherHi] : llvm::zip(lower, upper, other.lower, other.upper))
+    if (hi <= otherLo || otherHi <= lo) return false;
+  return true;
 }
 
 bool tessel::isSharedBacked(Value root) {

@@ -20,9 +20,18 @@
 //    inits so that the async proxy (TMA) sees them.
 //  - A buffer written by threads (the generic proxy) and read by wgmma (the
 //    async proxy) gets `fence.proxy.async` after every such write.
-//  - Multi-buffered pipeline buffers (allocs with `stages`) are ordered by
-//    their pipeline's own protocol (mbarrier phases, or cp.async groups and
-//    the barrier tessel-software-pipeline places), not by this pass.
+//  - The loads that fill multi-buffered pipeline buffers (allocs with
+//    `stages`: TMA copies that arrive on an mbarrier, cp.async copies) are
+//    ordered by their pipeline's own protocol (mbarrier phases, or cp.async
+//    groups and the barrier tessel-software-pipeline places), not by this
+//    pass. Every other access of such a buffer is ordered here, per stage:
+//    element code that masks or dequantises a loaded stage before a gemm
+//    reads it needs a barrier like any other shared tile. Accesses in
+//    consecutive iterations of a loop touch different stages (the index
+//    advances by one each iteration), and a stage's reuse S iterations later
+//    is ordered by the protocol that refills it.
+//  - Windows with constant offsets are tracked as boxes: writes into
+//    disjoint windows of one tile do not conflict.
 //
 //===----------------------------------------------------------------------===//
 #include "TmaRules.h"
@@ -43,6 +52,57 @@ using namespace tessel::tile;
 
 namespace {
 using BufferSet = llvm::SmallPtrSet<void *, 8>;
+
+/// Whether `value` is computed (inside the loop) from the arguments of the
+/// loop body `body`: the induction variable or a carried value.
+static bool dependsOnIteration(Value value, Block &body) {
+  SmallVector<Value> work{value};
+  DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    if (!seen.insert(v).second) continue;
+    if (auto arg = llvm::dyn_cast<BlockArgument>(v)) {
+      if (arg.getOwner() == &body) return true;
+      continue;
+    }
+    Operation *def = v.getDefiningOp();
+    if (!body.getParentOp()->isAncestor(def)) continue;
+    llvm::append_range(work, def->getOperands());
+  }
+  return false;
+}
+
+/// Shared-memory footprints (buffer, stage, constant window) read or
+/// written since the last barrier.
+struct Footprints {
+  SmallVector<BufferFootprint, 4> items;
+  void add(const BufferFootprint &f) {
+    auto same = [&](const BufferFootprint &g) {
+      return g.root == f.root && g.stage == f.stage && g.lower == f.lower && g.upper == f.upper;
+    };
+    if (!llvm::any_of(items, same)) items.push_back(f);
+  }
+  void merge(const Footprints &other) {
+    for (const BufferFootprint &f : other.items) add(f);
+  }
+  bool overlaps(const BufferFootprint &f) const {
+    return llvm::any_of(items, [&](const BufferFootprint &g) { return g.mayOverlap(f); });
+  }
+  bool contains(void *root) const {
+    return llvm::any_of(items, [&](const BufferFootprint &g) {
+      return g.root.getAsOpaquePointer() == root;
+    });
+  }
+  /// Forgets the stages a loop iteration chose (index values computed from
+  /// its induction variable or carried values): on the back edge they name
+  /// the previous iteration's stage, which differs from this one's.
+  void dropIterationStages(Block &body) {
+    llvm::erase_if(items, [&](const BufferFootprint &f) {
+      return f.stage && dependsOnIteration(f.stage, body);
+    });
+  }
+  bool empty() const { return items.empty(); }
+};
 
 /// A copy or fill of tensor memory by rows: thread t moves lane t % 128 of
 /// its warpgroup's share of the view's columns (32-bit columns `first +
@@ -71,7 +131,7 @@ struct RowAccess {
 using RowAccesses = llvm::DenseMap<void *, SmallVector<RowAccess, 2>>;
 
 struct AccessState {
-  BufferSet reads, writes;
+  Footprints reads, writes;
   /// Writes that are mbarrier inits: thread 0 runs them all, so they do not
   /// conflict with one another.
   BufferSet inits;
@@ -82,8 +142,8 @@ struct AccessState {
   /// Tensor memory moved by rows (see RowAccess).
   RowAccesses rows;
   void merge(const AccessState &other) {
-    llvm::set_union(reads, other.reads);
-    llvm::set_union(writes, other.writes);
+    reads.merge(other.reads);
+    writes.merge(other.writes);
     llvm::set_union(inits, other.inits);
     llvm::set_union(mma, other.mma);
     // Each distinct access once: loops merge their entry and exit states.
@@ -106,8 +166,18 @@ static Value orderedRoot(Value buffer) {
   auto alloc = root.getDefiningOp<AllocOp>();
   if (alloc && getMemorySpace(alloc.getType()) == MemorySpace::tmem) return root;
   if (!isSharedBacked(root)) return {};
-  if (root.getDefiningOp<AllocOp>().getStages()) return {};
   return root;
+}
+
+/// A pipeline's own load into a multi-buffered buffer: its protocol orders
+/// it (see the file comment).
+static bool isPipelineFill(Operation *op) {
+  Value dest;
+  if (auto copy = llvm::dyn_cast<CopyAsyncOp>(op)) dest = copy.getDest();
+  else if (auto copy = llvm::dyn_cast<CopyOp>(op); copy && copy.getAsync()) dest = copy.getDest();
+  if (!dest) return false;
+  auto alloc = getRootBuffer(dest).getDefiningOp<AllocOp>();
+  return alloc && alloc.getStages();
 }
 
 /// The rows a tensor-memory copy or fill moves, when its view's columns are
@@ -146,7 +216,8 @@ static bool isTmem(Value buffer) {
 /// atomic and count as reads.
 static void collectAccesses(Operation *op, AccessState &acc) {
   auto note = [&](Value buffer, bool write) {
-    if (Value root = orderedRoot(buffer)) (write ? acc.writes : acc.reads).insert(root.getAsOpaquePointer());
+    if (!orderedRoot(buffer)) return;
+    (write ? acc.writes : acc.reads).add(getFootprint(buffer));
   };
   // A tensor-memory operand moved by rows, or else the whole buffer.
   auto noteTmemOrWhole = [&](Operation *o, Value buffer, bool write) {
@@ -159,12 +230,16 @@ static void collectAccesses(Operation *op, AccessState &acc) {
   op->walk([&](Operation *inner) {
     llvm::TypeSwitch<Operation *>(inner)
         .Case([&](CopyOp o) {
-          noteTmemOrWhole(o, o.getSource(), false), noteTmemOrWhole(o, o.getDest(), true);
+          noteTmemOrWhole(o, o.getSource(), false);
+          if (!isPipelineFill(o)) noteTmemOrWhole(o, o.getDest(), true);
         })
         // Conservative for a single-buffered TMA destination: the write is
         // ordered after earlier reads, and later reads after it, although
         // its mbarrier already orders the latter.
-        .Case([&](CopyAsyncOp o) { note(o.getBarriers(), false), note(o.getDest(), true); })
+        .Case([&](CopyAsyncOp o) {
+          note(o.getBarriers(), false);
+          if (!isPipelineFill(o)) note(o.getDest(), true);
+        })
         .Case([&](FillOp o) { noteTmemOrWhole(o, o.getDest(), true); })
         .Case([&](GemmOp o) {
           note(o.getA(), false), note(o.getB(), false);
@@ -198,14 +273,17 @@ static bool conflicts(const AccessState &pending, const AccessState &next) {
     return it != pending.rows.end() &&
            llvm::any_of(it->second, [](const RowAccess &a) { return a.write; });
   };
-  for (void *w : next.writes) {
-    bool bothInit = next.inits.contains(w) && pending.inits.contains(w);
-    if (pending.reads.contains(w) || pending.mma.contains(w) || pending.rows.count(w) ||
-        (pending.writes.contains(w) && !bothInit))
+  for (const BufferFootprint &w : next.writes.items) {
+    void *root = w.root.getAsOpaquePointer();
+    bool bothInit = next.inits.contains(root) && pending.inits.contains(root);
+    if (pending.reads.overlaps(w) || pending.mma.contains(root) || pending.rows.count(root) ||
+        (pending.writes.overlaps(w) && !bothInit))
       return true;
   }
-  for (void *r : next.reads)
-    if (pending.writes.contains(r) || pending.mma.contains(r) || rowWrites(r)) return true;
+  for (const BufferFootprint &r : next.reads.items) {
+    void *root = r.root.getAsOpaquePointer();
+    if (pending.writes.overlaps(r) || pending.mma.contains(root) || rowWrites(root)) return true;
+  }
   for (void *m : next.mma)
     if (pending.reads.contains(m) || pending.writes.contains(m) || pending.rows.count(m))
       return true;
@@ -278,6 +356,8 @@ struct BarrierPlacer {
         BarrierPlacer probe = *this;
         probe.dryRun = true;
         AccessState exit = probe.walkBlock(body, state);
+        exit.reads.dropIterationStages(body);
+        exit.writes.dropIterationStages(body);
         AccessState entry = state;
         entry.merge(exit); // the back edge
         AccessState realExit = walkBlock(body, entry);

@@ -11,6 +11,21 @@ mlir::Value getRootBuffer(mlir::Value buffer);
 /// For each dimension of a (window of a) buffer, the root buffer's dimension
 /// it walks; rank-reducing windows leave some root dimensions out.
 llvm::SmallVector<unsigned> getRootDims(mlir::Value buffer);
+/// The part of a root buffer a view of it covers, as far as the IR says it
+/// statically: the pipeline stage (the index of a tile.stage on the way, or
+/// null for every stage) and the box of root coordinates that constant
+/// windows cut out (empty `lower` for the whole buffer).
+struct BufferFootprint {
+  mlir::Value root;
+  mlir::Value stage;
+  llvm::SmallVector<int64_t> lower, upper; // half-open, per root dimension
+  /// Whether the two may touch a common element of one stage. Stages with
+  /// different index values may still be the same stage; callers that
+  /// know better (a loop's consecutive iterations) compare `stage`
+  /// themselves.
+  bool mayOverlap(const BufferFootprint &other) const;
+};
+BufferFootprint getFootprint(mlir::Value view);
 /// True for buffers that lower to shared memory (fragments live in
 /// registers).
 bool isSharedBacked(mlir::Value rootBuffer);
