@@ -318,3 +318,75 @@ tile.kernel @sibling_roles(%a: memref<64xf32, #g>, %b: memref<64xf32, #g>) grid(
   }
   tile.copy %a, %s : memref<64xf32, #g>, memref<64xf32, #s>
 }
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// Element code that masks a loaded pipeline stage before a gemm reads it:
+// the stage's loads are the pipeline's (full mbarrier), but the masking
+// stores and the gemm's reads are threads of one role: a named barrier
+// between them, and a proxy fence for wgmma. None at the top of the body:
+// the next iteration works on another stage.
+// CHECK-LABEL: tile.kernel @masked_stage
+// CHECK: tile.role threads(0, 128)
+// CHECK: scf.for
+// CHECK-NOT: tile.barrier
+// CHECK: tile.mbarrier_wait
+// CHECK-NEXT: tile.stage
+// CHECK-NEXT: tile.parallel
+// CHECK: tile.fence_proxy_async
+// CHECK-NEXT: tile.barrier named(1, 128)
+// CHECK-NEXT: tile.gemm
+// CHECK-NEXT: tile.mbarrier_arrive
+tile.kernel @masked_stage(%n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(256) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c3 = arith.constant 3 : index
+  %zero = arith.constant 0.0 : f16
+  %empty = tile.alloc {name = "empty"} : memref<3xi64, #s>
+  %full = tile.alloc {name = "full"} : memref<3xi64, #s>
+  %as = tile.alloc : memref<64x64xf16, #s>
+  %vs = tile.alloc {stages = 3 : i64} : memref<64x64xf16, #s>
+  %acc = tile.alloc : memref<64x64xf32, #f>
+  tile.role threads(0, 128) {
+    scf.for %k = %c0 to %n step %c1 {
+      %st = arith.remui %k, %c3 : index
+      tile.mbarrier_wait %full[%st] parity %c0 : memref<3xi64, #s>
+      %v = tile.stage %vs[%st] : memref<64x64xf16, #s>
+      tile.parallel (%j, %e) in [64, 64] {
+        %in = arith.cmpi slt, %j, %n : index
+        %x = memref.load %v[%j, %e] : memref<64x64xf16, #s>
+        %y = arith.select %in, %x, %zero : f16
+        memref.store %y, %v[%j, %e] : memref<64x64xf16, #s>
+      }
+      tile.gemm %as, %v, %acc {instruction = #tile.instr<wgmma>, warps = array<i64: 1, 1>} : memref<64x64xf16, #s>, memref<64x64xf16, #s>, memref<64x64xf32, #f>
+      tile.mbarrier_arrive %empty[%st] : memref<3xi64, #s>
+    }
+  }
+}
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+
+// Copies into disjoint constant windows of one tile need no barrier
+// between them; the read of the whole tile does.
+// CHECK-LABEL: tile.kernel @disjoint_windows
+// CHECK: tile.copy %arg0
+// CHECK-NEXT: tile.copy %arg1
+// CHECK-NEXT: tile.barrier
+// CHECK-NEXT: tile.copy %{{.*}}, %arg2
+tile.kernel @disjoint_windows(%a: memref<64x32xf16, #g>, %b: memref<64x32xf16, #g>, %o: memref<64x64xf16, #g>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c32 = arith.constant 32 : index
+  %s = tile.alloc : memref<64x64xf16, #s>
+  %w0 = tile.region %s[%c0, %c0] [64, 32] : memref<64x64xf16, #s> -> memref<64x32xf16, strided<[64, 1]>, #s>
+  %w1 = tile.region %s[%c0, %c32] [64, 32] : memref<64x64xf16, #s> -> memref<64x32xf16, strided<[64, 1], offset: 32>, #s>
+  tile.copy %a, %w0 : memref<64x32xf16, #g>, memref<64x32xf16, strided<[64, 1]>, #s>
+  tile.copy %b, %w1 : memref<64x32xf16, #g>, memref<64x32xf16, strided<[64, 1], offset: 32>, #s>
+  tile.copy %s, %o : memref<64x64xf16, #s>, memref<64x64xf16, #g>
+}
