@@ -1,5 +1,6 @@
 //===- BufferUtils.cpp - facts about tile buffers shared by passes --------===//
 #include "tessel/Transforms/BufferUtils.h"
+#include "tessel/Dialect/TileNV/TileNVDialect.h"
 
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "llvm/Support/MathExtras.h"
@@ -213,4 +214,48 @@ int64_t tessel::getExecutingThreads(Operation *op) {
   if (auto role = op->getParentOfType<RoleOp>()) return role.getThreads();
   auto kernel = llvm::dyn_cast<KernelOp>(op);
   return (kernel ? kernel : op->getParentOfType<KernelOp>()).getThreads();
+}
+
+static bool isNonNegative(Value v, function_ref<bool(Value)> known, unsigned depth) {
+  if (depth > 24) return false;
+  if (known && known(v)) return true;
+  if (std::optional<int64_t> c = getConstantIntValue(v)) return *c >= 0;
+  auto nonNegative = [&](Value x) { return isNonNegative(x, known, depth + 1); };
+  if (auto arg = llvm::dyn_cast<BlockArgument>(v)) {
+    Operation *owner = arg.getOwner()->getParentOp();
+    if (llvm::isa_and_nonnull<KernelOp>(owner))
+      return arg.getType().isIndex(); // a symbol or a block index
+    if (llvm::isa_and_nonnull<ParallelOp>(owner)) return true;
+    // Loop steps are positive: the counter never falls below its start.
+    if (auto loop = llvm::dyn_cast_or_null<scf::ForOp>(owner))
+      return arg == loop.getInductionVar() && nonNegative(loop.getLowerBound());
+    if (auto loop = llvm::dyn_cast_or_null<PipelinedOp>(owner))
+      return arg.getArgNumber() == 0 && nonNegative(loop.getLower());
+    return false;
+  }
+  Operation *op = v.getDefiningOp();
+  if (llvm::isa<tilenv::ThreadIdOp, tilenv::GridDimOp, tilenv::ClusterRankOp, NumBlocksOp,
+                memref::DimOp, arith::ExtUIOp>(op))
+    return true;
+  // A remainder or quotient keeps the sign of its operands when both are
+  // non-negative, floored or truncated alike.
+  if (llvm::isa<arith::AddIOp, arith::MulIOp, arith::DivSIOp, arith::DivUIOp, arith::CeilDivSIOp,
+                arith::CeilDivUIOp, arith::FloorDivSIOp, arith::RemSIOp, arith::RemUIOp,
+                arith::MinSIOp, arith::OrIOp, arith::XOrIOp, arith::ShLIOp, arith::ShRSIOp,
+                arith::IndexCastOp, arith::ExtSIOp>(op))
+    return llvm::all_of(op->getOperands(), nonNegative);
+  if (llvm::isa<arith::MaxSIOp, arith::AndIOp>(op))
+    return llvm::any_of(op->getOperands(), nonNegative);
+  // A logical shift right by a positive amount clears the sign bit.
+  if (auto shift = llvm::dyn_cast<arith::ShRUIOp>(op)) {
+    std::optional<int64_t> bits = getConstantIntValue(shift.getRhs());
+    return (bits && *bits > 0) || nonNegative(shift.getLhs());
+  }
+  if (auto select = llvm::dyn_cast<arith::SelectOp>(op))
+    return nonNegative(select.getTrueValue()) && nonNegative(select.getFalseValue());
+  return false;
+}
+
+bool tessel::isProvablyNonNegative(Value v, function_ref<bool(Value)> known) {
+  return isNonNegative(v, known, 0);
 }

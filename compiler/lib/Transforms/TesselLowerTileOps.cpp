@@ -231,51 +231,6 @@ Value TileLowering::layoutIndex(const Access &a, ValueRange logical) {
   return linear;
 }
 
-/// Whether `v` is at least zero whatever the kernel's arguments: built from
-/// non-negative constants, index parameters (symbols, which a launch
-/// rejects below 0), block and thread indices, loop counters that start at
-/// zero or above, and arithmetic that keeps the sign (an index that
-/// overflows 32 bits is out of every tensor anyway). `known` names other
-/// values that are never negative.
-static bool isProvablyNonNegative(Value v, function_ref<bool(Value)> known, unsigned depth = 0) {
-  if (depth > 24) return false;
-  if (known(v)) return true;
-  if (std::optional<int64_t> c = getConstantIntValue(v)) return *c >= 0;
-  auto nonNegative = [&](Value x) { return isProvablyNonNegative(x, known, depth + 1); };
-  if (auto arg = llvm::dyn_cast<BlockArgument>(v)) {
-    Operation *owner = arg.getOwner()->getParentOp();
-    if (auto kernel = llvm::dyn_cast_or_null<KernelOp>(owner))
-      return arg.getType().isIndex(); // a symbol or a block index
-    if (llvm::isa_and_nonnull<ParallelOp>(owner)) return true;
-    // Loop steps are positive: the counter never falls below its start.
-    if (auto loop = llvm::dyn_cast_or_null<scf::ForOp>(owner))
-      return arg == loop.getInductionVar() && nonNegative(loop.getLowerBound());
-    if (auto loop = llvm::dyn_cast_or_null<PipelinedOp>(owner))
-      return arg.getArgNumber() == 0 && nonNegative(loop.getLower());
-    return false;
-  }
-  Operation *op = v.getDefiningOp();
-  if (llvm::isa<tilenv::ThreadIdOp, tilenv::GridDimOp, tilenv::ClusterRankOp, NumBlocksOp,
-                memref::DimOp>(op))
-    return true;
-  // A remainder or quotient keeps the sign of its operands when both are
-  // non-negative, floored or truncated alike.
-  if (llvm::isa<arith::AddIOp, arith::MulIOp, arith::DivSIOp, arith::DivUIOp, arith::CeilDivSIOp,
-                arith::CeilDivUIOp, arith::FloorDivSIOp, arith::RemSIOp, arith::RemUIOp,
-                arith::MinSIOp, arith::OrIOp, arith::XOrIOp, arith::ShLIOp, arith::ShRSIOp>(op))
-    return llvm::all_of(op->getOperands(), nonNegative);
-  if (llvm::isa<arith::MaxSIOp, arith::AndIOp>(op))
-    return llvm::any_of(op->getOperands(), nonNegative);
-  // A logical shift right by a positive amount clears the sign bit.
-  if (auto shift = llvm::dyn_cast<arith::ShRUIOp>(op)) {
-    std::optional<int64_t> bits = getConstantIntValue(shift.getRhs());
-    return (bits && *bits > 0) || nonNegative(shift.getLhs());
-  }
-  if (auto select = llvm::dyn_cast<arith::SelectOp>(op))
-    return nonNegative(select.getTrueValue()) && nonNegative(select.getFalseValue());
-  return false;
-}
-
 /// True where the whole element (and `innerExtra` more along the innermost
 /// dimension) lies inside a global root; null when that is always so.
 Value TileLowering::inBounds(const Access &a, ValueRange rootIdx, int64_t innerExtra) {

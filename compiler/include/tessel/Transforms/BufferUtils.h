@@ -58,6 +58,13 @@ int64_t getReductionScratchBytes(tile::KernelOp kernel, int64_t threads);
 /// exceeds `maxBytes`.
 mlir::LogicalResult verifySharedMemory(tile::KernelOp kernel, llvm::StringRef arch,
                                        int64_t maxBytes);
+/// Whether an index is at least 0 whatever the kernel's arguments: built
+/// from non-negative constants, index parameters (symbols, which a launch
+/// refuses below 0), block and thread indices, loop counters that start at
+/// 0 or above, and arithmetic that keeps the sign (an index that overflows
+/// 32 bits is out of every tensor anyway). `known` names other values that
+/// are never negative.
+bool isProvablyNonNegative(mlir::Value v, llvm::function_ref<bool(mlir::Value)> known = {});
 /// The named barrier a tile.role synchronises its threads with: roles are
 /// numbered 1, 2, ... in the kernel's walk order (0 is __syncthreads).
 int64_t getRoleBarrierId(tile::RoleOp role);
