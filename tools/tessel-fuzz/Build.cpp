@@ -28,40 +28,41 @@ void reduceInto(ReduceKind kind, const Buffer &src, const Buffer &dst, int dim) 
   }
 }
 
-/// W = f(W(i, j), i, j) over the whole tile.
-void update(const Spec &s, const Buffer &w, const std::function<Expr(Expr, Expr, Expr)> &f) {
+/// W = f(W(i, j), i, j) over the whole tile. `f` gets the element as a
+/// Ref, read where the expression reads it, as in the printed C++.
+void update(const Spec &s, const Buffer &w, const std::function<Expr(const Ref &, Expr, Expr)> &f) {
   parallel(s.tm, s.tn, [&](Expr i, Expr j) { w(i, j) = f(w(i, j), i, j); });
 }
 
 void buildStmt(const Spec &s, const Stmt &st, const Params &p, const Buffer &w, Expr row0) {
   switch (st.kind) {
   case StmtKind::scaleShift:
-    update(s, w, [&](Expr x, Expr, Expr) { return x * Expr(st.a) + Expr(st.b); });
+    update(s, w, [&](const Ref &x, Expr, Expr) { return x * Expr(st.a) + Expr(st.b); });
     return;
   case StmtKind::selectBelow:
-    update(s, w, [&](Expr x, Expr, Expr) { return select(x > Expr(st.a), x, x * Expr(st.b)); });
+    update(s, w, [&](const Ref &x, Expr, Expr) { return select(x > Expr(st.a), x, x * Expr(st.b)); });
     return;
   case StmtKind::roundTrip:
-    update(s, w, [&](Expr x, Expr, Expr) { return cast(cast(x, st.via), DType::f32); });
+    update(s, w, [&](const Ref &x, Expr, Expr) { return cast(cast(x, st.via), DType::f32); });
     return;
   case StmtKind::clampMax:
-    update(s, w, [&](Expr x, Expr, Expr) { return min(max(x, Expr(-st.a)), Expr(st.a)); });
+    update(s, w, [&](const Ref &x, Expr, Expr) { return min(max(x, Expr(-st.a)), Expr(st.a)); });
     return;
   case StmtKind::integerPath:
-    update(s, w, [&](Expr x, Expr, Expr j) {
-      Expr q = cast(x * Expr(4.0), DType::i32);
-      return cast(q * cast(Expr(3), DType::i32) + cast(j, DType::i32), DType::f32) * Expr(0.25);
+    update(s, w, [&](const Ref &x, Expr, Expr j) {
+      return cast(cast(x * Expr(4.0), DType::i32) * cast(Expr(3), DType::i32) + cast(j, DType::i32), DType::f32) *
+             Expr(0.25);
     });
     return;
   case StmtKind::carried: {
     Expr c = serial(4, cast(Expr(0.0), DType::f32), [&](Expr i, Expr acc) { return acc + p.v(i); });
-    update(s, w, [&](Expr x, Expr, Expr) { return x + c; });
+    update(s, w, [&](const Ref &x, Expr, Expr) { return x + c; });
     return;
   }
   case StmtKind::rowReduce: {
     Buffer r = alloc_fragment({s.tm}, DType::f32, "r");
     reduceInto(st.reduce, w, r, 1);
-    update(s, w, [&](Expr x, Expr i, Expr) { return x - r(i); });
+    update(s, w, [&](const Ref &x, Expr i, Expr) { return x - r(i); });
     if (st.rowAtomic) atomic_add(p.r.tile({row0}, {s.tm}), r, st.order);
     return;
   }
@@ -69,14 +70,14 @@ void buildStmt(const Spec &s, const Stmt &st, const Params &p, const Buffer &w, 
     Buffer r = alloc_fragment({s.tm}, DType::f32, "r"), t = alloc_fragment({1}, DType::f32, "t");
     reduceInto(st.reduce, w, r, 1);
     reduceInto(st.reduce, r, t, 0);
-    update(s, w, [&](Expr x, Expr, Expr) { return x - t(0); });
+    update(s, w, [&](const Ref &x, Expr, Expr) { return x - t(0); });
     return;
   }
   case StmtKind::scalarAtomic:
     parallel(s.tm, s.tn, [&](Expr i, Expr j) { atomic_add(p.s(0), w(i, j), st.order); });
     return;
   case StmtKind::exponent:
-    update(s, w, [&](Expr x, Expr, Expr) { return exp(x * Expr(st.a)); });
+    update(s, w, [&](const Ref &x, Expr, Expr) { return exp(x * Expr(st.a)); });
     return;
   }
 }
@@ -85,13 +86,23 @@ void buildStmt(const Spec &s, const Stmt &st, const Params &p, const Buffer &w, 
 Buffer loadTile(const Spec &s, const Params &p, Expr row0, Expr col0) {
   Buffer w = s.work == Space::shared ? alloc_shared({s.tm, s.tn}, DType::f32, "w")
                                      : alloc_fragment({s.tm, s.tn}, DType::f32, "w");
-  Buffer tile = p.x.tile({row0, col0}, {s.tm, s.tn});
+  auto tile = [&] { return p.x.tile({row0, col0}, {s.tm, s.tn}); };
   if (s.load == Load::direct) {
-    copy(tile, w);
+    copy(tile(), w);
     return w;
   }
   Buffer staged = s.load == Load::fragment ? alloc_fragment({s.tm, s.tn}, s.in, "xf")
                                            : alloc_shared({s.tm, s.tn}, s.in, "xs");
+  if (s.load == Load::rowSum) {
+    clear(w);
+    auto step = [&](Expr kt) {
+      copy(p.x.tile({row0, kt * s.tn}, {s.tm, s.tn}), staged);
+      parallel(s.tm, s.tn, [&](Expr i, Expr j) { w(i, j) = w(i, j) + cast(staged(i, j), DType::f32); });
+    };
+    if (s.pipelinedLoop) pipelined(ceil_div(p.n, s.tn), s.stages, {.warp_specialize = s.ws}, step);
+    else serial(ceil_div(p.n, s.tn), step);
+    return w;
+  }
   int64_t half = s.tm / 2;
   switch (s.load) {
   case Load::windowed:
@@ -99,7 +110,14 @@ Buffer loadTile(const Spec &s, const Params &p, Expr row0, Expr col0) {
     copy(p.x.tile({row0 + half, col0}, {half, s.tn}), staged.tile({half, 0}, {half, s.tn}));
     break;
   case Load::bounded: copy(p.x.bounded({p.limit, p.n}).tile({row0, col0}, {s.tm, s.tn}), staged); break;
-  default: copy(tile, staged); break;
+  case Load::twoHops: {
+    Buffer hop = alloc_fragment({s.tm, s.tn}, s.in, "xf");
+    copy(tile(), staged);
+    copy(staged, hop);
+    staged = hop;
+    break;
+  }
+  default: copy(tile(), staged); break;
   }
   parallel(s.tm, s.tn, [&](Expr i, Expr j) { w(i, j) = cast(staged(i, j), DType::f32); });
   return w;
@@ -120,13 +138,14 @@ Buffer gemmTile(const Spec &s, const Params &p, const std::string &arch, Expr ro
     copy(s.transposeB ? p.b.tile({col0, kt * s.tk}, {s.tn, s.tk}) : p.b.tile({kt * s.tk, col0}, {s.tk, s.tn}), bs);
     if (s.staged == StagedEdit::maskTail)
       parallel(bs.shape()[0], bs.shape()[1], [&](Expr i, Expr j) {
-        Expr kk = kt * s.tk + (s.transposeB ? j : i);
-        bs(i, j) = select(kk < p.k, bs(i, j), Expr(0.0));
+        bs(i, j) = select(kt * s.tk + (s.transposeB ? j : i) < p.k, bs(i, j), Expr(0.0));
       });
     else if (s.staged == StagedEdit::scale)
       parallel(bs.shape()[0], bs.shape()[1], [&](Expr i, Expr j) { bs(i, j) = bs(i, j) * Expr(2.0); });
+    GemmInstruction instruction = s.instruction;
+    if (instruction == GemmInstruction::wgmma && arch != "sm_90a") instruction = GemmInstruction::automatic;
     gemm(as, bs, acc, {.transpose_a = s.transposeA, .transpose_b = s.transposeB, .policy = s.policy,
-                       .instruction = s.instruction});
+                       .instruction = instruction});
   };
   if (s.pipelinedLoop) pipelined(ceil_div(p.k, s.tk), s.stages, {.warp_specialize = s.ws}, step);
   else serial(ceil_div(p.k, s.tk), step);
@@ -137,18 +156,18 @@ Buffer gemmTile(const Spec &s, const Params &p, const std::string &arch, Expr ro
 }
 
 void storeTile(const Spec &s, const Params &p, const std::string &arch, const Buffer &w, Expr row0, Expr col0) {
-  Buffer tile = p.y.tile({row0, col0}, {s.tm, s.tn});
+  auto tile = [&] { return p.y.tile({row0, col0}, {s.tm, s.tn}); };
   switch (s.store) {
-  case Store::direct: copy(w, tile); return;
+  case Store::direct: copy(w, tile()); return;
   case Store::bounded: copy(w, p.y.bounded({p.limit, p.n}).tile({row0, col0}, {s.tm, s.tn})); return;
-  case Store::atomic: atomic_add(tile, w, s.storeOrder); return;
+  case Store::atomic: atomic_add(tile(), w, s.storeOrder); return;
   case Store::shared:
   case Store::atomicTma: {
     Buffer ys = alloc_shared({s.tm, s.tn}, DType::f32, "ys");
     copy(w, ys);
-    if (s.store == Store::shared) copy(ys, tile);
+    if (s.store == Store::shared) copy(ys, tile());
     // TMA reduce-adds are sm_90a's and newer; sm_80 adds with its threads.
-    else atomic_add(tile, ys, MemoryOrder::relaxed, arch == "sm_80" ? AtomicPath::threads : AtomicPath::tma);
+    else atomic_add(tile(), ys, MemoryOrder::relaxed, arch == "sm_80" ? AtomicPath::threads : AtomicPath::tma);
     return;
   }
   }

@@ -41,7 +41,7 @@ struct Range {
 int64_t padded(int64_t extent, int64_t tile) { return (extent + tile - 1) / tile * tile; }
 
 Range initialRange(const Spec &s) {
-  if (s.family == Family::elementwise) return {2, 2};
+  if (s.family == Family::elementwise) return {s.load == Load::rowSum ? 2.0 * padded(s.n, s.tn) / s.tn : 2, 2};
   // Products of quarters are sixteenths below 4 (8 when the staged tile is
   // doubled); the accumulator sums every K tile's products.
   double perProduct = s.staged == StagedEdit::scale ? 8 : 4;
@@ -151,8 +151,12 @@ void generateElementwise(Spec &s) {
   while (s.tm * s.tn > 4096) (chance(0.5) ? s.tm : s.tn) /= 2;
   s.in = pick({DType::f32, DType::bf16, DType::f16});
   s.work = chance(0.3) ? Space::shared : Space::fragment;
-  s.load = s.in == DType::f32 ? pick({Load::direct, Load::fragment, Load::shared, Load::windowed, Load::bounded})
-                              : pick({Load::fragment, Load::shared, Load::windowed, Load::bounded});
+  s.load = pick({Load::direct, Load::fragment, Load::shared, Load::windowed, Load::bounded, Load::twoHops,
+                 Load::rowSum, Load::rowSum});
+  if (s.load == Load::direct && s.in != DType::f32) s.load = Load::shared;
+  s.pipelinedLoop = chance(0.8);
+  s.stages = int(uniform(1, 4));
+  s.ws = pick({WarpSpecialize::automatic, WarpSpecialize::on, WarpSpecialize::off});
 }
 
 void generateGemm(Spec &s) {
@@ -167,7 +171,7 @@ void generateGemm(Spec &s) {
     s.tm = s.threads == 256 ? 128 : pick({64, 128});
     s.tn = pick({32, 64, 128});
     while (s.tm * s.tn / s.threads > 64) s.tn /= 2;
-    if (chance(0.2)) s.instruction = GemmInstruction::mma_sync;
+    if (chance(0.3)) s.instruction = pick({GemmInstruction::mma_sync, GemmInstruction::wgmma});
   }
   s.tk = pick({16, 32, 64});
   // mma.sync splits full_row over warps of 16 rows, full_col over warps

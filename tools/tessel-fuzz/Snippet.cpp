@@ -75,26 +75,6 @@ std::string shape2(bool swap, int64_t a, int64_t b) {
   return swap ? fmt::format("{{{}, {}}}", b, a) : fmt::format("{{{}, {}}}", a, b);
 }
 
-std::string loadText(const Spec &s) {
-  std::string t = fmt::format("    Buffer w = {}({{{}, {}}}, DType::f32, \"w\");\n",
-                              s.work == Space::shared ? "alloc_shared" : "alloc_fragment", s.tm, s.tn);
-  std::string tile = fmt::format("X.tile({{row0, col0}}, {{{}, {}}})", s.tm, s.tn);
-  if (s.load == Load::direct) return t + fmt::format("    copy({}, w);\n", tile);
-  t += fmt::format("    Buffer staged = {}({{{}, {}}}, {}, \"{}\");\n",
-                   s.load == Load::fragment ? "alloc_fragment" : "alloc_shared", s.tm, s.tn, dtype(s.in),
-                   s.load == Load::fragment ? "xf" : "xs");
-  int64_t half = s.tm / 2;
-  if (s.load == Load::windowed)
-    t += fmt::format("    copy(X.tile({{row0, col0}}, {{{0}, {1}}}), staged.tile({{0, 0}}, {{{0}, {1}}}));\n"
-                     "    copy(X.tile({{row0 + {0}, col0}}, {{{0}, {1}}}), staged.tile({{{0}, 0}}, {{{0}, {1}}}));\n",
-                     half, s.tn);
-  else if (s.load == Load::bounded)
-    t += fmt::format("    copy(X.bounded({{L, N}}).tile({{row0, col0}}, {{{}, {}}}), staged);\n", s.tm, s.tn);
-  else t += fmt::format("    copy({}, staged);\n", tile);
-  return t + fmt::format("    parallel({}, {}, [&](Expr i, Expr j) {{ w(i, j) = cast(staged(i, j), DType::f32); }});\n",
-                         s.tm, s.tn);
-}
-
 const char *policyName(WarpPolicy p) {
   static const char *names[] = {"square", "full_row", "full_col"};
   return names[static_cast<int>(p)];
@@ -106,6 +86,41 @@ const char *instructionName(GemmInstruction g) {
 const char *wsName(WarpSpecialize w) {
   static const char *names[] = {"automatic", "on", "off"};
   return names[static_cast<int>(w)];
+}
+
+std::string loadText(const Spec &s) {
+  std::string t = fmt::format("    Buffer w = {}({{{}, {}}}, DType::f32, \"w\");\n",
+                              s.work == Space::shared ? "alloc_shared" : "alloc_fragment", s.tm, s.tn);
+  std::string tile = fmt::format("X.tile({{row0, col0}}, {{{}, {}}})", s.tm, s.tn);
+  if (s.load == Load::direct) return t + fmt::format("    copy({}, w);\n", tile);
+  t += fmt::format("    Buffer staged = {}({{{}, {}}}, {}, \"{}\");\n",
+                   s.load == Load::fragment ? "alloc_fragment" : "alloc_shared", s.tm, s.tn, dtype(s.in),
+                   s.load == Load::fragment ? "xf" : "xs");
+  if (s.load == Load::rowSum) {
+    t += fmt::format("    clear(w);\n    auto step = [&](Expr kt) {{\n"
+                     "      copy(X.tile({{row0, kt * {1}}}, {{{0}, {1}}}), staged);\n"
+                     "      parallel({0}, {1}, [&](Expr i, Expr j) {{ w(i, j) = w(i, j) + cast(staged(i, j), "
+                     "DType::f32); }});\n    }};\n",
+                     s.tm, s.tn);
+    return t + (s.pipelinedLoop
+                    ? fmt::format("    pipelined(ceil_div(N, {}), {}, {{.warp_specialize = WarpSpecialize::{}}}, step);\n",
+                                  s.tn, s.stages, wsName(s.ws))
+                    : fmt::format("    serial(ceil_div(N, {}), step);\n", s.tn));
+  }
+  int64_t half = s.tm / 2;
+  if (s.load == Load::twoHops)
+    t += fmt::format("    Buffer hop = alloc_fragment({{{}, {}}}, {}, \"xf\");\n    copy({}, staged);\n"
+                     "    copy(staged, hop);\n    staged = hop;\n",
+                     s.tm, s.tn, dtype(s.in), tile);
+  else if (s.load == Load::windowed)
+    t += fmt::format("    copy(X.tile({{row0, col0}}, {{{0}, {1}}}), staged.tile({{0, 0}}, {{{0}, {1}}}));\n"
+                     "    copy(X.tile({{row0 + {0}, col0}}, {{{0}, {1}}}), staged.tile({{{0}, 0}}, {{{0}, {1}}}));\n",
+                     half, s.tn);
+  else if (s.load == Load::bounded)
+    t += fmt::format("    copy(X.bounded({{L, N}}).tile({{row0, col0}}, {{{}, {}}}), staged);\n", s.tm, s.tn);
+  else t += fmt::format("    copy({}, staged);\n", tile);
+  return t + fmt::format("    parallel({}, {}, [&](Expr i, Expr j) {{ w(i, j) = cast(staged(i, j), DType::f32); }});\n",
+                         s.tm, s.tn);
 }
 
 std::string gemmText(const Spec &s) {
@@ -127,9 +142,12 @@ std::string gemmText(const Spec &s) {
                         r0, r1, s.tk, s.transposeB ? "j" : "i");
   else if (s.staged == StagedEdit::scale)
     step += fmt::format("      parallel({}, {}, [&](Expr i, Expr j) {{ bs(i, j) = bs(i, j) * Expr(2.0); }});\n", r0, r1);
-  step += fmt::format("      gemm(as, bs, acc, {{.transpose_a = {}, .transpose_b = {}, .policy = WarpPolicy::{}, "
-                      ".instruction = GemmInstruction::{}}});\n    }};\n",
-                      s.transposeA, s.transposeB, policyName(s.policy), instructionName(s.instruction));
+  std::string instruction = fmt::format("GemmInstruction::{}", instructionName(s.instruction));
+  if (s.instruction == GemmInstruction::wgmma)
+    instruction = "arch == \"sm_90a\" ? GemmInstruction::wgmma : GemmInstruction::automatic";
+  step += fmt::format("      gemm(as, bs, acc, {{.transpose_a = {}, .transpose_b = {}, .policy = WarpPolicy::{},\n"
+                      "                         .instruction = {}}});\n    }};\n",
+                      s.transposeA, s.transposeB, policyName(s.policy), instruction);
   t += step;
   if (s.pipelinedLoop)
     t += fmt::format("    pipelined(ceil_div(K, {}), {}, {{.warp_specialize = WarpSpecialize::{}}}, step);\n", s.tk,
@@ -186,4 +204,17 @@ std::string tessel::fuzz::snippet(const Spec &s) {
   auto sym = symbolValues(s);
   t += fmt::format("// M = {}, N = {}, K = {}, L = {}\n", sym[0], sym[1], sym[2], sym[3]);
   return t;
+}
+
+std::string tessel::fuzz::snippetCases(uint64_t first, int64_t count) {
+  std::string t = "// Generated by tessel-fuzz --print-cases: each program's C++ snippet.\n"
+                  "#include \"SnippetCases.h\"\n\nusing namespace tessel;\n\n";
+  std::string table;
+  for (uint64_t seed = first; seed < first + uint64_t(count); ++seed) {
+    t += fmt::format("namespace case_{} {{\n{}}}\n\n", seed, snippet(generate(seed)));
+    table += fmt::format("    {{{}, case_{}::fuzzProgram}},\n", seed, seed);
+  }
+  return t + "const std::vector<tessel::fuzz::SnippetCase> &tessel::fuzz::fuzzCases() {\n"
+             "  static const std::vector<SnippetCase> cases = {\n" +
+         table + "  };\n  return cases;\n}\n";
 }

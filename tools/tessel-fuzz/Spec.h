@@ -35,6 +35,10 @@ enum class Load {
   shared,    // copy(X tile, xs shared of X's type), W = cast(xs)
   windowed,  // as shared, in two copies into the row halves of xs
   bounded,   // as shared, through X.bounded({L, N})
+  twoHops,   // copy(X tile, xs); copy(xs, xf fragment); W = cast(xf)
+  /// W = the sum of X's tiles along the row (every column tile), loaded by
+  /// a pipelined loop into xs and added by element code.
+  rowSum,
 };
 
 /// How W reaches Y.
@@ -90,11 +94,12 @@ struct Spec {
   Store store = Store::direct;
   MemoryOrder storeOrder = MemoryOrder::relaxed;
   std::vector<Stmt> stmts;
-  // gemm only
+  // gemm, and the rowSum load's loop
   bool pipelinedLoop = true;
   int stages = 2;
   WarpSpecialize ws = WarpSpecialize::automatic;
   WarpPolicy policy = WarpPolicy::square;
+  /// `wgmma` is forced on sm_90a builds only (the others choose).
   GemmInstruction instruction = GemmInstruction::automatic;
   bool transposeA = false, transposeB = false;
   /// On sm_100a targets the accumulator lives in tensor memory (tcgen05);
@@ -139,6 +144,10 @@ std::vector<int64_t> symbolValues(const Spec &s);
 Program buildProgram(const Spec &s, const std::string &arch);
 /// C++ that builds the same program (for a reproduction).
 std::string snippet(const Spec &s);
+/// The snippets of programs first..first+count-1 as one C++ file defining
+/// `fuzzCases`, a table of (seed, builder), which SnippetCheck.cpp
+/// compares with buildProgram.
+std::string snippetCases(uint64_t first, int64_t count);
 
 const char *name(StmtKind k);
 

@@ -5,6 +5,7 @@
 //   tessel-fuzz --one SEED [--archs A,B]      (in this process: compute-sanitizer)
 //   tessel-fuzz --sample K [--seed S] [--archs A,B]
 //   tessel-fuzz --print SEED                  (the program as C++)
+//   tessel-fuzz --print-cases K [--seed S]    (K programs as a C++ file, for SnippetCheck.cpp)
 //
 // Random valid programs (Generate.cpp), each compiled for every build and,
 // with --run, run on the GPU and compared with the first build's outputs.
@@ -33,7 +34,7 @@ using namespace tessel::fuzz;
 namespace {
 
 struct Options {
-  enum Mode { none, compileOnly, run, one, sample, print } mode = none;
+  enum Mode { none, compileOnly, run, one, sample, print, printCases } mode = none;
   uint64_t seed = 1;
   int64_t count = 0;
   double seconds = 60;
@@ -97,6 +98,7 @@ Options parse(int argc, char **argv) {
     else if (a == "--one") setMode(Options::one), o.seed = integer(a, value(i), 0);
     else if (a == "--sample") setMode(Options::sample), o.count = integer(a, value(i), 1);
     else if (a == "--print") setMode(Options::print), o.seed = integer(a, value(i), 0);
+    else if (a == "--print-cases") setMode(Options::printCases), o.count = integer(a, value(i), 1);
     else if (a == "--programs") o.count = integer(a, value(i), 1);
     else if (a == "--seed") o.seed = integer(a, value(i), 0);
     else if (a == "--seconds") o.seconds = double(integer(a, value(i), 1));
@@ -258,6 +260,10 @@ int main(int argc, char **argv) {
   try {
     if (o.mode == Options::print) {
       std::cout << snippet(generate(o.seed));
+      return 0;
+    }
+    if (o.mode == Options::printCases) {
+      std::cout << snippetCases(o.seed, o.count);
       return 0;
     }
     if (o.mode == Options::one || o.mode == Options::sample) return inProcess(o);
