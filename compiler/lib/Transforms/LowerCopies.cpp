@@ -9,6 +9,7 @@
 #include "TileLowering.h"
 #include "TmaRules.h"
 #include "tessel/Transforms/BufferUtils.h"
+#include "tessel/Transforms/Remarks.h"
 
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -25,17 +26,39 @@ using layout::LinearMap;
 // Copies and fills
 //===----------------------------------------------------------------------===//
 
+/// Elements per move of a copy between global and shared memory: 16 bytes
+/// when both sides hold the same type contiguously; alignment and bounds are
+/// checked per vector at run time, with an element-wise path for the vectors
+/// that fail (tile edges, odd strides). `whyNarrower`, where given, says why
+/// a move is narrower than 16 bytes.
+static int64_t copyVectorWidth(const Access &src, const Access &dst,
+                               std::string *whyNarrower = nullptr) {
+  auto say = [&](std::string why) {
+    if (whyNarrower) *whyNarrower = std::move(why);
+  };
+  if (src.elementType != dst.elementType) {
+    say("the copy converts its element type, so it moves one element at a time");
+    return 1;
+  }
+  if (!src.vectorizable || !dst.vectorizable) {
+    say(std::string("its ") + (src.vectorizable ? "destination" : "source") +
+        " is not contiguous along the tile's last dimension (or has an affine layout), so it "
+        "moves one element at a time");
+    return 1;
+  }
+  int64_t bytes = getElementBytes(src.elementType);
+  int64_t vector = 16 / bytes, last = src.tileShape.back();
+  while (vector > 1 && last % vector) vector /= 2;
+  if (vector * bytes < 4) vector = 1;
+  if (vector * bytes < 16)
+    say("the tile's rows of " + std::to_string(last) + " elements are not a multiple of 16 bytes, so "
+        "it moves " + std::to_string(vector * bytes) + " bytes at a time");
+  return vector;
+}
+
 void TileLowering::copyGlobalShared(const Access &src, const Access &dst, bool async) {
   ArrayRef<int64_t> shape = src.tileShape;
-  // 16-byte moves when both sides hold the same type contiguously; alignment
-  // and bounds are checked per vector at run time, with an element-wise path
-  // for the vectors that fail (tile edges, odd strides).
-  int64_t vector = 1;
-  if (src.elementType == dst.elementType && src.vectorizable && dst.vectorizable) {
-    vector = 16 / getElementBytes(src.elementType);
-    while (vector > 1 && shape.back() % vector) vector /= 2;
-    if (vector * getElementBytes(src.elementType) < 4) vector = 1;
-  }
+  int64_t vector = copyVectorWidth(src, dst);
   forEachElement(shape, vector, [&](ArrayRef<Value> index) {
     auto scalarCopy = [&](int64_t count) {
       SmallVector<Value> elemIdx(index);
@@ -282,6 +305,11 @@ void TileLowering::lowerCopy(CopyOp op) {
   // threads: 8 round trips before the first tensor-core op).
   bool global2shared = src.isGlobal() && dst.space == MemorySpace::shared;
   bool async = target.computeCapability >= 80 && global2shared;
+  std::string whyNarrower;
+  copyVectorWidth(src, dst, &whyNarrower);
+  if (!whyNarrower.empty())
+    emitMissed(op, "tessel-lower-tile-ops", missed::kVectorization)
+        << "this copy is not moved in 16-byte vectors: " << whyNarrower;
   copyGlobalShared(src, dst, async);
   if (!async || op.getAsync()) return;
   // Copies in a row, with only address arithmetic and proxy fences between

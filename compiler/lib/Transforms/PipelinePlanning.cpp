@@ -2,23 +2,48 @@
 #include "PipelinePlanning.h"
 #include "TmaRules.h"
 #include "tessel/Transforms/BufferUtils.h"
+#include "tessel/Transforms/Remarks.h"
 
 #include "mlir/Analysis/SliceAnalysis.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/MapVector.h"
 
 using namespace mlir;
 using namespace tessel;
 using namespace tessel::tile;
 
-int64_t PipelinePlan::stageBytes() {
-  int64_t total = 0;
-  for (PipelineLoad &load : loads) total += load.bytes;
-  return total;
+/// Kernel tensors (arguments in global memory) that no op of `kernel`
+/// writes: a load of one gives the same value whenever it runs, so it may be
+/// issued ahead like any address arithmetic (a paged cache's page table).
+static DenseSet<Value> tensorsOnlyRead(KernelOp kernel) {
+  DenseSet<Value> tensors, written;
+  for (BlockArgument arg : kernel.getBodyBlock().getArguments())
+    if (auto type = llvm::dyn_cast<MemRefType>(arg.getType());
+        type && getMemorySpace(type) == MemorySpace::global)
+      tensors.insert(arg);
+  kernel.walk([&](Operation *op) {
+    for (OpOperand &use : op->getOpOperands()) {
+      if (!llvm::isa<MemRefType>(use.get().getType())) continue;
+      Value root = getRootBuffer(use.get());
+      if (!tensors.contains(root)) continue;
+      bool reads = llvm::isa<memref::LoadOp, RegionOp, StageOp, BoundOp>(op);
+      if (auto copy = llvm::dyn_cast<CopyOp>(op)) reads = use.get() == copy.getSource();
+      if (auto copy = llvm::dyn_cast<CopyAsyncOp>(op)) reads = use.get() == copy.getSource();
+      if (auto gemm = llvm::dyn_cast<GemmOp>(op)) reads = use.get() != gemm.getC();
+      if (!reads) written.insert(root);
+    }
+  });
+  for (Value w : written) tensors.erase(w);
+  return tensors;
 }
 
-/// Ops of the loop body that compute `values` (free of memory effects), in
-/// order.
-static FailureOr<SetVector<Operation *>> addressSlice(ValueRange values, Block &body) {
+/// Ops of the loop body that compute `values`, in order: side-effect-free
+/// code and loads of kernel tensors in `onlyRead`. Fails at the first op
+/// that is neither, returned in `blocker`.
+static FailureOr<SetVector<Operation *>> addressSlice(ValueRange values, Block &body,
+                                                      const DenseSet<Value> &onlyRead,
+                                                      Operation **blocker = nullptr) {
   SetVector<Operation *> slice;
   BackwardSliceOptions options;
   options.filter = [&](Operation *op) { return op->getBlock() == &body; };
@@ -26,12 +51,21 @@ static FailureOr<SetVector<Operation *>> addressSlice(ValueRange values, Block &
   for (Value value : values)
     if (Operation *def = value.getDefiningOp(); def && def->getBlock() == &body)
       if (failed(getBackwardSlice(def, &slice, options))) return failure();
-  for (Operation *op : slice)
-    if (!isMemoryEffectFree(op)) return failure();
   // Backward slices of several values come in discovery order.
   SmallVector<Operation *> ordered(slice.begin(), slice.end());
   llvm::sort(ordered, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+  for (Operation *op : ordered) {
+    if (isMemoryEffectFree(op)) continue;
+    auto load = llvm::dyn_cast<memref::LoadOp>(op);
+    if (load && onlyRead.contains(getRootBuffer(load.getMemRef()))) continue;
+    if (blocker) *blocker = op;
+    return failure();
+  }
   return SetVector<Operation *>(ordered.begin(), ordered.end());
+}
+
+static DenseSet<Value> tensorsOnlyRead(Operation *inLoop) {
+  return tensorsOnlyRead(inLoop->getParentOfType<KernelOp>());
 }
 
 /// The values a guard uses that are defined outside it.
@@ -47,7 +81,7 @@ static SmallVector<Value> guardInputs(Operation *guard) {
 
 /// A flag wait, or an scf.if holding guards and the side-effect-free code
 /// that computes their operands.
-static bool isGuard(Operation &op) {
+bool tessel::isGuard(Operation &op) {
   if (llvm::isa<WaitOp>(op)) return true;
   auto ifOp = llvm::dyn_cast<scf::IfOp>(op);
   if (!ifOp || ifOp.getNumResults()) return false;
@@ -60,26 +94,69 @@ static bool isGuard(Operation &op) {
   return waits;
 }
 
+/// Why the address of a load cannot be computed ahead because of `blocker`.
+static std::string blockedBy(Operation *blocker) {
+  std::string why;
+  llvm::raw_string_ostream os(why);
+  os << "'" << blocker->getName() << "' at " << describeLocation(blocker->getLoc());
+  if (auto load = llvm::dyn_cast<memref::LoadOp>(blocker)) {
+    auto space = getMemorySpace(load.getMemRefType());
+    if (space == MemorySpace::global && llvm::isa<BlockArgument>(getRootBuffer(load.getMemRef())))
+      os << " reads a tensor the kernel also writes";
+    else
+      os << " reads " << (space == MemorySpace::global ? "global memory other than a kernel tensor"
+                                                       : "memory other than a kernel tensor")
+         << ", which may change between iterations";
+  } else {
+    os << " has side effects";
+  }
+  return why;
+}
+
 LogicalResult tessel::verifyLoadGuards(PipelinePlan &plan) {
   Block &body = plan.loop.getBody().front();
-  for (Operation *guard : plan.guards)
-    if (failed(addressSlice(guardInputs(guard), body)))
+  DenseSet<Value> onlyRead = tensorsOnlyRead(plan.loop);
+  for (Operation *guard : plan.guards) {
+    Operation *blocker = nullptr;
+    if (failed(addressSlice(guardInputs(guard), body, onlyRead, &blocker)))
       return guard->emitError("this wait guards the pipelined loop's loads, which are issued "
                              "ahead of the body, so its flag, index and value must be computed "
-                             "from the induction variable and values from before the loop; "
-                             "here they depend on memory read inside the loop");
+                             "from the induction variable, values from before the loop and "
+                             "tensors the kernel only reads; here they depend on ")
+             << (blocker ? blockedBy(blocker) : std::string("a value computed inside the loop"));
+  }
+  // A wait after a load would order the next iteration's loads in program
+  // order, but pipelining issues those loads ahead of it: it would guard
+  // nothing that the author wrote after it.
+  if (plan.loads.empty()) return success();
+  Operation *firstLoad = plan.loads.front().copy;
+  for (PipelineLoad &load : plan.loads)
+    if (load.copy->isBeforeInBlock(firstLoad)) firstLoad = load.copy;
+  for (Operation *op = firstLoad->getNextNode(); op; op = op->getNextNode()) {
+    WalkResult found = op->walk([&](WaitOp wait) {
+      wait.emitError("this flag wait comes after a load of the pipelined loop (")
+          << firstLoad->getLoc()
+          << "), whose loads are issued stages ahead: it would order none of them; put the wait "
+             "before the loop's first copy (it then guards that iteration's loads), or before "
+             "the loop";
+      return WalkResult::interrupt();
+    });
+    if (found.wasInterrupted()) return failure();
+  }
   return success();
 }
 
 LogicalResult tessel::verifyStagesFit(PipelinePlan &plan, const TargetInfo &target) {
-  int64_t bytes = plan.stageBytes();
+  // Each buffer has `stages` copies, however much of it the loads fill.
+  int64_t bytes = 0;
+  for (AllocOp buffer : plan.buffers())
+    bytes += buffer.getType().getNumElements() * getElementBytes(buffer.getType().getElementType());
   if (bytes == 0 || plan.stages <= target.maxSharedBytes / bytes) return success();
   // A count that can be multi-buffered without overflow gets the usual
   // report, each buffer and its stages in a note.
   if (plan.stages <= target.maxSharedBytes) {
-    for (PipelineLoad &load : plan.loads)
-      load.buffer.setStagesAttr(IntegerAttr::get(IntegerType::get(load.buffer.getContext(), 64),
-                                                 plan.stages));
+    for (AllocOp buffer : plan.buffers())
+      buffer.setStagesAttr(IntegerAttr::get(IntegerType::get(buffer.getContext(), 64), plan.stages));
     auto kernel = plan.loop->getParentOfType<KernelOp>();
     if (failed(verifySharedMemory(kernel, target.arch, target.maxSharedBytes))) return failure();
   }
@@ -89,38 +166,118 @@ LogicalResult tessel::verifyStagesFit(PipelinePlan &plan, const TargetInfo &targ
          << " has per block; use fewer stages or smaller tiles";
 }
 
+int64_t PipelinePlan::stageBytes() {
+  int64_t total = 0;
+  for (PipelineLoad &load : loads) total += load.bytes;
+  return total;
+}
+
+SmallVector<AllocOp> PipelinePlan::buffers() {
+  SetVector<Operation *> unique;
+  for (PipelineLoad &load : loads) unique.insert(load.buffer);
+  return llvm::map_to_vector(unique, [](Operation *op) { return llvm::cast<AllocOp>(op); });
+}
+
+/// The windows between `dest` and its root buffer, the one on the buffer
+/// first; fails when a window's offsets are not constants or it is not
+/// defined in `body`.
+static FailureOr<SmallVector<RegionOp>> constantWindows(Value dest, Block &body) {
+  SmallVector<RegionOp> windows;
+  while (auto region = dest.getDefiningOp<RegionOp>()) {
+    if (region->getBlock() != &body ||
+        !llvm::all_of(region.getOffsets(), [](Value v) { return getConstantIntValue(v); }))
+      return failure();
+    windows.insert(windows.begin(), region);
+    dest = region.getSource();
+  }
+  return windows;
+}
+
+/// The op of `loop` other than the copies in `loads` that writes a view of
+/// `buffer` with a copy or fill (it would overwrite a stage loaded ahead),
+/// or one outside the loop that uses the buffer; null when none.
+static Operation *conflictingUse(AllocOp buffer, PipelinedOp loop, ArrayRef<CopyOp> loads) {
+  SmallVector<Value> views{buffer.getResult()};
+  while (!views.empty()) {
+    Value view = views.pop_back_val();
+    for (Operation *user : view.getUsers()) {
+      if (llvm::isa<AnnotateLayoutOp>(user)) continue;
+      if (!loop->isAncestor(user)) return user;
+      if (llvm::isa<RegionOp>(user)) {
+        views.push_back(user->getResult(0));
+        continue;
+      }
+      if (auto copy = llvm::dyn_cast<CopyOp>(user))
+        if (copy.getDest() == view && !llvm::is_contained(loads, copy)) return user;
+      if (llvm::isa<FillOp>(user)) return user;
+    }
+  }
+  return nullptr;
+}
+
 PipelinePlan tessel::planPipeline(PipelinedOp loop, const TargetInfo &target) {
   PipelinePlan plan;
   plan.loop = loop;
   plan.stages = loop.getNumStages();
   Block &body = loop.getBody().front();
+  DenseSet<Value> onlyRead = tensorsOnlyRead(loop);
+  auto skip = [&](CopyOp copy, const Twine &why) { plan.skipped.push_back({copy, why.str()}); };
+  // Candidates: global-to-shared copies into a buffer from before the loop,
+  // whole or a constant window of it; grouped by buffer.
+  llvm::MapVector<Operation *, SmallVector<CopyOp>> byBuffer;
   for (Operation &op : body) {
     auto copy = llvm::dyn_cast<CopyOp>(&op);
     if (!copy) continue;
     auto src = llvm::cast<MemRefType>(copy.getSource().getType());
     if (getMemorySpace(src) != MemorySpace::global) continue;
-    auto buffer = copy.getDest().getDefiningOp<AllocOp>();
+    auto buffer = getRootBuffer(copy.getDest()).getDefiningOp<AllocOp>();
     if (!buffer || !isSharedBacked(buffer.getResult()) || buffer.getStages()) continue;
-    if (!loop->isAncestor(copy) || buffer->getParentRegion()->isAncestor(&loop.getBody()) == false)
+    if (!buffer->getParentRegion()->isAncestor(&loop.getBody())) {
+      skip(copy, "its buffer is allocated inside the loop, so it has no copies to load ahead into");
       continue;
-    // The buffer is read only inside the loop and written only by this copy.
-    bool onlyHere = llvm::all_of(buffer->getUsers(), [&](Operation *user) {
-      if (llvm::isa<AnnotateLayoutOp>(user)) return true;
-      if (!loop->isAncestor(user)) return false;
-      if (user == copy) return true;
-      if (auto other = llvm::dyn_cast<CopyOp>(user)) return other.getDest() != buffer.getResult();
-      if (llvm::isa<FillOp>(user)) return false;
-      return true;
-    });
-    if (!onlyHere) continue;
-    if (failed(addressSlice(copy.getSource(), body))) continue;
-    PipelineLoad load;
-    load.copy = copy;
-    load.buffer = buffer;
-    load.bytes = buffer.getType().getNumElements() * getElementBytes(src.getElementType());
-    load.noTma = whyNoTma(copy.getSource(), copy.getDest(), target);
-    plan.loads.push_back(load);
+    }
+    if (failed(constantWindows(copy.getDest(), body))) {
+      skip(copy, "it writes a window of its buffer whose offsets are not constants, so the window "
+                 "of a later iteration's stage is not known ahead");
+      continue;
+    }
+    byBuffer[buffer].push_back(copy);
   }
+  for (auto &[op, copies] : byBuffer) {
+    auto buffer = llvm::cast<AllocOp>(op);
+    if (Operation *other = conflictingUse(buffer, loop, copies)) {
+      bool outside = !loop->isAncestor(other);
+      for (CopyOp copy : copies)
+        skip(copy, Twine("its buffer is ") + (outside ? "used outside the loop" : "also written") +
+                       " by '" + other->getName().getStringRef() + "' at " +
+                       describeLocation(other->getLoc()) +
+                       (outside ? ", which would see whichever stage was loaded last"
+                                : ", which would overwrite a stage loaded ahead"));
+      continue;
+    }
+    for (CopyOp copy : copies) {
+      Operation *blocker = nullptr;
+      if (failed(addressSlice(copy.getSource(), body, onlyRead, &blocker))) {
+        skip(copy, "its source address depends on " +
+                       (blocker ? blockedBy(blocker) : std::string("a value computed in the loop")) +
+                       ", so it cannot be computed ahead of the iteration");
+        continue;
+      }
+      PipelineLoad load;
+      load.copy = copy;
+      load.buffer = buffer;
+      load.window = *constantWindows(copy.getDest(), body);
+      auto dest = llvm::cast<MemRefType>(copy.getDest().getType());
+      load.bytes = dest.getNumElements() * getElementBytes(dest.getElementType());
+      load.noTma = whyNoTma(copy.getSource(), copy.getDest(), target);
+      plan.loads.push_back(load);
+    }
+  }
+  // Loads in program order (issue order; the guards below and the
+  // prologue rely on it).
+  llvm::sort(plan.loads, [](PipelineLoad &a, PipelineLoad &b) {
+    return a.copy->isBeforeInBlock(b.copy);
+  });
   // Waits before the first load guard the loads.
   if (!plan.loads.empty())
     for (Operation &op : body) {
@@ -130,6 +287,27 @@ PipelinePlan tessel::planPipeline(PipelinedOp loop, const TargetInfo &target) {
   plan.tma = !plan.loads.empty() &&
              llvm::all_of(plan.loads, [](PipelineLoad &l) { return l.noTma.empty(); });
   return plan;
+}
+
+void tessel::remarkPlan(PipelinePlan &plan, const TargetInfo &target, StringRef pass) {
+  for (SkippedCopy &skipped : plan.skipped)
+    emitMissed(skipped.copy, pass, missed::kPipelining)
+        << "this copy is not loaded ahead in the pipelined loop at "
+        << describeLocation(plan.loop.getLoc()) << " (it runs in place, every iteration): "
+        << skipped.reason;
+  if (!target.hasTma() || !target.tma || plan.tma) return;
+  // A loop's loads are all TMA or all cp.async: one load TMA cannot carry
+  // takes TMA from the others too.
+  PipelineLoad *culprit = llvm::find_if(plan.loads, [](PipelineLoad &l) { return !l.noTma.empty(); });
+  for (PipelineLoad &load : plan.loads) {
+    InFlightDiagnostic diag = emitMissed(load.copy, pass, missed::kTma)
+                              << "this load is a cp.async copy, not TMA: ";
+    if (!load.noTma.empty()) diag << load.noTma;
+    else
+      diag << "the load at " << describeLocation(culprit->copy.getLoc())
+           << " in the same pipelined loop cannot be TMA (" << culprit->noTma
+           << "), and a loop's loads are all TMA or all cp.async";
+  }
 }
 
 Value PipelineBuilder::constant(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
@@ -170,18 +348,19 @@ Value PipelineBuilder::createBarriers(KernelOp kernel, int64_t arrivals, StringR
 }
 
 void PipelineBuilder::multiBuffer() {
-  for (PipelineLoad &load : plan.loads)
-    load.buffer.setStagesAttr(b.getI64IntegerAttr(plan.stages));
+  for (AllocOp buffer : plan.buffers()) buffer.setStagesAttr(b.getI64IntegerAttr(plan.stages));
 }
 
 SetVector<Operation *> tessel::loadAddressSlice(PipelineLoad &load, Block &body) {
-  FailureOr<SetVector<Operation *>> slice = addressSlice(load.copy.getSource(), body);
+  FailureOr<SetVector<Operation *>> slice =
+      addressSlice(load.copy.getSource(), body, tensorsOnlyRead(load.copy));
   assert(succeeded(slice) && "planPipeline checked the slice");
   return *slice;
 }
 
 SetVector<Operation *> tessel::guardSlice(Operation *guard, Block &body) {
-  FailureOr<SetVector<Operation *>> slice = addressSlice(guardInputs(guard), body);
+  FailureOr<SetVector<Operation *>> slice =
+      addressSlice(guardInputs(guard), body, tensorsOnlyRead(guard));
   assert(succeeded(slice) && "verifyLoadGuards checked the slice");
   return *slice;
 }
@@ -191,6 +370,17 @@ Value PipelineBuilder::sourceFor(PipelineLoad &load, Block &body, Value iv) {
   map.map(body.getArgument(0), iv);
   for (Operation *op : loadAddressSlice(load, body)) b.clone(*op, map);
   return map.lookupOrDefault(load.copy.getSource());
+}
+
+Value PipelineBuilder::destFor(PipelineLoad &load, Value stage) {
+  Value dest = StageOp::create(b, loc, load.buffer.getType(), load.buffer.getResult(), stage);
+  for (RegionOp window : load.window) {
+    SmallVector<Value> offsets = llvm::map_to_vector(window.getOffsets(), [&](Value v) {
+      return constant(*getConstantIntValue(v));
+    });
+    dest = RegionOp::create(b, loc, window.getType(), dest, offsets, window.getSizesAttr());
+  }
+  return dest;
 }
 
 void PipelineBuilder::waitForGuards(Block &body, Value iv) {
@@ -208,9 +398,9 @@ void PipelineBuilder::eraseGuards() {
 }
 
 void PipelineBuilder::useStage(Region &region, Value stage) {
-  for (PipelineLoad &load : plan.loads) {
-    Value view = StageOp::create(b, loc, load.buffer.getType(), load.buffer.getResult(), stage);
-    load.buffer.getResult().replaceUsesWithIf(view, [&](OpOperand &use) {
+  for (AllocOp buffer : plan.buffers()) {
+    Value view = StageOp::create(b, loc, buffer.getType(), buffer.getResult(), stage);
+    buffer.getResult().replaceUsesWithIf(view, [&](OpOperand &use) {
       return region.isAncestor(use.getOwner()->getParentRegion()) &&
              !llvm::isa<StageOp>(use.getOwner());
     });

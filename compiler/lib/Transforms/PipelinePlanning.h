@@ -17,19 +17,31 @@
 
 namespace tessel {
 
-/// A global-to-shared copy of the loop body that fills a whole shared
-/// buffer used only inside the loop.
+/// A global-to-shared copy of the loop body that fills a shared buffer used
+/// only inside the loop, whole or a window of it at constant offsets (the
+/// window of stage i is then the same offset into stage i's copy).
 struct PipelineLoad {
   tile::CopyOp copy;
   tile::AllocOp buffer;
+  /// The windows from the buffer to the copy's destination, the one on the
+  /// buffer first; empty when the copy fills the whole buffer.
+  llvm::SmallVector<tile::RegionOp> window;
   int64_t bytes = 0;
   /// Why TMA cannot carry it (empty when it can).
   std::string noTma;
 };
 
+/// A global-to-shared copy of the loop body that is not loaded ahead, and why.
+struct SkippedCopy {
+  tile::CopyOp copy;
+  std::string reason;
+};
+
 struct PipelinePlan {
   tile::PipelinedOp loop;
   llvm::SmallVector<PipelineLoad> loads;
+  /// The body's other global-to-shared copies: they stay synchronous.
+  llvm::SmallVector<SkippedCopy> skipped;
   /// Flag waits of the body placed before its first load, alone or in
   /// scf.if ops that hold only such waits: they guard the loads (the data
   /// they read arrives from elsewhere, announced by the flag), so whoever
@@ -40,6 +52,8 @@ struct PipelinePlan {
   bool tma = false;
   /// Bytes one stage's loads bring in.
   int64_t stageBytes();
+  /// The distinct buffers the loads fill.
+  llvm::SmallVector<tile::AllocOp> buffers();
 };
 
 /// Errors at the loop when its stages cannot all fit in the target's
@@ -51,11 +65,20 @@ mlir::LogicalResult verifyStagesFit(PipelinePlan &plan, const TargetInfo &target
 /// from the induction variable and values defined before the loop by
 /// side-effect-free ops: it could not be issued ahead with the loads.
 mlir::LogicalResult verifyLoadGuards(PipelinePlan &plan);
+/// A flag wait, or an scf.if holding such guards and the side-effect-free
+/// code that computes their operands: code that orders the loads after it
+/// after data arriving from elsewhere.
+bool isGuard(mlir::Operation &op);
 
 /// The loads of `loop` and how they can be carried. Copies that cannot be
 /// issued ahead (their buffer is used after the loop, or written by another
-/// op) stay synchronous in place.
+/// op) stay synchronous in place; `PipelinePlan::skipped` says why.
 PipelinePlan planPipeline(tile::PipelinedOp loop, const TargetInfo &target);
+
+/// Remarks (tessel/Transforms/Remarks.h) of `pass`, which carries out
+/// `plan`, at each copy it does not load ahead and, on a target with TMA,
+/// at each load that is not a TMA copy, saying why.
+void remarkPlan(PipelinePlan &plan, const TargetInfo &target, llvm::StringRef pass);
 
 /// The ops of the loop body `body` that compute a load's source window (its
 /// address arithmetic), in order.
@@ -99,6 +122,9 @@ struct PipelineBuilder {
   /// value is `iv`: its address arithmetic is cloned from `body`, the
   /// block (with the induction variable as argument 0) that holds the copy.
   mlir::Value sourceFor(PipelineLoad &load, mlir::Block &body, mlir::Value iv);
+  /// The load's destination in stage `stage`: that copy of its buffer, or
+  /// the load's window of it.
+  mlir::Value destFor(PipelineLoad &load, mlir::Value stage);
   /// The plan's guarding waits for the iteration whose induction value is
   /// `iv`, cloned at the insertion point (to precede that iteration's loads).
   void waitForGuards(mlir::Block &body, mlir::Value iv);

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tessel/Transforms/BufferUtils.h"
+#include "tessel/Transforms/Remarks.h"
 #include "tessel/Transforms/Passes.h"
 #include "tessel/Transforms/RegisterPressure.h"
 
@@ -527,7 +528,9 @@ void LayoutInference::placeSharedLayouts() {
   // where copies alone touch the buffer, or a region atomic_add reads it (a
   // TMA reduce-add, or thread atomics), so every access goes through the
   // layout's address map.
-  DenseSet<Value> writtenFromRegisters, touchedOtherwise;
+  DenseSet<Value> writtenFromRegisters;
+  // The first op that touches each buffer other than by a copy.
+  DenseMap<Value, Operation *> touchedOtherwise;
   kernel.walk([&](Operation *op) {
     if (llvm::isa<RegionOp, StageOp>(op)) return;
     auto copy = llvm::dyn_cast<CopyOp>(op);
@@ -536,7 +539,7 @@ void LayoutInference::placeSharedLayouts() {
       if (!llvm::isa<MemRefType>(operand.getType())) continue;
       Value root = getRootBuffer(operand);
       if (atomic && operand == atomic.getValue()) continue;
-      if (!copy) touchedOtherwise.insert(root);
+      if (!copy) touchedOtherwise.try_emplace(root, op);
       else if (operand == copy.getDest() && isFragment(copy.getSource()))
         writtenFromRegisters.insert(root);
     }
@@ -552,8 +555,16 @@ void LayoutInference::placeSharedLayouts() {
     }
     int64_t bytes = getElementBytes(type.getElementType());
     Value buffer = alloc.getResult();
-    bool stagedTile = type.getRank() >= 2 && writtenFromRegisters.contains(buffer) &&
-                      !touchedOtherwise.contains(buffer);
+    bool fromRegisters = type.getRank() >= 2 && writtenFromRegisters.contains(buffer);
+    bool stagedTile = fromRegisters && !touchedOtherwise.contains(buffer);
+    if (fromRegisters && !stagedTile && !tensorCoreOperands.contains(buffer)) {
+      Operation *other = touchedOtherwise.lookup(buffer);
+      emitMissed(alloc, "tessel-layout-inference", missed::kSwizzle)
+          << "this shared buffer is not swizzled, though registers write it (a swizzle keeps "
+             "their rows out of each other's banks): '"
+          << other->getName() << "' at " << describeLocation(other->getLoc())
+          << " accesses it other than by a copy, and only copies follow a swizzled layout";
+    }
     SharedLayout l = tensorCoreOperands.contains(buffer) || stagedTile
                          ? SharedLayout::forTensorCores(type.getShape(), bytes)
                          : SharedLayout(type.getShape(), bytes, 0, 0);

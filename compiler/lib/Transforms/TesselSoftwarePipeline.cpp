@@ -25,6 +25,7 @@
 //===----------------------------------------------------------------------===//
 #include "PipelinePlanning.h"
 #include "tessel/Transforms/BufferUtils.h"
+#include "tessel/Transforms/Remarks.h"
 
 namespace tessel {
 #define GEN_PASS_DEF_TESSELSOFTWAREPIPELINE
@@ -71,7 +72,7 @@ struct Pipeliner {
     if (plan.tma) MbarrierExpectTxOp::create(b, loc, full, stage, b.getI64IntegerAttr(plan.stageBytes()));
     for (PipelineLoad &load : plan.loads) {
       Value src = pb.sourceFor(load, from, iv);
-      Value dst = StageOp::create(b, loc, load.buffer.getType(), load.buffer.getResult(), stage);
+      Value dst = pb.destFor(load, stage);
       if (plan.tma)
         CopyAsyncOp::create(b, loc, src, dst, full, stage);
       else
@@ -178,9 +179,25 @@ struct TesselSoftwarePipeline
     kernel.walk([&](PipelinedOp loop) { loops.push_back(loop); });
     for (PipelinedOp loop : loops) {
       PipelinePlan plan = planPipeline(loop, *target);
-      // One stage, or nothing to load ahead: the loop stays as it is and
-      // its copies complete before the compute that follows them.
-      if (plan.stages < 2 || plan.loads.empty()) continue;
+      // One stage: the loop stays as it is and its copies complete before
+      // the compute that follows them.
+      if (plan.stages < 2) continue;
+      remarkPlan(plan, *target, getArgument());
+      // Nothing to load ahead: the same, against what the loop asked for.
+      if (plan.loads.empty()) {
+        InFlightDiagnostic diag =
+            emitMissed(loop, getArgument(), missed::kPipelining, RemarkSeverity::warning)
+            << "this loop of " << plan.stages << " stages is not pipelined: ";
+        if (plan.skipped.empty()) {
+          diag << "it has no copy from global to shared memory to load ahead";
+          continue;
+        }
+        diag << "the copy at " << describeLocation(plan.skipped.front().copy.getLoc())
+             << " cannot be loaded ahead: " << plan.skipped.front().reason;
+        if (plan.skipped.size() > 1)
+          diag << " (and " << plan.skipped.size() - 1 << " more copies, each with its remark)";
+        continue;
+      }
       if (failed(verifyStagesFit(plan, *target)) || failed(verifyLoadGuards(plan)))
         return signalPassFailure();
       Pipeliner{OpBuilder(loop), plan, kernel, {}}.run();

@@ -48,6 +48,7 @@
 #include "PipelinePlanning.h"
 #include "TmaRules.h"
 #include "tessel/Transforms/BufferUtils.h"
+#include "tessel/Transforms/Remarks.h"
 
 #include "mlir/IR/IRMapping.h"
 
@@ -128,6 +129,47 @@ static scf::ForOp tileLoopAround(PipelinedOp loop, KernelOp kernel) {
   return tiles;
 }
 
+/// The code a program runs before `loop` in which a flag wait may stand:
+/// the kernel's top level before the loop (or before a persistent kernel's
+/// walk over its tiles), and the walk's body before the loop.
+static SmallVector<Operation *> codeBeforeLoop(PipelinedOp loop, KernelOp kernel) {
+  SmallVector<Operation *> ops;
+  scf::ForOp tiles = tileLoopAround(loop, kernel);
+  Operation *anchor = tiles ? tiles.getOperation() : loop.getOperation();
+  for (Operation &op : kernel.getBodyBlock()) {
+    if (&op == anchor) break;
+    ops.push_back(&op);
+  }
+  if (tiles)
+    for (Operation &op : *tiles.getBody()) {
+      if (&op == loop.getOperation()) break;
+      ops.push_back(&op);
+    }
+  return ops;
+}
+
+/// The flag waits (and conditionals of them) before the loop: in program
+/// order they come before every load of the loop, so the producer, which
+/// issues those loads, runs them too; the consumers keep them in place.
+static SmallVector<Operation *> guardsBeforeLoop(PipelinedOp loop, KernelOp kernel) {
+  SmallVector<Operation *> guards;
+  for (Operation *op : codeBeforeLoop(loop, kernel))
+    if (isGuard(*op)) guards.push_back(op);
+  return guards;
+}
+
+/// A flag wait before the loop that the producer cannot run (nested in code
+/// with other effects), or null.
+static Operation *unreplicableWait(PipelinedOp loop, KernelOp kernel) {
+  for (Operation *op : codeBeforeLoop(loop, kernel)) {
+    if (isGuard(*op)) continue;
+    Operation *found = nullptr;
+    op->walk([&](WaitOp wait) { found = wait; });
+    if (found) return found;
+  }
+  return nullptr;
+}
+
 /// The ops before the loop, at the kernel's top level, that issuing its
 /// loads depends on: those computing the loop bounds and the loads'
 /// addresses, those writing memory these read, and those touching memory
@@ -170,6 +212,11 @@ static SetVector<Operation *> producerInputs(PipelinePlan &plan, KernelOp kernel
     requireValue(load.copy.getSource());
   }
   for (CopyOp copy : prologue) requireValue(copy.getSource());
+  for (Operation *guard : guardsBeforeLoop(loop, kernel))
+    guard->walk([&](Operation *inner) {
+      for (Value v : inner->getOperands())
+        if (!guard->isAncestor(v.getParentBlock()->getParentOp())) requireValue(v);
+    });
   for (Operation *guard : plan.guards) {
     for (Operation *op : guardSlice(guard, loop.getBody().front()))
       for (Value v : op->getOperands())
@@ -229,7 +276,12 @@ static SetVector<Operation *> producerInputs(PipelinePlan &plan, KernelOp kernel
 /// Why the loop is not split, or empty when it can be.
 static std::string whyNot(PipelinePlan &plan, KernelOp kernel) {
   if (plan.loads.empty()) return "it has no loads to issue ahead";
-  if (!plan.tma) return "its loads are not all TMA: " + plan.loads.front().noTma;
+  if (!plan.tma) {
+    PipelineLoad &culprit =
+        *llvm::find_if(plan.loads, [](PipelineLoad &l) { return !l.noTma.empty(); });
+    return "its loads are not all TMA: " + culprit.noTma + " (the load at " +
+           describeLocation(culprit.copy.getLoc()) + ")";
+  }
   if (plan.loop->getParentOp() != kernel.getOperation() && !tileLoopAround(plan.loop, kernel))
     return "it is nested inside other control flow (other than a persistent kernel's walk over "
            "its tiles)";
@@ -239,6 +291,9 @@ static std::string whyNot(PipelinePlan &plan, KernelOp kernel) {
   int64_t loops = 0;
   kernel.walk([&](PipelinedOp) { ++loops; });
   if (loops != 1) return "the kernel has more than one pipelined loop";
+  if (Operation *wait = unreplicableWait(plan.loop, kernel))
+    return "the flag wait at " + describeLocation(wait->getLoc()) +
+           " orders the loop's loads, but it is nested in code the producer cannot run";
   Operation *blocker = nullptr;
   producerInputs(plan, kernel, &blocker);
   if (blocker) {
@@ -509,6 +564,11 @@ struct Specializer {
     SetVector<Operation *> tileNeeds;
     SetVector<Operation *> producerNeeds =
         producerInputs(plan, kernel, nullptr, &tileNeeds, prologue);
+    // The flag waits before the loop, run by the producer too: those at the
+    // top level once, those of a walk's body in its own walk.
+    SmallVector<Operation *> topGuards, tileGuards;
+    for (Operation *guard : guardsBeforeLoop(loop, kernel))
+      (guard->getBlock() == &top ? topGuards : tileGuards).push_back(guard);
     SmallVector<int64_t> copies = doublePrologueBuffers(kernel, prologue, target,
                                                         consumers + kProducerThreads,
                                                         /*onePerSm=*/bool(consumerBudget));
@@ -550,6 +610,7 @@ struct Specializer {
     Block &loopBody = loop.getBody().front();
     b.setInsertionPointToStart(&producer.getBody().front());
     IRMapping tileMap;
+    for (Operation *guard : topGuards) b.clone(*guard);
     scf::ForOp produceTiles;
     if (tiles) {
       Value zero = pb.constant(0);
@@ -581,6 +642,7 @@ struct Specializer {
       CopyAsyncOp::create(b, loc, pb.mapped(copy.getSource()), dest, prologueFull, index,
                           /*multicast=*/false);
     }
+    for (Operation *guard : tileGuards) b.clone(*guard, tileMap);
     auto produce = scf::ForOp::create(b, loc, pb.mapped(loop.getLower()), pb.mapped(loop.getUpper()),
                                       pb.mapped(loop.getStep()));
     b.setInsertionPointToStart(produce.getBody());
@@ -741,13 +803,22 @@ struct TesselWarpSpecialize : tessel::impl::TesselWarpSpecializeBase<TesselWarpS
       }
       if (!why.empty()) {
         // Asked for explicitly: say why not; otherwise the loop is
-        // software-pipelined without roles.
+        // software-pipelined without roles, which the loop would normally
+        // not be on this target: a warning, unless TMA was turned off for
+        // the compile (that asked for no producer) or there is nothing to
+        // load ahead (tessel-software-pipeline says so).
         if (asked) {
           loop.emitError("cannot warp-specialize this pipelined loop: ") << why;
           return signalPassFailure();
         }
+        if (!plan.loads.empty())
+          emitMissed(loop, getArgument(), missed::kWarpSpecialization,
+                     target->tma ? RemarkSeverity::warning : RemarkSeverity::remark)
+              << "this pipelined loop is not warp-specialized (no TMA producer warpgroup): "
+              << why;
         continue;
       }
+      remarkPlan(plan, *target, getArgument());
       Specializer{OpBuilder(loop), plan, kernel, *target}.run();
     }
     if (failed(verifySharedMemory(kernel, target->arch, target->maxSharedBytes)))

@@ -310,6 +310,7 @@ tile.kernel @staged_epilogue(%out: memref<64x64xf16, #g>) grid(%bx) = affine_map
   %staged = tile.alloc : memref<64x64xf16, #s>
   tile.copy %c, %staged : memref<64x64xf32, #f>, memref<64x64xf16, #s>
   tile.copy %staged, %out : memref<64x64xf16, #s>, memref<64x64xf16, #g>
+  // expected-remark @+1 {{tessel-layout-inference [swizzle]: this shared buffer is not swizzled, though registers write it (a swizzle keeps their rows out of each other's banks): 'memref.load' at}}
   %scratch = tile.alloc : memref<64x64xf16, #s>
   tile.copy %c, %scratch : memref<64x64xf32, #f>, memref<64x64xf16, #s>
   tile.parallel (%i, %j) in [64, 64] {

@@ -1,7 +1,7 @@
 // Fragments need layouts, so each case runs layout inference first; the
 // checks are on what tessel-lower-tile-ops makes of them.
-// RUN: tessel-opt %s -split-input-file -pass-pipeline='builtin.module(tile.kernel(tessel-layout-inference{arch=sm_80},tessel-lower-tile-ops{arch=sm_80}))' | FileCheck %s
-// RUN: tessel-opt %s -split-input-file -pass-pipeline='builtin.module(tile.kernel(tessel-layout-inference{arch=sm_90a},tessel-lower-tile-ops{arch=sm_90a}))' | FileCheck %s --check-prefix=HOPPER
+// RUN: tessel-opt %s -split-input-file -verify-diagnostics -pass-pipeline='builtin.module(tile.kernel(tessel-layout-inference{arch=sm_80},tessel-lower-tile-ops{arch=sm_80}))' | FileCheck %s
+// RUN: tessel-opt %s -split-input-file -verify-diagnostics -pass-pipeline='builtin.module(tile.kernel(tessel-layout-inference{arch=sm_90a},tessel-lower-tile-ops{arch=sm_90a}))' | FileCheck %s --check-prefix=HOPPER
 
 #g = #tile.space<global>
 #s = #tile.space<shared>
@@ -338,6 +338,7 @@ tile.kernel @split_offsets(%out: memref<64x128xf32, #g>) grid(%bx) = affine_map<
   %staged = tile.alloc : memref<64x128xf32, #s>
   tile.copy %c, %staged : memref<64x128xf32, #f>, memref<64x128xf32, #s>
   tile.copy %staged, %out : memref<64x128xf32, #s>, memref<64x128xf32, #g>
+  // expected-remark @+1 {{tessel-layout-inference [swizzle]: this shared buffer is not swizzled, though registers write it (a swizzle keeps their rows out of each other's banks): 'memref.load' at}}
   %plain = tile.alloc : memref<64x128xf32, #s>
   tile.copy %c, %plain : memref<64x128xf32, #f>, memref<64x128xf32, #s>
   tile.parallel (%i, %j) in [64, 128] {
@@ -385,4 +386,26 @@ tile.kernel @broadcast_reads(%x: memref<256xf32, #g>) grid(%bx) = affine_map<() 
     memref.store %p, %l[%j] : memref<256xf32, #f>
   }
   tile.copy %l, %t : memref<256xf32, #f>, memref<256xf32, strided<[1], offset: ?>, #g>
+}
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+
+// A copy moves 16 bytes at a time only where both sides hold the same type
+// contiguously in rows of whole vectors; otherwise a remark says why.
+// CHECK-LABEL: tile.kernel @narrow_copies
+// CHECK: tilenv.cp_async {{.*}} bytes = 8
+// HOPPER-LABEL: tile.kernel @narrow_copies
+tile.kernel @narrow_copies(%a: memref<?x64xf32, #g>, %b: memref<?x4xf16, #g>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %s = tile.alloc : memref<16x64xf16, #s>
+  %t = tile.alloc : memref<16x4xf16, #s>
+  %ra = tile.region %a[%c0, %c0] [16, 64] : memref<?x64xf32, #g> -> memref<16x64xf32, strided<[64, 1], offset: ?>, #g>
+  // expected-remark @+1 {{tessel-lower-tile-ops [vectorization]: this copy is not moved in 16-byte vectors: the copy converts its element type, so it moves one element at a time}}
+  tile.copy %ra, %s : memref<16x64xf32, strided<[64, 1], offset: ?>, #g>, memref<16x64xf16, #s>
+  %rb = tile.region %b[%c0, %c0] [16, 4] : memref<?x4xf16, #g> -> memref<16x4xf16, strided<[4, 1], offset: ?>, #g>
+  // expected-remark @+1 {{tessel-lower-tile-ops [vectorization]: this copy is not moved in 16-byte vectors: the tile's rows of 4 elements are not a multiple of 16 bytes, so it moves 8 bytes at a time}}
+  tile.copy %rb, %t : memref<16x4xf16, strided<[4, 1], offset: ?>, #g>, memref<16x4xf16, #s>
 }

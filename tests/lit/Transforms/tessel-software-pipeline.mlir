@@ -72,7 +72,9 @@ tile.kernel @gemm(%a: memref<?x?xf16, #g>, %b: memref<?x?xf16, #g>, %c: memref<?
 #s = #tile.space<shared>
 
 // One stage: nothing to overlap; the loop stays as it is. A buffer that is
-// read after the loop cannot be multi-buffered either.
+// read after the loop cannot be multi-buffered either: the loop of two
+// stages is then not pipelined, a warning at the loop with a remark at the
+// copy.
 // CHECK-LABEL: tile.kernel @untouched
 // CHECK: tile.pipelined {{.*}} stages(1)
 // CHECK: tile.pipelined {{.*}} stages(2)
@@ -86,50 +88,13 @@ tile.kernel @untouched(%a: memref<?xf32, #g>, %b: memref<64xf32, #g>, %n: index)
     %r = tile.region %a[%k] [64] : memref<?xf32, #g> -> memref<64xf32, strided<[1], offset: ?>, #g>
     tile.copy %r, %s : memref<64xf32, strided<[1], offset: ?>, #g>, memref<64xf32, #s>
   }
+  // expected-warning @+1 {{tessel-software-pipeline [pipelining]: this loop of 2 stages is not pipelined: the copy at}}
   tile.pipelined %k = %c0 to %n step %c1 stages(2) {
     %r = tile.region %a[%k] [64] : memref<?xf32, #g> -> memref<64xf32, strided<[1], offset: ?>, #g>
+    // expected-remark @+1 {{tessel-software-pipeline [pipelining]: this copy is not loaded ahead in the pipelined loop at}}
     tile.copy %r, %s : memref<64xf32, strided<[1], offset: ?>, #g>, memref<64xf32, #s>
   }
   tile.copy %s, %b : memref<64xf32, #s>, memref<64xf32, #g>
-}
-
-// -----
-
-// A TMA box starts on a 16-byte boundary of its rows: a row start known to
-// be a multiple of 4 floats loads with TMA, one that may be any element
-// (a packed sequence's start) falls back to cp.async.
-// CHECK-LABEL: tile.kernel @row_start
-// TMA: tile.mbarrier_expect_tx %{{.*}} bytes(256)
-// TMA: %[[ALIGNED:.*]] = arith.muli %{{.*}}, %c4
-// TMA-NEXT: tile.region %arg0[%{{.*}}, %[[ALIGNED]]]
-// TMA: tile.copy_async
-// TMA: tile.cp_async_commit
-// TMA: tile.region %arg0[%[[ANY:.*]], %[[ANY]]]
-// TMA-NEXT: tile.stage
-// TMA-NEXT: tile.copy %{{.*}} {async}
-#g = #tile.space<global>
-#s = #tile.space<shared>
-#f = #tile.space<fragment>
-
-tile.kernel @row_start(%a: memref<?x?xf32, #g>, %out: memref<64xf32, #g>, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
-  %c0 = arith.constant 0 : index
-  %c1 = arith.constant 1 : index
-  %c4 = arith.constant 4 : index
-  %s = tile.alloc : memref<64xf32, #s>
-  %t = tile.alloc : memref<64xf32, #s>
-  %acc = tile.alloc : memref<64xf32, #f>
-  tile.pipelined %k = %c0 to %n step %c1 stages(2) {
-    %aligned = arith.muli %k, %c4 : index
-    %r = tile.region %a[%k, %aligned] [1, 64] : memref<?x?xf32, #g> -> memref<64xf32, strided<[1], offset: ?>, #g>
-    tile.copy %r, %s : memref<64xf32, strided<[1], offset: ?>, #g>, memref<64xf32, #s>
-    tile.copy %s, %acc : memref<64xf32, #s>, memref<64xf32, #f>
-  }
-  tile.pipelined %k = %c0 to %n step %c1 stages(2) {
-    %r = tile.region %a[%k, %k] [1, 64] : memref<?x?xf32, #g> -> memref<64xf32, strided<[1], offset: ?>, #g>
-    tile.copy %r, %t : memref<64xf32, strided<[1], offset: ?>, #g>, memref<64xf32, #s>
-    tile.copy %t, %acc : memref<64xf32, #s>, memref<64xf32, #f>
-  }
-  tile.copy %acc, %out : memref<64xf32, #f>, memref<64xf32, #g>
 }
 
 // -----
@@ -196,8 +161,9 @@ tile.kernel @guarded(%x: memref<?x64xf16, #g>, %flags: memref<?xi32, #g>, %epoch
 #g = #tile.space<global>
 #s = #tile.space<shared>
 
-// A guard whose index is read from memory inside the loop cannot be issued
-// ahead with the loads.
+// A guard whose index is read inside the loop from memory the kernel writes
+// cannot be issued ahead with the loads (one the kernel only reads can: see
+// @paged below).
 tile.kernel @guard_from_memory(%x: memref<?x64xf16, #g>, %flags: memref<?xi32, #g>, %parts: memref<?xi32, #g>, %epoch: i32, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
@@ -207,13 +173,15 @@ tile.kernel @guard_from_memory(%x: memref<?x64xf16, #g>, %flags: memref<?xi32, #
   tile.pipelined %k = %c0 to %n step %c1 stages(2) {
     %p32 = memref.load %parts[%k] : memref<?xi32, #g>
     %part = arith.index_cast %p32 : i32 to index
-    // expected-error @+1 {{this wait guards the pipelined loop's loads}}
+    // expected-error @+1 {{this wait guards the pipelined loop's loads, which are issued ahead of the body, so its flag, index and value must be computed from the induction variable, values from before the loop and tensors the kernel only reads; here they depend on 'memref.load' at}}
     tile.wait %flags[%part], %epoch timeout_ms(500) : memref<?xi32, #g>, i32
     %r0 = arith.muli %k, %c64 : index
     %xr = tile.region %x[%r0, %c0] [64, 64] : memref<?x64xf16, #g> -> memref<64x64xf16, strided<[64, 1], offset: ?>, #g>
     tile.copy %xr, %xs : memref<64x64xf16, strided<[64, 1], offset: ?>, #g>, memref<64x64xf16, #s>
     tile.gemm %xs, %xs, %acc : memref<64x64xf16, #s>, memref<64x64xf16, #s>, memref<64x64xf32, #tile.space<fragment>>
   }
+  %zero = arith.constant 0 : i32
+  memref.store %zero, %parts[%c0] : memref<?xi32, #g>
 }
 
 // -----
@@ -267,5 +235,112 @@ tile.kernel @nested(%a: memref<?x?xf16, #g>, %b: memref<?x?xf16, #g>, %n: index,
       tile.copy %br, %bs : memref<64x64xf16, strided<[?, 1], offset: ?>, #g>, memref<64x64xf16, #s>
       tile.gemm %as, %bs, %acc : memref<64x64xf16, #s>, memref<64x64xf16, #s>, memref<64x64xf32, #f>
     }
+  }
+}
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// A paged cache: the page of each iteration is read from a table the
+// kernel only reads, so the load is address arithmetic like any other and
+// is issued ahead with the page read for its own iteration (prologue and
+// ahead, in the predicated issue). A table the kernel writes keeps the copy
+// in place, with a warning naming the read.
+// CHECK-LABEL: tile.kernel @paged
+// CHECK: scf.if
+// CHECK: memref.load %arg1
+// CHECK: arith.index_cast
+// CHECK: tile.region %arg0
+// CHECK: scf.for
+// CHECK: scf.if
+// CHECK: memref.load %arg1
+// CHECK: tile.region %arg0
+tile.kernel @paged(%cache: memref<?x64x128xf16, #g>, %table: memref<?xi32, #g>, %out: memref<64x128xf32, #g>, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %ks = tile.alloc : memref<64x128xf16, #s>
+  %acc = tile.alloc : memref<64x128xf32, #f>
+  tile.pipelined %k = %c0 to %n step %c1 stages(3) {
+    %p32 = memref.load %table[%k] : memref<?xi32, #g>
+    %page = arith.index_cast %p32 : i32 to index
+    %r = tile.region %cache[%page, %c0, %c0] [1, 64, 128] : memref<?x64x128xf16, #g> -> memref<64x128xf16, strided<[128, 1], offset: ?>, #g>
+    tile.copy %r, %ks : memref<64x128xf16, strided<[128, 1], offset: ?>, #g>, memref<64x128xf16, #s>
+    tile.copy %ks, %acc : memref<64x128xf16, #s>, memref<64x128xf32, #f>
+  }
+  tile.copy %acc, %out : memref<64x128xf32, #f>, memref<64x128xf32, #g>
+}
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// CHECK-LABEL: tile.kernel @paged_table_written
+// CHECK: tile.pipelined
+tile.kernel @paged_table_written(%cache: memref<?x64x128xf16, #g>, %table: memref<?xi32, #g>, %out: memref<64x128xf32, #g>, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %ks = tile.alloc : memref<64x128xf16, #s>
+  %acc = tile.alloc : memref<64x128xf32, #f>
+  // expected-warning @+1 {{tessel-software-pipeline [pipelining]: this loop of 3 stages is not pipelined: the copy at}}
+  tile.pipelined %k = %c0 to %n step %c1 stages(3) {
+    %p32 = memref.load %table[%k] : memref<?xi32, #g>
+    %page = arith.index_cast %p32 : i32 to index
+    %r = tile.region %cache[%page, %c0, %c0] [1, 64, 128] : memref<?x64x128xf16, #g> -> memref<64x128xf16, strided<[128, 1], offset: ?>, #g>
+    // expected-remark @+1 {{its source address depends on 'memref.load' at}}
+    tile.copy %r, %ks : memref<64x128xf16, strided<[128, 1], offset: ?>, #g>, memref<64x128xf16, #s>
+    tile.copy %ks, %acc : memref<64x128xf16, #s>, memref<64x128xf32, #f>
+    %one = arith.constant 1 : i32
+    memref.store %one, %table[%k] : memref<?xi32, #g>
+  }
+  tile.copy %acc, %out : memref<64x128xf32, #f>, memref<64x128xf32, #g>
+}
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+
+// A copy into a window whose offset is only known at run time is not
+// loaded ahead: which part of a later stage it fills is not known.
+// CHECK-LABEL: tile.kernel @window_dynamic
+tile.kernel @window_dynamic(%a: memref<?x64xf32, #g>, %n: index, %at: index) grid(%bx) = affine_map<()[s0, s1] -> (1)> threads(64) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %s = tile.alloc : memref<64x64xf32, #s>
+  // expected-warning @+1 {{this loop of 2 stages is not pipelined}}
+  tile.pipelined %k = %c0 to %n step %c1 stages(2) {
+    %r = tile.region %a[%k, %c0] [64, 32] : memref<?x64xf32, #g> -> memref<64x32xf32, strided<[64, 1], offset: ?>, #g>
+    %w = tile.region %s[%c0, %at] [64, 32] : memref<64x64xf32, #s> -> memref<64x32xf32, strided<[64, 1], offset: ?>, #s>
+    // expected-remark @+1 {{it writes a window of its buffer whose offsets are not constants}}
+    tile.copy %r, %w : memref<64x32xf32, strided<[64, 1], offset: ?>, #g>, memref<64x32xf32, strided<[64, 1], offset: ?>, #s>
+  }
+}
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+
+// A flag wait after the loop's load would order the next iteration's load
+// in program order, but pipelining issues it ahead: an error, not a wait
+// that silently guards nothing.
+tile.kernel @wait_after_load(%x: memref<?x64xf16, #g>, %flags: memref<?xi32, #g>, %epoch: i32, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %xs = tile.alloc : memref<64x64xf16, #s>
+  %acc = tile.alloc : memref<64x64xf32, #tile.space<fragment>>
+  tile.pipelined %k = %c0 to %n step %c1 stages(2) {
+    %r0 = arith.muli %k, %c64 : index
+    %xr = tile.region %x[%r0, %c0] [64, 64] : memref<?x64xf16, #g> -> memref<64x64xf16, strided<[64, 1], offset: ?>, #g>
+    tile.copy %xr, %xs : memref<64x64xf16, strided<[64, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+    // expected-error @+1 {{this flag wait comes after a load of the pipelined loop}}
+    tile.wait %flags[%k], %epoch timeout_ms(500) : memref<?xi32, #g>, i32
+    tile.gemm %xs, %xs, %acc : memref<64x64xf16, #s>, memref<64x64xf16, #s>, memref<64x64xf32, #tile.space<fragment>>
   }
 }

@@ -748,3 +748,113 @@ tile.kernel @prologue_walk_flagged(%a: memref<?x?xf16, #g>, %b: memref<?x?xf16, 
     tile.copy %acc, %cr : memref<64x64xf32, #f>, memref<64x64xf32, strided<[?, 1], offset: ?>, #g>
   }
 }
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// Another rank's tensor has no tensor map (a map holds one address), so its
+// load is a cp.async copy, and a loop's loads are all TMA or all cp.async:
+// the local operand's load loses TMA too and the loop is not split. Left to
+// this pass on sm_90a, where the loop would be split, that is a warning
+// naming the load.
+// CHECK-LABEL: tile.kernel @peer_operand
+// CHECK-SAME: threads(128)
+// CHECK-NOT: tile.role
+tile.kernel @peer_operand(%a: memref<?x64xf16, #g>, %b: memref<?x64xf16, #g>, %out: memref<64x64xf32, #g>, %rank: index, %n: index) grid(%bx) = affine_map<()[s0, s1] -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %as = tile.alloc : memref<64x64xf16, #s>
+  %bs = tile.alloc : memref<64x64xf16, #s>
+  %acc = tile.alloc : memref<64x64xf32, #f>
+  %peer = tile.peer %b [%rank] : memref<?x64xf16, #g>
+  // expected-warning @+1 {{tessel-warp-specialize [warp-specialization]: this pipelined loop is not warp-specialized (no TMA producer warpgroup): its loads are not all TMA: the tensor is another rank's (tile.peer), and a tensor map holds one address (the load at}}
+  tile.pipelined %k = %c0 to %n step %c1 stages(2) {
+    %row = arith.muli %k, %c64 : index
+    %ra = tile.region %a[%row, %c0] [64, 64] : memref<?x64xf16, #g> -> memref<64x64xf16, strided<[64, 1], offset: ?>, #g>
+    tile.copy %ra, %as : memref<64x64xf16, strided<[64, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+    %rb = tile.region %peer[%row, %c0] [64, 64] : memref<?x64xf16, #g> -> memref<64x64xf16, strided<[64, 1], offset: ?>, #g>
+    tile.copy %rb, %bs : memref<64x64xf16, strided<[64, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+    tile.copy %as, %acc : memref<64x64xf16, #s>, memref<64x64xf32, #f>
+    tile.copy %bs, %acc : memref<64x64xf16, #s>, memref<64x64xf32, #f>
+  }
+  tile.copy %acc, %out : memref<64x64xf32, #f>, memref<64x64xf32, #g>
+}
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// A flag wait written before the pipelined loop (the natural place) orders
+// every load of the loop in program order: the producer runs it before its
+// first load, and the consumers keep it where it was.
+// CHECK-LABEL: tile.kernel @wait_before_loop
+// CHECK: tile.role threads(128, 128) {
+// CHECK-NEXT: tile.wait %arg1[%arg4], %arg2 timeout_ms(500)
+// CHECK-NEXT: scf.for
+// CHECK: tile.copy_async
+// CHECK: tile.role threads(0, 128) {
+// CHECK-NEXT: tile.wait %arg1[%arg4], %arg2 timeout_ms(500)
+// CHECK-NEXT: scf.for
+tile.kernel @wait_before_loop(%x: memref<?x64xf16, #g>, %flags: memref<?xi32, #g>, %epoch: i32, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %xs = tile.alloc : memref<64x64xf16, #s>
+  %acc = tile.alloc : memref<64x64xf32, #f>
+  tile.wait %flags[%bx], %epoch timeout_ms(500) : memref<?xi32, #g>, i32
+  tile.pipelined %k = %c0 to %n step %c1 stages(2) {
+    %r0 = arith.muli %k, %c64 : index
+    %xr = tile.region %x[%r0, %c0] [64, 64] : memref<?x64xf16, #g> -> memref<64x64xf16, strided<[64, 1], offset: ?>, #g>
+    tile.copy %xr, %xs : memref<64x64xf16, strided<[64, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+    tile.gemm %xs, %xs, %acc : memref<64x64xf16, #s>, memref<64x64xf16, #s>, memref<64x64xf32, #f>
+  }
+}
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// In a persistent kernel, a wait at the top of the tile's body: the
+// producer's own walk over the tiles waits for each tile's flag (its index
+// from the producer's tile index) before that tile's loads.
+// CHECK-LABEL: tile.kernel @wait_in_walk
+// CHECK: tile.role threads(128, 128) {
+// CHECK: scf.for %[[T:[^ ]*]] =
+// CHECK-NOT: tile.copy_async
+// CHECK: tile.wait %arg3[%[[T]]], %arg4 timeout_ms(500)
+// CHECK-NEXT: scf.for
+// CHECK: tile.copy_async
+// CHECK: tile.role threads(0, 128) {
+// CHECK: tile.wait
+// CHECK-NEXT: scf.for
+tile.kernel @wait_in_walk(%a: memref<?x?xf16, #g>, %b: memref<?x?xf16, #g>, %c: memref<?x?xf32, #g>, %flags: memref<?xi32, #g>, %epoch: i32, %tiles: index, %n: index) grid(%bx) = affine_map<()[s0, s1] -> (s0)> threads(128) attributes {persistent} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %blocks = tile.num_blocks
+  scf.for %t = %bx to %tiles step %blocks {
+    %c64 = arith.constant 64 : index
+    %row = arith.muli %t, %c64 : index
+    %as = tile.alloc : memref<64x64xf16, #s>
+    %bs = tile.alloc : memref<64x64xf16, #s>
+    %acc = tile.alloc : memref<64x64xf32, #f>
+    tile.wait %flags[%t], %epoch timeout_ms(500) : memref<?xi32, #g>, i32
+    tile.pipelined %k = %c0 to %n step %c1 stages(3) {
+      %k0 = arith.muli %k, %c64 : index
+      %ar = tile.region %a[%row, %k0] [64, 64] : memref<?x?xf16, #g> -> memref<64x64xf16, strided<[?, 1], offset: ?>, #g>
+      %br = tile.region %b[%k0, %c0] [64, 64] : memref<?x?xf16, #g> -> memref<64x64xf16, strided<[?, 1], offset: ?>, #g>
+      tile.copy %ar, %as : memref<64x64xf16, strided<[?, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+      tile.copy %br, %bs : memref<64x64xf16, strided<[?, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+      tile.gemm %as, %bs, %acc : memref<64x64xf16, #s>, memref<64x64xf16, #s>, memref<64x64xf32, #f>
+    }
+    %cr = tile.region %c[%row, %c0] [64, 64] : memref<?x?xf32, #g> -> memref<64x64xf32, strided<[?, 1], offset: ?>, #g>
+    tile.copy %acc, %cr : memref<64x64xf32, #f>, memref<64x64xf32, strided<[?, 1], offset: ?>, #g>
+  }
+}

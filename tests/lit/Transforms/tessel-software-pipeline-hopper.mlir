@@ -1,0 +1,87 @@
+// RUN: tessel-opt %s -split-input-file -verify-diagnostics -pass-pipeline='builtin.module(tile.kernel(tessel-layout-inference{arch=sm_90a},tessel-software-pipeline{arch=sm_90a}))' | FileCheck %s
+
+// The cases of tessel-software-pipeline whose remarks only a target with
+// TMA gives (each load TMA cannot carry says why); the rest, for sm_80 and
+// sm_90a alike, are in tessel-software-pipeline.mlir.
+
+// A TMA box starts on a 16-byte boundary of its rows: a row start known to
+// be a multiple of 4 floats loads with TMA, one that may be any element
+// (a packed sequence's start) falls back to cp.async.
+// CHECK-LABEL: tile.kernel @row_start
+// CHECK: tile.mbarrier_expect_tx %{{.*}} bytes(256)
+// CHECK: %[[ALIGNED:.*]] = arith.muli %{{.*}}, %c4
+// CHECK-NEXT: tile.region %arg0[%{{.*}}, %[[ALIGNED]]]
+// CHECK: tile.copy_async
+// CHECK: tile.cp_async_commit
+// CHECK: tile.region %arg0[%[[ANY:.*]], %[[ANY]]]
+// CHECK-NEXT: tile.stage
+// CHECK-NEXT: tile.copy %{{.*}} {async}
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+tile.kernel @row_start(%a: memref<?x?xf32, #g>, %out: memref<64xf32, #g>, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %s = tile.alloc : memref<64xf32, #s>
+  %t = tile.alloc : memref<64xf32, #s>
+  %acc = tile.alloc : memref<64xf32, #f>
+  tile.pipelined %k = %c0 to %n step %c1 stages(2) {
+    %aligned = arith.muli %k, %c4 : index
+    %r = tile.region %a[%k, %aligned] [1, 64] : memref<?x?xf32, #g> -> memref<64xf32, strided<[1], offset: ?>, #g>
+    tile.copy %r, %s : memref<64xf32, strided<[1], offset: ?>, #g>, memref<64xf32, #s>
+    tile.copy %s, %acc : memref<64xf32, #s>, memref<64xf32, #f>
+  }
+  tile.pipelined %k = %c0 to %n step %c1 stages(2) {
+    %r = tile.region %a[%k, %k] [1, 64] : memref<?x?xf32, #g> -> memref<64xf32, strided<[1], offset: ?>, #g>
+    // expected-remark @+1 {{tessel-software-pipeline [tma]: this load is a cp.async copy, not TMA: the tile's start within a row is not known to be a multiple of 16 bytes}}
+    tile.copy %r, %t : memref<64xf32, strided<[1], offset: ?>, #g>, memref<64xf32, #s>
+    tile.copy %t, %acc : memref<64xf32, #s>, memref<64xf32, #f>
+  }
+  tile.copy %acc, %out : memref<64xf32, #f>, memref<64xf32, #g>
+}
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// Copies into constant windows of one shared tile are loaded ahead: stage
+// i's window is the same offset into stage i's copy of the tile. TMA fills
+// whole buffers, so they are cp.async loads, each saying why.
+// CHECK-LABEL: tile.kernel @windows
+// CHECK: tile.alloc {{.*}}stages = 3 : i64
+// CHECK: scf.if
+// CHECK: %[[STAGE0:.*]] = tile.stage
+// CHECK: %[[WINDOW0:.*]] = tile.region %[[STAGE0]][%c0{{.*}}, %c0{{.*}}] [64, 32]
+// CHECK-NEXT: tile.copy %{{.*}}, %[[WINDOW0]] {async}
+// CHECK: %[[STAGE0B:.*]] = tile.stage
+// CHECK: %[[WINDOW1:.*]] = tile.region %[[STAGE0B]][%c0{{.*}}, %c32{{.*}}] [64, 32]
+// CHECK-NEXT: tile.copy %{{.*}}, %[[WINDOW1]] {async}
+// CHECK: tile.cp_async_commit
+// CHECK: scf.for
+// CHECK: tile.cp_async_wait
+// CHECK-NOT: tile.pipelined
+tile.kernel @windows(%a: memref<?x32xf16, #g>, %b: memref<?x32xf16, #g>, %out: memref<64x64xf32, #g>, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c32 = arith.constant 32 : index
+  %c64 = arith.constant 64 : index
+  %s = tile.alloc : memref<64x64xf16, #s>
+  %acc = tile.alloc : memref<64x64xf32, #f>
+  tile.pipelined %k = %c0 to %n step %c1 stages(3) {
+    %row = arith.muli %k, %c64 : index
+    %ra = tile.region %a[%row, %c0] [64, 32] : memref<?x32xf16, #g> -> memref<64x32xf16, strided<[32, 1], offset: ?>, #g>
+    %wa = tile.region %s[%c0, %c0] [64, 32] : memref<64x64xf16, #s> -> memref<64x32xf16, strided<[64, 1]>, #s>
+    // expected-remark @+1 {{tessel-software-pipeline [tma]: this load is a cp.async copy, not TMA: the shared side is not a whole shared buffer}}
+    tile.copy %ra, %wa : memref<64x32xf16, strided<[32, 1], offset: ?>, #g>, memref<64x32xf16, strided<[64, 1]>, #s>
+    %rb = tile.region %b[%row, %c0] [64, 32] : memref<?x32xf16, #g> -> memref<64x32xf16, strided<[32, 1], offset: ?>, #g>
+    %wb = tile.region %s[%c0, %c32] [64, 32] : memref<64x64xf16, #s> -> memref<64x32xf16, strided<[64, 1], offset: 32>, #s>
+    // expected-remark @+1 {{tessel-software-pipeline [tma]: this load is a cp.async copy, not TMA: the shared side is not a whole shared buffer}}
+    tile.copy %rb, %wb : memref<64x32xf16, strided<[32, 1], offset: ?>, #g>, memref<64x32xf16, strided<[64, 1], offset: 32>, #s>
+    tile.copy %s, %acc : memref<64x64xf16, #s>, memref<64x64xf32, #f>
+  }
+  tile.copy %acc, %out : memref<64x64xf32, #f>, memref<64x64xf32, #g>
+}
