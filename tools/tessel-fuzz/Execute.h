@@ -24,7 +24,8 @@ Outcome compileAll(const Spec &s, const std::vector<Build> &builds);
 
 /// Runs every build of `s` on the GPU with deterministic inputs and
 /// poisoned outputs, and compares each build's outputs with the first's:
-/// bit for bit, or within 1e-5 relative where the program is inexact.
+/// bit for bit (either zero matching the other), or within 1e-5 relative
+/// where the program is inexact.
 /// `compiled` is called once every build has compiled, before any runs.
 Outcome runAll(const Spec &s, const std::vector<Build> &builds, const std::function<void()> &compiled = {});
 

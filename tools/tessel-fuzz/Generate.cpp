@@ -157,6 +157,8 @@ void generateElementwise(Spec &s) {
   s.pipelinedLoop = chance(0.8);
   s.stages = int(uniform(1, 4));
   s.ws = pick({WarpSpecialize::automatic, WarpSpecialize::on, WarpSpecialize::off});
+  // Asking for warp specialization needs consumers in whole warpgroups.
+  if (s.ws == WarpSpecialize::on && s.threads % 128) s.ws = WarpSpecialize::automatic;
 }
 
 void generateGemm(Spec &s) {

@@ -19,6 +19,7 @@
 #include "tessel/runtime/Driver.h"
 #include "tessel/runtime/Error.h"
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
@@ -141,15 +142,15 @@ std::string signature(const Outcome &o) {
 
 /// The smallest variant of `s` that still fails as `outcome` (greedy: the
 /// first smaller candidate that fails the same way replaces it), within a
-/// budget of attempts and time.
-Spec shrink(const Spec &s, Outcome &outcome, const Options &o, const Limits &limits) {
+/// budget of attempts and `seconds`.
+Spec shrink(const Spec &s, Outcome &outcome, const Options &o, const Limits &limits, double seconds) {
   Spec best = s;
   auto start = std::chrono::steady_clock::now();
   int attempts = 0;
   for (bool progress = true; progress;) {
     progress = false;
     for (const Spec &candidate : shrinkCandidates(best)) {
-      if (++attempts > 80 || elapsedSince(start) > 300) return best;
+      if (++attempts > 80 || elapsedSince(start) > seconds) return best;
       Outcome c = runIsolated(task(candidate, o), limits, o.out);
       if (signature(c) != signature(outcome)) continue;
       best = candidate;
@@ -223,12 +224,15 @@ int fuzzPrograms(const Options &o) {
     failures.push_back({generate(id), outcome});
   };
   runPool(next, o.jobs, limits, o.out, done);
-  // The first failure of each kind is shrunk; the others are kept as found.
+  // The first failure of each kind is shrunk, for at most 5 minutes each
+  // and 10 in all; the others are kept as found.
   std::set<std::string> shrunk;
+  auto shrinking = std::chrono::steady_clock::now();
   for (auto &[spec, outcome] : failures) {
     Outcome kept = outcome;
     bool first = shrunk.insert(signature(outcome)).second;
-    Spec smallest = o.shrink && first ? shrink(spec, kept, o, limits) : spec;
+    double budget = std::min(300.0, 600 - elapsedSince(shrinking));
+    Spec smallest = o.shrink && first && budget > 0 ? shrink(spec, kept, o, limits, budget) : spec;
     keep(spec, smallest, kept, o);
   }
   std::cout << fmt::format("tessel-fuzz: {} passed, {} failed", passed, failed)
