@@ -295,19 +295,11 @@ void tessel::remarkPlan(PipelinePlan &plan, const TargetInfo &target, StringRef 
         << "this copy is not loaded ahead in the pipelined loop at "
         << describeLocation(plan.loop.getLoc()) << " (it runs in place, every iteration): "
         << skipped.reason;
-  if (!target.hasTma() || !target.tma || plan.tma) return;
-  // A loop's loads are all TMA or all cp.async: one load TMA cannot carry
-  // takes TMA from the others too.
-  PipelineLoad *culprit = llvm::find_if(plan.loads, [](PipelineLoad &l) { return !l.noTma.empty(); });
-  for (PipelineLoad &load : plan.loads) {
-    InFlightDiagnostic diag = emitMissed(load.copy, pass, missed::kTma)
-                              << "this load is a cp.async copy, not TMA: ";
-    if (!load.noTma.empty()) diag << load.noTma;
-    else
-      diag << "the load at " << describeLocation(culprit->copy.getLoc())
-           << " in the same pipelined loop cannot be TMA (" << culprit->noTma
-           << "), and a loop's loads are all TMA or all cp.async";
-  }
+  if (!target.hasTma() || !target.tma) return;
+  for (PipelineLoad &load : plan.loads)
+    if (!load.noTma.empty())
+      emitMissed(load.copy, pass, missed::kTma)
+          << "this load is a cp.async copy, not TMA: " << load.noTma;
 }
 
 Value PipelineBuilder::constant(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }

@@ -21,6 +21,9 @@
 //   - cp.async (sm_80, or loads TMA cannot carry): each thread's copies form
 //     one commit group per iteration; waiting until S - 2 groups are pending
 //     leaves iteration k's data in place, and a barrier publishes it.
+// A loop with loads of both kinds (a peer's tile beside local ones) uses
+// both: the cp.async wait and barrier, then the `full` phase for the TMA
+// loads, so that one load TMA cannot carry leaves the others theirs.
 //
 //===----------------------------------------------------------------------===//
 #include "PipelinePlanning.h"
@@ -53,11 +56,24 @@ static bool readByAsyncProxy(PipelinePlan &plan) {
   return found;
 }
 
+/// Whether `load` is issued as a TMA copy.
+static bool byTma(const PipelineLoad &load) { return load.noTma.empty(); }
+
 struct Pipeliner {
   OpBuilder b;
   PipelinePlan plan;
   KernelOp kernel;
   Value full; // TMA: one mbarrier per stage
+  bool anyTma = llvm::any_of(plan.loads, byTma);
+  bool anyCpAsync = !llvm::all_of(plan.loads, byTma);
+
+  /// Bytes a stage's TMA loads bring in.
+  int64_t tmaBytes() {
+    int64_t bytes = 0;
+    for (PipelineLoad &load : plan.loads)
+      if (byTma(load)) bytes += load.bytes;
+    return bytes;
+  }
 
   /// Issues the loads of the iteration with induction value `iv` into
   /// `stage`, when `iv` is inside the loop.
@@ -69,11 +85,11 @@ struct Pipeliner {
     b.setInsertionPointToStart(ifOp.thenBlock());
     if (barrierFirst) BarrierOp::create(b, loc, IntegerAttr(), IntegerAttr());
     pb.waitForGuards(from, iv);
-    if (plan.tma) MbarrierExpectTxOp::create(b, loc, full, stage, b.getI64IntegerAttr(plan.stageBytes()));
+    if (anyTma) MbarrierExpectTxOp::create(b, loc, full, stage, b.getI64IntegerAttr(tmaBytes()));
     for (PipelineLoad &load : plan.loads) {
       Value src = pb.sourceFor(load, from, iv);
       Value dst = pb.destFor(load, stage);
-      if (plan.tma)
+      if (byTma(load))
         CopyAsyncOp::create(b, loc, src, dst, full, stage);
       else
         CopyOp::create(b, loc, src, dst, /*async=*/true);
@@ -101,7 +117,7 @@ struct Pipeliner {
     int64_t S = plan.stages;
     b.setInsertionPoint(loop);
     pb.multiBuffer();
-    if (plan.tma) full = pb.createBarriers(kernel, 1, "full");
+    if (anyTma) full = pb.createBarriers(kernel, 1, "full");
 
     // A loop that runs again (nested in another) refills stages its last
     // run's final iterations read: every thread must be done with them.
@@ -111,7 +127,7 @@ struct Pipeliner {
     Value counter;
     if (!llvm::isa<KernelOp>(loop->getParentOp())) {
       BarrierOp::create(b, loc, IntegerAttr(), IntegerAttr());
-      if (plan.tma) {
+      if (anyTma) {
         counter = runCounter(loc);
         pb.base = arith::IndexCastOp::create(
             b, loc, b.getIndexType(), memref::LoadOp::create(b, loc, counter, pb.constant(0)));
@@ -124,7 +140,7 @@ struct Pipeliner {
       Value stage = pb.base ? pb.stageOf(arith::AddIOp::create(b, loc, pb.base, pb.constant(d)))
                             : pb.constant(d);
       issueLoads(loc, loop.getBody().front(), iv, stage, /*barrierFirst=*/false);
-      if (!plan.tma) CpAsyncCommitOp::create(b, loc);
+      if (anyCpAsync) CpAsyncCommitOp::create(b, loc);
     }
 
     auto forOp = scf::ForOp::create(b, loc, loop.getLower(), loop.getUpper(), loop.getStep());
@@ -140,7 +156,7 @@ struct Pipeliner {
     Value aheadIv = arith::AddIOp::create(
         b, loc, iv, arith::MulIOp::create(b, loc, loop.getStep(), pb.constant(S - 1)));
     Value aheadStage = pb.stageOf(arith::AddIOp::create(b, loc, k, pb.constant(S - 1)));
-    if (plan.tma) {
+    if (!anyCpAsync) {
       // The stage refilled below was read in iteration k-1: the barrier
       // before the refill orders those reads (wgmma has waited for them).
       issueLoads(loc, *body, aheadIv, aheadStage, /*barrierFirst=*/true);
@@ -152,6 +168,8 @@ struct Pipeliner {
       BarrierOp::create(b, loc, IntegerAttr(), IntegerAttr());
       issueLoads(loc, *body, aheadIv, aheadStage, /*barrierFirst=*/false);
       CpAsyncCommitOp::create(b, loc);
+      // Iteration k's TMA loads, beside the cp.async ones.
+      if (anyTma) MbarrierWaitOp::create(b, loc, full, stage, pb.parityOf(k));
     }
     pb.useStage(forOp.getRegion(), stage);
     if (counter) {
@@ -200,7 +218,7 @@ struct TesselSoftwarePipeline
       }
       if (failed(verifyStagesFit(plan, *target)) || failed(verifyLoadGuards(plan)))
         return signalPassFailure();
-      Pipeliner{OpBuilder(loop), plan, kernel, {}}.run();
+      Pipeliner{OpBuilder(loop), plan, kernel}.run();
     }
     if (failed(verifySharedMemory(kernel, target->arch, target->maxSharedBytes)))
       signalPassFailure();
