@@ -52,6 +52,13 @@ bool isFloat(DType t);
 bool isHost(const ExprNode &n);
 /// `v` converted (int/float casts, widening or narrowing) to `to`.
 mlir::Value convertTo(mlir::OpBuilder &b, mlir::Location l, mlir::Value v, mlir::Type to);
+/// Integer division rounding toward negative infinity, and the remainder
+/// with the divisor's sign (the DSL's `/` and `%`); C's truncating forms
+/// where both operands are provably non-negative (Division.cpp).
+mlir::Value floorDivide(mlir::OpBuilder &b, mlir::Location l, mlir::Value lhs, mlir::Value rhs);
+mlir::Value floorRemainder(mlir::OpBuilder &b, mlir::Location l, mlir::Value lhs, mlir::Value rhs);
+int64_t floorDivide(int64_t a, int64_t b);
+int64_t floorRemainder(int64_t a, int64_t b);
 /// "[64, ?]" for messages (-1 is a dynamic extent).
 std::string shapeText(const std::vector<int64_t> &shape);
 /// Runs the op's verifier; its diagnostics become a tessel::Error at the

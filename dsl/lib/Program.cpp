@@ -199,8 +199,6 @@ static bool isHostExpression(const ExprNode &n) {
   }
 }
 
-static int64_t floorDiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
-
 int64_t tessel::evaluate(const Expr &e, const std::vector<int64_t> &symbols) {
   const ExprNode &n = *e.node;
   switch (n.kind) {
@@ -217,9 +215,9 @@ int64_t tessel::evaluate(const Expr &e, const std::vector<int64_t> &symbols) {
     case '+': return a + b;
     case '-': return a - b;
     case '*': return a * b;
-    case '/': return floorDiv(a, b);
-    case '%': return a - floorDiv(a, b) * b;
-    case 'c': return -floorDiv(-a, b);
+    case '/': return detail::floorDivide(a, b);
+    case '%': return detail::floorRemainder(a, b);
+    case 'c': return -detail::floorDivide(-a, b);
     case 'M': return std::max(a, b);
     case 'm': return std::min(a, b);
     }
@@ -419,6 +417,17 @@ Value tessel::detail::convertTo(OpBuilder &b, Location l, Value v, Type to) {
     Value wide = arith::ExtFOp::create(b, l, b.getF32Type(), v);
     return arith::TruncFOp::create(b, l, to, wide);
   }
+  // As in C++: nonzero is true, and true is 1.
+  if (to.isInteger(1)) {
+    Value zero = arith::ConstantOp::create(b, l, b.getZeroAttr(from));
+    if (fFrom) return arith::CmpFOp::create(b, l, arith::CmpFPredicate::UNE, v, zero);
+    return arith::CmpIOp::create(b, l, arith::CmpIPredicate::ne, v, zero);
+  }
+  if (from.isInteger(1)) {
+    if (fTo) return arith::UIToFPOp::create(b, l, to, v);
+    if (to.isIndex()) return arith::IndexCastUIOp::create(b, l, to, v);
+    return arith::ExtUIOp::create(b, l, to, v);
+  }
   if (from.isIndex()) {
     Value i = arith::IndexCastOp::create(b, l, b.getI32Type(), v);
     return to.isInteger(32) ? i : convertTo(b, l, i, to);
@@ -454,8 +463,8 @@ Value Expr::value(DType as) const {
     case '+': return arith::AddIOp::create(b, l, lhs, rhs);
     case '-': return arith::SubIOp::create(b, l, lhs, rhs);
     case '*': return arith::MulIOp::create(b, l, lhs, rhs);
-    case '/': return arith::DivSIOp::create(b, l, lhs, rhs);
-    case '%': return arith::RemSIOp::create(b, l, lhs, rhs);
+    case '/': return floorDivide(b, l, lhs, rhs);
+    case '%': return floorRemainder(b, l, lhs, rhs);
     case 'c': return arith::CeilDivSIOp::create(b, l, lhs, rhs);
     case 'M': return arith::MaxSIOp::create(b, l, lhs, rhs);
     case 'm': return arith::MinSIOp::create(b, l, lhs, rhs);
@@ -505,9 +514,9 @@ static Expr binary(char op, Expr a, Expr b) {
     case '+': return x + y;
     case '-': return x - y;
     case '*': return x * y;
-    case '/': if (y) return x / y; break;
-    case '%': if (y) return x % y; break;
-    case 'c': if (y) return (x + y - 1) / y; break;
+    case '/': if (y) return floorDivide(x, y); break;
+    case '%': if (y) return floorRemainder(x, y); break;
+    case 'c': if (y) return -floorDivide(-x, y); break;
     case 'M': return std::max(x, y);
     case 'm': return std::min(x, y);
     }
@@ -535,8 +544,8 @@ static Expr binary(char op, Expr a, Expr b) {
   case '+': return fromValue(arith::AddIOp::create(bld, l, lhs, rhs));
   case '-': return fromValue(arith::SubIOp::create(bld, l, lhs, rhs));
   case '*': return fromValue(arith::MulIOp::create(bld, l, lhs, rhs));
-  case '/': return fromValue(arith::DivSIOp::create(bld, l, lhs, rhs));
-  case '%': return fromValue(arith::RemSIOp::create(bld, l, lhs, rhs));
+  case '/': return fromValue(floorDivide(bld, l, lhs, rhs));
+  case '%': return fromValue(floorRemainder(bld, l, lhs, rhs));
   case 'c': return fromValue(arith::CeilDivSIOp::create(bld, l, lhs, rhs));
   case 'M': return fromValue(arith::MaxSIOp::create(bld, l, lhs, rhs));
   case 'm': return fromValue(arith::MinSIOp::create(bld, l, lhs, rhs));

@@ -45,7 +45,19 @@ struct bfloat16 {
   }
 };
 
-__device__ inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
+// Integer types of several words under one identifier each: generated code
+// spells every type so that `T(x)` and declarations parse alike.
+typedef long long i64;
+typedef signed char i8;
+
+// The DSL's integer division: rounded toward negative infinity (-7 / 4 = -2)
+// and up (ceil_div(-7, 4) = -1), for either sign of either operand.
+template <typename T> __device__ inline T floor_div(T a, T b) {
+  return a / b - T(a % b != 0 && (a < 0) != (b < 0));
+}
+template <typename T> __device__ inline T ceil_div(T a, T b) {
+  return a / b + T(a % b != 0 && (a < 0) == (b < 0));
+}
 
 // 2^x with the special-function unit: one MUFU.EX2 (about 2 ulp, flushes
 // denormal results to zero; exp2(-inf) = 0).
@@ -262,7 +274,9 @@ __device__ inline long long wgmma_desc(unsigned address, int leading, int stride
 
 // Atomic adds with a PTX memory-model order at GPU scope. seq_cst is a
 // sequentially consistent fence followed by an acq_rel update, as in the PTX
-// memory model's mapping of C++ atomics.
+// memory model's mapping of C++ atomics. The old value each atom returns
+// stays in a PTX register of the asm's own (a C++ variable set and never
+// read is a warning under NVRTC).
 struct order_relaxed { static constexpr bool sc = false; };
 struct order_acquire { static constexpr bool sc = false; };
 struct order_release { static constexpr bool sc = false; };
@@ -271,24 +285,20 @@ struct order_seq_cst { static constexpr bool sc = true; };
 
 #define TESSEL_ATOMIC_ADD(ORDER, SEM)                                                       \
   __device__ inline void atomic_add_impl(ORDER, float *p, float v) {                        \
-    float old;                                                                              \
-    asm volatile("atom." SEM ".gpu.add.f32 %0, [%1], %2;" : "=f"(old) : "l"(p), "f"(v)      \
-                 : "memory");                                                               \
+    asm volatile("{\n.reg .f32 old;\natom." SEM ".gpu.add.f32 old, [%0], %1;\n}"            \
+                 :: "l"(p), "f"(v) : "memory");                                             \
   }                                                                                         \
   __device__ inline void atomic_add_impl(ORDER, double *p, double v) {                      \
-    double old;                                                                             \
-    asm volatile("atom." SEM ".gpu.add.f64 %0, [%1], %2;" : "=d"(old) : "l"(p), "d"(v)      \
-                 : "memory");                                                               \
+    asm volatile("{\n.reg .f64 old;\natom." SEM ".gpu.add.f64 old, [%0], %1;\n}"            \
+                 :: "l"(p), "d"(v) : "memory");                                             \
   }                                                                                         \
   __device__ inline void atomic_add_impl(ORDER, int *p, int v) {                            \
-    int old;                                                                                \
-    asm volatile("atom." SEM ".gpu.add.s32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v)      \
-                 : "memory");                                                               \
+    asm volatile("{\n.reg .b32 old;\natom." SEM ".gpu.add.s32 old, [%0], %1;\n}"            \
+                 :: "l"(p), "r"(v) : "memory");                                             \
   }                                                                                         \
   __device__ inline void atomic_add_impl(ORDER, half *p, half v) {                          \
-    unsigned short old;                                                                     \
-    asm volatile("atom." SEM ".gpu.add.noftz.f16 %0, [%1], %2;"                            \
-                 : "=h"(old) : "l"(p), "h"(v.bits) : "memory");                             \
+    asm volatile("{\n.reg .b16 old;\natom." SEM ".gpu.add.noftz.f16 old, [%0], %1;\n}"      \
+                 :: "l"(p), "h"(v.bits) : "memory");                                        \
   }                                                                                         \
   __device__ inline void atomic_add_impl(ORDER, bfloat16 *p, bfloat16 v) {                  \
     atomic_add_bf16<ORDER>(p, v);                                                           \
@@ -298,9 +308,8 @@ struct order_seq_cst { static constexpr bool sc = true; };
 // the aligned 32-bit word that holds the value.
 template <class Order> __device__ inline void atomic_add_bf16(bfloat16 *p, bfloat16 v) {
 #if __CUDA_ARCH__ >= 900
-  unsigned short old;
-  asm volatile("atom.acq_rel.gpu.add.noftz.bf16 %0, [%1], %2;"
-               : "=h"(old) : "l"(p), "h"(v.bits) : "memory");
+  asm volatile("{\n.reg .b16 old;\natom.acq_rel.gpu.add.noftz.bf16 old, [%0], %1;\n}"
+               :: "l"(p), "h"(v.bits) : "memory");
 #else
   unsigned long long addr = reinterpret_cast<unsigned long long>(p);
   unsigned *word = reinterpret_cast<unsigned *>(addr & ~3ull);

@@ -31,21 +31,28 @@ static void checkNvrtc(nvrtcResult r, const char *call) {
     throw Error(fmt::format("{} failed: {}", call, nvrtcGetErrorString(r)));
 }
 
-/// NVRTC's log with the generated source line under each diagnostic.
-static std::string annotateLog(const std::string &log, const std::string &source) {
+/// The name NVRTC knows the generated source by; the device headers have
+/// their own, and their line numbers are theirs.
+static const char kSourceName[] = "tessel_kernel.cu";
+
+/// NVRTC's log with the generated source line under each diagnostic about
+/// the generated source; `firstError` gets the first error's line.
+static std::string annotateLog(const std::string &log, const std::string &source, int &firstError) {
   std::vector<std::string> lines;
   std::istringstream in(source);
   for (std::string l; std::getline(in, l);) lines.push_back(l);
   std::ostringstream out;
   std::istringstream logIn(log);
-  static const std::regex where(R"(\((\d+)\): (error|warning))");
+  static const std::regex where(R"(^tessel_kernel\.cu\((\d+)\): (error|warning))");
+  firstError = 0;
   for (std::string l; std::getline(logIn, l);) {
     out << l << "\n";
     std::smatch m;
-    if (std::regex_search(l, m, where)) {
-      size_t n = std::stoul(m[1]);
-      if (n >= 1 && n <= lines.size()) out << "    generated line " << n << ": " << lines[n - 1] << "\n";
-    }
+    if (!std::regex_search(l, m, where)) continue;
+    size_t n = std::stoul(m[1]);
+    if (n < 1 || n > lines.size()) continue;
+    out << "    generated line " << n << ": " << lines[n - 1] << "\n";
+    if (!firstError && m[2] == "error") firstError = static_cast<int>(n);
   }
   return out.str();
 }
@@ -55,7 +62,7 @@ Binary tessel::rt::compileCuda(const std::string &source, const std::string &arc
   nvrtcProgram prog;
   const char *headers[] = {kDeviceHeader, kTcgen05EmulationHeader};
   const char *names[] = {"tessel_device.h", "tessel_tcgen05_emu.h"};
-  checkNvrtc(nvrtcCreateProgram(&prog, source.c_str(), "tessel_kernel.cu", 2, headers, names),
+  checkNvrtc(nvrtcCreateProgram(&prog, source.c_str(), kSourceName, 2, headers, names),
              "nvrtcCreateProgram");
   std::vector<std::string> opts = {"--gpu-architecture=" + arch, "-std=c++17", "-lineinfo",
                                    "--ptxas-options=-v"};
@@ -69,8 +76,11 @@ Binary tessel::rt::compileCuda(const std::string &source, const std::string &arc
   if (logSize) nvrtcGetProgramLog(prog, log.data());
   if (r != NVRTC_SUCCESS) {
     nvrtcDestroyProgram(&prog);
-    throw Error(fmt::format("nvrtcCompileProgram failed for {}: {}\n{}", arch,
-                            nvrtcGetErrorString(r), annotateLog(log, source)));
+    int firstError = 0;
+    std::string annotated = annotateLog(log, source, firstError);
+    throw NvrtcError(fmt::format("nvrtcCompileProgram failed for {}: {}\n{}", arch,
+                                 nvrtcGetErrorString(r), annotated),
+                     firstError);
   }
   Binary bin;
   std::istringstream logLines(log);

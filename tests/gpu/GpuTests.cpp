@@ -9,6 +9,8 @@
 #include <catch2/catch.hpp>
 
 #include "Library.h"
+#include "LibrarySupport.h"
+#include "ScalarKernels.h"
 #include "tessel/runtime/Cache.h"
 #include "tessel/runtime/Driver.h"
 
@@ -342,6 +344,39 @@ TEST_CASE("a second compile in one process does not call NVRTC", "[gpu][cache]")
   CHECK(stats.memoryHits == hits + 1);
   CHECK_FALSE(k.times().nvrtcCalled);
   CHECK(entry.check(k, p, 7).passed);
+}
+
+TEST_CASE("integer division of negative values floors on the GPU", "[gpu][user]") {
+  Program p = test::signedDivision();
+  Kernel k = compile(p, {deviceArch(), ""});
+  const int64_t n = test::kDivisionElements, rows = test::kDivisionRows;
+  // Every sign of dividend and divisor, exact multiples included.
+  std::vector<int32_t> x(n), d(n), out(rows * n);
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = int32_t(i % 41) - 20;
+    int32_t divisor = int32_t(i / 41) % 11 - 5;
+    d[i] = divisor ? divisor : 3;
+  }
+  rt::DeviceBuffer dx(n * 4), dd(n * 4), dout(rows * n * 4);
+  dx.upload(x.data(), n * 4);
+  dd.upload(d.data(), n * 4);
+  dout.fillBytes(0xff);
+  k.launch({rt::LaunchArg::buffer(dx.ptr(), {n}), rt::LaunchArg::buffer(dd.ptr(), {n}),
+            rt::LaunchArg::buffer(dout.ptr(), {rows, n})});
+  synchronize();
+  dout.download(out.data(), rows * n * 4);
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t want[] = {test::floorDivision(x[i], d[i]), test::floorRemainder(x[i], d[i]),
+                            test::floorDivision(x[i], 4),    test::floorRemainder(x[i], 4),
+                            -test::floorDivision(-x[i], d[i]), i};
+    for (int64_t r = 0; r < rows; ++r) {
+      if (out[r * n + i] == want[r]) continue;
+      if (++wrong <= 8)
+        fmt::print("row {} at x = {}, d = {}: {} (want {})\n", r, x[i], d[i], out[r * n + i], want[r]);
+    }
+  }
+  CHECK(wrong == 0);
 }
 
 int main(int argc, char **argv) {

@@ -70,6 +70,16 @@ bool CudaEmitter::overwrites(Value accumulate) {
   return accumulate && matchPattern(accumulate, m_Zero());
 }
 
+bool CudaEmitter::printedInPlace(Value constant) {
+  return llvm::all_of(constant.getUsers(), [&](Operation *user) {
+    Value accumulate = llvm::TypeSwitch<Operation *, Value>(user)
+                           .Case<tilenv::WgmmaOp, tilenv::WgmmaRegAOp>(
+                               [](auto o) { return o.getAccumulate(); })
+                           .Default([](Operation *) { return Value(); });
+    return accumulate == constant && overwrites(constant);
+  });
+}
+
 LogicalResult CudaEmitter::emitWgmmaRegA(tilenv::WgmmaRegAOp o) {
   int64_t n = o.getN(), regs = n / 2;
   const char *accConstraint = overwrites(o.getAccumulate()) ? "\"=f\"" : "\"+f\"";
@@ -131,17 +141,28 @@ LogicalResult CudaEmitter::emitWgmma(tilenv::WgmmaOp o) {
   return success();
 }
 
+// One identifier each (the device header's aliases for the types of several
+// words), so that every spelling is valid wherever a type goes: declarations,
+// `T(x)` conversions, template arguments.
 std::string CudaEmitter::typeName(Type t) {
   if (t.isIndex() || t.isInteger(32)) return "int";
   if (t.isInteger(1)) return "bool";
-  if (t.isInteger(64)) return "long long";
-  if (t.isInteger(8)) return "signed char";
+  if (t.isInteger(64)) return "tessel::i64";
+  if (t.isInteger(8)) return "tessel::i8";
   if (t.isInteger(16)) return "short";
   if (t.isF32()) return "float";
   if (t.isF64()) return "double";
   if (t.isF16()) return "tessel::half";
   if (t.isBF16()) return "tessel::bfloat16";
   return "";
+}
+
+std::string CudaEmitter::unsignedTypeName(Type t) {
+  if (t.isInteger(1)) return "bool";
+  if (t.isInteger(64)) return "unsigned long long";
+  if (t.isInteger(8)) return "unsigned char";
+  if (t.isInteger(16)) return "unsigned short";
+  return "unsigned";
 }
 
 FailureOr<rt::ScalarType> CudaEmitter::scalarType(Type t) {
@@ -184,8 +205,12 @@ std::string CudaEmitter::constant(Attribute attr, Type type) {
 }
 
 LogicalResult CudaEmitter::emitBlock(Block &block) {
-  for (Operation &op : block)
+  for (Operation &op : block) {
+    markOrigin(op);
     if (failed(emitOp(op))) return failure();
+  }
+  // What follows (closing braces) belongs to the op around the block.
+  markOrigin(*block.getParentOp());
   return success();
 }
 
@@ -207,15 +232,19 @@ LogicalResult CudaEmitter::emitArith(Operation &op) {
     line() << declare(r) << " = " << fromFloat(r.getType(), (fn + (dbl ? "" : "f")).str() + "(" + args + ")") << ";\n";
     return success();
   };
-  auto cast = [&]() -> LogicalResult {
+  // arith's conversions are C++'s `T(x)`; the unsigned ones first read the
+  // operand as unsigned of its width (a bool needs nothing: true is 1).
+  auto cast = [&](bool fromUnsigned) -> LogicalResult {
     Value a = op.getOperand(0);
-    Type to = r.getType();
-    std::string value = isHalfLike(a.getType()) ? asFloat(a) : name(a);
+    Type from = a.getType(), to = r.getType();
+    std::string value = isHalfLike(from) ? asFloat(a) : name(a);
+    if (fromUnsigned && !from.isInteger(1)) value = "(" + unsignedTypeName(from) + ")" + value;
     line() << declare(r) << " = " << typeName(to) << "(" << value << ");\n";
     return success();
   };
   return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
       .Case([&](arith::ConstantOp c) {
+        if (printedInPlace(r)) return success();
         line() << "const " << declare(r) << " = " << constant(c.getValue(), r.getType()) << ";\n";
         return success();
       })
@@ -223,6 +252,11 @@ LogicalResult CudaEmitter::emitArith(Operation &op) {
       .Case([&](arith::SubIOp) { return binary("-"); })
       .Case([&](arith::MulIOp) { return binary("*"); })
       .Case<arith::DivSIOp, arith::DivUIOp>([&](auto) { return binary("/"); })
+      .Case([&](arith::FloorDivSIOp o) {
+        line() << declare(r) << " = tessel::floor_div(" << name(o.getLhs()) << ", "
+               << name(o.getRhs()) << ");\n";
+        return success();
+      })
       .Case<arith::RemSIOp, arith::RemUIOp>([&](auto) { return binary("%"); })
       .Case([&](arith::AndIOp) { return binary(r.getType().isInteger(1) ? "&&" : "&"); })
       .Case([&](arith::OrIOp) { return binary(r.getType().isInteger(1) ? "||" : "|"); })
@@ -230,8 +264,8 @@ LogicalResult CudaEmitter::emitArith(Operation &op) {
       .Case([&](arith::ShLIOp) { return binary("<<"); })
       .Case([&](arith::ShRSIOp) { return binary(">>"); })
       .Case([&](arith::ShRUIOp o) {
-        line() << declare(r) << " = " << typeName(r.getType()) << "((unsigned)" << name(o.getLhs())
-               << " >> " << name(o.getRhs()) << ");\n";
+        line() << declare(r) << " = " << typeName(r.getType()) << "((" << unsignedTypeName(r.getType())
+               << ")" << name(o.getLhs()) << " >> " << name(o.getRhs()) << ");\n";
         return success();
       })
       .Case([&](arith::AddFOp) { return binary("+"); })
@@ -266,7 +300,8 @@ LogicalResult CudaEmitter::emitArith(Operation &op) {
         static const char *syms[] = {"==", "!=", "<", "<=", ">", ">=", "<", "<=", ">", ">="};
         bool isUnsigned = o.getPredicate() >= arith::CmpIPredicate::ult;
         std::string lhs = name(o.getLhs()), rhs = name(o.getRhs());
-        if (isUnsigned) lhs = "(unsigned)" + lhs, rhs = "(unsigned)" + rhs;
+        std::string asUnsigned = "(" + unsignedTypeName(o.getLhs().getType()) + ")";
+        if (isUnsigned) lhs = asUnsigned + lhs, rhs = asUnsigned + rhs;
         line() << declare(r) << " = " << lhs << " " << syms[(int)o.getPredicate()] << " " << rhs << ";\n";
         return success();
       })
@@ -294,8 +329,10 @@ LogicalResult CudaEmitter::emitArith(Operation &op) {
                << " : " << name(o.getFalseValue()) << ";\n";
         return success();
       })
-      .Case<arith::ExtFOp, arith::TruncFOp, arith::SIToFPOp, arith::FPToSIOp,
-            arith::IndexCastOp, arith::ExtSIOp, arith::TruncIOp>([&](auto) { return cast(); })
+      .Case<arith::ExtFOp, arith::TruncFOp, arith::SIToFPOp, arith::FPToSIOp, arith::IndexCastOp,
+            arith::ExtSIOp, arith::TruncIOp>([&](auto) { return cast(/*fromUnsigned=*/false); })
+      .Case<arith::ExtUIOp, arith::UIToFPOp, arith::IndexCastUIOp>(
+          [&](auto) { return cast(/*fromUnsigned=*/true); })
       .Case([&](math::ExpOp) { return call("__exp"); })
       // exp2 is the hardware's ex2.approx (about 2 ulp, denormals flushed),
       // as exp is __expf: softmax needs throughput, not the last ulp.
@@ -382,6 +419,8 @@ LogicalResult CudaEmitter::emitOp(Operation &op) {
         MemRefType type = o.getType();
         std::string elt = typeName(type.getElementType());
         if (getMemorySpace(type) == MemorySpace::local) {
+          // Unused, it would be a warning under NVRTC.
+          if (o.getResult().use_empty()) return success();
           line() << "__align__(16) " << elt << " " << name(o.getResult()) << "["
                  << type.getNumElements() << "];\n";
         } else {
@@ -689,6 +728,25 @@ FailureOr<rt::KernelSpec> CudaEmitter::emitKernel(KernelOp kernel) {
 }
 } // namespace tessel
 
-FailureOr<rt::KernelSpec> tessel::emitCuda(KernelOp kernel, raw_ostream &os) {
-  return CudaEmitter(os).emitKernel(kernel);
+FailureOr<rt::KernelSpec> tessel::emitCuda(KernelOp kernel, raw_ostream &os,
+                                           std::vector<EmittedLine> *lines) {
+  if (!lines) return CudaEmitter(os).emitKernel(kernel);
+  std::string text;
+  llvm::raw_string_ostream buffer(text);
+  std::vector<std::pair<uint64_t, Operation *>> origins;
+  CudaEmitter emitter(buffer, &origins);
+  FailureOr<rt::KernelSpec> spec = emitter.emitKernel(kernel);
+  // Each line was printed for the last op whose text began at or before it;
+  // the lines before the first op (includes, the signature) for the kernel.
+  lines->clear();
+  auto next = origins.begin();
+  Operation *current = kernel;
+  for (size_t start = 0; start < text.size();) {
+    for (; next != origins.end() && next->first <= start; ++next) current = next->second;
+    lines->push_back({current->getLoc(), current->getName().getStringRef().str()});
+    size_t end = text.find('\n', start);
+    start = end == std::string::npos ? text.size() : end + 1;
+  }
+  os << text;
+  return spec;
 }

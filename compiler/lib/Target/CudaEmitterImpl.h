@@ -21,11 +21,18 @@ using namespace tessel::tile;
 
 class CudaEmitter {
 public:
-  explicit CudaEmitter(raw_ostream &os) : os(os) {}
+  /// With `origins`, records where each op's text begins in `os`.
+  explicit CudaEmitter(raw_ostream &os,
+                       std::vector<std::pair<uint64_t, Operation *>> *origins = nullptr)
+      : os(os), origins(origins) {}
   FailureOr<rt::KernelSpec> emitKernel(KernelOp kernel);
 
 private:
   raw_ostream &os;
+  std::vector<std::pair<uint64_t, Operation *>> *origins;
+  void markOrigin(Operation &op) {
+    if (origins) origins->push_back({os.tell(), &op});
+  }
   DenseMap<Value, std::string> names;
   /// Extent expression of each dimension of global buffer parameters.
   DenseMap<Value, SmallVector<std::string>> dims;
@@ -55,6 +62,8 @@ private:
   }
   std::string declare(Value v) { return typeName(v.getType()) + " " + name(v); }
   static std::string typeName(Type t);
+  /// The unsigned type of an integer's width, for C-style casts.
+  static std::string unsignedTypeName(Type t);
   static FailureOr<rt::ScalarType> scalarType(Type t);
   static bool isHalfLike(Type t) { return t.isF16() || t.isBF16(); }
   std::string asFloat(Value v) {
@@ -93,6 +102,9 @@ private:
   }
   std::string scaleD(Value accumulate);
   bool overwrites(Value accumulate);
+  /// A constant every user prints as its value (a wgmma's zero scale-d):
+  /// declared, it would be an unused variable, which NVRTC warns about.
+  bool printedInPlace(Value constant);
   /// `array[base + i]` for an asm operand list.
   std::string slot(Value array, Value base, int64_t i) {
     return name(array) + "[" + name(base) + " + " + std::to_string(i) + "]";

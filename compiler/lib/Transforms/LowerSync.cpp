@@ -20,9 +20,12 @@ using layout::FragmentLayout;
 using layout::LinearMap;
 
 void TileLowering::lowerRole(RoleOp op) {
-  Value inside = andI(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, blockThreadId,
-                                            idx(op.getFirst())),
-                      lt(blockThreadId, idx(op.getFirst() + op.getThreads())));
+  // No lower bound for a role from thread 0 (an unsigned `>= 0` is a
+  // pointless comparison to the CUDA compiler, which warns).
+  Value fromFirst = op.getFirst() ? arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge,
+                                                          blockThreadId, idx(op.getFirst()))
+                                  : Value();
+  Value inside = andI(fromFirst, lt(blockThreadId, idx(op.getFirst() + op.getThreads())));
   auto ifOp = scf::IfOp::create(b, loc, inside, /*withElseRegion=*/false);
   b.setInsertionPointToStart(ifOp.thenBlock());
   if (std::optional<int64_t> regs = op.getMaxRegisters()) {

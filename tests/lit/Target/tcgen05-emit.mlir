@@ -12,8 +12,8 @@
 // CHECK: const int [[ID:v[0-9]+]] = int(0x08400490u);
 // CHECK: const int {{v[0-9]+}} = int(0x08210490u);
 // 128-byte swizzle, SBO 1024: version 1 at bit 46, swizzle 2 at bit 61.
-// CHECK: long long [[A:v[0-9]+]] = (long long)((((unsigned long long)(unsigned){{v[0-9]+}} & 0x3FFFFull) >> 4) | 0x4000404000010000ull);
-// CHECK: long long [[B:v[0-9]+]] = (long long)(
+// CHECK: tessel::i64 [[A:v[0-9]+]] = (long long)((((unsigned long long)(unsigned){{v[0-9]+}} & 0x3FFFFull) >> 4) | 0x4000404000010000ull);
+// CHECK: tessel::i64 [[B:v[0-9]+]] = (long long)(
 // CHECK: tcgen05.mma.cta_group::1.kind::f16 [%0], %1, %2, %3, p;
 // CHECK-NEXT: :
 // CHECK-NEXT: : "r"({{.*}}), "l"([[A]]), "l"([[B]]), "r"([[ID]]), "r"(int({{.*}})) : "memory");

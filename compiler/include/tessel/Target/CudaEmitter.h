@@ -6,12 +6,25 @@
 #include "tessel/runtime/KernelSpec.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <string>
+#include <vector>
+
 namespace tessel {
+/// The op one line of emitted CUDA was printed for, and its location (the
+/// DSL caller's file:line for ops built from a program), so that a compiler
+/// message about a generated line can name the user's line.
+struct EmittedLine {
+  mlir::Location loc;
+  std::string op;
+};
+
 /// Prints a lowered kernel (thread-level IR) as one self-contained CUDA C++
 /// translation unit that includes only Tessel's device header, and describes
 /// its launch interface. An op the emitter does not know is an error at the
-/// op's location.
-mlir::FailureOr<rt::KernelSpec> emitCuda(tile::KernelOp kernel, llvm::raw_ostream &os);
+/// op's location. With `lines`, fills in the origin of every line printed
+/// (lines[0] is the first line).
+mlir::FailureOr<rt::KernelSpec> emitCuda(tile::KernelOp kernel, llvm::raw_ostream &os,
+                                         std::vector<EmittedLine> *lines = nullptr);
 } // namespace tessel
 
 #endif

@@ -67,7 +67,10 @@ public:
 Expr operator+(Expr a, Expr b);
 Expr operator-(Expr a, Expr b);
 Expr operator*(Expr a, Expr b);
-Expr operator/(Expr a, Expr b); // integer division floors; float divides
+/// Integer `/` rounds toward negative infinity and `%` has the divisor's
+/// sign, as in Python: -7 / 4 == -2 and -7 % 4 == 1 (in kernels, constants
+/// and host expressions alike; ceil_div(-7, 4) == -1). Floats divide.
+Expr operator/(Expr a, Expr b);
 Expr operator%(Expr a, Expr b);
 Expr operator-(Expr a);
 Expr operator<(Expr a, Expr b);
@@ -86,6 +89,8 @@ Expr log(Expr a);
 Expr sqrt(Expr a);
 Expr abs(Expr a);
 Expr select(Expr cond, Expr a, Expr b);
+/// C++'s conversions: floats to integers truncate, anything nonzero is a
+/// true i1, and true is 1.
 Expr cast(Expr a, DType to, SrcLoc loc = SrcLoc::current());
 
 class Ref;
@@ -104,7 +109,9 @@ public:
   /// The window of static `sizes` at `offsets`. A size of `drop` takes the
   /// one index at its offset and leaves the dimension out of the tile:
   /// `q.tile({b, row, h, 0}, {drop, 64, drop, 128})` is a 64x128 tile of a
-  /// [batch, seq, heads, dim] tensor.
+  /// [batch, seq, heads, dim] tensor. A window of a global tensor may reach
+  /// outside it on either side (an offset below 0 at run time, or past the
+  /// extent): elements there read 0 and writes to them are dropped.
   Buffer tile(std::vector<Expr> offsets, std::vector<int64_t> sizes,
               SrcLoc loc = SrcLoc::current()) const;
   /// Copy `index` of a buffer from alloc_shared_stages (a whole buffer of
@@ -199,7 +206,9 @@ public:
   Program(Program &&) noexcept;
   Program &operator=(Program &&) noexcept;
 
-  /// A symbolic dimension: a kernel parameter of type index.
+  /// A symbolic dimension: a kernel parameter of type index, never negative
+  /// (a launch with a negative value is an error; a signed value is a
+  /// scalar of an integer type).
   Expr sym(const std::string &name, SrcLoc loc = SrcLoc::current());
   /// A scalar kernel parameter.
   Expr scalar(const std::string &name, DType type, SrcLoc loc = SrcLoc::current());

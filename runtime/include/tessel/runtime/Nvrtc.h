@@ -2,6 +2,7 @@
 #ifndef TESSEL_RUNTIME_NVRTC_H
 #define TESSEL_RUNTIME_NVRTC_H
 
+#include "tessel/runtime/Error.h"
 #include "tessel/runtime/LazyText.h"
 
 #include <cstdint>
@@ -33,10 +34,19 @@ std::string nvrtcVersion();
 const char *deviceHeader();
 /// The sm_100a-emu target's tcgen05 emulation (tessel_tcgen05_emu.h).
 const char *tcgen05EmulationHeader();
+/// NVRTC rejected a generated translation unit. The message is NVRTC's log,
+/// each diagnostic about the generated source followed by the line it
+/// points at; `line` is the generated line of the first error (1-based; 0
+/// where the log names none), for callers that know what it was printed for.
+class NvrtcError : public Error {
+public:
+  NvrtcError(const std::string &message, int line) : Error(message), line(line) {}
+  int line;
+};
+
 /// Compiles a Tessel-generated translation unit for `arch` (sm_80, sm_90a,
-/// sm_100a). Throws tessel::Error with NVRTC's log and, for each error, the
-/// generated line it points at. ptxas reports in the log, which is how its
-/// performance warnings reach the Binary.
+/// sm_100a). Throws NvrtcError when NVRTC rejects it. ptxas reports in the
+/// log, which is how its performance warnings reach the Binary.
 Binary compileCuda(const std::string &source, const std::string &arch,
                    const std::vector<std::string> &options = {});
 
