@@ -101,3 +101,54 @@ TEST_CASE("copies into two windows of a staged tile land in each stage", "[gpu][
     CHECK(r.passed);
   }
 }
+
+TEST_CASE("a TMA load and cp.async loads share one pipelined loop", "[gpu][user]") {
+  // TMA fills whole buffers: the window loads are cp.async copies, the
+  // whole-tile load beside them stays a TMA copy (on sm_90a), and each
+  // iteration waits for both before reading the stage.
+  Program p("mixed_sum");
+  Expr n = p.sym("N");
+  Tensor a = p.tensor("a", {n * 64, 64}, DType::f16);
+  Tensor b = p.tensor("b", {n * 64, 32}, DType::f16), c = p.tensor("c", {n * 64, 32}, DType::f16);
+  Tensor out = p.tensor("out", {64, 64}, DType::f32);
+  p.kernel({1}, 128, [&](Expr) {
+    Buffer as = alloc_shared({64, 64}, DType::f16), bs = alloc_shared({64, 64}, DType::f16);
+    Buffer acc = alloc_fragment({64, 64}, DType::f32);
+    fill(acc, 0.0);
+    pipelined(n, 3, [&](Expr kt) {
+      copy(a.tile({kt * 64, 0}, {64, 64}), as);
+      copy(b.tile({kt * 64, 0}, {64, 32}), bs.tile({0, 0}, {64, 32}));
+      copy(c.tile({kt * 64, 0}, {64, 32}), bs.tile({0, 32}, {64, 32}));
+      parallel(64, 64, [&](Expr i, Expr j) {
+        acc(i, j) = acc(i, j) + cast(as(i, j), DType::f32) * cast(bs(i, j), DType::f32);
+      });
+    });
+    copy(acc, out.tile({0, 0}, {64, 64}));
+  });
+  Kernel k = compile(p, {deviceArch()});
+  for (int64_t iterations : {1, 5, 11}) {
+    std::mt19937_64 rng(iterations);
+    HostTensor ha(DType::f16, {iterations * 64, 64}), hb(DType::f16, {iterations * 64, 32}),
+        hc(DType::f16, {iterations * 64, 32}), o(DType::f32, {64, 64});
+    randomize(ha, rng);
+    randomize(hb, rng);
+    randomize(hc, rng);
+    std::vector<double> ref(64 * 64, 0.0);
+    for (int64_t it = 0; it < iterations; ++it)
+      for (int64_t i = 0; i < 64; ++i)
+        for (int64_t j = 0; j < 64; ++j) {
+          int64_t row = it * 64 + i;
+          double w = j < 32 ? hb.values[row * 32 + j] : hc.values[row * 32 + j - 32];
+          ref[i * 64 + j] += double(ha.values[row * 64 + j]) * w;
+        }
+    DeviceRun run;
+    run.args.push_back(rt::LaunchArg::integer(iterations));
+    run.addTensor(ha, false);
+    run.addTensor(hb, false);
+    run.addTensor(hc, false);
+    run.addTensor(o, true);
+    CheckResult r = launchAndCompare(k, run, 4, o, ref, 1e-5, {});
+    INFO(fmt::format("{} iterations: rel error {:.3e}", iterations, r.relError));
+    CHECK(r.passed);
+  }
+}
