@@ -107,9 +107,12 @@ IndexForm sync::getIndexForm(Value index) {
       if (!form.base) form = IndexForm{{}, 0, 0, form.inner + form.outer};
       return form;
     }
-  if (auto rem = index.getDefiningOp<arith::RemUIOp>())
-    if (std::optional<int64_t> m = getConstantIntValue(rem.getRhs()); m && *m > 0) {
-      IndexForm form = getIndexForm(rem.getLhs());
+  // A signed remainder used as an index (stage or mbarrier) is in range,
+  // so its dividend was not negative: the same as the unsigned one.
+  Operation *rem = index.getDefiningOp();
+  if (rem && llvm::isa<arith::RemUIOp, arith::RemSIOp>(rem))
+    if (std::optional<int64_t> m = getConstantIntValue(rem->getOperand(1)); m && *m > 0) {
+      IndexForm form = getIndexForm(rem->getOperand(0));
       if (!form.base) return IndexForm{{}, 0, 0, form.outer % *m};
       if (!form.modulus && !form.outer) return IndexForm{form.base, form.inner % *m, *m, 0};
     }

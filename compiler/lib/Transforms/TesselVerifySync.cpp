@@ -65,11 +65,36 @@ using namespace tessel::sync;
 
 namespace {
 
+/// An mbarrier wait: the array and index waited on. An index the previous
+/// iteration of a loop computed is `shift` iterations old: its form, read
+/// in this iteration's terms, has the loop's induction variable lowered by
+/// `shift` steps.
+struct Waited {
+  Value barrier, index;
+  Value iv;
+  int64_t shift = 0;
+  bool operator==(const Waited &o) const {
+    return barrier == o.barrier && index == o.index && iv == o.iv && shift == o.shift;
+  }
+  IndexForm form() const {
+    IndexForm f = getIndexForm(index);
+    if (iv && f.base == iv) f.inner -= shift;
+    return f;
+  }
+};
+
 /// What one group of threads has done that is not ordered yet.
 struct GroupState {
   SmallVector<const Access *> pending, inFlight, unfenced;
-  /// mbarrier waits (array, index) in the current iteration.
-  SmallVector<std::pair<Value, Value>> waited;
+  /// mbarrier waits that hold here; and those made, in this iteration, only
+  /// when a next iteration follows (hand-scheduled code waits for the next
+  /// stage ahead of the loop's back edge).
+  SmallVector<Waited> waited, waitedForNext;
+  /// Waits made under a condition: they hold again under the same one.
+  SmallVector<std::pair<Value, Waited>> waitedUnder;
+  /// Induction variables of loops walked in their first iteration, with
+  /// their (constant) first value.
+  DenseMap<Value, int64_t> firstIteration;
   /// cp.async commit groups closed, and per in-flight cp.async load the
   /// number of groups closed before it.
   int64_t commits = 0;
@@ -90,6 +115,8 @@ struct GroupState {
     add(unfencedInits, other.unfencedInits);
     // A wait counts only where every path made it.
     llvm::erase_if(waited, [&](auto &w) { return !llvm::is_contained(other.waited, w); });
+    add(waitedForNext, other.waitedForNext);
+    add(waitedUnder, other.waitedUnder);
     for (auto [access, group] : other.cpGroup) cpGroup.try_emplace(access, group);
     commits = std::max(commits, other.commits);
   }
@@ -116,6 +143,39 @@ static bool variesWithIteration(Value value, Operation *loop) {
 
 struct RoleEvents;
 
+/// Whether two values are computed the same way from the same values (the
+/// tile level repeats side-effect-free scalar code rather than sharing it).
+static bool sameComputation(Value a, Value b, int depth = 8) {
+  if (a == b) return true;
+  std::optional<int64_t> ca = getConstantIntValue(a), cb = getConstantIntValue(b);
+  if (ca || cb) return ca == cb;
+  Operation *da = a.getDefiningOp(), *db = b.getDefiningOp();
+  if (!da || !db || depth == 0 || da->getName() != db->getName() ||
+      da->getAttrDictionary() != db->getAttrDictionary() || !isMemoryEffectFree(da) ||
+      da->getNumOperands() != db->getNumOperands() || da->getNumRegions() || db->getNumRegions())
+    return false;
+  for (auto [x, y] : llvm::zip(da->getOperands(), db->getOperands()))
+    if (!sameComputation(x, y, depth - 1)) return false;
+  return true;
+}
+
+/// Whether `condition` is `iv + step < upper` of the scf.for around it:
+/// true exactly when another iteration follows this one.
+static bool testsForNextIteration(Value condition) {
+  auto cmp = condition.getDefiningOp<arith::CmpIOp>();
+  if (!cmp || (cmp.getPredicate() != arith::CmpIPredicate::slt &&
+               cmp.getPredicate() != arith::CmpIPredicate::ult))
+    return false;
+  auto loop = cmp->getParentOfType<scf::ForOp>();
+  auto add = cmp.getLhs().getDefiningOp<arith::AddIOp>();
+  if (!loop || !add || !sameComputation(cmp.getRhs(), loop.getUpperBound())) return false;
+  Value iv = loop.getInductionVar(), step = loop.getStep();
+  auto isStep = [&](Value v) {
+    return v == step || (getConstantIntValue(v) && getConstantIntValue(v) == getConstantIntValue(step));
+  };
+  return (add.getLhs() == iv && isStep(add.getRhs())) || (add.getRhs() == iv && isStep(add.getLhs()));
+}
+
 class SyncVerifier {
 public:
   SyncVerifier(KernelOp kernel, const TargetInfo &target) : kernel(kernel), target(target) {
@@ -126,7 +186,16 @@ public:
       for (Access &a : found) {
         accesses.push_back(std::make_unique<Access>(a));
         byOp[op].push_back(accesses.back().get());
-        if (a.fill == Fill::tma) tmaFilled[a.where.root].insert(a.barrier);
+        if (a.fill == Fill::tma) {
+          tmaFilled[a.where.root].insert(a.barrier);
+          // How far the fill's mbarrier index sits from its stage (the
+          // second copy of a prologue buffer completes on a later one).
+          if (a.where.stage) {
+            IndexForm stage = getIndexForm(a.where.stage), index = getIndexForm(a.barrierIndex);
+            if (sameCycle(stage, index))
+              barrierOffsets[{a.where.root, a.barrier}].insert(index.outer - stage.outer);
+          }
+        }
         if (a.fill == Fill::cpAsync) cpFilled.insert(a.where.root);
       }
     });
@@ -147,6 +216,9 @@ private:
   /// Buffers TMA loads fill, and the mbarriers those loads complete on;
   /// buffers cp.async loads fill.
   DenseMap<Value, llvm::SmallDenseSet<Value, 2>> tmaFilled;
+  /// Per filled buffer and mbarrier array, the offsets between a fill's
+  /// mbarrier index and its stage.
+  DenseMap<std::pair<Value, Value>, llvm::SmallDenseSet<int64_t, 2>> barrierOffsets;
   DenseSet<Value> cpFilled;
   bool failed = false;
 
@@ -239,11 +311,24 @@ void SyncVerifier::visitOp(Operation &op, GroupState &state, RoleOp role) {
   }
   if (llvm::isa<scf::ForOp, PipelinedOp, scf::WhileOp>(op)) return visitLoop(op, state, role);
   if (auto ifOp = llvm::dyn_cast<scf::IfOp>(op)) {
-    GroupState out = walkBlock(ifOp.getThenRegion().front(), state, role);
+    Value condition = ifOp.getCondition();
+    GroupState thenEntry = state;
+    for (auto &[c, w] : state.waitedUnder)
+      if (sameComputation(c, condition) && !llvm::is_contained(thenEntry.waited, w))
+        thenEntry.waited.push_back(w);
+    GroupState then = walkBlock(ifOp.getThenRegion().front(), thenEntry, role);
+    GroupState out = then;
     if (!ifOp.getElseRegion().empty())
       out.merge(walkBlock(ifOp.getElseRegion().front(), state, role));
     else
       out.merge(state);
+    // The branch's waits hold under the same condition later, and under
+    // "a next iteration follows", in that iteration.
+    for (const Waited &w : then.waited) {
+      if (llvm::is_contained(thenEntry.waited, w)) continue;
+      out.waitedUnder.push_back({condition, w});
+      if (testsForNextIteration(condition)) out.waitedForNext.push_back(w);
+    }
     state = out;
     return;
   }
@@ -271,8 +356,17 @@ void SyncVerifier::visitLoop(Operation &loop, GroupState &state, RoleOp role) {
     if (a->fill == Fill::cpAsync) state.cpGroup[a] = std::numeric_limits<int64_t>::min() / 2;
   // The first iteration, then the back edge: what the previous iteration
   // left unordered, less what names its own stages.
-  GroupState first = iterate(state);
+  Value iv;
+  std::optional<int64_t> lower;
+  if (auto forOp = llvm::dyn_cast<scf::ForOp>(loop)) {
+    iv = forOp.getInductionVar();
+    lower = getConstantIntValue(forOp.getLowerBound());
+  }
+  GroupState firstEntry = state;
+  if (iv && lower) firstEntry.firstIteration[iv] = *lower;
+  GroupState first = iterate(firstEntry);
   if (failed) return;
+  first.firstIteration.erase(iv);
   auto ofThisIteration = [&](const Access *a) {
     return a->where.stage && variesWithIteration(a->where.stage, &loop);
   };
@@ -282,10 +376,26 @@ void SyncVerifier::visitLoop(Operation &loop, GroupState &state, RoleOp role) {
   llvm::erase_if(back.unfenced, ofThisIteration);
   // Waits before the loop hold in every iteration; waits inside hold in
   // the next only for an index the iteration does not change.
-  llvm::erase_if(back.waited, [&](auto &w) { return variesWithIteration(w.second, &loop); });
+  llvm::erase_if(back.waited, [&](auto &w) { return variesWithIteration(w.index, &loop); });
+  // What the iteration waited for on behalf of the next one holds there, its
+  // index one step older.
+  if (auto forOp = llvm::dyn_cast<scf::ForOp>(loop); forOp && getConstantIntValue(forOp.getStep()) == 1)
+    for (Waited w : first.waitedForNext)
+      if (getIndexForm(w.index).base == forOp.getInductionVar()) {
+        w.iv = forOp.getInductionVar();
+        w.shift = 1;
+        back.waited.push_back(w);
+      }
+  back.waitedForNext.clear();
+  llvm::erase_if(back.waitedUnder, [&](auto &u) {
+    return variesWithIteration(u.first, &loop) || variesWithIteration(u.second.index, &loop);
+  });
   GroupState entry = state;
   entry.merge(back);
+  for (const Waited &w : back.waited)
+    if (w.shift && !llvm::is_contained(entry.waited, w)) entry.waited.push_back(w);
   GroupState again = iterate(entry);
+  again.waitedForNext.clear();
   state.merge(again); // zero or more iterations
 }
 
@@ -352,7 +462,11 @@ void SyncVerifier::checkAccess(const Access &a, GroupState &state, RoleOp role) 
     return;
   }
   state.pending.push_back(&a);
-  if (a.write && a.proxy == Proxy::generic) state.unfenced.push_back(&a);
+  // Tensor memory has no generic proxy: tcgen05.st and the MMA that reads
+  // it are ordered by the tcgen05 fences the lowering puts around the
+  // barrier.
+  if (a.write && a.proxy == Proxy::generic && isSharedBacked(a.where.root))
+    state.unfenced.push_back(&a);
 }
 
 /// A stage of a TMA-filled buffer is read or written only after a wait on
@@ -370,10 +484,23 @@ void SyncVerifier::checkStageWait(const Access &a, GroupState &state) {
     return;
   }
   bool anyWait = false;
-  for (auto [barrier, index] : state.waited) {
-    if (!filled->second.contains(barrier)) continue;
+  // In a loop's first iteration its induction variable is a constant.
+  auto evaluate = [&](IndexForm f) {
+    auto known = f.base ? state.firstIteration.find(f.base) : state.firstIteration.end();
+    if (known == state.firstIteration.end()) return f;
+    int64_t v = known->second + f.inner;
+    if (f.modulus) v = (v % f.modulus + f.modulus) % f.modulus;
+    return IndexForm{{}, 0, 0, v + f.outer};
+  };
+  IndexForm stage = evaluate(getIndexForm(a.where.stage));
+  for (const Waited &w : state.waited) {
+    if (!filled->second.contains(w.barrier)) continue;
     anyWait = true;
-    if (sameCycle(getIndexForm(a.where.stage), getIndexForm(index))) return;
+    IndexForm index = evaluate(w.form());
+    if (!sameCycle(stage, index)) continue;
+    auto offsets = barrierOffsets.find({a.where.root, w.barrier});
+    int64_t offset = index.outer - stage.outer;
+    if (offsets == barrierOffsets.end() ? offset == 0 : offsets->second.contains(offset)) return;
   }
   if (anyWait)
     error(a.op, "stage mix-up: ")
@@ -431,6 +558,8 @@ struct RoleEvents {
   RoleOp role;
   DenseMap<Operation *, int64_t> position;
   SmallVector<std::pair<Value, int64_t>> releases, acquires;
+  /// The ops of `releases`, in the same order.
+  SmallVector<Operation *> releaseOps;
   /// Flag waits: the op, the flags it waits on, its position.
   SmallVector<std::tuple<Operation *, Value, int64_t>> flagWaits;
   SmallVector<std::pair<Access *, int64_t>> accesses;
@@ -440,8 +569,21 @@ struct RoleEvents {
     return "threads " + std::to_string(r.getFirst()) + ".." +
            std::to_string(r.getFirst() + r.getThreads() - 1);
   }
-  bool releasesAfter(Value barrier, int64_t at) const {
-    return llvm::any_of(releases, [&](auto &r) { return r.first == barrier && r.second > at; });
+  /// A release on `barrier` after the access `op` at `at`: later in the
+  /// walk, or anywhere in a loop of the role around both (it comes round
+  /// in the next iteration).
+  bool releasesAfter(Value barrier, Operation *op, int64_t at) const {
+    for (auto [i, r] : llvm::enumerate(releases)) {
+      if (r.first != barrier) continue;
+      if (r.second > at || sharesLoop(releaseOps[i], op)) return true;
+    }
+    return false;
+  }
+  bool sharesLoop(Operation *a, Operation *b) const {
+    Operation *top = RoleOp(role).getOperation();
+    for (Operation *p = a->getParentOp(); p && p != top; p = p->getParentOp())
+      if (llvm::isa<scf::ForOp, scf::WhileOp, PipelinedOp>(p) && p->isAncestor(b)) return true;
+    return false;
   }
   bool acquiresBefore(Value barrier, int64_t at) const {
     return llvm::any_of(acquires, [&](auto &r) { return r.first == barrier && r.second < at; });
@@ -453,7 +595,7 @@ struct RoleEvents {
     for (auto &[barrier, where] : acquires) {
       if (where >= at) continue;
       if (otherAccess.fill == Fill::tma && otherAccess.barrier == barrier) return true;
-      if (other.releasesAfter(barrier, otherAt)) return true;
+      if (other.releasesAfter(barrier, otherAccess.op, otherAt)) return true;
     }
     return false;
   }
@@ -474,13 +616,16 @@ static RoleEvents collectRoleEvents(RoleOp role,
   role.getBody().walk<WalkOrder::PreOrder>([&](Operation *op) {
     int64_t at = next++;
     events.position[op] = at;
-    if (auto arrive = llvm::dyn_cast<MbarrierArriveOp>(op))
+    if (auto arrive = llvm::dyn_cast<MbarrierArriveOp>(op)) {
       events.releases.push_back({getRootBuffer(arrive.getBarriers()), at});
-    else if (auto commit = llvm::dyn_cast<MmaCommitOp>(op))
+      events.releaseOps.push_back(op);
+    } else if (auto commit = llvm::dyn_cast<MmaCommitOp>(op)) {
       events.releases.push_back({getRootBuffer(commit->getOperand(0)), at});
-    else if (auto copy = llvm::dyn_cast<CopyAsyncOp>(op))
+      events.releaseOps.push_back(op);
+    } else if (auto copy = llvm::dyn_cast<CopyAsyncOp>(op)) {
       events.releases.push_back({getRootBuffer(copy.getBarriers()), at});
-    else if (auto wait = llvm::dyn_cast<MbarrierWaitOp>(op))
+      events.releaseOps.push_back(op);
+    } else if (auto wait = llvm::dyn_cast<MbarrierWaitOp>(op))
       events.acquires.push_back({getRootBuffer(wait.getBarriers()), at});
     else if (auto flag = llvm::dyn_cast<WaitOp>(op))
       events.flagWaits.push_back({op, getRootBuffer(flag.getFlags()), at});
