@@ -50,8 +50,14 @@ void buildStmt(const Spec &s, const Stmt &st, const Params &p, const Buffer &w, 
     return;
   case StmtKind::integerPath:
     update(s, w, [&](const Ref &x, Expr, Expr j) {
-      return cast(cast(x * Expr(4.0), DType::i32) * cast(Expr(3), DType::i32) + cast(j, DType::i32), DType::f32) *
-             Expr(0.25);
+      return cast(cast(x * Expr(4.0), st.via) * cast(Expr(3), st.via) + cast(j, st.via), DType::f32) * Expr(0.25);
+    });
+    return;
+  case StmtKind::integerDivide:
+    update(s, w, [&](const Ref &x, Expr, Expr) {
+      return cast(cast(x * Expr(4.0), st.via) / cast(Expr(st.divisor), st.via) +
+                      cast(x * Expr(4.0), st.via) % cast(Expr(st.divisor), st.via),
+                  DType::f32);
     });
     return;
   case StmtKind::carried: {

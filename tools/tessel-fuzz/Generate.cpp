@@ -69,6 +69,10 @@ bool apply(const Spec &s, const Stmt &st, Range &r) {
     if (r.frac > 2 || r.bound * 4 > double(1 << 28)) return false;
     r = {(12 * r.bound + s.tn) / 4, 2};
     break;
+  case StmtKind::integerDivide:
+    if (r.frac > 2 || r.bound * 4 > double(1 << 28)) return false;
+    r = {4 * r.bound + std::abs(double(st.divisor)), 0};
+    break;
   case StmtKind::carried: r = {r.bound + 8, std::max(r.frac, 2)}; break;
   case StmtKind::rowReduce: {
     bool sum = st.reduce == ReduceKind::sum;
@@ -108,12 +112,15 @@ template <typename T> T pick(std::initializer_list<T> options) {
 Stmt randomStmt() {
   Stmt st;
   st.kind = pick({StmtKind::scaleShift, StmtKind::scaleShift, StmtKind::selectBelow, StmtKind::roundTrip,
-                  StmtKind::clampMax, StmtKind::integerPath, StmtKind::carried, StmtKind::rowReduce,
+                  StmtKind::clampMax, StmtKind::integerPath, StmtKind::integerDivide, StmtKind::carried,
+                  StmtKind::rowReduce,
                   StmtKind::rowReduce, StmtKind::allReduce, StmtKind::scalarAtomic, StmtKind::exponent});
   st.reduce = pick({ReduceKind::sum, ReduceKind::max, ReduceKind::min, ReduceKind::absmax});
   st.order = pick({MemoryOrder::relaxed, MemoryOrder::relaxed, MemoryOrder::acquire, MemoryOrder::release,
                    MemoryOrder::acq_rel, MemoryOrder::seq_cst});
-  st.via = pick({DType::bf16, DType::f16});
+  st.via = st.kind == StmtKind::roundTrip ? pick({DType::bf16, DType::f16, DType::f64, DType::i32, DType::i64})
+                                          : pick({DType::i32, DType::i64});
+  st.divisor = pick<int64_t>({3, 4, -3, 7});
   st.rowAtomic = chance(0.5);
   switch (st.kind) {
   case StmtKind::scaleShift:
@@ -308,7 +315,8 @@ Build tessel::fuzz::parseBuild(const std::string &text) {
 }
 
 const char *tessel::fuzz::name(StmtKind k) {
-  static const char *names[] = {"scaleShift", "selectBelow", "roundTrip", "clampMax", "integerPath",
-                                "carried",    "rowReduce",   "allReduce", "scalarAtomic", "exponent"};
+  static const char *names[] = {"scaleShift", "selectBelow",  "roundTrip", "clampMax",
+                                "integerPath", "integerDivide", "carried",  "rowReduce",
+                                "allReduce",  "scalarAtomic", "exponent"};
   return names[static_cast<int>(k)];
 }

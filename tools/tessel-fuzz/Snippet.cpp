@@ -45,8 +45,13 @@ std::string stmtText(const Spec &s, const Stmt &st) {
   case StmtKind::roundTrip: return update(s, fmt::format("cast(cast(w(i, j), {}), DType::f32)", dtype(st.via)));
   case StmtKind::clampMax: return update(s, fmt::format("min(max(w(i, j), {}), {})", lit(-st.a), lit(st.a)));
   case StmtKind::integerPath:
-    return update(s, "cast(cast(w(i, j) * Expr(4.0), DType::i32) * cast(Expr(3), DType::i32) + "
-                     "cast(j, DType::i32), DType::f32) * Expr(0.25)");
+    return update(s, fmt::format("cast(cast(w(i, j) * Expr(4.0), {0}) * cast(Expr(3), {0}) + cast(j, {0}), "
+                                 "DType::f32) * Expr(0.25)",
+                                 dtype(st.via)));
+  case StmtKind::integerDivide:
+    return update(s, fmt::format("cast(cast(w(i, j) * Expr(4.0), {0}) / cast(Expr({1}), {0}) + "
+                                 "cast(w(i, j) * Expr(4.0), {0}) % cast(Expr({1}), {0}), DType::f32)",
+                                 dtype(st.via), st.divisor));
   case StmtKind::carried:
     return "    {\n      Expr c = serial(4, cast(Expr(0.0), DType::f32), [&](Expr i, Expr acc) { return acc + v(i); });\n" +
            update(s, "w(i, j) + c", 6) + "    }\n";

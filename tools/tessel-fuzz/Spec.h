@@ -54,9 +54,12 @@ enum class Store {
 enum class StmtKind {
   scaleShift,   // W = W * a + b
   selectBelow,  // W = select(W > a, W, W * b)
-  roundTrip,    // W = cast(cast(W, via), f32)
+  roundTrip,    // W = cast(cast(W, via), f32), via a float or integer type
   clampMax,     // W = min(max(W, -a), a)
-  integerPath,  // W = cast(cast(W * 4, i32) * 3 + i, f32) / 4
+  integerPath,  // W = cast(cast(W * 4, via) * 3 + j, f32) / 4
+  /// W = cast(q / d + q % d, f32) for q = cast(W * 4, via): integer
+  /// division and remainder (flooring) of negative and positive operands.
+  integerDivide,
   carried,      // c = serial(4, 0, acc + V(i)); W = W + c
   rowReduce,    // r = reduce(W, 1); W = W - r(i); optionally atomic_add(R tile, r)
   allReduce,    // r = reduce(W, 1); t = reduce(r, 0); W = W - t(0)
@@ -70,6 +73,7 @@ struct Stmt {
   StmtKind kind = StmtKind::scaleShift;
   double a = 1, b = 0;
   DType via = DType::bf16;
+  int64_t divisor = 3; // integerDivide
   ReduceKind reduce = ReduceKind::sum;
   MemoryOrder order = MemoryOrder::relaxed;
   bool rowAtomic = false; // rowReduce: also add r into R
