@@ -8,6 +8,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <fmt/format.h>
@@ -125,6 +126,31 @@ template <class Fn> static void withDiagnostics(MLIRContext &ctx, Fn &&fn) {
   }
 }
 
+/// The generated code names its kernel function after the program: the name
+/// must be one a function of its own may take there.
+static bool isKernelName(llvm::StringRef name) {
+  static const llvm::StringSet<> taken = {
+      "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break",
+      "case", "catch", "char", "char16_t", "char32_t", "char8_t", "class", "compl", "concept",
+      "const", "consteval", "constexpr", "constinit", "const_cast", "continue", "co_await",
+      "co_return", "co_yield", "decltype", "default", "delete", "do", "double", "dynamic_cast",
+      "else", "enum", "explicit", "export", "extern", "false", "float", "for", "friend", "goto",
+      "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq",
+      "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register",
+      "reinterpret_cast", "requires", "return", "short", "signed", "sizeof", "static",
+      "static_assert", "static_cast", "struct", "switch", "template", "this", "thread_local",
+      "throw", "true", "try", "typedef", "typeid", "typename", "union", "unsigned", "using",
+      "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq", "main", "threadIdx",
+      "blockIdx", "blockDim", "gridDim", "warpSize", "max", "min"};
+  if (name.empty() || !(llvm::isAlpha(name[0]) || name[0] == '_')) return false;
+  if (!llvm::all_of(name, [](char c) { return llvm::isAlnum(c) || c == '_'; })) return false;
+  // "_" alone is PTX's sink operand.
+  if (name == "_" || name.starts_with("__") || (name[0] == '_' && llvm::isUpper(name[1])) ||
+      name.starts_with("tessel"))
+    return false;
+  return !taken.contains(name);
+}
+
 Program::Program(std::string name, SrcLoc loc) : impl(std::make_unique<Impl>()) {
   impl->ctx = std::make_unique<MLIRContext>();
   // A diagnostic points at the user's line; the whole kernel's IR in a note
@@ -135,8 +161,9 @@ Program::Program(std::string name, SrcLoc loc) : impl(std::make_unique<Impl>()) 
   impl->builder = std::make_unique<OpBuilder>(impl->ctx.get());
   impl->module = ModuleOp::create(location(loc));
   impl->name = std::move(name);
-  if (impl->name.empty() || !(std::isalpha(impl->name[0]) || impl->name[0] == '_'))
-    fail(loc, "kernel name '" + impl->name + "' must be a C identifier");
+  if (!isKernelName(impl->name))
+    fail(loc, "kernel name '" + impl->name + "' must be a C identifier that is not a C++ keyword, "
+              "a CUDA built-in or reserved (tessel..., __..., _X..., _)");
 }
 Program::~Program() = default;
 Program::Program(Program &&) noexcept = default;

@@ -207,6 +207,11 @@ std::string CudaEmitter::constant(Attribute attr, Type type) {
 LogicalResult CudaEmitter::emitBlock(Block &block) {
   for (Operation &op : block) {
     markOrigin(op);
+    // A scalar the emitter cannot spell would be a declaration NVRTC
+    // rejects; say so at the op instead.
+    for (Type t : op.getResultTypes())
+      if (llvm::isa<IntegerType, FloatType, IndexType>(t) && typeName(t).empty())
+        return op.emitError("the CUDA emitter has no type for ") << t;
     if (failed(emitOp(op))) return failure();
   }
   // What follows (closing braces) belongs to the op around the block.
@@ -720,7 +725,8 @@ FailureOr<rt::KernelSpec> CudaEmitter::emitKernel(KernelOp kernel) {
   static const char *axes[] = {"x", "y", "z"};
   for (auto [i, idx] : llvm::enumerate(kernel.getBlockIndices())) {
     names[idx] = std::string("b") + axes[i];
-    line() << "const int " << names[idx] << " = blockIdx." << axes[i] << ";\n";
+    // Unused, it would be a warning under NVRTC.
+    if (!idx.use_empty()) line() << "const int " << names[idx] << " = blockIdx." << axes[i] << ";\n";
   }
   if (failed(emitBlock(kernel.getBodyBlock()))) return failure();
   os << "}\n";
