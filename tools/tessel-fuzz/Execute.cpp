@@ -137,7 +137,7 @@ std::string compare(const Spec &s, const std::vector<std::vector<uint8_t>> &ref,
 Outcome tessel::fuzz::compileAll(const Spec &s, const std::vector<Build> &builds) {
   for (const Build &b : builds) {
     try {
-      Program p = buildProgram(s, b.arch);
+      Program p = buildProgram(s, b);
       compile(p, optionsFor(b));
     } catch (const Error &e) {
       return {Outcome::compileError, fmt::format("{}: {}", b.label(), e.what())};
@@ -151,7 +151,7 @@ Outcome tessel::fuzz::runAll(const Spec &s, const std::vector<Build> &builds,
   std::vector<Kernel> kernels;
   for (const Build &b : builds) {
     try {
-      Program p = buildProgram(s, b.arch);
+      Program p = buildProgram(s, b);
       kernels.push_back(compile(p, optionsFor(b)));
     } catch (const Error &e) {
       return {Outcome::compileError, fmt::format("{}: {}", b.label(), e.what())};

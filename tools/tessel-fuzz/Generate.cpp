@@ -16,6 +16,7 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <random>
+#include <string_view>
 
 using namespace tessel;
 using namespace tessel::fuzz;
@@ -305,12 +306,38 @@ std::vector<TensorInfo> tessel::fuzz::tensors(const Spec &s) {
   return t;
 }
 
+Spec tessel::fuzz::plainForm(const Spec &s) {
+  Spec plain = s;
+  plain.pipelinedLoop = false;
+  plain.stages = 1;
+  plain.ws = WarpSpecialize::automatic;
+  plain.persistent = false;
+  plain.instruction = GemmInstruction::automatic;
+  if (plain.store == Store::atomicTma) plain.store = Store::atomic, plain.storeOrder = MemoryOrder::relaxed;
+  return plain;
+}
+
+Program tessel::fuzz::buildProgram(const Spec &s, const Build &b) {
+  return buildProgram(b.plain ? plainForm(s) : s, b.arch);
+}
+
 Build tessel::fuzz::parseBuild(const std::string &text) {
-  const std::string suffix = "-notma";
-  bool noTma = text.size() > suffix.size() && text.ends_with(suffix);
-  Build b{noTma ? text.substr(0, text.size() - suffix.size()) : text, !noTma};
+  Build b{text};
+  for (bool stripped = true; stripped;) {
+    stripped = false;
+    for (auto [suffix, flag] : {std::pair{"-notma", &Build::tma}, {"-plain", &Build::plain}}) {
+      std::string_view end(suffix);
+      if (b.arch.size() > end.size() && b.arch.ends_with(end)) {
+        b.arch.resize(b.arch.size() - end.size());
+        b.*flag = flag == &Build::plain;
+        stripped = true;
+      }
+    }
+  }
   if (b.arch != "sm_80" && b.arch != "sm_90a" && b.arch != "sm_100a" && b.arch != "sm_100a-emu")
-    throw Error(fmt::format("unknown build '{}' (sm_80, sm_90a, sm_100a, sm_100a-emu, each optionally -notma)", text));
+    throw Error(fmt::format("unknown build '{}' (sm_80, sm_90a, sm_100a or sm_100a-emu, then optionally -notma "
+                            "and -plain)",
+                            text));
   return b;
 }
 

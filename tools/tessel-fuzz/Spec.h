@@ -115,14 +115,25 @@ struct Spec {
   bool inexact() const;
 };
 
-/// One build of a program: a target, and whether its pipelines use TMA.
+/// One build of a program: a target, whether its pipelines use TMA, and
+/// whether the program is its plain form (plainForm).
 struct Build {
-  std::string arch;  // as CompileOptions::arch
+  std::string arch; // as CompileOptions::arch
   bool tma = true;
-  std::string label() const { return tma ? arch : arch + "-notma"; }
+  bool plain = false;
+  std::string label() const { return arch + (tma ? "" : "-notma") + (plain ? "-plain" : ""); }
 };
-/// "sm_90a-notma" is sm_90a with CompileOptions::tma = false.
+/// "sm_90a-notma" is sm_90a with CompileOptions::tma = false;
+/// "sm_80-plain" builds plainForm(s) for sm_80.
 Build parseBuild(const std::string &text);
+
+/// The same computation with every optimization the program asks for
+/// taken out: serial loops instead of pipelined ones, one block per tile
+/// instead of a persistent walk, the target's choice of gemm instruction,
+/// reduce-adds by the threads. The reference other builds are compared with.
+Spec plainForm(const Spec &s);
+/// The program build `b` compiles: plainForm(s) for a plain build.
+Program buildProgram(const Spec &s, const Build &b);
 
 /// A random program for `seed` (the same seed gives the same program).
 Spec generate(uint64_t seed);

@@ -53,8 +53,10 @@ struct Options {
             << "       tessel-fuzz --run N [--seed S] [--archs A,B] [--jobs J] [--timeout SEC] --out DIR\n"
             << "       tessel-fuzz --one SEED [--archs A,B] | --sample K [--seed S] [--archs A,B]\n"
             << "       tessel-fuzz --print SEED\n"
-            << "  builds: sm_80, sm_90a, sm_100a, sm_100a-emu, each optionally -notma; the first is\n"
-            << "  the reference the others are compared with (--no-shrink keeps failures as found)\n";
+            << "  builds: sm_80, sm_90a, sm_100a or sm_100a-emu, then optionally -notma (no TMA) and\n"
+            << "  -plain (no pipelining, persistence or forced instructions); the first is the\n"
+            << "  reference the others are compared with (default for runs: sm_80-plain,sm_80,sm_90a,\n"
+            << "  sm_90a-notma,sm_100a-emu); --no-shrink keeps failures as found\n";
   std::exit(2);
 }
 
@@ -113,7 +115,7 @@ Options parse(int argc, char **argv) {
   if (o.mode == Options::none) usage("no mode given");
   if (o.builds.empty())
     o.builds = parseBuilds(o.mode == Options::compileOnly ? "sm_80,sm_90a,sm_100a"
-                                                          : "sm_80,sm_90a,sm_90a-notma,sm_100a-emu");
+                                                          : "sm_80-plain,sm_80,sm_90a,sm_90a-notma,sm_100a-emu");
   return o;
 }
 
