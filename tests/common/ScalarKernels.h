@@ -1,7 +1,7 @@
 //===- ScalarKernels.h - element code on integers, for unit and GPU tests -===//
 //
-// Integer division of values of either sign, as the unit tests compile it
-// and the GPU tests run it.
+// Integer division and conversions of values of either sign, as the unit
+// tests compile them and the GPU tests run them.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TESSEL_TESTS_SCALARKERNELS_H
@@ -41,6 +41,31 @@ inline Program signedDivision() {
       out(3, at) = xv % 4;
       out(4, at) = ceil_div(xv, dv);
       out(5, at) = cast((at / 16) * 16 + at % 16, DType::i32);
+    });
+  });
+  return p;
+}
+
+/// Rows of conversions(), in order.
+inline constexpr int kConversionRows = 5;
+
+/// C++'s conversions, for f32 x and i32 k of either sign: out = [i32(x)
+/// (toward zero), x != 0, k != 0, 2 * f32(k != 0), and k through i64
+/// arithmetic (k * 65536 / 65536)].
+inline Program conversions() {
+  Program p("conversions");
+  Tensor x = p.tensor("x", {kDivisionElements}, DType::f32);
+  Tensor k = p.tensor("k", {kDivisionElements}, DType::i32);
+  Tensor out = p.tensor("out", {kConversionRows, kDivisionElements}, DType::i32);
+  p.kernel({kDivisionElements / 128}, 128, [&](Expr bx) {
+    parallel(128, [&](Expr i) {
+      Expr at = bx * 128 + i;
+      Expr xv = x(at), kv = k(at);
+      out(0, at) = cast(xv, DType::i32);
+      out(1, at) = cast(cast(xv, DType::i1), DType::i32);
+      out(2, at) = cast(cast(kv, DType::i1), DType::i32);
+      out(3, at) = cast(cast(cast(kv, DType::i1), DType::f32) * 2.0, DType::i32);
+      out(4, at) = cast(cast(kv, DType::i64) * 65536 / 65536, DType::i32);
     });
   });
   return p;

@@ -379,6 +379,37 @@ TEST_CASE("integer division of negative values floors on the GPU", "[gpu][user]"
   CHECK(wrong == 0);
 }
 
+TEST_CASE("conversions mean what they do in C++ on the GPU", "[gpu][user]") {
+  Program p = test::conversions();
+  Kernel k = compile(p, {deviceArch(), ""});
+  const int64_t n = test::kDivisionElements, rows = test::kConversionRows;
+  const float xs[] = {-2.75f, -1.0f, -0.5f, 0.0f, 0.25f, 1.0f, 3.9f, -0.0f};
+  std::vector<float> x(n);
+  std::vector<int32_t> kv(n), out(rows * n);
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = xs[i % 8];
+    kv[i] = int32_t(i % 9) - 4; // 2 and -2 have a clear low bit
+  }
+  rt::DeviceBuffer dx(n * 4), dk(n * 4), dout(rows * n * 4);
+  dx.upload(x.data(), n * 4);
+  dk.upload(kv.data(), n * 4);
+  dout.fillBytes(0xff);
+  k.launch({rt::LaunchArg::buffer(dx.ptr(), {n}), rt::LaunchArg::buffer(dk.ptr(), {n}),
+            rt::LaunchArg::buffer(dout.ptr(), {rows, n})});
+  synchronize();
+  dout.download(out.data(), rows * n * 4);
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t want[] = {int64_t(x[i]), x[i] != 0, kv[i] != 0, 2 * (kv[i] != 0), kv[i]};
+    for (int64_t r = 0; r < rows; ++r) {
+      if (out[r * n + i] == want[r]) continue;
+      if (++wrong <= 8)
+        fmt::print("row {} at x = {}, k = {}: {} (want {})\n", r, x[i], kv[i], out[r * n + i], want[r]);
+    }
+  }
+  CHECK(wrong == 0);
+}
+
 int main(int argc, char **argv) {
   std::string why;
   if (!rt::Driver::available(&why)) {
