@@ -4,6 +4,7 @@
 #include "tessel/Layout/LayoutSvg.h"
 #include "tessel/Target/CudaEmitter.h"
 #include "tessel/Transforms/Passes.h"
+#include "tessel/Transforms/Remarks.h"
 #include "tessel/runtime/Cache.h"
 #include "tessel/runtime/Files.h"
 
@@ -22,6 +23,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <fstream>
+#include <cctype>
+#include <map>
 
 using namespace mlir;
 using namespace tessel;
@@ -80,6 +83,109 @@ struct CallAfterEachPass : PassInstrumentation {
 
 double msSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
+/// "file:line" of the first file location in `loc`; empty where none.
+std::string fileLine(Location loc) {
+  std::string out;
+  loc->walk([&](Location inner) {
+    auto fl = llvm::dyn_cast<FileLineColLoc>(inner);
+    if (!fl) return WalkResult::advance();
+    out = fmt::format("{}:{}", fl.getFilename().getValue(), fl.getLine());
+    return WalkResult::interrupt();
+  });
+  return out;
+}
+
+/// The binary of emitted CUDA. Should NVRTC reject it, the message leads
+/// with the op its first error's line was printed for, at the user's line,
+/// and goes on with NVRTC's log.
+std::shared_ptr<const rt::Binary> compileEmitted(const std::string &source,
+                                                 const std::vector<EmittedLine> &lines,
+                                                 const std::string &arch) {
+  try {
+    return rt::KernelCache::global().getOrCompile(source, arch);
+  } catch (const rt::NvrtcError &e) {
+    if (e.line < 1 || size_t(e.line) > lines.size()) throw;
+    const EmittedLine &at = lines[e.line - 1];
+    std::string where = fileLine(at.loc);
+    if (where.empty()) throw;
+    throw Error(fmt::format("{}: error: the CUDA generated for '{}' does not compile for {} "
+                            "(generated line {})\n{}",
+                            where, at.op, arch, e.line, e.what()));
+  }
+}
+
+/// The first op at each location in a walk of `module`, by position.
+DenseMap<Location, int64_t> firstOpAt(ModuleOp module) {
+  DenseMap<Location, int64_t> first;
+  int64_t position = 0;
+  module->walk([&](Operation *op) { first.try_emplace(op->getLoc(), position++); });
+  return first;
+}
+
+/// The location of the op at each position of a walk of `module`.
+std::vector<std::string> opLocations(ModuleOp module) {
+  std::vector<std::string> out;
+  module->walk([&](Operation *op) { out.push_back(describeLocation(op->getLoc())); });
+  return out;
+}
+
+// A remark's message names other ops by file:line; the cache keeps those as
+// positions in the walk (between these marks), so that a hit from the same
+// tile IR built at other lines names its own.
+constexpr char kPositionOpen = '\x01', kPositionClose = '\x02';
+
+/// `message` with each op location in `locations` (by walk position)
+/// replaced by its marked position; a location is whole where no digit
+/// follows it.
+std::string markPositions(std::string message, const std::vector<std::string> &locations) {
+  std::map<std::string, size_t> first;
+  for (size_t i = 0; i < locations.size(); ++i) first.try_emplace(locations[i], i);
+  // Longest first, so that no location is taken for a prefix of another.
+  std::vector<std::pair<std::string, size_t>> byLength(first.begin(), first.end());
+  llvm::sort(byLength, [](auto &a, auto &b) { return a.first.size() > b.first.size(); });
+  for (auto &[where, position] : byLength) {
+    if (where.empty()) continue;
+    std::string marked = kPositionOpen + std::to_string(position) + kPositionClose;
+    for (size_t at = message.find(where); at != std::string::npos; at = message.find(where, at)) {
+      size_t end = at + where.size();
+      if (end < message.size() && std::isdigit(static_cast<unsigned char>(message[end]))) {
+        at = end;
+        continue;
+      }
+      message.replace(at, where.size(), marked);
+      at += marked.size();
+    }
+  }
+  return message;
+}
+
+/// `message` with its marked positions replaced by those ops' locations.
+std::string unmarkPositions(const std::string &message, const std::vector<std::string> &locations) {
+  std::string out;
+  for (size_t at = 0; at < message.size();) {
+    size_t open = message.find(kPositionOpen, at), close = message.find(kPositionClose, open);
+    if (open == std::string::npos || close == std::string::npos) {
+      out += message.substr(at);
+      break;
+    }
+    out += message.substr(at, open - at);
+    size_t position = std::stoul(message.substr(open + 1, close - open - 1));
+    out += position < locations.size() ? locations[position] : std::string("?");
+    at = close + 1;
+  }
+  return out;
+}
+
+const char *severityName(DiagnosticSeverity severity) {
+  switch (severity) {
+  case DiagnosticSeverity::Error: return "error";
+  case DiagnosticSeverity::Warning: return "warning";
+  case DiagnosticSeverity::Remark: return "remark";
+  case DiagnosticSeverity::Note: return "note";
+  }
+  return "note";
 }
 
 std::string printOp(Operation *op) {
@@ -166,10 +272,23 @@ Kernel tessel::compile(Program &program, const CompileOptions &options) {
   std::shared_ptr<const detail::CompiledIr> hit =
       reuse ? detail::findCompiledIr(irKey, lowerAgain) : nullptr;
   rt::KernelSpec spec;
+  // What each line of the CUDA was emitted for (empty when the IR cache
+  // gave the source: it compiled before).
+  std::vector<EmittedLine> emittedLines;
   if (hit) {
     k.lowered = hit->lowered;
     k.source = hit->source;
     k.bufferLayouts = hit->layouts;
+    // The same tile IR may come from other lines: each remark is placed at
+    // this program's op where the compiled one was.
+    std::vector<std::string> locations;
+    if (!hit->remarks.empty()) locations = opLocations(program.module());
+    for (const auto &[remark, position] : hit->remarks) {
+      k.declined.push_back(remark);
+      k.declined.back().message = unmarkPositions(remark.message, locations);
+      if (position >= 0 && size_t(position) < locations.size())
+        k.declined.back().location = locations[position];
+    }
     spec = hit->spec;
     k.timing.irCacheHit = true;
     k.timing.passesMs = msSince(start);
@@ -177,6 +296,8 @@ Kernel tessel::compile(Program &program, const CompileOptions &options) {
     OwningOpRef<ModuleOp> module(program.module().clone());
 
     std::string messages;
+    // Remarks of declined optimizations, with their ops' locations.
+    std::vector<std::pair<Remark, Location>> remarks;
     ScopedDiagnosticHandler handler(&program.context(), [&](Diagnostic &diag) {
       std::string where;
       llvm::raw_string_ostream os(where);
@@ -184,8 +305,16 @@ Kernel tessel::compile(Program &program, const CompileOptions &options) {
         os << fl.getFilename().getValue() << ":" << fl.getLine();
       else
         os << diag.getLocation();
-      messages += fmt::format("{}: {}: {}\n", where,
-                              diag.getSeverity() == DiagnosticSeverity::Error ? "error" : "note", diag.str());
+      std::string text = diag.str();
+      if (diag.getSeverity() != DiagnosticSeverity::Error)
+        if (std::optional<MissedRemark> missed = parseMissed(text)) {
+          remarks.push_back({Remark{missed->pass, missed->category,
+                                    describeLocation(diag.getLocation()), missed->reason,
+                                    diag.getSeverity() == DiagnosticSeverity::Warning},
+                             diag.getLocation()});
+          return success();
+        }
+      messages += fmt::format("{}: {}: {}\n", where, severityName(diag.getSeverity()), text);
       for (Diagnostic &note : diag.getNotes()) {
         std::string nw;
         llvm::raw_string_ostream nos(nw);
@@ -218,20 +347,38 @@ Kernel tessel::compile(Program &program, const CompileOptions &options) {
     tile::KernelOp kernelOp = *module->getOps<tile::KernelOp>().begin();
     std::string source;
     llvm::raw_string_ostream os(source);
-    FailureOr<rt::KernelSpec> emitted = emitCuda(kernelOp, os);
+    FailureOr<rt::KernelSpec> emitted = emitCuda(kernelOp, os, &emittedLines);
     if (failed(emitted)) throw Error(messages.empty() ? "CUDA emission failed" : messages);
     os.flush();
     k.source = std::make_shared<const std::string>(std::move(source));
     spec = *emitted;
     k.timing.emitMs = msSince(emitStart);
 
-    if (reuse) detail::storeCompiledIr(irKey, {k.lowered, k.source, spec, k.bufferLayouts});
+    std::vector<std::pair<Remark, int64_t>> cachedRemarks;
+    DenseMap<Location, int64_t> positions;
+    std::vector<std::string> locations;
+    if (!remarks.empty()) {
+      positions = firstOpAt(program.module());
+      locations = opLocations(program.module());
+    }
+    for (auto &[remark, loc] : remarks) {
+      k.declined.push_back(remark);
+      auto it = positions.find(loc);
+      cachedRemarks.emplace_back(remark, it == positions.end() ? -1 : it->second);
+      cachedRemarks.back().first.message = markPositions(remark.message, locations);
+    }
+    if (reuse)
+      detail::storeCompiledIr(irKey,
+                              {k.lowered, k.source, spec, k.bufferLayouts, std::move(cachedRemarks)});
   }
+  if (options.printWarnings)
+    for (const Remark &r : k.declined)
+      if (r.isWarning) fmt::print(stderr, "{}\n", r.str());
 
   auto nvrtcStart = std::chrono::steady_clock::now();
   rt::KernelCache &cache = rt::KernelCache::global();
   int before = cache.stats().nvrtcCompiles;
-  std::shared_ptr<const rt::Binary> bin = cache.getOrCompile(*k.source, target->binaryArch());
+  std::shared_ptr<const rt::Binary> bin = compileEmitted(*k.source, emittedLines, target->binaryArch());
   k.timing.nvrtcCalled = cache.stats().nvrtcCompiles != before;
   k.timing.nvrtcMs = msSince(nvrtcStart);
   k.loaded = std::make_shared<rt::LoadedKernel>(spec, bin, target->binaryArch());
@@ -256,6 +403,11 @@ Kernel tessel::compile(Program &program, const CompileOptions &options) {
   return k;
 }
 
+std::string Remark::str() const {
+  return fmt::format("{}: {}: {} [{}]: {}", location, isWarning ? "warning" : "remark", pass,
+                     category, message);
+}
+
 rt::LoadedKernel &Kernel::loadedFor(const std::vector<rt::LaunchArg> &args) {
   const rt::KernelSpec &s = loaded->spec();
   bool fits = llvm::all_of(s.tensorMaps, [&](const rt::TensorMapSpec &map) {
@@ -275,10 +427,11 @@ rt::LoadedKernel &Kernel::loadedFor(const std::vector<rt::LaunchArg> &args) {
                                                fmt::format("kernel {}: the build without TMA", s.name));
     std::string source;
     llvm::raw_string_ostream os(source);
-    FailureOr<rt::KernelSpec> spec = emitCuda(*module->getOps<tile::KernelOp>().begin(), os);
+    std::vector<EmittedLine> lines;
+    FailureOr<rt::KernelSpec> spec = emitCuda(*module->getOps<tile::KernelOp>().begin(), os, &lines);
     if (failed(spec)) throw Error(fmt::format("kernel {}: the build without TMA failed", s.name));
     std::shared_ptr<const rt::Binary> bin =
-        rt::KernelCache::global().getOrCompile(source, target->binaryArch());
+        compileEmitted(source, lines, target->binaryArch());
     withoutTma = std::make_shared<rt::LoadedKernel>(*spec, bin, target->binaryArch());
   }
   return *withoutTma;

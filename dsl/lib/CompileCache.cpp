@@ -25,7 +25,7 @@ namespace {
 // fields: CUDA source, spec, layouts, the lowered IR's size and hash), the
 // head's hash (32 hex digits), then the lowered IR, which is read only when
 // asked for.
-constexpr char kMagic[8] = {'T', 'E', 'S', 'S', 'T', 'I', 'R', '2'};
+constexpr char kMagic[8] = {'T', 'E', 'S', 'S', 'T', 'I', 'R', '3'};
 constexpr size_t kHashDigits = 32;
 
 std::mutex mutex;
@@ -59,6 +59,15 @@ std::string encode(const CompiledIr &e) {
     put(head, b.where);
     put(head, b.type);
     put(head, b.layout);
+  }
+  put(head, std::to_string(e.remarks.size()));
+  for (const auto &[r, op] : e.remarks) {
+    put(head, r.pass);
+    put(head, r.category);
+    put(head, r.location);
+    put(head, r.message);
+    put(head, r.isWarning ? "w" : "r");
+    put(head, std::to_string(op));
   }
   put(head, std::to_string(lowered.size()));
   put(head, rt::KernelCache::hash(lowered));
@@ -125,6 +134,29 @@ bool readHead(const fs::path &file, CompiledIr &out, uint64_t &loweredAt, uint64
       return false;
     b.draw = drawFromText(b.layout, b.name);
     e.layouts.push_back(std::move(b));
+  }
+  std::string remarkCount;
+  size_t remarks = 0;
+  if (!take(head, at, remarkCount)) return false;
+  try {
+    remarks = std::stoul(remarkCount);
+  } catch (...) {
+    return false;
+  }
+  for (size_t i = 0; i < remarks; ++i) {
+    Remark r;
+    std::string severity, op;
+    if (!take(head, at, r.pass) || !take(head, at, r.category) || !take(head, at, r.location) ||
+        !take(head, at, r.message) || !take(head, at, severity) || !take(head, at, op))
+      return false;
+    r.isWarning = severity == "w";
+    int64_t index = -1;
+    try {
+      index = std::stoll(op);
+    } catch (...) {
+      return false;
+    }
+    e.remarks.emplace_back(std::move(r), index);
   }
   if (!take(head, at, size) || !take(head, at, loweredHash) || at != head.size()) return false;
   try {

@@ -32,6 +32,11 @@ struct CompiledIr {
   rt::KernelSpec spec;
   /// Without their pictures: a hit draws them from the layout text.
   std::vector<BufferLayout> layouts;
+  /// The compile's remarks, each with the position (in a walk of the tile
+  /// IR before the pipeline) of the first op at its location, or -1: a
+  /// hit may come from the same IR built at other lines, and takes the
+  /// location from its own op at that position.
+  std::vector<std::pair<Remark, int64_t>> remarks;
 };
 
 /// The key of `tileIr` compiled for `arch` (with `tma`) by this build.

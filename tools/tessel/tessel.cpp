@@ -4,6 +4,7 @@
 //   tessel compile KERNEL [--param k=v ...] [--arch sm_80|sm_90a|sm_100a|sm_100a-emu]
 //                  [--emit mlir|lowered|cuda|ptx|cubin] [--dump-ir DIR] [-o FILE]
 //                  [--show-layouts] [--layout-svg BUFFER=FILE.svg] [--no-tma] [--timing]
+//                  [--remarks]
 //   tessel run KERNEL [--param k=v ...] [--arch A] [--seed N] [--dump-ir DIR]
 //
 //===----------------------------------------------------------------------===//
@@ -41,6 +42,7 @@ struct Args {
   bool showLayouts = false, emitGiven = false, tma = true;
   std::vector<std::pair<std::string, std::string>> svgs; // buffer name, file
   bool timing = false; // compile: each pass's time
+  bool remarks = false; // compile: what the compiler declined to do, and why
   int jobs = 0;         // tune: compile threads (0: one per core)
   bool compileOnly = false;
   std::string reference; // bench attention: reference_anchors.py --json output
@@ -52,6 +54,7 @@ struct Args {
             << "       tessel compile KERNEL [--param k=v ...] [--arch sm_80|sm_90a|sm_100a|sm_100a-emu]\n"
             << "                      [--emit mlir|lowered|cuda|ptx|cubin] [--dump-ir DIR] [-o FILE]\n"
             << "                      [--show-layouts] [--layout-svg BUFFER=FILE.svg] [--no-tma] [--timing]\n"
+            << "                      [--remarks]\n"
             << "       tessel run KERNEL [--param k=v ...] [--arch A] [--seed N] [--dump-ir DIR]\n"
             << "       tessel bench KERNEL [--param k=v ...] [--arch A] [--reps N]\n"
             << "       tessel bench attention [--param k=v ...] [--reference TIMES.json]\n"
@@ -109,6 +112,7 @@ Args parse(int argc, char **argv) {
     else if (opt == "--compile-only") a.compileOnly = true;
     else if (opt == "--reference") a.reference = next();
     else if (opt == "--show-layouts") a.showLayouts = true;
+    else if (opt == "--remarks") a.remarks = true;
     else if (opt == "--no-tma") a.tma = false;
     else if (opt == "--layout-svg") {
       std::string kv = next();
@@ -166,8 +170,15 @@ int compileCommand(const Args &a) {
   std::string arch = a.arch.empty() ? "sm_90a" : a.arch;
   Params p = configured(entry, a.params, arch);
   Program program = entry.build(p);
-  Kernel k = compile(program, {arch, a.dumpDir, a.tma});
+  CompileOptions options{arch, a.dumpDir, a.tma};
+  // --remarks prints the warnings with the rest, once.
+  options.printWarnings = !a.remarks;
+  Kernel k = compile(program, options);
   printTimes(k, a.timing);
+  if (a.remarks) {
+    for (const Remark &r : k.remarks()) fmt::print("{}\n", r.str());
+    if (k.remarks().empty()) fmt::print("no remarks: nothing was declined\n");
+  }
   if (a.showLayouts)
     for (const BufferLayout &b : k.layouts())
       fmt::print("{} ({}, {}):\n  {}\n", b.name, b.type, b.where, b.layout);
@@ -185,7 +196,7 @@ int compileCommand(const Args &a) {
     fmt::print(stderr, "wrote the layout of {} to {}\n", buffer, file);
   }
   // Inspection alone prints no code unless --emit asks for it.
-  if ((a.showLayouts || !a.svgs.empty()) && !a.emitGiven) return 0;
+  if ((a.showLayouts || !a.svgs.empty() || a.remarks) && !a.emitGiven) return 0;
   std::string text;
   if (a.emit == "mlir") text = k.tileIr();
   else if (a.emit == "lowered") text = k.loweredIr();

@@ -25,6 +25,26 @@ struct CompileOptions {
   /// for tools and tests that inspect the IR, or alter it to show what a
   /// pass's result decides. The kernel is then cached like any other.
   std::function<void(const std::string &pass, mlir::Operation *kernel)> afterPass = {};
+  /// Print the compile's warning remarks (see Remark) to stderr.
+  bool printWarnings = true;
+};
+
+/// Something the compiler did not do that the program asked for or would
+/// normally get (pipelining a `pipelined` loop, TMA for a copy, warp
+/// specialization, a copy's vector width, a swizzle), and why. Warnings are
+/// for what the program asked for (a `pipelined` loop of several stages
+/// that is not pipelined, warp specialization or TMA dropped from a loop
+/// that asked for it or would get it on the target); they are printed to
+/// stderr once per compile. A compile served from the cache gives the same
+/// remarks, at the locations of the program compiled.
+struct Remark {
+  std::string pass;     // the pass that declined, e.g. tessel-software-pipeline
+  std::string category; // pipelining, tma, warp-specialization, vectorization, swizzle
+  std::string location; // file:line of the DSL call
+  std::string message;  // the reason
+  bool isWarning = false;
+  /// "file:line: warning: pass [category]: message" ("remark" for the rest).
+  std::string str() const;
 };
 
 struct CompileTimes {
@@ -75,6 +95,8 @@ public:
   const CompileTimes &times() const { return timing; }
   /// Every fragment's and shared buffer's inferred layout.
   const std::vector<BufferLayout> &layouts() const { return bufferLayouts; }
+  /// What the compiler declined to do, and why, in the order the passes said it.
+  const std::vector<Remark> &remarks() const { return declined; }
   rt::LoadedKernel &loadedKernel() { return *loaded; }
   /// The build that can take these arguments: the kernel itself, or, where
   /// a TMA load cannot read an argument (row strides that are not whole
@@ -94,6 +116,7 @@ private:
   std::shared_ptr<rt::LazyText> lowered;
   std::shared_ptr<const std::string> source;
   std::vector<BufferLayout> bufferLayouts;
+  std::vector<Remark> declined;
   std::vector<ParamInfo> info;
   std::shared_ptr<rt::LoadedKernel> loaded, withoutTma;
   /// Guards building `withoutTma`: copies of a Kernel share it, and

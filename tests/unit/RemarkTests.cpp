@@ -1,0 +1,204 @@
+//===- RemarkTests.cpp - what the compiler declines says why, at the line -===//
+//
+// The performance cliffs outside kernels ran into: each either goes away or
+// leaves a remark naming its reason at the author's own file:line, in the
+// Kernel (and a warning where the program asked for what was declined), the
+// same on a compile served from the cache.
+//
+//===----------------------------------------------------------------------===//
+#include <catch2/catch.hpp>
+
+#include "tessel/dsl/Compile.h"
+
+#include <algorithm>
+#include <string>
+
+using namespace tessel;
+
+static std::string here(int line) { return std::string(__FILE__) + ":" + std::to_string(line); }
+
+/// The kernel's remarks of `category` whose message contains `text`.
+static std::vector<Remark> remarksOf(const Kernel &k, const std::string &category,
+                                     const std::string &text = "") {
+  std::vector<Remark> out;
+  for (const Remark &r : k.remarks())
+    if (r.category == category && r.message.find(text) != std::string::npos) out.push_back(r);
+  return out;
+}
+
+static std::string allRemarks(const Kernel &k) {
+  std::string out;
+  for (const Remark &r : k.remarks()) out += r.str() + "\n";
+  return out;
+}
+
+static CompileOptions quiet(const std::string &arch = "sm_90a") {
+  CompileOptions options{arch};
+  options.printWarnings = false;
+  return options;
+}
+
+TEST_CASE("a paged cache's loads are issued ahead with the page they read") {
+  // The page of each iteration is read from a table the kernel only reads:
+  // that read is address arithmetic the producer runs ahead, so the loop
+  // gets TMA and warp specialization as with `page = kt`.
+  Program p("paged");
+  Expr n = p.sym("N");
+  Tensor cache = p.tensor("cache", {n, 64, 128}, DType::f16);
+  Tensor table = p.tensor("table", {n}, DType::i32);
+  Tensor out = p.tensor("out", {64, 128}, DType::f32);
+  p.kernel({1}, 128, [&](Expr) {
+    Buffer ks = alloc_shared({64, 128}, DType::f16);
+    Buffer acc = alloc_fragment({64, 128}, DType::f32);
+    fill(acc, 0.0);
+    pipelined(n, 3, [&](Expr kt) {
+      Expr page = cast(table(kt), DType::index);
+      copy(cache.tile({page, 0, 0}, {drop, 64, 128}), ks);
+      copy(ks, acc);
+    });
+    copy(acc, out.tile({0, 0}, {64, 128}));
+  });
+  Kernel k = compile(p, quiet());
+  INFO(allRemarks(k));
+  CHECK(remarksOf(k, "pipelining").empty());
+  CHECK(remarksOf(k, "warp-specialization").empty());
+  CHECK(remarksOf(k, "tma").empty());
+  CHECK(k.spec().threads == 256); // the consumers and the TMA producer
+}
+
+TEST_CASE("a load whose address reads memory the kernel writes says which read blocks it") {
+  Program p("paged_written");
+  Expr n = p.sym("N");
+  Tensor cache = p.tensor("cache", {n, 64, 128}, DType::f16);
+  Tensor table = p.tensor("table", {n}, DType::i32);
+  int loopLine = 0, readLine = 0;
+  p.kernel({1}, 128, [&](Expr) {
+    Buffer ks = alloc_shared({64, 128}, DType::f16);
+    Buffer acc = alloc_fragment({64, 128}, DType::f32);
+    Buffer pages = alloc_shared({64}, DType::i32);
+    fill(pages, 0);
+    loopLine = __LINE__ + 1;
+    pipelined(n, 3, [&](Expr kt) {
+      readLine = __LINE__ + 1;
+      Expr page = cast(table(kt), DType::index);
+      copy(cache.tile({page, 0, 0}, {drop, 64, 128}), ks);
+      copy(ks, acc);
+    });
+    copy(pages, table.tile({0}, {64})); // the kernel writes the table
+  });
+  Kernel k = compile(p, quiet());
+  INFO(allRemarks(k));
+  std::vector<Remark> warnings = remarksOf(k, "pipelining", "this loop of 3 stages is not pipelined");
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings[0].isWarning);
+  CHECK(warnings[0].pass == "tessel-software-pipeline");
+  CHECK(warnings[0].location == here(loopLine));
+  CHECK(warnings[0].message.find("its source address depends on 'memref.load' at " +
+                                 here(readLine) + " reads a tensor the kernel also writes") !=
+        std::string::npos);
+}
+
+TEST_CASE("copies into constant windows of a staged tile are pipelined") {
+  Program p("windows");
+  Expr n = p.sym("N");
+  Tensor a = p.tensor("a", {n * 64, 32}, DType::f16), b = p.tensor("b", {n * 64, 32}, DType::f16);
+  Tensor out = p.tensor("out", {64, 64}, DType::f32);
+  int firstCopy = 0;
+  p.kernel({1}, 128, [&](Expr) {
+    Buffer s = alloc_shared({64, 64}, DType::f16);
+    Buffer acc = alloc_fragment({64, 64}, DType::f32);
+    fill(acc, 0.0);
+    pipelined(n, 3, [&](Expr kt) {
+      firstCopy = __LINE__ + 1;
+      copy(a.tile({kt * 64, 0}, {64, 32}), s.tile({0, 0}, {64, 32}));
+      copy(b.tile({kt * 64, 0}, {64, 32}), s.tile({0, 32}, {64, 32}));
+      copy(s, acc);
+    });
+    copy(acc, out.tile({0, 0}, {64, 64}));
+  });
+  for (const char *arch : {"sm_80", "sm_90a"}) {
+    Kernel k = compile(p, quiet(arch));
+    INFO(arch << "\n" << allRemarks(k));
+    CHECK(remarksOf(k, "pipelining").empty());
+    CHECK(k.loweredIr().find("cp_async_commit") != std::string::npos);
+    if (std::string(arch) == "sm_90a") {
+      // TMA fills whole buffers: each window load says so at its line.
+      std::vector<Remark> tma = remarksOf(k, "tma", "the shared side is not a whole shared buffer");
+      REQUIRE(tma.size() == 2);
+      CHECK(tma[0].location == here(firstCopy));
+      CHECK(tma[1].location == here(firstCopy + 1));
+    }
+  }
+}
+
+TEST_CASE("a peer operand that takes TMA and warp specialization from the loop is a warning") {
+  Program p("peer_loop");
+  Expr n = p.sym("N"), rank = p.sym("rank");
+  Tensor a = p.tensor("a", {n * 64, 64}, DType::f16), b = p.tensor("b", {n * 64, 64}, DType::f16);
+  Tensor out = p.tensor("out", {64, 64}, DType::f32);
+  int loopLine = 0, peerCopy = 0;
+  p.kernel({1}, 128, [&](Expr) {
+    Buffer as = alloc_shared({64, 64}, DType::f16), bs = alloc_shared({64, 64}, DType::f16);
+    Buffer acc = alloc_fragment({64, 64}, DType::f32);
+    fill(acc, 0.0);
+    Buffer remote = peer(b, rank);
+    loopLine = __LINE__ + 1;
+    pipelined(n, 2, [&](Expr kt) {
+      copy(a.tile({kt * 64, 0}, {64, 64}), as);
+      peerCopy = __LINE__ + 1;
+      copy(remote.tile({kt * 64, 0}, {64, 64}), bs);
+      gemm(as, bs, acc);
+    });
+    copy(acc, out.tile({0, 0}, {64, 64}));
+  });
+  Kernel k = compile(p, quiet());
+  INFO(allRemarks(k));
+  std::vector<Remark> ws = remarksOf(k, "warp-specialization", "tile.peer");
+  REQUIRE(ws.size() == 1);
+  CHECK(ws[0].isWarning);
+  CHECK(ws[0].location == here(loopLine));
+  CHECK(ws[0].message.find("(the load at " + here(peerCopy) + ")") != std::string::npos);
+  // Only the peer's load is a cp.async copy; the local one keeps TMA.
+  std::vector<Remark> tma = remarksOf(k, "tma");
+  REQUIRE(tma.size() == 1);
+  CHECK(tma[0].location == here(peerCopy));
+  CHECK(tma[0].message.find("tile.peer") != std::string::npos);
+  CHECK(k.cuda().find("tma_load(") != std::string::npos);
+  CHECK(k.cuda().find("cp_async<") != std::string::npos);
+}
+
+/// A loop of two stages whose buffer is read after it, its ops built at
+/// the caller's line: the same tile IR from two lines.
+static void unpipelinable(Program &p, SrcLoc loc = SrcLoc::current()) {
+  Expr n = p.sym("N");
+  Tensor x = p.tensor("x", {n * 64}, DType::f32), y = p.tensor("y", {64}, DType::f32);
+  p.kernel({1}, 64, [&](Expr) {
+    Buffer s = alloc_shared({64}, DType::f32);
+    pipelined(n, 2, [&](Expr kt) { copy(x.tile({kt * 64}, {64}), s, loc); }, loc);
+    copy(s, y.tile({0}, {64}), loc);
+  });
+}
+
+TEST_CASE("a compile served from the cache gives the remarks at its own program's lines") {
+  Program first("cached_remarks");
+  int firstLine = __LINE__ + 1;
+  unpipelinable(first);
+  Kernel cold = compile(first, quiet("sm_80"));
+  Program second("cached_remarks");
+  int secondLine = __LINE__ + 1;
+  unpipelinable(second);
+  Kernel warm = compile(second, quiet("sm_80"));
+  CHECK(warm.times().irCacheHit);
+  REQUIRE(cold.remarks().size() == warm.remarks().size());
+  std::vector<Remark> coldWarnings = remarksOf(cold, "pipelining", "not pipelined");
+  std::vector<Remark> warmWarnings = remarksOf(warm, "pipelining", "not pipelined");
+  REQUIRE(coldWarnings.size() == 1);
+  REQUIRE(warmWarnings.size() == 1);
+  CHECK(coldWarnings[0].location == here(firstLine));
+  CHECK(warmWarnings[0].location == here(secondLine));
+  // The copies the reason names are the warm program's own.
+  CHECK(coldWarnings[0].message.find(here(firstLine)) != std::string::npos);
+  CHECK(warmWarnings[0].message.find(here(secondLine)) != std::string::npos);
+  CHECK(warmWarnings[0].message.find(here(firstLine)) == std::string::npos);
+  CHECK(warmWarnings[0].isWarning);
+}
