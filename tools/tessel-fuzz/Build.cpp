@@ -132,8 +132,10 @@ Buffer loadTile(const Spec &s, const Params &p, Expr row0, Expr col0) {
 /// W for a gemm program: the (row0, col0) tile of A B.
 Buffer gemmTile(const Spec &s, const Params &p, const std::string &arch, Expr row0, Expr col0) {
   bool inTmem = s.tmem && arch.rfind("sm_100a", 0) == 0;
-  Buffer as = alloc_shared(s.transposeA ? std::vector<int64_t>{s.tk, s.tm} : std::vector<int64_t>{s.tm, s.tk},
-                           s.in, "as");
+  std::vector<int64_t> aShape = s.transposeA ? std::vector<int64_t>{s.tk, s.tm} : std::vector<int64_t>{s.tm, s.tk};
+  Buffer as = s.aInRegisters ? alloc_fragment(aShape, s.in, "as") : alloc_shared(aShape, s.in, "as");
+  Buffer aOperand = as;
+  if (s.aInRegisters && inTmem) aOperand = alloc_tmem(aShape, s.in, "a");
   Buffer bs = alloc_shared(s.transposeB ? std::vector<int64_t>{s.tn, s.tk} : std::vector<int64_t>{s.tk, s.tn},
                            s.in, "bs");
   Buffer acc = inTmem ? alloc_tmem({s.tm, s.tn}, DType::f32, "acc")
@@ -141,6 +143,7 @@ Buffer gemmTile(const Spec &s, const Params &p, const std::string &arch, Expr ro
   clear(acc);
   auto step = [&](Expr kt) {
     copy(s.transposeA ? p.a.tile({kt * s.tk, row0}, {s.tk, s.tm}) : p.a.tile({row0, kt * s.tk}, {s.tm, s.tk}), as);
+    if (s.aInRegisters && inTmem) copy(as, aOperand);
     copy(s.transposeB ? p.b.tile({col0, kt * s.tk}, {s.tn, s.tk}) : p.b.tile({kt * s.tk, col0}, {s.tk, s.tn}), bs);
     if (s.staged == StagedEdit::maskTail)
       parallel(bs.shape()[0], bs.shape()[1], [&](Expr i, Expr j) {
@@ -150,7 +153,7 @@ Buffer gemmTile(const Spec &s, const Params &p, const std::string &arch, Expr ro
       parallel(bs.shape()[0], bs.shape()[1], [&](Expr i, Expr j) { bs(i, j) = bs(i, j) * Expr(2.0); });
     GemmInstruction instruction = s.instruction;
     if (instruction == GemmInstruction::wgmma && arch != "sm_90a") instruction = GemmInstruction::automatic;
-    gemm(as, bs, acc, {.transpose_a = s.transposeA, .transpose_b = s.transposeB, .policy = s.policy,
+    gemm(aOperand, bs, acc, {.transpose_a = s.transposeA, .transpose_b = s.transposeB, .policy = s.policy,
                        .instruction = instruction});
   };
   if (s.pipelinedLoop) pipelined(ceil_div(p.k, s.tk), s.stages, {.warp_specialize = s.ws}, step);

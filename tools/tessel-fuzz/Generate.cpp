@@ -201,6 +201,8 @@ void generateGemm(Spec &s) {
   s.transposeA = chance(0.25);
   s.transposeB = chance(0.25);
   s.staged = pick({StagedEdit::none, StagedEdit::none, StagedEdit::maskTail, StagedEdit::scale});
+  // An A operand in registers is split along M only and read as stored.
+  s.aInRegisters = chance(0.2) && !s.transposeA && s.policy != WarpPolicy::full_col;
   s.k = uniform(1, 4 * s.tk);
 }
 
@@ -271,6 +273,7 @@ std::vector<Spec> tessel::fuzz::shrinkCandidates(const Spec &s) {
   reset(&Spec::pipelinedLoop, false);
   reset(&Spec::stages, 1);
   reset(&Spec::transposeA, false);
+  reset(&Spec::aInRegisters, false);
   reset(&Spec::transposeB, false);
   reset(&Spec::instruction, GemmInstruction::automatic);
   if (s.in == DType::f32) reset(&Spec::load, Load::direct);

@@ -130,14 +130,20 @@ std::string loadText(const Spec &s) {
 
 std::string gemmText(const Spec &s) {
   std::string t = fmt::format("    bool inTmem = {} && arch.rfind(\"sm_100a\", 0) == 0;\n"
-                  "    Buffer as = alloc_shared({}, {}, \"as\");\n    Buffer bs = alloc_shared({}, {}, \"bs\");\n"
-                  "    Buffer acc = inTmem ? alloc_tmem({{{}, {}}}, DType::f32, \"acc\")\n"
-                  "                        : alloc_fragment({{{}, {}}}, DType::f32, \"acc\");\n    clear(acc);\n",
-                  s.tmem ? "true" : "false", shape2(s.transposeA, s.tm, s.tk), dtype(s.in),
-                  shape2(s.transposeB, s.tk, s.tn), dtype(s.in), s.tm, s.tn, s.tm, s.tn);
+                              "    Buffer as = {}({}, {}, \"as\");\n",
+                              s.tmem ? "true" : "false", s.aInRegisters ? "alloc_fragment" : "alloc_shared",
+                              shape2(s.transposeA, s.tm, s.tk), dtype(s.in));
+  if (s.aInRegisters)
+    t += fmt::format("    Buffer aOperand = as;\n    if (inTmem) aOperand = alloc_tmem({}, {}, \"a\");\n",
+                     shape2(s.transposeA, s.tm, s.tk), dtype(s.in));
+  t += fmt::format("    Buffer bs = alloc_shared({}, {}, \"bs\");\n"
+                   "    Buffer acc = inTmem ? alloc_tmem({{{}, {}}}, DType::f32, \"acc\")\n"
+                   "                        : alloc_fragment({{{}, {}}}, DType::f32, \"acc\");\n    clear(acc);\n",
+                   shape2(s.transposeB, s.tk, s.tn), dtype(s.in), s.tm, s.tn, s.tm, s.tn);
   std::string step = "    auto step = [&](Expr kt) {\n";
   step += fmt::format("      copy({}, as);\n", s.transposeA ? fmt::format("A.tile({{kt * {0}, row0}}, {{{0}, {1}}})", s.tk, s.tm)
                                                              : fmt::format("A.tile({{row0, kt * {0}}}, {{{1}, {0}}})", s.tk, s.tm));
+  if (s.aInRegisters) step += "      if (inTmem) copy(as, aOperand);\n";
   step += fmt::format("      copy({}, bs);\n", s.transposeB ? fmt::format("B.tile({{col0, kt * {0}}}, {{{1}, {0}}})", s.tk, s.tn)
                                                              : fmt::format("B.tile({{kt * {0}, col0}}, {{{0}, {1}}})", s.tk, s.tn));
   int64_t r0 = s.transposeB ? s.tn : s.tk, r1 = s.transposeB ? s.tk : s.tn;
@@ -150,9 +156,10 @@ std::string gemmText(const Spec &s) {
   std::string instruction = fmt::format("GemmInstruction::{}", instructionName(s.instruction));
   if (s.instruction == GemmInstruction::wgmma)
     instruction = "arch == \"sm_90a\" ? GemmInstruction::wgmma : GemmInstruction::automatic";
-  step += fmt::format("      gemm(as, bs, acc, {{.transpose_a = {}, .transpose_b = {}, .policy = WarpPolicy::{},\n"
+  step += fmt::format("      gemm({}, bs, acc, {{.transpose_a = {}, .transpose_b = {}, .policy = WarpPolicy::{},\n"
                       "                         .instruction = {}}});\n    }};\n",
-                      s.transposeA, s.transposeB, policyName(s.policy), instruction);
+                      s.aInRegisters ? "aOperand" : "as", s.transposeA, s.transposeB, policyName(s.policy),
+                      instruction);
   t += step;
   if (s.pipelinedLoop)
     t += fmt::format("    pipelined(ceil_div(K, {}), {}, {{.warp_specialize = WarpSpecialize::{}}}, step);\n", s.tk,

@@ -110,6 +110,10 @@ struct Spec {
   /// elsewhere the same program accumulates in a fragment.
   bool tmem = false;
   StagedEdit staged = StagedEdit::none;
+  /// A's tile goes to a fragment, the gemm's A operand from registers; on
+  /// sm_100a with the accumulator in tensor memory, on into tensor memory
+  /// (the ts form).
+  bool aInRegisters = false;
 
   /// Whether some statement is inexact (outputs compared within a bound).
   bool inexact() const;
