@@ -145,29 +145,6 @@ TEST_CASE("a role outside the kernel's threads is rejected at its line") {
   CHECK(msg.find("threads [128, 256) are outside the kernel's 128") != std::string::npos);
 }
 
-TEST_CASE("warp specialization that cannot happen says why at the loop") {
-  Program p("misuse");
-  Expr n = p.sym("N");
-  Tensor x = p.tensor("x", {n, 64}, DType::f32);
-  int line = 0;
-  p.kernel({1}, 128, [&](Expr) {
-    Buffer s = alloc_shared({64, 64}, DType::f16);
-    line = __LINE__ + 1;
-    pipelined(ceil_div(n, 64), 2, {.warp_specialize = WarpSpecialize::on}, [&](Expr k) {
-      copy(x.tile({k * 64, 0}, {64, 64}), s);
-    });
-  });
-  try {
-    compile(p, {"sm_90a", ""});
-    FAIL("no error");
-  } catch (const Error &e) {
-    std::string msg = e.what();
-    CHECK(msg.find(here(line)) == 0);
-    CHECK(msg.find("cannot warp-specialize this pipelined loop: its loads are not all TMA: the "
-                   "copy converts its element type") != std::string::npos);
-  }
-}
-
 TEST_CASE("overlap_mma on one stage is an error at the loop") {
   int line = 0;
   std::string msg = errorOf([&](Tensor x) {

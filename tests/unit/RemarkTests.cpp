@@ -167,6 +167,33 @@ TEST_CASE("a peer operand that takes TMA and warp specialization from the loop i
   CHECK(k.cuda().find("cp_async<") != std::string::npos);
 }
 
+TEST_CASE("warp specialization asked for and impossible is a warning at the loop") {
+  // The load converts f32 to f16, which TMA cannot: the loop runs as a
+  // cp.async pipeline, and the warning says why.
+  Program p("asked");
+  Expr n = p.sym("N");
+  Tensor x = p.tensor("x", {n, 64}, DType::f32);
+  int line = 0;
+  p.kernel({1}, 128, [&](Expr) {
+    Buffer s = alloc_shared({64, 64}, DType::f16);
+    line = __LINE__ + 1;
+    pipelined(ceil_div(n, 64), 2, {.warp_specialize = WarpSpecialize::on}, [&](Expr k) {
+      copy(x.tile({k * 64, 0}, {64, 64}), s);
+    });
+  });
+  Kernel k = compile(p, quiet());
+  INFO(allRemarks(k));
+  std::vector<Remark> ws = remarksOf(k, "warp-specialization");
+  REQUIRE(ws.size() == 1);
+  CHECK(ws[0].isWarning);
+  CHECK(ws[0].location == here(line));
+  CHECK(ws[0].message.find("cannot warp-specialize this pipelined loop, which asks for it") == 0);
+  CHECK(ws[0].message.find("its loads are not all TMA: the copy converts its element type") !=
+        std::string::npos);
+  CHECK(k.spec().threads == 128);
+  CHECK(remarksOf(k, "pipelining").empty());
+}
+
 /// A loop of two stages whose buffer is read after it, its ops built at
 /// the caller's line: the same tile IR from two lines.
 static void unpipelinable(Program &p, SrcLoc loc = SrcLoc::current()) {

@@ -802,16 +802,17 @@ struct TesselWarpSpecialize : tessel::impl::TesselWarpSpecializeBase<TesselWarpS
         }
       }
       if (!why.empty()) {
-        // Asked for explicitly: say why not; otherwise the loop is
-        // software-pipelined without roles, which the loop would normally
-        // not be on this target: a warning, unless TMA was turned off for
-        // the compile (that asked for no producer) or there is nothing to
-        // load ahead (tessel-software-pipeline says so).
-        if (asked) {
-          loop.emitError("cannot warp-specialize this pipelined loop: ") << why;
-          return signalPassFailure();
-        }
-        if (!plan.loads.empty())
+        // The loop is software-pipelined without roles. Asked for, or what
+        // the loop would normally get on this target, that is a warning; a
+        // remark where TMA was turned off for the compile (which asked for
+        // no producer), and nothing where there is nothing to load ahead
+        // (tessel-software-pipeline says so).
+        if (asked)
+          emitMissed(loop, getArgument(), missed::kWarpSpecialization, RemarkSeverity::warning)
+              << "cannot warp-specialize this pipelined loop, which asks for it (it runs "
+                 "without a TMA producer warpgroup): "
+              << why;
+        else if (!plan.loads.empty())
           emitMissed(loop, getArgument(), missed::kWarpSpecialization,
                      target->tma ? RemarkSeverity::warning : RemarkSeverity::remark)
               << "this pipelined loop is not warp-specialized (no TMA producer warpgroup): "
