@@ -287,7 +287,9 @@ void parallel(int64_t m, int64_t n, std::function<void(Expr, Expr)> body,
 enum class WarpSpecialize { automatic, on, off };
 struct PipelineOptions {
   /// sm_90a: split into a TMA producer warpgroup and consumer warpgroups
-  /// (automatic: whenever every load can be TMA).
+  /// (automatic: whenever every load can be TMA). A loop that cannot be
+  /// split runs without a producer and warns why (Kernel::remarks), `on`
+  /// or automatic.
   WarpSpecialize warp_specialize = WarpSpecialize::automatic;
   /// sm_90a, split loops with two consumer warpgroups and at least two
   /// stages: the warpgroups take turns at the tensor cores, each one's
