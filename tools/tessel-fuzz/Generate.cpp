@@ -315,7 +315,8 @@ Spec tessel::fuzz::plainForm(const Spec &s) {
   plain.stages = 1;
   plain.ws = WarpSpecialize::automatic;
   plain.persistent = false;
-  plain.instruction = GemmInstruction::automatic;
+  plain.instruction = GemmInstruction::mma_sync;
+  plain.tmem = false;
   if (plain.store == Store::atomicTma) plain.store = Store::atomic, plain.storeOrder = MemoryOrder::relaxed;
   return plain;
 }

@@ -133,8 +133,9 @@ Build parseBuild(const std::string &text);
 
 /// The same computation with every optimization the program asks for
 /// taken out: serial loops instead of pipelined ones, one block per tile
-/// instead of a persistent walk, the target's choice of gemm instruction,
-/// reduce-adds by the threads. The reference other builds are compared with.
+/// instead of a persistent walk, mma.sync gemms into registers (never
+/// tensor memory), reduce-adds by the threads. Built without TMA, it is the
+/// reference the other builds are compared with.
 Spec plainForm(const Spec &s);
 /// The program build `b` compiles: plainForm(s) for a plain build.
 Program buildProgram(const Spec &s, const Build &b);

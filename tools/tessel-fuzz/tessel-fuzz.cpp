@@ -54,9 +54,10 @@ struct Options {
             << "       tessel-fuzz --one SEED [--archs A,B] | --sample K [--seed S] [--archs A,B]\n"
             << "       tessel-fuzz --print SEED\n"
             << "  builds: sm_80, sm_90a, sm_100a or sm_100a-emu, then optionally -notma (no TMA) and\n"
-            << "  -plain (no pipelining, persistence or forced instructions); the first is the\n"
-            << "  reference the others are compared with (default for runs: sm_80-plain,sm_80,sm_90a,\n"
-            << "  sm_90a-notma,sm_100a-emu); --no-shrink keeps failures as found\n";
+            << "  -plain (no pipelining, persistence, wgmma or tensor memory); the first is the\n"
+            << "  reference the others are compared with (default for runs, all of which run on\n"
+            << "  Hopper: sm_90a-notma-plain,sm_90a,sm_90a-notma,sm_100a-emu); --no-shrink keeps\n"
+            << "  failures as found\n";
   std::exit(2);
 }
 
@@ -115,7 +116,7 @@ Options parse(int argc, char **argv) {
   if (o.mode == Options::none) usage("no mode given");
   if (o.builds.empty())
     o.builds = parseBuilds(o.mode == Options::compileOnly ? "sm_80,sm_90a,sm_100a"
-                                                          : "sm_80-plain,sm_80,sm_90a,sm_90a-notma,sm_100a-emu");
+                                                          : "sm_90a-notma-plain,sm_90a,sm_90a-notma,sm_100a-emu");
   return o;
 }
 
