@@ -216,11 +216,18 @@ int64_t tessel::getExecutingThreads(Operation *op) {
   return (kernel ? kernel : op->getParentOfType<KernelOp>()).getThreads();
 }
 
-static bool isNonNegative(Value v, function_ref<bool(Value)> known, unsigned depth) {
+/// `proved` keeps each answer, so that an index built as a DAG of shared
+/// subexpressions is looked at once per value (an answer cut short by the
+/// depth limit stays a conservative false).
+static bool isNonNegative(Value v, function_ref<bool(Value)> known, unsigned depth,
+                          DenseMap<Value, bool> &proved);
+
+static bool isNonNegativeUncached(Value v, function_ref<bool(Value)> known, unsigned depth,
+                                  DenseMap<Value, bool> &proved) {
   if (depth > 24) return false;
   if (known && known(v)) return true;
   if (std::optional<int64_t> c = getConstantIntValue(v)) return *c >= 0;
-  auto nonNegative = [&](Value x) { return isNonNegative(x, known, depth + 1); };
+  auto nonNegative = [&](Value x) { return isNonNegative(x, known, depth + 1, proved); };
   if (auto arg = llvm::dyn_cast<BlockArgument>(v)) {
     Operation *owner = arg.getOwner()->getParentOp();
     if (llvm::isa_and_nonnull<KernelOp>(owner))
@@ -256,6 +263,15 @@ static bool isNonNegative(Value v, function_ref<bool(Value)> known, unsigned dep
   return false;
 }
 
+static bool isNonNegative(Value v, function_ref<bool(Value)> known, unsigned depth,
+                          DenseMap<Value, bool> &proved) {
+  if (auto it = proved.find(v); it != proved.end()) return it->second;
+  bool result = isNonNegativeUncached(v, known, depth, proved);
+  proved[v] = result;
+  return result;
+}
+
 bool tessel::isProvablyNonNegative(Value v, function_ref<bool(Value)> known) {
-  return isNonNegative(v, known, 0);
+  DenseMap<Value, bool> proved;
+  return isNonNegative(v, known, 0, proved);
 }
