@@ -1,7 +1,8 @@
 //===- ScalarKernels.h - element code on integers, for unit and GPU tests -===//
 //
-// Integer division and conversions of values of either sign, as the unit
-// tests compile them and the GPU tests run them.
+// Element code as a user writes it (integer division and conversions of
+// values of either sign, reads of a fragment every thread holds whole), as
+// the unit tests compile it and the GPU tests run it.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TESSEL_TESTS_SCALARKERNELS_H
@@ -67,6 +68,33 @@ inline Program conversions() {
       out(3, at) = cast(cast(cast(kv, DType::i1), DType::f32) * 2.0, DType::i32);
       out(4, at) = cast(cast(kv, DType::i64) * 65536 / 65536, DType::i32);
     });
+  });
+  return p;
+}
+
+/// How the body of broadcastReads() reads the maximum.
+enum class BroadcastForm { elementFirst, maximumFirst, maximumTwice };
+
+/// y = exp(x - max(x)) with x read before or after the maximum, or
+/// y = (x - max(x)) * max(x): a fragment every thread holds whole, read
+/// inside parallel after another access or twice.
+inline Program broadcastReads(BroadcastForm form) {
+  Program p("broadcast_reads");
+  Tensor x = p.tensor("x", {256}, DType::f32), y = p.tensor("y", {256}, DType::f32);
+  p.kernel({1}, 128, [&](Expr) {
+    Buffer l = alloc_fragment({256}, DType::f32), mx = alloc_fragment({1}, DType::f32);
+    copy(x.tile({0}, {256}), l);
+    reduce_max(l, mx, 0);
+    parallel(256, [&](Expr j) {
+      if (form == BroadcastForm::maximumTwice) {
+        l(j) = (l(j) - mx(0)) * mx(0);
+        return;
+      }
+      Expr first = form == BroadcastForm::elementFirst ? l(j) : mx(0);
+      Expr second = form == BroadcastForm::elementFirst ? mx(0) : l(j);
+      l(j) = form == BroadcastForm::elementFirst ? exp(first - second) : exp(second - first);
+    });
+    copy(l, y.tile({0}, {256}));
   });
   return p;
 }

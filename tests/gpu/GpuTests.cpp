@@ -14,6 +14,8 @@
 #include "tessel/runtime/Cache.h"
 #include "tessel/runtime/Driver.h"
 
+#include <algorithm>
+#include <cmath>
 #include <fmt/format.h>
 #include <random>
 
@@ -408,6 +410,34 @@ TEST_CASE("conversions mean what they do in C++ on the GPU", "[gpu][user]") {
     }
   }
   CHECK(wrong == 0);
+}
+
+TEST_CASE("a whole-held fragment read after other accesses and twice", "[gpu][user]") {
+  using test::BroadcastForm;
+  for (BroadcastForm form :
+       {BroadcastForm::elementFirst, BroadcastForm::maximumFirst, BroadcastForm::maximumTwice}) {
+    Program p = test::broadcastReads(form);
+    Kernel k = compile(p, {deviceArch(), ""});
+    std::vector<float> x(256), y(256);
+    std::mt19937 rng{static_cast<unsigned>(form)};
+    std::uniform_real_distribution<float> uniform(-4.0f, 4.0f);
+    for (float &v : x) v = uniform(rng);
+    double mx = *std::max_element(x.begin(), x.end());
+    rt::DeviceBuffer dx(256 * 4), dy(256 * 4);
+    dx.upload(x.data(), 256 * 4);
+    dy.fillBytes(0xff);
+    k.launch({rt::LaunchArg::buffer(dx.ptr(), {256}), rt::LaunchArg::buffer(dy.ptr(), {256})});
+    synchronize();
+    dy.download(y.data(), 256 * 4);
+    double worst = 0;
+    for (int i = 0; i < 256; ++i) {
+      double want = form == BroadcastForm::maximumTwice ? (x[i] - mx) * mx : std::exp(x[i] - mx);
+      double d = std::abs(y[i] - want);
+      worst = std::isnan(d) ? INFINITY : std::max(worst, d);
+    }
+    INFO("form " << int(form));
+    CHECK(worst < 1e-4 * 16);
+  }
 }
 
 int main(int argc, char **argv) {
