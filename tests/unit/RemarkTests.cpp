@@ -194,6 +194,29 @@ TEST_CASE("warp specialization asked for and impossible is a warning at the loop
   CHECK(remarksOf(k, "pipelining").empty());
 }
 
+TEST_CASE("a shared tile declared inside a pipelined body is loaded ahead") {
+  Program p("tile_in_body");
+  Expr n = p.sym("N");
+  Tensor a = p.tensor("a", {n * 64, 64}, DType::f16);
+  Tensor out = p.tensor("out", {64, 64}, DType::f32);
+  p.kernel({1}, 128, [&](Expr) {
+    Buffer acc = alloc_fragment({64, 64}, DType::f32);
+    fill(acc, 0.0);
+    pipelined(n, 2, [&](Expr kt) {
+      Buffer s = alloc_shared({64, 64}, DType::f16);
+      copy(a.tile({kt * 64, 0}, {64, 64}), s);
+      copy(s, acc);
+    });
+    copy(acc, out.tile({0, 0}, {64, 64}));
+  });
+  for (const char *arch : {"sm_80", "sm_90a"}) {
+    Kernel k = compile(p, quiet(arch));
+    INFO(arch << "\n" << allRemarks(k));
+    CHECK(k.remarks().empty());
+    CHECK(k.spec().threads == (std::string(arch) == "sm_90a" ? 256 : 128));
+  }
+}
+
 /// A loop of two stages whose buffer is read after it, its ops built at
 /// the caller's line: the same tile IR from two lines.
 static void unpipelinable(Program &p, SrcLoc loc = SrcLoc::current()) {

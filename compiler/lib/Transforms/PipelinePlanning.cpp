@@ -233,7 +233,8 @@ PipelinePlan tessel::planPipeline(PipelinedOp loop, const TargetInfo &target) {
     auto buffer = getRootBuffer(copy.getDest()).getDefiningOp<AllocOp>();
     if (!buffer || !isSharedBacked(buffer.getResult()) || buffer.getStages()) continue;
     if (!buffer->getParentRegion()->isAncestor(&loop.getBody())) {
-      skip(copy, "its buffer is allocated inside the loop, so it has no copies to load ahead into");
+      skip(copy, "its buffer is allocated in code nested in the loop body, so it has no copies to "
+                 "load ahead into");
       continue;
     }
     if (failed(constantWindows(copy.getDest(), body))) {
@@ -263,6 +264,10 @@ PipelinePlan tessel::planPipeline(PipelinedOp loop, const TargetInfo &target) {
                        ", so it cannot be computed ahead of the iteration");
         continue;
       }
+      // A buffer allocated in the body is one buffer for every iteration
+      // (its shape is static): its stages must exist before the loop, where
+      // the loads ahead fill them.
+      if (buffer->getBlock() == &body) buffer->moveBefore(loop);
       PipelineLoad load;
       load.copy = copy;
       load.buffer = buffer;

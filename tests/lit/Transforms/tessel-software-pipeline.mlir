@@ -344,3 +344,32 @@ tile.kernel @wait_after_load(%x: memref<?x64xf16, #g>, %flags: memref<?xi32, #g>
     tile.gemm %xs, %xs, %acc : memref<64x64xf16, #s>, memref<64x64xf16, #s>, memref<64x64xf32, #tile.space<fragment>>
   }
 }
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// A buffer allocated in the body (a shared tile declared inside the loop's
+// lambda) is one buffer for every iteration: it moves before the loop,
+// where its stages are filled ahead.
+// CHECK-LABEL: tile.kernel @alloc_in_body
+// CHECK: tile.alloc {{.*}}stages = 2 : i64
+// CHECK: scf.for
+// CHECK-NOT: tile.alloc
+// CHECK: tile.stage
+tile.kernel @alloc_in_body(%a: memref<?x64xf16, #g>, %out: memref<64x64xf32, #g>, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %acc = tile.alloc : memref<64x64xf32, #f>
+  tile.pipelined %k = %c0 to %n step %c1 stages(2) {
+    %as = tile.alloc : memref<64x64xf16, #s>
+    %row = arith.muli %k, %c64 : index
+    %ra = tile.region %a[%row, %c0] [64, 64] : memref<?x64xf16, #g> -> memref<64x64xf16, strided<[64, 1], offset: ?>, #g>
+    tile.copy %ra, %as : memref<64x64xf16, strided<[64, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+    tile.copy %as, %acc : memref<64x64xf16, #s>, memref<64x64xf32, #f>
+  }
+  tile.copy %acc, %out : memref<64x64xf32, #f>, memref<64x64xf32, #g>
+}
