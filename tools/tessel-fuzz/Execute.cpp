@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Execute.h"
+#include "Reference.h"
 
 #include "tessel/dsl/Compile.h"
 #include "tessel/runtime/Driver.h"
@@ -134,6 +135,45 @@ std::string compare(const Spec &s, const std::vector<std::vector<uint8_t>> &ref,
 
 } // namespace
 
+std::string tessel::fuzz::describeReference(const Spec &s) {
+  std::vector<TensorInfo> infos = tensors(s);
+  std::vector<std::vector<uint8_t>> inputs;
+  std::string text;
+  auto show = [&](const std::string &name, const std::vector<float> &values) {
+    text += name + ":";
+    for (float v : values) text += fmt::format(" {}", v);
+    text += "\n";
+  };
+  for (size_t i = 0; i < infos.size(); ++i) {
+    if (infos[i].role != TensorInfo::input) continue;
+    inputs.push_back(inputBytes(infos[i], i));
+    std::vector<float> values;
+    size_t width = size_t(byteSize(infos[i].type));
+    for (size_t e = 0; e < inputs.back().size() / width; ++e) {
+      uint32_t bits = 0;
+      if (width == 4) std::memcpy(&bits, &inputs.back()[e * 4], 4);
+      else {
+        uint16_t h;
+        std::memcpy(&h, &inputs.back()[e * 2], 2);
+        bits = infos[i].type == DType::bf16 ? uint32_t(h) << 16 : 0;
+      }
+      float v;
+      std::memcpy(&v, &bits, 4);
+      values.push_back(infos[i].type == DType::f16 ? NAN : v);
+    }
+    show(infos[i].name + " (f16 shown as nan)", values);
+  }
+  std::vector<std::vector<uint8_t>> outputs = referenceOutputs(s, inputs);
+  size_t o = 0;
+  for (const TensorInfo &t : infos) {
+    if (t.role == TensorInfo::input) continue;
+    std::vector<float> values(outputs[o].size() / 4);
+    std::memcpy(values.data(), outputs[o++].data(), values.size() * 4);
+    show(t.name, values);
+  }
+  return text;
+}
+
 Outcome tessel::fuzz::compileAll(const Spec &s, const std::vector<Build> &builds) {
   for (const Build &b : builds) {
     try {
@@ -147,7 +187,7 @@ Outcome tessel::fuzz::compileAll(const Spec &s, const std::vector<Build> &builds
 }
 
 Outcome tessel::fuzz::runAll(const Spec &s, const std::vector<Build> &builds,
-                             const std::function<void()> &compiled) {
+                             const std::function<void()> &compiled, bool cpuReference) {
   std::vector<Kernel> kernels;
   for (const Build &b : builds) {
     try {
@@ -158,13 +198,24 @@ Outcome tessel::fuzz::runAll(const Spec &s, const std::vector<Build> &builds,
     }
   }
   if (compiled) compiled();
-  std::vector<std::vector<uint8_t>> reference;
+  std::vector<std::vector<uint8_t>> reference, onCpu;
+  if (cpuReference) {
+    std::vector<TensorInfo> infos = tensors(s);
+    std::vector<std::vector<uint8_t>> inputs;
+    for (size_t i = 0; i < infos.size(); ++i)
+      if (infos[i].role == TensorInfo::input) inputs.push_back(inputBytes(infos[i], i));
+    onCpu = referenceOutputs(s, inputs);
+  }
   for (size_t i = 0; i < builds.size(); ++i) {
     std::vector<std::vector<uint8_t>> outputs;
     try {
       outputs = runBuild(kernels[i], s);
     } catch (const Error &e) {
       return {Outcome::runError, fmt::format("{}: {}", builds[i].label(), e.what())};
+    }
+    if (cpuReference) {
+      std::string diff = compare(s, onCpu, outputs);
+      if (!diff.empty()) return {Outcome::mismatch, fmt::format("cpu vs {}: {}", builds[i].label(), diff)};
     }
     if (i == 0) {
       reference = std::move(outputs);

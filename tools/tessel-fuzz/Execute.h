@@ -22,12 +22,19 @@ const char *name(Outcome::Kind k);
 /// needed). Returns compileError with the first build's tessel::Error.
 Outcome compileAll(const Spec &s, const std::vector<Build> &builds);
 
+/// The inputs a run gives `s` and the outputs the CPU reference computes
+/// from them, as text (for --cpu-dump).
+std::string describeReference(const Spec &s);
+
 /// Runs every build of `s` on the GPU with deterministic inputs and
 /// poisoned outputs, and compares each build's outputs with the first's:
 /// bit for bit (either zero matching the other), or within 1e-5 relative
 /// where the program is inexact.
 /// `compiled` is called once every build has compiled, before any runs.
-Outcome runAll(const Spec &s, const std::vector<Build> &builds, const std::function<void()> &compiled = {});
+/// With `cpuReference`, every build is also compared with what the
+/// program computes on the CPU (Reference.cpp).
+Outcome runAll(const Spec &s, const std::vector<Build> &builds, const std::function<void()> &compiled = {},
+               bool cpuReference = false);
 
 } // namespace tessel::fuzz
 

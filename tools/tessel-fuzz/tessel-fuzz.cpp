@@ -1,10 +1,11 @@
 //===- tessel-fuzz.cpp - differential fuzzing of DSL programs -------------===//
 //
 //   tessel-fuzz --compile-only (--seconds S | --programs N) [--seed N] [--archs A,B] [--jobs J] --out DIR
-//   tessel-fuzz --run N [--seed S] [--archs A,B] [--jobs J] [--timeout SEC] --out DIR
+//   tessel-fuzz --run N [--seed S] [--archs A,B] [--jobs J] [--timeout SEC] [--cpu-reference] --out DIR
 //   tessel-fuzz --one SEED [--archs A,B]      (in this process: compute-sanitizer)
 //   tessel-fuzz --sample K [--seed S] [--archs A,B]
 //   tessel-fuzz --print SEED                  (the program as C++)
+//   tessel-fuzz --cpu-dump SEED               (its inputs and the CPU reference's outputs)
 //   tessel-fuzz --print-cases K [--seed S]    (K programs as a C++ file, for SnippetCheck.cpp)
 //
 // Random valid programs (Generate.cpp), each compiled for every build and,
@@ -35,13 +36,14 @@ using namespace tessel::fuzz;
 namespace {
 
 struct Options {
-  enum Mode { none, compileOnly, run, one, sample, print, printCases } mode = none;
+  enum Mode { none, compileOnly, run, one, sample, print, printCases, cpuDump } mode = none;
   uint64_t seed = 1;
   int64_t count = 0;
   double seconds = 60;
   int jobs = 2;
   double timeout = 20;
   bool shrink = true;
+  bool cpuReference = false;
   std::string out = "tessel-fuzz-out";
   std::vector<Build> builds;
 };
@@ -50,14 +52,16 @@ struct Options {
   std::cerr << "tessel-fuzz: " << why << "\n"
             << "usage: tessel-fuzz --compile-only (--seconds S | --programs N) [--seed N] [--archs A,B] [--jobs J]\n"
             << "                   --out DIR\n"
-            << "       tessel-fuzz --run N [--seed S] [--archs A,B] [--jobs J] [--timeout SEC] --out DIR\n"
+            << "       tessel-fuzz --run N [--seed S] [--archs A,B] [--jobs J] [--timeout SEC] [--cpu-reference]\n"
+            << "                   --out DIR\n"
             << "       tessel-fuzz --one SEED [--archs A,B] | --sample K [--seed S] [--archs A,B]\n"
             << "       tessel-fuzz --print SEED\n"
             << "  builds: sm_80, sm_90a, sm_100a or sm_100a-emu, then optionally -notma (no TMA) and\n"
             << "  -plain (no pipelining, persistence, wgmma or tensor memory); the first is the\n"
             << "  reference the others are compared with (default for runs, all of which run on\n"
             << "  Hopper: sm_90a-notma-plain,sm_90a,sm_90a-notma,sm_100a-emu); --no-shrink keeps\n"
-            << "  failures as found\n";
+            << "  failures as found; --cpu-reference also compares every build with the\n"
+            << "  program's result computed on the CPU\n";
   std::exit(2);
 }
 
@@ -102,6 +106,7 @@ Options parse(int argc, char **argv) {
     else if (a == "--one") setMode(Options::one), o.seed = integer(a, value(i), 0);
     else if (a == "--sample") setMode(Options::sample), o.count = integer(a, value(i), 1);
     else if (a == "--print") setMode(Options::print), o.seed = integer(a, value(i), 0);
+    else if (a == "--cpu-dump") setMode(Options::cpuDump), o.seed = integer(a, value(i), 0);
     else if (a == "--print-cases") setMode(Options::printCases), o.count = integer(a, value(i), 1);
     else if (a == "--programs") o.count = integer(a, value(i), 1);
     else if (a == "--seed") o.seed = integer(a, value(i), 0);
@@ -111,6 +116,7 @@ Options parse(int argc, char **argv) {
     else if (a == "--archs") o.builds = parseBuilds(value(i));
     else if (a == "--out") o.out = value(i);
     else if (a == "--no-shrink") o.shrink = false;
+    else if (a == "--cpu-reference") o.cpuReference = true;
     else usage(fmt::format("unknown argument '{}'", a));
   }
   if (o.mode == Options::none) usage("no mode given");
@@ -122,10 +128,10 @@ Options parse(int argc, char **argv) {
 
 /// A program's work in a child: compile only, or compile and run.
 Task task(const Spec &s, const Options &o) {
-  bool run = o.mode == Options::run;
+  bool run = o.mode == Options::run, cpu = o.cpuReference;
   std::vector<Build> builds = o.builds;
-  return {s.seed, [s, builds, run](const std::function<void()> &compiled) {
-            return run ? runAll(s, builds, compiled) : compileAll(s, builds);
+  return {s.seed, [s, builds, run, cpu](const std::function<void()> &compiled) {
+            return run ? runAll(s, builds, compiled, cpu) : compileAll(s, builds);
           }};
 }
 
@@ -250,7 +256,7 @@ int inProcess(const Options &o) {
   int64_t count = o.mode == Options::one ? 1 : o.count, failed = 0;
   for (int64_t i = 0; i < count; ++i) {
     Spec s = generate(o.seed + uint64_t(i));
-    Outcome outcome = runAll(s, o.builds);
+    Outcome outcome = runAll(s, o.builds, {}, o.cpuReference);
     std::cout << fmt::format("tessel-fuzz: seed {} {}{}\n", s.seed, name(outcome.kind),
                              outcome.message.empty() ? "" : ": " + outcome.message)
               << std::flush;
@@ -267,6 +273,10 @@ int main(int argc, char **argv) {
   try {
     if (o.mode == Options::print) {
       std::cout << snippet(generate(o.seed));
+      return 0;
+    }
+    if (o.mode == Options::cpuDump) {
+      std::cout << describeReference(generate(o.seed));
       return 0;
     }
     if (o.mode == Options::printCases) {
