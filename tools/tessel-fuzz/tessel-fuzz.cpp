@@ -226,7 +226,7 @@ int fuzzPrograms(const Options &o) {
   };
   auto done = [&](uint64_t id, const Outcome &outcome) {
     if (outcome.kind == Outcome::passed) return void(++passed);
-    ++(outcome.kind == Outcome::hung ? hung : failed);
+    ++(outcome.kind == Outcome::hung && o.mode == Options::run ? hung : failed);
     std::cout << fmt::format("tessel-fuzz: seed {} {}: {}\n", id, name(outcome.kind),
                              outcome.message.substr(0, outcome.message.find('\n')))
               << std::flush;
