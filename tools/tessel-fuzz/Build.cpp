@@ -7,6 +7,7 @@
 #include "Spec.h"
 
 #include <fmt/format.h>
+#include <tuple>
 
 using namespace tessel;
 using namespace tessel::fuzz;
@@ -201,13 +202,14 @@ Program tessel::fuzz::buildProgram(const Spec &s, const std::string &arch) {
   p.y = prog.tensor("Y", {p.m, p.n}, DType::f32);
   p.r = prog.tensor("R", {p.m}, DType::f32);
   p.s = prog.tensor("S", {1}, DType::f32);
+  Expr gx = ceil_div(p.n, s.tn), gy = ceil_div(p.m, s.tm);
   auto body = [&](Expr bx, Expr by) {
+    if (s.swizzlePanel) std::tie(bx, by) = use_swizzle(bx, by, gx, gy, s.swizzlePanel);
     Expr row0 = by * s.tm, col0 = bx * s.tn;
     Buffer w = s.family == Family::gemm ? gemmTile(s, p, arch, row0, col0) : loadTile(s, p, row0, col0);
     for (const Stmt &st : s.stmts) buildStmt(s, st, p, w, row0);
     storeTile(s, p, arch, w, row0, col0);
   };
-  Expr gx = ceil_div(p.n, s.tn), gy = ceil_div(p.m, s.tm);
   prog.kernel({gx, gy}, s.threads, [&](Expr bx, Expr by) {
     if (!s.persistent) return body(bx, by);
     persistent({gx, gy}, [&](std::vector<Expr> tile) { body(tile[0], tile[1]); });

@@ -238,6 +238,7 @@ Spec tessel::fuzz::generate(uint64_t seed) {
                        : pick({Store::direct, Store::shared, Store::bounded, Store::atomic, Store::atomicTma});
   s.storeOrder = pick({MemoryOrder::relaxed, MemoryOrder::release, MemoryOrder::seq_cst});
   addStatements(s, int(uniform(0, 5)));
+  s.swizzlePanel = chance(0.2) ? int(pick<int64_t>({2, 4, 8})) : 0;
   if (!feasible(s)) s.store = Store::direct; // an inexact last statement
   return s;
 }
@@ -266,6 +267,7 @@ std::vector<Spec> tessel::fuzz::shrinkCandidates(const Spec &s) {
     add(c);
   };
   reset(&Spec::persistent, false);
+  reset(&Spec::swizzlePanel, 0);
   reset(&Spec::staged, StagedEdit::none);
   reset(&Spec::store, Store::direct);
   reset(&Spec::work, Space::fragment);
@@ -314,6 +316,7 @@ Spec tessel::fuzz::plainForm(const Spec &s) {
   plain.stages = 1;
   plain.ws = WarpSpecialize::automatic;
   plain.persistent = false;
+  plain.swizzlePanel = 0;
   plain.instruction = GemmInstruction::mma_sync;
   plain.tmem = false;
   if (plain.store == Store::atomicTma) plain.store = Store::atomic, plain.storeOrder = MemoryOrder::relaxed;

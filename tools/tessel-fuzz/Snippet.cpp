@@ -202,11 +202,13 @@ std::string tessel::fuzz::snippet(const Spec &s) {
                      s.transposeA ? "{K, M}" : "{M, K}", dtype(s.in), s.transposeB ? "{N, K}" : "{K, N}", dtype(s.in));
   t += "  Tensor v = p.tensor(\"V\", {4}, DType::f32), Y = p.tensor(\"Y\", {M, N}, DType::f32);\n"
        "  Tensor R = p.tensor(\"R\", {M}, DType::f32), S = p.tensor(\"S\", {1}, DType::f32);\n";
-  t += fmt::format("  auto body = [&](Expr bx, Expr by) {{\n    Expr row0 = by * {}, col0 = bx * {};\n", s.tm, s.tn);
+  t += fmt::format("  Expr gx = ceil_div(N, {}), gy = ceil_div(M, {});\n", s.tn, s.tm);
+  t += "  auto body = [&](Expr bx, Expr by) {\n";
+  if (s.swizzlePanel) t += fmt::format("    std::tie(bx, by) = use_swizzle(bx, by, gx, gy, {});\n", s.swizzlePanel);
+  t += fmt::format("    Expr row0 = by * {}, col0 = bx * {};\n", s.tm, s.tn);
   t += s.family == Family::gemm ? gemmText(s) : loadText(s);
   for (const Stmt &st : s.stmts) t += stmtText(s, st);
   t += storeText(s) + "  };\n";
-  t += fmt::format("  Expr gx = ceil_div(N, {}), gy = ceil_div(M, {});\n", s.tn, s.tm);
   if (s.persistent)
     t += fmt::format("  p.kernel({{gx, gy}}, {}, [&](Expr, Expr) {{\n"
                      "    persistent({{gx, gy}}, [&](std::vector<Expr> tile) {{ body(tile[0], tile[1]); }});\n  }});\n",

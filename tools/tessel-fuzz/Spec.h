@@ -93,6 +93,9 @@ struct Spec {
   int threads = 128;
   DType in = DType::f32; // X's type, or A's and B's
   bool persistent = false;
+  /// Blocks (or a persistent walk's tiles) remapped by use_swizzle with
+  /// this panel; 0: in grid order.
+  int swizzlePanel = 0;
   Space work = Space::fragment; // W's space
   Load load = Load::direct;
   Store store = Store::direct;
