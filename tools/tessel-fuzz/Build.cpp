@@ -35,7 +35,7 @@ void update(const Spec &s, const Buffer &w, const std::function<Expr(const Ref &
   parallel(s.tm, s.tn, [&](Expr i, Expr j) { w(i, j) = f(w(i, j), i, j); });
 }
 
-void buildStmt(const Spec &s, const Stmt &st, const Params &p, const Buffer &w, Expr row0) {
+void buildStmt(const Spec &s, const Stmt &st, const Params &p, const Buffer &w, Expr row0, Expr col0) {
   switch (st.kind) {
   case StmtKind::scaleShift:
     update(s, w, [&](const Ref &x, Expr, Expr) { return x * Expr(st.a) + Expr(st.b); });
@@ -82,6 +82,9 @@ void buildStmt(const Spec &s, const Stmt &st, const Params &p, const Buffer &w, 
   }
   case StmtKind::scalarAtomic:
     parallel(s.tm, s.tn, [&](Expr i, Expr j) { atomic_add(p.s(0), w(i, j), st.order); });
+    return;
+  case StmtKind::firstColumn:
+    if_(col0 == Expr(0), [&] { update(s, w, [&](const Ref &x, Expr, Expr) { return x * Expr(st.a) + Expr(st.b); }); });
     return;
   case StmtKind::exponent:
     update(s, w, [&](const Ref &x, Expr, Expr) { return exp(x * Expr(st.a)); });
@@ -207,7 +210,7 @@ Program tessel::fuzz::buildProgram(const Spec &s, const std::string &arch) {
     if (s.swizzlePanel) std::tie(bx, by) = use_swizzle(bx, by, gx, gy, s.swizzlePanel);
     Expr row0 = by * s.tm, col0 = bx * s.tn;
     Buffer w = s.family == Family::gemm ? gemmTile(s, p, arch, row0, col0) : loadTile(s, p, row0, col0);
-    for (const Stmt &st : s.stmts) buildStmt(s, st, p, w, row0);
+    for (const Stmt &st : s.stmts) buildStmt(s, st, p, w, row0, col0);
     storeTile(s, p, arch, w, row0, col0);
   };
   prog.kernel({gx, gy}, s.threads, [&](Expr bx, Expr by) {

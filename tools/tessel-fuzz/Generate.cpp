@@ -56,8 +56,12 @@ bool apply(const Spec &s, const Stmt &st, Range &r) {
   double tiles = double(padded(s.m, s.tm)) * padded(s.n, s.tn) / tile;
   switch (st.kind) {
   case StmtKind::scaleShift:
-    r = {std::abs(st.a) * r.bound + std::abs(st.b), std::max(r.frac + fractionBits(st.a), fractionBits(st.b))};
+  case StmtKind::firstColumn: { // the branch's tiles change, the others keep theirs
+    double bound = std::abs(st.a) * r.bound + std::abs(st.b);
+    if (st.kind == StmtKind::firstColumn) bound = std::max(bound, r.bound);
+    r = {bound, std::max(r.frac + fractionBits(st.a), fractionBits(st.b))};
     break;
+  }
   case StmtKind::selectBelow:
     r = {r.bound * std::max(1.0, std::abs(st.b)), r.frac + fractionBits(st.b)};
     break;
@@ -114,7 +118,7 @@ Stmt randomStmt() {
   Stmt st;
   st.kind = pick({StmtKind::scaleShift, StmtKind::scaleShift, StmtKind::selectBelow, StmtKind::roundTrip,
                   StmtKind::clampMax, StmtKind::integerPath, StmtKind::integerDivide, StmtKind::carried,
-                  StmtKind::rowReduce,
+                  StmtKind::rowReduce, StmtKind::firstColumn,
                   StmtKind::rowReduce, StmtKind::allReduce, StmtKind::scalarAtomic, StmtKind::exponent});
   st.reduce = pick({ReduceKind::sum, ReduceKind::max, ReduceKind::min, ReduceKind::absmax});
   st.order = pick({MemoryOrder::relaxed, MemoryOrder::relaxed, MemoryOrder::acquire, MemoryOrder::release,
@@ -125,6 +129,7 @@ Stmt randomStmt() {
   st.rowAtomic = chance(0.5);
   switch (st.kind) {
   case StmtKind::scaleShift:
+  case StmtKind::firstColumn:
     st.a = pick({0.5, 2.0, -1.0, 0.25, 1.5, -3.0});
     st.b = pick({0.0, 0.25, -1.0, 0.5, 2.0});
     break;
@@ -350,6 +355,6 @@ Build tessel::fuzz::parseBuild(const std::string &text) {
 const char *tessel::fuzz::name(StmtKind k) {
   static const char *names[] = {"scaleShift", "selectBelow",  "roundTrip", "clampMax",
                                 "integerPath", "integerDivide", "carried",  "rowReduce",
-                                "allReduce",  "scalarAtomic", "exponent"};
+                                "allReduce",  "scalarAtomic", "firstColumn", "exponent"};
   return names[static_cast<int>(k)];
 }

@@ -124,7 +124,7 @@ struct Model {
     return w;
   }
 
-  void statement(const Stmt &st, Tile &w, int64_t row0) {
+  void statement(const Stmt &st, Tile &w, int64_t row0, int64_t col0) {
     auto each = [&](auto f) {
       for (int64_t i = 0; i < s.tm; ++i)
         for (int64_t j = 0; j < s.tn; ++j) w[size_t(i * s.tn + j)] = f(w[size_t(i * s.tn + j)], i, j);
@@ -171,6 +171,9 @@ struct Model {
     case StmtKind::scalarAtomic:
       for (float v : w) sum[0] += v;
       break;
+    case StmtKind::firstColumn:
+      if (col0 == 0) each([&](float v, int64_t, int64_t) { return v * float(st.a) + float(st.b); });
+      break;
     case StmtKind::exponent: each([&](float v, int64_t, int64_t) { return std::exp(v * float(st.a)); }); break;
     }
   }
@@ -209,7 +212,7 @@ std::vector<std::vector<uint8_t>> tessel::fuzz::referenceOutputs(
   for (int64_t by = 0; by * s.tm < s.m; ++by)
     for (int64_t bx = 0; bx * s.tn < s.n; ++bx) {
       Tile w = model.load(by * s.tm, bx * s.tn);
-      for (const Stmt &st : s.stmts) model.statement(st, w, by * s.tm);
+      for (const Stmt &st : s.stmts) model.statement(st, w, by * s.tm, bx * s.tn);
       model.store(w, by * s.tm, bx * s.tn);
     }
   auto bytesOf = [](const std::vector<float> &v, bool poisonNan) {

@@ -71,6 +71,9 @@ std::string stmtText(const Spec &s, const Stmt &st) {
   case StmtKind::scalarAtomic:
     return fmt::format("    parallel({}, {}, [&](Expr i, Expr j) {{ atomic_add(S(0), w(i, j), MemoryOrder::{}); }});\n",
                        s.tm, s.tn, orderName(st.order));
+  case StmtKind::firstColumn:
+    return "    if_(col0 == Expr(0), [&] {\n" + update(s, fmt::format("w(i, j) * {} + {}", lit(st.a), lit(st.b)), 6) +
+           "    });\n";
   case StmtKind::exponent: return update(s, fmt::format("exp(w(i, j) * {})", lit(st.a)));
   }
   return "";

@@ -64,6 +64,7 @@ enum class StmtKind {
   rowReduce,    // r = reduce(W, 1); W = W - r(i); optionally atomic_add(R tile, r)
   allReduce,    // r = reduce(W, 1); t = reduce(r, 0); W = W - t(0)
   scalarAtomic, // parallel: atomic_add(S(0), W(i, j), order)
+  firstColumn,  // if_(col0 == 0, W = W * a + b): a block-uniform branch
   exponent,     // W = exp(W * a) (inexact: compared within a bound)
 };
 
