@@ -297,7 +297,7 @@ void TileLowering::lowerCopy(CopyOp op) {
   }
   if (dst.isFragment()) return copyToFragment(src, dst);
   if (src.isFragment()) return copyFromFragment(src, dst);
-  if (isTmaStore(op, target)) return storeWithTma(op, src, dst, /*add=*/false);
+  if (isTmaStore(op, target)) return storeTileWithTma(op, src, dst);
   // A pipeline's loads (`async`) complete at its tile.cp_async_wait; every
   // other global-to-shared copy waits for itself. It is still issued by
   // cp.async: a thread's vectors are then all in flight at once, where a
@@ -325,6 +325,25 @@ void TileLowering::lowerCopy(CopyOp op) {
                    getMemorySpace(nextCopy.getSource().getType()) == MemorySpace::global &&
                    getMemorySpace(nextCopy.getDest().getType()) == MemorySpace::shared;
   if (!nextWaits) tilenv::CpAsyncWaitOp::create(b, loc, IntegerAttr());
+}
+
+void TileLowering::storeTileWithTma(CopyOp op, const Access &src, const Access &dst) {
+  // A TMA store whose box starts before its tensor is an illegal
+  // instruction (seen on the H100; a load zero-fills the same box). Where
+  // the window may start there (a convolution's halo), the threads store
+  // it instead, dropping what lies outside (the condition is the same for
+  // every thread), and the TMA boxes are issued only otherwise.
+  Value startsInside;
+  for (Value offset : dst.offsets)
+    if (!isProvablyNonNegative(offset))
+      startsInside = andI(startsInside, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge,
+                                                              offset, zeroIdx));
+  storeWithTma(op, src, dst, /*add=*/false, startsInside);
+  if (!startsInside) return;
+  OpBuilder::InsertionGuard g(b);
+  auto byThreads = scf::IfOp::create(b, loc, startsInside, /*withElseRegion=*/true);
+  b.setInsertionPointToStart(byThreads.elseBlock());
+  copyGlobalShared(src, dst, /*async=*/false);
 }
 
 void TileLowering::lowerFill(FillOp op) {

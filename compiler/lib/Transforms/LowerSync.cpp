@@ -208,12 +208,15 @@ static bool onlyCopiedInto(Value tensor) {
   return true;
 }
 
-void TileLowering::storeWithTma(Operation *op, const Access &src, const Access &dst, bool add) {
+void TileLowering::storeWithTma(Operation *op, const Access &src, const Access &dst, bool add,
+                                Value onlyIf) {
   // One thread issues every box and waits for the group, so that the
   // barrier before the buffer is written again also orders the TMA reads.
   OpBuilder::InsertionGuard g(b);
   guard(eq(threadId, zeroIdx));
   bool ok = forEachTmaBox(op, dst, src, [&](int64_t descriptor, Value smem, ArrayRef<Value> coords) {
+    OpBuilder::InsertionGuard inBox(b);
+    guard(onlyIf);
     tilenv::TmaStoreOp::create(b, loc, b.getI64IntegerAttr(descriptor), smem, coords,
                                add ? b.getUnitAttr() : UnitAttr());
   });

@@ -41,6 +41,10 @@ bool isSharedMemref(Value v) {
 
 /// Ops that only read shared memory (or take its address).
 bool onlyReadsShared(Operation *op) {
+  // A vector copy out of shared memory (threads storing a tile the TMA
+  // store could not) reads it like a load.
+  if (auto copy = llvm::dyn_cast<tilenv::CopyVectorOp>(op))
+    return !isSharedMemref(copy.getDest());
   return llvm::isa<memref::LoadOp, tilenv::SmemAddressOp, tilenv::WgmmaOp,
                    tilenv::WgmmaRegAOp, tilenv::LdMatrixOp, memref::DimOp>(op);
 }

@@ -229,7 +229,13 @@ private:
   bool forEachTmaBox(mlir::Operation *op, const Access &global, const Access &shared,
                      llvm::function_ref<void(int64_t, mlir::Value, llvm::ArrayRef<mlir::Value>)> issue);
   /// TMA store (or reduce-add) of a whole shared buffer, waited for.
-  void storeWithTma(mlir::Operation *op, const Access &src, const Access &dst, bool add);
+  /// `onlyIf`, when given, predicates the boxes (not their group's commit
+  /// and wait, which tessel-defer-bulk-waits then still finds).
+  void storeWithTma(mlir::Operation *op, const Access &src, const Access &dst, bool add,
+                    mlir::Value onlyIf = {});
+  /// A shared-to-global copy by TMA, or by threads where its window may
+  /// start before the tensor.
+  void storeTileWithTma(tile::CopyOp op, const Access &src, const Access &dst);
   int64_t tensorMapIndex(mlir::BlockArgument param, llvm::ArrayRef<int64_t> box, int64_t swizzle);
   mlir::Value mbarrierAddress(mlir::Value barriers, mlir::Value index);
   void lowerMbarrier(mlir::Operation *op);

@@ -95,27 +95,8 @@ std::string tessel::whyNoTma(Value global, Value shared, const TargetInfo &targe
   return "";
 }
 
-/// Whether every offset of the windows down to `view`'s root is at least 0.
-static bool offsetsNonNegative(Value view) {
-  for (Value v = view;;) {
-    if (auto region = v.getDefiningOp<RegionOp>()) {
-      for (Value offset : region.getOffsets())
-        if (!isProvablyNonNegative(offset)) return false;
-      v = region.getSource();
-    } else if (auto stage = v.getDefiningOp<StageOp>()) {
-      v = stage.getBuffer();
-    } else {
-      return true;
-    }
-  }
-}
-
 bool tessel::isTmaStore(CopyOp copy, const TargetInfo &target) {
   auto src = llvm::cast<MemRefType>(copy.getSource().getType());
-  // A TMA load zero-fills the part of its box before the tensor, but a TMA
-  // store whose box starts before it is an illegal instruction (seen on the
-  // H100): such a window is stored by threads, which drop what lies outside.
   return getMemorySpace(src) == MemorySpace::shared &&
-         whyNoTma(copy.getDest(), copy.getSource(), target).empty() &&
-         offsetsNonNegative(copy.getDest());
+         whyNoTma(copy.getDest(), copy.getSource(), target).empty();
 }
