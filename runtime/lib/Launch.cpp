@@ -106,10 +106,15 @@ std::string tessel::rt::nativeArch(int cc) {
   return cc == 90 ? "sm_90a" : cc >= 100 ? "sm_100a" : "sm_80";
 }
 
+bool tessel::rt::runsThroughPtx(const std::string &arch, int cc) {
+  return arch == "sm_80" && cc / 10 > 8;
+}
+
 bool tessel::rt::archRunsOn(const std::string &arch, int cc, std::string *why) {
   // Arch-specific ('a') cubins run only on their exact compute capability;
-  // plain sm_80 SASS runs on every 8.x part.
-  bool ok = arch == "sm_80" ? cc / 10 == 8 : arch == "sm_90a" ? cc == 90 : arch == "sm_100a" ? cc == 100 : false;
+  // plain sm_80 SASS runs on every 8.x part, and its PTX, compiled by the
+  // driver, on every later one.
+  bool ok = arch == "sm_80" ? cc >= 80 : arch == "sm_90a" ? cc == 90 : arch == "sm_100a" ? cc == 100 : false;
   if (!ok && why)
     *why = fmt::format("this kernel needs {}, the device is sm_{}", arch, cc);
   return ok;
@@ -133,9 +138,15 @@ CUfunction LoadedKernel::ensureLoaded() {
     throw Error(fmt::format("{} (device {}: {})", why, d.currentDevice(), d.deviceName()));
   // A library belongs to no context; each device's context gets its own
   // function handle (and shared-memory limit).
-  if (!library)
-    TESSEL_CU(d, cuLibraryLoadData, &library, bin->cubin.data(), nullptr, nullptr, 0, nullptr,
-              nullptr, 0);
+  // An sm_80 build on a later GPU loads its PTX (for the same code on
+  // Hopper, say, beside the sm_90a build: a reference without TMA, wgmma
+  // or warp specialization).
+  if (!library) {
+    const void *image = runsThroughPtx(target, d.computeCapability())
+                            ? static_cast<const void *>(bin->ptxText().c_str())
+                            : static_cast<const void *>(bin->cubin.data());
+    TESSEL_CU(d, cuLibraryLoadData, &library, image, nullptr, nullptr, 0, nullptr, nullptr, 0);
+  }
   CUkernel kernel;
   TESSEL_CU(d, cuLibraryGetKernel, &kernel, library, kernelSpec.name.c_str());
   CUfunction function;

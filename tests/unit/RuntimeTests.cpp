@@ -177,7 +177,13 @@ TEST_CASE("arch compatibility is checked with a clear message") {
   CHECK(archRunsOn("sm_80", 86));
   CHECK_FALSE(archRunsOn("sm_90a", 80, &why));
   CHECK(why == "this kernel needs sm_90a, the device is sm_80");
-  CHECK_FALSE(archRunsOn("sm_80", 90));
+  CHECK_FALSE(archRunsOn("sm_80", 75, &why));
+  CHECK(why == "this kernel needs sm_80, the device is sm_75");
+  // Later GPUs run an sm_80 build from its PTX, 8.x parts from its cubin.
+  CHECK(archRunsOn("sm_80", 90));
+  CHECK(runsThroughPtx("sm_80", 90));
+  CHECK_FALSE(runsThroughPtx("sm_80", 86));
+  CHECK_FALSE(runsThroughPtx("sm_90a", 90));
 }
 
 TEST_CASE("without a driver, Tessel says so instead of crashing") {

@@ -137,6 +137,9 @@ void encodeTensorMap(const KernelSpec &spec, const TensorMapSpec &map,
 /// Whether a kernel built for `arch` runs on a device of compute capability
 /// `cc`; otherwise the reason.
 bool archRunsOn(const std::string &arch, int cc, std::string *why = nullptr);
+/// Whether such a kernel runs there from its PTX (compiled by the driver
+/// when loaded) rather than its cubin: an sm_80 build on a later GPU.
+bool runsThroughPtx(const std::string &arch, int cc);
 /// The target to compile for a device of compute capability `cc`: sm_90a
 /// on Hopper, sm_100a on Blackwell, sm_80 otherwise.
 std::string nativeArch(int cc);
