@@ -721,3 +721,137 @@ tile.kernel @missing_proxy_fence() grid(%bx) = affine_map<() -> (1)> threads(128
       tile.copy %4, %arg2 : memref<16x64xf32, #tile.space<fragment>>, memref<16x64xf32, #tile.space<global>>
     }
   }
+
+// -----
+
+// Hand-scheduled: the consumers wait for stage 0 before the loop and, at
+// the end of each iteration, for the next one's stage when a next iteration
+// follows; each iteration reads its own stage.
+// CHECK-LABEL: tile.kernel @wait_ahead
+#map = affine_map<()[s0] -> (1)>
+  tile.kernel @wait_ahead(%arg0: memref<?x64xf16, #tile.space<global>>, %arg1: memref<?xi32, #tile.space<global>>, %arg2: i32, %arg3: index) grid(%arg4) = #map threads(256) {
+    %0 = tile.alloc {name = "empty"} : memref<2xi64, #tile.space<shared>>
+    %c0 = arith.constant 0 : index
+    tile.mbarrier_init %0[%c0] arrivals(4) : memref<2xi64, #tile.space<shared>>
+    %c1 = arith.constant 1 : index
+    tile.mbarrier_init %0[%c1] arrivals(4) : memref<2xi64, #tile.space<shared>>
+    tile.fence_mbarrier_init
+    %1 = tile.alloc {name = "full"} : memref<2xi64, #tile.space<shared>>
+    %c0_0 = arith.constant 0 : index
+    tile.mbarrier_init %1[%c0_0] arrivals(1) : memref<2xi64, #tile.space<shared>>
+    %c1_1 = arith.constant 1 : index
+    tile.mbarrier_init %1[%c1_1] arrivals(1) : memref<2xi64, #tile.space<shared>>
+    tile.fence_mbarrier_init
+    %c0_2 = arith.constant 0 : index
+    %c1_3 = arith.constant 1 : index
+    %c64 = arith.constant 64 : index
+    %2 = tile.alloc {layout = #tile.shared<[64, 64], elem = 2, swizzle = 128, pad = 0>, stages = 2 : i64} : memref<64x64xf16, #tile.space<shared>>
+    %3 = tile.alloc {layout = #tile.fragment<[64, 64], reg = [[0, 1], [8, 0], [0, 8], [0, 16], [0, 32]], lane = [[0, 2], [0, 4], [1, 0], [2, 0], [4, 0]], warp = [[16, 0], [32, 0]]>} : memref<64x64xf32, #tile.space<fragment>>
+    tile.barrier
+    tile.role threads(128, 128) {
+      scf.for %arg5 = %c0_2 to %arg3 step %c1_3 {
+        %4 = arith.subi %arg5, %c0_2 : index
+        %5 = arith.divui %4, %c1_3 : index
+        %c2 = arith.constant 2 : index
+        %6 = arith.remui %5, %c2 : index
+        %c2_4 = arith.constant 2 : index
+        %7 = arith.divui %5, %c2_4 : index
+        %c2_5 = arith.constant 2 : index
+        %8 = arith.remui %7, %c2_5 : index
+        %c1_6 = arith.constant 1 : index
+        %9 = arith.xori %8, %c1_6 : index
+        tile.mbarrier_wait %0[%6] parity %9 : memref<2xi64, #tile.space<shared>>
+        tile.mbarrier_expect_tx %1[%6] bytes(8192) : memref<2xi64, #tile.space<shared>>
+        %10 = arith.muli %arg5, %c64 : index
+        %11 = tile.region %arg0[%10, %c0_2] [64, 64] : memref<?x64xf16, #tile.space<global>> -> memref<64x64xf16, strided<[64, 1], offset: ?>, #tile.space<global>>
+        %12 = tile.stage %2[%6] : memref<64x64xf16, #tile.space<shared>>
+        tile.copy_async %11, %12 arrive %1[%6] : memref<64x64xf16, strided<[64, 1], offset: ?>, #tile.space<global>>, memref<64x64xf16, #tile.space<shared>>, memref<2xi64, #tile.space<shared>>
+      }
+    }
+    tile.role threads(0, 128) {
+      %z = arith.constant 0 : index
+      tile.mbarrier_wait %1[%z] parity %z : memref<2xi64, #tile.space<shared>>
+      scf.for %arg5 = %c0_2 to %arg3 step %c1_3 {
+        %c2 = arith.constant 2 : index
+        %6 = arith.remui %arg5, %c2 : index
+        %next = arith.addi %arg5, %c1_3 : index
+        %nextStage = arith.remui %next, %c2 : index
+        %more = arith.cmpi slt, %next, %arg3 : index
+        %9 = tile.stage %2[%6] : memref<64x64xf16, #tile.space<shared>>
+        %10 = arith.muli %arg5, %c64 : index
+        %11 = tile.region %arg0[%10, %c0_2] [64, 64] : memref<?x64xf16, #tile.space<global>> -> memref<64x64xf16, strided<[64, 1], offset: ?>, #tile.space<global>>
+        tile.gemm %9, %9, %3 {instruction = #tile.instr<wgmma>, warps = array<i64: 1, 1>} : memref<64x64xf16, #tile.space<shared>>, memref<64x64xf16, #tile.space<shared>>, memref<64x64xf32, #tile.space<fragment>>
+        tile.mbarrier_arrive %0[%6] : memref<2xi64, #tile.space<shared>>
+        scf.if %more {
+          %p = arith.constant 0 : index
+          tile.mbarrier_wait %1[%nextStage] parity %p : memref<2xi64, #tile.space<shared>>
+        }
+      }
+    }
+  }
+
+// -----
+
+// The same, reading the next iteration's stage instead.
+#map = affine_map<()[s0] -> (1)>
+  tile.kernel @wait_ahead_wrong_stage(%arg0: memref<?x64xf16, #tile.space<global>>, %arg1: memref<?xi32, #tile.space<global>>, %arg2: i32, %arg3: index) grid(%arg4) = #map threads(256) {
+    %0 = tile.alloc {name = "empty"} : memref<2xi64, #tile.space<shared>>
+    %c0 = arith.constant 0 : index
+    tile.mbarrier_init %0[%c0] arrivals(4) : memref<2xi64, #tile.space<shared>>
+    %c1 = arith.constant 1 : index
+    tile.mbarrier_init %0[%c1] arrivals(4) : memref<2xi64, #tile.space<shared>>
+    tile.fence_mbarrier_init
+    %1 = tile.alloc {name = "full"} : memref<2xi64, #tile.space<shared>>
+    %c0_0 = arith.constant 0 : index
+    tile.mbarrier_init %1[%c0_0] arrivals(1) : memref<2xi64, #tile.space<shared>>
+    %c1_1 = arith.constant 1 : index
+    tile.mbarrier_init %1[%c1_1] arrivals(1) : memref<2xi64, #tile.space<shared>>
+    tile.fence_mbarrier_init
+    %c0_2 = arith.constant 0 : index
+    %c1_3 = arith.constant 1 : index
+    %c64 = arith.constant 64 : index
+    %2 = tile.alloc {layout = #tile.shared<[64, 64], elem = 2, swizzle = 128, pad = 0>, stages = 2 : i64} : memref<64x64xf16, #tile.space<shared>>
+    %3 = tile.alloc {layout = #tile.fragment<[64, 64], reg = [[0, 1], [8, 0], [0, 8], [0, 16], [0, 32]], lane = [[0, 2], [0, 4], [1, 0], [2, 0], [4, 0]], warp = [[16, 0], [32, 0]]>} : memref<64x64xf32, #tile.space<fragment>>
+    tile.barrier
+    tile.role threads(128, 128) {
+      scf.for %arg5 = %c0_2 to %arg3 step %c1_3 {
+        %4 = arith.subi %arg5, %c0_2 : index
+        %5 = arith.divui %4, %c1_3 : index
+        %c2 = arith.constant 2 : index
+        %6 = arith.remui %5, %c2 : index
+        %c2_4 = arith.constant 2 : index
+        %7 = arith.divui %5, %c2_4 : index
+        %c2_5 = arith.constant 2 : index
+        %8 = arith.remui %7, %c2_5 : index
+        %c1_6 = arith.constant 1 : index
+        %9 = arith.xori %8, %c1_6 : index
+        tile.mbarrier_wait %0[%6] parity %9 : memref<2xi64, #tile.space<shared>>
+        tile.mbarrier_expect_tx %1[%6] bytes(8192) : memref<2xi64, #tile.space<shared>>
+        %10 = arith.muli %arg5, %c64 : index
+        %11 = tile.region %arg0[%10, %c0_2] [64, 64] : memref<?x64xf16, #tile.space<global>> -> memref<64x64xf16, strided<[64, 1], offset: ?>, #tile.space<global>>
+        %12 = tile.stage %2[%6] : memref<64x64xf16, #tile.space<shared>>
+        tile.copy_async %11, %12 arrive %1[%6] : memref<64x64xf16, strided<[64, 1], offset: ?>, #tile.space<global>>, memref<64x64xf16, #tile.space<shared>>, memref<2xi64, #tile.space<shared>>
+      }
+    }
+    tile.role threads(0, 128) {
+      %z = arith.constant 0 : index
+      tile.mbarrier_wait %1[%z] parity %z : memref<2xi64, #tile.space<shared>>
+      scf.for %arg5 = %c0_2 to %arg3 step %c1_3 {
+        %c2 = arith.constant 2 : index
+        %6 = arith.remui %arg5, %c2 : index
+        %next = arith.addi %arg5, %c1_3 : index
+        %nextStage = arith.remui %next, %c2 : index
+        %more = arith.cmpi slt, %next, %arg3 : index
+        %9 = tile.stage %2[%nextStage] : memref<64x64xf16, #tile.space<shared>>
+        %10 = arith.muli %arg5, %c64 : index
+        %11 = tile.region %arg0[%10, %c0_2] [64, 64] : memref<?x64xf16, #tile.space<global>> -> memref<64x64xf16, strided<[64, 1], offset: ?>, #tile.space<global>>
+        // expected-error @+1 {{stage mix-up}}
+        tile.gemm %9, %9, %3 {instruction = #tile.instr<wgmma>, warps = array<i64: 1, 1>} : memref<64x64xf16, #tile.space<shared>>, memref<64x64xf16, #tile.space<shared>>, memref<64x64xf32, #tile.space<fragment>>
+        tile.mbarrier_arrive %0[%6] : memref<2xi64, #tile.space<shared>>
+        scf.if %more {
+          %p = arith.constant 0 : index
+          tile.mbarrier_wait %1[%nextStage] parity %p : memref<2xi64, #tile.space<shared>>
+        }
+      }
+    }
+  }
