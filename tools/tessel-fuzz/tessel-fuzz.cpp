@@ -41,7 +41,7 @@ struct Options {
   int64_t count = 0;
   double seconds = 60;
   int jobs = 2;
-  double timeout = 20;
+  double timeout = 20, compileTimeout = 300;
   bool shrink = true;
   bool cpuReference = false;
   std::string out = "tessel-fuzz-out";
@@ -61,7 +61,8 @@ struct Options {
             << "  reference the others are compared with (default for runs, all of which run on\n"
             << "  Hopper: sm_90a-notma-plain,sm_90a,sm_90a-notma,sm_100a-emu); --no-shrink keeps\n"
             << "  failures as found; --cpu-reference also compares every build with the\n"
-            << "  program's result computed on the CPU\n";
+            << "  program's result computed on the CPU; --timeout and --compile-timeout (seconds,\n"
+            << "  default 20 and 300) bound a program's runs and its compiles\n";
   std::exit(2);
 }
 
@@ -113,6 +114,7 @@ Options parse(int argc, char **argv) {
     else if (a == "--seconds") o.seconds = double(integer(a, value(i), 1));
     else if (a == "--jobs") o.jobs = int(integer(a, value(i), 1));
     else if (a == "--timeout") o.timeout = double(integer(a, value(i), 1));
+    else if (a == "--compile-timeout") o.compileTimeout = double(integer(a, value(i), 1));
     else if (a == "--archs") o.builds = parseBuilds(value(i));
     else if (a == "--out") o.out = value(i);
     else if (a == "--no-shrink") o.shrink = false;
@@ -201,6 +203,7 @@ int fuzzPrograms(const Options &o) {
   ::setenv("TESSEL_CACHE", "off", 0);
   Limits limits;
   limits.runSeconds = o.timeout;
+  limits.compileSeconds = o.compileTimeout;
   if (o.mode == Options::run) {
     // Asked in a child: a parent that initialised CUDA could not fork
     // children that use it.
