@@ -1,7 +1,8 @@
 //===- tessel-fuzz.cpp - differential fuzzing of DSL programs -------------===//
 //
 //   tessel-fuzz --compile-only (--seconds S | --programs N) [--seed N] [--archs A,B] [--jobs J] --out DIR
-//   tessel-fuzz --run N [--seed S] [--archs A,B] [--jobs J] [--timeout SEC] [--cpu-reference] --out DIR
+//   tessel-fuzz --run N [--seed S] [--archs A,B] [--jobs J] [--timeout SEC] [--no-cpu-reference]
+//               --out DIR
 //   tessel-fuzz --one SEED [--archs A,B]      (in this process: compute-sanitizer)
 //   tessel-fuzz --sample K [--seed S] [--archs A,B]
 //   tessel-fuzz --print SEED                  (the program as C++)
@@ -43,7 +44,7 @@ struct Options {
   int jobs = 2;
   double timeout = 20, compileTimeout = 300;
   bool shrink = true;
-  bool cpuReference = false;
+  bool cpuReference = true;
   std::string out = "tessel-fuzz-out";
   std::vector<Build> builds;
 };
@@ -52,7 +53,7 @@ struct Options {
   std::cerr << "tessel-fuzz: " << why << "\n"
             << "usage: tessel-fuzz --compile-only (--seconds S | --programs N) [--seed N] [--archs A,B] [--jobs J]\n"
             << "                   --out DIR\n"
-            << "       tessel-fuzz --run N [--seed S] [--archs A,B] [--jobs J] [--timeout SEC] [--cpu-reference]\n"
+            << "       tessel-fuzz --run N [--seed S] [--archs A,B] [--jobs J] [--timeout SEC] [--no-cpu-reference]\n"
             << "                   --out DIR\n"
             << "       tessel-fuzz --one SEED [--archs A,B] | --sample K [--seed S] [--archs A,B]\n"
             << "       tessel-fuzz --print SEED\n"
@@ -60,9 +61,10 @@ struct Options {
             << "  -plain (no pipelining, persistence, wgmma or tensor memory); the first is the\n"
             << "  reference the others are compared with (default for runs, all of which run on\n"
             << "  Hopper: sm_90a-notma-plain,sm_90a,sm_90a-notma,sm_100a-emu); --no-shrink keeps\n"
-            << "  failures as found; --cpu-reference also compares every build with the\n"
-            << "  program's result computed on the CPU; --timeout and --compile-timeout (seconds,\n"
-            << "  default 20 and 300) bound a program's runs and its compiles\n";
+            << "  failures as found; every build is also compared with the program's result\n"
+            << "  computed on the CPU unless --no-cpu-reference is given; --timeout and\n"
+            << "  --compile-timeout (seconds, default 20 and 300) bound a program's runs and\n"
+            << "  its compiles\n";
   std::exit(2);
 }
 
@@ -118,7 +120,7 @@ Options parse(int argc, char **argv) {
     else if (a == "--archs") o.builds = parseBuilds(value(i));
     else if (a == "--out") o.out = value(i);
     else if (a == "--no-shrink") o.shrink = false;
-    else if (a == "--cpu-reference") o.cpuReference = true;
+    else if (a == "--no-cpu-reference") o.cpuReference = false;
     else usage(fmt::format("unknown argument '{}'", a));
   }
   if (o.mode == Options::none) usage("no mode given");
