@@ -456,6 +456,12 @@ void Kernel::launch(const std::vector<rt::LaunchArg> &args, CUstream stream) {
       symbols.push_back(args[i].i);
       symbolNames.push_back(info[i].name);
     }
+  // Before the extents that mention them: the message names the symbol.
+  for (size_t s = 0; s < symbols.size(); ++s)
+    if (symbols[s] < 0)
+      throw Error(fmt::format("kernel {}: {} = {} is an index symbol (Program::sym), which is never "
+                              "negative; pass a signed value as a scalar of an integer type",
+                              spec().name, symbolNames[s], symbols[s]));
   for (size_t i = 0; i < info.size(); ++i) {
     if (!info[i].isTensor) continue;
     if (args[i].kind != rt::LaunchArg::Buffer)

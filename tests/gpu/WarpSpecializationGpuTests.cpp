@@ -220,10 +220,11 @@ TEST_CASE("a causal convolution's halo before t = 0 reads zero and writes nothin
         for (int64_t s = std::max<int64_t>(t - 8, 0); s <= t; ++s) sum += x[guard + s * 32 + c];
         wrongSums += y[t * 32 + c] != sum;
       }
-    // Block b copies rows [64 b - 8, 64 b + 16) of x to back, clipped to
-    // the tensor; every other element keeps its sentinel.
+    // Block b < ceil(T / 64) copies rows [64 b - 8, 64 b + 16) of x to
+    // back, clipped to the tensor; every other element keeps its sentinel.
+    const int64_t blocks = (steps + 63) / 64;
     for (int64_t row = -8; row < steps + 8; ++row) {
-      bool copied = row >= 0 && row < steps && (row + 8) % 64 < 24;
+      bool copied = row >= 0 && row < steps && (row + 8) / 64 < blocks && (row + 8) % 64 < 24;
       for (int64_t c = 0; c < 32; ++c) {
         float want = copied ? x[guard + row * 32 + c] : float(sentinel);
         wrongBack += back[guard + row * 32 + c] != want;
