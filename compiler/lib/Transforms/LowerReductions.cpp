@@ -139,6 +139,7 @@ void TileLowering::lowerReduce(ReduceOp op) {
   Access src = resolve(op.getSource());
   if (src.isFragment()) return reduceFragment(op);
   Access dst = resolve(op.getDest());
+  if (dst.isFragment()) return reduceIntoFragment(op, src, dst);
   int64_t dim = op.getDim();
   ArrayRef<int64_t> shape = src.tileShape;
   int64_t extent = shape[dim];
@@ -184,6 +185,42 @@ void TileLowering::lowerReduce(ReduceOp op) {
       outShape.empty() ? SmallVector<Value>{zeroIdx} : delinearize(out, outShape);
   if (!op.getClear()) acc = combine(acc, convert(load(dst, outIdx), f32));
   store(dst, outIdx, convert(acc, dst.elementType));
+}
+
+void TileLowering::reduceIntoFragment(ReduceOp op, const Access &src, const Access &dst) {
+  // The destination's layout says which of its elements each thread holds
+  // (often the same element in several threads: a row's value in every
+  // warp): each thread reduces the source's line through each of them
+  // itself. (Lanes sharing one output and a shuffle would leave the value
+  // in one lane, while the layout puts it in others.)
+  auto attr = llvm::cast<FragmentLayoutAttr>(dst.layout);
+  int64_t dim = op.getDim();
+  int64_t extent = src.tileShape[dim];
+  Combiner combine{b, loc, op.getKind()};
+  Type f32 = b.getF32Type();
+  unrolledFor(attr.getLayout().getNumRegisters(), [&](Value r) {
+    OpBuilder::InsertionGuard g(b);
+    SmallVector<Value> outIdx = coordsAt(attr, r);
+    guard(insideShape(outIdx, dst.tileShape));
+    // A reduction of every dimension writes element 0 of a one-element
+    // destination; the source has no dimension left for it.
+    SmallVector<Value> lineIdx =
+        src.tileShape.size() == 1 ? SmallVector<Value>() : SmallVector<Value>(outIdx);
+    auto line = scf::ForOp::create(b, loc, zeroIdx, idx(extent), idx(1),
+                                   ValueRange{combine.identity()});
+    {
+      OpBuilder::InsertionGuard inLine(b);
+      b.setInsertionPointToStart(line.getBody());
+      SmallVector<Value> srcIdx(lineIdx);
+      srcIdx.insert(srcIdx.begin() + dim, line.getInductionVar());
+      Value x = combine.input(convert(load(src, srcIdx), f32));
+      scf::YieldOp::create(b, loc, combine(line.getRegionIterArgs()[0], x));
+    }
+    Value acc = line.getResult(0);
+    if (!op.getClear())
+      acc = combine(acc, convert(memref::LoadOp::create(b, loc, dst.root, ValueRange{r}), f32));
+    memref::StoreOp::create(b, loc, convert(acc, dst.elementType), dst.root, ValueRange{r});
+  });
 }
 
 //===----------------------------------------------------------------------===//

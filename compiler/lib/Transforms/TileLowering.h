@@ -214,6 +214,8 @@ private:
   /// Fills packAFirst, before any gemm is lowered.
   void decidePacking();
   void lowerReduce(tile::ReduceOp op);
+  /// A reduction of a shared or global tile into a fragment.
+  void reduceIntoFragment(tile::ReduceOp op, const Access &src, const Access &dst);
   void reduceFragment(tile::ReduceOp op);
   void lowerAtomicAdd(tile::AtomicAddOp op, bool insideParallel);
   /// Region atomic_add of a fragment: one vector reduction per run of

@@ -409,3 +409,33 @@ tile.kernel @narrow_copies(%a: memref<?x64xf32, #g>, %b: memref<?x4xf16, #g>) gr
   // expected-remark @+1 {{tessel-lower-tile-ops [vectorization]: this copy is not moved in 16-byte vectors: the tile's rows of 4 elements are not a multiple of 16 bytes, so it moves 8 bytes at a time}}
   tile.copy %rb, %t : memref<16x4xf16, strided<[4, 1], offset: ?>, #g>, memref<16x4xf16, #s>
 }
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// A shared tile reduced into a fragment: the fragment's layout gives row i
+// to lane i of both warps, so each thread reduces its own row and keeps it
+// in its register (a group of lanes and a shuffle left the sum in one lane
+// of the group, written to a register index past the fragment).
+// CHECK-LABEL: tile.kernel @reduce_shared_into_fragment
+// CHECK: %[[R:.*]] = tile.alloc {name = "r"} : memref<1xf32, #tile.space<local>>
+// CHECK-NOT: tilenv.shfl
+// CHECK: %[[SUM:.*]] = scf.for {{.*}} iter_args(%[[ACC:.*]] = %{{.*}}) -> (f32)
+// CHECK: arith.addf %[[ACC]]
+// CHECK: memref.store %[[SUM]], %[[R]][%c0] : memref<1xf32, #tile.space<local>>
+tile.kernel @reduce_shared_into_fragment(%x: memref<32x32xf32, #g>, %y: memref<32x32xf32, #g>) grid(%bx) = affine_map<() -> (1)> threads(64) {
+  %w = tile.alloc {name = "w"} : memref<32x32xf32, #s>
+  tile.copy %x, %w : memref<32x32xf32, #g>, memref<32x32xf32, #s>
+  %r = tile.alloc {name = "r"} : memref<32xf32, #f>
+  tile.reduce sum %w -> %r dim = 1 clear : memref<32x32xf32, #s> -> memref<32xf32, #f>
+  tile.parallel (%i, %j) in [32, 32] {
+    %a = memref.load %r[%i] : memref<32xf32, #f>
+    %b = memref.load %w[%i, %j] : memref<32x32xf32, #s>
+    %c = arith.subf %b, %a : f32
+    memref.store %c, %w[%i, %j] : memref<32x32xf32, #s>
+  }
+  tile.copy %w, %y : memref<32x32xf32, #s>, memref<32x32xf32, #g>
+}
