@@ -71,6 +71,23 @@ BufferFootprint tessel::getFootprint(Value view) {
   return print;
 }
 
+bool tessel::variesWithIteration(Value value, Operation *loop) {
+  SmallVector<Value> work{value};
+  DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    if (!seen.insert(v).second) continue;
+    if (auto arg = llvm::dyn_cast<BlockArgument>(v)) {
+      if (arg.getOwner()->getParentOp() == loop) return true;
+      continue;
+    }
+    Operation *def = v.getDefiningOp();
+    if (!loop->isAncestor(def)) continue;
+    llvm::append_range(work, def->getOperands());
+  }
+  return false;
+}
+
 bool BufferFootprint::mayOverlap(const BufferFootprint &other) const {
   if (root != other.root) return false;
   if (stage && other.stage) {

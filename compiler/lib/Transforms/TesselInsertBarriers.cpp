@@ -53,25 +53,6 @@ using namespace tessel::tile;
 namespace {
 using BufferSet = llvm::SmallPtrSet<void *, 8>;
 
-/// Whether `value` is computed (inside the loop) from the arguments of the
-/// loop body `body`: the induction variable or a carried value.
-static bool dependsOnIteration(Value value, Block &body) {
-  SmallVector<Value> work{value};
-  DenseSet<Value> seen;
-  while (!work.empty()) {
-    Value v = work.pop_back_val();
-    if (!seen.insert(v).second) continue;
-    if (auto arg = llvm::dyn_cast<BlockArgument>(v)) {
-      if (arg.getOwner() == &body) return true;
-      continue;
-    }
-    Operation *def = v.getDefiningOp();
-    if (!body.getParentOp()->isAncestor(def)) continue;
-    llvm::append_range(work, def->getOperands());
-  }
-  return false;
-}
-
 /// Shared-memory footprints (buffer, stage, constant window) read or
 /// written since the last barrier.
 struct Footprints {
@@ -98,7 +79,7 @@ struct Footprints {
   /// the previous iteration's stage, which differs from this one's.
   void dropIterationStages(Block &body) {
     llvm::erase_if(items, [&](const BufferFootprint &f) {
-      return f.stage && dependsOnIteration(f.stage, body);
+      return f.stage && variesWithIteration(f.stage, body.getParentOp());
     });
   }
   bool empty() const { return items.empty(); }

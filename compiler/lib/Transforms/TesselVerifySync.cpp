@@ -122,25 +122,6 @@ struct GroupState {
   }
 };
 
-/// Whether `value` is computed inside `loop` from its iteration (the
-/// induction variable or carried values).
-static bool variesWithIteration(Value value, Operation *loop) {
-  SmallVector<Value> work{value};
-  DenseSet<Value> seen;
-  while (!work.empty()) {
-    Value v = work.pop_back_val();
-    if (!seen.insert(v).second) continue;
-    if (auto arg = llvm::dyn_cast<BlockArgument>(v)) {
-      if (arg.getOwner()->getParentOp() == loop) return true;
-      continue;
-    }
-    Operation *def = v.getDefiningOp();
-    if (!loop->isAncestor(def)) continue;
-    llvm::append_range(work, def->getOperands());
-  }
-  return false;
-}
-
 struct RoleEvents;
 
 /// Whether two values are computed the same way from the same values (the

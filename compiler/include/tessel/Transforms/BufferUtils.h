@@ -26,6 +26,10 @@ struct BufferFootprint {
   bool mayOverlap(const BufferFootprint &other) const;
 };
 BufferFootprint getFootprint(mlir::Value view);
+/// Whether `value` is computed inside `loop` from its iteration (the
+/// induction variable or carried values): a pipeline stage index that names
+/// another stage in the next iteration.
+bool variesWithIteration(mlir::Value value, mlir::Operation *loop);
 /// True for buffers that lower to shared memory (fragments live in
 /// registers).
 bool isSharedBacked(mlir::Value rootBuffer);
