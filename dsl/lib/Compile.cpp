@@ -19,6 +19,7 @@
 #include "mlir/Pass/PassManager.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -228,6 +229,18 @@ struct RecordLayouts : PassInstrumentation {
 /// Tessel's pipeline run again on a kernel's printed tile IR (for the
 /// build without TMA, and for lowered IR a cache entry no longer has).
 /// Throws naming `what`.
+/// TESSEL_DUMP_CUDA=DIR: every kernel's emitted CUDA, compiled or from a
+/// cache, goes to DIR/NAME.ARCH.HASH.cu (the hash of the source, so that
+/// equal sources share a file and two runs' folders compare by name).
+static void dumpEmittedSource(const std::string &source, const std::string &name,
+                              const std::string &arch) {
+  const char *dir = std::getenv("TESSEL_DUMP_CUDA");
+  if (!dir || !*dir) return;
+  rt::createDirectories(dir, "TESSEL_DUMP_CUDA");
+  std::string file = fmt::format("{}.{}.{}.cu", name, arch, rt::KernelCache::hash(source));
+  rt::writeFile(fs::path(dir) / file, source);
+}
+
 static OwningOpRef<ModuleOp> lowerTileIr(MLIRContext &ctx, const std::string &tileIr,
                                          const TargetInfo &target, bool dropWarpSpecialize,
                                          const std::string &what) {
@@ -371,6 +384,7 @@ Kernel tessel::compile(Program &program, const CompileOptions &options) {
       detail::storeCompiledIr(irKey,
                               {k.lowered, k.source, spec, k.bufferLayouts, std::move(cachedRemarks)});
   }
+  dumpEmittedSource(*k.source, spec.name, target->arch);
   if (options.printWarnings)
     for (const Remark &r : k.declined)
       if (r.isWarning) fmt::print(stderr, "{}\n", r.str());

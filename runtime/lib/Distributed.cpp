@@ -309,8 +309,12 @@ int waitForRanks(std::vector<pid_t> children) {
     if (code && !result) {
       result = code;
       // Each rank leads its own process group: what it started goes too.
+      // The rank itself is signalled as well, in case its group is gone.
       for (pid_t other : children)
-        if (other > 0) ::kill(-other, SIGTERM);
+        if (other > 0) {
+          ::kill(-other, SIGTERM);
+          ::kill(other, SIGTERM);
+        }
     }
   }
   return result;
@@ -324,7 +328,10 @@ pid_t forkRank() {
   std::cerr.flush();
   pid_t pid = ::fork();
   if (pid < 0) systemError("fork");
+  // Both sides set the group: whichever runs first, the group exists
+  // before the parent may need to signal it.
   if (pid == 0) ::setpgid(0, 0);
+  else ::setpgid(pid, pid);
   return pid;
 }
 
