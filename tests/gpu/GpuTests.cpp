@@ -8,8 +8,9 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
-#include "Library.h"
-#include "LibrarySupport.h"
+#include "tessel/harness/Library.h"
+#include "tessel/kernels/Kernels.h"
+#include "tessel/harness/LibrarySupport.h"
 #include "ScalarKernels.h"
 #include "tessel/runtime/Cache.h"
 #include "tessel/runtime/Driver.h"
@@ -21,6 +22,7 @@
 
 using namespace tessel;
 using namespace tessel::kernels;
+using namespace tessel::harness;
 
 static std::string deviceArch() {
   return rt::nativeArch(rt::Driver::get().computeCapability());

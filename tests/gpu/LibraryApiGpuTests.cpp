@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include <catch2/catch.hpp>
 
-#include "LibrarySupport.h"
+#include "tessel/harness/LibrarySupport.h"
 #include "tessel/Tessel.h"
 #include "tessel/kernels/Tuned.h"
 #include "tessel/runtime/Driver.h"
@@ -21,6 +21,7 @@
 
 using namespace tessel;
 using namespace tessel::kernels;
+using namespace tessel::harness;
 
 namespace {
 rt::ScalarType scalarOf(DType t) {

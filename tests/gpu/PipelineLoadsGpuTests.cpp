@@ -10,12 +10,13 @@
 //===----------------------------------------------------------------------===//
 #include <catch2/catch.hpp>
 
-#include "LibrarySupport.h"
+#include "tessel/harness/LibrarySupport.h"
 
 #include <fmt/format.h>
 
 using namespace tessel;
-using namespace tessel::kernels;
+
+using namespace tessel::harness;
 
 static std::string deviceArch() {
   return rt::nativeArch(rt::Driver::get().computeCapability());

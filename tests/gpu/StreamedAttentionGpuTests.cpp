@@ -9,7 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include "tessel/kernels/Kernels.h"
-#include "LibrarySupport.h"
+#include "tessel/harness/LibrarySupport.h"
 
 #include <chrono>
 #include <cmath>
@@ -18,6 +18,7 @@
 
 using namespace tessel;
 using namespace tessel::kernels;
+using namespace tessel::harness;
 
 static std::string deviceArch() {
   return rt::nativeArch(rt::Driver::get().computeCapability());

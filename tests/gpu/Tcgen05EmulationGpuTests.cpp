@@ -8,8 +8,9 @@
 //===----------------------------------------------------------------------===//
 #include <catch2/catch.hpp>
 
-#include "Library.h"
-#include "LibrarySupport.h"
+#include "tessel/harness/Library.h"
+#include "tessel/kernels/Kernels.h"
+#include "tessel/harness/LibrarySupport.h"
 #include "ChildProcess.h"
 #include "UserKernels.h"
 #include "tessel/Dialect/Tile/TileDialect.h"
@@ -22,6 +23,7 @@
 
 using namespace tessel;
 using namespace tessel::kernels;
+using namespace tessel::harness;
 
 namespace {
 constexpr const char *kEmulated = "sm_100a-emu";

@@ -10,7 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include <catch2/catch.hpp>
 
-#include "LibrarySupport.h"
+#include "tessel/harness/LibrarySupport.h"
 #include "ChildProcess.h"
 #include "UserKernels.h"
 
@@ -19,7 +19,7 @@
 #include <fmt/format.h>
 
 using namespace tessel;
-using namespace tessel::kernels;
+using namespace tessel::harness;
 
 /// The largest |out - ref|; NaN (an unwritten poisoned element) counts as
 /// infinite.

@@ -9,7 +9,7 @@
 
 #include "tessel/kernels/Kernels.h"
 #include "tessel/runtime/KernelSpec.h"
-#include "Library.h"
+#include "tessel/harness/Library.h"
 #include "UserKernels.h"
 
 #include <cstdio>
@@ -23,6 +23,7 @@
 
 using namespace tessel;
 using namespace tessel::kernels;
+using namespace tessel::harness;
 
 static void compileEverywhere(const std::string &name, const Params &overrides) {
   const LibraryKernel &entry = findKernel(name);

@@ -10,8 +10,8 @@
 #include "tessel/runtime/Distributed.h"
 #include "tessel/runtime/Error.h"
 #include "tessel/runtime/Nccl.h"
-#include "tessel/kernels/ExchangeFlags.h"
-#include "tessel/kernels/Ulysses.h"
+#include "tessel/kernels/parallel/ExchangeFlags.h"
+#include "tessel/kernels/parallel/Ulysses.h"
 
 #include <fmt/format.h>
 #include <algorithm>

@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include <catch2/catch.hpp>
 
-#include "Library.h"
+#include "tessel/harness/Library.h"
 #include "ScalarKernels.h"
 #include "tessel/dsl/Compile.h"
 #include "tessel/kernels/Kernels.h"
@@ -287,8 +287,8 @@ TEST_CASE("library kernels and the device headers compile without an NVRTC warni
       {"flash_attention_bwd", "sm_90a"},
       {"flash_attention_bwd", "sm_100a"}};
   for (const auto &[name, arch] : builds) {
-    const kernels::LibraryKernel &entry = kernels::findKernel(name);
-    Program program = entry.build(kernels::withDefaults(entry, {}, arch));
+    const harness::LibraryKernel &entry = harness::findKernel(name);
+    Program program = entry.build(harness::withDefaults(entry, {}, arch));
     Kernel k = compile(program, {arch, ""});
     std::string binaryArch = arch == "sm_100a-emu" ? "sm_90a" : arch;
     std::string log = nvrtcLog(k.cuda(), binaryArch);

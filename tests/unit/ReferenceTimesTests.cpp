@@ -1,11 +1,12 @@
 //===- ReferenceTimesTests.cpp - reading reference_anchors.py's JSON ------===//
 #include <catch2/catch.hpp>
 
-#include "ReferenceTimes.h"
+#include "tessel/harness/ReferenceTimes.h"
 #include "tessel/runtime/Error.h"
 
 using namespace tessel;
-using namespace tessel::kernels;
+
+using namespace tessel::harness;
 
 // What `reference_anchors.py --json` writes (json.dump, indent=1): gemm and
 // attention rows for two backends, booleans for the mask.

@@ -1,7 +1,7 @@
 //===- SequenceShardTests.cpp - index maps of sequence parallelism --------===//
 #include <catch2/catch.hpp>
 
-#include "tessel/kernels/SequenceShards.h"
+#include "tessel/kernels/parallel/SequenceShards.h"
 #include "tessel/runtime/Error.h"
 
 #include <map>

@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "MultiGpu.h"
-#include "LibrarySupport.h"
-#include "tessel/kernels/Ulysses.h"
+#include "tessel/harness/LibrarySupport.h"
+#include "tessel/kernels/parallel/Ulysses.h"
 #include "tessel/dsl/Compile.h"
 #include "tessel/runtime/Driver.h"
 #include "tessel/runtime/Error.h"
@@ -21,6 +21,7 @@
 
 using namespace tessel;
 using namespace tessel::kernels;
+using namespace tessel::harness;
 using namespace tessel::rt;
 
 namespace {

@@ -2,8 +2,8 @@
 #ifndef TESSEL_TOOLS_MULTIGPU_H
 #define TESSEL_TOOLS_MULTIGPU_H
 
-#include "Library.h"
-#include "tessel/kernels/Ulysses.h"
+#include "tessel/harness/Library.h"
+#include "tessel/kernels/parallel/Ulysses.h"
 #include "tessel/runtime/Communicator.h"
 
 #include <functional>
@@ -16,31 +16,31 @@ void setCommandLine(int argc, char **argv);
 const std::vector<std::string> &commandLine();
 /// `tessel run|bench all2all [--ranks N]`: checks (run) or times (bench) the
 /// Ulysses all-to-all, against NCCL's where NCCL can run.
-int allToAllCommand(bool bench, const kernels::Params &params, int ranks, int reps);
+int allToAllCommand(bool bench, const harness::Params &params, int ranks, int reps);
 /// `tessel run|bench sp_attention [--ranks N]`: Ulysses sequence-parallel
 /// attention forward, checked (run) against single-GPU attention over the
 /// gathered tensors, or timed (bench) against it.
-int spAttentionCommand(bool bench, const kernels::Params &params, int ranks, int reps);
+int spAttentionCommand(bool bench, const harness::Params &params, int ranks, int reps);
 /// `defaults` overridden by `given`; an unknown key is an error naming
 /// `command`'s parameters.
-kernels::Params mergeParams(const kernels::Params &given, const kernels::Params &defaults,
+harness::Params mergeParams(const harness::Params &given, const harness::Params &defaults,
                             const char *command);
 /// `defaults` (a shape that runs on one rank) grown until it runs on
 /// `ranks`: `heads_kv` to a multiple of `kvHeadsPerRank` heads on every rank
 /// (`heads_q` in the same ratio to it) and `seqlen` to a multiple of
 /// `rowsPerRank` rows on every rank; a value that already divides stays.
-kernels::Params scaledUlyssesDefaults(const kernels::Params &defaults, int ranks,
+harness::Params scaledUlyssesDefaults(const harness::Params &defaults, int ranks,
                                       int64_t kvHeadsPerRank, int64_t rowsPerRank);
 /// A packed batch's lengths, `key` a comma-separated list ("" for none),
 /// as int32 prefix sums starting at 0; empty when the list is.
-std::vector<int32_t> prefixSumsParam(const kernels::Params &p, const char *key);
+std::vector<int32_t> prefixSumsParam(const harness::Params &p, const char *key);
 /// A Ulysses shape's packed batch from `seqlens` and `seqlens_k` (the
 /// same lengths when empty), when `seqlens` is given: batch becomes 1.
-void setPackedBatch(kernels::UlyssesShape &s, const kernels::Params &p);
+void setPackedBatch(kernels::UlyssesShape &s, const harness::Params &p);
 /// "batch=2 seqlen=8192 heads_q=..." or the packed batch's sequences.
 std::string shapeText(const kernels::UlyssesShape &s);
 /// Parameter `local` (copy or kernel): who moves a rank's own shard.
-kernels::UlyssesExchange::LocalShard localShardParam(const kernels::Params &p);
+kernels::UlyssesExchange::LocalShard localShardParam(const harness::Params &p);
 /// The largest of every local rank's `mine` (collective).
 double slowestRank(rt::Communicator &comm, double mine);
 /// The smallest (collective).

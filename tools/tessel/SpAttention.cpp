@@ -8,11 +8,11 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tessel/kernels/Kernels.h"
-#include "LibrarySupport.h"
+#include "tessel/harness/LibrarySupport.h"
 #include "MultiGpu.h"
 #include "SpAttention.h"
-#include "tessel/kernels/ExchangeFlags.h"
-#include "tessel/kernels/Ulysses.h"
+#include "tessel/kernels/parallel/ExchangeFlags.h"
+#include "tessel/kernels/parallel/Ulysses.h"
 #include "tessel/runtime/Driver.h"
 #include "tessel/runtime/Error.h"
 
@@ -22,6 +22,7 @@
 
 using namespace tessel;
 using namespace tessel::kernels;
+using namespace tessel::harness;
 using namespace tessel::rt;
 
 namespace {

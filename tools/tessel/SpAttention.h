@@ -8,9 +8,9 @@
 #define TESSEL_TOOLS_SPATTENTION_H
 
 #include "tessel/kernels/Kernels.h"
-#include "LibrarySupport.h"
-#include "tessel/kernels/Ulysses.h"
-#include "tessel/kernels/ZigZag.h"
+#include "tessel/harness/LibrarySupport.h"
+#include "tessel/kernels/parallel/Ulysses.h"
+#include "tessel/kernels/parallel/ZigZag.h"
 
 #include <array>
 #include <functional>
@@ -46,7 +46,7 @@ std::vector<rt::LaunchArg> attentionArgs(const AttentionExtents &e, double scale
                                          CUdeviceptr k, CUdeviceptr v, CUdeviceptr o,
                                          CUdeviceptr lse);
 /// The whole problem's Q, K, V (every rank draws the same).
-std::array<kernels::HostTensor, 3> wholeInputs(const kernels::UlyssesShape &s, DType t);
+std::array<harness::HostTensor, 3> wholeInputs(const kernels::UlyssesShape &s, DType t);
 double medianOnStream(CUstream stream, int reps, const std::function<void()> &work);
 
 /// A rank's output (downloaded from `result`) against the single-GPU

@@ -1,6 +1,6 @@
 //===- Tune.cpp - tessel tune ---------------------------------------------===//
 #include "Tune.h"
-#include "Tuning.h"
+#include "tessel/harness/Tuning.h"
 #include "tessel/runtime/Driver.h"
 
 #include <algorithm>
@@ -12,6 +12,7 @@
 
 using namespace tessel;
 using namespace tessel::kernels;
+using namespace tessel::harness;
 
 namespace {
 struct Candidate {
@@ -37,7 +38,7 @@ std::string text(const Params &p) {
 }
 } // namespace
 
-int tessel::kernels::tuneCommand(const std::string &name, const Params &params,
+int tessel::tuneCommand(const std::string &name, const Params &params,
                                  const std::string &askedArch, int reps, int jobs,
                                  bool compileOnly) {
   const LibraryKernel &entry = findKernel(name);

@@ -17,6 +17,7 @@
 
 using namespace tessel;
 using namespace tessel::kernels;
+using namespace tessel::harness;
 using namespace tessel::rt;
 
 namespace {

@@ -8,11 +8,11 @@
 //   tessel run KERNEL [--param k=v ...] [--arch A] [--seed N] [--dump-ir DIR]
 //
 //===----------------------------------------------------------------------===//
-#include "Library.h"
+#include "tessel/harness/Library.h"
 #include "MultiGpu.h"
-#include "ReferenceTimes.h"
+#include "tessel/harness/ReferenceTimes.h"
 #include "Tune.h"
-#include "Tuning.h"
+#include "tessel/harness/Tuning.h"
 #include "tessel/runtime/Cache.h"
 #include "tessel/runtime/Driver.h"
 #include "tessel/runtime/Files.h"
@@ -30,6 +30,7 @@
 
 using namespace tessel;
 using namespace tessel::kernels;
+using namespace tessel::harness;
 
 namespace {
 struct Args {

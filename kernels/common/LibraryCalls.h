@@ -1,0 +1,42 @@
+//===- LibraryCalls.h - what the tensor-level library calls share -*- C++ -*-===//
+//
+// The compiled-kernel cache behind tessel::attention and tessel::gemm, and
+// the checks every call makes on its views before compiling anything.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_KERNELS_COMMON_LIBRARYCALLS_H
+#define TESSEL_KERNELS_COMMON_LIBRARYCALLS_H
+
+#include "tessel/Tessel.h"
+#include "tessel/dsl/Compile.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace tessel::kernels {
+
+/// The kernel that `build` makes for `arch`, compiled once per process and
+/// `key` (one compile even when several threads ask at once); `compiled`
+/// says whether this call compiled it.
+std::shared_ptr<Kernel> cachedKernel(const std::string &key, const std::string &arch,
+                                     const std::function<Program()> &build, bool &compiled);
+
+/// `asked`, or the target of the device the tensors live on.
+std::string targetFor(const std::string &asked, int device);
+
+DType dtypeOf(rt::ScalarType t);
+rt::ScalarType scalarOf(DType t);
+
+/// Throws tessel::Error unless `view` has `rank` dimensions, one of
+/// `dtypes`, and row-major contiguous strides; `what` names it.
+void requireView(const TensorView &view, const char *what, size_t rank,
+                 std::initializer_list<rt::ScalarType> dtypes);
+/// Throws unless `view` has exactly `shape`.
+void requireShape(const TensorView &view, const char *what, const std::vector<int64_t> &shape);
+/// Throws unless every view lives on one device; returns it.
+int commonDevice(std::initializer_list<const TensorView *> views);
+
+} // namespace tessel::kernels
+
+#endif

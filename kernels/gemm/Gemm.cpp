@@ -1,0 +1,176 @@
+//===- Gemm.cpp - tiled matrix product ------------------------------------===//
+#include "tessel/kernels/gemm/Gemm.h"
+
+#include <fmt/format.h>
+#include <functional>
+#include <optional>
+
+using namespace tessel;
+using kernels::GemmConfig;
+
+namespace {
+/// Where a block's accumulator lives and how it leaves: `accumulator`
+/// allocates and clears it, `store` writes it to the output tile at (row,
+/// col).
+struct Accumulation {
+  std::function<Buffer()> accumulator;
+  GemmInstruction instruction = GemmInstruction::automatic;
+  /// `add`: the block holds one K slice's partial product, added into C
+  /// (split-K) rather than stored.
+  std::function<void(const Buffer &acc, const Tensor &out, Expr row, Expr col, bool add)> store;
+};
+
+/// The tiled gemm every target shares: one block per [block_m, block_n]
+/// output tile, A and B tiles loaded by a pipelined loop over K.
+Program tiledGemm(const GemmConfig &c, const Accumulation &how) {
+  Program p("gemm");
+  Expr m = p.sym("M"), n = p.sym("N"), k = p.sym("K");
+  Tensor a = p.tensor("A", c.transposeA ? std::vector<Expr>{k, m} : std::vector<Expr>{m, k}, c.in);
+  Tensor b = p.tensor("B", c.transposeB ? std::vector<Expr>{n, k} : std::vector<Expr>{k, n}, c.in);
+  Tensor out = p.tensor("C", {m, n}, c.out);
+  const int64_t bm = c.blockM, bn = c.blockN, bk = c.blockK, cm = c.clusterM;
+  if (cm != 1 && cm != 2)
+    throw Error(fmt::format("gemm clusters hold 1 or 2 blocks along M, got {}", cm));
+  Expr gridX = ceil_div(n, bn), gridY = ceil_div(m, bm);
+  // With clusters the grid is (cm, columns of C, groups of cm tile rows):
+  // the first index is the block's rank, the cluster's blocks share a
+  // column (and so every B tile), and rasterization walks the groups. A
+  // last group that runs past M leaves its extra block no rows to store.
+  Expr groupsY = ceil_div(gridY, Expr(cm));
+  const int64_t splits = c.splitK;
+  if (splits < 1 || splits > 64)
+    throw Error(fmt::format("split_k is between 1 and 64, got {}", splits));
+  if (splits > 1 && c.out == DType::bf16)
+    throw Error("split_k adds each K slice's partial product into C, rounding it to C's type; bf16 "
+                "keeps 8 bits of each, so split-K takes an f32 or f16 C");
+  if (splits > 1 && (cm != 1 || c.persistent))
+    throw Error("a split-K gemm runs one block per (tile, K slice): no clusters, not persistent");
+  // The block's output tile is column bx, row by of C's tiles; with split-K
+  // it multiplies the K tiles of slice `split` only.
+  Expr kTiles = ceil_div(k, bk);
+  Expr perSplit = ceil_div(kTiles, Expr(splits));
+  auto body = [&](Expr bx, Expr by, Expr split = Expr(0)) {
+    Expr firstK = split * perSplit;
+    Expr steps = splits > 1 ? max(min(perSplit, kTiles - firstK), Expr(0)) : kTiles;
+    Buffer as = alloc_shared(c.transposeA ? std::vector<int64_t>{bk, bm} : std::vector<int64_t>{bm, bk},
+                             c.in, "a_tile");
+    Buffer bs = alloc_shared(c.transposeB ? std::vector<int64_t>{bn, bk} : std::vector<int64_t>{bk, bn},
+                             c.in, "b_tile");
+    Buffer acc = how.accumulator();
+    pipelined(steps, c.stages, {.warp_specialize = c.warpSpecialize, .overlap_mma = c.overlapMma}, [&](Expr step) {
+      Expr kt = splits > 1 ? firstK + step : step;
+      copy(c.transposeA ? a.tile({kt * bk, by * bm}, {bk, bm}) : a.tile({by * bm, kt * bk}, {bm, bk}), as);
+      copy(c.transposeB ? b.tile({bx * bn, kt * bk}, {bn, bk}) : b.tile({kt * bk, bx * bn}, {bk, bn}), bs,
+           {.multicast = cm > 1});
+      gemm(as, bs, acc, {.transpose_a = c.transposeA, .transpose_b = c.transposeB,
+                         .policy = c.policy, .instruction = how.instruction});
+    });
+    how.store(acc, out, by * bm, bx * bn, splits > 1);
+  };
+  if (c.persistent && cm != 1)
+    throw Error("a persistent gemm runs without clusters (cluster_m = 1)");
+  if (c.persistent && c.warpSpecialize == WarpSpecialize::off)
+    throw Error("a persistent gemm is warp-specialized: its pipeline runs on across tiles");
+  if (c.persistent) {
+    // One block per resident slot, each walking tiles in launch order (the
+    // rasterization applies to the tile index as it does to a block's).
+    p.kernel({gridX, gridY}, c.threads, [&](Expr, Expr) {
+      persistent({gridX, gridY}, [&](std::vector<Expr> tile) {
+        Expr bx = tile[0], by = tile[1];
+        if (c.swizzlePanel) std::tie(bx, by) = use_swizzle(bx, by, gridX, gridY, c.swizzlePanel);
+        body(bx, by);
+      });
+    });
+    return p;
+  }
+  if (splits > 1) {
+    // The K slices are the grid's third dimension; every slice adds its
+    // partial product into C, which the launch must have cleared.
+    p.kernel({gridX, gridY, Expr(splits)}, c.threads, [&](Expr bx, Expr by, Expr split) {
+      if (c.swizzlePanel) std::tie(bx, by) = use_swizzle(bx, by, gridX, gridY, c.swizzlePanel);
+      body(bx, by, split);
+    });
+    return p;
+  }
+  if (cm == 1) {
+    p.kernel({gridX, gridY}, c.threads, [&](Expr bx, Expr by) {
+      if (c.swizzlePanel) std::tie(bx, by) = use_swizzle(bx, by, gridX, gridY, c.swizzlePanel);
+      body(bx, by);
+    });
+    return p;
+  }
+  p.kernel({Expr(cm), gridX, groupsY}, c.threads, [&](Expr rank, Expr column, Expr group) {
+    cluster_dims({cm, 1, 1});
+    if (c.swizzlePanel)
+      std::tie(column, group) = use_swizzle(column, group, gridX, groupsY, c.swizzlePanel);
+    body(column, group * Expr(cm) + rank);
+  });
+  return p;
+}
+} // namespace
+
+Program tessel::kernels::gemm(const GemmConfig &c) {
+  const int64_t bm = c.blockM, bn = c.blockN;
+  if (c.instruction != GemmInstruction::tcgen05) {
+    // The accumulator in registers (mma.sync, wgmma).
+    return tiledGemm(c, {[&] {
+                           Buffer acc = alloc_fragment({bm, bn}, DType::f32, "acc");
+                           clear(acc);
+                           return acc;
+                         },
+                         c.instruction,
+                         [&](const Buffer &acc, const Tensor &out, Expr row, Expr col, bool add) {
+                           Buffer tile = out.tile({row, col}, {bm, bn});
+                           if (!c.tmaStore) {
+                             if (add) atomic_add(tile, acc, MemoryOrder::relaxed);
+                             else copy(acc, tile);
+                             return;
+                           }
+                           // Staged in shared memory and stored by TMA (a
+                           // TMA reduce-add for split-K): the consumers go
+                           // on to the next tile while the copy engine
+                           // writes this one.
+                           Buffer staged = alloc_shared({bm, bn}, c.out, "c_tile");
+                           copy(acc, staged);
+                           if (add) atomic_add(tile, staged, MemoryOrder::relaxed, AtomicPath::tma);
+                           else copy(staged, tile);
+                         }});
+  }
+  // sm_100a: the accumulator in tensor memory, the tcgen05.mma instructions
+  // reading both operands from shared memory; the epilogue moves it out in
+  // column chunks through registers (a whole [128, 256] f32 tile would be
+  // 256 registers a thread).
+  if (bm != 128 || c.threads % 128 || bn % (c.threads / 128))
+    throw Error(fmt::format("a tcgen05 gemm takes block_m = 128 (every tensor-memory lane) and "
+                            "whole warpgroups that split block_n; got block_m = {}, block_n = {}, "
+                            "threads = {}",
+                            bm, bn, c.threads));
+  const int64_t chunk = std::min<int64_t>(bn, 32 * (c.threads / 128));
+  return tiledGemm(c, {[&] {
+                         Buffer acc = alloc_tmem({bm, bn}, DType::f32, "acc");
+                         clear(acc);
+                         return acc;
+                       },
+                       GemmInstruction::tcgen05,
+                       [&](const Buffer &acc, const Tensor &out, Expr row, Expr col, bool add) {
+                         Buffer part = alloc_fragment({bm, chunk}, DType::f32, "acc_part");
+                         // tma_store: each chunk through one shared tile and
+                         // a TMA store (reduce-add for split-K); the next
+                         // chunk's write waits only for the copy engine to
+                         // have read the last one.
+                         std::optional<Buffer> staged;
+                         if (c.tmaStore) staged = alloc_shared({bm, chunk}, c.out, "c_chunk");
+                         for (int64_t at = 0; at < bn; at += chunk) {
+                           copy(acc.tile({0, at}, {bm, chunk}), part);
+                           Buffer tile = out.tile({row, col + at}, {bm, chunk});
+                           if (!staged) {
+                             if (add) atomic_add(tile, part, MemoryOrder::relaxed);
+                             else copy(part, tile);
+                             continue;
+                           }
+                           copy(part, *staged);
+                           if (add) atomic_add(tile, *staged, MemoryOrder::relaxed, AtomicPath::tma);
+                           else copy(*staged, tile);
+                         }
+                       }});
+}

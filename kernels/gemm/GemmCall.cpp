@@ -1,0 +1,136 @@
+//===- GemmCall.cpp - tessel::gemm on views --------------------------------===//
+#include "common/LibraryCalls.h"
+#include "tessel/kernels/Tuned.h"
+#include "tessel/runtime/Cache.h"
+#include "tessel/runtime/Driver.h"
+
+
+#include <fmt/format.h>
+
+using namespace tessel;
+using namespace tessel::kernels;
+using rt::LaunchArg;
+using rt::ScalarType;
+
+namespace {
+/// The tiles each target gets unless the caller gives a configuration:
+/// sm_90a the warp-specialized 128x256x64 pipeline of four stages with
+/// rasterized blocks (three and a TMA-store epilogue for a 16-bit C); sm_100a tcgen05.mma into tensor memory at 128x256
+/// (every TMEM lane; the widest single instruction); sm_80 mma.sync at
+/// 64x64x32.
+GemmConfig defaultConfig(const std::string &arch) {
+  GemmConfig c;
+  if (arch == "sm_90a") {
+    c.blockM = 128;
+    c.blockN = 256;
+    c.blockK = 64;
+    c.threads = 256;
+    c.stages = 4;
+    c.swizzlePanel = 8;
+  } else if (arch.rfind("sm_100a", 0) == 0) {
+    c.instruction = GemmInstruction::tcgen05;
+    c.blockM = 128;
+    c.blockN = 256;
+    c.blockK = 64;
+    c.stages = 3;
+  }
+  return c;
+}
+
+/// `base` with a record's settings; false (and `base` unchanged) when the
+/// record names a setting or value it does not know. A setting the record
+/// leaves out was the library gemm's default when it was tuned.
+bool applyRecord(const TunedSettings &record, GemmConfig &base) {
+  GemmConfig c = base;
+  c.tmaStore = c.persistent = c.overlapMma = false;
+  c.clusterM = c.splitK = 1;
+  c.policy = WarpPolicy::square;
+  for (auto &[key, value] : record) {
+    int64_t v = 0;
+    bool number = !value.empty() && value.find_first_not_of("0123456789") == std::string::npos &&
+                  value.size() < 10;
+    if (number) v = std::stoll(value);
+    if (key == "block_m" && number) c.blockM = v;
+    else if (key == "block_n" && number) c.blockN = v;
+    else if (key == "block_k" && number) c.blockK = v;
+    else if (key == "stages" && number) c.stages = int(v);
+    else if (key == "threads" && number) c.threads = int(v);
+    else if (key == "swizzle" && number) c.swizzlePanel = int(v);
+    else if (key == "overlap_mma" && (value == "0" || value == "1")) c.overlapMma = value == "1";
+    else if (key == "cluster_m" && (value == "1" || value == "2")) c.clusterM = int(v);
+    else if (key == "persistent" && (value == "0" || value == "1")) c.persistent = value == "1";
+    else if (key == "tma_store" && (value == "0" || value == "1")) c.tmaStore = value == "1";
+    else if (key == "split_k" && number && v >= 1 && v <= 64) c.splitK = int(v);
+    else if (key == "policy" && value == "square") c.policy = WarpPolicy::square;
+    else if (key == "policy" && value == "full_row") c.policy = WarpPolicy::full_row;
+    else if (key == "policy" && value == "full_col") c.policy = WarpPolicy::full_col;
+    else if (key == "instruction" && value == "tcgen05") c.instruction = GemmInstruction::tcgen05;
+    else if (key == "instruction" && value == "wgmma") c.instruction = GemmInstruction::wgmma;
+    else if (key == "instruction" && value == "mma_sync") c.instruction = GemmInstruction::mma_sync;
+    else if (key == "instruction" && value == "auto") c.instruction = GemmInstruction::automatic;
+    else return false;
+  }
+  base = c;
+  return true;
+}
+
+std::string describe(const GemmConfig &c) {
+  return fmt::format("in={} out={} transpose_a={} transpose_b={} block_m={} block_n={} block_k={} "
+                     "stages={} threads={} swizzle={} instruction={} warp_specialize={} "
+                     "overlap_mma={} cluster_m={} persistent={} tma_store={} policy={} split_k={}",
+                     name(c.in), name(c.out), int(c.transposeA), int(c.transposeB), c.blockM,
+                     c.blockN, c.blockK, c.stages, c.threads, c.swizzlePanel, int(c.instruction),
+                     int(c.warpSpecialize), int(c.overlapMma), c.clusterM, int(c.persistent),
+                     int(c.tmaStore), int(c.policy), c.splitK);
+}
+} // namespace
+
+Choice tessel::gemm(const TensorView &a, const TensorView &b, const TensorView &c,
+                    const GemmCallOptions &o, CUstream stream) {
+  requireView(a, "a", 2, {ScalarType::F16, ScalarType::BF16});
+  requireView(b, "b", 2, {a.dtype});
+  requireView(c, "c", 2, {ScalarType::F16, ScalarType::BF16, ScalarType::F32});
+  int64_t m = o.transposeA ? a.shape[1] : a.shape[0], k = o.transposeA ? a.shape[0] : a.shape[1];
+  int64_t bk = o.transposeB ? b.shape[1] : b.shape[0], n = o.transposeB ? b.shape[0] : b.shape[1];
+  if (bk != k)
+    throw Error(fmt::format("a is {} and b is {}: op(a) has {} columns but op(b) has {} rows",
+                            a.str(), b.str(), k, bk));
+  requireShape(c, "c", {m, n});
+  int device = commonDevice({&a, &b, &c});
+  Choice choice;
+  choice.arch = targetFor(o.arch, device);
+  GemmConfig config = o.config.value_or(defaultConfig(choice.arch));
+  config.in = dtypeOf(a.dtype);
+  config.out = dtypeOf(c.dtype);
+  if (!o.config && choice.arch == "sm_90a" && config.out != DType::f32) {
+    // A 16-bit C goes out through a shared tile and a TMA store (5-10%
+    // faster at 4096-8192 on an H100), which leaves room for 3 stages; an
+    // f32 tile (128 KB) would not fit beside them.
+    config.tmaStore = true;
+    config.stages = 3;
+  }
+  config.transposeA = o.transposeA;
+  config.transposeB = o.transposeB;
+  std::string tunedOn;
+  if (!o.config && o.tuned) {
+    // The bucket `tessel tune gemm` files its record under.
+    std::string bucket = tunedBucket({{"in", name(config.in)},
+                                      {"out", name(config.out)},
+                                      {"transpose_a", o.transposeA ? "1" : "0"},
+                                      {"transpose_b", o.transposeB ? "1" : "0"}},
+                                     {{"M", m}, {"N", n}, {"K", k}});
+    auto [record, who] = tunedRecord("gemm", device, choice.arch, bucket);
+    if (record && applyRecord(*record, config)) tunedOn = who;
+  }
+  std::string key = "gemm " + describe(config);
+  choice.config = key + (tunedOn.empty() ? "" : " (tuned on " + tunedOn + ")");
+  std::shared_ptr<Kernel> kernel =
+      cachedKernel(key, choice.arch, [&] { return kernels::gemm(config); }, choice.compiled);
+  std::vector<LaunchArg> args = {LaunchArg::integer(m), LaunchArg::integer(n), LaunchArg::integer(k),
+                                 LaunchArg::view(a), LaunchArg::view(b), LaunchArg::view(c)};
+  // A split-K gemm adds its K slices into C (contiguous, as required above).
+  if (config.splitK > 1)
+    rt::clearAsync(c.data, size_t(m) * size_t(n) * size_t(rt::scalarBytes(c.dtype)), stream);
+  kernel->launch(args, stream);
+  return choice;
+}

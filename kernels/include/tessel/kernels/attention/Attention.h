@@ -1,0 +1,193 @@
+//===- Attention.h - FlashAttention kernels ---------------------*- C++ -*-===//
+//
+// FlashAttention forward (registers, tcgen05 and warp-specialized tcgen05
+// forms) and backward (preprocess, main kernel, postprocess): their
+// configurations, builders and argument checks (kernels/attention/). The
+// calls on tensor views are tessel::attention in tessel/Tessel.h.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_KERNELS_ATTENTION_ATTENTION_H
+#define TESSEL_KERNELS_ATTENTION_ATTENTION_H
+
+#include "tessel/dsl/Program.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tessel::kernels {
+
+/// The order in which an attention grid's blocks are launched. `blocks`
+/// walks one head's row blocks before the next head: concurrent blocks share
+/// that head's K/V (forward) or Q/dO (backward) in L2. `heads` walks every
+/// head's first row block first: concurrent blocks spread over heads, so
+/// under a causal mask the longest blocks of all heads start first, and in
+/// the backward pass fewer blocks add into the same dQ rows at once.
+/// `automatic` takes `heads` under a causal mask and `blocks` otherwise
+/// (8k, head_dim 128 on an H200: causal forward 559 against 541 TFLOP/s,
+/// backward 391 against 377; full 612 against 596 and 414 against 408 the
+/// other way).
+enum class GridOrder { automatic, blocks, heads };
+
+
+/// FlashAttention over BSHD tensors: Q, O [batch, seqlen_q, heads_q,
+/// head_dim], K, V [batch, seqlen_k, heads_kv, head_dim], LSE [batch,
+/// heads_q, seqlen_q] (f32, natural log). Every extent is a run-time symbol;
+/// heads_q must be a multiple of heads_kv (GQA groups of heads_q / heads_kv).
+struct AttentionConfig {
+  DType dtype = DType::bf16;
+  int64_t headDim = 128;
+  /// blockN 0: 128 keys per step, 64 at head_dim 256 (where two score
+  /// tiles of 128 columns and a 256-column accumulator exceed the registers).
+  int64_t blockM = 128, blockN = 0;
+  int threads = 256;
+  int stages = 2;
+  bool causal = false;
+  /// Packed sequences: batch = 1, seqlen = total rows, plus cu_seqlens_q/k
+  /// (int32 prefix sums, cu_entries = sequences + 1) and max_seqlen_q.
+  bool varlen = false;
+  WarpSpecialize warpSpecialize = WarpSpecialize::automatic;
+  /// The two consumer warpgroups take turns issuing gemms (sm_90a, split
+  /// loops of 256 threads and two or more stages; ignored otherwise). Off:
+  /// with each gemm waited for where it is issued, the free-running
+  /// warpgroups overlap better (8k, head_dim 128 on H200: 603 TFLOP/s
+  /// against 554 with turns).
+  bool pingpong = false;
+  /// K one block ahead of V, so that each step's softmax runs while its
+  /// P V product does (costs a K tile of shared memory and one product of
+  /// scores that are all masked). With `pingpong` a turn issues both
+  /// products of a step: FlashAttention-3's schedule. Off: on an H200 it
+  /// wins only at 8k without a mask (head_dim 128: 609 TFLOP/s with turns
+  /// against 593) and loses elsewhere (causal 8k 533 against 553, 4k 540
+  /// against 552, 1k 307 against 360).
+  bool overlap = false;
+  GridOrder gridOrder = GridOrder::automatic;
+  /// One block per resident slot walks the (row block, head, sequence)
+  /// tiles in grid order (causal: all longest row blocks first): the
+  /// warp-specialized producer loads the next tile's first K/V stages while
+  /// the consumers finish the current one.
+  bool persistent = false;
+  /// O leaves through a shared tile and a TMA store instead of register
+  /// stores (fixed-length batches: a packed sequence's tile would write
+  /// into the next sequence's rows). In a persistent walk the store runs
+  /// under the next tile's first steps: its thread waits only for the copy
+  /// engine to read the tile, and only before the next tile's O is staged.
+  /// O gets a [block_m, head_dim] tile of its own where it fits beside the
+  /// stages (so that a persistent walk's producer can load the next Q), and
+  /// Q's tile otherwise.
+  bool tmaStore = false;
+  /// Q, K and V arrive while the kernel runs, in shards of rows (as a
+  /// sequence-parallel exchange delivers them): rows [s * shard_rows,
+  /// (s + 1) * shard_rows) of head group g (heads_q / head_groups query
+  /// heads and their K/V heads) may be read once arrivals[g * shards + s]
+  /// reaches `epoch`. A block waits for its queries' shard before loading
+  /// them, and its producer for each K/V shard just before the shard's
+  /// first block, so compute on the shards present starts before the rest
+  /// arrive. Keys are walked in order: starting the walk at a later shard
+  /// (the one present first) cost 8% of the kernel at 8k without a mask on
+  /// an H200, more than the wait it saves. Parameters after LSE: shard_rows,
+  /// shards, head_groups (index symbols), epoch (i32), arrivals
+  /// [head_groups * shards] (i32). shard_rows must be a multiple of block_m
+  /// and block_n. Not with `overlap` or `varlen`.
+  bool streamedShards = false;
+  /// Causal only: query row i sits at key position query_offset + i (an
+  /// index symbol, the last parameter), so a chunk of queries attends to
+  /// the keys up to its own place in the sequence (the mask aligned to the
+  /// bottom right when query_offset = seqlen_k - seqlen_q). Not with
+  /// `varlen`.
+  bool queryOffset = false;
+};
+/// O = softmax(scale * Q K^T) V and its log-sum-exp.
+Program flashAttentionForward(const AttentionConfig &config);
+/// The same on sm_100a: S and O accumulate in tensor memory through
+/// tcgen05.mma, P goes through shared memory (`ss`) or back into tensor
+/// memory as the A operand of P x V (`ts`, `pInTmem`). block_m 128, 256
+/// threads; no overlap, shards or query offset.
+Program flashAttentionForwardTcgen05(const AttentionConfig &config, bool pInTmem);
+/// The warp-specialized form (`ws`): two query tiles of 128 rows in flight
+/// on 512 threads in roles (TMA loads, MMA issue, two softmax warpgroups, a
+/// correction warpgroup), every hand-off an mbarrier. head_dim 64 or 128,
+/// block_n 128, `stages` (at least 2) K/V slots.
+Program flashAttentionForwardTcgen05Ws(const AttentionConfig &config);
+
+/// An attention call's arguments as the host holds them, for checking
+/// before any launch.
+struct AttentionArgs {
+  struct TensorArg {
+    DType dtype;
+    std::vector<int64_t> shape; // [batch, seqlen, heads, head_dim]
+  };
+  TensorArg q, k, v, o;
+  /// Packed batches (batch 1): int32 prefix sums with one entry more than
+  /// sequences, and each side's longest sequence.
+  std::vector<int32_t> cuSeqlensQ, cuSeqlensK;
+  int64_t maxSeqlenQ = 0, maxSeqlenK = 0;
+};
+/// Throws tessel::Error, naming the argument, when `args` do not fit a
+/// kernel built with `config`: ranks, dtypes, head_dim, batch and sequence
+/// extents that disagree between Q/K/V/O, heads_q not a positive multiple of
+/// heads_kv, and for packed batches a cu_seqlens that does not start at 0,
+/// decreases, does not end at the packed row count, or has a sequence
+/// longer than max_seqlen.
+void validateAttention(DType dtype, int64_t headDim, bool varlen, const AttentionArgs &args);
+
+/// How the backward pass combines the dK/dV of the query heads that share a
+/// K/V head: written directly (heads_q == heads_kv), added into fp32
+/// accumulators with atomic_add, or written as one fp32 slice per query
+/// head and summed by the postprocess kernel.
+enum class KvReduction { direct, atomic, split };
+/// Where the backward main kernel accumulates: in registers (wgmma on
+/// sm_90a, mma.sync elsewhere), or in tensor memory through tcgen05.mma
+/// (sm_100a) with P^T going to dV's product through shared memory (`ss`)
+/// or packed in tensor memory over S^T (`ts`).
+enum class BackwardForm { registers, ss, ts };
+struct AttentionBackwardConfig {
+  DType dtype = DType::bf16;
+  int64_t headDim = 128;
+  int64_t blockM = 64, blockN = 128; // query rows per step, key rows per block
+  int64_t preBlock = 64;             // rows per block of the pre/postprocess
+  int threads = 256;
+  int stages = 2;
+  bool causal = false;
+  /// Packed sequences (see AttentionConfig::varlen); the grid follows
+  /// max_seqlen_k.
+  bool varlen = false;
+  KvReduction kvReduction = KvReduction::direct;
+  /// Per-element atomics instead of one region atomic_add per fragment (for
+  /// comparison).
+  bool elementAtomics = false;
+  MemoryOrder dqOrder = MemoryOrder::relaxed;
+  /// dQ goes through a shared tile added by TMA (sm_90a, relaxed) instead
+  /// of register-pair atomics.
+  bool dqTma = false;
+  /// wgmma and mma.sync (form registers): P^T and dS^T go to shared memory
+  /// and dV's and dK's products read them there, instead of from operand
+  /// fragments. The two [block_n, block_m] fragments that frees let 128
+  /// query rows a step fit at head_dim 64.
+  bool dkvOperandsShared = false;
+  /// wgmma and mma.sync: scores by query rows (S = Q K^T, each warpgroup's
+  /// accumulator rows its queries) instead of key rows (S^T = K Q^T). A
+  /// thread then needs two rows' LSE and delta, not a column's worth; P and
+  /// dS always go through shared memory (dkvOperandsShared implied).
+  bool queryRows = false;
+  WarpSpecialize warpSpecialize = WarpSpecialize::automatic;
+  GridOrder gridOrder = GridOrder::automatic;
+  BackwardForm form = BackwardForm::registers;
+};
+/// delta [batch, heads_q, seqlen_q] = rowsum(dO * O).
+Program flashAttentionBackwardPre(const AttentionBackwardConfig &config);
+/// dQ_accum (+)= dQ (fp32, zeroed first) and dK, dV as `kvReduction` says,
+/// from Q, K, V, dO, LSE and delta.
+Program flashAttentionBackward(const AttentionBackwardConfig &config);
+/// Whether the sm_90a backward's default is scores by query rows at 128 a
+/// step (head_dim 64), given the settings a caller or a tuned record
+/// already chose, by parameter name: not when they name block_m or scores,
+/// nor more than two stages, which only key rows at 64 a step fit.
+bool backwardQueryRowsByDefault(int64_t headDim, const std::map<std::string, std::string> &chosen);
+/// grad [batch, seqlen, heads_out, dim] (output type) = the sum over each
+/// group of heads_in / heads_out heads of accum (fp32).
+Program flashAttentionBackwardPost(const AttentionBackwardConfig &config);
+
+} // namespace tessel::kernels
+
+#endif

@@ -1,0 +1,52 @@
+//===- Gemm.h - the GEMM kernel ---------------------------------*- C++ -*-===//
+//
+// The GEMM kernel's configuration and builder (kernels/gemm/); the call on
+// tensor views is tessel::gemm in tessel/Tessel.h.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_KERNELS_GEMM_GEMM_H
+#define TESSEL_KERNELS_GEMM_GEMM_H
+
+#include "tessel/dsl/Program.h"
+
+namespace tessel::kernels {
+
+/// C = op(A) x op(B); A is [M, K] ([K, M] transposed), B is [K, N] ([N, K]
+/// transposed), C is [M, N], all row-major, M, N, K symbols.
+struct GemmConfig {
+  DType in = DType::f16;
+  DType out = DType::f32;
+  bool transposeA = false, transposeB = false;
+  int64_t blockM = 64, blockN = 64, blockK = 32;
+  int stages = 2;
+  int threads = 128;
+  WarpPolicy policy = WarpPolicy::square;
+  GemmInstruction instruction = GemmInstruction::automatic;
+  WarpSpecialize warpSpecialize = WarpSpecialize::automatic;
+  /// Block rasterization: rows of tiles per panel (0 = launch order).
+  int swizzlePanel = 0;
+  /// Warp-specialized sm_90a: each k step's wgmmas run on while the next
+  /// step issues (PipelineOptions::overlap_mma).
+  bool overlapMma = false;
+  /// sm_90a and newer: blocks per cluster along M (1 or 2). The blocks of a
+  /// cluster take vertically adjacent tiles of one column of C and share
+  /// each B tile, loaded once by TMA multicast.
+  int clusterM = 1;
+  /// One block per resident slot walking the output tiles (persistent):
+  /// the producer loads the next tile's stages under the current epilogue.
+  bool persistent = false;
+  /// The epilogue goes through a [block_m, block_n] shared tile and a TMA
+  /// store, which runs on under the next tile's mainloop (persistent) or
+  /// the block's exit, instead of every thread storing its fragment.
+  bool tmaStore = false;
+  /// K cut into this many slices, one block each (the grid's third
+  /// dimension), every slice adding its partial product into C with
+  /// atomics (a TMA reduce-add with tmaStore): for problems with too few
+  /// output tiles to fill the GPU. C must be zero before the launch.
+  int splitK = 1;
+};
+Program gemm(const GemmConfig &config);
+
+} // namespace tessel::kernels
+
+#endif

@@ -1,0 +1,108 @@
+//===- ExchangeFlags.h - the epoch flag protocol of an exchange -*- C++ -*-===//
+//
+// Ranks that pull each other's buffers agree through epoch-valued flags:
+// each call has an epoch one above the last, a rank announces a state
+// (inputs ready, peers' data read) by storing the epoch into a slot of every
+// rank's flags, and waits until its own slots of every rank reach it. Flags
+// only grow, so no call resets them, except when epochs would wrap: the
+// stream waits compare unsigned (CU_STREAM_WAIT_VALUE_GEQ), so before
+// kEpochLimit the ranks meet on the host, zero the flags and start over at 1.
+//
+// The protocol is written once over `Ops` (store(owner, slot, value) and
+// waitAtLeast(slot, value)): the exchange passes stream memory operations,
+// the CPU model in the tests passes atomics and threads.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_KERNELS_PARALLEL_EXCHANGEFLAGS_H
+#define TESSEL_KERNELS_PARALLEL_EXCHANGEFLAGS_H
+
+#include "tessel/runtime/Communicator.h"
+#include "tessel/runtime/Driver.h"
+
+#include <cstdint>
+#include <functional>
+
+namespace tessel::kernels {
+
+inline constexpr uint32_t kEpochLimit = 0x7fffffffu;
+
+/// The epoch after `epoch`, and whether the flags must be reset first
+/// (the next epoch is then 1).
+struct NextEpoch {
+  uint32_t epoch;
+  bool reset;
+};
+inline NextEpoch nextEpoch(uint32_t epoch) {
+  if (epoch >= kEpochLimit) return {1, true};
+  return {epoch + 1, false};
+}
+
+/// This rank (`me` of `ranks`) announces `epoch` in slot base + me of every
+/// rank's flags, then waits until slots base .. base + ranks - 1 of its own
+/// reach it.
+template <class Ops>
+void announceAndAwait(Ops &ops, int ranks, int me, int base, uint32_t epoch) {
+  for (int r = 0; r < ranks; ++r) ops.store(r, base + me, epoch);
+  for (int r = 0; r < ranks; ++r) ops.waitAtLeast(base + r, epoch);
+}
+
+/// Ops through stream memory operations on `stream`: `flag(owner, slot)`
+/// is the address, as mapped here, of slot `slot` of rank `owner`'s flags
+/// (writes are fenced system-wide; waits compare unsigned).
+struct StreamFlagOps {
+  CUstream stream;
+  std::function<CUdeviceptr(int, int)> flag;
+  int me;
+  void store(int owner, int slot, uint32_t value) {
+    rt::Driver &d = rt::Driver::get();
+    TESSEL_CU(d, cuStreamWriteValue32, stream, flag(owner, slot), value, 0);
+  }
+  void waitAtLeast(int slot, uint32_t value) {
+    rt::Driver &d = rt::Driver::get();
+    TESSEL_CU(d, cuStreamWaitValue32, stream, flag(me, slot), value, CU_STREAM_WAIT_VALUE_GEQ);
+  }
+};
+
+/// Streams for an exchange's copies (one per source, or per source and
+/// tensor, so that the copy engines work on all at once), forked from the
+/// caller's stream when a call begins and joined to it when it ends, with
+/// an event per lane to mark points in them.
+class CopyLanes {
+public:
+  explicit CopyLanes(int count, int marksPerLane = 0);
+  ~CopyLanes();
+  CopyLanes(const CopyLanes &) = delete;
+  CopyLanes &operator=(const CopyLanes &) = delete;
+  int size() const { return static_cast<int>(lanes.size()); }
+  CUstream operator[](int lane) const { return lanes[lane]; }
+  /// Every lane starts after the work queued on `stream` so far.
+  void fork(CUstream stream);
+  /// Work queued on `stream` from now on starts after every lane's.
+  void join(CUstream stream);
+  /// Event `mark` of `lane`, recorded there now; and `stream` made to wait
+  /// for it.
+  void mark(int lane, int mark);
+  void waitForMark(CUstream stream, int lane, int mark);
+
+private:
+  std::vector<CUstream> lanes;
+  CUevent forkEvent = nullptr;
+  std::vector<CUevent> joinEvents, marks;
+  int marksPerLane;
+};
+
+/// The start of an exchange's call on `stream`, with `flags` (symmetric)
+/// holding 'ready' epochs in slots [0, N) and 'read' epochs in [N, 2N):
+/// the next epoch (after zeroing every rank's flags on the host when epochs
+/// would wrap), announced ready, and every rank's readiness awaited.
+/// Returns the call's epoch.
+uint32_t startExchangeCall(rt::Communicator &comm, rt::SymmetricBuffer &flags, uint32_t lastEpoch,
+                           CUstream stream);
+/// The end: this rank has read its peers' data; once every rank has read
+/// this rank's, work queued after may overwrite it.
+void finishExchangeCall(rt::Communicator &comm, rt::SymmetricBuffer &flags, uint32_t epoch,
+                        CUstream stream);
+
+} // namespace tessel::kernels
+
+#endif

@@ -1,0 +1,706 @@
+//===- AttentionLibrary.cpp - attention kernels by name, with checks -------===//
+//
+// The checks run on fresh random inputs with poisoned outputs and compare
+// with a float64 CPU reference of softmax(scale * Q K^T) V (and its
+// gradients). Benchmarks time FlashAttention-3's shapes.
+//
+//===----------------------------------------------------------------------===//
+#include "tessel/kernels/Kernels.h"
+#include "tessel/harness/LibrarySupport.h"
+
+#include <climits>
+#include <cmath>
+#include <memory>
+#include <mutex>
+
+using namespace tessel;
+using namespace tessel::kernels;
+using namespace tessel::harness;
+
+namespace {
+/// The settings the forward and backward configurations share.
+template <class Config> Config sharedAttentionConfig(const Params &p) {
+  Config c;
+  c.dtype = dtypeParam(p, "dtype");
+  c.headDim = intParam(p, "head_dim");
+  c.blockM = intParam(p, "block_m");
+  c.blockN = p.at("block_n") == "auto" ? 0 : intParam(p, "block_n");
+  c.threads = intParam(p, "threads");
+  c.stages = intParam(p, "stages");
+  c.causal = flagParam(p, "causal");
+  c.varlen = flagParam(p, "varlen");
+  c.warpSpecialize = warpSpecializeParam(p, "warp_specialize");
+  c.gridOrder = choiceParam<GridOrder>(
+      p, "grid_order",
+      {{"auto", GridOrder::automatic}, {"blocks", GridOrder::blocks}, {"heads", GridOrder::heads}});
+  return c;
+}
+
+AttentionConfig attentionConfig(const Params &p) {
+  auto c = sharedAttentionConfig<AttentionConfig>(p);
+  c.pingpong = flagParam(p, "pingpong");
+  c.overlap = flagParam(p, "overlap");
+  c.persistent = flagParam(p, "persistent");
+  c.tmaStore = flagParam(p, "tma_store");
+  c.streamedShards = intParam(p, "shards") > 0;
+  c.queryOffset = intParam(p, "query_offset") > 0;
+  return c;
+}
+
+std::vector<int64_t> listParam(const Params &p, const std::string &key) {
+  std::vector<int64_t> out;
+  std::string v = p.at(key);
+  for (size_t at = 0; at < v.size();) {
+    size_t comma = v.find(',', at);
+    std::string item = v.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    out.push_back(parseInteger(item, INT32_MIN, INT32_MAX, fmt::format("parameter {}={}: item", key, v)));
+    at = comma == std::string::npos ? v.size() : comma + 1;
+  }
+  return out;
+}
+
+/// Run shapes of an attention check or benchmark. A fixed batch is `batch`
+/// sequences of seqlen_q/seqlen_k; a packed (varlen) batch lists each
+/// sequence's lengths and is stored as one batch of the rows end to end.
+struct AttentionShape {
+  int64_t batch, seqQ, seqK, headsQ, headsKv, headDim;
+  bool causal, varlen;
+  double scale;
+  /// Forward with streamed shards: the key rows split into this many.
+  int64_t shards = 0;
+  /// Causal: the key position of query row 0.
+  int64_t queryOffset = 0;
+  std::vector<int64_t> startQ, lenQ, startK, lenK; // per sequence
+  explicit AttentionShape(const Params &p)
+      : batch(intParam(p, "batch")), seqQ(intParam(p, "seqlen_q")),
+        seqK(intParam(p, "seqlen_k")), headsQ(intParam(p, "heads_q")),
+        headsKv(intParam(p, "heads_kv")), headDim(intParam(p, "head_dim")),
+        causal(flagParam(p, "causal")), varlen(flagParam(p, "varlen")), scale(realParam(p, "scale")) {
+    if (scale == 0) scale = 1.0 / std::sqrt(double(headDim));
+    if (headsKv <= 0 || headsQ <= 0) throw Error("heads_q and heads_kv must be positive");
+    if (varlen) {
+      lenQ = listParam(p, "seqlens_q");
+      lenK = p.at("seqlens_k").empty() ? lenQ : listParam(p, "seqlens_k");
+      if (lenQ.size() != lenK.size())
+        throw Error("seqlens_q and seqlens_k list different numbers of sequences");
+      batch = lenQ.size();
+    } else {
+      lenQ.assign(batch, seqQ);
+      lenK.assign(batch, seqK);
+    }
+    for (int64_t b = 0, q = 0, k = 0; b < batch; ++b) {
+      startQ.push_back(q);
+      startK.push_back(k);
+      q += lenQ[b];
+      k += lenK[b];
+    }
+    if (varlen) {
+      seqQ = startQ.back() + lenQ.back(); // the packed tensors' rows
+      seqK = startK.back() + lenK.back();
+    }
+    if (p.count("query_offset")) queryOffset = intParam(p, "query_offset");
+    if (queryOffset < 0 || (queryOffset && (!causal || varlen)))
+      throw Error(fmt::format("query_offset={}: a query offset must be positive and is for causal "
+                              "attention without varlen",
+                              queryOffset));
+    if (p.count("shards")) shards = intParam(p, "shards");
+    if (shards) {
+      int64_t blockN = p.at("block_n") == "auto" ? (headDim > 128 ? 64 : 128) : intParam(p, "block_n");
+      int64_t rows = seqK / shards;
+      if (shards < 0 || varlen || seqQ != seqK || seqK % shards ||
+          rows % intParam(p, "block_m") || rows % blockN)
+        throw Error(fmt::format("shards={}: streamed shards take seqlen_q = seqlen_k split into "
+                                "shards of whole blocks (block_m, block_n), without varlen; "
+                                "seqlen_k={} makes shards of {} rows",
+                                shards, seqK, shards > 0 ? seqK / shards : 0));
+    }
+  }
+  /// The batch extent of the tensors (packed: 1).
+  int64_t tensorBatch() const { return varlen ? 1 : batch; }
+  int64_t maxLen(const std::vector<int64_t> &lens) const {
+    return *std::max_element(lens.begin(), lens.end());
+  }
+  /// Element offsets of (sequence b, row i, head h) in Q/O-like and
+  /// K/V-like tensors, and of (b, h, i) in LSE-like row vectors.
+  int64_t qAt(int64_t b, int64_t i, int64_t h) const {
+    return ((startQ[b] + i) * headsQ + h) * headDim;
+  }
+  int64_t kAt(int64_t b, int64_t j, int64_t h) const {
+    return ((startK[b] + j) * headsKv + h) * headDim;
+  }
+  int64_t lseAt(int64_t b, int64_t h, int64_t i) const {
+    return varlen ? h * seqQ + startQ[b] + i : (b * headsQ + h) * seqQ + i;
+  }
+  std::string str(DType t) const {
+    std::string lengths = varlen ? fmt::format("varlen {} sequences, {} + {} rows", batch, seqQ, seqK)
+                                 : fmt::format("batch={} seqlen_q={} seqlen_k={}", batch, seqQ, seqK);
+    return fmt::format("{} heads_q={} heads_kv={} d={} {}{}", lengths, headsQ, headsKv, headDim,
+                       name(t), causal ? " causal" : "");
+  }
+  /// Matmul FLOPs of the forward pass (two products over the visible
+  /// query-key pairs).
+  double forwardFlops() const {
+    double pairs = 0;
+    for (int64_t b = 0; b < batch; ++b)
+      pairs += causal ? double(std::min(lenQ[b], lenK[b])) * (std::min(lenQ[b], lenK[b]) + 1) / 2 +
+                            double(std::max<int64_t>(lenQ[b] - lenK[b], 0)) * lenK[b]
+                      : double(lenQ[b]) * lenK[b];
+    return 4.0 * headsQ * headDim * pairs;
+  }
+  AttentionArgs args(DType t) const {
+    AttentionArgs a;
+    a.q = a.o = {t, {tensorBatch(), seqQ, headsQ, headDim}};
+    a.k = a.v = {t, {tensorBatch(), seqK, headsKv, headDim}};
+    if (varlen) {
+      for (int64_t b = 0; b <= batch; ++b) {
+        a.cuSeqlensQ.push_back(b < batch ? startQ[b] : seqQ);
+        a.cuSeqlensK.push_back(b < batch ? startK[b] : seqK);
+      }
+      a.maxSeqlenQ = maxLen(lenQ);
+      a.maxSeqlenK = maxLen(lenK);
+    }
+    return a;
+  }
+};
+
+/// Query row i of head h in sequence b, in float64: softmax(scale q_i K^T)
+/// over the keys it sees, prob[0, visible). Returns `visible` and sets the
+/// row's log-sum-exp (-inf for a row that sees no key).
+int64_t referenceProbabilities(const AttentionShape &s, const HostTensor &q, const HostTensor &k,
+                               int64_t b, int64_t h, int64_t i, std::vector<double> &prob,
+                               double &lse) {
+  const int64_t d = s.headDim, hk = h / (s.headsQ / s.headsKv);
+  const float *qi = &q.values[s.qAt(b, i, h)];
+  int64_t visible = s.causal ? std::min(s.queryOffset + i + 1, s.lenK[b]) : s.lenK[b];
+  prob.resize(s.lenK[b]);
+  double mx = -INFINITY, sum = 0;
+  for (int64_t j = 0; j < visible; ++j) {
+    const float *kj = &k.values[s.kAt(b, j, hk)];
+    double dot = 0;
+    for (int64_t l = 0; l < d; ++l) dot += double(qi[l]) * kj[l];
+    prob[j] = dot * s.scale;
+    mx = std::max(mx, prob[j]);
+  }
+  for (int64_t j = 0; j < visible; ++j) sum += (prob[j] = std::exp(prob[j] - mx));
+  for (int64_t j = 0; j < visible; ++j) prob[j] /= sum;
+  lse = visible ? mx + std::log(sum) : -INFINITY;
+  return visible;
+}
+
+/// Reference forward pass in float64: O and LSE (a row that sees no key has
+/// output 0 and LSE -inf).
+void referenceForward(const AttentionShape &s, const HostTensor &q, const HostTensor &k,
+                      const HostTensor &v, std::vector<double> &o, std::vector<double> &lse) {
+  const int64_t d = s.headDim, group = s.headsQ / s.headsKv;
+  o.assign(q.values.size(), 0.0);
+  lse.assign(s.tensorBatch() * s.headsQ * s.seqQ, 0.0);
+  std::vector<double> prob;
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t h = 0; h < s.headsQ; ++h)
+      for (int64_t i = 0; i < s.lenQ[b]; ++i) {
+        int64_t visible = referenceProbabilities(s, q, k, b, h, i, prob, lse[s.lseAt(b, h, i)]);
+        double *oi = &o[s.qAt(b, i, h)];
+        for (int64_t j = 0; j < visible; ++j) {
+          const float *vj = &v.values[s.kAt(b, j, h / group)];
+          for (int64_t l = 0; l < d; ++l) oi[l] += prob[j] * vj[l];
+        }
+      }
+}
+
+struct ForwardTensors {
+  HostTensor q, k, v, o, lse, cuQ, cuK;
+  /// Streamed shards: every shard's flag already at epoch 1.
+  HostTensor arrivals;
+  ForwardTensors(const AttentionShape &s, DType t)
+      : q(t, {s.tensorBatch(), s.seqQ, s.headsQ, s.headDim}),
+        k(t, {s.tensorBatch(), s.seqK, s.headsKv, s.headDim}), v(k), o(q),
+        lse(DType::f32, {s.tensorBatch(), s.headsQ, s.seqQ}), cuQ(DType::i32, {s.batch + 1}),
+        cuK(cuQ), arrivals(DType::i32, {std::max<int64_t>(s.shards, 1)}) {
+    for (int64_t i = 0; i < s.shards; ++i) arrivals.set(i, 1);
+    AttentionArgs a = s.args(t);
+    for (size_t i = 0; i < a.cuSeqlensQ.size(); ++i) {
+      cuQ.set(i, a.cuSeqlensQ[i]);
+      cuK.set(i, a.cuSeqlensK[i]);
+    }
+  }
+};
+
+/// Checked, random forward inputs (outputs left zero).
+ForwardTensors randomForwardInputs(const AttentionShape &s, DType t, std::mt19937_64 &rng) {
+  validateAttention(t, s.headDim, s.varlen, s.args(t));
+  ForwardTensors x(s, t);
+  randomize(x.q, rng, -2, 2);
+  randomize(x.k, rng, -2, 2);
+  randomize(x.v, rng);
+  return x;
+}
+
+/// Arguments in the order the forward kernel declares them.
+void forwardArgs(DeviceRun &run, const AttentionShape &s, ForwardTensors &t, bool poison) {
+  for (int64_t n : {s.tensorBatch(), s.seqQ, s.seqK, s.headsQ, s.headsKv})
+    run.args.push_back(rt::LaunchArg::integer(n));
+  run.args.push_back(rt::LaunchArg::real(s.scale));
+  run.addTensor(t.q, false);
+  run.addTensor(t.k, false);
+  run.addTensor(t.v, false);
+  run.addTensor(t.o, poison);
+  run.addTensor(t.lse, poison);
+  if (s.shards) {
+    // One head group, every shard at epoch 1.
+    for (int64_t n : {s.seqK / s.shards, s.shards, int64_t(1), int64_t(1)})
+      run.args.push_back(rt::LaunchArg::integer(n));
+    run.addTensor(t.arrivals, false);
+  }
+  if (s.queryOffset) run.args.push_back(rt::LaunchArg::integer(s.queryOffset));
+  if (!s.varlen) return;
+  run.args.push_back(rt::LaunchArg::integer(s.batch + 1));
+  run.args.push_back(rt::LaunchArg::integer(s.maxLen(s.lenQ)));
+  run.addTensor(t.cuQ, false);
+  run.addTensor(t.cuK, false);
+}
+
+CheckResult checkForward(Kernel &kernel, const Params &p, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  AttentionShape s(p);
+  DType t = dtypeParam(p, "dtype");
+  ForwardTensors x = randomForwardInputs(s, t, rng);
+  std::vector<double> o, lse;
+  referenceForward(s, x.q, x.k, x.v, o, lse);
+  DeviceRun run;
+  forwardArgs(run, s, x, /*poison=*/true);
+  CheckResult r;
+  r.shape = s.str(t);
+  r = launchAndCompare(kernel, run, 9, x.o, o, toleranceFor(t), r);
+  run.download(10, x.lse);
+  double lseError = relativeError(x.lse.values, lse);
+  r.relError = std::max(r.relError, lseError);
+  r.passed = r.relError < r.tolerance;
+  return r;
+}
+
+BenchResult benchForward(Kernel &kernel, const Params &p, int reps) {
+  AttentionShape s(p);
+  DType t = dtypeParam(p, "dtype");
+  // The last shape's inputs are kept: `tessel tune` times a dozen or more
+  // configurations of one shape, and drawing 100 MB of random inputs on
+  // the host took longer than timing each of them.
+  static std::mutex lastMutex;
+  static std::unique_ptr<std::pair<std::string, ForwardTensors>> last;
+  std::lock_guard<std::mutex> lock(lastMutex);
+  std::string key = fmt::format("{} lengths {} / {} shards {}", s.str(t), fmt::join(s.lenQ, ","),
+                                fmt::join(s.lenK, ","), s.shards);
+  if (!last || last->first != key) {
+    last.reset();
+    std::mt19937_64 rng(1);
+    last = std::make_unique<std::pair<std::string, ForwardTensors>>(key, randomForwardInputs(s, t, rng));
+  }
+  ForwardTensors &x = last->second;
+  DeviceRun run;
+  forwardArgs(run, s, x, /*poison=*/false);
+  BenchResult r;
+  r.ms = kernel.loadedFor(run.args).time({run.args}, 10, reps);
+  r.tflops = s.forwardFlops() / r.ms / 1e9;
+  int64_t bytes = x.q.bytes.size() + x.k.bytes.size() + x.v.bytes.size() + x.o.bytes.size() +
+                  x.lse.bytes.size();
+
+  r.gbps = bytes / r.ms / 1e6;
+  r.shape = s.str(t);
+  return r;
+}
+
+/// Reference gradients in float64: dQ, dK, dV for upstream gradient dO.
+void referenceBackward(const AttentionShape &s, const HostTensor &q, const HostTensor &k,
+                       const HostTensor &v, const HostTensor &dO, std::vector<double> &dq,
+                       std::vector<double> &dk, std::vector<double> &dv) {
+  const int64_t d = s.headDim, group = s.headsQ / s.headsKv;
+  dq.assign(q.values.size(), 0.0);
+  dk.assign(k.values.size(), 0.0);
+  dv.assign(v.values.size(), 0.0);
+  std::vector<double> prob;
+  for (int64_t b = 0; b < s.batch; ++b) {
+    std::vector<double> dp(s.lenK[b]);
+    for (int64_t h = 0; h < s.headsQ; ++h) {
+      int64_t hk = h / group;
+      for (int64_t i = 0; i < s.lenQ[b]; ++i) {
+        const float *qi = &q.values[s.qAt(b, i, h)];
+        const float *doi = &dO.values[s.qAt(b, i, h)];
+        double lse, delta = 0;
+        int64_t visible = referenceProbabilities(s, q, k, b, h, i, prob, lse);
+        for (int64_t j = 0; j < visible; ++j) {
+          const float *vj = &v.values[s.kAt(b, j, hk)];
+          double dot = 0;
+          for (int64_t l = 0; l < d; ++l) dot += double(doi[l]) * vj[l];
+          dp[j] = dot;
+          delta += prob[j] * dp[j];
+        }
+        for (int64_t j = 0; j < visible; ++j) {
+          double ds = prob[j] * (dp[j] - delta) * s.scale;
+          int64_t kvAt = s.kAt(b, j, hk);
+          for (int64_t l = 0; l < d; ++l) {
+            dq[s.qAt(b, i, h) + l] += ds * k.values[kvAt + l];
+            dk[kvAt + l] += ds * qi[l];
+            dv[kvAt + l] += prob[j] * doi[l];
+          }
+        }
+      }
+    }
+  }
+}
+
+AttentionBackwardConfig backwardConfig(const Params &p) {
+  auto c = sharedAttentionConfig<AttentionBackwardConfig>(p);
+  c.kvReduction = choiceParam<KvReduction>(p, "kv_reduction", {{"direct", KvReduction::direct},
+                                                               {"atomic", KvReduction::atomic},
+                                                               {"split", KvReduction::split}});
+  c.elementAtomics = flagParam(p, "element_atomics");
+  c.dqOrder = choiceParam<MemoryOrder>(p, "dq_order", {{"relaxed", MemoryOrder::relaxed},
+                                                       {"release", MemoryOrder::release}});
+  c.dqTma = choiceParam<bool>(p, "dq_atomics", {{"registers", false}, {"tma", true}});
+  c.dkvOperandsShared =
+      choiceParam<bool>(p, "dkv_operands", {{"registers", false}, {"shared", true}});
+  c.queryRows = choiceParam<bool>(p, "scores", {{"keys", false}, {"queries", true}});
+  c.form = choiceParam<BackwardForm>(
+      p, "variant",
+      {{"registers", BackwardForm::registers}, {"ss", BackwardForm::ss}, {"ts", BackwardForm::ts}});
+  return c;
+}
+
+/// The whole backward pass on the device: preprocess, zeroed accumulators,
+/// the main kernel, postprocess. The pre/postprocess kernels see a packed
+/// batch as one long sequence.
+struct BackwardRun {
+  const AttentionShape &s;
+  AttentionBackwardConfig config;
+  Kernel &main;
+  Kernel pre, post;
+  HostTensor q, k, v, o, dO, lse, delta, dqAcc, dkOut, dvOut, dq, dk, dv, cuQ, cuK;
+  DeviceRun dev;
+  std::vector<rt::LaunchArg> preArgs, mainArgs, postDq, postDk, postDv;
+  std::vector<rt::DeviceBuffer *> zeroed;
+
+  static int64_t kvHeads(const AttentionShape &s, KvReduction r) {
+    return r == KvReduction::split ? s.headsQ : s.headsKv;
+  }
+  static Kernel compileFor(Program program, const Kernel &like) {
+    return compile(program, {.arch = const_cast<Kernel &>(like).loadedKernel().arch()});
+  }
+  BackwardRun(Kernel &kernel, const Params &p, const AttentionShape &shape)
+      : s(shape), config(backwardConfig(p)), main(kernel),
+        pre(compileFor(flashAttentionBackwardPre(config), kernel)),
+        post(compileFor(flashAttentionBackwardPost(config), kernel)),
+        q(config.dtype, {s.tensorBatch(), s.seqQ, s.headsQ, s.headDim}),
+        k(config.dtype, {s.tensorBatch(), s.seqK, s.headsKv, s.headDim}), v(k), o(q), dO(q),
+        lse(DType::f32, {s.tensorBatch(), s.headsQ, s.seqQ}), delta(lse),
+        dqAcc(DType::f32, q.shape),
+        dkOut(config.kvReduction == KvReduction::direct ? config.dtype : DType::f32,
+              {s.tensorBatch(), s.seqK, kvHeads(s, config.kvReduction), s.headDim}),
+        dvOut(dkOut), dq(q), dk(k), dv(k), cuQ(DType::i32, {s.batch + 1}), cuK(cuQ) {
+    validateAttention(config.dtype, s.headDim, s.varlen, s.args(config.dtype));
+    if (config.kvReduction == KvReduction::direct && s.headsQ != s.headsKv)
+      throw Error(fmt::format("kv_reduction=direct writes dK/dV per K/V head and needs heads_q == "
+                              "heads_kv (got {} and {}); use atomic or split",
+                              s.headsQ, s.headsKv));
+    AttentionArgs a = s.args(config.dtype);
+    for (size_t i = 0; i < a.cuSeqlensQ.size(); ++i) {
+      cuQ.set(i, a.cuSeqlensQ[i]);
+      cuK.set(i, a.cuSeqlensK[i]);
+    }
+  }
+
+  /// Uploads the inputs (o and lse as given) and lays out every launch.
+  void upload() {
+    auto sym = [](std::initializer_list<int64_t> v) {
+      std::vector<rt::LaunchArg> a;
+      for (int64_t x : v) a.push_back(rt::LaunchArg::integer(x));
+      return a;
+    };
+    auto buffer = [&](HostTensor &t, bool poison, bool zero = false) {
+      dev.addTensor(t, poison);
+      if (zero) zeroed.push_back(dev.buffers.back().get());
+      return dev.args.back();
+    };
+    bool atomicKv = config.kvReduction == KvReduction::atomic;
+    rt::LaunchArg aq = buffer(q, false), ak = buffer(k, false), av = buffer(v, false),
+                  ao = buffer(o, false), ado = buffer(dO, false), alse = buffer(lse, false),
+                  adelta = buffer(delta, true), aacc = buffer(dqAcc, true, true),
+                  adk = buffer(dkOut, true, atomicKv), adv = buffer(dvOut, true, atomicKv),
+                  adq = buffer(dq, true);
+    int64_t tb = s.tensorBatch();
+    preArgs = sym({tb, s.seqQ, s.headsQ});
+    preArgs.insert(preArgs.end(), {ao, ado, adelta});
+    mainArgs = sym({tb, s.seqQ, s.seqK, s.headsQ, s.headsKv});
+    mainArgs.push_back(rt::LaunchArg::real(s.scale));
+    mainArgs.insert(mainArgs.end(), {aq, ak, av, ado, alse, adelta, aacc, adk, adv});
+    if (s.varlen) {
+      mainArgs.push_back(rt::LaunchArg::integer(s.batch + 1));
+      mainArgs.push_back(rt::LaunchArg::integer(s.maxLen(s.lenK)));
+      mainArgs.push_back(buffer(cuQ, false));
+      mainArgs.push_back(buffer(cuK, false));
+    }
+    postDq = sym({tb, s.seqQ, s.headsQ, s.headsQ});
+    postDq.insert(postDq.end(), {aacc, adq});
+    if (config.kvReduction != KvReduction::direct) {
+      rt::LaunchArg agk = buffer(dk, true), agv = buffer(dv, true);
+      int64_t in = kvHeads(s, config.kvReduction);
+      postDk = sym({tb, s.seqK, in, s.headsKv});
+      postDk.insert(postDk.end(), {adk, agk});
+      postDv = sym({tb, s.seqK, in, s.headsKv});
+      postDv.insert(postDv.end(), {adv, agv});
+    }
+  }
+  void launchAll() {
+    pre.launch(preArgs);
+    // Cleared in stream order, as attention::backward does (no host-side
+    // memset between the timed kernels).
+    for (rt::DeviceBuffer *b : zeroed) rt::clearAsync(b->ptr(), b->bytes());
+    main.launch(mainArgs);
+    post.launch(postDq);
+    if (!postDk.empty()) {
+      post.launch(postDk);
+      post.launch(postDv);
+    }
+  }
+  /// Downloads dQ, dK, dV (in the output type).
+  void download() {
+    auto fetch = [&](const rt::LaunchArg &a, HostTensor &t) {
+      for (auto &b : dev.buffers)
+        if (b->ptr() == a.ptr) b->download(t.bytes.data(), t.bytes.size());
+      t.decode();
+    };
+    fetch(postDq.back(), dq);
+    fetch(postDk.empty() ? mainArgs[13] : postDk.back(), dk);
+    fetch(postDv.empty() ? mainArgs[14] : postDv.back(), dv);
+  }
+};
+
+CheckResult checkBackward(Kernel &kernel, const Params &p, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  AttentionShape s(p);
+  BackwardRun run(kernel, p, s);
+  randomize(run.q, rng, -2, 2);
+  randomize(run.k, rng, -2, 2);
+  randomize(run.v, rng);
+  randomize(run.dO, rng);
+  std::vector<double> o, lse, dq, dk, dv;
+  referenceForward(s, run.q, run.k, run.v, o, lse);
+  for (size_t i = 0; i < o.size(); ++i) run.o.set(i, float(o[i]));
+  for (size_t i = 0; i < lse.size(); ++i) run.lse.set(i, float(lse[i]));
+  referenceBackward(s, run.q, run.k, run.v, run.dO, dq, dk, dv);
+  run.upload();
+  run.launchAll();
+  synchronize();
+  run.download();
+  CheckResult r;
+  r.shape = s.str(run.config.dtype) + fmt::format(" kv_reduction={}", p.at("kv_reduction"));
+  double eq = relativeError(run.dq.values, dq), ek = relativeError(run.dk.values, dk),
+         ev = relativeError(run.dv.values, dv);
+  r.shape += fmt::format(" (dQ {:.2e}, dK {:.2e}, dV {:.2e})", eq, ek, ev);
+  r.relError = std::max({eq, ek, ev});
+  r.tolerance = toleranceFor(run.config.dtype);
+  r.passed = r.relError < r.tolerance;
+  r.ms = checkTime([&] { run.launchAll(); });
+  return r;
+}
+
+BenchResult benchBackward(Kernel &kernel, const Params &p, int reps) {
+  AttentionShape s(p);
+  BackwardRun run(kernel, p, s);
+  // The last shape's random inputs are kept, as for the forward: drawing
+  // Q, K, V, O and dO on the host took seconds per configuration timed.
+  static std::mutex lastMutex;
+  static std::unique_ptr<std::pair<std::string, std::vector<HostTensor>>> last;
+  std::lock_guard<std::mutex> lock(lastMutex);
+  std::string key = fmt::format("{} lengths {} / {}", s.str(run.config.dtype),
+                                fmt::join(s.lenQ, ","), fmt::join(s.lenK, ","));
+  std::vector<HostTensor *> inputs = {&run.q, &run.k, &run.v, &run.o, &run.dO};
+  if (!last || last->first != key) {
+    last.reset();
+    std::mt19937_64 rng(1);
+    std::vector<HostTensor> drawn;
+    for (HostTensor *t : inputs) {
+      randomize(*t, rng);
+      drawn.push_back(*t);
+    }
+    last = std::make_unique<std::pair<std::string, std::vector<HostTensor>>>(key, std::move(drawn));
+  } else {
+    for (size_t i = 0; i < inputs.size(); ++i) *inputs[i] = last->second[i];
+  }
+  for (size_t i = 0; i < run.lse.values.size(); ++i) run.lse.set(i, 4.0f);
+  run.upload();
+  BenchResult r;
+  r.ms = rt::timeMedian([&](int) { run.launchAll(); }, 10, reps);
+  // FLOPs as FlashAttention counts them: 2.5x the forward pass.
+  r.tflops = 2.5 * s.forwardFlops() / r.ms / 1e9;
+  r.shape = s.str(run.config.dtype) + fmt::format(" kv_reduction={}{}", p.at("kv_reduction"),
+                                                  run.config.elementAtomics ? " element atomics" : "");
+  return r;
+}
+
+/// What `tessel tune flash_attention_fwd` times on sm_90a: two or three
+/// stages, the persistent walk, K a block ahead of V, with and without
+/// ping-pong turns, each with O stored by registers or by TMA. On an H200
+/// the best of these differs by shape: the persistent walk is 6-7% ahead
+/// without a mask at 1k-4k (head_dim 128), K ahead with turns 9% ahead at
+/// 8k, the plain grid best for causal 1k; the TMA store takes another 6-10%
+/// off the persistent walk at 1k. (At head_dim 256 the staged O tile does
+/// not fit beside the stages: those candidates fail to compile and are
+/// left out.) Elsewhere the register kernel's defaults are the one
+/// candidate.
+std::vector<Params> attentionForwardCandidates(const std::string &arch, const Params &) {
+  if (arch != "sm_90a") return {{{"stages", "2"}}};
+  std::vector<Params> out;
+  for (const char *tmaStore : {"0", "1"}) {
+    for (const char *stages : {"2", "3"})
+      for (const char *persistent : {"0", "1"})
+        out.push_back({{"stages", stages}, {"persistent", persistent}, {"overlap", "0"},
+                       {"pingpong", "0"}, {"tma_store", tmaStore}});
+    for (const char *persistent : {"0", "1"})
+      for (const char *pingpong : {"0", "1"})
+        out.push_back({{"stages", "2"}, {"persistent", persistent}, {"overlap", "1"},
+                       {"pingpong", pingpong}, {"tma_store", tmaStore}});
+  }
+  return out;
+}
+
+/// What `tessel tune flash_attention_bwd` times on sm_90a: scores by key
+/// rows at 64 query rows a step with dQ added from registers or by a TMA
+/// reduce-add, two or three stages; at head_dim 64 also scores by query
+/// rows at 128 a step (dQ by TMA, two stages). On an H200 at 4k the TMA
+/// path is 7% ahead at head_dim 128 and 2% behind at 64 without a mask;
+/// three stages are within 1-2% at 128; query rows gain 17% at 64 and 8k
+/// and lose 3% at 128. Elsewhere the defaults are the one candidate.
+std::vector<Params> attentionBackwardCandidates(const std::string &arch, const Params &problem) {
+  if (arch != "sm_90a") return {{{"stages", "2"}}};
+  std::vector<Params> out;
+  for (const char *dq : {"registers", "tma"})
+    for (const char *stages : {"2", "3"})
+      out.push_back({{"dq_atomics", dq}, {"stages", stages}, {"block_m", "64"}, {"scores", "keys"}});
+  // (Three stages of 128 query rows leave no room for the P, dS and dQ
+  // tiles.)
+  if (problem.at("head_dim") == "64")
+    out.push_back({{"dq_atomics", "tma"}, {"stages", "2"}, {"block_m", "128"}, {"scores", "queries"}});
+  return out;
+}
+
+/// A packed batch's size is its lengths, which a bucket's extents (batch,
+/// seqlen_q, seqlen_k) do not describe.
+std::string packedIsUntunable(const Params &p) {
+  return p.at("varlen") == "1" ? std::string("packed sequences (varlen=1) are not tuned")
+                               : std::string();
+}
+
+Params attentionDefaults() {
+  return {{"dtype", "bf16"}, {"head_dim", "128"}, {"block_m", "128"}, {"block_n", "128"},
+          {"threads", "256"}, {"stages", "2"}, {"causal", "0"}, {"warp_specialize", "auto"},
+          {"grid_order", "auto"}, {"varlen", "0"}, {"batch", "2"}, {"seqlen_q", "300"}, {"seqlen_k", "300"},
+          {"seqlens_q", "1,77,300,128,5"}, {"seqlens_k", ""}, {"heads_q", "4"},
+          {"heads_kv", "2"}, {"scale", "0"}};
+}
+} // namespace
+
+std::vector<LibraryKernel> tessel::harness::attentionKernels() {
+  return {
+      {"flash_attention_fwd",
+       "O = softmax(scale * Q K^T) V with its log-sum-exp, BSHD tensors, GQA, causal or full",
+       [] {
+         Params p = attentionDefaults();
+         p["pingpong"] = "0";
+         p["block_n"] = "auto";
+         p["overlap"] = "0";
+         p["persistent"] = "0";
+         p["tma_store"] = "0";
+         // > 0: the kernel built for shards that arrive while it runs
+         // (AttentionConfig::streamedShards), checked with every shard
+         // present.
+         p["shards"] = "0";
+         // > 0 (causal): query row i sits at key position query_offset + i.
+         p["query_offset"] = "0";
+         // registers: accumulators in registers (wgmma, mma.sync); ss and
+         // ts: tcgen05 with S and O in tensor memory (sm_100a), P through
+         // shared memory or back in tensor memory; ws: the ts form
+         // warp-specialized, two query tiles in flight.
+         p["variant"] = "registers";
+         return p;
+       }(),
+       [](const Params &p) {
+         enum class Form { registers, ss, ts, ws };
+         Form form = choiceParam<Form>(p, "variant",
+                                       {{"registers", Form::registers},
+                                        {"ss", Form::ss},
+                                        {"ts", Form::ts},
+                                        {"ws", Form::ws}});
+         if (form == Form::registers) return flashAttentionForward(attentionConfig(p));
+         if (form == Form::ws) return flashAttentionForwardTcgen05Ws(attentionConfig(p));
+         return flashAttentionForwardTcgen05(attentionConfig(p), form == Form::ts);
+       },
+       checkForward, benchForward,
+       // sm_100a: the tcgen05 form, where the options asked for have one
+       // (K a block ahead, streamed shards, query offsets and the
+       // persistent walk are the register kernel's).
+       [](const std::string &arch, const Params &overrides) {
+         auto on = [&](const char *key) {
+           auto it = overrides.find(key);
+           return it != overrides.end() && it->second != "0";
+         };
+         // ws runs its roles on 512 threads.
+         if (auto it = overrides.find("variant"); it != overrides.end() && it->second == "ws")
+           return Params{{"threads", "512"}};
+         if (arch.rfind("sm_100a", 0) != 0 || overrides.count("variant") || on("overlap") ||
+             on("shards") || on("query_offset") || on("persistent") || on("tma_store"))
+           return Params{};
+         return Params{{"variant", "ss"}};
+       },
+       {{"dtype", "head_dim", "causal", "varlen"},
+        {"batch", "heads_q", "seqlen_q", "seqlen_k"},
+        attentionForwardCandidates, packedIsUntunable}},
+      {"flash_attention_bwd",
+       "dQ, dK, dV of attention: preprocess (delta), main kernel with region atomic_add of dQ, "
+       "postprocess; GQA dK/dV by atomics or split slices",
+       [] {
+         Params p = attentionDefaults();
+         p["block_m"] = "64";
+         p.insert({{"kv_reduction", "atomic"}, {"element_atomics", "0"}, {"dq_order", "relaxed"},
+                   {"dq_atomics", "registers"}, {"dkv_operands", "registers"},
+                   {"scores", "keys"}});
+         // registers: accumulators in registers (wgmma, mma.sync); ss and
+         // ts: tcgen05 with S^T, dP^T, dK, dV and dQ in tensor memory
+         // (sm_100a), P^T through shared memory or over S^T.
+         p["variant"] = "registers";
+         return p;
+       }(),
+       [](const Params &p) { return flashAttentionBackward(backwardConfig(p)); }, checkBackward,
+       benchBackward,
+       // sm_100a: the tcgen05 form at 128 query rows a step (two stages of
+       // Q and dO fit at head_dim 128, three do not). Without wgmma or tcgen05 (sm_80) the mma.sync
+       // main kernel at 64 query rows a block spills; 32 rows fit.
+       [](const std::string &arch, const Params &overrides) {
+         auto given = [&](const char *key, const char *otherwise) {
+           auto it = overrides.find(key);
+           return it == overrides.end() ? std::string(otherwise) : it->second;
+         };
+         // sm_90a: dQ by one TMA reduce-add per step where the adds are
+         // relaxed, as attention::backward and `tessel bench attention`
+         // run it (an H200 at 8k, head_dim 128: 485 against 416 TFLOP/s
+         // from registers); scores by query rows at 128 a step where that
+         // is the default under the settings given (or tuned).
+         if (arch == "sm_90a") {
+           Params out;
+           if (!overrides.count("dq_atomics") && given("dq_order", "relaxed") == "relaxed" &&
+               given("element_atomics", "0") == "0")
+             out["dq_atomics"] = "tma";
+           if (backwardQueryRowsByDefault(
+                   parseInteger(given("head_dim", "128"), 1, INT32_MAX, "head_dim"), overrides)) {
+             out["block_m"] = "128";
+             out["scores"] = "queries";
+           }
+           return out;
+         }
+         std::string variant = given("variant", arch.rfind("sm_100a", 0) == 0 ? "ss" : "registers");
+         if (variant == "registers") return Params{{"block_m", "32"}};
+         return Params{{"variant", variant}, {"block_m", "128"}};
+       },
+       {{"dtype", "head_dim", "causal", "varlen", "kv_reduction"},
+        {"batch", "heads_q", "seqlen_q", "seqlen_k"},
+        attentionBackwardCandidates, packedIsUntunable}},
+  };
+}

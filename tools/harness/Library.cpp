@@ -1,0 +1,483 @@
+//===- Library.cpp - the kernel library by name, with GPU checks ----------===//
+#include "tessel/kernels/Kernels.h"
+#include "tessel/harness/LibrarySupport.h"
+
+#include <cmath>
+#include <fmt/format.h>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
+using namespace tessel;
+using namespace tessel::kernels;
+using namespace tessel::harness;
+
+namespace {
+CheckResult checkTmaScale(Kernel &k, const Params &p, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  int64_t m = intParam(p, "M"), cols = intParam(p, "cols");
+  DType t = dtypeParam(p, "dtype");
+  float alpha = std::uniform_real_distribution<float>(0.5f, 2.0f)(rng);
+  bool accumulate = flagParam(p, "accumulate");
+  HostTensor x(t, {m, cols}), y(DType::f32, {m, cols});
+  randomize(x, rng);
+  randomize(y, rng);
+  std::vector<double> ref(m * cols);
+  for (int64_t i = 0; i < m * cols; ++i)
+    ref[i] = double(alpha) * x.values[i] + (accumulate ? y.values[i] : 0.0);
+  CheckResult r;
+  r.shape = fmt::format("M={} cols={} {}", m, cols, name(t));
+  DeviceRun run;
+  run.args.push_back(rt::LaunchArg::integer(m));
+  run.args.push_back(rt::LaunchArg::real(alpha));
+  run.addTensor(x, false);
+  run.addTensor(y, /*poison=*/!accumulate);
+  return launchAndCompare(k, run, 3, y, ref, 1e-6, r);
+}
+
+CheckResult checkScaledAdd(Kernel &k, const Params &p, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  int64_t n = intParam(p, "N");
+  DType t = dtypeParam(p, "dtype");
+  float alpha = std::uniform_real_distribution<float>(0.5f, 2.0f)(rng);
+  HostTensor x(t, {n}), y(t, {n});
+  randomize(x, rng);
+  randomize(y, rng);
+  std::vector<double> ref(n);
+  for (int64_t i = 0; i < n; ++i) ref[i] = double(alpha) * x.values[i] + y.values[i];
+  CheckResult r;
+  r.shape = fmt::format("N={} {}", n, name(t));
+  DeviceRun run;
+  run.args.push_back(rt::LaunchArg::integer(n));
+  run.args.push_back(rt::LaunchArg::real(alpha));
+  run.addTensor(x, false);
+  run.addTensor(y, false);
+  k.launch(run.args);
+  synchronize();
+  HostTensor out(t, {n});
+  run.download(3, out);
+  r.relError = relativeError(out.values, ref);
+  r.tolerance = toleranceFor(t);
+  r.passed = r.relError < r.tolerance;
+  // In-place update: time on a copy so the check above saw one application.
+  rt::LoadedKernel &loaded = k.loadedFor(run.args);
+  r.ms = checkTime([&] { loaded.launch(run.args); });
+  return r;
+}
+
+CheckResult checkColumnSlice(Kernel &k, const Params &p, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  int64_t rows = intParam(p, "rows"), pitch = intParam(p, "pitch"), first = intParam(p, "first"),
+          cols = intParam(p, "cols"), block = intParam(p, "block_cols");
+  if (cols % block || first + cols > pitch)
+    throw Error(fmt::format("column_slice: cols={} must be whole blocks of {} within pitch={} "
+                            "from first={}",
+                            cols, block, pitch, first));
+  DType t = dtypeParam(p, "dtype");
+  HostTensor src(t, {rows, pitch}), dst(t, {rows, cols});
+  randomize(src, rng);
+  std::vector<double> ref(rows * cols);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) ref[i * cols + j] = src.values[i * pitch + first + j];
+  CheckResult r;
+  r.shape = fmt::format("rows={} pitch={} first={} cols={} {}", rows, pitch, first, cols, name(t));
+  DeviceRun run;
+  for (int64_t v : {rows, pitch, first, cols}) run.args.push_back(rt::LaunchArg::integer(v));
+  run.addTensor(src, false);
+  run.addTensor(dst, true);
+  k.launch(run.args);
+  synchronize();
+  run.download(5, dst);
+  // A copy: every element exactly.
+  r.relError = relativeError(dst.values, ref);
+  r.tolerance = 0;
+  r.passed = std::equal(dst.values.begin(), dst.values.end(), ref.begin(),
+                        [](float got, double want) { return double(got) == want; });
+  rt::LoadedKernel &loaded = k.loadedFor(run.args);
+  r.ms = checkTime([&] { loaded.launch(run.args); });
+  return r;
+}
+
+CheckResult checkSoftmax(Kernel &k, const Params &p, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  int64_t m = intParam(p, "M"), cols = intParam(p, "cols");
+  DType t = dtypeParam(p, "dtype");
+  HostTensor x(t, {m, cols}), y(t, {m, cols});
+  randomize(x, rng, -4, 4);
+  std::vector<double> ref(m * cols);
+  for (int64_t i = 0; i < m; ++i) {
+    double mx = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < cols; ++j) mx = std::max(mx, double(x.values[i * cols + j]));
+    for (int64_t j = 0; j < cols; ++j) sum += std::exp(double(x.values[i * cols + j]) - mx);
+    for (int64_t j = 0; j < cols; ++j) ref[i * cols + j] = std::exp(double(x.values[i * cols + j]) - mx) / sum;
+  }
+  CheckResult r;
+  r.shape = fmt::format("M={} cols={} {}", m, cols, name(t));
+  DeviceRun run;
+  run.args.push_back(rt::LaunchArg::integer(m));
+  run.addTensor(x, false);
+  run.addTensor(y, true);
+  return launchAndCompare(k, run, 2, y, ref, toleranceFor(t), r);
+}
+
+/// A gemm run's extents, types and random operands (C = A B, either
+/// operand transposed), and how its launches take them.
+struct GemmProblem {
+  int64_t m, n, kk;
+  bool ta, tb;
+  DType in, outType;
+  HostTensor a, b, c;
+
+  GemmProblem(const Params &p, std::mt19937_64 &rng)
+      : m(intParam(p, "M")), n(intParam(p, "N")), kk(intParam(p, "K")),
+        ta(flagParam(p, "transpose_a")), tb(flagParam(p, "transpose_b")), in(dtypeParam(p, "in")),
+        outType(dtypeParam(p, "out")),
+        a(in, ta ? std::vector<int64_t>{kk, m} : std::vector<int64_t>{m, kk}),
+        b(in, tb ? std::vector<int64_t>{n, kk} : std::vector<int64_t>{kk, n}), c(outType, {m, n}) {
+    randomize(a, rng);
+    randomize(b, rng);
+  }
+  /// M, N, K, then A, B and C: poisoned, or zero for a split-K gemm that
+  /// adds into it.
+  void addArgs(DeviceRun &run, bool accumulates = false) {
+    for (int64_t extent : {m, n, kk}) run.args.push_back(rt::LaunchArg::integer(extent));
+    run.addTensor(a, false);
+    run.addTensor(b, false);
+    run.addTensor(c, !accumulates);
+  }
+  std::string shape(const char *format) const {
+    return fmt::format(fmt::runtime(format), m, n, kk, ta ? "At" : "A", tb ? "Bt" : "B", name(in),
+                       name(outType));
+  }
+};
+
+/// A benchmark's device inputs, kept for the next benchmark of the same
+/// problem: `tessel tune` times tens of configurations on one shape, and
+/// drawing 8192^2 random elements for each took most of its time.
+struct GemmInputs {
+  std::string problem;
+  std::unique_ptr<GemmProblem> g;
+  std::vector<DeviceRun> runs;
+  std::vector<std::vector<rt::LaunchArg>> argSets;
+  int64_t bytes = 0;
+};
+
+BenchResult benchGemm(Kernel &k, const Params &p, int reps) {
+  static std::mutex mutex;
+  // The last problem only, to bound device memory; never destroyed, so
+  // that no device memory is freed after the driver has gone at exit.
+  static GemmInputs &kept = *new GemmInputs;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::string problem;
+  for (const char *key : {"M", "N", "K", "in", "out", "transpose_a", "transpose_b"})
+    problem += std::string(key) + "=" + p.at(key) + ",";
+  if (kept.problem != problem) {
+    kept = GemmInputs{};
+    std::mt19937_64 rng(1);
+    kept.g = std::make_unique<GemmProblem>(p, rng);
+    GemmProblem &g = *kept.g;
+    // Enough copies of the inputs to exceed a 60 MB L2 twice over, so that
+    // no launch finds its operands left in L2 by the one before.
+    kept.bytes = g.a.bytes.size() + g.b.bytes.size() + g.c.bytes.size();
+    int copies = static_cast<int>(std::clamp<int64_t>(120 * 1024 * 1024 / kept.bytes + 1, 1, 8));
+    kept.runs.resize(copies);
+    for (DeviceRun &run : kept.runs) {
+      g.addArgs(run);
+      kept.argSets.push_back(run.args);
+    }
+    kept.problem = problem;
+  }
+  GemmProblem &g = *kept.g;
+  BenchResult r;
+  rt::LoadedKernel &loaded = k.loadedFor(kept.argSets[0]);
+  if (intParam(p, "split_k") > 1) {
+    // Split-K adds into C: each launch clears it first, and the clear is
+    // part of the time.
+    size_t cBytes = g.c.bytes.size();
+    r.ms = rt::timeMedian(
+        [&](int run) {
+          const std::vector<rt::LaunchArg> &args = kept.argSets[run % kept.argSets.size()];
+          rt::clearAsync(args[5].ptr, cBytes);
+          loaded.launch(args);
+        },
+        10, reps);
+  } else {
+    r.ms = loaded.time(kept.argSets, 10, reps);
+  }
+  r.tflops = 2.0 * g.m * g.n * g.kk / r.ms / 1e9;
+  r.gbps = kept.bytes / r.ms / 1e6;
+  r.shape = g.shape("{}x{}x{} {}{} {}->{}") +
+            fmt::format(", inputs rotated over {} copies", kept.runs.size());
+  return r;
+}
+
+CheckResult checkRowLse(Kernel &k, const Params &p, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  int64_t m = intParam(p, "M"), n = intParam(p, "N"), d = intParam(p, "head_dim");
+  DType t = dtypeParam(p, "dtype");
+  float scale = 1.0f / std::sqrt(float(d));
+  HostTensor q(t, {m, d}), kt(t, {n, d}), lse(DType::f32, {m});
+  randomize(q, rng, -2, 2);
+  randomize(kt, rng, -2, 2);
+  std::vector<double> ref(m);
+  for (int64_t i = 0; i < m; ++i) {
+    std::vector<double> s(n);
+    double mx = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      double dot = 0;
+      for (int64_t l = 0; l < d; ++l) dot += double(q.values[i * d + l]) * kt.values[j * d + l];
+      s[j] = dot * scale;
+      mx = std::max(mx, s[j]);
+    }
+    for (int64_t j = 0; j < n; ++j) sum += std::exp(s[j] - mx);
+    ref[i] = mx + std::log(sum);
+  }
+  CheckResult r;
+  r.shape = fmt::format("M={} N={} d={} {}", m, n, d, name(t));
+  DeviceRun run;
+  run.args.push_back(rt::LaunchArg::integer(m));
+  run.args.push_back(rt::LaunchArg::integer(n));
+  run.args.push_back(rt::LaunchArg::real(scale));
+  run.addTensor(q, false);
+  run.addTensor(kt, false);
+  run.addTensor(lse, true);
+  return launchAndCompare(k, run, 5, lse, ref, 1e-5, r);
+}
+
+CheckResult checkGemm(Kernel &k, const Params &p, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  GemmProblem g(p, rng);
+  auto &[m, n, kk, ta, tb, in, outType, a, b, c] = g;
+  std::vector<double> ref(m * n, 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t l = 0; l < kk; ++l) {
+      double av = a.values[ta ? l * m + i : i * kk + l];
+      for (int64_t j = 0; j < n; ++j) ref[i * n + j] += av * b.values[tb ? j * kk + l : l * n + j];
+    }
+  CheckResult r;
+  r.shape = g.shape("M={} N={} K={} {}{} {}->{}");
+  DeviceRun run;
+  g.addArgs(run, intParam(p, "split_k") > 1);
+  // Inputs are rounded on the host, so the reference sees the same operands;
+  // the remaining error is fp32 accumulation (and rounding of a 16-bit C).
+  return launchAndCompare(k, run, 5, c, ref, outType == DType::f32 ? 1e-5 : 1e-2, r);
+}
+} // namespace
+
+/// What `tessel tune gemm` times on each target: tile shapes that fit its
+/// registers and shared memory, pipelines of several depths, with and
+/// without rasterized blocks.
+static std::vector<Params> gemmCandidates(const std::string &arch, const Params &) {
+  std::vector<Params> out;
+  auto add = [&](int bm, int bn, int bk, int threads, int stages, int swizzle) {
+    out.push_back({{"block_m", std::to_string(bm)}, {"block_n", std::to_string(bn)},
+                   {"block_k", std::to_string(bk)}, {"threads", std::to_string(threads)},
+                   {"stages", std::to_string(stages)}, {"swizzle", std::to_string(swizzle)}});
+  };
+  if (arch.rfind("sm_100a", 0) == 0) {
+    for (int bn : {128, 256})
+      for (int stages : {2, 3, 4})
+        for (int swizzle : {0, 8}) {
+          add(128, bn, 64, 128, stages, swizzle);
+          out.back()["instruction"] = "tcgen05";
+        }
+    return out;
+  }
+  if (arch == "sm_90a") {
+    // Warpgroup tiles: two consumer warpgroups for 128-row tiles.
+    for (auto [bm, bn, threads] : {std::tuple{128, 256, 256}, {128, 128, 256}, {128, 128, 128},
+                                   {64, 256, 128}, {64, 128, 128}, {256, 128, 256}})
+      for (int stages : {3, 4})
+        for (int swizzle : {0, 8}) add(bm, bn, 64, threads, stages, swizzle);
+    for (int stages : {5, 6})
+      for (int swizzle : {0, 8}) add(128, 256, 32, 256, stages, swizzle);
+    // Two wgmma groups in flight: measured within 2% of the plain loop on an
+    // H100 with two consumer warpgroups; a shape may still prefer it.
+    for (auto [bm, bn, threads] : {std::tuple{128, 256, 256}, {64, 256, 128}, {128, 128, 128}}) {
+      add(bm, bn, 64, threads, 4, 8);
+      out.back()["overlap_mma"] = "1";
+    }
+    // Clusters of two blocks sharing each B tile by TMA multicast: from
+    // 0.95x to 1.05x of the plain grid on an H200, by shape.
+    for (int swizzle : {0, 8}) {
+      add(128, 256, 64, 256, 4, swizzle);
+      out.back()["cluster_m"] = "2";
+    }
+    // The epilogue through shared memory and a TMA store (3 stages leave
+    // room for the 64 KB tile), in a grid or persistent: 5-10% ahead of the
+    // register epilogue at 4096-8192 on an H100.
+    for (const char *persistent : {"0", "1"})
+      for (const char *policy : {"square", "full_row"}) {
+        add(128, 256, 64, 256, 3, 8);
+        out.back()["tma_store"] = "1";
+        out.back()["persistent"] = persistent;
+        out.back()["policy"] = policy;
+      }
+    add(128, 128, 64, 256, 4, 8);
+    out.back()["tma_store"] = "1";
+    out.back()["persistent"] = "1";
+    // Skinny M (decode): narrow tiles put more blocks on the SMs, deep
+    // pipelines keep B streaming.
+    // Split-K for the skinny, K-heavy ones (M 16-128, N 4096, K 14336: 64
+    // tiles of C, K slices to fill the rest of the SMs), adding by TMA
+    // reduce-add: per-element 16-bit atomics made M = 16 1.3x slower than
+    // no split on an H100, the reduce-add 1.15x faster.
+    for (int splits : {2, 4}) {
+      add(64, 64, 64, 128, 6, 0);
+      out.back()["split_k"] = std::to_string(splits);
+      out.back()["tma_store"] = "1";
+      add(64, 128, 64, 128, 4, 0);
+      out.back()["split_k"] = std::to_string(splits);
+      out.back()["tma_store"] = "1";
+    }
+    add(64, 16, 64, 128, 8, 0);
+    add(64, 32, 64, 128, 8, 0);
+    add(64, 32, 128, 128, 6, 0);
+    add(64, 64, 64, 128, 6, 0);
+    // Two or more tile rows (M 128): the blocks that share a B tile launch
+    // side by side (rasterized) so that B leaves HBM once, not once per
+    // row (at M 128, N 4096, K 14336 the 64-row tiles ran at the time of
+    // reading B twice); or one 128-row tile split along K.
+    add(64, 64, 64, 128, 6, 8);
+    add(64, 32, 64, 128, 8, 8);
+    add(128, 64, 64, 256, 4, 0);
+    out.back()["split_k"] = "2";
+    out.back()["tma_store"] = "1";
+    // Wider tiles split further: the same 128 blocks, but each A row block
+    // is read by 32 or 16 column tiles instead of 64, halving or quartering
+    // the L2 traffic of A, which at M 128 and K 14336 is twice that of B.
+    add(128, 128, 64, 256, 4, 0);
+    out.back()["split_k"] = "4";
+    out.back()["tma_store"] = "1";
+    add(128, 256, 64, 256, 3, 0);
+    out.back()["split_k"] = "8";
+    out.back()["tma_store"] = "1";
+    return out;
+  }
+  for (int bm : {64, 128})
+    for (int bn : {64, 128})
+      for (int stages : {2, 3, 4})
+        for (int threads : {128, 256}) add(bm, bn, 32, threads, stages, 0);
+  return out;
+}
+
+const std::vector<LibraryKernel> &tessel::harness::library() {
+  static const std::vector<LibraryKernel> all = {
+      {"scaled_add", "y = alpha * x + y (vectors, length N at run time)",
+       {{"dtype", "f32"}, {"block", "1024"}, {"threads", "256"}, {"N", "1000003"}},
+       [](const Params &p) {
+         return scaledAdd({dtypeParam(p, "dtype"), intParam(p, "block"), (int)intParam(p, "threads")});
+       },
+       checkScaledAdd},
+      {"column_slice", "dst = src[:, first : first + cols], [rows, pitch] rows in (all at run time)",
+       {{"dtype", "f16"}, {"block_rows", "32"}, {"block_cols", "256"}, {"threads", "128"},
+        {"rows", "1001"}, {"pitch", "4096"}, {"first", "512"}, {"cols", "1024"}},
+       [](const Params &p) {
+         return columnSlice({dtypeParam(p, "dtype"), intParam(p, "block_rows"),
+                             intParam(p, "block_cols"), (int)intParam(p, "threads")});
+       },
+       checkColumnSlice},
+      {"tma_scale",
+       "y (+)= alpha * x, [M, cols] rows in and out through TMA, with a hand-written producer role (sm_90a)",
+       {{"dtype", "f16"}, {"cols", "64"}, {"rows", "32"}, {"accumulate", "0"}, {"M", "1001"}},
+       [](const Params &p) {
+         return tmaScale({dtypeParam(p, "dtype"), intParam(p, "cols"), intParam(p, "rows"),
+                          flagParam(p, "accumulate")});
+       },
+       checkTmaScale},
+      {"row_softmax", "row-wise softmax of an [M, cols] matrix (M at run time)",
+       {{"dtype", "f32"}, {"cols", "256"}, {"rows", "4"}, {"threads", "128"}, {"M", "1001"}},
+       [](const Params &p) {
+         return rowSoftmax({dtypeParam(p, "dtype"), intParam(p, "cols"), intParam(p, "rows"),
+                            (int)intParam(p, "threads")});
+       },
+       checkSoftmax},
+      {"gemm", "C = op(A) x op(B), 16-bit inputs, fp32 accumulation (M, N, K at run time)",
+       {{"in", "f16"}, {"out", "f32"}, {"transpose_a", "0"}, {"transpose_b", "0"},
+        {"block_m", "64"}, {"block_n", "64"}, {"block_k", "32"}, {"stages", "2"},
+        {"threads", "128"}, {"policy", "square"}, {"instruction", "auto"},
+        {"warp_specialize", "auto"}, {"swizzle", "0"}, {"overlap_mma", "0"}, {"cluster_m", "1"},
+        {"persistent", "0"}, {"tma_store", "0"}, {"split_k", "1"},
+        {"M", "300"}, {"N", "200"}, {"K", "136"}},
+       [](const Params &p) {
+         GemmConfig c;
+         c.in = dtypeParam(p, "in");
+         c.out = dtypeParam(p, "out");
+         c.transposeA = flagParam(p, "transpose_a");
+         c.transposeB = flagParam(p, "transpose_b");
+         c.blockM = intParam(p, "block_m");
+         c.blockN = intParam(p, "block_n");
+         c.blockK = intParam(p, "block_k");
+         c.stages = intParam(p, "stages");
+         c.threads = intParam(p, "threads");
+         c.policy = policyParam(p, "policy");
+         c.instruction = instructionParam(p, "instruction");
+         c.warpSpecialize = warpSpecializeParam(p, "warp_specialize");
+         c.swizzlePanel = intParam(p, "swizzle");
+         c.overlapMma = flagParam(p, "overlap_mma");
+         c.clusterM = int(intParam(p, "cluster_m"));
+         c.persistent = flagParam(p, "persistent");
+         c.tmaStore = flagParam(p, "tma_store");
+         c.splitK = int(intParam(p, "split_k"));
+         return gemm(c);
+       },
+       checkGemm, benchGemm,
+       // sm_100a: tcgen05.mma into tensor memory, 128 x 256 tiles (M 128
+       // is every TMEM lane; N 256 the widest single instruction), unless
+       // another instruction is asked for.
+       [](const std::string &arch, const Params &overrides) {
+         auto asked = overrides.find("instruction");
+         if (arch.rfind("sm_100a", 0) != 0 ||
+             (asked != overrides.end() && asked->second != "tcgen05"))
+           return Params{};
+         return Params{{"instruction", "tcgen05"}, {"block_m", "128"}, {"block_n", "256"},
+                       {"block_k", "64"}, {"stages", "3"}};
+       },
+       {{"in", "out", "transpose_a", "transpose_b"}, {"M", "N", "K"}, gemmCandidates}},
+      {"row_lse", "lse[i] = log sum_j exp(scale * (Q K^T)[i, j]): online softmax over gemm tiles",
+       {{"dtype", "f16"}, {"head_dim", "64"}, {"block_m", "64"}, {"block_n", "64"},
+        {"threads", "128"}, {"policy", "square"}, {"M", "300"}, {"N", "1000"}},
+       [](const Params &p) {
+         RowLseConfig c;
+         c.dtype = dtypeParam(p, "dtype");
+         c.headDim = intParam(p, "head_dim");
+         c.blockM = intParam(p, "block_m");
+         c.blockN = intParam(p, "block_n");
+         c.threads = intParam(p, "threads");
+         c.policy = policyParam(p, "policy");
+         return rowLogSumExp(c);
+       },
+       checkRowLse},
+  };
+  static const std::vector<LibraryKernel> withAttention = [] {
+    std::vector<LibraryKernel> kernels = all;
+    for (LibraryKernel &k : attentionKernels()) kernels.push_back(std::move(k));
+    return kernels;
+  }();
+  return withAttention;
+}
+
+const LibraryKernel &tessel::harness::findKernel(const std::string &name) {
+  std::string known;
+  for (const LibraryKernel &k : library()) {
+    if (k.name == name) return k;
+    known += (known.empty() ? "" : ", ") + k.name;
+  }
+  throw Error(fmt::format("unknown kernel '{}'; the library has: {}", name, known));
+}
+
+Params tessel::harness::withDefaults(const LibraryKernel &k, const Params &overrides,
+                                    const std::string &arch) {
+  Params p = k.defaults;
+  if (k.targetDefaults && !arch.empty())
+    for (auto &[key, value] : k.targetDefaults(arch, overrides)) p[key] = value;
+  for (auto &[key, value] : overrides) {
+    if (!p.count(key)) {
+      std::string known;
+      for (auto &[dk, dv] : k.defaults) known += (known.empty() ? "" : ", ") + dk;
+      throw Error(fmt::format("kernel {} has no parameter '{}'; it takes: {}", k.name, key, known));
+    }
+    p[key] = value;
+  }
+  return p;
+}

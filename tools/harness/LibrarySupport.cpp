@@ -1,0 +1,232 @@
+//===- LibrarySupport.cpp - host tensors, launches and checks -------------===//
+#include "tessel/harness/LibrarySupport.h"
+
+#include <charconv>
+#include <climits>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+using namespace tessel;
+
+using namespace tessel::harness;
+
+int64_t tessel::harness::parseInteger(const std::string &text, int64_t lo, int64_t hi,
+                                      const std::string &what) {
+  int64_t value = 0;
+  const char *begin = text.data(), *end = text.data() + text.size();
+  auto [last, ec] = std::from_chars(begin, end, value);
+  if (ec == std::errc::result_out_of_range || (ec == std::errc() && last == end &&
+                                               (value < lo || value > hi)))
+    throw Error(fmt::format("{}={} is out of range: use an integer in [{}, {}]", what, text, lo, hi));
+  if (ec != std::errc() || last != end || text.empty())
+    throw Error(fmt::format("{}={} is not an integer", what, text));
+  return value;
+}
+
+int64_t tessel::harness::intParam(const Params &p, const std::string &key) {
+  return parseInteger(p.at(key), INT32_MIN, INT32_MAX, "parameter " + key);
+}
+
+bool tessel::harness::flagParam(const Params &p, const std::string &key) {
+  const std::string &v = p.at(key);
+  if (v != "0" && v != "1") throw Error(fmt::format("parameter {}={}: use 0 or 1", key, v));
+  return v == "1";
+}
+
+double tessel::harness::realParam(const Params &p, const std::string &key) {
+  const std::string &v = p.at(key);
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(v, &used);
+  } catch (const std::exception &) {
+    used = 0;
+  }
+  if (v.empty() || used != v.size() || !std::isfinite(value))
+    throw Error(fmt::format("parameter {}={} is not a finite number", key, v));
+  return value;
+}
+
+DType tessel::harness::dtypeParam(const Params &p, const std::string &key) {
+  return choiceParam<DType>(p, key, {{"f16", DType::f16}, {"bf16", DType::bf16}, {"f32", DType::f32}});
+}
+
+WarpPolicy tessel::harness::policyParam(const Params &p, const std::string &key) {
+  return choiceParam<WarpPolicy>(p, key, {{"square", WarpPolicy::square},
+                                          {"full_row", WarpPolicy::full_row},
+                                          {"full_col", WarpPolicy::full_col}});
+}
+
+WarpSpecialize tessel::harness::warpSpecializeParam(const Params &p, const std::string &key) {
+  return choiceParam<WarpSpecialize>(p, key, {{"auto", WarpSpecialize::automatic},
+                                              {"on", WarpSpecialize::on},
+                                              {"off", WarpSpecialize::off}});
+}
+
+GemmInstruction tessel::harness::instructionParam(const Params &p, const std::string &key) {
+  return choiceParam<GemmInstruction>(p, key, {{"auto", GemmInstruction::automatic},
+                                               {"mma_sync", GemmInstruction::mma_sync},
+                                               {"wgmma", GemmInstruction::wgmma},
+                                               {"tcgen05", GemmInstruction::tcgen05}});
+}
+
+namespace {
+// Host conversions, round to nearest even.
+uint16_t toHalf(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000, exp = (x >> 23) & 0xff, mant = x & 0x7fffff;
+  if (exp == 0xff) return sign | 0x7c00 | (mant ? 0x200 : 0);
+  int e = int(exp) - 127 + 15;
+  if (e >= 31) return sign | 0x7c00;
+  if (e <= 0) {
+    if (e < -10) return sign;
+    mant |= 0x800000;
+    int shift = 14 - e;
+    uint32_t h = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (h & 1))) ++h;
+    return sign | h;
+  }
+  uint32_t h = (uint32_t(e) << 10) | (mant >> 13), rem = mant & 0x1fff;
+  if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) ++h;
+  return sign | h;
+}
+float fromHalf(uint16_t h) {
+  uint32_t sign = uint32_t(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, x;
+  if (exp == 0x1f) x = sign | 0x7f800000 | (mant << 13);
+  else if (exp == 0) {
+    if (!mant) x = sign;
+    else {
+      int e = -1;
+      do { ++e; mant <<= 1; } while (!(mant & 0x400));
+      x = sign | (uint32_t(127 - 15 - e) << 23) | ((mant & 0x3ff) << 13);
+    }
+  } else x = sign | ((exp + 112) << 23) | (mant << 13);
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+uint16_t toBf16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffff) > 0x7f800000) return (x >> 16) | 0x40;
+  return (x + 0x7fff + ((x >> 16) & 1)) >> 16;
+}
+float fromBf16(uint16_t h) {
+  uint32_t x = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
+} // namespace
+
+HostTensor::HostTensor(DType t, std::vector<int64_t> s) : type(t), shape(std::move(s)) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  values.assign(n, 0);
+  bytes.assign(n * byteSize(t), '\0');
+}
+
+void HostTensor::set(int64_t i, float v) {
+  if (type == DType::i32) {
+    int32_t x = static_cast<int32_t>(v);
+    values[i] = float(x);
+    std::memcpy(&bytes[i * 4], &x, 4);
+    return;
+  }
+  if (type == DType::f32) {
+    values[i] = v;
+    std::memcpy(&bytes[i * 4], &v, 4);
+    return;
+  }
+  uint16_t h = type == DType::f16 ? toHalf(v) : toBf16(v);
+  values[i] = type == DType::f16 ? fromHalf(h) : fromBf16(h);
+  std::memcpy(&bytes[i * 2], &h, 2);
+}
+
+void HostTensor::decode() {
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (type == DType::i32) {
+      int32_t x;
+      std::memcpy(&x, &bytes[i * 4], 4);
+      values[i] = float(x);
+      continue;
+    }
+    if (type == DType::f32) {
+      std::memcpy(&values[i], &bytes[i * 4], 4);
+      continue;
+    }
+    uint16_t h;
+    std::memcpy(&h, &bytes[i * 2], 2);
+    values[i] = type == DType::f16 ? fromHalf(h) : fromBf16(h);
+  }
+}
+
+void tessel::harness::randomize(HostTensor &t, std::mt19937_64 &rng, float lo, float hi) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  for (size_t i = 0; i < t.values.size(); ++i) t.set(i, dist(rng));
+}
+
+double tessel::harness::relativeError(const std::vector<float> &out, const std::vector<double> &ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    // An infinity the reference has too (the LSE of a row without keys)
+    // matches; any other non-finite value is unwritten (poisoned) or broken.
+    if (!std::isfinite(out[i])) {
+      if (double(out[i]) == ref[i]) continue;
+      return INFINITY;
+    }
+    num += (out[i] - ref[i]) * (out[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+}
+
+double tessel::harness::toleranceFor(DType t) { return t == DType::f32 ? 1e-5 : 1e-2; }
+
+rt::LaunchArg &DeviceRun::addTensor(HostTensor &t, bool poison) {
+  buffers.push_back(std::make_unique<rt::DeviceBuffer>(t.bytes.size()));
+  if (poison) buffers.back()->fillBytes(0xff);
+  else buffers.back()->upload(t.bytes.data(), t.bytes.size());
+  args.push_back(rt::LaunchArg::buffer(buffers.back()->ptr(), t.shape));
+  return args.back();
+}
+
+void DeviceRun::download(size_t argIndex, HostTensor &t) {
+  for (auto &b : buffers)
+    if (b->ptr() == args[argIndex].ptr) b->download(t.bytes.data(), t.bytes.size());
+  t.decode();
+}
+
+int tessel::harness::checkTimingReps() {
+  const char *text = std::getenv("TESSEL_CHECK_REPS");
+  if (!text || !*text) return 20;
+  return int(parseInteger(text, 0, 100000, "TESSEL_CHECK_REPS"));
+}
+
+double tessel::harness::checkTime(const std::function<void()> &launch) {
+  int reps = checkTimingReps();
+  if (reps == 0) return 0;
+  return rt::timeMedian([&](int) { launch(); }, 3, reps);
+}
+
+void tessel::harness::synchronize() {
+  auto &d = rt::Driver::get();
+  TESSEL_CU(d, cuCtxSynchronize);
+}
+
+CheckResult tessel::harness::launchAndCompare(Kernel &k, DeviceRun &run, size_t out, HostTensor &result,
+                             const std::vector<double> &ref, double tolerance, CheckResult r) {
+  k.launch(run.args);
+  synchronize();
+  run.download(out, result);
+  r.relError = relativeError(result.values, ref);
+  r.tolerance = tolerance;
+  r.passed = r.relError < r.tolerance;
+  rt::LoadedKernel &loaded = k.loadedFor(run.args);
+  r.ms = checkTime([&] { loaded.launch(run.args); });
+  return r;
+}
+

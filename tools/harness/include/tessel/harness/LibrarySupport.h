@@ -1,0 +1,88 @@
+//===- LibrarySupport.h - host tensors, launches and checks -----*- C++ -*-===//
+//
+// What the library's checks and benchmarks share: parameters, host tensors
+// rounded to the device's element type, device buffers poisoned before a
+// launch, and the relative error against a float64 reference.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_HARNESS_LIBRARYSUPPORT_H
+#define TESSEL_HARNESS_LIBRARYSUPPORT_H
+
+#include "tessel/harness/Library.h"
+#include "tessel/runtime/Driver.h"
+
+#include <fmt/format.h>
+#include <functional>
+#include <memory>
+#include <random>
+
+namespace tessel::harness {
+
+/// An integer parameter (a 32-bit value: sizes, counts, tile shapes).
+int64_t intParam(const Params &p, const std::string &key);
+/// A parameter that is 0 or 1.
+bool flagParam(const Params &p, const std::string &key);
+double realParam(const Params &p, const std::string &key);
+
+/// The value of a parameter that names one of `choices`; an error lists them.
+template <class T>
+T choiceParam(const Params &p, const std::string &key,
+              std::initializer_list<std::pair<const char *, T>> choices) {
+  const std::string &v = p.at(key);
+  std::string names;
+  for (auto [name, value] : choices) {
+    if (v == name) return value;
+    names += names.empty() ? name : std::string(", ") + name;
+  }
+  throw Error(fmt::format("parameter {}={}: use one of {}", key, v, names));
+}
+
+DType dtypeParam(const Params &p, const std::string &key);
+WarpPolicy policyParam(const Params &p, const std::string &key);
+WarpSpecialize warpSpecializeParam(const Params &p, const std::string &key);
+GemmInstruction instructionParam(const Params &p, const std::string &key);
+
+/// A host tensor in the kernel's element type, kept as rounded floats too.
+struct HostTensor {
+  DType type;
+  std::vector<int64_t> shape;
+  std::vector<float> values; // the values the device sees
+  std::string bytes;
+  HostTensor(DType t, std::vector<int64_t> s);
+  void set(int64_t i, float v);
+  /// Reads `values` back from `bytes` (after a download).
+  void decode();
+};
+
+void randomize(HostTensor &t, std::mt19937_64 &rng, float lo = -1, float hi = 1);
+/// ||out - ref|| / ||ref||; infinite when `out` has a non-finite element
+/// (unwritten poison or a broken result).
+double relativeError(const std::vector<float> &out, const std::vector<double> &ref);
+double toleranceFor(DType t);
+
+/// Uploads inputs, poisons outputs with NaN bytes, launches, downloads.
+struct DeviceRun {
+  std::vector<std::unique_ptr<rt::DeviceBuffer>> buffers;
+  std::vector<rt::LaunchArg> args;
+  rt::LaunchArg &addTensor(HostTensor &t, bool poison);
+  void download(size_t argIndex, HostTensor &t);
+};
+
+/// Timed launches a check makes after comparing (20 unless TESSEL_CHECK_REPS
+/// says otherwise; 0 skips timing, for runs under compute-sanitizer).
+int checkTimingReps();
+/// The median time of `launch` for a check, 0 when checkTimingReps() is 0.
+double checkTime(const std::function<void()> &launch);
+
+/// Waits for the launch, so that a kernel fault is reported by the check.
+void synchronize();
+/// Launches once, compares argument `out` with `ref`, then times the kernel.
+CheckResult launchAndCompare(Kernel &k, DeviceRun &run, size_t out, HostTensor &result,
+                             const std::vector<double> &ref, double tolerance, CheckResult r);
+
+/// The attention kernels of the library (forward, backward and its helpers).
+std::vector<LibraryKernel> attentionKernels();
+
+} // namespace tessel::harness
+
+#endif
