@@ -10,8 +10,10 @@
 #define TESSEL_KERNELS_ATTENTION_ATTENTION_H
 
 #include "tessel/dsl/Program.h"
+#include "tessel/runtime/Launch.h"
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -109,6 +111,41 @@ Program flashAttentionForwardTcgen05(const AttentionConfig &config, bool pInTmem
 /// correction warpgroup), every hand-off an mbarrier. head_dim 64 or 128,
 /// block_n 128, `stages` (at least 2) K/V slots.
 Program flashAttentionForwardTcgen05Ws(const AttentionConfig &config);
+
+/// The forward kernels' launch arguments (every form: registers, tcgen05,
+/// warp-specialized), in the order the kernels declare their parameters:
+/// batch, seqlen_q, seqlen_k, heads_q, heads_kv (index symbols), scale, Q,
+/// K, V, O, LSE; then, as the kernel was built, the streamed shards' (see
+/// AttentionConfig::streamedShards), the query offset, and a packed batch's
+/// sequences. The public call, the sequence-parallel forms and the harness
+/// all launch through this.
+struct AttentionForwardArgs {
+  int64_t batch = 0, seqQ = 0, seqK = 0, headsQ = 0, headsKv = 0;
+  double scale = 0;
+  rt::LaunchArg q, k, v, o, lse;
+  struct Streamed {
+    int64_t shardRows = 0, shards = 0, headGroups = 0;
+    int32_t epoch = 0;
+    rt::LaunchArg arrivals; // i32 [head_groups * shards]
+  };
+  std::optional<Streamed> streamed;
+  std::optional<int64_t> queryOffset;
+  struct Packed {
+    int64_t entries = 0, maxSeqlenQ = 0; // cu_seqlens entries (sequences + 1)
+    rt::LaunchArg cuSeqlensQ, cuSeqlensK;
+  };
+  std::optional<Packed> packed;
+
+  /// Where O and LSE stand in list().
+  static constexpr size_t kOutIndex = 9, kLseIndex = 10;
+  /// Dense BSHD buffers (Q, O [batch, seqQ, headsQ, headDim], K, V [batch,
+  /// seqK, headsKv, headDim], LSE f32 [batch, headsQ, seqQ]).
+  static AttentionForwardArgs dense(int64_t batch, int64_t seqQ, int64_t seqK, int64_t headsQ,
+                                    int64_t headsKv, int64_t headDim, double scale,
+                                    CUdeviceptr q, CUdeviceptr k, CUdeviceptr v, CUdeviceptr o,
+                                    CUdeviceptr lse);
+  std::vector<rt::LaunchArg> list() const;
+};
 
 /// An attention call's arguments as the host holds them, for checking
 /// before any launch.
