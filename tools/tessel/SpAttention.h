@@ -1,16 +1,16 @@
 //===- SpAttention.h - sequence-parallel attention runs ---------*- C++ -*-===//
 //
 // What `tessel run|bench sp_attention` shares between its variants: Ulysses
-// (SpAttention.cpp) and zig-zag chunked queries (ZigZagAttention.cpp).
+// (SpAttention.cpp) and zig-zag chunked queries (ZigZagAttention.cpp). The
+// forms themselves are the library's (SequenceParallelAttention.h); the
+// command draws the inputs, checks against single-GPU attention and times.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TESSEL_TOOLS_SPATTENTION_H
 #define TESSEL_TOOLS_SPATTENTION_H
 
-#include "tessel/kernels/Kernels.h"
 #include "tessel/harness/LibrarySupport.h"
-#include "tessel/kernels/parallel/Ulysses.h"
-#include "tessel/kernels/parallel/ZigZag.h"
+#include "tessel/kernels/parallel/SequenceParallelAttention.h"
 
 #include <array>
 #include <functional>
@@ -19,34 +19,16 @@
 
 namespace tessel {
 
-struct SpProblem {
-  /// The whole problem (batch, seqlen, heads, head_dim) and the ranks.
-  kernels::UlyssesShape shape;
-  kernels::AttentionConfig config;
-  double scale = 0;
-  /// Query heads of each head group of a rank (pipelined and fused forms).
-  std::vector<int64_t> groupHeads;
-  /// Streams the head groups' attention takes turns on (pipelined and
-  /// fused forms).
-  int attentionStreams = 2;
-  kernels::UlyssesExchange::LocalShard localShard = kernels::UlyssesExchange::LocalShard::kernel;
+/// The problem as the parameters give it: the library's description and
+/// which exchange spreads it.
+struct SpProblem : kernels::SequenceParallelProblem {
   bool zigzag = false;
 };
 
-inline kernels::ZigZagShape zigzagShape(const SpProblem &sp) {
-  const kernels::UlyssesShape &s = sp.shape;
-  return {s.batch, s.seqlen, s.headsQ, s.headsKV, s.headDim, s.elementBytes, s.ranks};
-}
-
-/// The forward kernel's arguments: symbols, scale, Q, K, V, O, LSE.
-struct AttentionExtents {
-  int64_t batch, seqQ, seqK, headsQ, headsKV, headDim;
-};
-std::vector<rt::LaunchArg> attentionArgs(const AttentionExtents &e, double scale, CUdeviceptr q,
-                                         CUdeviceptr k, CUdeviceptr v, CUdeviceptr o,
-                                         CUdeviceptr lse);
-/// The whole problem's Q, K, V (every rank draws the same).
+/// The whole problem's Q, K, V (every rank draws the same), and their bytes
+/// as the library's forms take them.
 std::array<harness::HostTensor, 3> wholeInputs(const kernels::UlyssesShape &s, DType t);
+kernels::WholeInputs wholeBytes(const std::array<harness::HostTensor, 3> &whole);
 double medianOnStream(CUstream stream, int reps, const std::function<void()> &work);
 
 /// A rank's output (downloaded from `result`) against the single-GPU
