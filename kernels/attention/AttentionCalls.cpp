@@ -74,67 +74,12 @@ Problem checkProblem(const TensorView &q, const TensorView &k, const TensorView 
   return p;
 }
 
-const char *reductionName(KvReduction r) {
-  const char *names[] = {"direct", "atomic", "split"};
-  return names[int(r)];
-}
-
-/// Every setting that changes the kernel: the text is also its key in the
-/// process's kernel cache.
-std::string describe(const AttentionConfig &c, const char *variant) {
-  return fmt::format("variant={} dtype={} head_dim={} block_m={} block_n={} threads={} stages={} "
-                     "causal={} varlen={} warp_specialize={} grid_order={} pingpong={} "
-                     "overlap={} persistent={} tma_store={}",
-                     variant, name(c.dtype), c.headDim, c.blockM,
-                     c.blockN ? std::to_string(c.blockN) : std::string("auto"), c.threads, c.stages,
-                     int(c.causal), int(c.varlen), int(c.warpSpecialize), int(c.gridOrder),
-                     int(c.pingpong), int(c.overlap), int(c.persistent), int(c.tmaStore));
-}
-
-/// As above, for the backward pass's three kernels.
-std::string describe(const AttentionBackwardConfig &c) {
-  const char *forms[] = {"registers", "ss", "ts"};
-  return fmt::format("variant={} dtype={} head_dim={} block_m={} block_n={} pre_block={} "
-                     "threads={} stages={} causal={} varlen={} kv_reduction={} element_atomics={} "
-                     "dq_order={} dq_atomics={} dkv_operands={} scores={} warp_specialize={} grid_order={}",
-                     forms[int(c.form)], name(c.dtype), c.headDim, c.blockM, c.blockN, c.preBlock,
-                     c.threads, c.stages, int(c.causal), int(c.varlen),
-                     reductionName(c.kvReduction), int(c.elementAtomics), int(c.dqOrder),
-                     c.dqTma ? "tma" : "registers", c.dkvOperandsShared ? "shared" : "registers",
-                     c.queryRows ? "queries" : "keys",
-                     int(c.warpSpecialize), int(c.gridOrder));
-}
-
-/// `base` with the settings of a `tessel tune flash_attention_fwd` record;
-/// false (and `base` unchanged) when the record names a setting or value
-/// it does not know.
-bool applyRecord(const TunedSettings &record, AttentionConfig &base) {
-  AttentionConfig c = base;
-  for (auto &[key, value] : record) {
-    bool flag = value == "0" || value == "1";
-    if (key == "stages" && (value == "2" || value == "3" || value == "4")) c.stages = value[0] - '0';
-    else if (key == "persistent" && flag) c.persistent = value == "1";
-    else if (key == "overlap" && flag) c.overlap = value == "1";
-    else if (key == "pingpong" && flag) c.pingpong = value == "1";
-    else if (key == "tma_store" && flag) c.tmaStore = value == "1";
-    else return false;
-  }
-  base = c;
-  return true;
-}
-
 /// `base` with the settings of a `tessel tune flash_attention_bwd` record;
 /// false (and `base` unchanged) when the record names a setting or value
-/// it does not know, or one the target's kernel does not have.
+/// the table does not know, or one the target's kernel does not have.
 bool applyBackwardRecord(const TunedSettings &record, AttentionBackwardConfig &base) {
   AttentionBackwardConfig c = base;
-  for (auto &[key, value] : record) {
-    if (key == "stages" && (value == "2" || value == "3")) c.stages = value[0] - '0';
-    else if (key == "dq_atomics" && (value == "registers" || value == "tma")) c.dqTma = value == "tma";
-    else if (key == "block_m" && (value == "64" || value == "128")) c.blockM = std::stoi(value);
-    else if (key == "scores" && (value == "keys" || value == "queries")) c.queryRows = value == "queries";
-    else return false;
-  }
+  if (!attentionBackwardSettings().apply(record, c)) return false;
   // The tcgen05 kernel computes 128 query rows a step by key rows.
   if (c.form != BackwardForm::registers && (c.blockM != 128 || c.queryRows)) return false;
   base = c;
@@ -200,12 +145,6 @@ struct Workspace {
   }
 };
 
-std::vector<LaunchArg> integers(std::initializer_list<int64_t> values) {
-  std::vector<LaunchArg> out;
-  for (int64_t v : values) out.push_back(LaunchArg::integer(v));
-  return out;
-}
-
 LaunchArg f32View(uint64_t base, size_t offset, std::vector<int64_t> shape, int device) {
   return LaunchArg::view(TensorView::contiguous(base + offset, ScalarType::F32, std::move(shape), device));
 }
@@ -241,27 +180,26 @@ Choice attention::forward(const TensorView &q, const TensorView &k, const Tensor
                                       {"seqlen_q", p.seqQ},
                                       {"seqlen_k", p.seqK}});
     auto [record, who] = tunedRecord("flash_attention_fwd", p.device, choice.arch, bucket);
-    if (record && applyRecord(*record, c)) tunedOn = who;
+    if (record && attentionSettings().apply(*record, c)) tunedOn = who;
   }
   // sm_100a: S and O accumulate in tensor memory, P through shared memory.
   bool tcgen05 = isBlackwell(choice.arch) && !c.overlap && !c.persistent && !c.tmaStore;
-  choice.config = "flash_attention_fwd " + describe(c, tcgen05 ? "ss" : "registers");
+  choice.config = fmt::format("flash_attention_fwd variant={} {}", tcgen05 ? "ss" : "registers",
+                              attentionSettings().describe(c));
   std::shared_ptr<Kernel> kernel = cachedKernel(choice.config, choice.arch, [&] {
     return tcgen05 ? flashAttentionForwardTcgen05(c, /*pInTmem=*/false) : flashAttentionForward(c);
   }, choice.compiled);
   if (!tunedOn.empty()) choice.config += " (tuned on " + tunedOn + ")";
 
-  std::vector<LaunchArg> args = integers({p.batch, p.seqQ, p.seqK, p.headsQ, p.headsKv});
-  args.push_back(LaunchArg::real(p.scale));
-  for (const TensorView *t : all) args.push_back(LaunchArg::view(*t));
-  if (p.varlen) {
-    int64_t entries = o.cuSeqlensQ->shape[0];
-    args.push_back(LaunchArg::integer(entries));
-    args.push_back(LaunchArg::integer(o.maxSeqlenQ));
-    args.push_back(LaunchArg::view(*o.cuSeqlensQ));
-    args.push_back(LaunchArg::view(*o.cuSeqlensK));
-  }
-  kernel->launch(args, stream);
+  AttentionForwardArgs args;
+  args.batch = p.batch, args.seqQ = p.seqQ, args.seqK = p.seqK;
+  args.headsQ = p.headsQ, args.headsKv = p.headsKv, args.scale = p.scale;
+  args.q = LaunchArg::view(q), args.k = LaunchArg::view(k), args.v = LaunchArg::view(v);
+  args.o = LaunchArg::view(out), args.lse = LaunchArg::view(lse);
+  if (p.varlen)
+    args.packed = {o.cuSeqlensQ->shape[0], o.maxSeqlenQ, LaunchArg::view(*o.cuSeqlensQ),
+                   LaunchArg::view(*o.cuSeqlensK)};
+  kernel->launch(args.list(), stream);
   return choice;
 }
 
@@ -301,7 +239,8 @@ Choice attention::backward(const TensorView &q, const TensorView &k, const Tenso
                                       {"head_dim", std::to_string(c.headDim)},
                                       {"causal", c.causal ? "1" : "0"},
                                       {"varlen", "0"},
-                                      {"kv_reduction", reductionName(c.kvReduction)}},
+                                      {"kv_reduction",
+                                       attentionBackwardSettings().write(c).at("kv_reduction")}},
                                      {{"batch", p.batch},
                                       {"heads_q", p.headsQ},
                                       {"seqlen_q", p.seqQ},
@@ -315,7 +254,7 @@ Choice attention::backward(const TensorView &q, const TensorView &k, const Tenso
       }
     }
   }
-  std::string config = describe(c);
+  std::string config = attentionBackwardSettings().describe(c);
   choice.config = "flash_attention_bwd " + config;
   bool compiledPre = false, compiledMain = false, compiledPost = false;
   std::shared_ptr<Kernel> pre = cachedKernel("bwd_pre " + config, choice.arch,
@@ -349,43 +288,23 @@ Choice attention::backward(const TensorView &q, const TensorView &k, const Tenso
   } freeAfter{d, o.workspace ? 0 : base, stream};
 
   int dev = p.device;
-  int64_t kvHeads = c.kvReduction == KvReduction::split ? p.headsQ : p.headsKv;
-  LaunchArg delta = f32View(base, w.delta, {p.batch, p.headsQ, p.seqQ}, dev);
-  LaunchArg dqAccum = f32View(base, w.dqAccum, q.shape, dev);
+  AttentionBackwardArgs args;
+  args.batch = p.batch, args.seqQ = p.seqQ, args.seqK = p.seqK;
+  args.headsQ = p.headsQ, args.headsKv = p.headsKv, args.scale = p.scale;
+  args.kvReduction = c.kvReduction;
+  for (auto [arg, view] : {std::pair{&args.q, &q}, {&args.k, &k}, {&args.v, &v}, {&args.o, &out},
+                           {&args.dout, &dout}, {&args.lse, &lse}, {&args.dq, &dq},
+                           {&args.dk, &dk}, {&args.dv, &dv}})
+    *arg = LaunchArg::view(*view);
+  args.delta = f32View(base, w.delta, {p.batch, p.headsQ, p.seqQ}, dev);
+  args.dqAccum = f32View(base, w.dqAccum, q.shape, dev);
   bool direct = c.kvReduction == KvReduction::direct;
-  LaunchArg dkOut = direct ? LaunchArg::view(dk) : f32View(base, w.dkAccum, {p.batch, p.seqK, kvHeads, p.headDim}, dev);
-  LaunchArg dvOut = direct ? LaunchArg::view(dv) : f32View(base, w.dvAccum, {p.batch, p.seqK, kvHeads, p.headDim}, dev);
-
-  std::vector<LaunchArg> preArgs = integers({p.batch, p.seqQ, p.headsQ});
-  preArgs.insert(preArgs.end(), {LaunchArg::view(out), LaunchArg::view(dout), delta});
-  pre->launch(preArgs, stream);
-  // The fp32 accumulators start at zero (split slices are written whole).
-  TESSEL_CU(d, cuMemsetD8Async, base + w.dqAccum, 0, size_t(q.numel()) * 4, stream);
-  if (c.kvReduction == KvReduction::atomic)
-    TESSEL_CU(d, cuMemsetD8Async, base + w.dkAccum, 0, w.bytes - w.dkAccum, stream);
-
-  std::vector<LaunchArg> mainArgs = integers({p.batch, p.seqQ, p.seqK, p.headsQ, p.headsKv});
-  mainArgs.push_back(LaunchArg::real(p.scale));
-  mainArgs.insert(mainArgs.end(), {LaunchArg::view(q), LaunchArg::view(k), LaunchArg::view(v),
-                                   LaunchArg::view(dout), LaunchArg::view(lse), delta, dqAccum,
-                                   dkOut, dvOut});
-  if (p.varlen) {
-    mainArgs.push_back(LaunchArg::integer(o.cuSeqlensQ->shape[0]));
-    mainArgs.push_back(LaunchArg::integer(o.maxSeqlenK));
-    mainArgs.push_back(LaunchArg::view(*o.cuSeqlensQ));
-    mainArgs.push_back(LaunchArg::view(*o.cuSeqlensK));
-  }
-  main->launch(mainArgs, stream);
-
-  std::vector<LaunchArg> postDq = integers({p.batch, p.seqQ, p.headsQ, p.headsQ});
-  postDq.insert(postDq.end(), {dqAccum, LaunchArg::view(dq)});
-  post->launch(postDq, stream);
-  if (!direct) {
-    for (auto [accum, grad] : {std::pair{dkOut, &dk}, std::pair{dvOut, &dv}}) {
-      std::vector<LaunchArg> args = integers({p.batch, p.seqK, kvHeads, p.headsKv});
-      args.insert(args.end(), {accum, LaunchArg::view(*grad)});
-      post->launch(args, stream);
-    }
-  }
+  std::vector<int64_t> accumShape = {p.batch, p.seqK, args.accumHeads(), p.headDim};
+  args.dkAccum = direct ? LaunchArg::view(dk) : f32View(base, w.dkAccum, accumShape, dev);
+  args.dvAccum = direct ? LaunchArg::view(dv) : f32View(base, w.dvAccum, accumShape, dev);
+  if (p.varlen)
+    args.packed = {o.cuSeqlensQ->shape[0], o.maxSeqlenK, LaunchArg::view(*o.cuSeqlensQ),
+                   LaunchArg::view(*o.cuSeqlensK)};
+  args.launch(*pre, *main, *post, stream);
   return choice;
 }

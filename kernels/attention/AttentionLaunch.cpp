@@ -45,3 +45,59 @@ std::vector<LaunchArg> AttentionForwardArgs::list() const {
   }
   return out;
 }
+
+static std::vector<LaunchArg> integers(std::initializer_list<int64_t> values) {
+  std::vector<LaunchArg> out;
+  for (int64_t v : values) out.push_back(LaunchArg::integer(v));
+  return out;
+}
+
+std::vector<LaunchArg> AttentionBackwardArgs::preArgs() const {
+  std::vector<LaunchArg> out = integers({batch, seqQ, headsQ});
+  out.insert(out.end(), {o, dout, delta});
+  return out;
+}
+
+std::vector<LaunchArg> AttentionBackwardArgs::mainArgs() const {
+  std::vector<LaunchArg> out = integers({batch, seqQ, seqK, headsQ, headsKv});
+  out.push_back(LaunchArg::real(scale));
+  out.insert(out.end(), {q, k, v, dout, lse, delta, dqAccum, dkAccum, dvAccum});
+  if (packed) {
+    out.push_back(LaunchArg::integer(packed->entries));
+    out.push_back(LaunchArg::integer(packed->maxSeqlenK));
+    out.push_back(packed->cuSeqlensQ);
+    out.push_back(packed->cuSeqlensK);
+  }
+  return out;
+}
+
+std::vector<std::vector<LaunchArg>> AttentionBackwardArgs::postArgs() const {
+  std::vector<std::vector<LaunchArg>> out;
+  out.push_back(integers({batch, seqQ, headsQ, headsQ}));
+  out.back().insert(out.back().end(), {dqAccum, dq});
+  if (kvReduction == KvReduction::direct) return out;
+  for (auto [accum, grad] : {std::pair{&dkAccum, &dk}, std::pair{&dvAccum, &dv}}) {
+    out.push_back(integers({batch, seqK, accumHeads(), headsKv}));
+    out.back().insert(out.back().end(), {*accum, *grad});
+  }
+  return out;
+}
+
+/// The bytes of a buffer argument (f32 accumulators: four a element).
+static size_t f32Bytes(const LaunchArg &a) {
+  size_t n = 1;
+  for (int64_t e : a.shape) n *= size_t(e);
+  return n * 4;
+}
+
+void AttentionBackwardArgs::launch(Kernel &pre, Kernel &main, Kernel &post, CUstream stream) const {
+  pre.launch(preArgs(), stream);
+  // The fp32 accumulators start at zero (split slices are written whole).
+  rt::clearAsync(dqAccum.ptr, f32Bytes(dqAccum), stream);
+  if (kvReduction == KvReduction::atomic) {
+    rt::clearAsync(dkAccum.ptr, f32Bytes(dkAccum), stream);
+    rt::clearAsync(dvAccum.ptr, f32Bytes(dvAccum), stream);
+  }
+  main.launch(mainArgs(), stream);
+  for (const std::vector<LaunchArg> &args : postArgs()) post.launch(args, stream);
+}

@@ -4,7 +4,6 @@
 #include "tessel/runtime/Cache.h"
 #include "tessel/runtime/Driver.h"
 
-
 #include <fmt/format.h>
 
 using namespace tessel;
@@ -38,50 +37,16 @@ GemmConfig defaultConfig(const std::string &arch) {
 }
 
 /// `base` with a record's settings; false (and `base` unchanged) when the
-/// record names a setting or value it does not know. A setting the record
-/// leaves out was the library gemm's default when it was tuned.
+/// record names a setting or value gemmSettings() does not know. The
+/// settings `tessel tune` does not always vary, when the record leaves them
+/// out, were the library gemm's defaults when it was tuned.
 bool applyRecord(const TunedSettings &record, GemmConfig &base) {
-  GemmConfig c = base;
-  c.tmaStore = c.persistent = c.overlapMma = false;
-  c.clusterM = c.splitK = 1;
-  c.policy = WarpPolicy::square;
-  for (auto &[key, value] : record) {
-    int64_t v = 0;
-    bool number = !value.empty() && value.find_first_not_of("0123456789") == std::string::npos &&
-                  value.size() < 10;
-    if (number) v = std::stoll(value);
-    if (key == "block_m" && number) c.blockM = v;
-    else if (key == "block_n" && number) c.blockN = v;
-    else if (key == "block_k" && number) c.blockK = v;
-    else if (key == "stages" && number) c.stages = int(v);
-    else if (key == "threads" && number) c.threads = int(v);
-    else if (key == "swizzle" && number) c.swizzlePanel = int(v);
-    else if (key == "overlap_mma" && (value == "0" || value == "1")) c.overlapMma = value == "1";
-    else if (key == "cluster_m" && (value == "1" || value == "2")) c.clusterM = int(v);
-    else if (key == "persistent" && (value == "0" || value == "1")) c.persistent = value == "1";
-    else if (key == "tma_store" && (value == "0" || value == "1")) c.tmaStore = value == "1";
-    else if (key == "split_k" && number && v >= 1 && v <= 64) c.splitK = int(v);
-    else if (key == "policy" && value == "square") c.policy = WarpPolicy::square;
-    else if (key == "policy" && value == "full_row") c.policy = WarpPolicy::full_row;
-    else if (key == "policy" && value == "full_col") c.policy = WarpPolicy::full_col;
-    else if (key == "instruction" && value == "tcgen05") c.instruction = GemmInstruction::tcgen05;
-    else if (key == "instruction" && value == "wgmma") c.instruction = GemmInstruction::wgmma;
-    else if (key == "instruction" && value == "mma_sync") c.instruction = GemmInstruction::mma_sync;
-    else if (key == "instruction" && value == "auto") c.instruction = GemmInstruction::automatic;
-    else return false;
-  }
-  base = c;
-  return true;
-}
-
-std::string describe(const GemmConfig &c) {
-  return fmt::format("in={} out={} transpose_a={} transpose_b={} block_m={} block_n={} block_k={} "
-                     "stages={} threads={} swizzle={} instruction={} warp_specialize={} "
-                     "overlap_mma={} cluster_m={} persistent={} tma_store={} policy={} split_k={}",
-                     name(c.in), name(c.out), int(c.transposeA), int(c.transposeB), c.blockM,
-                     c.blockN, c.blockK, c.stages, c.threads, c.swizzlePanel, int(c.instruction),
-                     int(c.warpSpecialize), int(c.overlapMma), c.clusterM, int(c.persistent),
-                     int(c.tmaStore), int(c.policy), c.splitK);
+  const SettingsTable<GemmConfig> &table = gemmSettings();
+  Settings defaults = table.write(GemmConfig{}), all;
+  for (const char *key : {"tma_store", "persistent", "overlap_mma", "cluster_m", "split_k", "policy"})
+    all[key] = defaults.at(key);
+  for (const auto &[key, value] : record) all[key] = value;
+  return table.apply(all, base);
 }
 } // namespace
 
@@ -122,7 +87,7 @@ Choice tessel::gemm(const TensorView &a, const TensorView &b, const TensorView &
     auto [record, who] = tunedRecord("gemm", device, choice.arch, bucket);
     if (record && applyRecord(*record, config)) tunedOn = who;
   }
-  std::string key = "gemm " + describe(config);
+  std::string key = "gemm " + gemmSettings().describe(config);
   choice.config = key + (tunedOn.empty() ? "" : " (tuned on " + tunedOn + ")");
   std::shared_ptr<Kernel> kernel =
       cachedKernel(key, choice.arch, [&] { return kernels::gemm(config); }, choice.compiled);

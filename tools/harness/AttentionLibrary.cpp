@@ -18,30 +18,11 @@ using namespace tessel::kernels;
 using namespace tessel::harness;
 
 namespace {
-/// The settings the forward and backward configurations share.
-template <class Config> Config sharedAttentionConfig(const Params &p) {
-  Config c;
-  c.dtype = dtypeParam(p, "dtype");
-  c.headDim = intParam(p, "head_dim");
-  c.blockM = intParam(p, "block_m");
-  c.blockN = p.at("block_n") == "auto" ? 0 : intParam(p, "block_n");
-  c.threads = intParam(p, "threads");
-  c.stages = intParam(p, "stages");
-  c.causal = flagParam(p, "causal");
-  c.varlen = flagParam(p, "varlen");
-  c.warpSpecialize = warpSpecializeParam(p, "warp_specialize");
-  c.gridOrder = choiceParam<GridOrder>(
-      p, "grid_order",
-      {{"auto", GridOrder::automatic}, {"blocks", GridOrder::blocks}, {"heads", GridOrder::heads}});
-  return c;
-}
-
+/// The forward configuration a run's settings name: the table's, and
+/// streamed shards or a query offset where the run has them (those come
+/// with run-time arguments, which the check supplies).
 AttentionConfig attentionConfig(const Params &p) {
-  auto c = sharedAttentionConfig<AttentionConfig>(p);
-  c.pingpong = flagParam(p, "pingpong");
-  c.overlap = flagParam(p, "overlap");
-  c.persistent = flagParam(p, "persistent");
-  c.tmaStore = flagParam(p, "tma_store");
+  AttentionConfig c = attentionSettings().read(p);
   c.streamedShards = intParam(p, "shards") > 0;
   c.queryOffset = intParam(p, "query_offset") > 0;
   return c;
@@ -235,28 +216,23 @@ ForwardTensors randomForwardInputs(const AttentionShape &s, DType t, std::mt1993
   return x;
 }
 
-/// Arguments in the order the forward kernel declares them.
+/// The forward kernel's arguments over the run's device buffers (one head
+/// group with every shard at epoch 1 when the kernel streams shards).
 void forwardArgs(DeviceRun &run, const AttentionShape &s, ForwardTensors &t, bool poison) {
-  for (int64_t n : {s.tensorBatch(), s.seqQ, s.seqK, s.headsQ, s.headsKv})
-    run.args.push_back(rt::LaunchArg::integer(n));
-  run.args.push_back(rt::LaunchArg::real(s.scale));
-  run.addTensor(t.q, false);
-  run.addTensor(t.k, false);
-  run.addTensor(t.v, false);
-  run.addTensor(t.o, poison);
-  run.addTensor(t.lse, poison);
-  if (s.shards) {
-    // One head group, every shard at epoch 1.
-    for (int64_t n : {s.seqK / s.shards, s.shards, int64_t(1), int64_t(1)})
-      run.args.push_back(rt::LaunchArg::integer(n));
-    run.addTensor(t.arrivals, false);
-  }
-  if (s.queryOffset) run.args.push_back(rt::LaunchArg::integer(s.queryOffset));
-  if (!s.varlen) return;
-  run.args.push_back(rt::LaunchArg::integer(s.batch + 1));
-  run.args.push_back(rt::LaunchArg::integer(s.maxLen(s.lenQ)));
-  run.addTensor(t.cuQ, false);
-  run.addTensor(t.cuK, false);
+  AttentionForwardArgs a;
+  a.batch = s.tensorBatch(), a.seqQ = s.seqQ, a.seqK = s.seqK;
+  a.headsQ = s.headsQ, a.headsKv = s.headsKv, a.scale = s.scale;
+  a.q = run.addTensor(t.q, false);
+  a.k = run.addTensor(t.k, false);
+  a.v = run.addTensor(t.v, false);
+  a.o = run.addTensor(t.o, poison);
+  a.lse = run.addTensor(t.lse, poison);
+  if (s.shards) a.streamed = {s.seqK / s.shards, s.shards, 1, 1, run.addTensor(t.arrivals, false)};
+  if (s.queryOffset) a.queryOffset = s.queryOffset;
+  if (s.varlen)
+    a.packed = {s.batch + 1, s.maxLen(s.lenQ), run.addTensor(t.cuQ, false),
+                run.addTensor(t.cuK, false)};
+  run.args = a.list();
 }
 
 CheckResult checkForward(Kernel &kernel, const Params &p, uint64_t seed) {
@@ -270,8 +246,8 @@ CheckResult checkForward(Kernel &kernel, const Params &p, uint64_t seed) {
   forwardArgs(run, s, x, /*poison=*/true);
   CheckResult r;
   r.shape = s.str(t);
-  r = launchAndCompare(kernel, run, 9, x.o, o, toleranceFor(t), r);
-  run.download(10, x.lse);
+  r = launchAndCompare(kernel, run, AttentionForwardArgs::kOutIndex, x.o, o, toleranceFor(t), r);
+  run.download(AttentionForwardArgs::kLseIndex, x.lse);
   double lseError = relativeError(x.lse.values, lse);
   r.relError = std::max(r.relError, lseError);
   r.passed = r.relError < r.tolerance;
@@ -347,23 +323,7 @@ void referenceBackward(const AttentionShape &s, const HostTensor &q, const HostT
   }
 }
 
-AttentionBackwardConfig backwardConfig(const Params &p) {
-  auto c = sharedAttentionConfig<AttentionBackwardConfig>(p);
-  c.kvReduction = choiceParam<KvReduction>(p, "kv_reduction", {{"direct", KvReduction::direct},
-                                                               {"atomic", KvReduction::atomic},
-                                                               {"split", KvReduction::split}});
-  c.elementAtomics = flagParam(p, "element_atomics");
-  c.dqOrder = choiceParam<MemoryOrder>(p, "dq_order", {{"relaxed", MemoryOrder::relaxed},
-                                                       {"release", MemoryOrder::release}});
-  c.dqTma = choiceParam<bool>(p, "dq_atomics", {{"registers", false}, {"tma", true}});
-  c.dkvOperandsShared =
-      choiceParam<bool>(p, "dkv_operands", {{"registers", false}, {"shared", true}});
-  c.queryRows = choiceParam<bool>(p, "scores", {{"keys", false}, {"queries", true}});
-  c.form = choiceParam<BackwardForm>(
-      p, "variant",
-      {{"registers", BackwardForm::registers}, {"ss", BackwardForm::ss}, {"ts", BackwardForm::ts}});
-  return c;
-}
+AttentionBackwardConfig backwardConfig(const Params &p) { return attentionBackwardSettings().read(p); }
 
 /// The whole backward pass on the device: preprocess, zeroed accumulators,
 /// the main kernel, postprocess. The pre/postprocess kernels see a packed
@@ -375,8 +335,7 @@ struct BackwardRun {
   Kernel pre, post;
   HostTensor q, k, v, o, dO, lse, delta, dqAcc, dkOut, dvOut, dq, dk, dv, cuQ, cuK;
   DeviceRun dev;
-  std::vector<rt::LaunchArg> preArgs, mainArgs, postDq, postDk, postDv;
-  std::vector<rt::DeviceBuffer *> zeroed;
+  AttentionBackwardArgs args;
 
   static int64_t kvHeads(const AttentionShape &s, KvReduction r) {
     return r == KvReduction::split ? s.headsQ : s.headsKv;
@@ -407,59 +366,26 @@ struct BackwardRun {
     }
   }
 
-  /// Uploads the inputs (o and lse as given) and lays out every launch.
+  /// Uploads the inputs (o and lse as given; outputs and workspace
+  /// poisoned) and lays out every launch.
   void upload() {
-    auto sym = [](std::initializer_list<int64_t> v) {
-      std::vector<rt::LaunchArg> a;
-      for (int64_t x : v) a.push_back(rt::LaunchArg::integer(x));
-      return a;
-    };
-    auto buffer = [&](HostTensor &t, bool poison, bool zero = false) {
-      dev.addTensor(t, poison);
-      if (zero) zeroed.push_back(dev.buffers.back().get());
-      return dev.args.back();
-    };
-    bool atomicKv = config.kvReduction == KvReduction::atomic;
-    rt::LaunchArg aq = buffer(q, false), ak = buffer(k, false), av = buffer(v, false),
-                  ao = buffer(o, false), ado = buffer(dO, false), alse = buffer(lse, false),
-                  adelta = buffer(delta, true), aacc = buffer(dqAcc, true, true),
-                  adk = buffer(dkOut, true, atomicKv), adv = buffer(dvOut, true, atomicKv),
-                  adq = buffer(dq, true);
-    int64_t tb = s.tensorBatch();
-    preArgs = sym({tb, s.seqQ, s.headsQ});
-    preArgs.insert(preArgs.end(), {ao, ado, adelta});
-    mainArgs = sym({tb, s.seqQ, s.seqK, s.headsQ, s.headsKv});
-    mainArgs.push_back(rt::LaunchArg::real(s.scale));
-    mainArgs.insert(mainArgs.end(), {aq, ak, av, ado, alse, adelta, aacc, adk, adv});
-    if (s.varlen) {
-      mainArgs.push_back(rt::LaunchArg::integer(s.batch + 1));
-      mainArgs.push_back(rt::LaunchArg::integer(s.maxLen(s.lenK)));
-      mainArgs.push_back(buffer(cuQ, false));
-      mainArgs.push_back(buffer(cuK, false));
-    }
-    postDq = sym({tb, s.seqQ, s.headsQ, s.headsQ});
-    postDq.insert(postDq.end(), {aacc, adq});
+    auto buffer = [&](HostTensor &t, bool poison) { return dev.addTensor(t, poison); };
+    args.batch = s.tensorBatch(), args.seqQ = s.seqQ, args.seqK = s.seqK;
+    args.headsQ = s.headsQ, args.headsKv = s.headsKv, args.scale = s.scale;
+    args.kvReduction = config.kvReduction;
+    args.q = buffer(q, false), args.k = buffer(k, false), args.v = buffer(v, false);
+    args.o = buffer(o, false), args.dout = buffer(dO, false), args.lse = buffer(lse, false);
+    args.delta = buffer(delta, true), args.dqAccum = buffer(dqAcc, true);
+    args.dkAccum = buffer(dkOut, true), args.dvAccum = buffer(dvOut, true);
+    args.dq = buffer(dq, true);
+    if (s.varlen)
+      args.packed = {s.batch + 1, s.maxLen(s.lenK), buffer(cuQ, false), buffer(cuK, false)};
     if (config.kvReduction != KvReduction::direct) {
-      rt::LaunchArg agk = buffer(dk, true), agv = buffer(dv, true);
-      int64_t in = kvHeads(s, config.kvReduction);
-      postDk = sym({tb, s.seqK, in, s.headsKv});
-      postDk.insert(postDk.end(), {adk, agk});
-      postDv = sym({tb, s.seqK, in, s.headsKv});
-      postDv.insert(postDv.end(), {adv, agv});
+      args.dk = buffer(dk, true);
+      args.dv = buffer(dv, true);
     }
   }
-  void launchAll() {
-    pre.launch(preArgs);
-    // Cleared in stream order, as attention::backward does (no host-side
-    // memset between the timed kernels).
-    for (rt::DeviceBuffer *b : zeroed) rt::clearAsync(b->ptr(), b->bytes());
-    main.launch(mainArgs);
-    post.launch(postDq);
-    if (!postDk.empty()) {
-      post.launch(postDk);
-      post.launch(postDv);
-    }
-  }
+  void launchAll() { args.launch(pre, main, post); }
   /// Downloads dQ, dK, dV (in the output type).
   void download() {
     auto fetch = [&](const rt::LaunchArg &a, HostTensor &t) {
@@ -467,9 +393,10 @@ struct BackwardRun {
         if (b->ptr() == a.ptr) b->download(t.bytes.data(), t.bytes.size());
       t.decode();
     };
-    fetch(postDq.back(), dq);
-    fetch(postDk.empty() ? mainArgs[13] : postDk.back(), dk);
-    fetch(postDv.empty() ? mainArgs[14] : postDv.back(), dv);
+    bool direct = config.kvReduction == KvReduction::direct;
+    fetch(args.dq, dq);
+    fetch(direct ? args.dkAccum : args.dk, dk);
+    fetch(direct ? args.dvAccum : args.dv, dv);
   }
 };
 
@@ -589,12 +516,17 @@ std::string packedIsUntunable(const Params &p) {
                                : std::string();
 }
 
-Params attentionDefaults() {
-  return {{"dtype", "bf16"}, {"head_dim", "128"}, {"block_m", "128"}, {"block_n", "128"},
-          {"threads", "256"}, {"stages", "2"}, {"causal", "0"}, {"warp_specialize", "auto"},
-          {"grid_order", "auto"}, {"varlen", "0"}, {"batch", "2"}, {"seqlen_q", "300"}, {"seqlen_k", "300"},
-          {"seqlens_q", "1,77,300,128,5"}, {"seqlens_k", ""}, {"heads_q", "4"},
-          {"heads_kv", "2"}, {"scale", "0"}};
+/// A run's shapes: a fixed batch, and the packed batch's sequence lengths
+/// (varlen=1; seqlens_k empty: the same as the queries').
+Params runShapeDefaults() {
+  return {{"batch", "2"}, {"seqlen_q", "300"}, {"seqlen_k", "300"}, {"seqlens_q", "1,77,300,128,5"},
+          {"seqlens_k", ""}, {"heads_q", "4"}, {"heads_kv", "2"}, {"scale", "0"}};
+}
+
+template <class Config> Params defaultsFrom(const SettingsTable<Config> &table) {
+  Params p = table.write(Config{});
+  p.merge(runShapeDefaults());
+  return p;
 }
 } // namespace
 
@@ -603,12 +535,7 @@ std::vector<LibraryKernel> tessel::harness::attentionKernels() {
       {"flash_attention_fwd",
        "O = softmax(scale * Q K^T) V with its log-sum-exp, BSHD tensors, GQA, causal or full",
        [] {
-         Params p = attentionDefaults();
-         p["pingpong"] = "0";
-         p["block_n"] = "auto";
-         p["overlap"] = "0";
-         p["persistent"] = "0";
-         p["tma_store"] = "0";
+         Params p = defaultsFrom(attentionSettings());
          // > 0: the kernel built for shards that arrive while it runs
          // (AttentionConfig::streamedShards), checked with every shard
          // present.
@@ -657,15 +584,10 @@ std::vector<LibraryKernel> tessel::harness::attentionKernels() {
        "dQ, dK, dV of attention: preprocess (delta), main kernel with region atomic_add of dQ, "
        "postprocess; GQA dK/dV by atomics or split slices",
        [] {
-         Params p = attentionDefaults();
-         p["block_m"] = "64";
-         p.insert({{"kv_reduction", "atomic"}, {"element_atomics", "0"}, {"dq_order", "relaxed"},
-                   {"dq_atomics", "registers"}, {"dkv_operands", "registers"},
-                   {"scores", "keys"}});
-         // registers: accumulators in registers (wgmma, mma.sync); ss and
-         // ts: tcgen05 with S^T, dP^T, dK, dV and dQ in tensor memory
-         // (sm_100a), P^T through shared memory or over S^T.
-         p["variant"] = "registers";
+         Params p = defaultsFrom(attentionBackwardSettings());
+         // The run's default heads (4 query heads on 2 K/V heads) need a
+         // reduction of dK/dV over each group.
+         p["kv_reduction"] = "atomic";
          return p;
        }(),
        [](const Params &p) { return flashAttentionBackward(backwardConfig(p)); }, checkBackward,

@@ -361,67 +361,40 @@ static std::vector<Params> gemmCandidates(const std::string &arch, const Params 
   return out;
 }
 
+/// A kernel's defaults: its configuration's, from its settings table, and
+/// the run's shapes.
+template <class Config> Params defaultsFrom(const SettingsTable<Config> &table, Params shapes) {
+  Params p = table.write(Config{});
+  p.merge(shapes);
+  return p;
+}
+
+/// The builder of a kernel whose configuration its table reads from the run's settings.
+template <class Config>
+std::function<Program(const Params &)> builtFrom(const SettingsTable<Config> &table,
+                                                 Program (*build)(const Config &)) {
+  return [&table, build](const Params &p) { return build(table.read(p)); };
+}
+
 const std::vector<LibraryKernel> &tessel::harness::library() {
   static const std::vector<LibraryKernel> all = {
       {"scaled_add", "y = alpha * x + y (vectors, length N at run time)",
-       {{"dtype", "f32"}, {"block", "1024"}, {"threads", "256"}, {"N", "1000003"}},
-       [](const Params &p) {
-         return scaledAdd({dtypeParam(p, "dtype"), intParam(p, "block"), (int)intParam(p, "threads")});
-       },
+       defaultsFrom(scaledAddSettings(), {{"N", "1000003"}}), builtFrom(scaledAddSettings(), scaledAdd),
        checkScaledAdd},
       {"column_slice", "dst = src[:, first : first + cols], [rows, pitch] rows in (all at run time)",
-       {{"dtype", "f16"}, {"block_rows", "32"}, {"block_cols", "256"}, {"threads", "128"},
-        {"rows", "1001"}, {"pitch", "4096"}, {"first", "512"}, {"cols", "1024"}},
-       [](const Params &p) {
-         return columnSlice({dtypeParam(p, "dtype"), intParam(p, "block_rows"),
-                             intParam(p, "block_cols"), (int)intParam(p, "threads")});
-       },
-       checkColumnSlice},
+       defaultsFrom(columnSliceSettings(),
+                    {{"rows", "1001"}, {"pitch", "4096"}, {"first", "512"}, {"cols", "1024"}}),
+       builtFrom(columnSliceSettings(), columnSlice), checkColumnSlice},
       {"tma_scale",
        "y (+)= alpha * x, [M, cols] rows in and out through TMA, with a hand-written producer role (sm_90a)",
-       {{"dtype", "f16"}, {"cols", "64"}, {"rows", "32"}, {"accumulate", "0"}, {"M", "1001"}},
-       [](const Params &p) {
-         return tmaScale({dtypeParam(p, "dtype"), intParam(p, "cols"), intParam(p, "rows"),
-                          flagParam(p, "accumulate")});
-       },
+       defaultsFrom(tmaScaleSettings(), {{"M", "1001"}}), builtFrom(tmaScaleSettings(), tmaScale),
        checkTmaScale},
       {"row_softmax", "row-wise softmax of an [M, cols] matrix (M at run time)",
-       {{"dtype", "f32"}, {"cols", "256"}, {"rows", "4"}, {"threads", "128"}, {"M", "1001"}},
-       [](const Params &p) {
-         return rowSoftmax({dtypeParam(p, "dtype"), intParam(p, "cols"), intParam(p, "rows"),
-                            (int)intParam(p, "threads")});
-       },
+       defaultsFrom(rowSoftmaxSettings(), {{"M", "1001"}}), builtFrom(rowSoftmaxSettings(), rowSoftmax),
        checkSoftmax},
       {"gemm", "C = op(A) x op(B), 16-bit inputs, fp32 accumulation (M, N, K at run time)",
-       {{"in", "f16"}, {"out", "f32"}, {"transpose_a", "0"}, {"transpose_b", "0"},
-        {"block_m", "64"}, {"block_n", "64"}, {"block_k", "32"}, {"stages", "2"},
-        {"threads", "128"}, {"policy", "square"}, {"instruction", "auto"},
-        {"warp_specialize", "auto"}, {"swizzle", "0"}, {"overlap_mma", "0"}, {"cluster_m", "1"},
-        {"persistent", "0"}, {"tma_store", "0"}, {"split_k", "1"},
-        {"M", "300"}, {"N", "200"}, {"K", "136"}},
-       [](const Params &p) {
-         GemmConfig c;
-         c.in = dtypeParam(p, "in");
-         c.out = dtypeParam(p, "out");
-         c.transposeA = flagParam(p, "transpose_a");
-         c.transposeB = flagParam(p, "transpose_b");
-         c.blockM = intParam(p, "block_m");
-         c.blockN = intParam(p, "block_n");
-         c.blockK = intParam(p, "block_k");
-         c.stages = intParam(p, "stages");
-         c.threads = intParam(p, "threads");
-         c.policy = policyParam(p, "policy");
-         c.instruction = instructionParam(p, "instruction");
-         c.warpSpecialize = warpSpecializeParam(p, "warp_specialize");
-         c.swizzlePanel = intParam(p, "swizzle");
-         c.overlapMma = flagParam(p, "overlap_mma");
-         c.clusterM = int(intParam(p, "cluster_m"));
-         c.persistent = flagParam(p, "persistent");
-         c.tmaStore = flagParam(p, "tma_store");
-         c.splitK = int(intParam(p, "split_k"));
-         return gemm(c);
-       },
-       checkGemm, benchGemm,
+       defaultsFrom(gemmSettings(), {{"M", "300"}, {"N", "200"}, {"K", "136"}}),
+       builtFrom(gemmSettings(), kernels::gemm), checkGemm, benchGemm,
        // sm_100a: tcgen05.mma into tensor memory, 128 x 256 tiles (M 128
        // is every TMEM lane; N 256 the widest single instruction), unless
        // another instruction is asked for.
@@ -435,19 +408,8 @@ const std::vector<LibraryKernel> &tessel::harness::library() {
        },
        {{"in", "out", "transpose_a", "transpose_b"}, {"M", "N", "K"}, gemmCandidates}},
       {"row_lse", "lse[i] = log sum_j exp(scale * (Q K^T)[i, j]): online softmax over gemm tiles",
-       {{"dtype", "f16"}, {"head_dim", "64"}, {"block_m", "64"}, {"block_n", "64"},
-        {"threads", "128"}, {"policy", "square"}, {"M", "300"}, {"N", "1000"}},
-       [](const Params &p) {
-         RowLseConfig c;
-         c.dtype = dtypeParam(p, "dtype");
-         c.headDim = intParam(p, "head_dim");
-         c.blockM = intParam(p, "block_m");
-         c.blockN = intParam(p, "block_n");
-         c.threads = intParam(p, "threads");
-         c.policy = policyParam(p, "policy");
-         return rowLogSumExp(c);
-       },
-       checkRowLse},
+       defaultsFrom(rowLogSumExpSettings(), {{"M", "300"}, {"N", "1000"}}),
+       builtFrom(rowLogSumExpSettings(), rowLogSumExp), checkRowLse},
   };
   static const std::vector<LibraryKernel> withAttention = [] {
     std::vector<LibraryKernel> kernels = all;

@@ -11,27 +11,12 @@ using namespace tessel;
 
 using namespace tessel::harness;
 
-int64_t tessel::harness::parseInteger(const std::string &text, int64_t lo, int64_t hi,
-                                      const std::string &what) {
-  int64_t value = 0;
-  const char *begin = text.data(), *end = text.data() + text.size();
-  auto [last, ec] = std::from_chars(begin, end, value);
-  if (ec == std::errc::result_out_of_range || (ec == std::errc() && last == end &&
-                                               (value < lo || value > hi)))
-    throw Error(fmt::format("{}={} is out of range: use an integer in [{}, {}]", what, text, lo, hi));
-  if (ec != std::errc() || last != end || text.empty())
-    throw Error(fmt::format("{}={} is not an integer", what, text));
-  return value;
-}
-
 int64_t tessel::harness::intParam(const Params &p, const std::string &key) {
   return parseInteger(p.at(key), INT32_MIN, INT32_MAX, "parameter " + key);
 }
 
 bool tessel::harness::flagParam(const Params &p, const std::string &key) {
-  const std::string &v = p.at(key);
-  if (v != "0" && v != "1") throw Error(fmt::format("parameter {}={}: use 0 or 1", key, v));
-  return v == "1";
+  return kernels::parseFlag(key, p.at(key));
 }
 
 double tessel::harness::realParam(const Params &p, const std::string &key) {
@@ -49,26 +34,19 @@ double tessel::harness::realParam(const Params &p, const std::string &key) {
 }
 
 DType tessel::harness::dtypeParam(const Params &p, const std::string &key) {
-  return choiceParam<DType>(p, key, {{"f16", DType::f16}, {"bf16", DType::bf16}, {"f32", DType::f32}});
+  return kernels::parseChoice(key, p.at(key), kernels::dtypeChoices());
 }
 
 WarpPolicy tessel::harness::policyParam(const Params &p, const std::string &key) {
-  return choiceParam<WarpPolicy>(p, key, {{"square", WarpPolicy::square},
-                                          {"full_row", WarpPolicy::full_row},
-                                          {"full_col", WarpPolicy::full_col}});
+  return kernels::parseChoice(key, p.at(key), kernels::policyChoices());
 }
 
 WarpSpecialize tessel::harness::warpSpecializeParam(const Params &p, const std::string &key) {
-  return choiceParam<WarpSpecialize>(p, key, {{"auto", WarpSpecialize::automatic},
-                                              {"on", WarpSpecialize::on},
-                                              {"off", WarpSpecialize::off}});
+  return kernels::parseChoice(key, p.at(key), kernels::warpSpecializeChoices());
 }
 
 GemmInstruction tessel::harness::instructionParam(const Params &p, const std::string &key) {
-  return choiceParam<GemmInstruction>(p, key, {{"auto", GemmInstruction::automatic},
-                                               {"mma_sync", GemmInstruction::mma_sync},
-                                               {"wgmma", GemmInstruction::wgmma},
-                                               {"tcgen05", GemmInstruction::tcgen05}});
+  return kernels::parseChoice(key, p.at(key), kernels::instructionChoices());
 }
 
 namespace {

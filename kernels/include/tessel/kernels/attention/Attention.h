@@ -9,7 +9,9 @@
 #ifndef TESSEL_KERNELS_ATTENTION_ATTENTION_H
 #define TESSEL_KERNELS_ATTENTION_ATTENTION_H
 
+#include "tessel/dsl/Compile.h"
 #include "tessel/dsl/Program.h"
+#include "tessel/kernels/Settings.h"
 #include "tessel/runtime/Launch.h"
 
 #include <map>
@@ -112,6 +114,13 @@ Program flashAttentionForwardTcgen05(const AttentionConfig &config, bool pInTmem
 /// block_n 128, `stages` (at least 2) K/V slots.
 Program flashAttentionForwardTcgen05Ws(const AttentionConfig &config);
 
+/// AttentionConfig as settings, for every form: dtype, head_dim, block_m,
+/// block_n ("auto" for 0), threads, stages, causal, varlen,
+/// warp_specialize, grid_order, pingpong, overlap, persistent, tma_store.
+/// (Streamed shards and the query offset come with their run-time
+/// arguments: the sequence-parallel callers set them.)
+const SettingsTable<AttentionConfig> &attentionSettings();
+
 /// The forward kernels' launch arguments (every form: registers, tcgen05,
 /// warp-specialized), in the order the kernels declare their parameters:
 /// batch, seqlen_q, seqlen_k, heads_q, heads_kv (index symbols), scale, Q,
@@ -211,6 +220,12 @@ struct AttentionBackwardConfig {
   GridOrder gridOrder = GridOrder::automatic;
   BackwardForm form = BackwardForm::registers;
 };
+/// AttentionBackwardConfig as settings: dtype, head_dim, block_m, block_n,
+/// pre_block, threads, stages, causal, varlen, warp_specialize, grid_order,
+/// kv_reduction, element_atomics, dq_order, dq_atomics (registers or tma),
+/// dkv_operands (registers or shared), scores (keys or queries), variant
+/// (the form: registers, ss or ts).
+const SettingsTable<AttentionBackwardConfig> &attentionBackwardSettings();
 /// delta [batch, heads_q, seqlen_q] = rowsum(dO * O).
 Program flashAttentionBackwardPre(const AttentionBackwardConfig &config);
 /// dQ_accum (+)= dQ (fp32, zeroed first) and dK, dV as `kvReduction` says,
@@ -224,6 +239,41 @@ bool backwardQueryRowsByDefault(int64_t headDim, const std::map<std::string, std
 /// grad [batch, seqlen, heads_out, dim] (output type) = the sum over each
 /// group of heads_in / heads_out heads of accum (fp32).
 Program flashAttentionBackwardPost(const AttentionBackwardConfig &config);
+
+/// The backward pass's launches, in the order its three kernels declare
+/// their parameters and run: preprocess (delta), the main kernel
+/// (accumulating dQ, and dK/dV as `kvReduction` says), postprocess of dQ and
+/// (unless direct) of dK and dV. The public call and the harness both run
+/// the pass through this.
+struct AttentionBackwardArgs {
+  int64_t batch = 0, seqQ = 0, seqK = 0, headsQ = 0, headsKv = 0;
+  double scale = 0;
+  KvReduction kvReduction = KvReduction::direct;
+  rt::LaunchArg q, k, v, o, dout, lse;
+  /// f32 workspace: delta [batch, heads_q, seqlen_q], dQ's accumulator
+  /// (Q's shape), and dK/dV's (fp32 [batch, seqlen_k, heads, head_dim] with
+  /// heads_q heads when split, heads_kv when atomic; dK and dV themselves
+  /// when direct).
+  rt::LaunchArg delta, dqAccum, dkAccum, dvAccum;
+  rt::LaunchArg dq, dk, dv;
+  struct Packed {
+    int64_t entries = 0, maxSeqlenK = 0;
+    rt::LaunchArg cuSeqlensQ, cuSeqlensK;
+  };
+  std::optional<Packed> packed;
+
+  /// Heads of the dK/dV accumulators.
+  int64_t accumHeads() const { return kvReduction == KvReduction::split ? headsQ : headsKv; }
+  std::vector<rt::LaunchArg> preArgs() const;
+  std::vector<rt::LaunchArg> mainArgs() const;
+  /// One launch of the postprocess kernel per gradient it finishes: dQ,
+  /// then dK and dV unless they were written directly.
+  std::vector<std::vector<rt::LaunchArg>> postArgs() const;
+  /// The whole pass on `stream`; the accumulators the main kernel adds
+  /// into (dQ's, and dK/dV's when atomic) are cleared in stream order
+  /// first.
+  void launch(Kernel &pre, Kernel &main, Kernel &post, CUstream stream = nullptr) const;
+};
 
 } // namespace tessel::kernels
 

@@ -9,6 +9,7 @@
 #define TESSEL_KERNELS_BASIC_BASIC_H
 
 #include "tessel/dsl/Program.h"
+#include "tessel/kernels/Settings.h"
 
 namespace tessel::kernels {
 
@@ -19,6 +20,8 @@ struct ScaledAddConfig {
   int threads = 256;
 };
 Program scaledAdd(const ScaledAddConfig &config);
+/// Its settings: dtype, block, threads.
+const SettingsTable<ScaledAddConfig> &scaledAddSettings();
 
 /// dst = src[:, first : first + cols] with src [rows, pitch] and dst
 /// [rows, cols] row-major (all four symbols; cols a multiple of blockCols):
@@ -30,6 +33,8 @@ struct ColumnSliceConfig {
   int threads = 128;
 };
 Program columnSlice(const ColumnSliceConfig &config);
+/// Its settings: dtype, block_rows, block_cols, threads.
+const SettingsTable<ColumnSliceConfig> &columnSliceSettings();
 
 /// Y = softmax(X) along rows; X is [M, cols] with M a symbol.
 struct SoftmaxConfig {
@@ -39,6 +44,8 @@ struct SoftmaxConfig {
   int threads = 128;
 };
 Program rowSoftmax(const SoftmaxConfig &config);
+/// Its settings: dtype, cols, rows, threads.
+const SettingsTable<SoftmaxConfig> &rowSoftmaxSettings();
 
 /// lse[i] = log(sum_j exp(scale * (Q K^T)[i, j])) with Q [M, headDim] and K
 /// [N, headDim], M and N symbols: FlashAttention's online softmax over gemm
@@ -51,6 +58,8 @@ struct RowLseConfig {
   WarpPolicy policy = WarpPolicy::square;
 };
 Program rowLogSumExp(const RowLseConfig &config);
+/// Its settings: dtype, head_dim, block_m, block_n, threads, policy.
+const SettingsTable<RowLseConfig> &rowLogSumExpSettings();
 
 /// y = alpha * x (or y += alpha * x) for x [M, cols]: each block's rows come
 /// in through one TMA copy issued by a hand-written producer role and go out
@@ -61,6 +70,8 @@ struct TmaScaleConfig {
   bool accumulate = false;
 };
 Program tmaScale(const TmaScaleConfig &config);
+/// Its settings: dtype, cols, rows, accumulate.
+const SettingsTable<TmaScaleConfig> &tmaScaleSettings();
 
 } // namespace tessel::kernels
 

@@ -8,6 +8,7 @@
 #define TESSEL_KERNELS_GEMM_GEMM_H
 
 #include "tessel/dsl/Program.h"
+#include "tessel/kernels/Settings.h"
 
 namespace tessel::kernels {
 
@@ -46,6 +47,10 @@ struct GemmConfig {
   int splitK = 1;
 };
 Program gemm(const GemmConfig &config);
+/// GemmConfig as settings: in, out, transpose_a, transpose_b, block_m,
+/// block_n, block_k, stages, threads, policy, instruction, warp_specialize,
+/// swizzle, overlap_mma, cluster_m, persistent, tma_store, split_k.
+const SettingsTable<GemmConfig> &gemmSettings();
 
 } // namespace tessel::kernels
 

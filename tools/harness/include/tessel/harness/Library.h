@@ -3,6 +3,7 @@
 #define TESSEL_HARNESS_LIBRARY_H
 
 #include "tessel/dsl/Compile.h"
+#include "tessel/kernels/Settings.h"
 
 #include <functional>
 #include <map>
@@ -12,7 +13,7 @@
 namespace tessel::harness {
 
 /// key=value settings: configuration (tile sizes, types) and run shapes.
-using Params = std::map<std::string, std::string>;
+using Params = kernels::Settings;
 
 struct CheckResult {
   double relError = 0;  // ||out - ref|| / ||ref||, NaN-aware
@@ -64,9 +65,7 @@ struct LibraryKernel {
   TuneSpace tuning = {};
 };
 
-/// `text` as a whole decimal integer in [lo, hi]: no sign or digits missing,
-/// no trailing characters, no overflow. Throws tessel::Error naming `what`.
-int64_t parseInteger(const std::string &text, int64_t lo, int64_t hi, const std::string &what);
+using kernels::parseInteger;
 
 const std::vector<LibraryKernel> &library();
 /// The kernel called `name`; throws tessel::Error listing the known ones.
