@@ -1,14 +1,19 @@
 //===- Buffers.cpp - the DSL's buffers ------------------------------------===//
 //
 // Shared, fragment, local and tensor-memory allocations, tensor-memory
-// aliases and layout annotations: each checks its arguments at the user's
-// line and builds one tile op.
+// aliases and layout annotations; element access through Ref (loads and
+// stores); views of a buffer: tiles, a tensor bounded by run-time limits,
+// another rank's tensor. Each checks its arguments at the user's line and
+// builds one op.
 //
 //===----------------------------------------------------------------------===//
 #include "tessel/dsl/Program.h"
 #include "DslInternal.h"
+#include "ExprInternal.h"
 #include "tessel/Dialect/Tile/TileDialect.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Builders.h"
 
 #include <fmt/format.h>
@@ -16,6 +21,22 @@
 using namespace mlir;
 using namespace tessel;
 using namespace tessel::detail;
+
+const char *tessel::detail::spaceName(Space s) {
+  static const char *names[] = {"global", "shared", "fragment", "local", "tensor-memory"};
+  return names[static_cast<int>(s)];
+}
+
+std::string tessel::detail::shapeText(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + (shape[i] < 0 ? std::string("?") : std::to_string(shape[i]));
+  return s + "]";
+}
+
+//===----------------------------------------------------------------------===//
+// Allocations
+//===----------------------------------------------------------------------===//
 
 static Buffer allocate(Space space, std::vector<int64_t> shape, DType type, const std::string &name,
                        SrcLoc loc) {
@@ -100,3 +121,136 @@ void tessel::annotate_layout(const Buffer &buf, std::vector<int64_t> strides, Sr
                                  AffineMapAttr::get(AffineMap::get(strides.size(), 0, e)));
 }
 
+//===----------------------------------------------------------------------===//
+// Element access
+//===----------------------------------------------------------------------===//
+
+Value Buffer::value() const {
+  if (param >= 0) return Program::current(lastLoc).paramValue(param, lastLoc);
+  if (!impl) fail(lastLoc, "use of an empty Buffer");
+  return Value::getFromOpaquePointer(impl);
+}
+
+Ref Buffer::operator()(Expr i, SrcLoc loc) const { return at({i}, loc); }
+Ref Buffer::operator()(Expr i, Expr j, SrcLoc loc) const { return at({i, j}, loc); }
+Ref Buffer::operator()(Expr i, Expr j, Expr k, SrcLoc loc) const { return at({i, j, k}, loc); }
+
+Ref Buffer::at(std::vector<Expr> idx, SrcLoc loc) const {
+  if (static_cast<int64_t>(idx.size()) != rank())
+    fail(loc, fmt::format("a rank-{} buffer is indexed with {} indices", rank(), idx.size()));
+  return Ref(*this, std::move(idx), loc);
+}
+
+SmallVector<Value> tessel::detail::indexValues(const std::vector<Expr> &idx) {
+  SmallVector<Value> out;
+  for (const Expr &e : idx) {
+    if (isFloat(e.type()) || e.node->kind == ExprNode::FConst)
+      fail(lastLoc, "buffer indices must be integers");
+    out.push_back(e.value(DType::index));
+  }
+  return out;
+}
+
+Ref::operator Expr() const {
+  lastLoc = where;
+  Program &p = Program::current(where);
+  Value v = memref::LoadOp::create(p.builder(), p.location(where), buf.value(), indexValues(indices));
+  return fromValue(v);
+}
+
+Ref &Ref::operator=(const Expr &v) {
+  lastLoc = where;
+  Program &p = Program::current(where);
+  OpBuilder &b = p.builder();
+  Location l = p.location(where);
+  Type elt = toMlir(&p.context(), buf.dtype());
+  DType src = v.node->kind == ExprNode::FConst ? buf.dtype() : v.type();
+  Value value = convertTo(b, l, v.value(isHost(*v.node) ? buf.dtype() : src), elt);
+  memref::StoreOp::create(b, l, value, buf.value(), indexValues(indices));
+  return *this;
+}
+
+Ref &Ref::operator+=(const Expr &v) {
+  Expr sum = static_cast<Expr>(*this) + v;
+  return *this = sum;
+}
+
+//===----------------------------------------------------------------------===//
+// Views
+//===----------------------------------------------------------------------===//
+
+Buffer Buffer::tile(std::vector<Expr> offsets, std::vector<int64_t> sizes, SrcLoc loc) const {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  if (offsets.size() != dims.size() || sizes.size() != dims.size())
+    fail(loc, fmt::format("a tile of a rank-{} buffer needs {} offsets and sizes, got {} and {}",
+                          rank(), rank(), offsets.size(), sizes.size()));
+  std::vector<int64_t> window(sizes), shape;
+  llvm::SmallVector<bool> dropped(sizes.size(), false);
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (sizes[d] == drop) window[d] = 1, dropped[d] = true;
+    else shape.push_back(sizes[d]);
+    if (window[d] < 0)
+      fail(loc, fmt::format("tile sizes must be positive (or `drop`), got {}", shapeText(sizes)));
+    int64_t off;
+    if (dims[d] >= 0 && window[d] > dims[d])
+      fail(loc, fmt::format("tile {} does not fit in buffer {} (dimension {})", shapeText(sizes),
+                            shapeText(dims), d));
+    if (dims[d] >= 0 && offsets[d].isConstant(&off) && (off < 0 || off + window[d] > dims[d]))
+      fail(loc, fmt::format("tile {} at offset {} lies outside buffer {} in dimension {}",
+                            shapeText(sizes), off, shapeText(dims), d));
+  }
+  if (shape.empty()) fail(loc, "a tile keeps at least one dimension; index the buffer instead");
+  auto region = tile::RegionOp::create(p.builder(), p.location(loc), value(), indexValues(offsets),
+                                       ArrayRef<int64_t>(window), dropped);
+  return Buffer::wrap(region.getResult().getAsOpaquePointer(), shape, elt, where);
+}
+
+Buffer Tensor::bounded(std::vector<Expr> limits, SrcLoc loc) const {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  if (limits.size() != dims.size())
+    fail(loc, fmt::format("tensor '{}' has {} dimensions; bounded() takes one limit for each, "
+                          "got {}", label, dims.size(), limits.size()));
+  for (Expr &limit : limits)
+    if (limit.type() != DType::index && limit.type() != DType::i32 && limit.type() != DType::i64)
+      fail(loc, fmt::format("bounded(): limits are integers, got {}", tessel::name(limit.type())));
+  SmallVector<Value> values;
+  for (Expr &limit : limits) {
+    Value v = limit.value(limit.type() == DType::index || limit.node->kind != ExprNode::Val
+                              ? DType::index
+                              : limit.type());
+    if (!v.getType().isIndex())
+      v = arith::IndexCastOp::create(p.builder(), p.location(loc), p.builder().getIndexType(), v);
+    values.push_back(v);
+  }
+  Value source = value();
+  auto bound = tile::BoundOp::create(p.builder(), p.location(loc), source.getType(), source, values);
+  return Buffer::wrap(bound.getResult().getAsOpaquePointer(), dims, elt, where);
+}
+
+Buffer tessel::peer(const Tensor &tensor, Expr rank, SrcLoc loc) {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  if (rank.type() != DType::index && rank.type() != DType::i32 && rank.type() != DType::i64)
+    fail(loc, fmt::format("peer(): the rank is an integer, got {}", tessel::name(rank.type())));
+  Value r = rank.value(rank.type() == DType::index || rank.node->kind != ExprNode::Val ? DType::index
+                                                                                      : rank.type());
+  if (!r.getType().isIndex())
+    r = arith::IndexCastOp::create(p.builder(), p.location(loc), p.builder().getIndexType(), r);
+  Value source = tensor.value();
+  if (!llvm::isa<BlockArgument>(source))
+    fail(loc, fmt::format("peer(): '{}' is not a kernel tensor parameter", tensor.name()));
+  auto peerOp = tile::PeerOp::create(p.builder(), p.location(loc), source.getType(), source, r);
+  return Buffer::wrap(peerOp.getResult().getAsOpaquePointer(), tensor.shape(), tensor.dtype(),
+                      Space::global);
+}
+
+Buffer Buffer::wrap(void *opaqueValue, std::vector<int64_t> shape, DType type, Space space) {
+  Buffer b;
+  b.impl = opaqueValue;
+  b.dims = std::move(shape);
+  b.elt = type;
+  b.where = space;
+  return b;
+}

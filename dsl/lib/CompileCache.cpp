@@ -1,4 +1,10 @@
 //===- CompileCache.cpp - pipeline results keyed by the tile IR -----------===//
+//
+// The entries' format on disk and in memory (CompileCache.h), and the
+// remarks an entry keeps, their op locations made positions so that a hit
+// names its own program's lines.
+//
+//===----------------------------------------------------------------------===//
 #include "CompileCache.h"
 #include "TesselBuildId.h"
 #include "tessel/Dialect/Tile/TileDialect.h"
@@ -6,9 +12,14 @@
 #include "tessel/runtime/Cache.h"
 #include "tessel/runtime/Files.h"
 
+#include "tessel/Transforms/Remarks.h"
+
 #include "mlir/AsmParser/AsmParser.h"
 #include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
 
+#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -241,4 +252,104 @@ void tessel::clearCompileCacheMemory() {
     memory.clear();
   }
   rt::KernelCache::global().clearMemory();
+}
+
+//===----------------------------------------------------------------------===//
+// Remarks in an entry
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The first op at each location in a walk of `module`, by position.
+llvm::DenseMap<mlir::Location, int64_t> firstOpAt(mlir::ModuleOp module) {
+  llvm::DenseMap<mlir::Location, int64_t> first;
+  int64_t position = 0;
+  module->walk([&](mlir::Operation *op) { first.try_emplace(op->getLoc(), position++); });
+  return first;
+}
+
+/// The location of the op at each position of a walk of `module`.
+std::vector<std::string> opLocations(mlir::ModuleOp module) {
+  std::vector<std::string> out;
+  module->walk([&](mlir::Operation *op) { out.push_back(describeLocation(op->getLoc())); });
+  return out;
+}
+
+// A remark's message names other ops by file:line; the cache keeps those as
+// positions in the walk (between these marks), so that a hit from the same
+// tile IR built at other lines names its own.
+constexpr char kPositionOpen = '\x01', kPositionClose = '\x02';
+
+/// `message` with each op location in `locations` (by walk position)
+/// replaced by its marked position; a location is whole where no digit
+/// follows it.
+std::string markPositions(std::string message, const std::vector<std::string> &locations) {
+  std::map<std::string, size_t> first;
+  for (size_t i = 0; i < locations.size(); ++i) first.try_emplace(locations[i], i);
+  // Longest first, so that no location is taken for a prefix of another.
+  std::vector<std::pair<std::string, size_t>> byLength(first.begin(), first.end());
+  llvm::sort(byLength, [](auto &a, auto &b) { return a.first.size() > b.first.size(); });
+  for (auto &[where, position] : byLength) {
+    if (where.empty()) continue;
+    std::string marked = kPositionOpen + std::to_string(position) + kPositionClose;
+    for (size_t at = message.find(where); at != std::string::npos; at = message.find(where, at)) {
+      size_t end = at + where.size();
+      if (end < message.size() && std::isdigit(static_cast<unsigned char>(message[end]))) {
+        at = end;
+        continue;
+      }
+      message.replace(at, where.size(), marked);
+      at += marked.size();
+    }
+  }
+  return message;
+}
+
+/// `message` with its marked positions replaced by those ops' locations.
+std::string unmarkPositions(const std::string &message, const std::vector<std::string> &locations) {
+  std::string out;
+  for (size_t at = 0; at < message.size();) {
+    size_t open = message.find(kPositionOpen, at), close = message.find(kPositionClose, open);
+    if (open == std::string::npos || close == std::string::npos) {
+      out += message.substr(at);
+      break;
+    }
+    out += message.substr(at, open - at);
+    size_t position = std::stoul(message.substr(open + 1, close - open - 1));
+    out += position < locations.size() ? locations[position] : std::string("?");
+    at = close + 1;
+  }
+  return out;
+}
+} // namespace
+
+std::vector<std::pair<Remark, int64_t>>
+tessel::detail::remarksForEntry(const std::vector<std::pair<Remark, mlir::Location>> &remarks,
+                                mlir::ModuleOp module) {
+  std::vector<std::pair<Remark, int64_t>> cachedRemarks;
+  llvm::DenseMap<mlir::Location, int64_t> positions;
+  std::vector<std::string> locations;
+  if (!remarks.empty()) {
+    positions = firstOpAt(module);
+    locations = opLocations(module);
+  }
+  for (auto &[remark, loc] : remarks) {
+    auto it = positions.find(loc);
+    cachedRemarks.emplace_back(remark, it == positions.end() ? -1 : it->second);
+    cachedRemarks.back().first.message = markPositions(remark.message, locations);
+  }
+  return cachedRemarks;
+}
+
+std::vector<Remark> tessel::detail::remarksFromEntry(const CompiledIr &entry,
+                                                     mlir::ModuleOp module) {
+  std::vector<Remark> declined;
+  std::vector<std::string> locations;
+  if (!entry.remarks.empty()) locations = opLocations(module);
+  for (const auto &[remark, position] : entry.remarks) {
+    declined.push_back(remark);
+    declined.back().message = unmarkPositions(remark.message, locations);
+    if (position >= 0 && size_t(position) < locations.size())
+      declined.back().location = locations[position];
+  }
+  return declined;
 }

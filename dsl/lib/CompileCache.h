@@ -17,8 +17,10 @@
 #include "tessel/runtime/KernelSpec.h"
 #include "tessel/runtime/LazyText.h"
 
-#include <functional>
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Location.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,6 +48,17 @@ std::string compiledIrKey(const std::string &tileIr, const std::string &arch, bo
 std::shared_ptr<const CompiledIr> findCompiledIr(const std::string &key,
                                                  std::function<std::string()> lowerAgain);
 void storeCompiledIr(const std::string &key, const CompiledIr &entry);
+
+/// `remarks` (each with its op's location) as an entry keeps them: each
+/// with the walk position in `module` (the tile IR before the pipeline) of
+/// the first op at its location, and the op locations its message names
+/// made positions too.
+std::vector<std::pair<Remark, int64_t>>
+remarksForEntry(const std::vector<std::pair<Remark, mlir::Location>> &remarks,
+                mlir::ModuleOp module);
+/// An entry's remarks for `module`, built from the same tile IR: each at
+/// its op there, naming the ops there.
+std::vector<Remark> remarksFromEntry(const CompiledIr &entry, mlir::ModuleOp module);
 
 } // namespace tessel::detail
 

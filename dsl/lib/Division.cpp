@@ -10,7 +10,7 @@
 // instruction.
 //
 //===----------------------------------------------------------------------===//
-#include "DslInternal.h"
+#include "ExprInternal.h"
 #include "tessel/Transforms/BufferUtils.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"

@@ -1,8 +1,26 @@
 //===- DslInternal.h - what the DSL's source files share --------*- C++ -*-===//
 //
-// Not installed: the expression node and the helpers Program.cpp (program
-// state, expressions, buffers, tile ops) and ControlFlow.cpp (loops, roles,
-// mbarriers, flags) both use.
+// Not installed. The DSL's library, by file:
+//   Program.cpp        a Program: its parameters (tensors, symbols, scalars),
+//                      building its one kernel, the current program and user
+//                      line, errors and verification at that line
+//   Expressions.cpp    Expr and DType: constants, arithmetic, comparisons,
+//                      math functions, conversions, host evaluation
+//   Division.cpp       integer `/` and `%` that floor
+//   Buffers.cpp        allocations, layout annotations, element access
+//                      (Ref) and views (tiles, bounds, peers)
+//   TileOps.cpp        copy, fill, gemm, reductions and atomics
+//   ControlFlow.cpp    element, pipelined, persistent and serial loops,
+//                      block swizzling, conditionals
+//   Synchronisation.cpp  clusters, roles, mbarriers, TMA copies and flags
+//   Compile.cpp        tessel::compile: the pipeline, the CUDA emitter and
+//                      NVRTC run on a Program
+//   CompileCache.cpp   their results kept by tile IR, with the remarks made
+//                      independent of the user's lines (CompileCache.h)
+//   Launch.cpp         a compiled Kernel's launch checks, and its build
+//                      without TMA (CompileInternal.h)
+// This header: the helpers the files that build IR share. What an Expr is
+// made of is in ExprInternal.h.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TESSEL_DSL_DSLINTERNAL_H
@@ -10,60 +28,38 @@
 
 #include "tessel/dsl/Program.h"
 
-#include "mlir/IR/Builders.h"
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/SmallVector.h"
 
-#include <memory>
 #include <string>
 #include <vector>
 
-namespace tessel {
+namespace mlir {
+class Operation;
+}
 
-/// A node of an Expr: a constant, a symbol (or scalar parameter, negative
-/// index), a host binary operation, or a value built in the kernel's IR.
-struct ExprNode {
-  enum Kind { Const, FConst, Sym, Bin, Val } kind;
-  int64_t i = 0;
-  double f = 0;
-  char op = 0;
-  std::shared_ptr<ExprNode> lhs, rhs;
-  void *val = nullptr; // mlir::Value
-  DType type = DType::index;
-};
+namespace tessel {
 
 namespace tile {
 class KernelOp;
 }
 
 namespace detail {
-/// The user's line of the DSL call being built, for errors raised below it.
+/// The user's line of the DSL call being built, for errors raised below it
+/// (Program.cpp).
 extern thread_local SrcLoc lastLoc;
-/// The kernel whose body `p` is building (an error at `loc` outside one).
+/// The kernel whose body `p` is building (an error at `loc` outside one;
+/// Program.cpp).
 tile::KernelOp enclosingKernel(Program &p, SrcLoc loc);
-/// An Expr standing for an IR value.
-Expr fromValue(mlir::Value v);
-/// Index values of `idx` at the current insertion point.
-llvm::SmallVector<mlir::Value> indexValues(const std::vector<Expr> &idx);
-const char *spaceName(Space s);
-mlir::Type toMlir(mlir::MLIRContext *ctx, DType t);
-bool isFloat(DType t);
-/// An expression of constants and index symbols only (computable on the host).
-bool isHost(const ExprNode &n);
-/// `v` converted (int/float casts, widening or narrowing) to `to`.
-mlir::Value convertTo(mlir::OpBuilder &b, mlir::Location l, mlir::Value v, mlir::Type to);
-/// Integer division rounding toward negative infinity, and the remainder
-/// with the divisor's sign (the DSL's `/` and `%`); C's truncating forms
-/// where both operands are provably non-negative (Division.cpp).
-mlir::Value floorDivide(mlir::OpBuilder &b, mlir::Location l, mlir::Value lhs, mlir::Value rhs);
-mlir::Value floorRemainder(mlir::OpBuilder &b, mlir::Location l, mlir::Value lhs, mlir::Value rhs);
-int64_t floorDivide(int64_t a, int64_t b);
-int64_t floorRemainder(int64_t a, int64_t b);
-/// "[64, ?]" for messages (-1 is a dynamic extent).
-std::string shapeText(const std::vector<int64_t> &shape);
 /// Runs the op's verifier; its diagnostics become a tessel::Error at the
-/// user's line.
+/// user's line (Program.cpp).
 void verifyAtUserLine(mlir::Operation *op);
+/// Index values of `idx` at the current insertion point (Buffers.cpp).
+llvm::SmallVector<mlir::Value> indexValues(const std::vector<Expr> &idx);
+/// "shared", "fragment", ... for messages (Buffers.cpp).
+const char *spaceName(Space s);
+/// "[64, ?]" for messages (-1 is a dynamic extent; Buffers.cpp).
+std::string shapeText(const std::vector<int64_t> &shape);
 } // namespace detail
 
 } // namespace tessel

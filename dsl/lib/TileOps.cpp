@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "tessel/dsl/Program.h"
 #include "DslInternal.h"
+#include "ExprInternal.h"
 #include "tessel/Dialect/Tile/TileDialect.h"
 
 #include "mlir/IR/Builders.h"
