@@ -28,7 +28,8 @@ template <class C> std::vector<Setting<C>> sharedSettings() {
           integerSetting("block_m", &C::blockM),
           blockNSetting<C>(),
           integerSetting("threads", &C::threads),
-          integerSetting("stages", &C::stages),
+          // More stages than 8 never fit beside the tiles a step needs.
+          integerSetting("stages", &C::stages, 1, 8),
           flagSetting("causal", &C::causal),
           flagSetting("varlen", &C::varlen),
           choiceSetting("warp_specialize", &C::warpSpecialize, warpSpecializeChoices()),

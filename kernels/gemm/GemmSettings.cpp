@@ -16,14 +16,14 @@ const SettingsTable<GemmConfig> &kernels::gemmSettings() {
       integerSetting("block_k", &C::blockK),
       integerSetting("stages", &C::stages),
       integerSetting("threads", &C::threads),
-      choiceSetting("policy", &C::policy, policyChoices()),
+      integerSetting("swizzle", &C::swizzlePanel),
       choiceSetting("instruction", &C::instruction, instructionChoices()),
       choiceSetting("warp_specialize", &C::warpSpecialize, warpSpecializeChoices()),
-      integerSetting("swizzle", &C::swizzlePanel),
       flagSetting("overlap_mma", &C::overlapMma),
       integerSetting("cluster_m", &C::clusterM),
       flagSetting("persistent", &C::persistent),
       flagSetting("tma_store", &C::tmaStore),
+      choiceSetting("policy", &C::policy, policyChoices()),
       integerSetting("split_k", &C::splitK),
   });
   return table;

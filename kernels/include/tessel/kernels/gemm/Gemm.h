@@ -48,8 +48,8 @@ struct GemmConfig {
 };
 Program gemm(const GemmConfig &config);
 /// GemmConfig as settings: in, out, transpose_a, transpose_b, block_m,
-/// block_n, block_k, stages, threads, policy, instruction, warp_specialize,
-/// swizzle, overlap_mma, cluster_m, persistent, tma_store, split_k.
+/// block_n, block_k, stages, threads, swizzle, instruction, warp_specialize,
+/// overlap_mma, cluster_m, persistent, tma_store, policy, split_k.
 const SettingsTable<GemmConfig> &gemmSettings();
 
 } // namespace tessel::kernels
