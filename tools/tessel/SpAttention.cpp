@@ -73,9 +73,11 @@ SpProblem problemFrom(const Params &given, const Params &defaults, int ranks) {
   s.elementBytes = 2;
   s.ranks = ranks;
   sp.zigzag = choiceParam<bool>(p, "variant", {{"ulysses", false}, {"zigzag", true}});
-  sp.config.dtype = choiceParam<DType>(p, "dtype", {{"bf16", DType::bf16}, {"f16", DType::f16}});
+  // The attention settings this command takes, read as every caller reads them.
+  sp.config = attentionSettings().read({{"dtype", p.at("dtype")}, {"causal", p.at("causal")}});
+  if (sp.config.dtype == DType::f32)
+    throw Error("sp_attention: dtype=f32; the exchange moves 16-bit elements: use bf16 or f16");
   sp.config.headDim = s.headDim;
-  sp.config.causal = flagParam(p, "causal");
   sp.scale = 1.0 / std::sqrt(double(s.headDim));
   const std::string &groups = p.at("groups");
   bool list = groups.find(',') != std::string::npos;
