@@ -11,7 +11,6 @@
 #include "tessel/Dialect/TileNV/TileNVDialect.h"
 #include "tessel/Transforms/BufferUtils.h"
 
-#include "mlir/IR/Matchers.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -22,124 +21,6 @@ using namespace tessel;
 using namespace tessel::tile;
 
 namespace tessel {
-
-// Tensor-core instructions are printed as inline PTX so that the emitted
-// CUDA shows exactly what runs.
-LogicalResult CudaEmitter::emitLdMatrix(tilenv::LdMatrixOp o) {
-  int64_t count = o.getCount();
-  std::string regs;
-  for (int64_t i = 0; i < count; ++i) regs += (i ? ", %" : "%") + std::to_string(i);
-  line() << "asm volatile(\"ldmatrix.sync.aligned.m8n8.x" << count << (o.getTrans() ? ".trans" : "")
-         << ".shared.b16 {" << regs << "}, [%" << count << "];\"\n";
-  line() << "    : ";
-  for (int64_t i = 0; i < count; ++i)
-    os << (i ? ", " : "") << "\"=r\"(" << slot(o.getDest(), o.getBase(), i) << ")";
-  os << "\n";
-  line() << "    : \"r\"(tessel::smem_address(&" << name(o.getSource()) << "["
-         << name(o.getOffset()) << "])));\n";
-  return success();
-}
-
-LogicalResult CudaEmitter::emitMmaSync(tilenv::MmaSyncOp o) {
-  std::string t = ptxType(o.getOperandType());
-  line() << "asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32." << t << "." << t
-         << ".f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\"\n";
-  line() << "    : ";
-  for (int64_t i = 0; i < 4; ++i)
-    os << (i ? ", " : "") << "\"+f\"(" << slot(o.getAcc(), o.getAccBase(), i) << ")";
-  os << "\n";
-  line() << "    : ";
-  for (int64_t i = 0; i < 4; ++i)
-    os << (i ? ", " : "") << "\"r\"(" << pairSlot(o.getA(), o.getABase(), i) << ")";
-  for (int64_t i = 0; i < 2; ++i)
-    os << ", \"r\"(" << slot(o.getB(), o.getBBase(), i) << ")";
-  os << ");\n";
-  return success();
-}
-
-/// The scale-d operand of a wgmma: 1 (accumulate) unless `accumulate` says.
-std::string CudaEmitter::scaleD(Value accumulate) {
-  if (overwrites(accumulate)) return "0";
-  return accumulate ? "int(" + name(accumulate) + ")" : "1";
-}
-
-/// A wgmma whose scale-d is a constant 0 writes its accumulator registers
-/// without reading them; its asm says so ("=f"), so that the registers'
-/// earlier values are dead to the compiler rather than live into it.
-bool CudaEmitter::overwrites(Value accumulate) {
-  return accumulate && matchPattern(accumulate, m_Zero());
-}
-
-bool CudaEmitter::printedInPlace(Value constant) {
-  return llvm::all_of(constant.getUsers(), [&](Operation *user) {
-    Value accumulate = llvm::TypeSwitch<Operation *, Value>(user)
-                           .Case<tilenv::WgmmaOp, tilenv::WgmmaRegAOp>(
-                               [](auto o) { return o.getAccumulate(); })
-                           .Default([](Operation *) { return Value(); });
-    return accumulate == constant && overwrites(constant);
-  });
-}
-
-LogicalResult CudaEmitter::emitWgmmaRegA(tilenv::WgmmaRegAOp o) {
-  int64_t n = o.getN(), regs = n / 2;
-  const char *accConstraint = overwrites(o.getAccumulate()) ? "\"=f\"" : "\"+f\"";
-  std::string t = ptxType(o.getOperandType());
-  std::string list;
-  for (int64_t i = 0; i < regs; ++i) list += (i ? ", %" : "%") + std::to_string(i);
-  line() << "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" << regs + 5
-         << ", 0;\\nwgmma.mma_async.sync.aligned.m64n" << n << "k16.f32." << t << "." << t << " {"
-         << list << "}, {%" << regs << ", %" << regs + 1 << ", %" << regs + 2 << ", %" << regs + 3
-         << "}, %" << regs + 4 << ", p, 1, 1, " << (o.getTransB() ? 1 : 0) << ";\\n}\"\n";
-  line() << "    : ";
-  for (int64_t i = 0; i < regs; ++i) {
-    os << (i ? ", " : "") << accConstraint << "(" << slot(o.getAcc(), o.getBase(), i) << ")";
-    if (i % 4 == 3 && i + 1 < regs) os << "\n" << std::string(2 * depth + 6, ' ');
-  }
-  os << "\n";
-  line() << "    : ";
-  for (int64_t i = 0; i < 4; ++i)
-    os << "\"r\"(" << pairSlot(o.getA(), o.getABase(), i) << "), ";
-  os << "\"l\"(" << name(o.getDescB()) << "), \"r\"(" << scaleD(o.getAccumulate()) << "));\n";
-  return success();
-}
-
-LogicalResult CudaEmitter::emitWgmmaFence(tilenv::WgmmaFenceOp o) {
-  // The A registers of the group's register-A products are packed (two
-  // 16-bit values to a register) before the fence, not at each product:
-  // a register the group reads that is written after the fence makes ptxas
-  // inject another warpgroup.arrive (info C7519) ahead of that product.
-  SetVector<Value> operands;
-  for (Operation *op = o->getNextNode(); op && !llvm::isa<tilenv::WgmmaCommitOp>(op);
-       op = op->getNextNode())
-    op->walk([&](tilenv::WgmmaRegAOp product) { operands.insert(product.getA()); });
-  for (Value a : operands) {
-    unsigned bits = llvm::cast<MemRefType>(a.getType()).getElementType().getIntOrFloatBitWidth();
-    line() << (bits == 16 ? "tessel::fence_pairs(" : "tessel::fence_registers(") << name(a)
-           << ");\n";
-  }
-  return asmStatement("wgmma.fence.sync.aligned");
-}
-
-LogicalResult CudaEmitter::emitWgmma(tilenv::WgmmaOp o) {
-  int64_t n = o.getN(), regs = n / 2;
-  const char *accConstraint = overwrites(o.getAccumulate()) ? "\"=f\"" : "\"+f\"";
-  std::string t = ptxType(o.getOperandType());
-  std::string list;
-  for (int64_t i = 0; i < regs; ++i) list += (i ? ", %" : "%") + std::to_string(i);
-  line() << "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" << regs + 2
-         << ", 0;\\nwgmma.mma_async.sync.aligned.m64n" << n << "k16.f32." << t << "." << t << " {"
-         << list << "}, %" << regs << ", %" << regs + 1 << ", p, 1, 1, " << (o.getTransA() ? 1 : 0)
-         << ", " << (o.getTransB() ? 1 : 0) << ";\\n}\"\n";
-  line() << "    : ";
-  for (int64_t i = 0; i < regs; ++i) {
-    os << (i ? ", " : "") << accConstraint << "(" << slot(o.getAcc(), o.getBase(), i) << ")";
-    if (i % 4 == 3 && i + 1 < regs) os << "\n" << std::string(2 * depth + 6, ' ');
-  }
-  os << "\n";
-  line() << "    : \"l\"(" << name(o.getDescA()) << "), \"l\"(" << name(o.getDescB())
-         << "), \"r\"(" << scaleD(o.getAccumulate()) << "));\n";
-  return success();
-}
 
 // One identifier each (the device header's aliases for the types of several
 // words), so that every spelling is valid wherever a type goes: declarations,
@@ -361,11 +242,10 @@ LogicalResult CudaEmitter::emitArith(Operation &op) {
       });
 }
 
-LogicalResult CudaEmitter::emitOp(Operation &op) {
-  if (op.getDialect() && (op.getDialect()->getNamespace() == "arith" ||
-                          op.getDialect()->getNamespace() == "math"))
-    return emitArith(op);
-  return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
+// scf becomes C++ statements; a loop's or an if's results are variables
+// declared before it and assigned by its yield.
+std::optional<LogicalResult> CudaEmitter::emitControlFlow(Operation &op) {
+  return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(&op)
       .Case([&](scf::ForOp o) {
         for (auto [res, init] : llvm::zip(o.getResults(), o.getInitArgs()))
           line() << declare(res) << " = " << name(init) << ";\n";
@@ -404,6 +284,14 @@ LogicalResult CudaEmitter::emitOp(Operation &op) {
           if (name(res) != name(v)) line() << name(res) << " = " << name(v) << ";\n";
         return success();
       })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+// Loads, stores and the buffers they address: registers are local arrays,
+// shared buffers pointers at fixed offsets into the one dynamic allocation,
+// another rank's buffer the address its peer table holds.
+std::optional<LogicalResult> CudaEmitter::emitBuffer(Operation &op) {
+  return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(&op)
       .Case([&](memref::LoadOp o) {
         line() << declare(o.getResult()) << " = " << element(o.getMemRef(), o.getIndices()) << ";\n";
         return success();
@@ -445,6 +333,19 @@ LogicalResult CudaEmitter::emitOp(Operation &op) {
         dims[o.getResult()] = dims[o.getSource()];
         return success();
       })
+      .Case([&](tilenv::SmemAddressOp o) {
+        line() << "const unsigned " << name(o.getResult()) << " = tessel::smem_address("
+               << name(o.getBuffer()) << ");\n";
+        return success();
+      })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+// What a thread asks of the hardware about itself: its index, the grid's
+// size and its cluster rank, a value from another lane (warp shuffles), and
+// its warpgroup's register count.
+std::optional<LogicalResult> CudaEmitter::emitThreadOp(Operation &op) {
+  return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(&op)
       .Case([&](tilenv::ThreadIdOp o) {
         line() << "const int " << name(o.getResult()) << " = threadIdx.x;\n";
         return success();
@@ -453,15 +354,27 @@ LogicalResult CudaEmitter::emitOp(Operation &op) {
         line() << "const int " << name(o.getResult()) << " = gridDim.x;\n";
         return success();
       })
-      .Case([&](tilenv::SyncThreadsOp) {
-        line() << "__syncthreads();\n";
-        return success();
-      })
       .Case([&](tilenv::ShflXorOp o) {
         line() << declare(o.getResult()) << " = __shfl_xor_sync(0xffffffffu, " << name(o.getValue())
                << ", " << o.getOffset() << ", " << o.getWidth() << ");\n";
         return success();
       })
+      .Case([&](tilenv::ClusterRankOp o) {
+        line() << declare(o.getRank()) << " = tessel::cluster_rank();\n";
+        return success();
+      })
+      .Case([&](tilenv::SetMaxNRegOp o) {
+        line() << "asm volatile(\"setmaxnreg." << (o.getIncrease() ? "inc" : "dec")
+               << ".sync.aligned.u32 " << o.getCount() << ";\");\n";
+        return success();
+      })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+// Blocks and ranks meet in global memory: atomic adds, flags and vector
+// reductions, each a device-header call that carries its memory order.
+std::optional<LogicalResult> CudaEmitter::emitGlobalAtomic(Operation &op) {
+  return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(&op)
       .Case([&](tilenv::AtomicAddOp o) {
         line() << "tessel::atomic_add<tessel::order_" << stringifyMemoryOrder(o.getOrder())
                << ">(&" << element(o.getMemref(), o.getIndices()) << ", " << name(o.getValue())
@@ -479,9 +392,6 @@ LogicalResult CudaEmitter::emitOp(Operation &op) {
                << "\");\n";
         return success();
       })
-      .Case([&](tilenv::FenceProxyAsyncGlobalOp) {
-        return asmStatement("fence.proxy.async.global");
-      })
       .Case([&](tilenv::ReduceAddVectorOp o) {
         line() << "tessel::red_add_v" << o.getCount() << "<tessel::order_"
                << stringifyMemoryOrder(o.getOrder()) << ">(&"
@@ -490,6 +400,17 @@ LogicalResult CudaEmitter::emitOp(Operation &op) {
           os << ", " << slot(o.getSource(), o.getSourceIndex(), i);
         os << ");\n";
         return success();
+      })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+// Copies that bypass registers or run asynchronously (vector, cp.async,
+// TMA, bulk), their commit and wait groups, and the proxy fences that
+// order them against ordinary accesses.
+std::optional<LogicalResult> CudaEmitter::emitCopy(Operation &op) {
+  return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(&op)
+      .Case([&](tilenv::FenceProxyAsyncGlobalOp) {
+        return asmStatement("fence.proxy.async.global");
       })
       .Case([&](tilenv::CopyVectorOp o) {
         line() << "tessel::copy_bytes<" << o.getBytes() << ">(&"
@@ -518,8 +439,25 @@ LogicalResult CudaEmitter::emitOp(Operation &op) {
                  << ", " << name(o.getBarrier());
         return finishTmaCall(o.getCoords());
       })
-      .Case([&](tilenv::ClusterRankOp o) {
-        line() << declare(o.getRank()) << " = tessel::cluster_rank();\n";
+      .Case([&](tilenv::TmaStoreOp o) {
+        line() << (o.getReduceAdd() ? "tessel::tma_reduce_add(&tma" : "tessel::tma_store(&tma")
+               << o.getDescriptor() << ", " << name(o.getSource());
+        return finishTmaCall(o.getCoords());
+      })
+      .Case([&](tilenv::BulkCommitOp) { return asmStatement("cp.async.bulk.commit_group"); })
+      .Case([&](tilenv::BulkWaitOp o) {
+        return asmStatement(o.getRead() ? "cp.async.bulk.wait_group.read 0"
+                                        : "cp.async.bulk.wait_group 0");
+      })
+      .Case([&](tilenv::FenceProxyAsyncOp) { return asmStatement("fence.proxy.async.shared::cta"); })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+// Barriers: the block's, a warp's, named ones, the cluster's and mbarriers.
+std::optional<LogicalResult> CudaEmitter::emitSync(Operation &op) {
+  return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(&op)
+      .Case([&](tilenv::SyncThreadsOp) {
+        line() << "__syncthreads();\n";
         return success();
       })
       .Case([&](tilenv::ClusterBarrierOp) {
@@ -530,16 +468,6 @@ LogicalResult CudaEmitter::emitOp(Operation &op) {
         line() << "tessel::mbarrier_arrive_cluster(" << name(o.getAddress()) << ", "
                << name(o.getRank()) << ");\n";
         return success();
-      })
-      .Case([&](tilenv::TmaStoreOp o) {
-        line() << (o.getReduceAdd() ? "tessel::tma_reduce_add(&tma" : "tessel::tma_store(&tma")
-               << o.getDescriptor() << ", " << name(o.getSource());
-        return finishTmaCall(o.getCoords());
-      })
-      .Case([&](tilenv::BulkCommitOp) { return asmStatement("cp.async.bulk.commit_group"); })
-      .Case([&](tilenv::BulkWaitOp o) {
-        return asmStatement(o.getRead() ? "cp.async.bulk.wait_group.read 0"
-                                        : "cp.async.bulk.wait_group 0");
       })
       .Case([&](tilenv::MbarrierInitOp o) {
         line() << "tessel::mbarrier_init(" << name(o.getAddress()) << ", " << o.getArrivals()
@@ -570,60 +498,21 @@ LogicalResult CudaEmitter::emitOp(Operation &op) {
         line() << "__syncwarp();\n";
         return success();
       })
-      .Case([&](tilenv::SetMaxNRegOp o) {
-        line() << "asm volatile(\"setmaxnreg." << (o.getIncrease() ? "inc" : "dec")
-               << ".sync.aligned.u32 " << o.getCount() << ";\");\n";
-        return success();
-      })
-      .Case([&](tilenv::FenceProxyAsyncOp) { return asmStatement("fence.proxy.async.shared::cta"); })
-      .Case([&](tilenv::LdMatrixOp o) { return emitLdMatrix(o); })
-      .Case([&](tilenv::MmaSyncOp o) { return emitMmaSync(o); })
-      .Case([&](tilenv::SmemAddressOp o) {
-        line() << "const unsigned " << name(o.getResult()) << " = tessel::smem_address("
-               << name(o.getBuffer()) << ");\n";
-        return success();
-      })
-      .Case([&](tilenv::WgmmaDescOp o) {
-        line() << "const long long " << name(o.getResult()) << " = tessel::wgmma_desc("
-               << name(o.getAddress()) << ", " << o.getLeadingBytes() << ", " << o.getStrideBytes()
-               << ", " << o.getSwizzleBytes() << ");\n";
-        return success();
-      })
-      .Case([&](tilenv::WgmmaOp o) { return emitWgmma(o); })
-      .Case([&](tilenv::WgmmaRegAOp o) { return emitWgmmaRegA(o); })
-      .Case([&](tilenv::UnpackPairOp o) {
-        std::string type = typeName(o.getLo().getType());
-        line() << type << " " << name(o.getLo()) << ", " << name(o.getHi()) << ";\n";
-        line() << "tessel::unpack_pair(unsigned(" << name(o.getPacked()) << "), " << name(o.getLo())
-               << ", " << name(o.getHi()) << ");\n";
-        return success();
-      })
-      .Case([&](tilenv::PackPairOp o) {
-        line() << declare(o.getResult()) << " = int(tessel::pack_pair(" << name(o.getLo()) << ", "
-               << name(o.getHi()) << "));\n";
-        return success();
-      })
-      .Case<tilenv::Tcgen05AllocOp, tilenv::Tcgen05DeallocOp, tilenv::Tcgen05RelinquishOp,
-            tilenv::Tcgen05FenceBeforeOp, tilenv::Tcgen05FenceAfterOp, tilenv::Tcgen05InstrDescOp,
-            tilenv::Tcgen05SmemDescOp, tilenv::Tcgen05MmaOp, tilenv::Tcgen05CommitOp,
-            tilenv::Tcgen05LdOp, tilenv::Tcgen05StOp, tilenv::Tcgen05WaitLdOp,
-            tilenv::Tcgen05WaitStOp, tilenv::Tcgen05CpOp>([&](Operation *o) { return emitTcgen05(*o); })
-      .Case([&](tilenv::WgmmaFenceOp o) { return emitWgmmaFence(o); })
-      .Case([&](tilenv::WgmmaCommitOp) { return asmStatement("wgmma.commit_group.sync.aligned"); })
-      .Case([&](tilenv::WgmmaWaitOp o) {
-        if (failed(asmStatement("wgmma.wait_group.sync.aligned " + Twine(o.getPending()))))
-          return failure();
-        // Keeps the compiler from hoisting reads of the results above the
-        // wait (the asm above names no registers).
-        for (Value ready : o.getReady())
-          if (llvm::cast<MemRefType>(ready.getType()).getElementType().isF32())
-            line() << "tessel::fence_registers(" << name(ready) << ");\n";
-        return success();
-      })
-      .Default([&](Operation *) {
-        return LogicalResult(op.emitError("the CUDA emitter cannot print '")
-                             << op.getName() << "'; lower tile ops first (tessel-lower-tile-ops)");
-      });
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+LogicalResult CudaEmitter::emitOp(Operation &op) {
+  if (op.getDialect() && (op.getDialect()->getNamespace() == "arith" ||
+                          op.getDialect()->getNamespace() == "math"))
+    return emitArith(op);
+  // Each family prints the ops it knows and passes the others on; no op
+  // belongs to two.
+  for (auto family : {&CudaEmitter::emitControlFlow, &CudaEmitter::emitBuffer,
+                      &CudaEmitter::emitThreadOp, &CudaEmitter::emitGlobalAtomic,
+                      &CudaEmitter::emitCopy, &CudaEmitter::emitSync, &CudaEmitter::emitTensorCore})
+    if (std::optional<LogicalResult> printed = (this->*family)(op)) return *printed;
+  return op.emitError("the CUDA emitter cannot print '")
+         << op.getName() << "'; lower tile ops first (tessel-lower-tile-ops)";
 }
 
 FailureOr<rt::KernelSpec> CudaEmitter::emitKernel(KernelOp kernel) {

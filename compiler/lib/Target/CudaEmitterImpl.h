@@ -1,8 +1,9 @@
 //===- CudaEmitterImpl.h - the CUDA emitter's state -------------*- C++ -*-===//
 //
 // The emitter class, shared by CudaEmitter.cpp (kernels, control flow,
-// arithmetic, memory, Hopper instructions) and Tcgen05Emission.cpp
-// (Blackwell's tensor memory and MMA).
+// arithmetic, memory, synchronization), TensorCoreEmission.cpp (Hopper's
+// tensor-core instructions) and Tcgen05Emission.cpp (Blackwell's tensor
+// memory and MMA).
 //
 //===----------------------------------------------------------------------===//
 #ifndef TESSEL_TARGET_CUDAEMITTERIMPL_H
@@ -78,6 +79,15 @@ private:
   LogicalResult emitBlock(Block &block);
   LogicalResult emitOp(Operation &op);
   LogicalResult emitArith(Operation &op);
+  // The op families emitOp tries in turn: each prints an op of its own and
+  // returns std::nullopt for any other.
+  std::optional<LogicalResult> emitControlFlow(Operation &op);
+  std::optional<LogicalResult> emitBuffer(Operation &op);
+  std::optional<LogicalResult> emitThreadOp(Operation &op);
+  std::optional<LogicalResult> emitGlobalAtomic(Operation &op);
+  std::optional<LogicalResult> emitCopy(Operation &op);
+  std::optional<LogicalResult> emitSync(Operation &op);
+  std::optional<LogicalResult> emitTensorCore(Operation &op);
   LogicalResult emitLdMatrix(tilenv::LdMatrixOp op);
   LogicalResult emitMmaSync(tilenv::MmaSyncOp op);
   LogicalResult emitWgmma(tilenv::WgmmaOp op);

@@ -1,0 +1,181 @@
+//===- TensorCoreEmission.cpp - Hopper's tensor cores as inline PTX -------===//
+//
+// ldmatrix, mma.sync and wgmma, each one asm statement whose operand lists
+// name the register arrays' slots; the tcgen05 ops are passed on to
+// Tcgen05Emission.cpp.
+//
+//===----------------------------------------------------------------------===//
+#include "CudaEmitterImpl.h"
+
+#include "mlir/IR/Matchers.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace tessel;
+
+namespace tessel {
+
+// Tensor-core instructions are printed as inline PTX so that the emitted
+// CUDA shows exactly what runs.
+LogicalResult CudaEmitter::emitLdMatrix(tilenv::LdMatrixOp o) {
+  int64_t count = o.getCount();
+  std::string regs;
+  for (int64_t i = 0; i < count; ++i) regs += (i ? ", %" : "%") + std::to_string(i);
+  line() << "asm volatile(\"ldmatrix.sync.aligned.m8n8.x" << count << (o.getTrans() ? ".trans" : "")
+         << ".shared.b16 {" << regs << "}, [%" << count << "];\"\n";
+  line() << "    : ";
+  for (int64_t i = 0; i < count; ++i)
+    os << (i ? ", " : "") << "\"=r\"(" << slot(o.getDest(), o.getBase(), i) << ")";
+  os << "\n";
+  line() << "    : \"r\"(tessel::smem_address(&" << name(o.getSource()) << "["
+         << name(o.getOffset()) << "])));\n";
+  return success();
+}
+
+LogicalResult CudaEmitter::emitMmaSync(tilenv::MmaSyncOp o) {
+  std::string t = ptxType(o.getOperandType());
+  line() << "asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32." << t << "." << t
+         << ".f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\"\n";
+  line() << "    : ";
+  for (int64_t i = 0; i < 4; ++i)
+    os << (i ? ", " : "") << "\"+f\"(" << slot(o.getAcc(), o.getAccBase(), i) << ")";
+  os << "\n";
+  line() << "    : ";
+  for (int64_t i = 0; i < 4; ++i)
+    os << (i ? ", " : "") << "\"r\"(" << pairSlot(o.getA(), o.getABase(), i) << ")";
+  for (int64_t i = 0; i < 2; ++i)
+    os << ", \"r\"(" << slot(o.getB(), o.getBBase(), i) << ")";
+  os << ");\n";
+  return success();
+}
+
+/// The scale-d operand of a wgmma: 1 (accumulate) unless `accumulate` says.
+std::string CudaEmitter::scaleD(Value accumulate) {
+  if (overwrites(accumulate)) return "0";
+  return accumulate ? "int(" + name(accumulate) + ")" : "1";
+}
+
+/// A wgmma whose scale-d is a constant 0 writes its accumulator registers
+/// without reading them; its asm says so ("=f"), so that the registers'
+/// earlier values are dead to the compiler rather than live into it.
+bool CudaEmitter::overwrites(Value accumulate) {
+  return accumulate && matchPattern(accumulate, m_Zero());
+}
+
+bool CudaEmitter::printedInPlace(Value constant) {
+  return llvm::all_of(constant.getUsers(), [&](Operation *user) {
+    Value accumulate = llvm::TypeSwitch<Operation *, Value>(user)
+                           .Case<tilenv::WgmmaOp, tilenv::WgmmaRegAOp>(
+                               [](auto o) { return o.getAccumulate(); })
+                           .Default([](Operation *) { return Value(); });
+    return accumulate == constant && overwrites(constant);
+  });
+}
+
+LogicalResult CudaEmitter::emitWgmmaRegA(tilenv::WgmmaRegAOp o) {
+  int64_t n = o.getN(), regs = n / 2;
+  const char *accConstraint = overwrites(o.getAccumulate()) ? "\"=f\"" : "\"+f\"";
+  std::string t = ptxType(o.getOperandType());
+  std::string list;
+  for (int64_t i = 0; i < regs; ++i) list += (i ? ", %" : "%") + std::to_string(i);
+  line() << "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" << regs + 5
+         << ", 0;\\nwgmma.mma_async.sync.aligned.m64n" << n << "k16.f32." << t << "." << t << " {"
+         << list << "}, {%" << regs << ", %" << regs + 1 << ", %" << regs + 2 << ", %" << regs + 3
+         << "}, %" << regs + 4 << ", p, 1, 1, " << (o.getTransB() ? 1 : 0) << ";\\n}\"\n";
+  line() << "    : ";
+  for (int64_t i = 0; i < regs; ++i) {
+    os << (i ? ", " : "") << accConstraint << "(" << slot(o.getAcc(), o.getBase(), i) << ")";
+    if (i % 4 == 3 && i + 1 < regs) os << "\n" << std::string(2 * depth + 6, ' ');
+  }
+  os << "\n";
+  line() << "    : ";
+  for (int64_t i = 0; i < 4; ++i)
+    os << "\"r\"(" << pairSlot(o.getA(), o.getABase(), i) << "), ";
+  os << "\"l\"(" << name(o.getDescB()) << "), \"r\"(" << scaleD(o.getAccumulate()) << "));\n";
+  return success();
+}
+
+LogicalResult CudaEmitter::emitWgmmaFence(tilenv::WgmmaFenceOp o) {
+  // The A registers of the group's register-A products are packed (two
+  // 16-bit values to a register) before the fence, not at each product:
+  // a register the group reads that is written after the fence makes ptxas
+  // inject another warpgroup.arrive (info C7519) ahead of that product.
+  SetVector<Value> operands;
+  for (Operation *op = o->getNextNode(); op && !llvm::isa<tilenv::WgmmaCommitOp>(op);
+       op = op->getNextNode())
+    op->walk([&](tilenv::WgmmaRegAOp product) { operands.insert(product.getA()); });
+  for (Value a : operands) {
+    unsigned bits = llvm::cast<MemRefType>(a.getType()).getElementType().getIntOrFloatBitWidth();
+    line() << (bits == 16 ? "tessel::fence_pairs(" : "tessel::fence_registers(") << name(a)
+           << ");\n";
+  }
+  return asmStatement("wgmma.fence.sync.aligned");
+}
+
+LogicalResult CudaEmitter::emitWgmma(tilenv::WgmmaOp o) {
+  int64_t n = o.getN(), regs = n / 2;
+  const char *accConstraint = overwrites(o.getAccumulate()) ? "\"=f\"" : "\"+f\"";
+  std::string t = ptxType(o.getOperandType());
+  std::string list;
+  for (int64_t i = 0; i < regs; ++i) list += (i ? ", %" : "%") + std::to_string(i);
+  line() << "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" << regs + 2
+         << ", 0;\\nwgmma.mma_async.sync.aligned.m64n" << n << "k16.f32." << t << "." << t << " {"
+         << list << "}, %" << regs << ", %" << regs + 1 << ", p, 1, 1, " << (o.getTransA() ? 1 : 0)
+         << ", " << (o.getTransB() ? 1 : 0) << ";\\n}\"\n";
+  line() << "    : ";
+  for (int64_t i = 0; i < regs; ++i) {
+    os << (i ? ", " : "") << accConstraint << "(" << slot(o.getAcc(), o.getBase(), i) << ")";
+    if (i % 4 == 3 && i + 1 < regs) os << "\n" << std::string(2 * depth + 6, ' ');
+  }
+  os << "\n";
+  line() << "    : \"l\"(" << name(o.getDescA()) << "), \"l\"(" << name(o.getDescB())
+         << "), \"r\"(" << scaleD(o.getAccumulate()) << "));\n";
+  return success();
+}
+
+// Every Hopper and Blackwell tensor-core op, and the register packing
+// that feeds them.
+std::optional<LogicalResult> CudaEmitter::emitTensorCore(Operation &op) {
+  return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(&op)
+      .Case([&](tilenv::LdMatrixOp o) { return emitLdMatrix(o); })
+      .Case([&](tilenv::MmaSyncOp o) { return emitMmaSync(o); })
+      .Case([&](tilenv::WgmmaDescOp o) {
+        line() << "const long long " << name(o.getResult()) << " = tessel::wgmma_desc("
+               << name(o.getAddress()) << ", " << o.getLeadingBytes() << ", " << o.getStrideBytes()
+               << ", " << o.getSwizzleBytes() << ");\n";
+        return success();
+      })
+      .Case([&](tilenv::WgmmaOp o) { return emitWgmma(o); })
+      .Case([&](tilenv::WgmmaRegAOp o) { return emitWgmmaRegA(o); })
+      .Case([&](tilenv::UnpackPairOp o) {
+        std::string type = typeName(o.getLo().getType());
+        line() << type << " " << name(o.getLo()) << ", " << name(o.getHi()) << ";\n";
+        line() << "tessel::unpack_pair(unsigned(" << name(o.getPacked()) << "), " << name(o.getLo())
+               << ", " << name(o.getHi()) << ");\n";
+        return success();
+      })
+      .Case([&](tilenv::PackPairOp o) {
+        line() << declare(o.getResult()) << " = int(tessel::pack_pair(" << name(o.getLo()) << ", "
+               << name(o.getHi()) << "));\n";
+        return success();
+      })
+      .Case<tilenv::Tcgen05AllocOp, tilenv::Tcgen05DeallocOp, tilenv::Tcgen05RelinquishOp,
+            tilenv::Tcgen05FenceBeforeOp, tilenv::Tcgen05FenceAfterOp, tilenv::Tcgen05InstrDescOp,
+            tilenv::Tcgen05SmemDescOp, tilenv::Tcgen05MmaOp, tilenv::Tcgen05CommitOp,
+            tilenv::Tcgen05LdOp, tilenv::Tcgen05StOp, tilenv::Tcgen05WaitLdOp,
+            tilenv::Tcgen05WaitStOp, tilenv::Tcgen05CpOp>([&](Operation *o) { return emitTcgen05(*o); })
+      .Case([&](tilenv::WgmmaFenceOp o) { return emitWgmmaFence(o); })
+      .Case([&](tilenv::WgmmaCommitOp) { return asmStatement("wgmma.commit_group.sync.aligned"); })
+      .Case([&](tilenv::WgmmaWaitOp o) {
+        if (failed(asmStatement("wgmma.wait_group.sync.aligned " + Twine(o.getPending()))))
+          return failure();
+        // Keeps the compiler from hoisting reads of the results above the
+        // wait (the asm above names no registers).
+        for (Value ready : o.getReady())
+          if (llvm::cast<MemRefType>(ready.getType()).getElementType().isF32())
+            line() << "tessel::fence_registers(" << name(ready) << ");\n";
+        return success();
+      })
+      .Default([](Operation *) { return std::nullopt; });
+}
+} // namespace tessel
