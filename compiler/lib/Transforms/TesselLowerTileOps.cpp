@@ -453,6 +453,34 @@ LogicalResult TileLowering::run() {
   numThreads = idx(threads);
   zeroIdx = idx(0);
 
+  createReduceScratch();
+  // Scratch added here counts against the limit too.
+  if (mlir::failed(verifySharedMemory(kernel, target.arch, target.maxSharedBytes)))
+    return mlir::failure();
+
+  if (mlir::failed(prepareTensorMemory())) return mlir::failure();
+  if (mlir::failed(lowerStorage())) return mlir::failure();
+  allocateTensorMemory();
+
+  if (mlir::failed(lowerCollectiveOps())) return mlir::failure();
+  kernel.walk([&](NumBlocksOp op) {
+    b.setInsertionPoint(op);
+    op.replaceAllUsesWith(tilenv::GridDimOp::create(b, op.getLoc(), b.getIndexType()).getResult());
+    op.erase();
+  });
+  // No block of a cluster leaves while a peer may still multicast into its
+  // shared memory or arrive on its barriers.
+  if (kernel.getClusterSize() > 1) {
+    b.setInsertionPointToEnd(&kernel.getBodyBlock());
+    tilenv::ClusterBarrierOp::create(b, kernel.getLoc());
+  }
+
+  lowerElementAccesses();
+  if (mlir::failed(eraseLogicalBuffers())) return mlir::failure();
+  return failure;
+}
+
+void TileLowering::createReduceScratch() {
   // Reductions across warps need a shared scratch buffer; those that stay
   // inside each warp (rows owned by one warp) do not.
   kernel.walk([&](ReduceOp op) {
@@ -464,19 +492,32 @@ LogicalResult TileLowering::run() {
         b, op.getLoc(), getTileMemRefType({threads * regs}, b.getF32Type(), MemorySpace::shared),
         IntegerAttr(), Attribute(), StringAttr(), IntegerAttr());
   });
+}
 
-  // Scratch added here counts against the limit too.
-  if (mlir::failed(verifySharedMemory(kernel, target.arch, target.maxSharedBytes)))
-    return mlir::failure();
-
-  if (mlir::failed(prepareTensorMemory())) return mlir::failure();
-
+LogicalResult TileLowering::lowerStorage() {
   // Storage: shared buffers in dynamic shared memory, fragments and local
-  // buffers per thread; all 1-D, addressed through their layout.
+  // buffers per thread; all 1-D, addressed through their layout. The
+  // allocations are listed before shared memory's lowered ones join them.
   SmallVector<AllocOp> allocs;
   kernel.walk([&](AllocOp alloc) { allocs.push_back(alloc); });
   DenseSet<Operation *> scratch;
   for (auto &[op, value] : reduceScratch) scratch.insert(value.getDefiningOp());
+  int64_t smem = lowerSharedBuffers(scratch);
+  if (mlir::failed(lowerRegisterBuffers(allocs))) return mlir::failure();
+  // Erased only now: lowerRegisterBuffers looks at every op in `allocs`,
+  // the scratch buffers among them.
+  for (Operation *op : scratch) op->erase();
+  // The tensor-memory emulation keeps the block's allocation record in the
+  // last 16 bytes of dynamic shared memory (tessel_tcgen05_emu.h): static
+  // shared memory would push the 1024-byte aligned dynamic region 1 KiB on.
+  if (target.emulatesTcgen05 && tmemBaseWord) smem = llvm::alignTo(smem, 16) + kEmulationRecordBytes;
+  kernel.setSmemBytesAttr(b.getI64IntegerAttr(smem));
+  return mlir::success();
+}
+
+int64_t TileLowering::lowerSharedBuffers(const DenseSet<Operation *> &scratch) {
+  // A reduction's scratch buffer is placed like the others, but its
+  // reduction finds the lowered buffer in reduceScratch, not in storage.
   int64_t smem = planSharedMemory(kernel, [&](AllocOp alloc, int64_t offset) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(alloc);
@@ -499,6 +540,10 @@ LogicalResult TileLowering::run() {
                                                           getElementBytes(type.getElementType()), 0, 0));
     storage[alloc.getResult()] = {lowered.getResult(), layout};
   });
+  return smem;
+}
+
+LogicalResult TileLowering::lowerRegisterBuffers(ArrayRef<AllocOp> allocs) {
   for (AllocOp alloc : allocs) {
     MemRefType type = alloc.getType();
     MemorySpace space = getMemorySpace(type);
@@ -514,14 +559,10 @@ LogicalResult TileLowering::run() {
         IntegerAttr(), Attribute(), alloc.getNameAttr(), IntegerAttr());
     storage[alloc.getResult()] = {lowered.getResult(), layout};
   }
-  for (Operation *op : scratch) op->erase();
-  // The tensor-memory emulation keeps the block's allocation record in the
-  // last 16 bytes of dynamic shared memory (tessel_tcgen05_emu.h): static
-  // shared memory would push the 1024-byte aligned dynamic region 1 KiB on.
-  if (target.emulatesTcgen05 && tmemBaseWord) smem = llvm::alignTo(smem, 16) + kEmulationRecordBytes;
-  kernel.setSmemBytesAttr(b.getI64IntegerAttr(smem));
-  allocateTensorMemory();
+  return mlir::success();
+}
 
+LogicalResult TileLowering::lowerCollectiveOps() {
   // Collective ops, outermost first so that a loop's body is moved before its
   // ops are lowered in their new place.
   SmallVector<Operation *> work;
@@ -533,6 +574,8 @@ LogicalResult TileLowering::run() {
       work.push_back(op);
   });
   decidePacking();
+  // Where each op sits is recorded before any is lowered: lowering moves
+  // role and parallel bodies out of their ops.
   DenseSet<Operation *> inParallel;
   for (Operation *op : work) {
     if (auto role = op->getParentOfType<RoleOp>()) roleOf[op] = role;
@@ -542,46 +585,42 @@ LogicalResult TileLowering::run() {
     b.setInsertionPoint(op);
     loc = op->getLoc();
     enterRoleOf(op);
-    llvm::TypeSwitch<Operation *>(op)
-        .Case([&](CopyOp o) { lowerCopy(o); })
-        .Case([&](FillOp o) { lowerFill(o); })
-        .Case([&](GemmOp o) { lowerGemm(o); })
-        .Case([&](ReduceOp o) { lowerReduce(o); })
-        .Case([&](AtomicAddOp o) { lowerAtomicAdd(o, inParallel.contains(o)); })
-        .Case([&](ParallelOp o) { lowerParallel(o); })
-        .Case([&](PipelinedOp o) { lowerPipelined(o); })
-        .Case([&](BarrierOp o) {
-          if (o.getId()) tilenv::NamedBarrierOp::create(b, loc, *o.getId(), *o.getThreads());
-          else tilenv::SyncThreadsOp::create(b, loc);
-        })
-        .Case([&](RoleOp o) { lowerRole(o); })
-        .Case([&](CopyAsyncOp o) { lowerCopyAsync(o); })
-        .Case<MbarrierInitOp, MbarrierArriveOp, MbarrierExpectTxOp, MbarrierWaitOp>(
-            [&](Operation *o) { lowerMbarrier(o); })
-        .Case([&](FenceProxyAsyncOp) { tilenv::FenceProxyAsyncOp::create(b, loc); })
-        .Case([&](CpAsyncCommitOp) { tilenv::CpAsyncCommitOp::create(b, loc); })
-        .Case([&](CpAsyncWaitOp o) {
-          tilenv::CpAsyncWaitOp::create(b, loc, b.getI64IntegerAttr(o.getPending()));
-        })
-        .Case([&](FenceMbarrierInitOp o) { fenceMbarrierInits(o); })
-        .Case<SignalOp, WaitOp>([&](Operation *o) { lowerFlag(o); })
-        .Case([&](MmaCommitOp o) { lowerMmaCommit(o); })
-        .Case([&](MmaWaitOp o) { completeMmas(o); });
+    lowerCollectiveOp(op, inParallel.contains(op));
     if (mlir::failed(failure)) return mlir::failure();
   }
   for (Operation *op : llvm::reverse(work)) op->erase();
-  kernel.walk([&](NumBlocksOp op) {
-    b.setInsertionPoint(op);
-    op.replaceAllUsesWith(tilenv::GridDimOp::create(b, op.getLoc(), b.getIndexType()).getResult());
-    op.erase();
-  });
-  // No block of a cluster leaves while a peer may still multicast into its
-  // shared memory or arrive on its barriers.
-  if (kernel.getClusterSize() > 1) {
-    b.setInsertionPointToEnd(&kernel.getBodyBlock());
-    tilenv::ClusterBarrierOp::create(b, kernel.getLoc());
-  }
+  return mlir::success();
+}
 
+void TileLowering::lowerCollectiveOp(Operation *op, bool insideParallel) {
+  llvm::TypeSwitch<Operation *>(op)
+      .Case([&](CopyOp o) { lowerCopy(o); })
+      .Case([&](FillOp o) { lowerFill(o); })
+      .Case([&](GemmOp o) { lowerGemm(o); })
+      .Case([&](ReduceOp o) { lowerReduce(o); })
+      .Case([&](AtomicAddOp o) { lowerAtomicAdd(o, insideParallel); })
+      .Case([&](ParallelOp o) { lowerParallel(o); })
+      .Case([&](PipelinedOp o) { lowerPipelined(o); })
+      .Case([&](BarrierOp o) {
+        if (o.getId()) tilenv::NamedBarrierOp::create(b, loc, *o.getId(), *o.getThreads());
+        else tilenv::SyncThreadsOp::create(b, loc);
+      })
+      .Case([&](RoleOp o) { lowerRole(o); })
+      .Case([&](CopyAsyncOp o) { lowerCopyAsync(o); })
+      .Case<MbarrierInitOp, MbarrierArriveOp, MbarrierExpectTxOp, MbarrierWaitOp>(
+          [&](Operation *o) { lowerMbarrier(o); })
+      .Case([&](FenceProxyAsyncOp) { tilenv::FenceProxyAsyncOp::create(b, loc); })
+      .Case([&](CpAsyncCommitOp) { tilenv::CpAsyncCommitOp::create(b, loc); })
+      .Case([&](CpAsyncWaitOp o) {
+        tilenv::CpAsyncWaitOp::create(b, loc, b.getI64IntegerAttr(o.getPending()));
+      })
+      .Case([&](FenceMbarrierInitOp o) { fenceMbarrierInits(o); })
+      .Case<SignalOp, WaitOp>([&](Operation *o) { lowerFlag(o); })
+      .Case([&](MmaCommitOp o) { lowerMmaCommit(o); })
+      .Case([&](MmaWaitOp o) { completeMmas(o); });
+}
+
+void TileLowering::lowerElementAccesses() {
   // Element code (parallel bodies, block-uniform scalar code) still reads and
   // writes tile buffers and regions by their logical indices.
   SmallVector<Operation *> accesses;
@@ -607,7 +646,9 @@ LogicalResult TileLowering::run() {
     }
     op->erase();
   }
+}
 
+LogicalResult TileLowering::eraseLogicalBuffers() {
   // The logical buffers are now unused.
   SmallVector<Operation *> dead;
   kernel.walk([&](Operation *op) {
@@ -624,7 +665,7 @@ LogicalResult TileLowering::run() {
       return op->emitError("buffer still used after lowering by ") << *op->getUsers().begin();
     op->erase();
   }
-  return failure;
+  return mlir::success();
 }
 
 namespace {

@@ -44,6 +44,24 @@ public:
   mlir::LogicalResult run();
 
 private:
+  // The steps of run(), in order.
+  /// A shared scratch buffer for each reduction across warps.
+  void createReduceScratch();
+  /// Every allocation becomes a 1-D buffer; sets the kernel's shared bytes.
+  mlir::LogicalResult lowerStorage();
+  /// Places the shared buffers (`scratch` the reductions' among them);
+  /// returns the bytes they take.
+  int64_t lowerSharedBuffers(const llvm::DenseSet<mlir::Operation *> &scratch);
+  /// Fragments and local buffers become per-thread arrays.
+  mlir::LogicalResult lowerRegisterBuffers(llvm::ArrayRef<tile::AllocOp> allocs);
+  /// Lowers every collective op, then erases them.
+  mlir::LogicalResult lowerCollectiveOps();
+  void lowerCollectiveOp(mlir::Operation *op, bool insideParallel);
+  /// Loads and stores of tile buffers by logical index, through their layouts.
+  void lowerElementAccesses();
+  /// Erases the logical buffers; fails where one is still used.
+  mlir::LogicalResult eraseLogicalBuffers();
+
   tile::KernelOp kernel;
   TargetInfo target;
   mlir::OpBuilder b;
