@@ -13,19 +13,14 @@
 //
 //===----------------------------------------------------------------------===//
 #include "AttentionMask.h"
-#include "AttentionSequences.h"
+#include "ForwardGrid.h"
+#include "OnlineSoftmax.h"
 #include "tessel/kernels/attention/Attention.h"
 
 #include <fmt/format.h>
-#include <limits>
 #include <optional>
 
 using namespace tessel;
-
-namespace {
-const double kLog2e = 1.4426950408889634;
-const double kNegInf = -std::numeric_limits<double>::infinity();
-} // namespace
 
 Program tessel::kernels::flashAttentionForwardTcgen05(const AttentionConfig &c, bool pInTmem) {
   if (c.persistent)
@@ -48,19 +43,11 @@ Program tessel::kernels::flashAttentionForwardTcgen05(const AttentionConfig &c, 
   // S (block_n columns) and O (head_dim) share the block's 512 columns.
   const int64_t d = c.headDim, bm = c.blockM, bn = c.blockN ? c.blockN : d > 128 ? 64 : 128;
   const int64_t chunk = 64; // O columns rescaled and stored at a time: 32 a thread
-  auto [batch, seqQ, seqK, headsQ, headsKv, scale, q, k, v] = AttentionInputs::declare(p, c.dtype, d);
-  Tensor o = p.tensor("O", {batch, seqQ, headsQ, d}, c.dtype);
-  Tensor lse = p.tensor("LSE", {batch, headsQ, seqQ}, DType::f32);
-  Batch seqs = Batch::declare(p, c.varlen, batch, seqQ, "max_seqlen_q");
-  Expr rowBlocks = ceil_div(seqs.maxLength, bm);
-  launchAttentionGrid(p, c.gridOrder, c.causal, rowBlocks, headsQ, seqs.sequences, c.threads,
-                      [&](Expr bx, Expr h, Expr b) {
-    Sequence sq = seqs.queries(b, seqQ), sk = seqs.keys(b, seqK);
-    Expr kvHead = h / (headsQ / headsKv);
-    Expr row0 = (c.causal ? rowBlocks - 1 - bx : bx) * bm;
-    Buffer qs = alloc_shared({bm, d}, c.dtype, "q_tile");
-    Buffer ks = alloc_shared({bn, d}, c.dtype, "k_tile");
-    Buffer vs = alloc_shared({bn, d}, c.dtype, "v_tile");
+  ForwardTensors tensors = ForwardTensors::declare(p, c, d);
+  launchForwardGrid(p, c, tensors, bm, [&](const ForwardTile &tile) {
+    const Sequence &sq = tile.queries, &sk = tile.keys;
+    Expr row0 = tile.row0;
+    ForwardOperands qkv = ForwardOperands::allocate(c, bm, bn);
     Buffer sTmem = alloc_tmem({bm, bn}, DType::f32, "scores");
     Buffer oTmem = alloc_tmem({bm, d}, DType::f32, "out_acc");
     // P x V's A operand: P in shared memory (ss) or packed in tensor memory
@@ -72,59 +59,37 @@ Program tessel::kernels::flashAttentionForwardTcgen05(const AttentionConfig &c, 
     Buffer s = alloc_fragment({bm, bn}, DType::f32, "scores_regs");
     Buffer pr = alloc_fragment({bm, bn}, c.dtype, "probs");
     Buffer part = alloc_fragment({bm, chunk}, DType::f32, "out_part");
-    Buffer rowMax = alloc_fragment({bm}, DType::f32, "row_max");
-    Buffer rowSum = alloc_fragment({bm}, DType::f32, "row_sum");
-    Buffer tileMax = alloc_fragment({bm}, DType::f32, "tile_max");
-    Buffer rescale = alloc_fragment({bm}, DType::f32, "rescale");
+    OnlineSoftmax softmax = OnlineSoftmax::allocate(bm, "rescale");
 
-    copy(sq.rows(q, row0, h, bm, d), qs);
-    fill(rowMax, kNegInf);
-    clear(rowSum);
-    clear(oTmem);
-    Expr scaleLog2 = scale * kLog2e;
-    Expr blocks = ceil_div(sk.length, bn);
-    if (c.causal) blocks = min(blocks, ceil_div(row0 + bm, bn));
-    if (c.varlen) blocks = select(row0 < sq.length, blocks, Expr(0));
+    copy(sq.rows(tensors.in.q, row0, tile.head, bm, d), qkv.q);
+    softmax.begin(tensors.in.scale, oTmem);
+    Expr blocks = keyBlocks(c, tile, bm, bn);
     pipelined(blocks, c.stages, {.warp_specialize = c.warpSpecialize}, [&](Expr kt) {
       Expr col0 = kt * bn;
-      copy(sk.rows(k, col0, kvHead, bn, d), ks);
-      copy(sk.rows(v, col0, kvHead, bn, d), vs);
-      gemm(qs, ks, sTmem, {.transpose_b = true, .clear_accum = true});
+      copy(sk.rows(tensors.in.k, col0, tile.kvHead, bn, d), qkv.k);
+      copy(sk.rows(tensors.in.v, col0, tile.kvHead, bn, d), qkv.v);
+      gemm(qkv.q, qkv.k, sTmem, {.transpose_b = true, .clear_accum = true});
       copy(sTmem, s);
       maskScores(s, col0, row0, sk.length, c.causal, Expr(0));
-      reduce_max(s, tileMax, 1);
-      parallel(bm, [&](Expr i) {
-        Expr next = max(rowMax(i), tileMax(i) * scaleLog2);
-        rescale(i) = select(next == Expr(kNegInf), Expr(1.0), exp2(rowMax(i) - next));
-        rowMax(i) = next;
-        rowSum(i) = rowSum(i) * rescale(i);
+      softmax.step(s, pr, [&] {
+        // The correction: O in tensor memory scaled by each row's factor.
+        for (int64_t at = 0; at < d; at += chunk) {
+          copy(oTmem.tile({0, at}, {bm, chunk}), part);
+          parallel(bm, chunk, [&](Expr i, Expr j) { part(i, j) = part(i, j) * softmax.factor(i); });
+          copy(part, oTmem.tile({0, at}, {bm, chunk}));
+        }
       });
-      // The correction: O in tensor memory scaled by each row's factor.
-      for (int64_t at = 0; at < d; at += chunk) {
-        copy(oTmem.tile({0, at}, {bm, chunk}), part);
-        parallel(bm, chunk, [&](Expr i, Expr j) { part(i, j) = part(i, j) * rescale(i); });
-        copy(part, oTmem.tile({0, at}, {bm, chunk}));
-      }
-      parallel(bm, bn, [&](Expr i, Expr j) {
-        s(i, j) = exp2(s(i, j) * scaleLog2 - rowMax(i));
-        pr(i, j) = cast(s(i, j), c.dtype);
-      });
-      reduce_sum(s, rowSum, 1, /*clear=*/false);
       copy(pr, pInTmem ? *pTmem : *ps);
-      gemm(pInTmem ? *pTmem : *ps, vs, oTmem);
+      gemm(pInTmem ? *pTmem : *ps, qkv.v, oTmem);
     });
-    Buffer out = sq.rows(o, row0, h, bm, d);
-    // One reciprocal per row (a row without keys has O = 0 and stays 0).
-    parallel(bm, [&](Expr i) {
-      rescale(i) = select(rowSum(i) == Expr(0.0), Expr(0.0), Expr(1.0) / rowSum(i));
-    });
+    Buffer out = sq.rows(tensors.o, row0, tile.head, bm, d);
+    softmax.reciprocalSums();
     for (int64_t at = 0; at < d; at += chunk) {
       copy(oTmem.tile({0, at}, {bm, chunk}), part);
-      parallel(bm, chunk, [&](Expr i, Expr j) { part(i, j) = part(i, j) * rescale(i); });
+      parallel(bm, chunk, [&](Expr i, Expr j) { part(i, j) = part(i, j) * softmax.factor(i); });
       sq.store(part, out.tile({0, at}, {bm, chunk}), row0);
     }
-    parallel(bm, [&](Expr i) { tileMax(i) = rowMax(i) / kLog2e + log(rowSum(i)); });
-    sq.store(tileMax, sq.vector(lse, h, row0, bm), row0);
+    softmax.storeLse(sq, tensors.lse, tile.head, row0);
   });
   return p;
 }
