@@ -1,0 +1,31 @@
+# Runs with -P: for each library, its own header must be reachable from its
+# include path and the layers above it must not be. LIBRARIES (joined by
+# ","), INCLUDES_<LIB> (the library's include directories, joined by "|"),
+# OWN_<LIB> and ABOVE_<LIB> (headers, joined by ",").
+set(failures 0)
+string(REPLACE "," ";" LIBRARIES "${LIBRARIES}")
+foreach(lib ${LIBRARIES})
+  string(REPLACE "|" ";" includes "${INCLUDES_${lib}}")
+  string(REPLACE "," ";" ABOVE_${lib} "${ABOVE_${lib}}")
+  set(flags)
+  foreach(dir ${includes})
+    list(APPEND flags "-I${dir}")
+  endforeach()
+  set(probe "${WORK}/${lib}.cpp")
+  set(text "#if !__has_include(\"${OWN_${lib}}\")\n#error ${lib} cannot see its own ${OWN_${lib}}\n#endif\n")
+  foreach(header ${ABOVE_${lib}})
+    string(APPEND text "#if __has_include(\"${header}\")\n#error ${lib} can include ${header}, a layer above it\n#endif\n")
+  endforeach()
+  file(WRITE ${probe} "${text}")
+  execute_process(COMMAND ${CXX} -fsyntax-only ${flags} ${probe}
+                  RESULT_VARIABLE result ERROR_VARIABLE errors)
+  if(result EQUAL 0)
+    message(STATUS "${lib}: sees ${OWN_${lib}}, none of: ${ABOVE_${lib}}")
+  else()
+    message(SEND_ERROR "${lib}: ${errors}")
+    math(EXPR failures "${failures} + 1")
+  endif()
+endforeach()
+if(failures)
+  message(FATAL_ERROR "${failures} libraries see past their layer")
+endif()
