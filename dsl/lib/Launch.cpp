@@ -59,7 +59,7 @@ static std::vector<std::string> symbolText(const std::vector<std::string> &names
   return out;
 }
 
-void Kernel::launch(const std::vector<rt::LaunchArg> &args, CUstream stream) {
+void Kernel::checkArguments(const std::vector<rt::LaunchArg> &args) const {
   if (args.size() != info.size())
     throw Error(fmt::format("kernel {} takes {} arguments, got {}", spec().name, info.size(), args.size()));
   // Symbol values, by symbol index.
@@ -101,5 +101,9 @@ void Kernel::launch(const std::vector<rt::LaunchArg> &args, CUstream stream) {
                                 spec().name, info[i].name, args[i].shape[d], d, symbolNames[s], symbols[s]));
     }
   }
+}
+
+void Kernel::launch(const std::vector<rt::LaunchArg> &args, CUstream stream) {
+  checkArguments(args);
   loadedFor(args).launch(args, stream);
 }

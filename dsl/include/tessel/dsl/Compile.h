@@ -104,8 +104,13 @@ public:
   /// need.
   rt::LoadedKernel &loadedFor(const std::vector<rt::LaunchArg> &args);
 
-  /// Launches with arguments in parameter order; checks that every tensor's
-  /// extents agree with the symbols passed, naming the tensor and symbol.
+  /// Throws tessel::Error unless `args` fit the parameters in order: their
+  /// count, a buffer for each tensor with the element type, strides and
+  /// extents its declaration and the symbols passed give, no negative
+  /// index symbol. Touches no device, so a caller's argument lists can be
+  /// checked anywhere.
+  void checkArguments(const std::vector<rt::LaunchArg> &args) const;
+  /// Launches with arguments in parameter order, checked as above.
   void launch(const std::vector<rt::LaunchArg> &args, CUstream stream = nullptr);
 
 private:
