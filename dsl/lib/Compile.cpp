@@ -172,9 +172,15 @@ static void dumpEmittedSource(const std::string &source, const std::string &name
                               const std::string &arch) {
   const char *dir = std::getenv("TESSEL_DUMP_CUDA");
   if (!dir || !*dir) return;
-  rt::createDirectories(dir, "TESSEL_DUMP_CUDA");
+  // A dump that cannot be written is worth a warning, not a failed
+  // compile; threads compiling the same source replace the file whole.
+  std::error_code error;
+  fs::create_directories(dir, error);
   std::string file = fmt::format("{}.{}.{}.cu", name, arch, rt::KernelCache::hash(source));
-  rt::writeFile(fs::path(dir) / file, source);
+  std::string why = error ? error.message() : rt::replaceFile(fs::path(dir) / file, source);
+  if (!why.empty())
+    fmt::print(stderr, "tessel: warning: TESSEL_DUMP_CUDA: cannot write {}: {}\n",
+               (fs::path(dir) / file).string(), why);
 }
 
 OwningOpRef<ModuleOp> tessel::detail::lowerTileIr(MLIRContext &ctx, const std::string &tileIr,
