@@ -75,8 +75,10 @@ Problem checkProblem(const TensorView &q, const TensorView &k, const TensorView 
 }
 
 /// `base` with the settings of a `tessel tune flash_attention_bwd` record;
-/// false (and `base` unchanged) when the record names a setting or value
-/// the table does not know, or one the target's kernel does not have.
+/// false (and `base` unchanged) when the table refuses the record (a
+/// setting it does not have or that is not tunable, a value it cannot
+/// read), or when the record asks the tcgen05 form for a step it does not
+/// have.
 bool applyBackwardRecord(const TunedSettings &record, AttentionBackwardConfig &base) {
   AttentionBackwardConfig c = base;
   if (!attentionBackwardSettings().apply(record, c)) return false;
@@ -154,7 +156,6 @@ Choice attention::forward(const TensorView &q, const TensorView &k, const Tensor
                           const TensorView &out, const TensorView &lse,
                           const ForwardOptions &o, CUstream stream) {
   Problem p = checkProblem(q, k, v, out, lse, o);
-  std::vector<const TensorView *> all = {&q, &k, &v, &out, &lse};
   p.device = commonDevice({&q, &k, &v, &out, &lse});
   if (p.varlen) commonDevice({&q, &*o.cuSeqlensQ, &*o.cuSeqlensK});
   Choice choice;
@@ -167,6 +168,7 @@ Choice attention::forward(const TensorView &q, const TensorView &k, const Tensor
   if (c.streamedShards || c.queryOffset)
     throw Error("attention::forward runs whole sequences: streamedShards and queryOffset are for "
                 "the sequence-parallel kernels");
+  AttentionConfig untuned = c;
   std::string tunedOn;
   // Packed batches are not tuned: their lengths are not in a bucket.
   if (!o.config && o.tuned && !c.varlen) {
@@ -182,13 +184,18 @@ Choice attention::forward(const TensorView &q, const TensorView &k, const Tensor
     auto [record, who] = tunedRecord("flash_attention_fwd", p.device, choice.arch, bucket);
     if (record && attentionSettings().apply(*record, c)) tunedOn = who;
   }
-  // sm_100a: S and O accumulate in tensor memory, P through shared memory.
-  bool tcgen05 = isBlackwell(choice.arch) && !c.overlap && !c.persistent && !c.tmaStore;
-  choice.config = fmt::format("flash_attention_fwd variant={} {}", tcgen05 ? "ss" : "registers",
-                              attentionSettings().describe(c));
-  std::shared_ptr<Kernel> kernel = cachedKernel(choice.config, choice.arch, [&] {
-    return tcgen05 ? flashAttentionForwardTcgen05(c, /*pInTmem=*/false) : flashAttentionForward(c);
-  }, choice.compiled);
+  auto compileWith = [&](const AttentionConfig &config) {
+    // sm_100a: S and O accumulate in tensor memory, P through shared memory.
+    bool tcgen05 = isBlackwell(choice.arch) && !config.overlap && !config.persistent && !config.tmaStore;
+    choice.config = fmt::format("flash_attention_fwd variant={} {}", tcgen05 ? "ss" : "registers",
+                                attentionSettings().describe(config));
+    return cachedKernel(choice.config, choice.arch, [&] {
+      return tcgen05 ? flashAttentionForwardTcgen05(config, /*pInTmem=*/false)
+                     : flashAttentionForward(config);
+    }, choice.compiled);
+  };
+  std::shared_ptr<Kernel> kernel =
+      compileTunedOr(c, untuned, tunedOn, "flash_attention_fwd", compileWith);
   if (!tunedOn.empty()) choice.config += " (tuned on " + tunedOn + ")";
 
   AttentionForwardArgs args;
@@ -231,6 +238,7 @@ Choice attention::backward(const TensorView &q, const TensorView &k, const Tenso
   Choice choice;
   choice.arch = targetFor(o.arch, p.device);
   AttentionBackwardConfig c = backwardConfig(p, o, choice.arch, nullptr);
+  const AttentionBackwardConfig untuned = c;
   std::string tunedOn;
   // Packed batches are not tuned: their lengths are not in a bucket.
   if (!o.config && o.tuned && !c.varlen) {
@@ -254,16 +262,25 @@ Choice attention::backward(const TensorView &q, const TensorView &k, const Tenso
       }
     }
   }
-  std::string config = attentionBackwardSettings().describe(c);
-  choice.config = "flash_attention_bwd " + config;
-  bool compiledPre = false, compiledMain = false, compiledPost = false;
-  std::shared_ptr<Kernel> pre = cachedKernel("bwd_pre " + config, choice.arch,
-                                             [&] { return flashAttentionBackwardPre(c); }, compiledPre);
-  std::shared_ptr<Kernel> main = cachedKernel("bwd_main " + config, choice.arch,
-                                              [&] { return flashAttentionBackward(c); }, compiledMain);
-  std::shared_ptr<Kernel> post = cachedKernel("bwd_post " + config, choice.arch,
-                                              [&] { return flashAttentionBackwardPost(c); }, compiledPost);
-  choice.compiled = compiledPre || compiledMain || compiledPost;
+  struct Kernels {
+    std::shared_ptr<Kernel> pre, main, post;
+  };
+  auto compileWith = [&](const AttentionBackwardConfig &config) {
+    std::string key = attentionBackwardSettings().describe(config);
+    choice.config = "flash_attention_bwd " + key;
+    bool compiledPre = false, compiledMain = false, compiledPost = false;
+    Kernels k{cachedKernel("bwd_pre " + key, choice.arch,
+                           [&] { return flashAttentionBackwardPre(config); }, compiledPre),
+              cachedKernel("bwd_main " + key, choice.arch,
+                           [&] { return flashAttentionBackward(config); }, compiledMain),
+              cachedKernel("bwd_post " + key, choice.arch,
+                           [&] { return flashAttentionBackwardPost(config); }, compiledPost)};
+    choice.compiled = compiledPre || compiledMain || compiledPost;
+    return std::pair{k, config};
+  };
+  auto [built, chosen] = compileTunedOr(c, untuned, tunedOn, "flash_attention_bwd", compileWith);
+  c = chosen;
+  std::shared_ptr<Kernel> pre = built.pre, main = built.main, post = built.post;
   if (!tunedOn.empty()) choice.config += " (tuned on " + tunedOn + ")";
 
   Workspace w(p, c);

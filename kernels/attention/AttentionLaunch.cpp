@@ -1,7 +1,8 @@
-//===- AttentionLaunch.cpp - the forward kernels' launch arguments --------===//
+//===- AttentionLaunch.cpp - the attention kernels' launch arguments ------===//
 //
-// One list, in the order flashAttentionForward (and its tcgen05 forms)
-// declare their parameters, for every caller.
+// The forward kernels' argument list and the backward pass's three launches
+// with the clearing of its accumulators, in the order the kernels declare
+// their parameters, for every caller.
 //
 //===----------------------------------------------------------------------===//
 #include "tessel/kernels/attention/Attention.h"
@@ -83,7 +84,7 @@ std::vector<std::vector<LaunchArg>> AttentionBackwardArgs::postArgs() const {
   return out;
 }
 
-/// The bytes of a buffer argument (f32 accumulators: four a element).
+/// The bytes of a buffer argument (f32 accumulators: four bytes an element).
 static size_t f32Bytes(const LaunchArg &a) {
   size_t n = 1;
   for (int64_t e : a.shape) n *= size_t(e);

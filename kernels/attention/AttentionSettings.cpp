@@ -8,9 +8,9 @@ namespace {
 /// block_n: a number of key rows, or "auto" (0: the kernel's choice by
 /// head_dim).
 template <class Config> Setting<Config> blockNSetting() {
-  return {"block_n",
+  return {"block_n", true,
           [](Config &c, const std::string &text) {
-            c.blockN = text == "auto" ? 0 : parseInteger(text, INT32_MIN, INT32_MAX, "parameter block_n");
+            c.blockN = text == "auto" ? 0 : parseInteger(text, 1, 1024, "parameter block_n");
           },
           [](const Config &c) { return c.blockN ? std::to_string(c.blockN) : std::string("auto"); }};
 }
@@ -21,59 +21,81 @@ const Choices<GridOrder> &gridOrderChoices() {
   return all;
 }
 
-/// The settings both passes share, in the order their tables list them.
-template <class C> std::vector<Setting<C>> sharedSettings() {
-  return {choiceSetting("dtype", &C::dtype, dtypeChoices()),
-          integerSetting("head_dim", &C::headDim),
-          integerSetting("block_m", &C::blockM),
-          blockNSetting<C>(),
-          integerSetting("threads", &C::threads),
-          // More stages than 8 never fit beside the tiles a step needs.
-          integerSetting("stages", &C::stages, 1, 8),
-          flagSetting("causal", &C::causal),
-          flagSetting("varlen", &C::varlen),
-          choiceSetting("warp_specialize", &C::warpSpecialize, warpSpecializeChoices()),
-          choiceSetting("grid_order", &C::gridOrder, gridOrderChoices())};
+/// Settings of both passes: the element type and head size say what is
+/// computed (a tuned record may not change them), the stages how.
+template <class C> Setting<C> dtypeSetting() {
+  return fixed(choiceSetting("dtype", &C::dtype, dtypeChoices()));
+}
+template <class C> Setting<C> headDimSetting() {
+  return fixed(integerSetting("head_dim", &C::headDim, 1, 1024));
+}
+template <class C> Setting<C> stagesSetting() {
+  // More stages than 8 never fit beside the tiles a step needs.
+  return integerSetting("stages", &C::stages, 1, 8);
 }
 } // namespace
 
+int64_t kernels::forwardKeyBlock(const AttentionConfig &c) {
+  return c.blockN ? c.blockN : c.headDim > 128 ? 64 : 128;
+}
+
+// Both tables list their settings in the order the calls' cache keys
+// have always had them.
+
 const SettingsTable<AttentionConfig> &kernels::attentionSettings() {
   using C = AttentionConfig;
-  static const SettingsTable<C> table = [] {
-    std::vector<Setting<C>> rows = sharedSettings<C>();
-    rows.push_back(flagSetting("pingpong", &C::pingpong));
-    rows.push_back(flagSetting("overlap", &C::overlap));
-    rows.push_back(flagSetting("persistent", &C::persistent));
-    rows.push_back(flagSetting("tma_store", &C::tmaStore));
-    return SettingsTable<C>(std::move(rows));
-  }();
+  static const SettingsTable<C> table({
+      dtypeSetting<C>(),
+      headDimSetting<C>(),
+      integerSetting("block_m", &C::blockM, 1, 1024),
+      blockNSetting<C>(),
+      integerSetting("threads", &C::threads),
+      stagesSetting<C>(),
+      fixed(flagSetting("causal", &C::causal)),
+      fixed(flagSetting("varlen", &C::varlen)),
+      choiceSetting("warp_specialize", &C::warpSpecialize, warpSpecializeChoices()),
+      choiceSetting("grid_order", &C::gridOrder, gridOrderChoices()),
+      flagSetting("pingpong", &C::pingpong),
+      flagSetting("overlap", &C::overlap),
+      flagSetting("persistent", &C::persistent),
+      flagSetting("tma_store", &C::tmaStore),
+  });
   return table;
 }
 
+/// The form, the K/V reduction, dQ's memory order and per-element atomics
+/// change what the pass computes or how its results are combined (and the
+/// workspace it needs): a tuned record leaves them alone.
 const SettingsTable<AttentionBackwardConfig> &kernels::attentionBackwardSettings() {
   using C = AttentionBackwardConfig;
-  static const SettingsTable<C> table = [] {
-    std::vector<Setting<C>> rows = sharedSettings<C>();
-    rows.push_back(integerSetting("pre_block", &C::preBlock));
-    rows.push_back(choiceSetting("kv_reduction", &C::kvReduction,
-                                 Choices<KvReduction>{{"direct", KvReduction::direct},
-                                                      {"atomic", KvReduction::atomic},
-                                                      {"split", KvReduction::split}}));
-    rows.push_back(flagSetting("element_atomics", &C::elementAtomics));
-    rows.push_back(choiceSetting("dq_order", &C::dqOrder,
-                                 Choices<MemoryOrder>{{"relaxed", MemoryOrder::relaxed},
-                                                      {"release", MemoryOrder::release}}));
-    rows.push_back(
-        choiceSetting("dq_atomics", &C::dqTma, Choices<bool>{{"registers", false}, {"tma", true}}));
-    rows.push_back(choiceSetting("dkv_operands", &C::dkvOperandsShared,
-                                 Choices<bool>{{"registers", false}, {"shared", true}}));
-    rows.push_back(
-        choiceSetting("scores", &C::queryRows, Choices<bool>{{"keys", false}, {"queries", true}}));
-    rows.push_back(choiceSetting("variant", &C::form,
-                                 Choices<BackwardForm>{{"registers", BackwardForm::registers},
-                                                       {"ss", BackwardForm::ss},
-                                                       {"ts", BackwardForm::ts}}));
-    return SettingsTable<C>(std::move(rows));
-  }();
+  static const SettingsTable<C> table({
+      fixed(choiceSetting("variant", &C::form,
+                          Choices<BackwardForm>{{"registers", BackwardForm::registers},
+                                                {"ss", BackwardForm::ss},
+                                                {"ts", BackwardForm::ts}})),
+      dtypeSetting<C>(),
+      headDimSetting<C>(),
+      integerSetting("block_m", &C::blockM, 1, 1024),
+      blockNSetting<C>(),
+      integerSetting("pre_block", &C::preBlock, 1, 1024),
+      integerSetting("threads", &C::threads),
+      stagesSetting<C>(),
+      fixed(flagSetting("causal", &C::causal)),
+      fixed(flagSetting("varlen", &C::varlen)),
+      fixed(choiceSetting("kv_reduction", &C::kvReduction,
+                          Choices<KvReduction>{{"direct", KvReduction::direct},
+                                               {"atomic", KvReduction::atomic},
+                                               {"split", KvReduction::split}})),
+      fixed(flagSetting("element_atomics", &C::elementAtomics)),
+      fixed(choiceSetting("dq_order", &C::dqOrder,
+                          Choices<MemoryOrder>{{"relaxed", MemoryOrder::relaxed},
+                                               {"release", MemoryOrder::release}})),
+      choiceSetting("dq_atomics", &C::dqTma, Choices<bool>{{"registers", false}, {"tma", true}}),
+      choiceSetting("dkv_operands", &C::dkvOperandsShared,
+                    Choices<bool>{{"registers", false}, {"shared", true}}),
+      choiceSetting("scores", &C::queryRows, Choices<bool>{{"keys", false}, {"queries", true}}),
+      choiceSetting("warp_specialize", &C::warpSpecialize, warpSpecializeChoices()),
+      choiceSetting("grid_order", &C::gridOrder, gridOrderChoices()),
+  });
   return table;
 }

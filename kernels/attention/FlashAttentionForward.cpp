@@ -209,7 +209,7 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
   Program p(c.varlen            ? "flash_attention_varlen_fwd"
             : c.streamedShards ? "flash_attention_streamed_fwd"
                                : "flash_attention_fwd");
-  const int64_t d = c.headDim, bn = c.blockN ? c.blockN : d > 128 ? 64 : 128;
+  const int64_t d = c.headDim, bn = forwardKeyBlock(c);
   // One block per block_m queries of a sequence and head.
   ForwardTensors tensors = ForwardTensors::declare(p, c, d);
   std::optional<Arrivals> arrivals = Arrivals::declare(p, c);

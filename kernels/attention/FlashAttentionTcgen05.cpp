@@ -41,7 +41,7 @@ Program tessel::kernels::flashAttentionForwardTcgen05(const AttentionConfig &c, 
     throw Error("the tcgen05 attention forward has no `overlap`, streamed shards or query offset");
   Program p(c.varlen ? "flash_attention_varlen_fwd" : "flash_attention_fwd");
   // S (block_n columns) and O (head_dim) share the block's 512 columns.
-  const int64_t d = c.headDim, bm = c.blockM, bn = c.blockN ? c.blockN : d > 128 ? 64 : 128;
+  const int64_t d = c.headDim, bm = c.blockM, bn = forwardKeyBlock(c);
   const int64_t chunk = 64; // O columns rescaled and stored at a time: 32 a thread
   ForwardTensors tensors = ForwardTensors::declare(p, c, d);
   launchForwardGrid(p, c, tensors, bm, [&](const ForwardTile &tile) {

@@ -1,4 +1,9 @@
 //===- BasicSettings.cpp - the small kernels' configurations as settings --===//
+//
+// Types, row lengths and whether a kernel accumulates say what it computes
+// (fixed); block shapes and thread counts how.
+//
+//===----------------------------------------------------------------------===//
 #include "tessel/kernels/basic/Basic.h"
 
 using namespace tessel;
@@ -6,7 +11,7 @@ using namespace tessel::kernels;
 
 const SettingsTable<ScaledAddConfig> &kernels::scaledAddSettings() {
   using C = ScaledAddConfig;
-  static const SettingsTable<C> table({choiceSetting("dtype", &C::dtype, dtypeChoices()),
+  static const SettingsTable<C> table({fixed(choiceSetting("dtype", &C::dtype, dtypeChoices())),
                                        integerSetting("block", &C::block),
                                        integerSetting("threads", &C::threads)});
   return table;
@@ -14,7 +19,7 @@ const SettingsTable<ScaledAddConfig> &kernels::scaledAddSettings() {
 
 const SettingsTable<ColumnSliceConfig> &kernels::columnSliceSettings() {
   using C = ColumnSliceConfig;
-  static const SettingsTable<C> table({choiceSetting("dtype", &C::dtype, dtypeChoices()),
+  static const SettingsTable<C> table({fixed(choiceSetting("dtype", &C::dtype, dtypeChoices())),
                                        integerSetting("block_rows", &C::blockRows),
                                        integerSetting("block_cols", &C::blockCols),
                                        integerSetting("threads", &C::threads)});
@@ -23,8 +28,8 @@ const SettingsTable<ColumnSliceConfig> &kernels::columnSliceSettings() {
 
 const SettingsTable<SoftmaxConfig> &kernels::rowSoftmaxSettings() {
   using C = SoftmaxConfig;
-  static const SettingsTable<C> table({choiceSetting("dtype", &C::dtype, dtypeChoices()),
-                                       integerSetting("cols", &C::cols),
+  static const SettingsTable<C> table({fixed(choiceSetting("dtype", &C::dtype, dtypeChoices())),
+                                       fixed(integerSetting("cols", &C::cols)),
                                        integerSetting("rows", &C::rows),
                                        integerSetting("threads", &C::threads)});
   return table;
@@ -32,8 +37,8 @@ const SettingsTable<SoftmaxConfig> &kernels::rowSoftmaxSettings() {
 
 const SettingsTable<RowLseConfig> &kernels::rowLogSumExpSettings() {
   using C = RowLseConfig;
-  static const SettingsTable<C> table({choiceSetting("dtype", &C::dtype, dtypeChoices()),
-                                       integerSetting("head_dim", &C::headDim),
+  static const SettingsTable<C> table({fixed(choiceSetting("dtype", &C::dtype, dtypeChoices())),
+                                       fixed(integerSetting("head_dim", &C::headDim)),
                                        integerSetting("block_m", &C::blockM),
                                        integerSetting("block_n", &C::blockN),
                                        integerSetting("threads", &C::threads),
@@ -43,9 +48,9 @@ const SettingsTable<RowLseConfig> &kernels::rowLogSumExpSettings() {
 
 const SettingsTable<TmaScaleConfig> &kernels::tmaScaleSettings() {
   using C = TmaScaleConfig;
-  static const SettingsTable<C> table({choiceSetting("dtype", &C::dtype, dtypeChoices()),
-                                       integerSetting("cols", &C::cols),
+  static const SettingsTable<C> table({fixed(choiceSetting("dtype", &C::dtype, dtypeChoices())),
+                                       fixed(integerSetting("cols", &C::cols)),
                                        integerSetting("rows", &C::rows),
-                                       flagSetting("accumulate", &C::accumulate)});
+                                       fixed(flagSetting("accumulate", &C::accumulate))});
   return table;
 }

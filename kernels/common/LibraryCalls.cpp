@@ -3,6 +3,7 @@
 #include "tessel/runtime/Driver.h"
 
 #include <algorithm>
+#include <set>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <map>
@@ -110,4 +111,11 @@ int tessel::kernels::commonDevice(std::initializer_list<const TensorView *> view
                               "device",
                               first->device, v->device));
   return first->device;
+}
+
+void kernels::warnOnce(const std::string &message) {
+  static std::mutex mutex;
+  static std::set<std::string> said;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (said.insert(message).second) fmt::print(stderr, "{}\n", message);
 }

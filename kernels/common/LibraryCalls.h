@@ -22,6 +22,28 @@ namespace tessel::kernels {
 std::shared_ptr<Kernel> cachedKernel(const std::string &key, const std::string &arch,
                                      const std::function<Program()> &build, bool &compiled);
 
+/// Prints `message` to stderr the first time this process says it.
+void warnOnce(const std::string &message);
+
+/// `compile(tuned)` where a tuned record gave the settings (`tunedOn` names
+/// whose record), else `compile(untuned)`. A record this build cannot
+/// compile (written by another version, or edited) is not an error: the
+/// call warns once, clears `tunedOn` and runs the defaults.
+template <class Config, class Compile>
+auto compileTunedOr(const Config &tuned, const Config &untuned, std::string &tunedOn,
+                    const std::string &kernel, Compile compile) -> decltype(compile(untuned)) {
+  if (tunedOn.empty()) return compile(untuned);
+  try {
+    return compile(tuned);
+  } catch (const Error &e) {
+    std::string why = e.what();
+    warnOnce("tessel: warning: the " + kernel + " configuration tuned on " + tunedOn +
+             " does not compile here (" + why.substr(0, why.find('\n')) + "); the defaults run");
+    tunedOn.clear();
+    return compile(untuned);
+  }
+}
+
 /// `asked`, or the target of the device the tensors live on.
 std::string targetFor(const std::string &asked, int device);
 

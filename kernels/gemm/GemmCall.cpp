@@ -76,6 +76,7 @@ Choice tessel::gemm(const TensorView &a, const TensorView &b, const TensorView &
   }
   config.transposeA = o.transposeA;
   config.transposeB = o.transposeB;
+  const GemmConfig untuned = config;
   std::string tunedOn;
   if (!o.config && o.tuned) {
     // The bucket `tessel tune gemm` files its record under.
@@ -87,10 +88,15 @@ Choice tessel::gemm(const TensorView &a, const TensorView &b, const TensorView &
     auto [record, who] = tunedRecord("gemm", device, choice.arch, bucket);
     if (record && applyRecord(*record, config)) tunedOn = who;
   }
-  std::string key = "gemm " + gemmSettings().describe(config);
-  choice.config = key + (tunedOn.empty() ? "" : " (tuned on " + tunedOn + ")");
-  std::shared_ptr<Kernel> kernel =
-      cachedKernel(key, choice.arch, [&] { return kernels::gemm(config); }, choice.compiled);
+  auto compileWith = [&](const GemmConfig &settings) {
+    choice.config = "gemm " + gemmSettings().describe(settings);
+    return std::pair{cachedKernel(choice.config, choice.arch,
+                                  [&] { return kernels::gemm(settings); }, choice.compiled),
+                     settings};
+  };
+  auto [kernel, chosen] = compileTunedOr(config, untuned, tunedOn, "gemm", compileWith);
+  config = chosen;
+  if (!tunedOn.empty()) choice.config += " (tuned on " + tunedOn + ")";
   std::vector<LaunchArg> args = {LaunchArg::integer(m), LaunchArg::integer(n), LaunchArg::integer(k),
                                  LaunchArg::view(a), LaunchArg::view(b), LaunchArg::view(c)};
   // A split-K gemm adds its K slices into C (contiguous, as required above).

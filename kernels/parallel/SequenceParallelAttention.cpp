@@ -127,7 +127,7 @@ UlyssesAttention::UlyssesAttention(Communicator &comm, const SequenceParallelPro
   // with the shards.
   AttentionConfig config = p.config;
   config.streamedShards = true;
-  int64_t blockN = config.blockN ? config.blockN : config.headDim > 128 ? 64 : 128;
+  int64_t blockN = forwardKeyBlock(config);
   if (s.packed()) whyNoFused = "a packed batch";
   else if (s.localSeq() % config.blockM || s.localSeq() % blockN)
     whyNoFused = fmt::format("{}-row shards, not whole tiles of {} and {} rows", s.localSeq(),

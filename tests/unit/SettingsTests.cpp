@@ -99,7 +99,7 @@ TEST_CASE("a setting that cannot be read names itself") {
   CHECK(error({{"policy", "diagonal"}}) ==
         "parameter policy=diagonal: use one of square, full_row, full_col");
   CHECK(error({{"block_m", "99999999999"}}) ==
-        "parameter block_m=99999999999 is out of range: use an integer in [-2147483648, 2147483647]");
+        "parameter block_m=99999999999 is out of range: use an integer in [1, 1024]");
   try {
     attentionSettings().read({{"stages", "9"}});
     FAIL("no error");
@@ -127,4 +127,33 @@ TEST_CASE("a tuned record applies whole or not at all") {
   CHECK(b.queryRows);
   CHECK(b.kvReduction == KvReduction::atomic);
   CHECK_FALSE(attentionBackwardSettings().apply({{"scores", "diagonal"}}, b));
+}
+
+TEST_CASE("a tuned record chooses how a kernel computes, never what") {
+  // What the kernel computes comes from the call's tensors and options: a
+  // record that names it is refused whole.
+  AttentionConfig f;
+  f.causal = true;
+  CHECK_FALSE(attentionSettings().apply({{"stages", "3"}, {"causal", "0"}}, f));
+  CHECK(f.causal);
+  CHECK(f.stages == 2);
+  for (const char *key : {"dtype", "head_dim", "varlen"})
+    CHECK_FALSE(attentionSettings().apply({{key, attentionSettings().write(f).at(key)}}, f));
+  AttentionBackwardConfig b;
+  b.kvReduction = KvReduction::atomic;
+  for (auto [key, value] : {std::pair{"kv_reduction", "direct"}, {"variant", "ss"},
+                            {"dq_order", "release"}, {"element_atomics", "1"}})
+    CHECK_FALSE(attentionBackwardSettings().apply({{key, value}}, b));
+  CHECK(b.kvReduction == KvReduction::atomic);
+  GemmConfig g;
+  for (auto [key, value] : {std::pair{"in", "bf16"}, {"out", "f16"}, {"transpose_a", "1"},
+                            {"transpose_b", "1"}})
+    CHECK_FALSE(gemmSettings().apply({{key, value}}, g));
+  // Values outside what the kernels take are refused too.
+  CHECK_FALSE(gemmSettings().apply({{"cluster_m", "4"}}, g));
+  CHECK_FALSE(gemmSettings().apply({{"split_k", "0"}}, g));
+  CHECK_FALSE(gemmSettings().apply({{"block_m", "-64"}}, g));
+  CHECK(gemmSettings().apply({{"cluster_m", "2"}, {"split_k", "1"}}, g));
+  // The command line still sets every setting.
+  CHECK(gemmSettings().read({{"in", "bf16"}}).in == DType::bf16);
 }

@@ -86,7 +86,7 @@ struct AttentionShape {
                               queryOffset));
     if (p.count("shards")) shards = intParam(p, "shards");
     if (shards) {
-      int64_t blockN = p.at("block_n") == "auto" ? (headDim > 128 ? 64 : 128) : intParam(p, "block_n");
+      int64_t blockN = forwardKeyBlock(attentionSettings().read(p));
       int64_t rows = seqK / shards;
       if (shards < 0 || varlen || seqQ != seqK || seqK % shards ||
           rows % intParam(p, "block_m") || rows % blockN)
@@ -188,11 +188,11 @@ void referenceForward(const AttentionShape &s, const HostTensor &q, const HostTe
       }
 }
 
-struct ForwardTensors {
+struct ForwardInputs {
   HostTensor q, k, v, o, lse, cuQ, cuK;
   /// Streamed shards: every shard's flag already at epoch 1.
   HostTensor arrivals;
-  ForwardTensors(const AttentionShape &s, DType t)
+  ForwardInputs(const AttentionShape &s, DType t)
       : q(t, {s.tensorBatch(), s.seqQ, s.headsQ, s.headDim}),
         k(t, {s.tensorBatch(), s.seqK, s.headsKv, s.headDim}), v(k), o(q),
         lse(DType::f32, {s.tensorBatch(), s.headsQ, s.seqQ}), cuQ(DType::i32, {s.batch + 1}),
@@ -207,9 +207,9 @@ struct ForwardTensors {
 };
 
 /// Checked, random forward inputs (outputs left zero).
-ForwardTensors randomForwardInputs(const AttentionShape &s, DType t, std::mt19937_64 &rng) {
+ForwardInputs randomForwardInputs(const AttentionShape &s, DType t, std::mt19937_64 &rng) {
   validateAttention(t, s.headDim, s.varlen, s.args(t));
-  ForwardTensors x(s, t);
+  ForwardInputs x(s, t);
   randomize(x.q, rng, -2, 2);
   randomize(x.k, rng, -2, 2);
   randomize(x.v, rng);
@@ -218,7 +218,7 @@ ForwardTensors randomForwardInputs(const AttentionShape &s, DType t, std::mt1993
 
 /// The forward kernel's arguments over the run's device buffers (one head
 /// group with every shard at epoch 1 when the kernel streams shards).
-void forwardArgs(DeviceRun &run, const AttentionShape &s, ForwardTensors &t, bool poison) {
+void forwardArgs(DeviceRun &run, const AttentionShape &s, ForwardInputs &t, bool poison) {
   AttentionForwardArgs a;
   a.batch = s.tensorBatch(), a.seqQ = s.seqQ, a.seqK = s.seqK;
   a.headsQ = s.headsQ, a.headsKv = s.headsKv, a.scale = s.scale;
@@ -239,7 +239,7 @@ CheckResult checkForward(Kernel &kernel, const Params &p, uint64_t seed) {
   std::mt19937_64 rng(seed);
   AttentionShape s(p);
   DType t = dtypeParam(p, "dtype");
-  ForwardTensors x = randomForwardInputs(s, t, rng);
+  ForwardInputs x = randomForwardInputs(s, t, rng);
   std::vector<double> o, lse;
   referenceForward(s, x.q, x.k, x.v, o, lse);
   DeviceRun run;
@@ -261,16 +261,16 @@ BenchResult benchForward(Kernel &kernel, const Params &p, int reps) {
   // configurations of one shape, and drawing 100 MB of random inputs on
   // the host took longer than timing each of them.
   static std::mutex lastMutex;
-  static std::unique_ptr<std::pair<std::string, ForwardTensors>> last;
+  static std::unique_ptr<std::pair<std::string, ForwardInputs>> last;
   std::lock_guard<std::mutex> lock(lastMutex);
   std::string key = fmt::format("{} lengths {} / {} shards {}", s.str(t), fmt::join(s.lenQ, ","),
                                 fmt::join(s.lenK, ","), s.shards);
   if (!last || last->first != key) {
     last.reset();
     std::mt19937_64 rng(1);
-    last = std::make_unique<std::pair<std::string, ForwardTensors>>(key, randomForwardInputs(s, t, rng));
+    last = std::make_unique<std::pair<std::string, ForwardInputs>>(key, randomForwardInputs(s, t, rng));
   }
-  ForwardTensors &x = last->second;
+  ForwardInputs &x = last->second;
   DeviceRun run;
   forwardArgs(run, s, x, /*poison=*/false);
   BenchResult r;
@@ -337,9 +337,6 @@ struct BackwardRun {
   DeviceRun dev;
   AttentionBackwardArgs args;
 
-  static int64_t kvHeads(const AttentionShape &s, KvReduction r) {
-    return r == KvReduction::split ? s.headsQ : s.headsKv;
-  }
   static Kernel compileFor(Program program, const Kernel &like) {
     return compile(program, {.arch = const_cast<Kernel &>(like).loadedKernel().arch()});
   }
@@ -352,7 +349,7 @@ struct BackwardRun {
         lse(DType::f32, {s.tensorBatch(), s.headsQ, s.seqQ}), delta(lse),
         dqAcc(DType::f32, q.shape),
         dkOut(config.kvReduction == KvReduction::direct ? config.dtype : DType::f32,
-              {s.tensorBatch(), s.seqK, kvHeads(s, config.kvReduction), s.headDim}),
+              {s.tensorBatch(), s.seqK, AttentionBackwardArgs::accumHeads(config.kvReduction, s.headsQ, s.headsKv), s.headDim}),
         dvOut(dkOut), dq(q), dk(k), dv(k), cuQ(DType::i32, {s.batch + 1}), cuK(cuQ) {
     validateAttention(config.dtype, s.headDim, s.varlen, s.args(config.dtype));
     if (config.kvReduction == KvReduction::direct && s.headsQ != s.headsKv)
@@ -523,11 +520,6 @@ Params runShapeDefaults() {
           {"seqlens_k", ""}, {"heads_q", "4"}, {"heads_kv", "2"}, {"scale", "0"}};
 }
 
-template <class Config> Params defaultsFrom(const SettingsTable<Config> &table) {
-  Params p = table.write(Config{});
-  p.merge(runShapeDefaults());
-  return p;
-}
 } // namespace
 
 std::vector<LibraryKernel> tessel::harness::attentionKernels() {
@@ -535,7 +527,7 @@ std::vector<LibraryKernel> tessel::harness::attentionKernels() {
       {"flash_attention_fwd",
        "O = softmax(scale * Q K^T) V with its log-sum-exp, BSHD tensors, GQA, causal or full",
        [] {
-         Params p = defaultsFrom(attentionSettings());
+         Params p = defaultsFrom(attentionSettings(), runShapeDefaults());
          // > 0: the kernel built for shards that arrive while it runs
          // (AttentionConfig::streamedShards), checked with every shard
          // present.
@@ -584,7 +576,7 @@ std::vector<LibraryKernel> tessel::harness::attentionKernels() {
        "dQ, dK, dV of attention: preprocess (delta), main kernel with region atomic_add of dQ, "
        "postprocess; GQA dK/dV by atomics or split slices",
        [] {
-         Params p = defaultsFrom(attentionBackwardSettings());
+         Params p = defaultsFrom(attentionBackwardSettings(), runShapeDefaults());
          // The run's default heads (4 query heads on 2 K/V heads) need a
          // reduction of dK/dV over each group.
          p["kv_reduction"] = "atomic";

@@ -361,21 +361,6 @@ static std::vector<Params> gemmCandidates(const std::string &arch, const Params 
   return out;
 }
 
-/// A kernel's defaults: its configuration's, from its settings table, and
-/// the run's shapes.
-template <class Config> Params defaultsFrom(const SettingsTable<Config> &table, Params shapes) {
-  Params p = table.write(Config{});
-  p.merge(shapes);
-  return p;
-}
-
-/// The builder of a kernel whose configuration its table reads from the run's settings.
-template <class Config>
-std::function<Program(const Params &)> builtFrom(const SettingsTable<Config> &table,
-                                                 Program (*build)(const Config &)) {
-  return [&table, build](const Params &p) { return build(table.read(p)); };
-}
-
 const std::vector<LibraryKernel> &tessel::harness::library() {
   static const std::vector<LibraryKernel> all = {
       {"scaled_add", "y = alpha * x + y (vectors, length N at run time)",

@@ -164,7 +164,7 @@ double tessel::harness::relativeError(const std::vector<float> &out, const std::
 
 double tessel::harness::toleranceFor(DType t) { return t == DType::f32 ? 1e-5 : 1e-2; }
 
-rt::LaunchArg &DeviceRun::addTensor(HostTensor &t, bool poison) {
+rt::LaunchArg DeviceRun::addTensor(HostTensor &t, bool poison) {
   buffers.push_back(std::make_unique<rt::DeviceBuffer>(t.bytes.size()));
   if (poison) buffers.back()->fillBytes(0xff);
   else buffers.back()->upload(t.bytes.data(), t.bytes.size());

@@ -53,7 +53,7 @@ Params defaultsFor(const Params &given, const Params &defaults, int ranks) {
   bool zigzag = choiceParam<bool>(mergeParams(given, defaults, "sp_attention"), "variant",
                                   {{"ulysses", false}, {"zigzag", true}});
   AttentionConfig config;
-  int64_t tile = std::lcm(config.blockM, config.blockN ? config.blockN : int64_t{128});
+  int64_t tile = std::lcm(config.blockM, forwardKeyBlock(config));
   return scaledUlyssesDefaults(defaults, ranks, intParam(defaults, "groups"),
                                (zigzag ? 2 : 1) * tile);
 }
@@ -89,7 +89,7 @@ SpProblem problemFrom(const Params &given, const Params &defaults, int ranks) {
   if (sp.zigzag) {
     if (!p.at("seqlens").empty())
       throw Error("sp_attention: variant=zigzag takes a fixed batch (batch, seqlen), not seqlens");
-    validateZigZag(zigzagShape(sp), sp.config.blockM, sp.config.blockN ? sp.config.blockN : 128);
+    validateZigZag(zigzagShape(sp), sp.config.blockM, forwardKeyBlock(sp.config));
     return sp;
   }
   setPackedBatch(s, p);

@@ -39,8 +39,7 @@ std::string text(const Params &p) {
 } // namespace
 
 int tessel::tuneCommand(const std::string &name, const Params &params,
-                                 const std::string &askedArch, int reps, int jobs,
-                                 bool compileOnly) {
+                        const std::string &askedArch, int reps, int jobs, bool compileOnly) {
   const LibraryKernel &entry = findKernel(name);
   if (!entry.tuning.candidates) {
     std::string tunable;

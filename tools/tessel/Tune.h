@@ -13,8 +13,8 @@ namespace tessel {
 /// give, and records the fastest for this device and shape bucket. With
 /// `compileOnly`, or without a GPU, stops after compiling (the latter
 /// says so and fails).
-int tuneCommand(const std::string &kernel, const harness::Params &params, const std::string &arch, int reps,
-                int jobs, bool compileOnly);
+int tuneCommand(const std::string &kernel, const harness::Params &params, const std::string &arch,
+                int reps, int jobs, bool compileOnly);
 
 } // namespace tessel
 

@@ -13,6 +13,7 @@
 #include "tessel/dsl/Program.h"
 
 #include <climits>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -24,8 +25,8 @@ namespace tessel::kernels {
 /// key=value settings: configuration (tile sizes, types) and run shapes.
 using Settings = std::map<std::string, std::string>;
 
-/// `text` as a whole decimal integer in [lo, hi]: no sign or digits missing,
-/// no trailing characters, no overflow. Throws tessel::Error naming `what`.
+/// `text` as a whole decimal integer in [lo, hi] (an optional minus sign,
+/// then digits only, no overflow). Throws tessel::Error naming `what`.
 int64_t parseInteger(const std::string &text, int64_t lo, int64_t hi, const std::string &what);
 /// "0" or "1"; throws naming the setting otherwise.
 bool parseFlag(const std::string &name, const std::string &text);
@@ -33,6 +34,10 @@ bool parseFlag(const std::string &name, const std::string &text);
 /// One named setting of a configuration `Config`.
 template <class Config> struct Setting {
   std::string name;
+  /// Whether the setting only chooses how the kernel computes (tiles,
+  /// stages, schedules), so that a tuned record may set it; false for what
+  /// it computes (types, masks, transposes, reductions).
+  bool tunable = true;
   /// Sets the field from text; throws tessel::Error naming the setting.
   std::function<void(Config &, const std::string &)> read;
   std::function<std::string(const Config &)> write;
@@ -51,10 +56,13 @@ public:
   }
   /// `config` with every setting of `record` (a tuned configuration);
   /// false, and `config` unchanged, when the record names a setting the
-  /// table does not have or a value it cannot read.
+  /// table does not have, one that is not tunable (a record chooses how a
+  /// kernel computes, never what), or a value it cannot read.
   bool apply(const Settings &record, Config &config) const {
-    for (const auto &[key, value] : record)
-      if (!has(key)) return false;
+    for (const auto &[key, value] : record) {
+      const Setting<Config> *row = find(key);
+      if (!row || !row->tunable) return false;
+    }
     try {
       config = read(record, config);
     } catch (const Error &) {
@@ -68,18 +76,21 @@ public:
     for (const Setting<Config> &row : rows) out[row.name] = row.write(config);
     return out;
   }
-  /// "name=value ..." in the table's order: every setting that changes the
-  /// kernel, so also a cache key.
+  /// "name=value ..." in the table's order. A cache key where every field
+  /// that changes the kernel is in the table (AttentionConfig's streamed
+  /// shards and query offset are not: the calls that key by this text
+  /// refuse them).
   std::string describe(const Config &config) const {
     std::string out;
     for (const Setting<Config> &row : rows)
       out += (out.empty() ? "" : " ") + row.name + "=" + row.write(config);
     return out;
   }
-  bool has(const std::string &name) const {
+  bool has(const std::string &name) const { return find(name) != nullptr; }
+  const Setting<Config> *find(const std::string &name) const {
     for (const Setting<Config> &row : rows)
-      if (row.name == name) return true;
-    return false;
+      if (row.name == name) return &row;
+    return nullptr;
   }
 
 private:
@@ -114,7 +125,7 @@ const Choices<GemmInstruction> &instructionChoices();
 template <class Config, class T>
 Setting<Config> integerSetting(std::string name, T Config::*field, int64_t lo = INT32_MIN,
                                int64_t hi = INT32_MAX) {
-  return {name,
+  return {name, true,
           [=](Config &c, const std::string &text) {
             c.*field = T(parseInteger(text, lo, hi, "parameter " + name));
           },
@@ -122,7 +133,8 @@ Setting<Config> integerSetting(std::string name, T Config::*field, int64_t lo = 
 }
 
 template <class Config> Setting<Config> flagSetting(std::string name, bool Config::*field) {
-  return {name, [=](Config &c, const std::string &text) { c.*field = parseFlag(name, text); },
+  return {name, true,
+          [=](Config &c, const std::string &text) { c.*field = parseFlag(name, text); },
           [=](const Config &c) { return std::string(c.*field ? "1" : "0"); }};
 }
 
@@ -130,9 +142,16 @@ template <class Config> Setting<Config> flagSetting(std::string name, bool Confi
 /// words of its own).
 template <class Config, class E>
 Setting<Config> choiceSetting(std::string name, E Config::*field, Choices<E> choices) {
-  return {name,
+  return {name, true,
           [=](Config &c, const std::string &text) { c.*field = parseChoice(name, text, choices); },
           [=](const Config &c) { return choiceName(c.*field, choices); }};
+}
+
+/// `setting` as one that says what the kernel computes: read and written
+/// like any other, never set by a tuned record.
+template <class Config> Setting<Config> fixed(Setting<Config> setting) {
+  setting.tunable = false;
+  return setting;
 }
 
 } // namespace tessel::kernels

@@ -101,6 +101,11 @@ struct AttentionConfig {
   /// `varlen`.
   bool queryOffset = false;
 };
+/// The key rows a forward step takes (registers, ss and ts forms): blockN,
+/// or where that is 0 the kernels' choice, 128, and 64 at head_dim over 128
+/// (where two score tiles of 128 columns and the accumulator exceed the
+/// registers).
+int64_t forwardKeyBlock(const AttentionConfig &config);
 /// O = softmax(scale * Q K^T) V and its log-sum-exp.
 Program flashAttentionForward(const AttentionConfig &config);
 /// The same on sm_100a: S and O accumulate in tensor memory through
@@ -262,8 +267,12 @@ struct AttentionBackwardArgs {
   };
   std::optional<Packed> packed;
 
-  /// Heads of the dK/dV accumulators.
-  int64_t accumHeads() const { return kvReduction == KvReduction::split ? headsQ : headsKv; }
+  /// Heads of the dK/dV accumulators: a slice per query head when split,
+  /// else one per K/V head.
+  static int64_t accumHeads(KvReduction r, int64_t headsQ, int64_t headsKv) {
+    return r == KvReduction::split ? headsQ : headsKv;
+  }
+  int64_t accumHeads() const { return accumHeads(kvReduction, headsQ, headsKv); }
   std::vector<rt::LaunchArg> preArgs() const;
   std::vector<rt::LaunchArg> mainArgs() const;
   /// One launch of the postprocess kernel per gradient it finishes: dQ,

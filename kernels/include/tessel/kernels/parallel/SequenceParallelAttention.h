@@ -136,10 +136,11 @@ public:
   void upload(const WholeInputs &whole);
 
 private:
-  std::unique_ptr<Kernel> plain;
+  // The kernels before the forms that point at them, so that they outlive
+  // the forms.
+  std::unique_ptr<Kernel> plain, streamed;
   DeviceSeqlens cu;
   std::vector<std::unique_ptr<UlyssesAttentionForm>> all;
-  std::unique_ptr<Kernel> streamed;
   std::string whyNoFused;
 };
 

@@ -64,7 +64,9 @@ double toleranceFor(DType t);
 struct DeviceRun {
   std::vector<std::unique_ptr<rt::DeviceBuffer>> buffers;
   std::vector<rt::LaunchArg> args;
-  rt::LaunchArg &addTensor(HostTensor &t, bool poison);
+  /// Uploads `t` (or fills its buffer with 0xff bytes), appends its
+  /// argument and returns a copy of it.
+  rt::LaunchArg addTensor(HostTensor &t, bool poison);
   void download(size_t argIndex, HostTensor &t);
 };
 
@@ -79,6 +81,26 @@ void synchronize();
 /// Launches once, compares argument `out` with `ref`, then times the kernel.
 CheckResult launchAndCompare(Kernel &k, DeviceRun &run, size_t out, HostTensor &result,
                              const std::vector<double> &ref, double tolerance, CheckResult r);
+
+/// A kernel's defaults: its configuration's, written by its settings
+/// table, and the run's shapes (whose names must differ from the
+/// settings').
+template <class Config>
+Params defaultsFrom(const kernels::SettingsTable<Config> &table, const Params &shapes) {
+  Params p = table.write(Config{});
+  for (const auto &[key, value] : shapes)
+    if (!p.emplace(key, value).second)
+      throw Error("run shape '" + key + "' has the name of a setting of the kernel");
+  return p;
+}
+
+/// The builder of a kernel whose configuration its table reads from a
+/// run's settings.
+template <class Config>
+std::function<Program(const Params &)> builtFrom(const kernels::SettingsTable<Config> &table,
+                                                 Program (*build)(const Config &)) {
+  return [&table, build](const Params &p) { return build(table.read(p)); };
+}
 
 /// The attention kernels of the library (forward, backward and its helpers).
 std::vector<LibraryKernel> attentionKernels();
