@@ -287,6 +287,29 @@ inline Program tsGemm() {
   return p;
 }
 
+/// out[64, 128] = the sum over i < N of page table[i] of a paged cache
+/// [P, 64, 128]: each iteration's load address comes from a table the
+/// kernel only reads, so its producer can run ahead.
+inline Program pagedCacheSum() {
+  Program p("paged_sum");
+  Expr n = p.sym("N"), pages = p.sym("P");
+  Tensor cache = p.tensor("cache", {pages, 64, 128}, DType::f16);
+  Tensor table = p.tensor("table", {n}, DType::i32);
+  Tensor out = p.tensor("out", {64, 128}, DType::f32);
+  p.kernel({1}, 128, [&](Expr) {
+    Buffer ks = alloc_shared({64, 128}, DType::f16);
+    Buffer acc = alloc_fragment({64, 128}, DType::f32);
+    fill(acc, 0.0);
+    pipelined(n, 3, [&](Expr kt) {
+      Expr page = cast(table(kt), DType::index);
+      copy(cache.tile({page, 0, 0}, {drop, 64, 128}), ks);
+      parallel(64, 128, [&](Expr i, Expr j) { acc(i, j) = acc(i, j) + cast(ks(i, j), DType::f32); });
+    });
+    copy(acc, out.tile({0, 0}, {64, 128}));
+  });
+  return p;
+}
+
 } // namespace tessel::test
 
 #endif

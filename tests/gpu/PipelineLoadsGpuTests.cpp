@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include "tessel/harness/LibrarySupport.h"
+#include "UserKernels.h"
 
 #include <fmt/format.h>
 
@@ -23,22 +24,7 @@ static std::string deviceArch() {
 }
 
 TEST_CASE("a paged cache's pages are loaded ahead from the page table", "[gpu][user]") {
-  Program p("paged_sum");
-  Expr n = p.sym("N"), pages = p.sym("P");
-  Tensor cache = p.tensor("cache", {pages, 64, 128}, DType::f16);
-  Tensor table = p.tensor("table", {n}, DType::i32);
-  Tensor out = p.tensor("out", {64, 128}, DType::f32);
-  p.kernel({1}, 128, [&](Expr) {
-    Buffer ks = alloc_shared({64, 128}, DType::f16);
-    Buffer acc = alloc_fragment({64, 128}, DType::f32);
-    fill(acc, 0.0);
-    pipelined(n, 3, [&](Expr kt) {
-      Expr page = cast(table(kt), DType::index);
-      copy(cache.tile({page, 0, 0}, {drop, 64, 128}), ks);
-      parallel(64, 128, [&](Expr i, Expr j) { acc(i, j) = acc(i, j) + cast(ks(i, j), DType::f32); });
-    });
-    copy(acc, out.tile({0, 0}, {64, 128}));
-  });
+  Program p = test::pagedCacheSum();
   Kernel k = compile(p, {deviceArch()});
   for (int64_t iterations : {1, 5, 11}) {
     const int64_t pageCount = 7;

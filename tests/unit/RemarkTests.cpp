@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include "tessel/dsl/Compile.h"
+#include "UserKernels.h"
 
 #include <algorithm>
 #include <string>
@@ -42,22 +43,7 @@ TEST_CASE("a paged cache's loads are issued ahead with the page they read") {
   // The page of each iteration is read from a table the kernel only reads:
   // that read is address arithmetic the producer runs ahead, so the loop
   // gets TMA and warp specialization as with `page = kt`.
-  Program p("paged");
-  Expr n = p.sym("N");
-  Tensor cache = p.tensor("cache", {n, 64, 128}, DType::f16);
-  Tensor table = p.tensor("table", {n}, DType::i32);
-  Tensor out = p.tensor("out", {64, 128}, DType::f32);
-  p.kernel({1}, 128, [&](Expr) {
-    Buffer ks = alloc_shared({64, 128}, DType::f16);
-    Buffer acc = alloc_fragment({64, 128}, DType::f32);
-    fill(acc, 0.0);
-    pipelined(n, 3, [&](Expr kt) {
-      Expr page = cast(table(kt), DType::index);
-      copy(cache.tile({page, 0, 0}, {drop, 64, 128}), ks);
-      copy(ks, acc);
-    });
-    copy(acc, out.tile({0, 0}, {64, 128}));
-  });
+  Program p = test::pagedCacheSum();
   Kernel k = compile(p, quiet());
   INFO(allRemarks(k));
   CHECK(remarksOf(k, "pipelining").empty());
