@@ -365,6 +365,10 @@ Kernel tessel::compile(Program &program, const CompileOptions &options) {
   // What each line of the CUDA was emitted for (empty when the IR cache
   // gave the source: it compiled before).
   std::vector<EmittedLine> emittedLines;
+  // A fresh compile's entry, stored once NVRTC has taken its source: a
+  // source NVRTC rejects is compiled again next time, so that its error
+  // names the user's line then too (a cached source has no lines).
+  std::optional<detail::CompiledIr> fresh;
   if (hit) {
     k.lowered = hit->lowered;
     k.source = hit->source;
@@ -374,14 +378,14 @@ Kernel tessel::compile(Program &program, const CompileOptions &options) {
     k.timing.irCacheHit = true;
     k.timing.passesMs = msSince(start);
   } else {
-    FreshCompile fresh = compileAnew(program, k.tile, options, *target, start, k.timing);
-    k.lowered = fresh.entry.lowered;
-    k.source = fresh.entry.source;
-    k.bufferLayouts = fresh.entry.layouts;
-    k.declined = std::move(fresh.declined);
-    spec = fresh.entry.spec;
-    emittedLines = std::move(fresh.lines);
-    if (reuse) detail::storeCompiledIr(irKey, fresh.entry);
+    FreshCompile compiled = compileAnew(program, k.tile, options, *target, start, k.timing);
+    k.lowered = compiled.entry.lowered;
+    k.source = compiled.entry.source;
+    k.bufferLayouts = compiled.entry.layouts;
+    k.declined = std::move(compiled.declined);
+    spec = compiled.entry.spec;
+    emittedLines = std::move(compiled.lines);
+    if (reuse) fresh = std::move(compiled.entry);
   }
   dumpEmittedSource(*k.source, spec.name, target->arch);
   if (options.printWarnings)
@@ -389,6 +393,7 @@ Kernel tessel::compile(Program &program, const CompileOptions &options) {
       if (r.isWarning) fmt::print(stderr, "{}\n", r.str());
 
   std::shared_ptr<const rt::Binary> bin = compileBinary(*k.source, emittedLines, *target, k.timing);
+  if (fresh) detail::storeCompiledIr(irKey, *fresh);
   k.loaded = std::make_shared<rt::LoadedKernel>(spec, bin, target->binaryArch());
   k.compiledWith = options;
   warnAboutPtxas(*bin, spec, *target);
