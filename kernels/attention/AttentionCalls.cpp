@@ -140,7 +140,7 @@ struct Workspace {
     delta = take(p.batch * p.headsQ * p.seqQ);
     dqAccum = take(p.batch * p.seqQ * p.headsQ * p.headDim);
     if (c.kvReduction != KvReduction::direct) {
-      int64_t heads = c.kvReduction == KvReduction::split ? p.headsQ : p.headsKv;
+      int64_t heads = AttentionBackwardArgs::accumHeads(c.kvReduction, p.headsQ, p.headsKv);
       dkAccum = take(p.batch * p.seqK * heads * p.headDim);
       dvAccum = take(p.batch * p.seqK * heads * p.headDim);
     }
