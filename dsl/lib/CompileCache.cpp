@@ -59,6 +59,19 @@ bool take(const std::string &in, size_t &at, std::string &field) {
   return true;
 }
 
+/// A count written as decimal text; false when the field is missing or is
+/// not a number (a damaged entry).
+bool takeCount(const std::string &in, size_t &at, size_t &count) {
+  std::string text;
+  if (!take(in, at, text)) return false;
+  try {
+    count = std::stoul(text);
+  } catch (...) {
+    return false;
+  }
+  return true;
+}
+
 std::string encode(const CompiledIr &e) {
   const std::string &lowered = e.lowered->get();
   std::string head;
@@ -128,16 +141,11 @@ bool readHead(const fs::path &file, CompiledIr &out, uint64_t &loweredAt, uint64
   if (!ok) return false;
   size_t at = 0;
   CompiledIr e;
-  std::string source, spec, count, size;
-  if (!take(head, at, source) || !take(head, at, spec) || !take(head, at, count) ||
+  std::string source, spec, size;
+  size_t layouts = 0;
+  if (!take(head, at, source) || !take(head, at, spec) || !takeCount(head, at, layouts) ||
       !rt::decodeSpec(spec, e.spec))
     return false;
-  size_t layouts = 0;
-  try {
-    layouts = std::stoul(count);
-  } catch (...) {
-    return false;
-  }
   for (size_t i = 0; i < layouts; ++i) {
     BufferLayout b;
     if (!take(head, at, b.name) || !take(head, at, b.where) || !take(head, at, b.type) ||
@@ -146,14 +154,8 @@ bool readHead(const fs::path &file, CompiledIr &out, uint64_t &loweredAt, uint64
     b.draw = drawFromText(b.layout, b.name);
     e.layouts.push_back(std::move(b));
   }
-  std::string remarkCount;
   size_t remarks = 0;
-  if (!take(head, at, remarkCount)) return false;
-  try {
-    remarks = std::stoul(remarkCount);
-  } catch (...) {
-    return false;
-  }
+  if (!takeCount(head, at, remarks)) return false;
   for (size_t i = 0; i < remarks; ++i) {
     Remark r;
     std::string severity, op;
