@@ -25,7 +25,8 @@ using namespace tessel::detail;
 //===----------------------------------------------------------------------===//
 
 const char *tessel::name(DType t) {
-  static const char *names[] = {"f16", "bf16", "f32", "f64", "i32", "i64", "index", "i1"};
+  static const char *names[] = {"f16", "bf16", "f32",   "f64", "i32",    "i64",
+                                "index", "i1", "i8", "u8", "f8e4m3", "f8e5m2"};
   return names[static_cast<int>(t)];
 }
 
@@ -33,7 +34,8 @@ int64_t tessel::byteSize(DType t) {
   switch (t) {
   case DType::f16: case DType::bf16: return 2;
   case DType::f64: case DType::i64: return 8;
-  case DType::i1: return 1;
+  case DType::i1: case DType::i8: case DType::u8: case DType::f8e4m3: case DType::f8e5m2:
+    return 1;
   default: return 4;
   }
 }
@@ -49,6 +51,10 @@ Type tessel::detail::toMlir(MLIRContext *ctx, DType t) {
   case DType::i64: return b.getI64Type();
   case DType::index: return b.getIndexType();
   case DType::i1: return b.getI1Type();
+  case DType::i8: return b.getI8Type();
+  case DType::u8: return b.getIntegerType(8, /*isSigned=*/false);
+  case DType::f8e4m3: return b.getType<Float8E4M3FNType>();
+  case DType::f8e5m2: return b.getType<Float8E5M2Type>();
   }
   return {};
 }
@@ -61,11 +67,16 @@ static DType fromMlir(Type t) {
   if (t.isInteger(32)) return DType::i32;
   if (t.isInteger(64)) return DType::i64;
   if (t.isInteger(1)) return DType::i1;
+  if (t.isUnsignedInteger(8)) return DType::u8;
+  if (t.isInteger(8)) return DType::i8;
+  if (llvm::isa<Float8E4M3FNType>(t)) return DType::f8e4m3;
+  if (llvm::isa<Float8E5M2Type>(t)) return DType::f8e5m2;
   return DType::index;
 }
 
 bool tessel::detail::isFloat(DType t) {
-  return t == DType::f16 || t == DType::bf16 || t == DType::f32 || t == DType::f64;
+  return t == DType::f16 || t == DType::bf16 || t == DType::f32 || t == DType::f64 ||
+         t == DType::f8e4m3 || t == DType::f8e5m2;
 }
 
 //===----------------------------------------------------------------------===//

@@ -60,6 +60,10 @@ DType tessel::kernels::dtypeOf(rt::ScalarType t) {
   case rt::ScalarType::I64: return DType::i64;
   case rt::ScalarType::Index: return DType::index;
   case rt::ScalarType::I1: return DType::i1;
+  case rt::ScalarType::I8: return DType::i8;
+  case rt::ScalarType::U8: return DType::u8;
+  case rt::ScalarType::F8E4M3: return DType::f8e4m3;
+  case rt::ScalarType::F8E5M2: return DType::f8e5m2;
   }
   return DType::f32;
 }
@@ -74,6 +78,10 @@ rt::ScalarType tessel::kernels::scalarOf(DType t) {
   case DType::i64: return rt::ScalarType::I64;
   case DType::index: return rt::ScalarType::Index;
   case DType::i1: return rt::ScalarType::I1;
+  case DType::i8: return rt::ScalarType::I8;
+  case DType::u8: return rt::ScalarType::U8;
+  case DType::f8e4m3: return rt::ScalarType::F8E4M3;
+  case DType::f8e5m2: return rt::ScalarType::F8E5M2;
   }
   return rt::ScalarType::F32;
 }

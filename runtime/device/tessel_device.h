@@ -49,6 +49,79 @@ struct bfloat16 {
 // spells every type so that `T(x)` and declarations parse alike.
 typedef long long i64;
 typedef signed char i8;
+typedef unsigned char u8;
+
+// FP8 (OCP E4M3 "fn": finite, max 448, NaN 0x7f; E5M2: max 57344). Encoding
+// rounds to nearest even and saturates (finite values and infinities beyond
+// the largest finite value become it, with their sign; NaN stays NaN): the
+// PTX `cvt.rn.satfinite` rule, which sm_89 and later run in hardware and
+// earlier targets compute here bit for bit the same.
+namespace fp8 {
+// The quantum-scaled software encoder: a value rounds to a multiple of
+// 2^(exponent - MANT) (or of the subnormal quantum), then saturates.
+template <int EXP, int MANT, int BIAS, unsigned MAX_CODE>
+__device__ inline unsigned char encode_soft(float f) {
+  unsigned x = __float_as_uint(f);
+  unsigned char sign = (x >> 24) & 0x80;
+  float a = __uint_as_float(x & 0x7fffffffu);
+  if (a != a) return 0x7f;
+  int e = int((x >> 23) & 0xff) - 127;
+  if (e < 1 - BIAS) e = 1 - BIAS;
+  int q = e - MANT;                                   // the quantum's exponent
+  float r;                                            // a / 2^q, rounded to even
+  asm("cvt.rni.f32.f32 %0, %1;" : "=f"(r) : "f"(a * __uint_as_float(unsigned(127 - q) << 23)));
+  unsigned m = unsigned(r);
+  if (m == (2u << MANT)) { m >>= 1; ++q; }            // rounded up to the next binade
+  if (m == 0) return sign;
+  unsigned code = m < (1u << MANT) ? m                // subnormal
+                                   : (unsigned(q + MANT + BIAS) << MANT) | (m - (1u << MANT));
+  return sign | (code > MAX_CODE ? MAX_CODE : code);
+}
+template <int EXP, int MANT, int BIAS> __device__ inline float decode_soft(unsigned char c) {
+  unsigned e = (c >> MANT) & ((1u << EXP) - 1), m = c & ((1u << MANT) - 1);
+  float mag = e ? __uint_as_float(unsigned(int(e) - BIAS + 127) << 23) * (1.0f + m / float(1 << MANT))
+                : m * __uint_as_float(unsigned(1 - BIAS - MANT + 127) << 23);
+  return c & 0x80 ? -mag : mag;
+}
+} // namespace fp8
+
+struct f8e4m3 {
+  unsigned char bits;
+  f8e4m3() = default;
+  __device__ explicit f8e4m3(float f) {
+#if __CUDA_ARCH__ >= 890
+    unsigned short pair;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(0.0f), "f"(f));
+    bits = static_cast<unsigned char>(pair);
+#else
+    bits = fp8::encode_soft<4, 3, 7, 0x7e>(f);
+#endif
+  }
+  __device__ explicit operator float() const {
+    if ((bits & 0x7f) == 0x7f) return __uint_as_float(0x7fc00000u);
+    return fp8::decode_soft<4, 3, 7>(bits);
+  }
+};
+
+struct f8e5m2 {
+  unsigned char bits;
+  f8e5m2() = default;
+  __device__ explicit f8e5m2(float f) {
+#if __CUDA_ARCH__ >= 890
+    unsigned short pair;
+    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(0.0f), "f"(f));
+    bits = static_cast<unsigned char>(pair);
+#else
+    bits = fp8::encode_soft<5, 2, 15, 0x7b>(f);
+#endif
+  }
+  // E5M2 is f16's upper byte: exact by a shift.
+  __device__ explicit operator float() const {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(static_cast<unsigned short>(bits << 8)));
+    return f;
+  }
+};
 
 // The DSL's integer division: rounded toward negative infinity (-7 / 4 = -2)
 // and up (ceil_div(-7, 4) = -1), for either sign of either operand.

@@ -61,7 +61,8 @@ void tessel::rt::clearAsync(CUdeviceptr ptr, size_t bytes, CUstream stream) {
 
 int tessel::rt::scalarBytes(ScalarType t) {
   switch (t) {
-  case ScalarType::I1: return 1;
+  case ScalarType::I1: case ScalarType::I8: case ScalarType::U8: case ScalarType::F8E4M3:
+  case ScalarType::F8E5M2: return 1;
   case ScalarType::F16: case ScalarType::BF16: return 2;
   case ScalarType::I32: case ScalarType::Index: case ScalarType::F32: return 4;
   case ScalarType::I64: case ScalarType::F64: return 8;
@@ -70,7 +71,8 @@ int tessel::rt::scalarBytes(ScalarType t) {
 }
 
 const char *tessel::rt::scalarName(ScalarType t) {
-  static const char *names[] = {"i1", "i32", "i64", "index", "f16", "bf16", "f32", "f64"};
+  static const char *names[] = {"i1",  "i32", "i64", "index", "f16",    "bf16",
+                                "f32", "f64", "i8",  "u8",    "f8e4m3", "f8e5m2"};
   return names[static_cast<int>(t)];
 }
 
@@ -255,7 +257,9 @@ void LoadedKernel::launch(const std::vector<LaunchArg> &args, CUstream stream) {
     case ScalarType::F32: { float v = static_cast<float>(f); push(&v, 4); break; }
     case ScalarType::F64: push(&f, 8); break;
     default:
-      throw Error(fmt::format("kernel {}: 16-bit scalar parameters are not supported", s.name));
+      throw Error(fmt::format("kernel {}: {} scalar parameters are not supported (pass an f32 "
+                              "or a one-element tensor)",
+                              s.name, scalarName(p.type)));
     }
   }
   std::vector<void *> params;

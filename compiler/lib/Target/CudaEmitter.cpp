@@ -29,7 +29,10 @@ std::string CudaEmitter::typeName(Type t) {
   if (t.isIndex() || t.isInteger(32)) return "int";
   if (t.isInteger(1)) return "bool";
   if (t.isInteger(64)) return "tessel::i64";
+  if (t.isUnsignedInteger(8)) return "tessel::u8";
   if (t.isInteger(8)) return "tessel::i8";
+  if (llvm::isa<Float8E4M3FNType>(t)) return "tessel::f8e4m3";
+  if (llvm::isa<Float8E5M2Type>(t)) return "tessel::f8e5m2";
   if (t.isInteger(16)) return "short";
   if (t.isF32()) return "float";
   if (t.isF64()) return "double";
@@ -55,6 +58,10 @@ FailureOr<rt::ScalarType> CudaEmitter::scalarType(Type t) {
   if (t.isBF16()) return rt::ScalarType::BF16;
   if (t.isF32()) return rt::ScalarType::F32;
   if (t.isF64()) return rt::ScalarType::F64;
+  if (t.isUnsignedInteger(8)) return rt::ScalarType::U8;
+  if (t.isInteger(8)) return rt::ScalarType::I8;
+  if (llvm::isa<Float8E4M3FNType>(t)) return rt::ScalarType::F8E4M3;
+  if (llvm::isa<Float8E5M2Type>(t)) return rt::ScalarType::F8E5M2;
   return failure();
 }
 

@@ -66,7 +66,11 @@ private:
   /// The unsigned type of an integer's width, for C-style casts.
   static std::string unsignedTypeName(Type t);
   static FailureOr<rt::ScalarType> scalarType(Type t);
-  static bool isHalfLike(Type t) { return t.isF16() || t.isBF16(); }
+  /// Floats stored narrower than float (f16, bf16, FP8): computed in float.
+  static bool isHalfLike(Type t) {
+    auto f = llvm::dyn_cast<FloatType>(t);
+    return f && f.getWidth() < 32;
+  }
   std::string asFloat(Value v) {
     return isHalfLike(v.getType()) ? "float(" + name(v) + ")" : name(v);
   }

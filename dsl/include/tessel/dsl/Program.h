@@ -38,7 +38,10 @@ namespace tessel {
 
 using SrcLoc = std::source_location;
 
-enum class DType { f16, bf16, f32, f64, i32, i64, index, i1 };
+/// f8e4m3 is OCP FP8 E4M3 (finite, max 448, NaN 0x7f; torch's float8_e4m3fn),
+/// f8e5m2 is E5M2 (IEEE-like, max 57344). u8 values are moved by copies and
+/// gemms; element code reads and writes them as i32.
+enum class DType { f16, bf16, f32, f64, i32, i64, index, i1, i8, u8, f8e4m3, f8e5m2 };
 enum class Space { global, shared, fragment, local, tmem };
 enum class MemoryOrder { relaxed, acquire, release, acq_rel, seq_cst };
 const char *name(DType t);

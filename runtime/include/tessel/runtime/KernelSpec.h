@@ -15,7 +15,8 @@
 
 namespace tessel::rt {
 
-enum class ScalarType { I1, I32, I64, Index, F16, BF16, F32, F64 };
+/// New types are appended: a cached kernel's spec stores the numbers.
+enum class ScalarType { I1, I32, I64, Index, F16, BF16, F32, F64, I8, U8, F8E4M3, F8E5M2 };
 
 /// Bytes of one value in generated code (index is a 32-bit int).
 int scalarBytes(ScalarType t);
