@@ -8,8 +8,11 @@
 //===----------------------------------------------------------------------===//
 #include "tessel/harness/ReferenceTimes.h"
 
+#include "tessel/kernels/Settings.h"
 #include "tessel/runtime/Error.h"
 
+#include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <fmt/format.h>
 #include <fstream>
@@ -151,23 +154,118 @@ ReferenceTimes tessel::harness::readReferenceTimes(const std::string &path) {
   }
 }
 
+namespace {
+bool fieldIs(const ReferenceRow &row, const char *key, const std::string &want) {
+  auto it = row.find(key);
+  return it != row.end() && it->second == want;
+}
+
+/// A whole-number field equal to `want` (json.dump writes Python ints as
+/// plain digits; a float such as 4096.0 is compared by value too).
+bool fieldIs(const ReferenceRow &row, const char *key, int64_t want) {
+  auto it = row.find(key);
+  if (it == row.end()) return false;
+  char *end = nullptr;
+  double v = std::strtod(it->second.c_str(), &end);
+  return end != it->second.c_str() && *end == 0 && v == double(want);
+}
+
+/// The row's positive `ms`, if it has one.
+std::optional<double> msOf(const ReferenceRow &row) {
+  auto ms = row.find("ms");
+  if (ms == row.end()) return std::nullopt;
+  char *end = nullptr;
+  double v = std::strtod(ms->second.c_str(), &end);
+  if (end != ms->second.c_str() && v > 0) return v;
+  return std::nullopt;
+}
+} // namespace
+
 std::optional<double> ReferenceTimes::attentionMs(const std::string &impl, int64_t seqlen,
                                                   int64_t headDim, bool causal,
                                                   const std::string &pass) const {
-  auto is = [](const ReferenceRow &row, const char *key, const std::string &want) {
-    auto it = row.find(key);
-    return it != row.end() && it->second == want;
-  };
   for (const ReferenceRow &row : rows) {
-    if (!is(row, "op", "attention") || !is(row, "impl", impl) || !is(row, "pass", pass) ||
-        !is(row, "seqlen", std::to_string(seqlen)) || !is(row, "head_dim", std::to_string(headDim)) ||
-        !is(row, "causal", causal ? "true" : "false"))
+    if (!fieldIs(row, "op", "attention") || !fieldIs(row, "impl", impl) ||
+        !fieldIs(row, "pass", pass) || !fieldIs(row, "seqlen", std::to_string(seqlen)) ||
+        !fieldIs(row, "head_dim", std::to_string(headDim)) ||
+        !fieldIs(row, "causal", causal ? "true" : "false"))
       continue;
-    auto ms = row.find("ms");
-    if (ms == row.end()) continue;
-    char *end = nullptr;
-    double v = std::strtod(ms->second.c_str(), &end);
-    if (end != ms->second.c_str() && v > 0) return v;
+    if (std::optional<double> ms = msOf(row)) return ms;
   }
   return std::nullopt;
+}
+
+std::optional<double> ReferenceTimes::gemmMs(const std::string &impl, const std::string &dtype,
+                                             int64_t m, int64_t n, int64_t k) const {
+  for (const ReferenceRow &row : rows) {
+    if (!fieldIs(row, "op", "gemm") || !fieldIs(row, "impl", impl) ||
+        (!dtype.empty() && !fieldIs(row, "dtype", dtype)) || !fieldIs(row, "M", m) ||
+        !fieldIs(row, "N", n) || !fieldIs(row, "K", k))
+      continue;
+    if (std::optional<double> ms = msOf(row)) return ms;
+  }
+  return std::nullopt;
+}
+
+void ReferenceTimes::append(const ReferenceTimes &other) {
+  if (device.empty()) device = other.device;
+  else if (!other.device.empty() && device != other.device &&
+           (", " + device + ", ").find(", " + other.device + ", ") == std::string::npos)
+    device += ", " + other.device;
+  rows.insert(rows.end(), other.rows.begin(), other.rows.end());
+}
+
+ReferenceTimes tessel::harness::readReferenceTimes(const std::vector<std::string> &paths) {
+  ReferenceTimes out;
+  for (const std::string &item : paths) {
+    size_t start = 0;
+    while (start <= item.size()) {
+      size_t comma = std::min(item.find(',', start), item.size());
+      std::string path = item.substr(start, comma - start);
+      if (path.empty()) throw Error(fmt::format("reference timings: an empty path in '{}'", item));
+      out.append(readReferenceTimes(path));
+      start = comma + 1;
+    }
+  }
+  return out;
+}
+
+std::optional<GemmReference>
+tessel::harness::gemmReferenceFor(const std::map<std::string, std::string> &settings) {
+  auto in = settings.find("in");
+  // The kernel's own default input type is f16.
+  std::string type = in == settings.end() ? "f16" : in->second;
+  if (type == "f16") return GemmReference{"cublas", "float16"};
+  if (type == "bf16") return GemmReference{"cublas", "bfloat16"};
+  if (type == "f8e4m3" || type == "e4m3") {
+    auto scale = settings.find("scale");
+    std::string scaling = scale == settings.end() ? "tensor" : scale->second;
+    return GemmReference{"cublaslt_fp8_" + scaling, "e4m3->bf16"};
+  }
+  if (type == "i8") return GemmReference{"cublas_int8", "i8->i32"};
+  return std::nullopt;
+}
+
+std::vector<GemmShape> tessel::harness::parseGemmShapes(const std::string &text) {
+  std::vector<GemmShape> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = std::min(text.find(',', start), text.size());
+    std::string item = text.substr(start, comma - start);
+    start = comma + 1;
+    if (item == "llm") {
+      for (int64_t m : {128, 1024, 8192})
+        for (auto [n, k] : {std::pair<int64_t, int64_t>{4096, 4096}, {14336, 4096}, {4096, 14336}})
+          out.push_back({m, n, k});
+      continue;
+    }
+    size_t x1 = item.find('x'), x2 = x1 == std::string::npos ? x1 : item.find('x', x1 + 1);
+    if (x2 == std::string::npos || item.find('x', x2 + 1) != std::string::npos)
+      throw Error(fmt::format("--shapes: '{}' is not MxNxK or llm", item));
+    std::string what = fmt::format("--shapes {}", item);
+    out.push_back({kernels::parseInteger(item.substr(0, x1), 1, INT32_MAX, what + ": M"),
+                   kernels::parseInteger(item.substr(x1 + 1, x2 - x1 - 1), 1, INT32_MAX, what + ": N"),
+                   kernels::parseInteger(item.substr(x2 + 1), 1, INT32_MAX, what + ": K")});
+  }
+  return out;
 }

@@ -6,6 +6,9 @@
 //                  [--show-layouts] [--layout-svg BUFFER=FILE.svg] [--no-tma] [--timing]
 //                  [--remarks]
 //   tessel run KERNEL [--param k=v ...] [--arch A] [--seed N] [--dump-ir DIR]
+//   tessel bench KERNEL [--param k=v ...] [--arch A] [--reps N]
+//   tessel bench gemm [--param k=v ...] [--shapes LIST] [--reference FILE[,FILE]]...
+//   tessel bench attention [--param k=v ...] [--reference FILE[,FILE]]...
 //
 //===----------------------------------------------------------------------===//
 #include "tessel/harness/Library.h"
@@ -46,7 +49,10 @@ struct Args {
   bool remarks = false; // compile: what the compiler declined to do, and why
   int jobs = 0;         // tune: compile threads (0: one per core)
   bool compileOnly = false;
-  std::string reference; // bench attention: reference_anchors.py --json output
+  // bench attention|gemm: reference_anchors.py --json files, each item a
+  // path or a comma-separated list of them.
+  std::vector<std::string> references;
+  std::string shapes; // bench gemm: MxNxK,... or llm
 };
 
 [[noreturn]] void usage(const std::string &why) {
@@ -58,8 +64,13 @@ struct Args {
             << "                      [--remarks]\n"
             << "       tessel run KERNEL [--param k=v ...] [--arch A] [--seed N] [--dump-ir DIR]\n"
             << "       tessel bench KERNEL [--param k=v ...] [--arch A] [--reps N]\n"
+            << "       tessel bench gemm [--param k=v ...] [--shapes MxNxK,...|llm] [--reference TIMES.json]\n"
+            << "         (one row per shape; llm: M 128/1024/8192 by (N, K) (4096, 4096), (14336, 4096),\n"
+            << "          (4096, 14336); ratios to cuBLAS / cuBLASLt FP8 / cuBLAS int8 as `in` calls for)\n"
             << "       tessel bench attention [--param k=v ...] [--reference TIMES.json]\n"
             << "         (forward and backward, FA3 shapes; ratios to reference_anchors.py --json)\n"
+            << "         --reference may be repeated or take FILE,FILE (a bf16 and a --lowp run,\n"
+            << "         say); ratio = reference ms / Tessel ms, above 1 is Tessel faster\n"
             << "       tessel tune KERNEL [--param k=v ...] [--arch A] [--reps N] [--jobs N] [--compile-only]\n"
             << "         (times candidate configurations; --param config=auto then uses the fastest)\n"
             << "       tessel run|bench all2all|sp_attention [--ranks N] [--param k=v ...]   (one process per GPU)\n"
@@ -111,7 +122,8 @@ Args parse(int argc, char **argv) {
     else if (opt == "--ranks") a.ranks = int(parseOption(opt, next(), 1, 1024));
     else if (opt == "--jobs") a.jobs = int(parseOption(opt, next(), 1, 1024));
     else if (opt == "--compile-only") a.compileOnly = true;
-    else if (opt == "--reference") a.reference = next();
+    else if (opt == "--reference") a.references.push_back(next());
+    else if (opt == "--shapes") a.shapes = next();
     else if (opt == "--show-layouts") a.showLayouts = true;
     else if (opt == "--remarks") a.remarks = true;
     else if (opt == "--no-tma") a.tma = false;
@@ -123,6 +135,10 @@ Args parse(int argc, char **argv) {
     }
     else usage("unknown option '" + opt + "'");
   }
+  if (!a.references.empty() && (a.command != "bench" || (a.kernel != "attention" && a.kernel != "gemm")))
+    usage("--reference is an option of bench attention and bench gemm");
+  if (!a.shapes.empty() && (a.command != "bench" || a.kernel != "gemm"))
+    usage("--shapes is an option of bench gemm");
   return a;
 }
 
@@ -247,6 +263,24 @@ int runCommand(const Args &a) {
              r.relError, r.tolerance, r.ms, r.passed ? "PASS" : "FAIL");
   return r.passed ? 0 : 1;
 }
+
+/// --reference's files, read before anything else so that a bad one is an
+/// error on any machine.
+std::optional<ReferenceTimes> readReferences(const Args &a) {
+  if (a.references.empty()) return std::nullopt;
+  return readReferenceTimes(a.references);
+}
+
+/// Says which device the reference rows come from, and where that is not
+/// this one: ratios across machines compare the machines as much as the code.
+void describeReference(const ReferenceTimes &reference) {
+  fmt::print("reference: {} ({} rows)\n",
+             reference.device.empty() ? "unnamed device" : reference.device, reference.rows.size());
+  std::string here = rt::Driver::get().deviceName();
+  if (!reference.device.empty() && reference.device.find(here) == std::string::npos)
+    fmt::print(stderr, "note: the reference was timed on {}, not on this {}\n", reference.device, here);
+}
+
 /// `tessel bench attention`: forward and backward at FlashAttention-3's
 /// shapes (batch * seqlen = 16k, heads * head_dim = 2048; head_dim 256
 /// forward only), or at the shape the --param settings give; other
@@ -255,8 +289,7 @@ int runCommand(const Args &a) {
 /// ms, above 1 is faster), and the geometric mean per pass.
 int benchAttention(const Args &a) {
   // The file is read first: a bad one is an error on any machine.
-  std::optional<ReferenceTimes> reference;
-  if (!a.reference.empty()) reference = readReferenceTimes(a.reference);
+  std::optional<ReferenceTimes> reference = readReferences(a);
   std::string why;
   if (!rt::Driver::available(&why)) {
     fmt::print("NO GPU: cannot benchmark attention here ({})\n", why);
@@ -266,9 +299,7 @@ int benchAttention(const Args &a) {
       !a.arch.empty() ? a.arch : rt::nativeArch(rt::Driver::get().computeCapability());
   bool oneShape = a.params.count("seqlen_q") || a.params.count("head_dim");
   std::vector<int64_t> dims = {64, 128, 256}, lengths = {1024, 4096, 8192};
-  if (reference)
-    fmt::print("reference: {} ({} rows)\n", reference->device.empty() ? "unnamed device" : reference->device,
-               reference->rows.size());
+  if (reference) describeReference(*reference);
   fmt::print("{:>4} {:>6} {:>6} {:>4} {:>10} {:>10}{}\n", "d", "seqlen", "mask", "pass", "ms",
              "TFLOP/s", reference ? fmt::format(" {:>10} {:>6}", "cudnn ms", "ratio") : "");
   std::map<std::string, std::vector<double>> ratios; // by pass
@@ -338,6 +369,74 @@ int benchAttention(const Args &a) {
   return summarize();
 }
 
+/// A gemm's time beside its reference's: the reference's impl, ms and
+/// reference ms / Tessel ms, or "-" where the file has no such row (the
+/// ratio also goes to `ratios`).
+std::string gemmComparison(const ReferenceTimes &reference, const Params &p, double ms,
+                           std::vector<double> &ratios) {
+  std::optional<GemmReference> ref = gemmReferenceFor(p);
+  std::optional<double> refMs;
+  if (ref)
+    refMs = reference.gemmMs(ref->impl, ref->dtype, std::stoll(p.at("M")), std::stoll(p.at("N")),
+                             std::stoll(p.at("K")));
+  if (!refMs) return fmt::format(" {:>20} {:>10} {:>6}", ref ? ref->impl : "-", "-", "-");
+  ratios.push_back(*refMs / ms);
+  return fmt::format(" {:>20} {:>10.3f} {:>6.2f}", ref->impl, *refMs, *refMs / ms);
+}
+
+/// The geometric mean and the lowest of the ratios, if there are any.
+void summarizeRatios(const std::vector<double> &ratios) {
+  if (ratios.empty()) return;
+  double logSum = 0;
+  for (double v : ratios) logSum += std::log(v);
+  fmt::print("geometric mean {:.2f}x the reference, lowest {:.2f}x, over {} rows\n",
+             std::exp(logSum / ratios.size()), *std::min_element(ratios.begin(), ratios.end()),
+             ratios.size());
+}
+
+/// `tessel bench gemm --shapes LIST`: one row per shape, the other settings
+/// from --param (config=auto resolved per shape, as its records are by shape
+/// bucket); settings that differ from the first row's end the row.
+int benchGemmShapes(const Args &a, const std::vector<GemmShape> &shapes, const std::string &arch,
+                    const std::optional<ReferenceTimes> &reference) {
+  const LibraryKernel &entry = findKernel("gemm");
+  if (reference) describeReference(*reference);
+  auto settingsOf = [](const Params &p, const Params *besides) {
+    std::string out;
+    for (auto &[key, value] : p)
+      if (key != "M" && key != "N" && key != "K" &&
+          (!besides || !besides->count(key) || besides->at(key) != value))
+        out += fmt::format(" {}={}", key, value);
+    return out;
+  };
+  std::optional<Params> first;
+  std::vector<double> ratios;
+  for (const GemmShape &shape : shapes) {
+    Params shaped = a.params;
+    shaped["M"] = std::to_string(shape.m);
+    shaped["N"] = std::to_string(shape.n);
+    shaped["K"] = std::to_string(shape.k);
+    Params p = configured(entry, shaped, arch);
+    Program program = entry.build(p);
+    Kernel k = compile(program, {arch, ""});
+    BenchResult r = entry.bench(k, p, a.reps);
+    if (!first) {
+      first = p;
+      fmt::print("gemm on {}, median of {} after warm-up:{} ({})\n", arch, a.reps,
+                 settingsOf(p, nullptr), k.loadedKernel().resourceUsage());
+      fmt::print("{:>20} {:>10} {:>10}{}\n", "MxNxK", "ms", "TFLOP/s",
+                 reference ? fmt::format(" {:>20} {:>10} {:>6}", "reference", "ref ms", "ratio")
+                           : "");
+    }
+    std::string compared = reference ? gemmComparison(*reference, p, r.ms, ratios) : "";
+    fmt::print("{:>20} {:>10.3f} {:>10.1f}{}{}\n",
+               fmt::format("{}x{}x{}", shape.m, shape.n, shape.k), r.ms, r.tflops, compared,
+               settingsOf(p, &*first));
+  }
+  summarizeRatios(ratios);
+  return 0;
+}
+
 /// Times a kernel at a (possibly large) shape without the CPU reference.
 int benchCommand(const Args &a) {
   if (a.kernel == "attention") return benchAttention(a);
@@ -345,6 +444,17 @@ int benchCommand(const Args &a) {
   if (a.kernel == "sp_attention") return spAttentionCommand(true, a.params, a.ranks, a.reps);
   const LibraryKernel &entry = findKernel(a.kernel);
   if (!entry.bench) usage("kernel " + entry.name + " has no benchmark");
+  // The files and the shapes are read first: a bad one is an error on any
+  // machine.
+  std::optional<ReferenceTimes> reference = readReferences(a);
+  std::vector<GemmShape> shapes;
+  if (!a.shapes.empty()) {
+    try {
+      shapes = parseGemmShapes(a.shapes);
+    } catch (const Error &e) {
+      usage(e.what());
+    }
+  }
   std::string why;
   if (!rt::Driver::available(&why)) {
     fmt::print("NO GPU: cannot benchmark {} here ({})\n", entry.name, why);
@@ -352,6 +462,7 @@ int benchCommand(const Args &a) {
   }
   std::string arch =
       !a.arch.empty() ? a.arch : rt::nativeArch(rt::Driver::get().computeCapability());
+  if (!shapes.empty()) return benchGemmShapes(a, shapes, arch, reference);
   Params p = configured(entry, a.params, arch);
   Program program = entry.build(p);
   Kernel k = compile(program, {arch, ""});
@@ -361,6 +472,12 @@ int benchCommand(const Args &a) {
   fmt::print("bench {} {}: median {:.3f} ms of {} after warm-up, {:.1f} TFLOP/s, {:.1f} GB/s ({}){}\n",
              entry.name, r.shape, r.ms, a.reps, r.tflops, r.gbps,
              k.loadedKernel().resourceUsage(), config);
+  if (reference) {
+    describeReference(*reference);
+    std::vector<double> ratios;
+    fmt::print("{:>20} {:>10} {:>6}\n{}\n", "reference", "ref ms", "ratio",
+               gemmComparison(*reference, p, r.ms, ratios).substr(1));
+  }
   return 0;
 }
 } // namespace
