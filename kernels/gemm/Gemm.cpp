@@ -20,14 +20,57 @@ struct Accumulation {
   std::function<void(const Buffer &acc, const Tensor &out, Expr row, Expr col, bool add)> store;
 };
 
+/// Multiplies the block's product by its scales (one of each per tensor, or
+/// scale_a per row and scale_b per column); windows of the scale vectors
+/// read 0 past M or N, where nothing is stored.
+void scaleProduct(const GemmConfig &c, const Buffer &acc, const Tensor &scaleA,
+                  const Tensor &scaleB, Expr row, Expr col) {
+  const int64_t bm = c.blockM, bn = c.blockN;
+  if (c.scale == kernels::GemmScale::tensor) {
+    Buffer sa = scaleA.tile({0}, {1}), sb = scaleB.tile({0}, {1});
+    Expr factor = sa(0) * sb(0);
+    parallel(bm, bn, [&](Expr i, Expr j) { acc(i, j) = acc(i, j) * factor; });
+    return;
+  }
+  Buffer sa = scaleA.tile({row}, {bm}), sb = scaleB.tile({col}, {bn});
+  parallel(bm, bn, [&](Expr i, Expr j) { acc(i, j) = acc(i, j) * (sa(i) * sb(j)); });
+}
+
+/// The checks of the types and scales a gemm computes with.
+void checkTypes(const GemmConfig &c) {
+  bool integer = c.in == DType::i8, fp8 = c.in == DType::f8e4m3 || c.in == DType::f8e5m2;
+  if (integer && (c.out != DType::i32 || c.scale != kernels::GemmScale::none))
+    throw Error(fmt::format("an i8 gemm writes its i32 accumulator unscaled: out = i32 and scale = "
+                            "none, got out = {}",
+                            name(c.out)));
+  if (!integer && c.out == DType::i32)
+    throw Error(fmt::format("a gemm of {} inputs accumulates in f32: out is f16, bf16 or f32, not "
+                            "i32",
+                            name(c.in)));
+  if ((integer || fp8) && (c.transposeA || !c.transposeB))
+    throw Error(fmt::format("a gemm of {} inputs reads both operands K-major, as the 8-bit tensor-core "
+                            "instructions do: A as [M, K] (transpose_a = 0) and B as [N, K] "
+                            "(transpose_b = 1)",
+                            name(c.in)));
+  if (c.scale != kernels::GemmScale::none && c.splitK > 1)
+    throw Error("a scaled gemm runs without split-K (split_k = 1)");
+}
+
 /// The tiled gemm every target shares: one block per [block_m, block_n]
 /// output tile, A and B tiles loaded by a pipelined loop over K.
 Program tiledGemm(const GemmConfig &c, const Accumulation &how) {
+  checkTypes(c);
   Program p("gemm");
   Expr m = p.sym("M"), n = p.sym("N"), k = p.sym("K");
   Tensor a = p.tensor("A", c.transposeA ? std::vector<Expr>{k, m} : std::vector<Expr>{m, k}, c.in);
   Tensor b = p.tensor("B", c.transposeB ? std::vector<Expr>{n, k} : std::vector<Expr>{k, n}, c.in);
   Tensor out = p.tensor("C", {m, n}, c.out);
+  std::optional<Tensor> scaleA, scaleB;
+  if (c.scale != kernels::GemmScale::none) {
+    bool rows = c.scale == kernels::GemmScale::row;
+    scaleA = p.tensor("scale_a", {rows ? m : Expr(1)}, DType::f32);
+    scaleB = p.tensor("scale_b", {rows ? n : Expr(1)}, DType::f32);
+  }
   const int64_t bm = c.blockM, bn = c.blockN, bk = c.blockK, cm = c.clusterM;
   if (cm != 1 && cm != 2)
     throw Error(fmt::format("gemm clusters hold 1 or 2 blocks along M, got {}", cm));
@@ -65,6 +108,7 @@ Program tiledGemm(const GemmConfig &c, const Accumulation &how) {
       gemm(as, bs, acc, {.transpose_a = c.transposeA, .transpose_b = c.transposeB,
                          .policy = c.policy, .instruction = how.instruction});
     });
+    if (scaleA) scaleProduct(c, acc, *scaleA, *scaleB, by * bm, bx * bn);
     how.store(acc, out, by * bm, bx * bn, splits > 1);
   };
   if (c.persistent && cm != 1)
@@ -114,7 +158,8 @@ Program tessel::kernels::gemm(const GemmConfig &c) {
   if (c.instruction != GemmInstruction::tcgen05) {
     // The accumulator in registers (mma.sync, wgmma).
     return tiledGemm(c, {[&] {
-                           Buffer acc = alloc_fragment({bm, bn}, DType::f32, "acc");
+                           Buffer acc = alloc_fragment(
+                               {bm, bn}, c.in == DType::i8 ? DType::i32 : DType::f32, "acc");
                            clear(acc);
                            return acc;
                          },

@@ -48,25 +48,50 @@ bool applyRecord(const TunedSettings &record, GemmConfig &base) {
   for (const auto &[key, value] : record) all[key] = value;
   return table.apply(all, base);
 }
+/// The scaling the options' scale views ask for: none, one element each
+/// (per tensor), or scaleA [M] and scaleB [N] (per row and column).
+GemmScale scaleOf(const GemmCallOptions &o, int64_t m, int64_t n) {
+  if (!o.scaleA && !o.scaleB) return GemmScale::none;
+  if (!o.scaleA || !o.scaleB)
+    throw Error("gemm: give both scaleA and scaleB (or neither): the product is scaled by both");
+  requireView(*o.scaleA, "scaleA", 1, {ScalarType::F32});
+  requireView(*o.scaleB, "scaleB", 1, {ScalarType::F32});
+  if (o.scaleA->shape[0] == 1 && o.scaleB->shape[0] == 1) return GemmScale::tensor;
+  requireShape(*o.scaleA, "scaleA", {m});
+  requireShape(*o.scaleB, "scaleB", {n});
+  return GemmScale::row;
+}
 } // namespace
 
 Choice tessel::gemm(const TensorView &a, const TensorView &b, const TensorView &c,
                     const GemmCallOptions &o, CUstream stream) {
-  requireView(a, "a", 2, {ScalarType::F16, ScalarType::BF16});
+  requireView(a, "a", 2,
+              {ScalarType::F16, ScalarType::BF16, ScalarType::F8E4M3, ScalarType::F8E5M2,
+               ScalarType::I8});
   requireView(b, "b", 2, {a.dtype});
-  requireView(c, "c", 2, {ScalarType::F16, ScalarType::BF16, ScalarType::F32});
+  if (a.dtype == ScalarType::I8) requireView(c, "c", 2, {ScalarType::I32});
+  else requireView(c, "c", 2, {ScalarType::F16, ScalarType::BF16, ScalarType::F32});
   int64_t m = o.transposeA ? a.shape[1] : a.shape[0], k = o.transposeA ? a.shape[0] : a.shape[1];
   int64_t bk = o.transposeB ? b.shape[1] : b.shape[0], n = o.transposeB ? b.shape[0] : b.shape[1];
   if (bk != k)
     throw Error(fmt::format("a is {} and b is {}: op(a) has {} columns but op(b) has {} rows",
                             a.str(), b.str(), k, bk));
   requireShape(c, "c", {m, n});
+  GemmScale scale = scaleOf(o, m, n);
   int device = commonDevice({&a, &b, &c});
+  if (o.scaleA) commonDevice({&a, &*o.scaleA, &*o.scaleB});
   Choice choice;
   choice.arch = targetFor(o.arch, device);
   GemmConfig config = o.config.value_or(defaultConfig(choice.arch));
   config.in = dtypeOf(a.dtype);
   config.out = dtypeOf(c.dtype);
+  config.scale = scale;
+  bool eightBit = rt::scalarBytes(a.dtype) == 1;
+  if (!o.config && choice.arch == "sm_90a" && eightBit) {
+    // 128 bytes of K a stage, as the 16-bit default's 64 elements are: one
+    // 128-byte swizzle row.
+    config.blockK = 128;
+  }
   if (!o.config && choice.arch == "sm_90a" && config.out != DType::f32) {
     // A 16-bit C goes out through a shared tile and a TMA store (5-10%
     // faster at 4096-8192 on an H100), which leaves room for 3 stages; an
@@ -80,7 +105,7 @@ Choice tessel::gemm(const TensorView &a, const TensorView &b, const TensorView &
   std::string tunedOn;
   if (!o.config && o.tuned) {
     // The bucket `tessel tune gemm` files its record under.
-    std::string bucket = tunedBucket({{"in", name(config.in)},
+    std::string bucket = tunedBucket({{"in", choiceName(config.in, gemmInputChoices())},
                                       {"out", name(config.out)},
                                       {"transpose_a", o.transposeA ? "1" : "0"},
                                       {"transpose_b", o.transposeB ? "1" : "0"}},
@@ -99,6 +124,10 @@ Choice tessel::gemm(const TensorView &a, const TensorView &b, const TensorView &
   if (!tunedOn.empty()) choice.config += " (tuned on " + tunedOn + ")";
   std::vector<LaunchArg> args = {LaunchArg::integer(m), LaunchArg::integer(n), LaunchArg::integer(k),
                                  LaunchArg::view(a), LaunchArg::view(b), LaunchArg::view(c)};
+  if (o.scaleA) {
+    args.push_back(LaunchArg::view(*o.scaleA));
+    args.push_back(LaunchArg::view(*o.scaleB));
+  }
   // A split-K gemm adds its K slices into C (contiguous, as required above).
   if (config.splitK > 1)
     rt::clearAsync(c.data, size_t(m) * size_t(n) * size_t(rt::scalarBytes(c.dtype)), stream);

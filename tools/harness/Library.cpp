@@ -121,21 +121,36 @@ CheckResult checkSoftmax(Kernel &k, const Params &p, uint64_t seed) {
 }
 
 /// A gemm run's extents, types and random operands (C = A B, either
-/// operand transposed), and how its launches take them.
+/// operand transposed, scaled per tensor or per row and column), and how
+/// its launches take them.
 struct GemmProblem {
   int64_t m, n, kk;
   bool ta, tb;
   DType in, outType;
   HostTensor a, b, c;
+  std::string scale;
+  std::optional<HostTensor> scaleA, scaleB;
 
   GemmProblem(const Params &p, std::mt19937_64 &rng)
       : m(intParam(p, "M")), n(intParam(p, "N")), kk(intParam(p, "K")),
         ta(flagParam(p, "transpose_a")), tb(flagParam(p, "transpose_b")), in(dtypeParam(p, "in")),
         outType(dtypeParam(p, "out")),
         a(in, ta ? std::vector<int64_t>{kk, m} : std::vector<int64_t>{m, kk}),
-        b(in, tb ? std::vector<int64_t>{n, kk} : std::vector<int64_t>{kk, n}), c(outType, {m, n}) {
+        b(in, tb ? std::vector<int64_t>{n, kk} : std::vector<int64_t>{kk, n}), c(outType, {m, n}),
+        scale(p.count("scale") ? p.at("scale") : "none") {
     randomize(a, rng);
     randomize(b, rng);
+    if (scale == "none") return;
+    scaleA.emplace(DType::f32, std::vector<int64_t>{scale == "row" ? m : 1});
+    scaleB.emplace(DType::f32, std::vector<int64_t>{scale == "row" ? n : 1});
+    randomize(*scaleA, rng, 0.5, 2);
+    randomize(*scaleB, rng, 0.5, 2);
+  }
+  /// The factor element (i, j) of the product is scaled by.
+  double scaleOf(int64_t i, int64_t j) const {
+    if (!scaleA) return 1;
+    bool rows = scale == "row";
+    return double(scaleA->values[rows ? i : 0]) * scaleB->values[rows ? j : 0];
   }
   /// M, N, K, then A, B and C: poisoned, or zero for a split-K gemm that
   /// adds into it.
@@ -144,6 +159,10 @@ struct GemmProblem {
     run.addTensor(a, false);
     run.addTensor(b, false);
     run.addTensor(c, !accumulates);
+    if (scaleA) {
+      run.addTensor(*scaleA, false);
+      run.addTensor(*scaleB, false);
+    }
   }
   std::string shape(const char *format) const {
     return fmt::format(fmt::runtime(format), m, n, kk, ta ? "At" : "A", tb ? "Bt" : "B", name(in),
@@ -169,8 +188,8 @@ BenchResult benchGemm(Kernel &k, const Params &p, int reps) {
   static GemmInputs &kept = *new GemmInputs;
   std::lock_guard<std::mutex> lock(mutex);
   std::string problem;
-  for (const char *key : {"M", "N", "K", "in", "out", "transpose_a", "transpose_b"})
-    problem += std::string(key) + "=" + p.at(key) + ",";
+  for (const char *key : {"M", "N", "K", "in", "out", "transpose_a", "transpose_b", "scale"})
+    problem += std::string(key) + "=" + (p.count(key) ? p.at(key) : "") + ",";
   if (kept.problem != problem) {
     kept = GemmInputs{};
     std::mt19937_64 rng(1);
@@ -247,20 +266,27 @@ CheckResult checkRowLse(Kernel &k, const Params &p, uint64_t seed) {
 CheckResult checkGemm(Kernel &k, const Params &p, uint64_t seed) {
   std::mt19937_64 rng(seed);
   GemmProblem g(p, rng);
-  auto &[m, n, kk, ta, tb, in, outType, a, b, c] = g;
+  auto &[m, n, kk, ta, tb, in, outType, a, b, c, scale, scaleA, scaleB] = g;
   std::vector<double> ref(m * n, 0.0);
   for (int64_t i = 0; i < m; ++i)
     for (int64_t l = 0; l < kk; ++l) {
       double av = a.values[ta ? l * m + i : i * kk + l];
       for (int64_t j = 0; j < n; ++j) ref[i * n + j] += av * b.values[tb ? j * kk + l : l * n + j];
     }
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) ref[i * n + j] *= g.scaleOf(i, j);
   CheckResult r;
   r.shape = g.shape("M={} N={} K={} {}{} {}->{}");
   DeviceRun run;
   g.addArgs(run, intParam(p, "split_k") > 1);
   // Inputs are rounded on the host, so the reference sees the same operands;
-  // the remaining error is fp32 accumulation (and rounding of a 16-bit C).
-  return launchAndCompare(k, run, 5, c, ref, outType == DType::f32 ? 1e-5 : 1e-2, r);
+  // the remaining error is the accumulation (and rounding of a 16-bit C).
+  // i8 products are exact in i32. wgmma's FP8 products accumulate with
+  // fewer bits than f32 (about 2^-13 relative, measured by DeepSeek-V3's
+  // authors), hence FP8's f32 bound.
+  bool fp8 = in == DType::f8e4m3 || in == DType::f8e5m2;
+  double tolerance = outType == DType::i32 ? 0 : outType != DType::f32 ? 1e-2 : fp8 ? 1e-3 : 1e-5;
+  return launchAndCompare(k, run, 5, c, ref, tolerance, r);
 }
 } // namespace
 
@@ -377,7 +403,7 @@ const std::vector<LibraryKernel> &tessel::harness::library() {
       {"row_softmax", "row-wise softmax of an [M, cols] matrix (M at run time)",
        defaultsFrom(rowSoftmaxSettings(), {{"M", "1001"}}), builtFrom(rowSoftmaxSettings(), rowSoftmax),
        checkSoftmax},
-      {"gemm", "C = op(A) x op(B), 16-bit inputs, fp32 accumulation (M, N, K at run time)",
+      {"gemm", "C = op(A) x op(B) (M, N, K at run time): f16/bf16 or FP8 inputs (scale=tensor|row) into f32, i8 into i32",
        defaultsFrom(gemmSettings(), {{"M", "300"}, {"N", "200"}, {"K", "136"}}),
        builtFrom(gemmSettings(), kernels::gemm), checkGemm, benchGemm,
        // sm_100a: tcgen05.mma into tensor memory, 128 x 256 tiles (M 128

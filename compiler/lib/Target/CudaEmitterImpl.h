@@ -131,7 +131,14 @@ private:
     return "tessel::pack_pair(" + slot(array, base, 2 * i) + ", " + slot(array, base, 2 * i + 1) +
            ")";
   }
-  static std::string ptxType(Type t) { return t.isBF16() ? "bf16" : "f16"; }
+  /// A tensor-core operand type as PTX spells it.
+  static std::string ptxType(Type t) {
+    if (llvm::isa<Float8E4M3FNType>(t)) return "e4m3";
+    if (llvm::isa<Float8E5M2Type>(t)) return "e5m2";
+    if (t.isUnsignedInteger(8)) return "u8";
+    if (t.isInteger(8)) return "s8";
+    return t.isBF16() ? "bf16" : "f16";
+  }
 };
 
 } // namespace tessel

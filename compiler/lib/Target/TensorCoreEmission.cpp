@@ -114,14 +114,23 @@ LogicalResult CudaEmitter::emitWgmmaFence(tilenv::WgmmaFenceOp o) {
 
 LogicalResult CudaEmitter::emitWgmma(tilenv::WgmmaOp o) {
   int64_t n = o.getN(), regs = n / 2;
-  const char *accConstraint = overwrites(o.getAccumulate()) ? "\"=f\"" : "\"+f\"";
-  std::string t = ptxType(o.getOperandType());
+  Type operand = o.getOperandType();
+  // 8-bit operands take 32 bytes of K an instruction, as 16-bit ones do, and
+  // have no transposed form (both operands are K-major). Integer products
+  // accumulate in s32 registers and have no operand scales either.
+  bool eightBit = operand.getIntOrFloatBitWidth() == 8, integer = operand.isInteger(8);
+  const char *reg = integer ? "r" : "f";
+  std::string accConstraint = std::string("\"") + (overwrites(o.getAccumulate()) ? "=" : "+") + reg + "\"";
+  std::string t = ptxType(operand);
   std::string list;
   for (int64_t i = 0; i < regs; ++i) list += (i ? ", %" : "%") + std::to_string(i);
+  std::string operandScales =
+      integer ? "" : eightBit ? ", 1, 1" : ", 1, 1, " + std::to_string(o.getTransA() ? 1 : 0) + ", " +
+                                               std::to_string(o.getTransB() ? 1 : 0);
   line() << "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" << regs + 2
-         << ", 0;\\nwgmma.mma_async.sync.aligned.m64n" << n << "k16.f32." << t << "." << t << " {"
-         << list << "}, %" << regs << ", %" << regs + 1 << ", p, 1, 1, " << (o.getTransA() ? 1 : 0)
-         << ", " << (o.getTransB() ? 1 : 0) << ";\\n}\"\n";
+         << ", 0;\\nwgmma.mma_async.sync.aligned.m64n" << n << "k" << (eightBit ? 32 : 16) << "."
+         << (integer ? "s32" : "f32") << "." << t << "." << t << " {" << list << "}, %" << regs
+         << ", %" << regs + 1 << ", p" << operandScales << ";\\n}\"\n";
   line() << "    : ";
   for (int64_t i = 0; i < regs; ++i) {
     os << (i ? ", " : "") << accConstraint << "(" << slot(o.getAcc(), o.getBase(), i) << ")";
@@ -172,7 +181,8 @@ std::optional<LogicalResult> CudaEmitter::emitTensorCore(Operation &op) {
         // Keeps the compiler from hoisting reads of the results above the
         // wait (the asm above names no registers).
         for (Value ready : o.getReady())
-          if (llvm::cast<MemRefType>(ready.getType()).getElementType().isF32())
+          if (Type t = llvm::cast<MemRefType>(ready.getType()).getElementType();
+              t.isF32() || t.isInteger(32))
             line() << "tessel::fence_registers(" << name(ready) << ");\n";
         return success();
       })

@@ -11,9 +11,10 @@
 // through the shared layout, so swizzled tiles are read without bank
 // conflicts.
 //
-// wgmma m64nNk16 (sm_90a): A and B stay in shared memory and are described
-// by 64-bit matrix descriptors. A K-major operand (K contiguous) is a stack of
-// 8-row core-matrix groups SBO = 8 rows apart; an MN-major operand is a stack
+// wgmma m64nNk16 (sm_90a; m64nNk32 for 8-bit operands, both K-major): A
+// and B stay in shared memory and are described by 64-bit matrix
+// descriptors. A K-major operand (K contiguous) is a stack of 8-row
+// core-matrix groups SBO = 8 rows apart; an MN-major operand is a stack
 // of swizzle panels LBO apart along M/N, with 8-row K groups SBO apart. A
 // k-step inside a swizzle panel moves the start address by the unswizzled
 // offset: the hardware applies the XOR to the final address, which is why
@@ -183,6 +184,9 @@ void TileLowering::lowerWgmma(GemmOp op) {
   int64_t k = op.getTransposeA() ? a.tileShape[0] : a.tileShape[1];
   int64_t tileM = m / groups[0], tileN = n / groups[1];
   int64_t mTiles = tileM / 64;
+  // One instruction takes 32 bytes of K: 16 elements of 16 bits (k16), 32
+  // of 8 bits (k32).
+  int64_t kStepElements = 32 / (a.elementType.getIntOrFloatBitWidth() / 8);
 
   bool aInRegisters = a.isFragment();
   std::optional<layout::SharedLayout> la =
@@ -217,7 +221,7 @@ void TileLowering::lowerWgmma(GemmOp op) {
   // One k-step's products; `accumulate` null adds to the accumulator, a
   // constant false overwrites it (scale-d 0).
   auto kStepProducts = [&](Value kStep, Value accumulate) {
-    Value k0 = mul(kStep, idx(16));
+    Value k0 = mul(kStep, idx(kStepElements));
     unrolledFor(mTiles, [&](Value mi) {
       Value m0 = add(rowBase, mul(mi, idx(64)));
       auto descB = [&] {
@@ -250,7 +254,7 @@ void TileLowering::lowerWgmma(GemmOp op) {
   // gemm's readers and the next gemm that clears it, not live around the
   // enclosing loop (a [128, 128] score tile per warpgroup pair kept live
   // that way cost 64 registers a thread).
-  int64_t kSteps = k / 16;
+  int64_t kSteps = k / kStepElements;
   if (op.getClearAccum()) {
     kStepProducts(zeroIdx, arith::ConstantIntOp::create(b, loc, b.getI1Type(), 0));
     if (kSteps > 1)

@@ -68,6 +68,12 @@ private:
   LogicalResult checkFragmentUses();
   LogicalResult assign(Value fragment, const FragmentLayout &layout, Operation *origin);
   LogicalResult placeGemm(GemmOp gemm);
+  /// FP8 and 8-bit integer operands: wgmma k32, both operands K-major.
+  LogicalResult placeEightBitGemm(GemmOp gemm);
+  /// Places `gemm` on wgmma with the first warpgroup grid of `policy` that
+  /// splits [m, n]; false when none does.
+  FailureOr<bool> placeOnWgmma(GemmOp gemm, int64_t m, int64_t n, int64_t k, WarpPolicy policy,
+                               bool aInRegisters);
   /// A gemm whose accumulator is in tensor memory: tcgen05.mma.
   LogicalResult placeTcgen05Gemm(GemmOp gemm);
   /// A fragment copied to or from tensor memory takes the .32x32b layout.
@@ -294,6 +300,66 @@ LogicalResult LayoutInference::placeTmemCopy(CopyOp copy) {
   return assign(other, FragmentLayout::tmemRows(n, threads / 128), copy);
 }
 
+FailureOr<bool> LayoutInference::placeOnWgmma(GemmOp gemm, int64_t m, int64_t n, int64_t k,
+                                              WarpPolicy policy, bool aInRegisters) {
+  for (auto [gm, gn] : warpGrids(threads / 128, m, n, policy)) {
+    if (m % (gm * 64) || n % (gn * 8) || n / gn > 256) continue;
+    gemm.setInstructionAttr(GemmInstructionAttr::get(ctx, GemmInstruction::wgmma));
+    gemm.setWarpsAttr(DenseI64ArrayAttr::get(ctx, {gm, gn}));
+    if (aInRegisters &&
+        failed(assign(gemm.getA(), FragmentLayout::wgmmaAccumulator(m, k, gm, 1), gemm)))
+      return failure();
+    if (failed(assign(gemm.getC(), FragmentLayout::wgmmaAccumulator(m, n, gm, gn), gemm)))
+      return failure();
+    return true;
+  }
+  return false;
+}
+
+LogicalResult LayoutInference::placeEightBitGemm(GemmOp gemm) {
+  auto a = llvm::cast<MemRefType>(gemm.getA().getType());
+  auto c = llvm::cast<MemRefType>(gemm.getC().getType());
+  int64_t m = c.getDimSize(0), n = c.getDimSize(1), k = a.getDimSize(1);
+  Type in = a.getElementType(), acc = c.getElementType();
+  bool integer = in.isInteger(8);
+  if (integer ? !acc.isInteger(32) : !acc.isF32())
+    return gemm.emitError("a gemm of ") << in << " operands accumulates in "
+                                        << (integer ? "i32" : "f32") << ", got " << acc;
+  if (isFragment(gemm.getA()) ||
+      getMemorySpace(a) != MemorySpace::shared ||
+      getMemorySpace(llvm::cast<MemRefType>(gemm.getB().getType())) != MemorySpace::shared)
+    return gemm.emitError("a gemm of ") << in << " operands reads A and B from shared memory";
+  // 8-bit wgmma has no transposed form: both operands are K-major.
+  if (gemm.getTransposeA() || !gemm.getTransposeB())
+    return gemm.emitError("a gemm of ")
+           << in << " operands reads both operands K-major (8-bit wgmma has no transposed "
+           << "form): A as [M, K] without transpose_a, B as [N, K] with transpose_b";
+  for (auto [name, extent] : {std::pair{"M", m}, {"N", n}, {"K", k}})
+    if (!llvm::isPowerOf2_64(extent))
+      return gemm.emitError("gemm tile extents must be powers of two, got ")
+             << name << " = " << extent;
+  if (k % 32)
+    return gemm.emitError("gemm K (") << k << ") of " << in
+                                      << " operands must be a multiple of 32, the K of 8-bit wgmma";
+  // The mma.sync (sm_80/sm_89) and tcgen05 (sm_100a) forms of 8-bit
+  // products are not implemented: an error rather than a silent fallback.
+  std::optional<GemmInstruction> forced = gemm.getInstruction();
+  if (target.computeCapability != 90 || (forced && *forced != GemmInstruction::wgmma))
+    return gemm.emitError("a gemm of ")
+           << in << " operands runs on wgmma (sm_90a) only; target " << target.arch
+           << (forced ? ", instruction " + stringifyGemmInstruction(*forced).str() : "");
+  if (threads % 128)
+    return gemm.emitError("wgmma runs on whole warpgroups: ") << threads << " threads";
+  FailureOr<bool> placed = placeOnWgmma(gemm, m, n, k, gemm.getPolicy(), /*aInRegisters=*/false);
+  if (failed(placed)) return failure();
+  if (!*placed)
+    return gemm.emitError("gemm tile [")
+           << m << ", " << n << "] cannot be split " << stringifyWarpPolicy(gemm.getPolicy())
+           << " over " << threads / 128 << " warpgroups for wgmma m64nNk32: each warpgroup needs "
+           << "a multiple of 64 rows and 8 to 256 columns";
+  return success();
+}
+
 LogicalResult LayoutInference::placeGemm(GemmOp gemm) {
   if (inTmem(gemm.getC())) return placeTcgen05Gemm(gemm);
   auto a = llvm::cast<MemRefType>(gemm.getA().getType());
@@ -301,8 +367,11 @@ LogicalResult LayoutInference::placeGemm(GemmOp gemm) {
   int64_t m = c.getDimSize(0), n = c.getDimSize(1);
   int64_t k = gemm.getTransposeA() ? a.getDimSize(0) : a.getDimSize(1);
   Type in = a.getElementType();
+  if (in.getIntOrFloatBitWidth() == 8) return placeEightBitGemm(gemm);
   if (!in.isF16() && !in.isBF16())
-    return gemm.emitError("tensor-core gemm needs f16 or bf16 operands, got ") << in;
+    return gemm.emitError("tensor-core gemm needs f16, bf16, FP8 (f8e4m3, f8e5m2) or 8-bit "
+                          "integer operands, got ")
+           << in;
   if (!c.getElementType().isF32())
     return gemm.emitError("tensor-core gemm accumulates in f32, got ") << c.getElementType();
   // A may come from registers (FlashAttention's P x V): its layout is then
@@ -337,15 +406,9 @@ LogicalResult LayoutInference::placeGemm(GemmOp gemm) {
     return gemm.emitError("wgmma needs sm_90a and a multiple of 128 threads (target ")
            << target.arch << ", " << threads << " threads)";
   if (wgmmaPossible && forced != GemmInstruction::mma_sync) {
-    for (auto [gm, gn] : warpGrids(threads / 128, m, n, policy)) {
-      if (m % (gm * 64) || n % (gn * 8) || n / gn > 256) continue;
-      gemm.setInstructionAttr(GemmInstructionAttr::get(ctx, GemmInstruction::wgmma));
-      gemm.setWarpsAttr(DenseI64ArrayAttr::get(ctx, {gm, gn}));
-      if (aInRegisters &&
-          failed(assign(gemm.getA(), FragmentLayout::wgmmaAccumulator(m, k, gm, 1), gemm)))
-        return failure();
-      return assign(gemm.getC(), FragmentLayout::wgmmaAccumulator(m, n, gm, gn), gemm);
-    }
+    FailureOr<bool> placed = placeOnWgmma(gemm, m, n, k, policy, aInRegisters);
+    if (failed(placed)) return failure();
+    if (*placed) return success();
     if (forced == GemmInstruction::wgmma)
       return gemm.emitError("gemm tile [")
              << m << ", " << n << "] cannot be split " << stringifyWarpPolicy(policy) << " over "

@@ -98,10 +98,17 @@ size_t backwardWorkspaceBytes(const TensorView &q, const TensorView &k,
 } // namespace attention
 
 /// C = op(A) op(B): A [M, K] (or [K, M] with transposeA), B [K, N] (or
-/// [N, K] with transposeB), C [M, N]; f16 or bf16 inputs, fp32
-/// accumulation, C in f16, bf16 or f32.
+/// [N, K] with transposeB), C [M, N]. f16 or bf16 inputs accumulate in
+/// f32 into C in f16, bf16 or f32; FP8 inputs (f8e4m3, f8e5m2) too, with
+/// optional scales; i8 inputs accumulate exactly into an i32 C. 8-bit
+/// inputs are K-major: A [M, K] and B [N, K] (transposeB), as the tensor
+/// cores read them (sm_90a).
 struct GemmCallOptions {
   bool transposeA = false, transposeB = false;
+  /// f32 scales the product is multiplied by before it is stored (FP8's
+  /// dequantisation): one element each (per tensor), or scaleA [M] and
+  /// scaleB [N] (per row of A and column of B). Both or neither.
+  std::optional<TensorView> scaleA, scaleB;
   std::string arch;
   /// Tile sizes, stages, threads; types and transposes follow the tensors
   /// and the flags above.

@@ -380,7 +380,11 @@ LogicalResult GemmOp::verify() {
                                          << shapeString({m, n}) << " for A "
                                          << shapeString(a.getShape()) << " and B "
                                          << shapeString(b.getShape());
-  if (!c.getElementType().isF32() && !c.getElementType().isF16())
+  // Integer products (i8, u8) accumulate in i32, floating ones in f32/f16.
+  bool integer = a.getElementType().isInteger(8);
+  if (integer && !c.getElementType().isInteger(32))
+    return emitOpError("an 8-bit integer product accumulates in i32, got ") << c.getElementType();
+  if (!integer && !c.getElementType().isF32() && !c.getElementType().isF16())
     return emitOpError("accumulator C must be f32 or f16, got ") << c.getElementType();
   if (a.getElementType() != b.getElementType())
     return emitOpError("operand A element type ") << a.getElementType()

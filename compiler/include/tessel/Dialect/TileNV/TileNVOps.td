@@ -309,14 +309,19 @@ def TileNV_WgmmaDescOp : TileNV_Op<"wgmma_desc", [Pure]> {
 }
 
 def TileNV_WgmmaOp : TileNV_Op<"wgmma"> {
-  let summary = "wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}: acc += A * B";
+  let summary = "wgmma.mma_async.sync.aligned.m64nNk{16,32}: acc += A * B";
   let description = [{
     Issued by a whole warpgroup; `acc[base]` .. `acc[base + n/2 - 1]` are the
     thread's accumulator registers. `trans_a`/`trans_b` mark MN-major
     operands. Completion: tilenv.wgmma_commit then tilenv.wgmma_wait.
     With `accumulate` false the product overwrites acc (scale-d 0), which
     clears an accumulator without writing its registers first.
+
+    f16/bf16 operands take k16 with f32 accumulators. 8-bit operands take
+    k32 and are K-major (no trans_a/trans_b): f8E4M3FN/f8E5M2 with f32
+    accumulators, i8 (s8) and ui8 (u8) with i32 accumulators.
   }];
+  let hasVerifier = 1;
   let arguments = (ins AnyMemRef:$acc, Index:$base, I64:$desc_a, I64:$desc_b, Tessel_I64Attr:$n,
                        TypeAttr:$operand_type, UnitAttr:$trans_a, UnitAttr:$trans_b,
                        Optional<I1>:$accumulate);

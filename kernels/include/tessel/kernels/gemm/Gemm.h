@@ -12,8 +12,17 @@
 
 namespace tessel::kernels {
 
+/// How the product is scaled before it is stored (FP8's dequantisation):
+/// `tensor` multiplies it by scale_a[0] * scale_b[0], `row` element (i, j)
+/// by scale_a[i] * scale_b[j] (f32 tensors after C, [1] or [M] and [N]).
+enum class GemmScale { none, tensor, row };
+
 /// C = op(A) x op(B); A is [M, K] ([K, M] transposed), B is [K, N] ([N, K]
-/// transposed), C is [M, N], all row-major, M, N, K symbols.
+/// transposed), C is [M, N], all row-major, M, N, K symbols. Inputs are
+/// f16, bf16, FP8 (f8e4m3, f8e5m2: f32 accumulation, any scale) or i8 (i32
+/// accumulation into an i32 C, unscaled); 8-bit inputs are K-major (A [M,
+/// K], B [N, K] with transpose_b), as their tensor-core instructions read
+/// them.
 struct GemmConfig {
   DType in = DType::f16;
   DType out = DType::f32;
@@ -45,12 +54,17 @@ struct GemmConfig {
   /// atomics (a TMA reduce-add with tmaStore): for problems with too few
   /// output tiles to fill the GPU. C must be zero before the launch.
   int splitK = 1;
+  GemmScale scale = GemmScale::none;
 };
 Program gemm(const GemmConfig &config);
 /// GemmConfig as settings: in, out, transpose_a, transpose_b, block_m,
 /// block_n, block_k, stages, threads, swizzle, instruction, warp_specialize,
-/// overlap_mma, cluster_m, persistent, tma_store, policy, split_k.
+/// overlap_mma, cluster_m, persistent, tma_store, policy, split_k, scale.
 const SettingsTable<GemmConfig> &gemmSettings();
+/// What a gemm multiplies: f16, bf16, FP8 (named e4m3, e5m2 or by their
+/// DType names) and i8; and what it writes: f16, bf16, f32, i32.
+const Choices<DType> &gemmInputChoices();
+const Choices<DType> &gemmOutputChoices();
 
 } // namespace tessel::kernels
 

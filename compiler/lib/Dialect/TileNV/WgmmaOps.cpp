@@ -1,0 +1,31 @@
+//===- WgmmaOps.cpp - verifiers of the wgmma ops --------------------------===//
+//
+// Each rule is the PTX ISA's for the instruction the op prints as; the
+// message names it.
+//
+//===----------------------------------------------------------------------===//
+#include "tessel/Dialect/TileNV/TileNVDialect.h"
+
+using namespace mlir;
+using namespace tessel;
+using namespace tessel::tilenv;
+
+LogicalResult WgmmaOp::verify() {
+  Type operand = getOperandType();
+  Type acc = llvm::cast<MemRefType>(getAcc().getType()).getElementType();
+  int64_t n = getN();
+  if (n < 8 || n > 256 || n % 8)
+    return emitOpError("wgmma's N is a multiple of 8 from 8 to 256, got ") << n;
+  if (operand.isF16() || operand.isBF16()) {
+    if (!acc.isF32()) return emitOpError("a wgmma of ") << operand << " accumulates in f32";
+    return success();
+  }
+  bool fp8 = llvm::isa<Float8E4M3FNType, Float8E5M2Type>(operand);
+  if (!fp8 && !operand.isInteger(8))
+    return emitOpError("wgmma takes f16, bf16, e4m3, e5m2, s8 or u8 operands, got ") << operand;
+  if (getTransA() || getTransB())
+    return emitOpError("a wgmma of ") << operand << " operands has no transposed form (both K-major)";
+  if (fp8 ? !acc.isF32() : !acc.isInteger(32))
+    return emitOpError("a wgmma of ") << operand << " accumulates in " << (fp8 ? "f32" : "i32");
+  return success();
+}

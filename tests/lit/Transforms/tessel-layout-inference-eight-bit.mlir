@@ -1,0 +1,81 @@
+// tessel-layout-inference on 8-bit operands (FP8, i8): wgmma m64nNk32 on
+// sm_90a with both operands K-major and f32 (FP8) or i32 (integer)
+// accumulators; everything else is an error at the gemm, never a silent
+// fallback to another instruction.
+// RUN: tessel-opt %s -split-input-file -verify-diagnostics -pass-pipeline='builtin.module(tile.kernel(tessel-layout-inference{arch=sm_90a}))' | FileCheck %s
+// RUN: not tessel-opt %s -split-input-file -pass-pipeline='builtin.module(tile.kernel(tessel-layout-inference{arch=sm_80}))' 2>&1 | FileCheck %s --check-prefix=AMPERE
+// RUN: not tessel-opt %s -split-input-file -pass-pipeline='builtin.module(tile.kernel(tessel-layout-inference{arch=sm_100a}))' 2>&1 | FileCheck %s --check-prefix=BLACKWELL
+
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// Two warpgroups split a [128, 128] tile by rows; the accumulator takes
+// wgmma's layout as for 16-bit operands.
+// CHECK-LABEL: tile.kernel @fp8
+// CHECK: tile.alloc {layout = #tile.shared<[128, 64], elem = 1, swizzle = 64, pad = 0>}
+// CHECK: tile.alloc {layout = #tile.shared<[128, 64], elem = 1, swizzle = 64, pad = 0>}
+// CHECK: tile.gemm {{.*}}instruction = #tile.instr<wgmma>{{.*}}warps = array<i64: 2, 1>
+// AMPERE: error: a gemm of 'f8E4M3FN' operands runs on wgmma (sm_90a) only; target sm_80
+// BLACKWELL: error: a gemm of 'f8E4M3FN' operands runs on wgmma (sm_90a) only; target sm_100a
+tile.kernel @fp8() grid(%bx) = affine_map<() -> (1)> threads(256) {
+  %a = tile.alloc : memref<128x64xf8E4M3FN, #s>
+  %b = tile.alloc : memref<128x64xf8E4M3FN, #s>
+  %c = tile.alloc : memref<128x128xf32, #f>
+  tile.gemm %a, %b, %c {transpose_b, policy = #tile.policy<full_row>} : memref<128x64xf8E4M3FN, #s>, memref<128x64xf8E4M3FN, #s>, memref<128x128xf32, #f>
+}
+
+// -----
+
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// CHECK-LABEL: tile.kernel @int8
+// CHECK: tile.alloc {layout = #tile.shared<[64, 128], elem = 1, swizzle = 128, pad = 0>}
+// CHECK: tile.gemm {{.*}}instruction = #tile.instr<wgmma>{{.*}}warps = array<i64: 1, 1>
+tile.kernel @int8() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc : memref<64x128xi8, #s>
+  %b = tile.alloc : memref<64x128xi8, #s>
+  %c = tile.alloc : memref<64x64xi32, #f>
+  tile.gemm %a, %b, %c {transpose_b} : memref<64x128xi8, #s>, memref<64x128xi8, #s>, memref<64x64xi32, #f>
+}
+
+// -----
+
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+tile.kernel @int8_float_accumulator() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc : memref<64x32xi8, #s>
+  %b = tile.alloc : memref<64x32xi8, #s>
+  %c = tile.alloc : memref<64x64xf32, #f>
+  // expected-error @+1 {{an 8-bit integer product accumulates in i32, got 'f32'}}
+  tile.gemm %a, %b, %c {transpose_b} : memref<64x32xi8, #s>, memref<64x32xi8, #s>, memref<64x64xf32, #f>
+}
+
+// -----
+
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// FP8 wgmma has no transposed form: B stored [K, N] (MN-major) is refused
+// with the layout that works.
+tile.kernel @fp8_mn_major() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc : memref<64x32xf8E5M2, #s>
+  %b = tile.alloc : memref<32x64xf8E5M2, #s>
+  %c = tile.alloc : memref<64x64xf32, #f>
+  // expected-error @+1 {{a gemm of 'f8E5M2' operands reads both operands K-major (8-bit wgmma has no transposed form): A as [M, K] without transpose_a, B as [N, K] with transpose_b}}
+  tile.gemm %a, %b, %c : memref<64x32xf8E5M2, #s>, memref<32x64xf8E5M2, #s>, memref<64x64xf32, #f>
+}
+
+// -----
+
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+tile.kernel @fp8_short_k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc : memref<64x16xf8E4M3FN, #s>
+  %b = tile.alloc : memref<64x16xf8E4M3FN, #s>
+  %c = tile.alloc : memref<64x64xf32, #f>
+  // expected-error @+1 {{gemm K (16) of 'f8E4M3FN' operands must be a multiple of 32, the K of 8-bit wgmma}}
+  tile.gemm %a, %b, %c {transpose_b} : memref<64x16xf8E4M3FN, #s>, memref<64x16xf8E4M3FN, #s>, memref<64x64xf32, #f>
+}
