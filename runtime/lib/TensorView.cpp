@@ -41,12 +41,45 @@ std::string TensorView::str() const {
   return s + fmt::format(" on device {}", device);
 }
 
+// Type codes of DLPack releases newer than the dlpack.h Tessel builds
+// with (Debian's is 0.6), numbered as DLPack 1.1's include/dlpack/dlpack.h
+// numbers DLDataTypeCode: kDLBool came in 0.8, the 8-bit floats in 1.1.
+namespace {
+enum : uint8_t {
+  kBoolCode = 6,
+  kFloat8E3M4 = 7,
+  kFloat8E4M3 = 8,
+  kFloat8E4M3B11Fnuz = 9,
+  kFloat8E4M3Fn = 10,
+  kFloat8E4M3Fnuz = 11,
+  kFloat8E5M2 = 12,
+  kFloat8E5M2Fnuz = 13,
+  kFloat8E8M0Fnu = 14,
+};
+
+/// DLPack's name for an 8-bit float code Tessel has no type for (each
+/// differs from e4m3fn or e5m2 in its bias, its NaN or infinity codes or
+/// its field widths, so a kernel would read other values).
+const char *otherFloat8(uint8_t code) {
+  switch (code) {
+  case kFloat8E3M4: return "float8_e3m4";
+  case kFloat8E4M3: return "float8_e4m3 (IEEE-like, with infinities)";
+  case kFloat8E4M3B11Fnuz: return "float8_e4m3b11fnuz";
+  case kFloat8E4M3Fnuz: return "float8_e4m3fnuz";
+  case kFloat8E5M2Fnuz: return "float8_e5m2fnuz";
+  case kFloat8E8M0Fnu: return "float8_e8m0fnu";
+  default: return nullptr;
+  }
+}
+} // namespace
+
 static ScalarType dlpackType(const DLDataType &t) {
   if (t.lanes != 1)
     throw Error(fmt::format("DLPack tensor with {} lanes per element: Tessel takes one", t.lanes));
   auto unsupported = [&]() -> ScalarType {
     throw Error(fmt::format("DLPack dtype (code {}, {} bits) is not supported: Tessel takes f16, "
-                            "bf16, f32, f64, i32, i64 and bool",
+                            "bf16, f32, f64, i8, u8, i32, i64, bool, float8_e4m3fn and "
+                            "float8_e5m2",
                             int(t.code), int(t.bits)));
   };
   switch (t.code) {
@@ -55,10 +88,20 @@ static ScalarType dlpackType(const DLDataType &t) {
            : t.bits == 64                               ? ScalarType::F64
                                                         : unsupported();
   case kDLBfloat: return t.bits == 16 ? ScalarType::BF16 : unsupported();
-  case kDLInt: return t.bits == 32 ? ScalarType::I32 : t.bits == 64 ? ScalarType::I64 : unsupported();
+  case kDLInt:
+    return t.bits == 8    ? ScalarType::I8
+           : t.bits == 32 ? ScalarType::I32
+           : t.bits == 64 ? ScalarType::I64
+                          : unsupported();
+  case kDLUInt: return t.bits == 8 ? ScalarType::U8 : unsupported();
+  case kBoolCode: return t.bits == 8 ? ScalarType::I1 : unsupported(); // bool is one byte
+  case kFloat8E4M3Fn: return t.bits == 8 ? ScalarType::F8E4M3 : unsupported();
+  case kFloat8E5M2: return t.bits == 8 ? ScalarType::F8E5M2 : unsupported();
   default:
-    // DLPack >= 0.8 has kDLBool = 6; bool is one byte.
-    if (t.code == 6 && t.bits == 8) return ScalarType::I1;
+    if (const char *name = otherFloat8(t.code))
+      throw Error(fmt::format("DLPack dtype {} (code {}) is not supported: of the 8-bit floats "
+                              "Tessel takes float8_e4m3fn (code {}) and float8_e5m2 (code {})",
+                              name, int(t.code), int(kFloat8E4M3Fn), int(kFloat8E5M2)));
     return unsupported();
   }
 }
