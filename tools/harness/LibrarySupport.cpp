@@ -1,5 +1,6 @@
 //===- LibrarySupport.cpp - host tensors, launches and checks -------------===//
 #include "tessel/harness/LibrarySupport.h"
+#include "tessel/runtime/LowPrecision.h"
 
 #include <charconv>
 #include <climits>
@@ -34,7 +35,17 @@ double tessel::harness::realParam(const Params &p, const std::string &key) {
 }
 
 DType tessel::harness::dtypeParam(const Params &p, const std::string &key) {
-  return kernels::parseChoice(key, p.at(key), kernels::dtypeChoices());
+  // The 8-bit types by their DType names, and the FP8 formats by their
+  // usual short names too.
+  kernels::Choices<DType> choices = kernels::dtypeChoices();
+  for (auto [word, t] : std::initializer_list<std::pair<const char *, DType>>{
+           {"i8", DType::i8}, {"u8", DType::u8}, {"f8e4m3", DType::f8e4m3},
+           {"f8e5m2", DType::f8e5m2}, {"e4m3", DType::f8e4m3}, {"e5m2", DType::f8e5m2}}) {
+    bool listed = false;
+    for (const auto &choice : choices) listed |= choice.first == word;
+    if (!listed) choices.emplace_back(word, t);
+  }
+  return kernels::parseChoice(key, p.at(key), choices);
 }
 
 WarpPolicy tessel::harness::policyParam(const Params &p, const std::string &key) {
@@ -107,42 +118,96 @@ HostTensor::HostTensor(DType t, std::vector<int64_t> s) : type(t), shape(std::mo
   bytes.assign(n * byteSize(t), '\0');
 }
 
+/// The integer an i8 or u8 element holds for `v`: rounded toward zero as
+/// C++ and PTX's cvt.rzi round, then saturated to the type's range (NaN
+/// gives 0), so that an out-of-range value stays at the nearest end
+/// instead of wrapping.
+static int32_t saturatedInteger(float v, int32_t lo, int32_t hi) {
+  if (std::isnan(v)) return 0;
+  float t = std::trunc(v);
+  return t <= float(lo) ? lo : t >= float(hi) ? hi : int32_t(t);
+}
+
 void HostTensor::set(int64_t i, float v) {
-  if (type == DType::i32) {
+  switch (type) {
+  case DType::i32: {
     int32_t x = static_cast<int32_t>(v);
     values[i] = float(x);
     std::memcpy(&bytes[i * 4], &x, 4);
     return;
   }
-  if (type == DType::f32) {
+  case DType::f32:
     values[i] = v;
     std::memcpy(&bytes[i * 4], &v, 4);
     return;
+  case DType::i8: {
+    int8_t x = int8_t(saturatedInteger(v, INT8_MIN, INT8_MAX));
+    values[i] = float(x);
+    bytes[i] = char(x);
+    return;
   }
-  uint16_t h = type == DType::f16 ? toHalf(v) : toBf16(v);
-  values[i] = type == DType::f16 ? fromHalf(h) : fromBf16(h);
-  std::memcpy(&bytes[i * 2], &h, 2);
+  case DType::u8: {
+    uint8_t x = uint8_t(saturatedInteger(v, 0, UINT8_MAX));
+    values[i] = float(x);
+    bytes[i] = char(x);
+    return;
+  }
+  case DType::f8e4m3:
+  case DType::f8e5m2: {
+    uint8_t c = type == DType::f8e4m3 ? rt::toE4M3(v) : rt::toE5M2(v);
+    values[i] = type == DType::f8e4m3 ? rt::fromE4M3(c) : rt::fromE5M2(c);
+    bytes[i] = char(c);
+    return;
+  }
+  default: {
+    uint16_t h = type == DType::f16 ? toHalf(v) : toBf16(v);
+    values[i] = type == DType::f16 ? fromHalf(h) : fromBf16(h);
+    std::memcpy(&bytes[i * 2], &h, 2);
+  }
+  }
 }
 
 void HostTensor::decode() {
   for (size_t i = 0; i < values.size(); ++i) {
-    if (type == DType::i32) {
+    switch (type) {
+    case DType::i32: {
       int32_t x;
       std::memcpy(&x, &bytes[i * 4], 4);
       values[i] = float(x);
-      continue;
+      break;
     }
-    if (type == DType::f32) {
-      std::memcpy(&values[i], &bytes[i * 4], 4);
-      continue;
+    case DType::f32: std::memcpy(&values[i], &bytes[i * 4], 4); break;
+    case DType::i8: values[i] = float(int8_t(bytes[i])); break;
+    case DType::u8: values[i] = float(uint8_t(bytes[i])); break;
+    case DType::f8e4m3: values[i] = rt::fromE4M3(uint8_t(bytes[i])); break;
+    case DType::f8e5m2: values[i] = rt::fromE5M2(uint8_t(bytes[i])); break;
+    default: {
+      uint16_t h;
+      std::memcpy(&h, &bytes[i * 2], 2);
+      values[i] = type == DType::f16 ? fromHalf(h) : fromBf16(h);
     }
-    uint16_t h;
-    std::memcpy(&h, &bytes[i * 2], 2);
-    values[i] = type == DType::f16 ? fromHalf(h) : fromBf16(h);
+    }
   }
 }
 
+void tessel::harness::randomize(HostTensor &t, std::mt19937_64 &rng) {
+  if (t.type == DType::i8) return randomize(t, rng, INT8_MIN, INT8_MAX);
+  if (t.type == DType::u8) return randomize(t, rng, 0, UINT8_MAX);
+  randomize(t, rng, -1, 1);
+}
+
 void tessel::harness::randomize(HostTensor &t, std::mt19937_64 &rng, float lo, float hi) {
+  if (t.type == DType::i8 || t.type == DType::u8) {
+    // Whole numbers in [lo, hi] within the type's range, each equally likely.
+    bool isSigned = t.type == DType::i8;
+    float min = isSigned ? INT8_MIN : 0, max = isSigned ? INT8_MAX : UINT8_MAX;
+    float first = std::max(std::ceil(lo), min), last = std::min(std::floor(hi), max);
+    if (!(first <= last))
+      throw Error(fmt::format("randomize: no {} value lies in [{}, {}]", name(t.type), lo, hi));
+    std::uniform_int_distribution<int32_t> dist{int32_t(first), int32_t(last)};
+    for (size_t i = 0; i < t.values.size(); ++i) t.set(i, float(dist(rng)));
+    return;
+  }
   std::uniform_real_distribution<float> dist(lo, hi);
   for (size_t i = 0; i < t.values.size(); ++i) t.set(i, dist(rng));
 }
@@ -162,7 +227,18 @@ double tessel::harness::relativeError(const std::vector<float> &out, const std::
   return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
 }
 
-double tessel::harness::toleranceFor(DType t) { return t == DType::f32 ? 1e-5 : 1e-2; }
+double tessel::harness::toleranceFor(DType t) {
+  switch (t) {
+  case DType::f32: return 1e-5;
+  // One rounding to the output type: half an ulp relative to the value, at
+  // most 2^-4 with 3 mantissa bits and 2^-3 with 2.
+  case DType::f8e4m3: return 0x1p-4;
+  case DType::f8e5m2: return 0x1p-3;
+  // Integers are exact: a reference models the kernel's own conversions.
+  case DType::i8: case DType::u8: return 1e-6;
+  default: return 1e-2;
+  }
+}
 
 rt::LaunchArg DeviceRun::addTensor(HostTensor &t, bool poison) {
   buffers.push_back(std::make_unique<rt::DeviceBuffer>(t.bytes.size()));

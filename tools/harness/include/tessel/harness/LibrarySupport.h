@@ -37,12 +37,18 @@ T choiceParam(const Params &p, const std::string &key,
   throw Error(fmt::format("parameter {}={}: use one of {}", key, v, names));
 }
 
+/// A type by its DType name (the kernels' dtype choices and i8, u8, f8e4m3,
+/// f8e5m2), or e4m3 / e5m2 for the FP8 formats.
 DType dtypeParam(const Params &p, const std::string &key);
 WarpPolicy policyParam(const Params &p, const std::string &key);
 WarpSpecialize warpSpecializeParam(const Params &p, const std::string &key);
 GemmInstruction instructionParam(const Params &p, const std::string &key);
 
 /// A host tensor in the kernel's element type, kept as rounded floats too.
+/// Types: f32, f16, bf16 and the FP8 formats round to nearest even (FP8
+/// saturating as the device's conversions do, tessel/runtime/LowPrecision.h);
+/// i32 truncates toward zero; i8 and u8 truncate toward zero and saturate
+/// to [-128, 127] and [0, 255] (they never wrap; NaN gives 0).
 struct HostTensor {
   DType type;
   std::vector<int64_t> shape;
@@ -54,10 +60,18 @@ struct HostTensor {
   void decode();
 };
 
-void randomize(HostTensor &t, std::mt19937_64 &rng, float lo = -1, float hi = 1);
+/// Uniform values over the type's usual range: [-1, 1] for floats (and, as
+/// before, i32), rounded to the type; every value of i8 and u8.
+void randomize(HostTensor &t, std::mt19937_64 &rng);
+/// Uniform values in [lo, hi] rounded to the type; for i8 and u8 each whole
+/// number in [lo, hi] and the type's range equally likely.
+void randomize(HostTensor &t, std::mt19937_64 &rng, float lo, float hi);
 /// ||out - ref|| / ||ref||; infinite when `out` has a non-finite element
 /// (unwritten poison or a broken result).
 double relativeError(const std::vector<float> &out, const std::vector<double> &ref);
+/// The relative error a check of an output of type `t` allows: 1e-5 for
+/// f32, 2^-4 for f8e4m3 and 2^-3 for f8e5m2 (one rounding to the type),
+/// 1e-6 for i8/u8 (exact), 1e-2 otherwise.
 double toleranceFor(DType t);
 
 /// Uploads inputs, poisons outputs with NaN bytes, launches, downloads.

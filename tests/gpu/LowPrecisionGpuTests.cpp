@@ -1,0 +1,151 @@
+//===- LowPrecisionGpuTests.cpp - FP8 casts on the device, bit for bit ----===//
+//
+// The device's f32 <-> FP8 conversions (runtime/device/tessel_device.h)
+// against the host's (tessel/runtime/LowPrecision.h), which were written
+// separately: every code decoded, and every code's value, every midpoint
+// between neighbours and a float ulp either side of it, the special values
+// and about a million random floats encoded. Built for the device's own
+// target (PTX's cvt.rn.satfinite from sm_89 on) and, where the device can
+// run it, for sm_80, whose PTX the driver compiles for the device with the
+// header's software encoder in it; so both device paths meet the host's.
+//
+//===----------------------------------------------------------------------===//
+#include <catch2/catch.hpp>
+
+#include "tessel/harness/LibrarySupport.h"
+#include "tessel/runtime/LowPrecision.h"
+#include "LowPrecisionKernels.h"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <fmt/format.h>
+#include <limits>
+
+using namespace tessel;
+using namespace tessel::harness;
+
+namespace {
+/// The targets whose builds run here: the device's own, and sm_80 (through
+/// its PTX on later devices) when that is another.
+std::vector<std::string> targets() {
+  int cc = rt::Driver::get().computeCapability();
+  std::vector<std::string> out = {rt::nativeArch(cc)};
+  if (out[0] != "sm_80" && rt::archRunsOn("sm_80", cc)) out.push_back("sm_80");
+  return out;
+}
+
+struct Format {
+  const char *name;
+  uint8_t (*encode)(float);
+  float (*decode)(uint8_t);
+  uint8_t maxCode;
+};
+const Format formats[] = {{"f8e4m3", rt::toE4M3, rt::fromE4M3, rt::kE4M3MaxCode},
+                          {"f8e5m2", rt::toE5M2, rt::fromE5M2, rt::kE5M2MaxCode}};
+
+/// Float bit patterns to encode: the special values, each format's values,
+/// the midpoints between neighbours (MAX_NORM's with the value one step
+/// past it) and a float ulp either side, then random patterns, half of
+/// them anywhere and half near FP8's range.
+std::vector<uint32_t> encodeInputs() {
+  std::vector<uint32_t> in = {0x00000000, 0x80000000, 0x00000001, 0x80000001, 0x00800000,
+                              0x80800000, 0x7f7fffff, 0xff7fffff, 0x7f800000, 0xff800000,
+                              0x7fc00000, 0xffc00000, 0x7f800001, 0xff800001, 0x7fbfffff,
+                              0xffffffff, 0x7fc00001};
+  auto add = [&](float v) {
+    for (float s : {v, -v}) in.push_back(std::bit_cast<uint32_t>(s));
+  };
+  for (const Format &f : formats)
+    for (unsigned c = 0; c <= f.maxCode; ++c) {
+      float lo = f.decode(uint8_t(c));
+      float hi = c < f.maxCode ? f.decode(uint8_t(c + 1)) : 2 * lo - f.decode(uint8_t(c - 1));
+      float mid = (lo + hi) / 2;
+      for (float v : {lo, mid, std::nextafter(mid, 0.0f), std::nextafter(mid, INFINITY)}) add(v);
+    }
+  std::mt19937_64 rng(20261126);
+  std::uniform_int_distribution<uint32_t> exponent(127 - 30, 127 + 20);
+  for (int i = 0; i < (1 << 20); ++i) {
+    uint32_t bits = uint32_t(rng());
+    in.push_back(i % 2 ? (bits & 0x807fffffu) | (exponent(rng) << 23) : bits);
+  }
+  return in;
+}
+
+std::string show(uint32_t bits) {
+  return fmt::format("{} (0x{:08x})", std::bit_cast<float>(bits), bits);
+}
+} // namespace
+
+TEST_CASE("FP8 casts on the device encode as the host does, bit for bit", "[gpu][fp8]") {
+  std::vector<uint32_t> in = encodeInputs();
+  const int64_t n = int64_t(in.size());
+  HostTensor x(DType::f32, {n});
+  std::memcpy(x.bytes.data(), in.data(), in.size() * 4); // NaN payloads as they are
+  x.decode();
+  for (const std::string &arch : targets()) {
+    Program p = test::fp8Encode();
+    Kernel k = compile(p, {arch});
+    HostTensor e4m3(DType::f8e4m3, {n}), e5m2(DType::f8e5m2, {n});
+    DeviceRun run;
+    run.args.push_back(rt::LaunchArg::integer(n));
+    run.addTensor(x, false);
+    run.addTensor(e4m3, true); // 0xff: a NaN code no encoding gives
+    run.addTensor(e5m2, true);
+    k.launch(run.args);
+    synchronize();
+    run.download(2, e4m3);
+    run.download(3, e5m2);
+    for (auto [f, out] : {std::pair{&formats[0], &e4m3}, std::pair{&formats[1], &e5m2}}) {
+      int64_t wrong = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        uint8_t got = uint8_t(out->bytes[i]), want = f->encode(std::bit_cast<float>(in[i]));
+        if (got != want && ++wrong <= 10)
+          FAIL_CHECK(fmt::format("{} on {}: {} encodes as 0x{:02x}, the host's is 0x{:02x}",
+                                 f->name, arch, show(in[i]), got, want));
+      }
+      fmt::print("{} encode on {}: {} values, {} differ from the host\n", f->name, arch, n, wrong);
+      CHECK(wrong == 0);
+    }
+  }
+}
+
+TEST_CASE("FP8 casts on the device decode every code as the host does", "[gpu][fp8]") {
+  HostTensor a(DType::f8e4m3, {256}), b(DType::f8e5m2, {256});
+  for (int c = 0; c < 256; ++c) a.bytes[c] = b.bytes[c] = char(c);
+  a.decode();
+  b.decode();
+  for (const std::string &arch : targets()) {
+    Program p = test::fp8Decode();
+    Kernel k = compile(p, {arch});
+    HostTensor x4(DType::f32, {256}), x5(DType::f32, {256});
+    DeviceRun run;
+    run.args.push_back(rt::LaunchArg::integer(256));
+    run.addTensor(a, false);
+    run.addTensor(b, false);
+    run.addTensor(x4, true);
+    run.addTensor(x5, true);
+    k.launch(run.args);
+    synchronize();
+    run.download(3, x4);
+    run.download(4, x5);
+    for (auto [f, out] : {std::pair{&formats[0], &x4}, std::pair{&formats[1], &x5}}) {
+      int wrong = 0;
+      std::string nans;
+      for (int c = 0; c < 256; ++c) {
+        float got = out->values[c], want = f->decode(uint8_t(c));
+        uint32_t gotBits = std::bit_cast<uint32_t>(got), wantBits = std::bit_cast<uint32_t>(want);
+        // A NaN code decodes to some NaN; its bits are the device's to choose.
+        bool same = std::isnan(want) ? std::isnan(got) : gotBits == wantBits;
+        if (std::isnan(want) && std::isnan(got))
+          nans += fmt::format(" 0x{:02x}->0x{:08x}", c, gotBits);
+        if (!same && ++wrong <= 10)
+          FAIL_CHECK(fmt::format("{} on {}: code 0x{:02x} decodes as {}, the host's is {}", f->name,
+                                 arch, c, show(gotBits), show(wantBits)));
+      }
+      fmt::print("{} decode on {}: 256 codes, {} differ from the host; NaN codes:{}\n", f->name,
+                 arch, wrong, nans);
+      CHECK(wrong == 0);
+    }
+  }
+}
