@@ -52,8 +52,6 @@ void checkTypes(const GemmConfig &c) {
                             "instructions do: A as [M, K] (transpose_a = 0) and B as [N, K] "
                             "(transpose_b = 1)",
                             name(c.in)));
-  if (c.scale != kernels::GemmScale::none && c.splitK > 1)
-    throw Error("a scaled gemm runs without split-K (split_k = 1)");
 }
 
 /// The tiled gemm every target shares: one block per [block_m, block_n]

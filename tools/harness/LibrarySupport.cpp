@@ -39,7 +39,7 @@ DType tessel::harness::dtypeParam(const Params &p, const std::string &key) {
   // usual short names too.
   kernels::Choices<DType> choices = kernels::dtypeChoices();
   for (auto [word, t] : std::initializer_list<std::pair<const char *, DType>>{
-           {"i8", DType::i8}, {"u8", DType::u8}, {"f8e4m3", DType::f8e4m3},
+           {"i8", DType::i8}, {"u8", DType::u8}, {"i32", DType::i32}, {"f8e4m3", DType::f8e4m3},
            {"f8e5m2", DType::f8e5m2}, {"e4m3", DType::f8e4m3}, {"e5m2", DType::f8e5m2}}) {
     bool listed = false;
     for (const auto &choice : choices) listed |= choice.first == word;
