@@ -36,6 +36,36 @@ GemmConfig defaultConfig(const std::string &arch) {
   return c;
 }
 
+/// The sm_90a tiles of an 8-bit gemm, by how many 128 x 128 tiles C has
+/// against the GPU's SMs (what `tessel tune gemm` chose for FP8 on an H100,
+/// e4m3 -> bf16): a C of a few tiles (M 128, N 4096) runs 64 x 32 tiles in
+/// 8 stages, so that every SM streams B; one of about a wave of them (M
+/// 128, N 14336) 128 x 128 tiles, persistent; larger ones 128 x 256
+/// persistent (1.06x the grid at 8192^3, 1.05x at 4096^3). K tiles are 128
+/// bytes, one swizzle row. A 32-bit C (128 KB a 128 x 256 tile) stays in
+/// registers, with the stages its shared memory left.
+GemmConfig eightBitConfig(GemmConfig c, int64_t m, int64_t n, int sms) {
+  int64_t tiles = ((m + 127) / 128) * ((n + 127) / 128);
+  c.blockK = 128;
+  c.swizzlePanel = 8;
+  if (tiles < sms / 2) {
+    c.blockM = 64;
+    c.blockN = 32;
+    c.threads = 128;
+    c.stages = 8;
+    c.tmaStore = false;
+    return c;
+  }
+  c.blockM = 128;
+  c.blockN = tiles < sms ? 128 : 256;
+  c.threads = 256;
+  c.stages = c.blockN == 128 ? 4 : 3;
+  c.tmaStore = c.out == DType::bf16 || c.out == DType::f16;
+  c.persistent = c.tmaStore;
+  if (!c.tmaStore) c.stages = 4;
+  return c;
+}
+
 /// `base` with a record's settings; false (and `base` unchanged) when the
 /// record names a setting or value gemmSettings() does not know. The
 /// settings `tessel tune` does not always vary, when the record leaves them
@@ -87,12 +117,9 @@ Choice tessel::gemm(const TensorView &a, const TensorView &b, const TensorView &
   config.out = dtypeOf(c.dtype);
   config.scale = scale;
   bool eightBit = rt::scalarBytes(a.dtype) == 1;
-  if (!o.config && choice.arch == "sm_90a" && eightBit) {
-    // 128 bytes of K a stage, as the 16-bit default's 64 elements are: one
-    // 128-byte swizzle row.
-    config.blockK = 128;
-  }
-  if (!o.config && choice.arch == "sm_90a" && config.out != DType::f32) {
+  if (!o.config && choice.arch == "sm_90a" && eightBit)
+    config = eightBitConfig(config, m, n, rt::Driver::get().multiprocessors(device));
+  else if (!o.config && choice.arch == "sm_90a" && config.out != DType::f32) {
     // A 16-bit C goes out through a shared tile and a TMA store (5-10%
     // faster at 4096-8192 on an H100), which leaves room for 3 stages; an
     // f32 tile (128 KB) would not fit beside them.

@@ -257,6 +257,70 @@ TEST_CASE("tessel::gemm from eight threads on their own streams", "[gpu][api]") 
   CHECK(compiles <= 1); // 0 when an earlier test compiled it
 }
 
+// The library's 8-bit defaults (sm_90a) differ by C's size against the SMs:
+// 64 x 32 tiles for a C of a few tiles, 128 x 128 persistent for about a
+// wave, 128 x 256 persistent beyond; each is checked here with per-tensor
+// and per-row scales, and i8 into i32 (exact) at the largest.
+TEST_CASE("tessel::gemm on FP8 and i8 views with scales", "[gpu][api]") {
+  if (rt::nativeArch(rt::Driver::get().computeCapability()) != "sm_90a") {
+    WARN("SKIPPED: 8-bit gemms run on wgmma (sm_90a)");
+    return;
+  }
+  struct Shape { int64_t m, n, k; };
+  for (Shape s : {Shape{128, 4096, 256}, Shape{128, 14336, 128}, Shape{520, 1030, 384},
+                  Shape{2048, 2048, 256}})
+    for (bool rows : {false, true}) {
+      std::mt19937_64 rng(s.m * 7 + s.n + rows);
+      Tensor2 a(DType::f8e4m3, {s.m, s.k}, &rng), b(DType::f8e4m3, {s.n, s.k}, &rng);
+      Tensor2 c(DType::bf16, {s.m, s.n});
+      Tensor2 sa(DType::f32, {rows ? s.m : 1}), sb(DType::f32, {rows ? s.n : 1});
+      for (Tensor2 *t : {&sa, &sb}) {
+        randomize(t->host, rng, 0.25, 4);
+        t->device.upload(t->host.bytes.data(), t->host.bytes.size());
+      }
+      GemmCallOptions o;
+      o.transposeB = true;
+      o.scaleA = sa.view();
+      o.scaleB = sb.view();
+      Stream stream;
+      Choice choice = tessel::gemm(a.view(), b.view(), c.view(), o, stream.s);
+      stream.sync();
+      c.fetch();
+      std::vector<double> ref(s.m * s.n, 0);
+      for (int64_t i = 0; i < s.m; ++i)
+        for (int64_t j = 0; j < s.n; ++j) {
+          double dot = 0;
+          for (int64_t l = 0; l < s.k; ++l)
+            dot += double(a.host.values[i * s.k + l]) * b.host.values[j * s.k + l];
+          ref[i * s.n + j] = dot * sa.host.values[rows ? i : 0] * sb.host.values[rows ? j : 0];
+        }
+      double error = relativeError(c.host.values, ref);
+      INFO(fmt::format("{}x{}x{} {} scales: {} rel error {:.2e}", s.m, s.n, s.k,
+                       rows ? "row" : "tensor", choice.config, error));
+      fmt::print("fp8 gemm call {}x{}x{}: {} rel error {:.2e}\n", s.m, s.n, s.k, choice.config, error);
+      CHECK(error < 1e-2);
+    }
+  std::mt19937_64 rng(3);
+  int64_t m = 700, n = 2048, k = 512;
+  Tensor2 a(DType::i8, {m, k}, &rng), b(DType::i8, {n, k}, &rng), c(DType::i32, {m, n});
+  GemmCallOptions o;
+  o.transposeB = true;
+  Stream stream;
+  Choice choice = tessel::gemm(a.view(), b.view(), c.view(), o, stream.s);
+  stream.sync();
+  c.fetch();
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t dot = 0;
+      for (int64_t l = 0; l < k; ++l)
+        dot += int64_t(a.host.values[i * k + l]) * int64_t(b.host.values[j * k + l]);
+      wrong += int64_t(c.host.values[i * n + j]) != dot;
+    }
+  INFO(choice.config);
+  CHECK(wrong == 0);
+}
+
 TEST_CASE("tessel::attention forward and backward match the reference", "[gpu][api]") {
   checkAttention(2, {200}, 4, 2, 64, false, DType::bf16);
   // Another sequence length and batch: the same kernels, no compile.

@@ -176,6 +176,29 @@ TEST_CASE("attention and gemm calls say which argument is wrong", "[views]") {
   transposed2.transposeB = true;
   CHECK_THAT(errorOf([&] { tessel::gemm(a, view(ScalarType::F16, {64, 256}), c, transposed2); }),
              Catch::Contains("op(a) has 64 columns but op(b) has 256 rows"));
+
+  // 8-bit inputs: i8 accumulates into i32 only, FP8 into a float C; scales
+  // come in pairs, one element each or one per row of A and column of B.
+  TensorView fa = view(ScalarType::F8E4M3, {128, 64}), fb = view(ScalarType::F8E4M3, {256, 64});
+  TensorView ia = view(ScalarType::I8, {128, 64}), ib = view(ScalarType::I8, {256, 64});
+  CHECK_THAT(errorOf([&] { tessel::gemm(fa, fb, view(ScalarType::I32, {128, 256}), transposed2); }),
+             Catch::Contains("c is i32[128, 256] on device 0"));
+  CHECK_THAT(errorOf([&] { tessel::gemm(ia, ib, c, transposed2); }),
+             Catch::Contains("c is f32[128, 256] on device 0: it must be i32"));
+  CHECK_THAT(errorOf([&] { tessel::gemm(fa, view(ScalarType::F8E5M2, {256, 64}), c, transposed2); }),
+             Catch::Contains("b is f8e5m2[256, 64] on device 0: it must be f8e4m3"));
+  GemmCallOptions halfScaled = transposed2;
+  halfScaled.scaleA = view(ScalarType::F32, {1});
+  CHECK_THAT(errorOf([&] { tessel::gemm(fa, fb, c, halfScaled); }),
+             Catch::Contains("give both scaleA and scaleB"));
+  GemmCallOptions rowScaled = transposed2;
+  rowScaled.scaleA = view(ScalarType::F32, {128});
+  rowScaled.scaleB = view(ScalarType::F32, {255});
+  CHECK_THAT(errorOf([&] { tessel::gemm(fa, fb, c, rowScaled); }),
+             Catch::Contains("scaleB is f32[255] on device 0: expected shape [256]"));
+  rowScaled.scaleB = view(ScalarType::F16, {256});
+  CHECK_THAT(errorOf([&] { tessel::gemm(fa, fb, c, rowScaled); }),
+             Catch::Contains("scaleB is f16[256] on device 0: it must be f32"));
 }
 
 TEST_CASE("eight threads compile at once and get what one thread gets", "[threads]") {
