@@ -36,6 +36,15 @@ void scaleProduct(const GemmConfig &c, const Buffer &acc, const Tensor &scaleA,
   parallel(bm, bn, [&](Expr i, Expr j) { acc(i, j) = acc(i, j) * (sa(i) * sb(j)); });
 }
 
+/// acc += partial * a_scale[row] * b_scale[column / 128]: one K block's
+/// product promoted into the f32 accumulator with its scales.
+void promoteBlock(const Buffer &acc, const Buffer &partial, const Buffer &aScales,
+                  const Buffer &bScales) {
+  parallel(acc.shape()[0], acc.shape()[1], [&](Expr i, Expr j) {
+    acc(i, j) = acc(i, j) + partial(i, j) * (aScales(i) * bScales(j / 128));
+  });
+}
+
 /// The checks of the types and scales a gemm computes with.
 void checkTypes(const GemmConfig &c) {
   bool integer = c.in == DType::i8, fp8 = c.in == DType::f8e4m3 || c.in == DType::f8e5m2;
@@ -43,6 +52,12 @@ void checkTypes(const GemmConfig &c) {
     throw Error(fmt::format("an i8 gemm writes its i32 accumulator unscaled: out = i32 and scale = "
                             "none, got out = {}",
                             name(c.out)));
+  if (c.scale == kernels::GemmScale::block &&
+      (!fp8 || c.blockK != 128 || c.blockN % 128 || c.instruction == GemmInstruction::tcgen05))
+    throw Error(fmt::format("a block-scaled gemm multiplies FP8 inputs in K tiles of 128 (block_k = "
+                            "128, one scale block) and column tiles of whole 128-column scale "
+                            "blocks; got in = {}, block_k = {}, block_n = {}",
+                            name(c.in), c.blockK, c.blockN));
   if (!integer && c.out == DType::i32)
     throw Error(fmt::format("a gemm of {} inputs accumulates in f32: out is f16, bf16 or f32, not "
                             "i32",
@@ -64,7 +79,14 @@ Program tiledGemm(const GemmConfig &c, const Accumulation &how) {
   Tensor b = p.tensor("B", c.transposeB ? std::vector<Expr>{n, k} : std::vector<Expr>{k, n}, c.in);
   Tensor out = p.tensor("C", {m, n}, c.out);
   std::optional<Tensor> scaleA, scaleB;
-  if (c.scale != kernels::GemmScale::none) {
+  const bool blockScaled = c.scale == kernels::GemmScale::block;
+  if (blockScaled) {
+    // DeepSeek-V3's layout: A's 1 x 128 scales stored K-block-major ([K /
+    // 128, M], one contiguous row a K block, as a block's copy reads them),
+    // B's 128 x 128 scales [N / 128, K / 128].
+    scaleA = p.tensor("scale_a", {ceil_div(k, 128), m}, DType::f32);
+    scaleB = p.tensor("scale_b", {ceil_div(n, 128), ceil_div(k, 128)}, DType::f32);
+  } else if (c.scale != kernels::GemmScale::none) {
     bool rows = c.scale == kernels::GemmScale::row;
     scaleA = p.tensor("scale_a", {rows ? m : Expr(1)}, DType::f32);
     scaleB = p.tensor("scale_b", {rows ? n : Expr(1)}, DType::f32);
@@ -98,15 +120,26 @@ Program tiledGemm(const GemmConfig &c, const Accumulation &how) {
     Buffer bs = alloc_shared(c.transposeB ? std::vector<int64_t>{bn, bk} : std::vector<int64_t>{bk, bn},
                              c.in, "b_tile");
     Buffer acc = how.accumulator();
+    // Block scales: each K block's product lands in `partial` and is added
+    // into acc scaled, so that no more than 128 of K accumulate at wgmma's
+    // FP8 precision (DeepGEMM's promotion).
+    std::optional<Buffer> partial, aScales;
+    if (blockScaled) {
+      partial = alloc_fragment({bm, bn}, DType::f32, "partial");
+      aScales = alloc_shared({bm}, DType::f32, "a_scales");
+    }
     pipelined(steps, c.stages, {.warp_specialize = c.warpSpecialize, .overlap_mma = c.overlapMma}, [&](Expr step) {
       Expr kt = splits > 1 ? firstK + step : step;
       copy(c.transposeA ? a.tile({kt * bk, by * bm}, {bk, bm}) : a.tile({by * bm, kt * bk}, {bm, bk}), as);
       copy(c.transposeB ? b.tile({bx * bn, kt * bk}, {bn, bk}) : b.tile({kt * bk, bx * bn}, {bk, bn}), bs,
            {.multicast = cm > 1});
-      gemm(as, bs, acc, {.transpose_a = c.transposeA, .transpose_b = c.transposeB,
-                         .policy = c.policy, .instruction = how.instruction});
+      if (blockScaled) copy(scaleA->tile({kt, by * bm}, {drop, bm}), *aScales);
+      gemm(as, bs, partial ? *partial : acc,
+           {.transpose_a = c.transposeA, .transpose_b = c.transposeB, .clear_accum = blockScaled,
+            .policy = c.policy, .instruction = how.instruction});
+      if (blockScaled) promoteBlock(acc, *partial, *aScales, scaleB->tile({bx * (bn / 128), kt}, {bn / 128, drop}));
     });
-    if (scaleA) scaleProduct(c, acc, *scaleA, *scaleB, by * bm, bx * bn);
+    if (scaleA && !blockScaled) scaleProduct(c, acc, *scaleA, *scaleB, by * bm, bx * bn);
     how.store(acc, out, by * bm, bx * bn, splits > 1);
   };
   if (c.persistent && cm != 1)

@@ -48,7 +48,7 @@ GemmConfig eightBitConfig(GemmConfig c, int64_t m, int64_t n, int sms) {
   int64_t tiles = ((m + 127) / 128) * ((n + 127) / 128);
   c.blockK = 128;
   c.swizzlePanel = 8;
-  if (tiles < sms / 2) {
+  if (tiles < sms / 2 && c.scale != GemmScale::block) {
     c.blockM = 64;
     c.blockN = 32;
     c.threads = 128;
@@ -57,7 +57,9 @@ GemmConfig eightBitConfig(GemmConfig c, int64_t m, int64_t n, int sms) {
     return c;
   }
   c.blockM = 128;
-  c.blockN = tiles < sms ? 128 : 256;
+  // Block scales promote each K block's product into a second accumulator:
+  // 128 columns keep both in registers.
+  c.blockN = tiles < sms || c.scale == GemmScale::block ? 128 : 256;
   c.threads = 256;
   c.stages = c.blockN == 128 ? 4 : 3;
   c.tmaStore = c.out == DType::bf16 || c.out == DType::f16;
@@ -79,11 +81,21 @@ bool applyRecord(const TunedSettings &record, GemmConfig &base) {
   return table.apply(all, base);
 }
 /// The scaling the options' scale views ask for: none, one element each
-/// (per tensor), or scaleA [M] and scaleB [N] (per row and column).
-GemmScale scaleOf(const GemmCallOptions &o, int64_t m, int64_t n) {
+/// (per tensor), scaleA [M] and scaleB [N] (per row and column), or 2-D
+/// block scales (scaleA [ceil(K / 128), M], scaleB [ceil(N / 128),
+/// ceil(K / 128)]).
+GemmScale scaleOf(const GemmCallOptions &o, int64_t m, int64_t n, int64_t k) {
   if (!o.scaleA && !o.scaleB) return GemmScale::none;
   if (!o.scaleA || !o.scaleB)
     throw Error("gemm: give both scaleA and scaleB (or neither): the product is scaled by both");
+  if (o.scaleA->shape.size() == 2) {
+    requireView(*o.scaleA, "scaleA", 2, {ScalarType::F32});
+    requireView(*o.scaleB, "scaleB", 2, {ScalarType::F32});
+    int64_t kBlocks = (k + 127) / 128;
+    requireShape(*o.scaleA, "scaleA", {kBlocks, m});
+    requireShape(*o.scaleB, "scaleB", {(n + 127) / 128, kBlocks});
+    return GemmScale::block;
+  }
   requireView(*o.scaleA, "scaleA", 1, {ScalarType::F32});
   requireView(*o.scaleB, "scaleB", 1, {ScalarType::F32});
   if (o.scaleA->shape[0] == 1 && o.scaleB->shape[0] == 1) return GemmScale::tensor;
@@ -107,7 +119,7 @@ Choice tessel::gemm(const TensorView &a, const TensorView &b, const TensorView &
     throw Error(fmt::format("a is {} and b is {}: op(a) has {} columns but op(b) has {} rows",
                             a.str(), b.str(), k, bk));
   requireShape(c, "c", {m, n});
-  GemmScale scale = scaleOf(o, m, n);
+  GemmScale scale = scaleOf(o, m, n, k);
   int device = commonDevice({&a, &b, &c});
   if (o.scaleA) commonDevice({&a, &*o.scaleA, &*o.scaleB});
   Choice choice;

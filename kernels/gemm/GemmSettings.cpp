@@ -44,7 +44,8 @@ const SettingsTable<GemmConfig> &kernels::gemmSettings() {
       fixed(choiceSetting("scale", &C::scale,
                           Choices<GemmScale>{{"none", GemmScale::none},
                                              {"tensor", GemmScale::tensor},
-                                             {"row", GemmScale::row}})),
+                                             {"row", GemmScale::row},
+                                             {"block", GemmScale::block}})),
   });
   return table;
 }

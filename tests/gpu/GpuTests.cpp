@@ -132,6 +132,16 @@ TEST_CASE("8-bit gemms match the reference", "[gpu]") {
     }
   checkKernel("gemm", {{"in", "e4m3"}, {"out", "f32"}, {"scale", "row"}, {"transpose_b", "1"},
                        {"split_k", "3"}, {"M", "200"}, {"N", "300"}, {"K", "2048"}});
+  // Block scales (1 x 128 for A, 128 x 128 for B): K past a whole block, N
+  // past a whole scale block, one warpgroup or two, persistent.
+  for (Shape s : {Shape{"256", "256", "512"}, Shape{"300", "200", "200"}, Shape{"1", "136", "1000"}})
+    for (std::string threads : {"128", "256"})
+      for (std::string persistent : {"0", "1"})
+        checkKernel("gemm", {{"in", "e4m3"}, {"out", "bf16"}, {"scale", "block"},
+                             {"transpose_b", "1"}, {"block_m", threads == "128" ? "64" : "128"},
+                             {"block_n", "128"}, {"block_k", "128"}, {"threads", threads},
+                             {"stages", "4"}, {"tma_store", persistent}, {"persistent", persistent},
+                             {"M", s.m}, {"N", s.n}, {"K", s.k}});
   for (Shape s : shapes)
     checkKernel("gemm", {{"in", "i8"}, {"out", "i32"}, {"transpose_b", "1"}, {"M", s.m},
                          {"N", s.n}, {"K", s.k}});

@@ -1,6 +1,7 @@
 //===- Library.cpp - the kernel library by name, with GPU checks ----------===//
 #include "tessel/kernels/Kernels.h"
 #include "tessel/harness/LibrarySupport.h"
+#include "tessel/runtime/LowPrecision.h"
 
 #include <cmath>
 #include <fmt/format.h>
@@ -120,6 +121,102 @@ CheckResult checkSoftmax(Kernel &k, const Params &p, uint64_t seed) {
   return launchAndCompare(k, run, 2, y, ref, toleranceFor(t), r);
 }
 
+/// x for a quantize check: uniform values in [-1, 1] times a magnitude
+/// that changes from group to group (a row, or a 128-element block, one
+/// class after another), so that one run meets every path: ordinary, huge
+/// and tiny groups, groups below the amax floor (their scale is the floor's),
+/// all-zero groups, and groups of small values beside one outlier.
+void quantizeInput(HostTensor &x, int64_t m, int64_t cols, int64_t width, std::mt19937_64 &rng) {
+  // f16 holds 2^-24 to 65504: its huge and tiny groups are smaller.
+  bool half = x.type == DType::f16;
+  const float magnitudes[] = {1.0f, half ? 0x1p14f : 0x1p100f, half ? 0x1p-10f : 0x1p-100f,
+                              half ? 0x1p-14f : 0x1p-124f, 0.0f, 0x1p-8f};
+  std::uniform_real_distribution<float> dist(-1, 1);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      int64_t kind = (i + j / width) % 6;
+      float v = dist(rng) * magnitudes[kind];
+      if (kind == 5 && j % width == (i * 37) % std::min<int64_t>(width, cols))
+        v = i % 2 ? 1.0f : -1.0f; // the outlier
+      x.set(i * cols + j, v);
+    }
+}
+
+/// FP8 quantisation: q bit for bit and the scales exactly against the
+/// host's same f32 arithmetic (kernels::QuantizeConfig; every step is an
+/// exact max or a correctly rounded IEEE division on both sides, so
+/// nothing may differ by even an ulp), then q * scale against x: the
+/// largest relative error of any group, so that a tiny group counts as
+/// much as a huge one.
+CheckResult checkQuantize(Kernel &k, const Params &p, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  int64_t m = intParam(p, "M"), cols = intParam(p, "cols");
+  DType t = dtypeParam(p, "dtype"), out = dtypeParam(p, "out");
+  bool blocks = p.at("granularity") == "block";
+  int64_t width = blocks ? kQuantizeBlock : cols, groups = cols / width;
+  if (blocks && cols % kQuantizeBlock)
+    throw Error(fmt::format("quantize: cols={} is not a multiple of 128", cols));
+  // At block granularity the kernel declares x and q [M, cols / 128, 128].
+  std::vector<int64_t> shape = blocks ? std::vector<int64_t>{m, groups, width}
+                                      : std::vector<int64_t>{m, cols};
+  HostTensor x(t, shape), q(out, shape);
+  HostTensor scale(DType::f32, blocks ? std::vector<int64_t>{m, groups} : std::vector<int64_t>{m});
+  quantizeInput(x, m, cols, width, rng);
+  const float fmax = float(fp8Max(out)), floor = std::ldexp(fmax, -126);
+  auto encode = out == DType::f8e4m3 ? rt::toE4M3 : rt::toE5M2;
+  auto decode = out == DType::f8e4m3 ? rt::fromE4M3 : rt::fromE5M2;
+  std::vector<float> wantScale(m * groups);
+  std::vector<uint8_t> wantCode(m * cols);
+  for (int64_t g = 0; g < m * groups; ++g) {
+    const float *xs = &x.values[g * width];
+    float amax = 0;
+    for (int64_t e = 0; e < width; ++e) amax = std::fmax(amax, std::fabs(xs[e]));
+    wantScale[g] = std::max(amax, floor) / fmax;
+    for (int64_t e = 0; e < width; ++e) wantCode[g * width + e] = encode(xs[e] / wantScale[g]);
+  }
+  DeviceRun run;
+  run.args.push_back(rt::LaunchArg::integer(m));
+  run.addTensor(x, false);
+  run.addTensor(q, true); // 0xff: a NaN code in both formats
+  run.addTensor(scale, true);
+  k.launch(run.args);
+  synchronize();
+  run.download(2, q);
+  run.download(3, scale);
+  int64_t badCodes = 0, badScales = 0;
+  for (int64_t i = 0; i < m * cols; ++i)
+    if (uint8_t(q.bytes[i]) != wantCode[i] && ++badCodes <= 5)
+      fmt::print(stderr, "quantize: q[{}, {}] = 0x{:02x}, the host's is 0x{:02x}\n", i / cols,
+                 i % cols, uint8_t(q.bytes[i]), wantCode[i]);
+  for (int64_t g = 0; g < m * groups; ++g)
+    if (!(scale.values[g] == wantScale[g]) && ++badScales <= 5) // positive: equal is same bits
+      fmt::print(stderr, "quantize: scale {} of row {} = {:a}, the host's is {:a}\n", g % groups,
+                 g / groups, scale.values[g], wantScale[g]);
+  // Dequantised against x, group by group.
+  CheckResult r;
+  for (int64_t g = 0; g < m * groups; ++g) {
+    std::vector<float> back(width);
+    std::vector<double> ref(width);
+    for (int64_t e = 0; e < width; ++e) {
+      back[e] = float(double(decode(uint8_t(q.bytes[g * width + e]))) * scale.values[g]);
+      ref[e] = x.values[g * width + e];
+    }
+    bool zero = std::all_of(ref.begin(), ref.end(), [](double v) { return v == 0; });
+    bool exact = std::equal(back.begin(), back.end(), ref.begin(),
+                            [](float b, double v) { return double(b) == v; });
+    r.relError = std::max(r.relError, zero ? (exact ? 0 : INFINITY) : relativeError(back, ref));
+  }
+  r.shape = fmt::format("M={} cols={} {}->{} per {}: {} of {} codes and {} of {} scales differ "
+                        "from the host's",
+                        m, cols, name(t), name(out), blocks ? "128-block" : "row", badCodes,
+                        m * cols, badScales, m * groups);
+  r.tolerance = toleranceFor(out);
+  r.passed = badCodes == 0 && badScales == 0 && r.relError < r.tolerance;
+  rt::LoadedKernel &loaded = k.loadedFor(run.args);
+  r.ms = checkTime([&] { loaded.launch(run.args); });
+  return r;
+}
+
 /// A gemm run's extents, types and random operands (C = A B, either
 /// operand transposed, scaled per tensor or per row and column), and how
 /// its launches take them.
@@ -141,14 +238,25 @@ struct GemmProblem {
     randomize(a, rng);
     randomize(b, rng);
     if (scale == "none") return;
-    scaleA.emplace(DType::f32, std::vector<int64_t>{scale == "row" ? m : 1});
-    scaleB.emplace(DType::f32, std::vector<int64_t>{scale == "row" ? n : 1});
+    if (scale == "block") {
+      // A per 1 x 128 block, K-block-major; B per 128 x 128 block.
+      scaleA.emplace(DType::f32, std::vector<int64_t>{(kk + 127) / 128, m});
+      scaleB.emplace(DType::f32, std::vector<int64_t>{(n + 127) / 128, (kk + 127) / 128});
+    } else {
+      scaleA.emplace(DType::f32, std::vector<int64_t>{scale == "row" ? m : 1});
+      scaleB.emplace(DType::f32, std::vector<int64_t>{scale == "row" ? n : 1});
+    }
     randomize(*scaleA, rng, 0.5, 2);
     randomize(*scaleB, rng, 0.5, 2);
   }
-  /// The factor element (i, j) of the product is scaled by.
-  double scaleOf(int64_t i, int64_t j) const {
+  /// The factor element (i, j) of the product over K index l is scaled
+  /// by.
+  double scaleOf(int64_t i, int64_t j, int64_t l) const {
     if (!scaleA) return 1;
+    if (scale == "block") {
+      int64_t kBlocks = (kk + 127) / 128;
+      return double(scaleA->values[(l / 128) * m + i]) * scaleB->values[(j / 128) * kBlocks + l / 128];
+    }
     bool rows = scale == "row";
     return double(scaleA->values[rows ? i : 0]) * scaleB->values[rows ? j : 0];
   }
@@ -267,14 +375,19 @@ CheckResult checkGemm(Kernel &k, const Params &p, uint64_t seed) {
   std::mt19937_64 rng(seed);
   GemmProblem g(p, rng);
   auto &[m, n, kk, ta, tb, in, outType, a, b, c, scale, scaleA, scaleB] = g;
-  std::vector<double> ref(m * n, 0.0);
+  // Block scales vary along K: each 128-wide K block's product is scaled
+  // on its own.
+  const int64_t kBlock = scale == "block" ? 128 : kk;
+  std::vector<double> ref(m * n, 0.0), part(n);
   for (int64_t i = 0; i < m; ++i)
-    for (int64_t l = 0; l < kk; ++l) {
-      double av = a.values[ta ? l * m + i : i * kk + l];
-      for (int64_t j = 0; j < n; ++j) ref[i * n + j] += av * b.values[tb ? j * kk + l : l * n + j];
+    for (int64_t l0 = 0; l0 < kk; l0 += kBlock) {
+      std::fill(part.begin(), part.end(), 0.0);
+      for (int64_t l = l0; l < std::min(kk, l0 + kBlock); ++l) {
+        double av = a.values[ta ? l * m + i : i * kk + l];
+        for (int64_t j = 0; j < n; ++j) part[j] += av * b.values[tb ? j * kk + l : l * n + j];
+      }
+      for (int64_t j = 0; j < n; ++j) ref[i * n + j] += part[j] * g.scaleOf(i, j, l0);
     }
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) ref[i * n + j] *= g.scaleOf(i, j);
   CheckResult r;
   r.shape = g.shape("M={} N={} K={} {}{} {}->{}");
   DeviceRun run;
@@ -406,6 +519,11 @@ const std::vector<LibraryKernel> &tessel::harness::library() {
       {"row_softmax", "row-wise softmax of an [M, cols] matrix (M at run time)",
        defaultsFrom(rowSoftmaxSettings(), {{"M", "1001"}}), builtFrom(rowSoftmaxSettings(), rowSoftmax),
        checkSoftmax},
+      {"quantize",
+       "FP8 quantisation of an [M, cols] matrix (M at run time): q and f32 scales per row or per "
+       "128-element block, x ~= q * scale",
+       defaultsFrom(quantizeSettings(), {{"M", "1001"}}), builtFrom(quantizeSettings(), quantize),
+       checkQuantize},
       {"gemm", "C = op(A) x op(B) (M, N, K at run time): f16/bf16 or FP8 inputs (scale=tensor|row) into f32, i8 into i32",
        defaultsFrom(gemmSettings(), {{"M", "300"}, {"N", "200"}, {"K", "136"}}),
        builtFrom(gemmSettings(), kernels::gemm), checkGemm, benchGemm,

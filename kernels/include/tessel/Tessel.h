@@ -1,12 +1,13 @@
 //===- Tessel.h - the kernel library as functions of tensors ----*- C++ -*-===//
 //
-// Attention and GEMM on TensorViews, for programs that use Tessel as a
-// library. Each call picks the configuration for the device the tensors live
-// on, compiles it on first use (through the kernel cache, so a later process
-// finds the binary on disk) and reuses it for every shape: extents are
-// run-time symbols, so a new sequence length or batch never recompiles.
-// Calls are asynchronous on `stream` (a CUstream of the tensors' device; 0
-// is the legacy default stream) and may come from several threads at once.
+// Attention, GEMM and FP8 quantisation on TensorViews, for programs that
+// use Tessel as a library. Each call picks the configuration for the device
+// the tensors live on, compiles it on first use (through the kernel cache,
+// so a later process finds the binary on disk) and reuses it for every
+// shape: extents are run-time symbols, so a new sequence length or batch
+// never recompiles. Calls are asynchronous on `stream` (a CUstream of the
+// tensors' device; 0 is the legacy default stream) and may come from
+// several threads at once.
 //
 //   tessel::attention::Options o;
 //   o.causal = true;
@@ -106,8 +107,11 @@ size_t backwardWorkspaceBytes(const TensorView &q, const TensorView &k,
 struct GemmCallOptions {
   bool transposeA = false, transposeB = false;
   /// f32 scales the product is multiplied by before it is stored (FP8's
-  /// dequantisation): one element each (per tensor), or scaleA [M] and
-  /// scaleB [N] (per row of A and column of B). Both or neither.
+  /// dequantisation): one element each (per tensor), scaleA [M] and
+  /// scaleB [N] (per row of A and column of B), or DeepSeek-V3's block
+  /// scales: scaleA [ceil(K / 128), M] (1 x 128 blocks, K-block-major) and
+  /// scaleB [ceil(N / 128), ceil(K / 128)] (128 x 128 blocks), each K
+  /// block's product promoted into f32 with its scales. Both or neither.
   std::optional<TensorView> scaleA, scaleB;
   std::string arch;
   /// Tile sizes, stages, threads; types and transposes follow the tensors
@@ -120,6 +124,24 @@ struct GemmCallOptions {
 };
 Choice gemm(const TensorView &a, const TensorView &b, const TensorView &c,
             const GemmCallOptions &options = {}, CUstream stream = nullptr);
+
+/// FP8 quantisation before an FP8 gemm: x [M, cols] (f32, f16 or bf16) into
+/// q [M, cols] (f8e4m3 or f8e5m2) and f32 scales with x ~= q * scale, by
+/// the arithmetic kernels::QuantizeConfig describes (amax / FP8_MAX with a
+/// floor that gives an all-zero row or block zero codes and a normal
+/// scale; x divided by its scale, rounded to nearest even and saturated).
+/// The scales' shape says what each covers: [M] a row (per token, what
+/// tessel::gemm's per-row scaleA takes), [M, cols / 128] each 128
+/// consecutive elements of a row (cols a multiple of 128).
+struct QuantizeOptions {
+  std::string arch;
+  /// Rows per thread block and threads; dtype, out, granularity and cols
+  /// always follow the tensors. Without it: whole rows of up to 8192
+  /// elements per 256 threads.
+  std::optional<kernels::QuantizeConfig> config;
+};
+Choice quantize(const TensorView &x, const TensorView &q, const TensorView &scales,
+                const QuantizeOptions &options = {}, CUstream stream = nullptr);
 
 } // namespace tessel
 

@@ -14,8 +14,12 @@ namespace tessel::kernels {
 
 /// How the product is scaled before it is stored (FP8's dequantisation):
 /// `tensor` multiplies it by scale_a[0] * scale_b[0], `row` element (i, j)
-/// by scale_a[i] * scale_b[j] (f32 tensors after C, [1] or [M] and [N]).
-enum class GemmScale { none, tensor, row };
+/// by scale_a[i] * scale_b[j] (f32 tensors after C, [1] or [M] and [N]);
+/// `block` is DeepSeek-V3's recipe: A scaled per 1 x 128 block (scale_a
+/// [ceil(K / 128), M], K-block-major), B per 128 x 128 block (scale_b
+/// [ceil(N / 128), ceil(K / 128)]), each K block's product promoted into
+/// the f32 accumulator with its scales.
+enum class GemmScale { none, tensor, row, block };
 
 /// C = op(A) x op(B); A is [M, K] ([K, M] transposed), B is [K, N] ([N, K]
 /// transposed), C is [M, N], all row-major, M, N, K symbols. Inputs are
