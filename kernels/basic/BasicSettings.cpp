@@ -54,3 +54,18 @@ const SettingsTable<TmaScaleConfig> &kernels::tmaScaleSettings() {
                                        fixed(flagSetting("accumulate", &C::accumulate))});
   return table;
 }
+
+const SettingsTable<QuantizeConfig> &kernels::quantizeSettings() {
+  using C = QuantizeConfig;
+  static const SettingsTable<C> table(
+      {fixed(choiceSetting("dtype", &C::dtype, dtypeChoices())),
+       fixed(choiceSetting("out", &C::out,
+                           Choices<DType>{{"e4m3", DType::f8e4m3}, {"e5m2", DType::f8e5m2}})),
+       fixed(choiceSetting("granularity", &C::granularity,
+                           Choices<QuantizeGranularity>{{"row", QuantizeGranularity::row},
+                                                        {"block", QuantizeGranularity::block}})),
+       fixed(integerSetting("cols", &C::cols, 1, INT32_MAX)),
+       integerSetting("rows", &C::rows, 1, 1024),
+       integerSetting("threads", &C::threads, 32, 1024)});
+  return table;
+}

@@ -8,14 +8,18 @@
 // target (PTX's cvt.rn.satfinite from sm_89 on) and, where the device can
 // run it, for sm_80, whose PTX the driver compiles for the device with the
 // header's software encoder in it; so both device paths meet the host's.
+// The library's quantize kernel and tessel::quantize, on both paths too:
+// codes and scales bit for bit against the host's same arithmetic.
 //
 //===----------------------------------------------------------------------===//
 #include <catch2/catch.hpp>
 
 #include "tessel/harness/LibrarySupport.h"
+#include "tessel/Tessel.h"
 #include "tessel/runtime/LowPrecision.h"
 #include "LowPrecisionKernels.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -148,4 +152,96 @@ TEST_CASE("FP8 casts on the device decode every code as the host does", "[gpu][f
       CHECK(wrong == 0);
     }
   }
+}
+
+TEST_CASE("quantize gives the host's FP8 codes and scales bit for bit", "[gpu][fp8]") {
+  // Each run's x has ordinary, huge, tiny, below-floor and all-zero groups
+  // and groups with one outlier (checkQuantize).
+  const LibraryKernel &entry = findKernel("quantize");
+  auto check = [&](const std::string &arch, const Params &overrides) {
+    Params p = withDefaults(entry, overrides, arch);
+    Program program = entry.build(p);
+    Kernel k = compile(program, {arch, ""});
+    uint64_t seed = std::random_device{}();
+    CheckResult r = entry.check(k, p, seed);
+    std::string line = fmt::format("quantize on {} {}: max group rel error {:.3e} (tolerance {:.0e}) "
+                                   "{:.4f} ms seed {}",
+                                   arch, r.shape, r.relError, r.tolerance, r.ms, seed);
+    fmt::print("{}\n", line);
+    INFO(line);
+    CHECK(r.passed);
+  };
+  std::vector<std::string> archs = targets();
+  for (const std::string &arch : archs)
+    for (std::string granularity : {"row", "block"})
+      for (std::string out : {"e4m3", "e5m2"})
+        for (std::string dtype : {"bf16", "f16", "f32"})
+          for (std::string cols : {"128", "512", "4096"})
+            for (std::string m : {"1", "7", "300"}) {
+              // sm_80's software encoder: one shape a combination.
+              if (arch != archs[0] && (m != "300" || cols != "512")) continue;
+              check(arch, {{"granularity", granularity}, {"out", out}, {"dtype", dtype},
+                           {"cols", cols}, {"M", m}});
+            }
+  // Other blockings: rows of 128 blocks at 128 threads, a 7168-column row
+  // (DeepSeek-V3's hidden size: 56 blocks, not a power of two) a block,
+  // a row length that is no multiple of 16 bytes.
+  const std::string native = archs[0];
+  check(native, {{"granularity", "block"}, {"cols", "128"}, {"rows", "32"}, {"threads", "128"},
+                 {"M", "333"}});
+  check(native, {{"granularity", "block"}, {"cols", "7168"}, {"rows", "1"}, {"M", "77"}});
+  check(native, {{"granularity", "row"}, {"cols", "7168"}, {"rows", "1"}, {"M", "77"}});
+  check(native, {{"granularity", "row"}, {"cols", "1000"}, {"rows", "4"}, {"threads", "128"},
+                 {"dtype", "f16"}, {"out", "e5m2"}, {"M", "45"}});
+}
+
+TEST_CASE("tessel::quantize takes the granularity from the scales' shape", "[gpu][fp8]") {
+  const int64_t m = 300, cols = 1024;
+  std::mt19937_64 rng(7);
+  HostTensor x(DType::bf16, {m, cols});
+  randomize(x, rng, -3, 3);
+  for (int64_t j = 0; j < cols; ++j) x.set(5 * cols + j, 0.0f); // an all-zero row
+  rt::DeviceBuffer xd(x.bytes.size()), qd(m * cols), sd(m * cols / 128 * 4);
+  xd.upload(x.bytes.data(), x.bytes.size());
+  auto at = [&](const rt::DeviceBuffer &b, rt::ScalarType t, std::vector<int64_t> shape) {
+    return TensorView::contiguous(b.ptr(), t, std::move(shape), b.device());
+  };
+  for (bool blocks : {false, true})
+    for (DType out : {DType::f8e4m3, DType::f8e5m2}) {
+      int64_t width = blocks ? 128 : cols, groups = cols / width;
+      qd.fillBytes(0xff);
+      sd.fillBytes(0xff);
+      rt::ScalarType qt = out == DType::f8e4m3 ? rt::ScalarType::F8E4M3 : rt::ScalarType::F8E5M2;
+      TensorView scales = blocks ? at(sd, rt::ScalarType::F32, {m, groups})
+                                 : at(sd, rt::ScalarType::F32, {m});
+      Choice choice = tessel::quantize(at(xd, rt::ScalarType::BF16, {m, cols}),
+                                       at(qd, qt, {m, cols}), scales);
+      synchronize();
+      std::vector<uint8_t> q(m * cols);
+      std::vector<float> scale(m * groups);
+      qd.download(q.data(), q.size());
+      sd.download(scale.data(), scale.size() * 4);
+      // The arithmetic kernels::QuantizeConfig gives.
+      const float fmax = float(kernels::fp8Max(out)), floor = std::ldexp(fmax, -126);
+      int64_t wrong = 0;
+      for (int64_t g = 0; g < m * groups; ++g) {
+        float amax = 0;
+        for (int64_t e = 0; e < width; ++e) amax = std::fmax(amax, std::fabs(x.values[g * width + e]));
+        float a = std::max(amax, floor), inverse = fmax / a;
+        wrong += !(scale[g] == a / fmax);
+        for (int64_t e = 0; e < width; ++e) {
+          float v = x.values[g * width + e] * inverse;
+          wrong += q[g * width + e] != (out == DType::f8e4m3 ? rt::toE4M3(v) : rt::toE5M2(v));
+        }
+      }
+      INFO(choice.config);
+      fmt::print("tessel::quantize {}: {} of {} codes and scales differ\n", choice.config, wrong,
+                 m * cols + m * groups);
+      CHECK(choice.config.find(blocks ? "granularity=block" : "granularity=row") !=
+            std::string::npos);
+      CHECK(wrong == 0);
+      // The all-zero row: zero codes, the floor's scale (2^-126).
+      CHECK(scale[5 * groups] == 0x1p-126f);
+      CHECK(std::all_of(&q[5 * cols], &q[6 * cols], [](uint8_t c) { return c == 0; }));
+    }
 }

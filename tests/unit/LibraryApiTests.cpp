@@ -201,6 +201,45 @@ TEST_CASE("attention and gemm calls say which argument is wrong", "[views]") {
              Catch::Contains("scaleB is f16[256] on device 0: it must be f32"));
 }
 
+TEST_CASE("quantize says which view is wrong and why", "[views]") {
+  TensorView x = view(ScalarType::BF16, {7, 512}), q = view(ScalarType::F8E4M3, {7, 512});
+  TensorView rows = view(ScalarType::F32, {7});
+  auto error = [&](const TensorView &x2, const TensorView &q2, const TensorView &scales) {
+    return errorOf([&] { tessel::quantize(x2, q2, scales); });
+  };
+  CHECK_THAT(error(view(ScalarType::F8E4M3, {7, 512}), q, rows),
+             Catch::Contains("x is f8e4m3[7, 512] on device 0: it must be f32 or f16 or bf16"));
+  CHECK_THAT(error(view(ScalarType::BF16, {7, 4, 128}), q, rows),
+             Catch::Contains("x is bf16[7, 4, 128] on device 0: it needs 2 dimensions"));
+  CHECK_THAT(error(x, view(ScalarType::BF16, {7, 512}), rows),
+             Catch::Contains("q is bf16[7, 512] on device 0: it must be f8e4m3 or f8e5m2"));
+  CHECK_THAT(error(x, view(ScalarType::F8E5M2, {7, 256}), rows),
+             Catch::Contains("q is f8e5m2[7, 256] on device 0: expected shape [7, 512]"));
+  CHECK_THAT(error(x, q, view(ScalarType::BF16, {7})),
+             Catch::Contains("scales is bf16[7] on device 0: it must be f32"));
+  CHECK_THAT(error(x, q, view(ScalarType::F32, {8})),
+             Catch::Contains("scales is f32[8] on device 0: expected shape [7]"));
+  CHECK_THAT(error(x, q, view(ScalarType::F32, {7, 8})),
+             Catch::Contains("scales is f32[7, 8] on device 0: expected shape [7, 4]"));
+  CHECK_THAT(error(x, q, view(ScalarType::F32, {7, 4, 1})),
+             Catch::Contains("scales is f32[7, 4, 1] on device 0: it needs 1 dimension ([7], a "
+                             "scale per row) or 2 ([7, cols / 128]"));
+  // Block scales need whole blocks.
+  CHECK_THAT(error(view(ScalarType::F32, {7, 500}), view(ScalarType::F8E4M3, {7, 500}),
+                   view(ScalarType::F32, {7, 3})),
+             Catch::Contains("needs x's rows in whole blocks of 128, and x has 500 columns"));
+  TensorView strided = x;
+  strided.strides = {1024, 1}; // every other row of a wider matrix
+  CHECK_THAT(error(strided, q, rows), Catch::Contains("pass a contiguous copy"));
+  TensorView misaligned = q;
+  misaligned.data += 8;
+  CHECK_THAT(error(x, misaligned, rows), Catch::Contains("q is f8e4m3[7, 512]"));
+  CHECK_THAT(error(x, misaligned, rows), Catch::Contains("not 16-byte aligned"));
+  TensorView elsewhere = rows;
+  elsewhere.device = 1;
+  CHECK_THAT(error(x, q, elsewhere), Catch::Contains("tensors on devices 0 and 1"));
+}
+
 TEST_CASE("eight threads compile at once and get what one thread gets", "[threads]") {
   // Four configurations, each compiled by two threads, with the caches
   // off so that every compile runs the passes and NVRTC concurrently.
@@ -266,6 +305,28 @@ TEST_CASE("the configurations the library calls pick compile for every target", 
     go.arch = arch;
     CHECK(launchRefused(errorOf([&] {
       tessel::gemm(bf16({256, 128}), bf16({128, 256}), view(ScalarType::F32, {256, 256}), go);
+    })));
+  }
+  // tessel::quantize on both paths of the FP8 conversion (the software
+  // encoder on sm_80, cvt from sm_89), per row and per 128-element block
+  // (whose views the call reshapes to [M, cols / 128, 128]; the launch
+  // checks them against the kernel before it finds no driver), and the
+  // default blocking of a long row.
+  for (std::string arch : {"sm_80", "sm_90a", "sm_100a"}) {
+    INFO(arch);
+    QuantizeOptions qo;
+    qo.arch = arch;
+    CHECK(launchRefused(errorOf([&] {
+      tessel::quantize(bf16({300, 4096}), view(ScalarType::F8E4M3, {300, 4096}),
+                       view(ScalarType::F32, {300}), qo);
+    })));
+    CHECK(launchRefused(errorOf([&] {
+      tessel::quantize(bf16({300, 7168}), view(ScalarType::F8E4M3, {300, 7168}),
+                       view(ScalarType::F32, {300, 56}), qo);
+    })));
+    CHECK(launchRefused(errorOf([&] {
+      tessel::quantize(view(ScalarType::F32, {3, 18432}), view(ScalarType::F8E5M2, {3, 18432}),
+                       view(ScalarType::F32, {3, 144}), qo);
     })));
   }
 }

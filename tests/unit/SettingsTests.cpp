@@ -83,6 +83,38 @@ TEST_CASE("the small kernels' settings are their harness parameters") {
   checkHarnessReads(rowSoftmaxSettings(), "row_softmax");
   checkHarnessReads(rowLogSumExpSettings(), "row_lse");
   checkHarnessReads(tmaScaleSettings(), "tma_scale");
+  checkHarnessReads(quantizeSettings(), "quantize");
+}
+
+TEST_CASE("every quantize setting round-trips through its table") {
+  checkRoundTrip(quantizeSettings(), {{"dtype", "f32"}, {"out", "e5m2"}, {"granularity", "block"},
+                                      {"cols", "7168"}, {"rows", "4"}, {"threads", "128"}});
+  CHECK(quantizeSettings().describe(QuantizeConfig{}) ==
+        "dtype=bf16 out=e4m3 granularity=row cols=4096 rows=2 threads=256");
+  // The types, granularity and row length say what is computed: a tuned
+  // record may set the blocking only.
+  QuantizeConfig c;
+  CHECK_FALSE(quantizeSettings().apply({{"rows", "4"}, {"granularity", "block"}}, c));
+  CHECK(quantizeSettings().apply({{"rows", "4"}, {"threads", "128"}}, c));
+  CHECK(c.rows == 4);
+  auto error = [](const Settings &s) {
+    try {
+      quantizeSettings().read(s);
+    } catch (const Error &e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(error({{"out", "f16"}}) == "parameter out=f16: use one of e4m3, e5m2");
+  CHECK(error({{"granularity", "tensor"}}) == "parameter granularity=tensor: use one of row, block");
+  // What the settings can hold but the kernel cannot compute.
+  QuantizeConfig blocks;
+  blocks.granularity = QuantizeGranularity::block;
+  blocks.cols = 1000;
+  CHECK_THROWS_WITH(quantize(blocks), Catch::Contains("cols=1000 is not a multiple of 128"));
+  QuantizeConfig wide;
+  wide.out = DType::bf16;
+  CHECK_THROWS_WITH(quantize(wide), Catch::Contains("bf16 is not an FP8 type"));
 }
 
 TEST_CASE("a setting that cannot be read names itself") {

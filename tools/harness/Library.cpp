@@ -144,10 +144,10 @@ void quantizeInput(HostTensor &x, int64_t m, int64_t cols, int64_t width, std::m
 
 /// FP8 quantisation: q bit for bit and the scales exactly against the
 /// host's same f32 arithmetic (kernels::QuantizeConfig; every step is an
-/// exact max or a correctly rounded IEEE division on both sides, so
-/// nothing may differ by even an ulp), then q * scale against x: the
-/// largest relative error of any group, so that a tiny group counts as
-/// much as a huge one.
+/// exact max or a correctly rounded IEEE division or product on both
+/// sides, so nothing may differ by even an ulp), then q * scale against
+/// x: the largest relative error of any group, so that a tiny group
+/// counts as much as a huge one.
 CheckResult checkQuantize(Kernel &k, const Params &p, uint64_t seed) {
   std::mt19937_64 rng(seed);
   int64_t m = intParam(p, "M"), cols = intParam(p, "cols");
@@ -171,8 +171,9 @@ CheckResult checkQuantize(Kernel &k, const Params &p, uint64_t seed) {
     const float *xs = &x.values[g * width];
     float amax = 0;
     for (int64_t e = 0; e < width; ++e) amax = std::fmax(amax, std::fabs(xs[e]));
-    wantScale[g] = std::max(amax, floor) / fmax;
-    for (int64_t e = 0; e < width; ++e) wantCode[g * width + e] = encode(xs[e] / wantScale[g]);
+    float a = std::max(amax, floor), inverse = fmax / a;
+    wantScale[g] = a / fmax;
+    for (int64_t e = 0; e < width; ++e) wantCode[g * width + e] = encode(xs[e] * inverse);
   }
   DeviceRun run;
   run.args.push_back(rt::LaunchArg::integer(m));

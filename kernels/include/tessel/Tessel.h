@@ -127,9 +127,9 @@ Choice gemm(const TensorView &a, const TensorView &b, const TensorView &c,
 
 /// FP8 quantisation before an FP8 gemm: x [M, cols] (f32, f16 or bf16) into
 /// q [M, cols] (f8e4m3 or f8e5m2) and f32 scales with x ~= q * scale, by
-/// the arithmetic kernels::QuantizeConfig describes (amax / FP8_MAX with a
-/// floor that gives an all-zero row or block zero codes and a normal
-/// scale; x divided by its scale, rounded to nearest even and saturated).
+/// the arithmetic kernels::QuantizeConfig describes (scale = amax / FP8_MAX
+/// with a floor that gives an all-zero row or block zero codes and a normal
+/// scale; x times FP8_MAX / amax, rounded to nearest even and saturated).
 /// The scales' shape says what each covers: [M] a row (per token, what
 /// tessel::gemm's per-row scaleA takes), [M, cols / 128] each 128
 /// consecutive elements of a row (cols a multiple of 128).

@@ -47,6 +47,54 @@ Program rowSoftmax(const SoftmaxConfig &config);
 /// Its settings: dtype, cols, rows, threads.
 const SettingsTable<SoftmaxConfig> &rowSoftmaxSettings();
 
+/// What one quantisation scale covers: a row (per token), or 128
+/// consecutive elements of a row (DeepSeek-V3's 1x128 activation blocks).
+enum class QuantizeGranularity { row, block };
+/// The elements of a row one scale covers at QuantizeGranularity::block.
+inline constexpr int64_t kQuantizeBlock = 128;
+
+/// FP8 quantisation of x [M, cols] (f32, f16 or bf16; M a symbol) into q
+/// [M, cols] (f8e4m3 or f8e5m2) and f32 scales with x ~= q * scale: per row,
+/// scale [M]; per block, scale [M, cols / 128], one per 128 elements of a
+/// row (cols a multiple of 128). For each group G (a row or a block), in
+/// f32 on the device and on the host alike:
+///   amax     = max over G of |x|          (NaN elements do not count)
+///   a        = max(amax, FP8_MAX * 2^-126)
+///   scale[G] = a / FP8_MAX
+///   q[j]     = fp8(x[j] * (FP8_MAX / a))  (round to nearest even, saturating)
+/// with FP8_MAX 448 (e4m3) or 57344 (e5m2). Each element is multiplied by
+/// the group's reciprocal, not divided by its scale (one instruction, not
+/// an IEEE division's dozen); both reciprocal and scale are correctly
+/// rounded IEEE divisions, so a host reference that computes the same
+/// steps in f32 gets the same scales and codes bit for bit (a reference
+/// that divides x by the scale may differ in the last place before the
+/// FP8 rounding, and so, rarely, by one code). The floor keeps the scale a
+/// normal float (never below 2^-126, FLT_MIN): an all-zero group gets scale
+/// 2^-126 and zero codes (-0.0 gives the code 0x80), never a NaN from 0 / 0;
+/// a group whose amax is below the floor is scaled as if it were at it.
+/// x * (FP8_MAX / a) can round a hair past FP8_MAX; the conversion
+/// saturates it to FP8_MAX. An infinite element makes its group's scale
+/// infinite (and the codes zero, its own NaN): quantise finite x.
+///
+/// Each thread block reads `rows` whole rows once, 16 bytes a thread at a
+/// time: at block granularity x and q are declared [M, cols / 128, 128]
+/// (the same memory as [M, cols]), so that each block is a dimension the
+/// tile reduces along.
+struct QuantizeConfig {
+  DType dtype = DType::bf16; // x
+  DType out = DType::f8e4m3; // q
+  QuantizeGranularity granularity = QuantizeGranularity::row;
+  int64_t cols = 4096;
+  int64_t rows = 2; // rows per thread block
+  int threads = 256;
+};
+Program quantize(const QuantizeConfig &config);
+/// Its settings: dtype, out (e4m3 or e5m2), granularity (row or block),
+/// cols, rows, threads.
+const SettingsTable<QuantizeConfig> &quantizeSettings();
+/// The largest finite value of an FP8 type (448 or 57344).
+double fp8Max(DType t);
+
 /// lse[i] = log(sum_j exp(scale * (Q K^T)[i, j])) with Q [M, headDim] and K
 /// [N, headDim], M and N symbols: FlashAttention's online softmax over gemm
 /// accumulator tiles.

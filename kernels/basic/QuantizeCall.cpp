@@ -1,0 +1,76 @@
+//===- QuantizeCall.cpp - tessel::quantize on views -----------------------===//
+#include "common/LibraryCalls.h"
+#include "tessel/runtime/Driver.h"
+
+#include <bit>
+#include <fmt/format.h>
+
+using namespace tessel;
+using namespace tessel::kernels;
+using rt::LaunchArg;
+using rt::ScalarType;
+
+namespace {
+/// Whole rows, 8192 elements (of cols rounded up to a power of two, as the
+/// registers are laid out) per block of 256 threads: 32 f32 registers of x
+/// a thread. Longer rows take one row a block and up to 1024 threads.
+QuantizeConfig defaultConfig(int64_t cols) {
+  QuantizeConfig c;
+  int64_t padded = int64_t(std::bit_ceil(uint64_t(cols)));
+  c.rows = std::max<int64_t>(1, 8192 / padded);
+  c.threads = int(std::clamp<int64_t>(c.rows * padded / 32, 32, 1024));
+  return c;
+}
+
+/// The granularity the scales' shape asks for, after checking it against
+/// x [m, cols].
+QuantizeGranularity granularityOf(const TensorView &scales, int64_t m, int64_t cols) {
+  if (scales.shape.size() == 1) {
+    requireView(scales, "scales", 1, {ScalarType::F32});
+    requireShape(scales, "scales", {m});
+    return QuantizeGranularity::row;
+  }
+  if (scales.shape.size() != 2)
+    throw Error(fmt::format("scales is {}: it needs 1 dimension ([{}], a scale per row) or 2 "
+                            "([{}, cols / 128], a scale per 128 elements of a row)",
+                            scales.str(), m, m));
+  requireView(scales, "scales", 2, {ScalarType::F32});
+  if (cols % kQuantizeBlock)
+    throw Error(fmt::format("scales is {}: a scale per 128 elements needs x's rows in whole "
+                            "blocks of 128, and x has {} columns",
+                            scales.str(), cols));
+  requireShape(scales, "scales", {m, cols / kQuantizeBlock});
+  return QuantizeGranularity::block;
+}
+} // namespace
+
+Choice tessel::quantize(const TensorView &x, const TensorView &q, const TensorView &scales,
+                        const QuantizeOptions &o, CUstream stream) {
+  requireView(x, "x", 2, {ScalarType::F32, ScalarType::F16, ScalarType::BF16});
+  requireView(q, "q", 2, {ScalarType::F8E4M3, ScalarType::F8E5M2});
+  requireShape(q, "q", x.shape);
+  int64_t m = x.shape[0], cols = x.shape[1];
+  QuantizeGranularity granularity = granularityOf(scales, m, cols);
+  int device = commonDevice({&x, &q, &scales});
+  Choice choice;
+  choice.arch = targetFor(o.arch, device);
+  QuantizeConfig config = o.config.value_or(defaultConfig(cols));
+  config.dtype = dtypeOf(x.dtype);
+  config.out = dtypeOf(q.dtype);
+  config.granularity = granularity;
+  config.cols = cols;
+  choice.config = "quantize " + quantizeSettings().describe(config);
+  std::shared_ptr<Kernel> kernel = cachedKernel(
+      choice.config, choice.arch, [&] { return kernels::quantize(config); }, choice.compiled);
+  // At block granularity the kernel sees each row as [cols / 128, 128]:
+  // the same memory.
+  auto shaped = [&](const TensorView &v) {
+    if (granularity == QuantizeGranularity::row) return LaunchArg::view(v);
+    TensorView blocks = v;
+    blocks.shape = {m, cols / kQuantizeBlock, kQuantizeBlock};
+    blocks.strides = blocks.contiguousStrides();
+    return LaunchArg::view(blocks);
+  };
+  kernel->launch({LaunchArg::integer(m), shaped(x), shaped(q), LaunchArg::view(scales)}, stream);
+  return choice;
+}
