@@ -66,6 +66,7 @@ const SettingsTable<QuantizeConfig> &kernels::quantizeSettings() {
                                                         {"block", QuantizeGranularity::block}})),
        fixed(integerSetting("cols", &C::cols, 1, INT32_MAX)),
        integerSetting("rows", &C::rows, 1, 1024),
-       integerSetting("threads", &C::threads, 32, 1024)});
+       integerSetting("threads", &C::threads, 32, 1024),
+       fixed(flagSetting("k_major_scales", &C::kMajorScales))});
   return table;
 }

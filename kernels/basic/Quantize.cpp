@@ -29,6 +29,8 @@ Program tessel::kernels::quantize(const QuantizeConfig &c) {
     throw Error("quantize: cols=" + std::to_string(c.cols) +
                 " is not a multiple of 128, the block granularity's width");
   const int64_t groups = c.cols / kQuantizeBlock;
+  if (c.kMajorScales && !blocks)
+    throw Error("quantize: k_major_scales lays out block scales; a row's scale is one number");
   Program p("quantize");
   Expr m = p.sym("M");
   // At block granularity each row is [cols / 128, 128]: the tile then has
@@ -39,8 +41,9 @@ Program tessel::kernels::quantize(const QuantizeConfig &c) {
                                           : std::vector<int64_t>{c.rows, c.cols};
   Tensor x = p.tensor("x", shape, c.dtype);
   Tensor q = p.tensor("q", shape, c.out);
-  Tensor scale = blocks ? p.tensor("scale", {m, groups}, DType::f32)
-                        : p.tensor("scale", {m}, DType::f32);
+  Tensor scale = !blocks         ? p.tensor("scale", {m}, DType::f32)
+                 : c.kMajorScales ? p.tensor("scale", {Expr(groups), m}, DType::f32)
+                                  : p.tensor("scale", {m, groups}, DType::f32);
   p.kernel({ceil_div(m, c.rows)}, c.threads, [&](Expr bx) {
     std::vector<Expr> at = blocks ? std::vector<Expr>{bx * c.rows, 0, 0}
                                   : std::vector<Expr>{bx * c.rows, 0};
@@ -69,7 +72,13 @@ Program tessel::kernels::quantize(const QuantizeConfig &c) {
       codes.at(e) = cast(tile.at(e) * inverse.at(g), c.out);
     });
     copy(codes, q.tile(at, tileShape));
-    copy(amax, scale.tile(scaleAt, scaleShape));
+    if (!c.kMajorScales) {
+      copy(amax, scale.tile(scaleAt, scaleShape));
+      return;
+    }
+    // Transposed through element code: rows past M fall outside the window.
+    Buffer column = scale.tile({0, bx * c.rows}, {groups, c.rows});
+    parallel(scaleShape, [&](std::vector<Expr> g) { column(g[1], g[0]) = amax.at(g); });
   });
   return p;
 }

@@ -24,10 +24,15 @@ QuantizeConfig defaultConfig(int64_t cols) {
 
 /// The granularity the scales' shape asks for, after checking it against
 /// x [m, cols].
-QuantizeGranularity granularityOf(const TensorView &scales, int64_t m, int64_t cols) {
+QuantizeGranularity granularityOf(const TensorView &scales, int64_t m, int64_t cols,
+                                  bool kMajor) {
   if (scales.shape.size() == 1) {
     requireView(scales, "scales", 1, {ScalarType::F32});
     requireShape(scales, "scales", {m});
+    if (kMajor)
+      throw Error(fmt::format("scales is {}: kMajorScales lays out block scales ([cols / 128, "
+                              "M]), not one per row",
+                              scales.str()));
     return QuantizeGranularity::row;
   }
   if (scales.shape.size() != 2)
@@ -39,7 +44,8 @@ QuantizeGranularity granularityOf(const TensorView &scales, int64_t m, int64_t c
     throw Error(fmt::format("scales is {}: a scale per 128 elements needs x's rows in whole "
                             "blocks of 128, and x has {} columns",
                             scales.str(), cols));
-  requireShape(scales, "scales", {m, cols / kQuantizeBlock});
+  if (kMajor) requireShape(scales, "scales", {cols / kQuantizeBlock, m});
+  else requireShape(scales, "scales", {m, cols / kQuantizeBlock});
   return QuantizeGranularity::block;
 }
 } // namespace
@@ -50,7 +56,7 @@ Choice tessel::quantize(const TensorView &x, const TensorView &q, const TensorVi
   requireView(q, "q", 2, {ScalarType::F8E4M3, ScalarType::F8E5M2});
   requireShape(q, "q", x.shape);
   int64_t m = x.shape[0], cols = x.shape[1];
-  QuantizeGranularity granularity = granularityOf(scales, m, cols);
+  QuantizeGranularity granularity = granularityOf(scales, m, cols, o.kMajorScales);
   int device = commonDevice({&x, &q, &scales});
   Choice choice;
   choice.arch = targetFor(o.arch, device);
@@ -59,6 +65,7 @@ Choice tessel::quantize(const TensorView &x, const TensorView &q, const TensorVi
   config.out = dtypeOf(q.dtype);
   config.granularity = granularity;
   config.cols = cols;
+  config.kMajorScales = o.kMajorScales;
   choice.config = "quantize " + quantizeSettings().describe(config);
   std::shared_ptr<Kernel> kernel = cachedKernel(
       choice.config, choice.arch, [&] { return kernels::quantize(config); }, choice.compiled);

@@ -190,6 +190,10 @@ TEST_CASE("quantize gives the host's FP8 codes and scales bit for bit", "[gpu][f
   check(native, {{"granularity", "block"}, {"cols", "128"}, {"rows", "32"}, {"threads", "128"},
                  {"M", "333"}});
   check(native, {{"granularity", "block"}, {"cols", "7168"}, {"rows", "1"}, {"M", "77"}});
+  // Block scales K-block-major, as the block-scaled gemm reads them.
+  check(native, {{"granularity", "block"}, {"k_major_scales", "1"}, {"cols", "512"}, {"M", "300"}});
+  check(native, {{"granularity", "block"}, {"k_major_scales", "1"}, {"cols", "7168"}, {"rows", "1"},
+                 {"M", "77"}});
   check(native, {{"granularity", "row"}, {"cols", "7168"}, {"rows", "1"}, {"M", "77"}});
   check(native, {{"granularity", "row"}, {"cols", "1000"}, {"rows", "4"}, {"threads", "128"},
                  {"dtype", "f16"}, {"out", "e5m2"}, {"M", "45"}});

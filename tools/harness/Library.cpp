@@ -153,6 +153,7 @@ CheckResult checkQuantize(Kernel &k, const Params &p, uint64_t seed) {
   int64_t m = intParam(p, "M"), cols = intParam(p, "cols");
   DType t = dtypeParam(p, "dtype"), out = dtypeParam(p, "out");
   bool blocks = p.at("granularity") == "block";
+  bool kMajor = p.count("k_major_scales") && flagParam(p, "k_major_scales");
   int64_t width = blocks ? kQuantizeBlock : cols, groups = cols / width;
   if (blocks && cols % kQuantizeBlock)
     throw Error(fmt::format("quantize: cols={} is not a multiple of 128", cols));
@@ -160,7 +161,9 @@ CheckResult checkQuantize(Kernel &k, const Params &p, uint64_t seed) {
   std::vector<int64_t> shape = blocks ? std::vector<int64_t>{m, groups, width}
                                       : std::vector<int64_t>{m, cols};
   HostTensor x(t, shape), q(out, shape);
-  HostTensor scale(DType::f32, blocks ? std::vector<int64_t>{m, groups} : std::vector<int64_t>{m});
+  HostTensor scale(DType::f32, !blocks  ? std::vector<int64_t>{m}
+                               : kMajor ? std::vector<int64_t>{groups, m}
+                                        : std::vector<int64_t>{m, groups});
   quantizeInput(x, m, cols, width, rng);
   const float fmax = float(fp8Max(out)), floor = std::ldexp(fmax, -126);
   auto encode = out == DType::f8e4m3 ? rt::toE4M3 : rt::toE5M2;
@@ -184,6 +187,12 @@ CheckResult checkQuantize(Kernel &k, const Params &p, uint64_t seed) {
   synchronize();
   run.download(2, q);
   run.download(3, scale);
+  if (kMajor) { // back to [M, groups], as the checks below read it
+    std::vector<float> rows(m * groups);
+    for (int64_t g = 0; g < groups; ++g)
+      for (int64_t i = 0; i < m; ++i) rows[i * groups + g] = scale.values[g * m + i];
+    scale.values = rows;
+  }
   int64_t badCodes = 0, badScales = 0;
   for (int64_t i = 0; i < m * cols; ++i)
     if (uint8_t(q.bytes[i]) != wantCode[i] && ++badCodes <= 5)

@@ -135,6 +135,9 @@ Choice gemm(const TensorView &a, const TensorView &b, const TensorView &c,
 /// consecutive elements of a row (cols a multiple of 128).
 struct QuantizeOptions {
   std::string arch;
+  /// Block scales as [cols / 128, M] (K-block-major: what GemmCallOptions'
+  /// block-scaled scaleA is) instead of [M, cols / 128].
+  bool kMajorScales = false;
   /// Rows per thread block and threads; dtype, out, granularity and cols
   /// always follow the tensors. Without it: whole rows of up to 8192
   /// elements per 256 threads.

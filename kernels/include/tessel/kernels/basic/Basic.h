@@ -87,10 +87,13 @@ struct QuantizeConfig {
   int64_t cols = 4096;
   int64_t rows = 2; // rows per thread block
   int threads = 256;
+  /// Block scales stored [cols / 128, M] (K-block-major), the layout the
+  /// block-scaled gemm reads A's scales in (a K block's scales contiguous).
+  bool kMajorScales = false;
 };
 Program quantize(const QuantizeConfig &config);
 /// Its settings: dtype, out (e4m3 or e5m2), granularity (row or block),
-/// cols, rows, threads.
+/// cols, rows, threads, k_major_scales.
 const SettingsTable<QuantizeConfig> &quantizeSettings();
 /// The largest finite value of an FP8 type (448 or 57344).
 double fp8Max(DType t);
