@@ -40,6 +40,14 @@ void scaleProduct(const GemmConfig &c, const Buffer &acc, const Tensor &scaleA,
 /// product promoted into the f32 accumulator with its scales.
 void promoteBlock(const Buffer &acc, const Buffer &partial, const Buffer &aScales,
                   const Buffer &bScales) {
+  // One B scale a 128-column tile: read once, not at every element.
+  if (acc.shape()[1] == 128) {
+    Expr b = bScales(0);
+    parallel(acc.shape()[0], acc.shape()[1], [&](Expr i, Expr j) {
+      acc(i, j) = acc(i, j) + partial(i, j) * (aScales(i) * b);
+    });
+    return;
+  }
   parallel(acc.shape()[0], acc.shape()[1], [&](Expr i, Expr j) {
     acc(i, j) = acc(i, j) + partial(i, j) * (aScales(i) * bScales(j / 128));
   });

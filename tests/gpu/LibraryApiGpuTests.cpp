@@ -30,7 +30,11 @@ rt::ScalarType scalarOf(DType t) {
   case DType::f16: return rt::ScalarType::F16;
   case DType::bf16: return rt::ScalarType::BF16;
   case DType::i32: return rt::ScalarType::I32;
-  default: return rt::ScalarType::F32;
+  case DType::f32: return rt::ScalarType::F32;
+  case DType::i8: return rt::ScalarType::I8;
+  case DType::f8e4m3: return rt::ScalarType::F8E4M3;
+  case DType::f8e5m2: return rt::ScalarType::F8E5M2;
+  default: throw Error(std::string("no view type for ") + name(t) + " in these tests");
   }
 }
 
@@ -329,7 +333,7 @@ TEST_CASE("tessel::gemm on FP8 and i8 views with scales", "[gpu][api]") {
 // C); against the bf16/f32 originals it is FP8's rounding (about 2^-4 an
 // element, shrinking over K), so a scale in the wrong layout or block
 // shows as an error near 1.
-TEST_CASE("quantize then a block-scaled gemm, as an FP8 linear layer", "[gpu][api]") {
+TEST_CASE("quantize then a block-scaled gemm make an FP8 linear layer", "[gpu][api]") {
   if (rt::nativeArch(rt::Driver::get().computeCapability()) != "sm_90a") {
     WARN("SKIPPED: 8-bit gemms run on wgmma (sm_90a)");
     return;
