@@ -28,11 +28,12 @@ static std::string deviceArch() {
   return rt::nativeArch(rt::Driver::get().computeCapability());
 }
 
-static void checkKernel(const std::string &name, const Params &overrides, bool tma = true) {
+static void checkKernel(const std::string &name, const Params &overrides, bool tma = true,
+                        const std::string &arch = "") {
   const LibraryKernel &entry = findKernel(name);
   Params p = withDefaults(entry, overrides);
   Program program = entry.build(p);
-  Kernel k = compile(program, {deviceArch(), "", tma});
+  Kernel k = compile(program, {arch.empty() ? deviceArch() : arch, "", tma});
   uint64_t seed = std::random_device{}();
   CheckResult r = entry.check(k, p, seed);
   std::string line = fmt::format("{} {}: rel error {:.3e} (tolerance {:.0e}) {:.4f} ms seed {}", name,
@@ -149,6 +150,15 @@ TEST_CASE("8-bit gemms match the reference", "[gpu]") {
                  {"stages", "4"},    {"in", "i8"},      {"out", "i32"},     {"transpose_b", "1"},
                  {"M", "700"},       {"N", "600"},      {"K", "1024"}};
   checkKernel("gemm", wide);
+  // i8 on mma.sync m16n8k32: the sm_80 build (its PTX compiled for this GPU
+  // by the driver) and the instruction asked for on sm_90a.
+  if (rt::archRunsOn("sm_80", rt::Driver::get().computeCapability()))
+    for (Shape s : shapes)
+      checkKernel("gemm", {{"in", "i8"}, {"out", "i32"}, {"transpose_b", "1"}, {"M", s.m},
+                           {"N", s.n}, {"K", s.k}}, true, "sm_80");
+  checkKernel("gemm", {{"in", "i8"}, {"out", "i32"}, {"transpose_b", "1"}, {"instruction", "mma_sync"},
+                       {"block_m", "128"}, {"block_n", "128"}, {"block_k", "64"}, {"threads", "256"},
+                       {"M", "520"}, {"N", "390"}, {"K", "200"}});
 }
 
 // The configurations the benchmark uses, on shapes that stress the

@@ -34,11 +34,15 @@ LogicalResult CudaEmitter::emitLdMatrix(tilenv::LdMatrixOp o) {
 
 LogicalResult CudaEmitter::emitMmaSync(tilenv::MmaSyncOp o) {
   std::string t = ptxType(o.getOperandType());
-  line() << "asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32." << t << "." << t
-         << ".f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\"\n";
+  // 8-bit integers: k32 into s32 accumulators.
+  bool integer = o.getOperandType().isInteger(8);
+  std::string shape = integer ? "m16n8k32" : "m16n8k16", acc = integer ? "s32" : "f32";
+  line() << "asm volatile(\"mma.sync.aligned." << shape << ".row.col." << acc << "." << t << "."
+         << t << "." << acc << " {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\"\n";
   line() << "    : ";
   for (int64_t i = 0; i < 4; ++i)
-    os << (i ? ", " : "") << "\"+f\"(" << slot(o.getAcc(), o.getAccBase(), i) << ")";
+    os << (i ? ", " : "") << (integer ? "\"+r\"(" : "\"+f\"(") << slot(o.getAcc(), o.getAccBase(), i)
+       << ")";
   os << "\n";
   line() << "    : ";
   for (int64_t i = 0; i < 4; ++i)

@@ -88,6 +88,10 @@ void TileLowering::lowerMmaSync(GemmOp op) {
   int64_t tileM = m / warps[0], tileN = n / warps[1];
   int64_t mTiles = tileM / 16, nTiles = tileN / 8;
   Type operandType = a.elementType;
+  // An instruction takes 32 bytes of K (k16 of 16-bit, k32 of 8-bit
+  // operands), and an 8x8 ldmatrix matrix 16 bytes of a row: `half` is that
+  // many elements.
+  int64_t half = 16 / getElementBytes(operandType), kStepElements = 2 * half;
 
   Value warp = divC(threadId, 32), lane = remC(threadId, 32);
   Value rowBase = mul(divC(warp, warps[1]), idx(tileM));
@@ -98,7 +102,7 @@ void TileLowering::lowerMmaSync(GemmOp op) {
 
   int64_t accRegs = mTiles * nTiles * 4;
   if (op.getClearAccum()) {
-    Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
+    Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(c.elementType));
     unrolledFor(accRegs, [&](Value r) {
       memref::StoreOp::create(b, loc, zero, c.root, ValueRange{r});
     });
@@ -113,15 +117,15 @@ void TileLowering::lowerMmaSync(GemmOp op) {
     return physicalIndex(x, rootIndices(x, ValueRange{r, col}));
   };
 
-  unrolledFor(k / 16, [&](Value kStep) {
-    Value k0 = mul(kStep, idx(16));
+  unrolledFor(k / kStepElements, [&](Value kStep) {
+    Value k0 = mul(kStep, idx(kStepElements));
     if (!aInRegisters) unrolledFor(mTiles, [&](Value mi) {
       Value m0 = add(rowBase, mul(mi, idx(16)));
-      // a0..a3 = rows 0-7/8-15 x k 0-7, then x k 8-15.
+      // a0..a3 = rows 0-7/8-15 x the first 16 bytes of K, then x the next.
       Value offset =
           op.getTransposeA()
               ? address(a, add(add(k0, mul(matrixHigh, idx(8))), row), add(m0, mul(matrixLow, idx(8))))
-              : address(a, add(add(m0, mul(matrixLow, idx(8))), row), add(k0, mul(matrixHigh, idx(8))));
+              : address(a, add(add(m0, mul(matrixLow, idx(8))), row), add(k0, mul(matrixHigh, idx(half))));
       tilenv::LdMatrixOp::create(b, loc, a.root, offset, aRegs, mul(mi, idx(4)), 4,
                                  op.getTransposeA());
     });
@@ -132,7 +136,7 @@ void TileLowering::lowerMmaSync(GemmOp op) {
       Value n0 = add(colBase, mul(pair, idx(16)));
       Value offset =
           op.getTransposeB()
-              ? address(bOp, add(add(n0, mul(matrixHigh, idx(8))), row), add(k0, mul(matrixLow, idx(8))))
+              ? address(bOp, add(add(n0, mul(matrixHigh, idx(8))), row), add(k0, mul(matrixLow, idx(half))))
               : address(bOp, add(add(k0, mul(matrixLow, idx(8))), row), add(n0, mul(matrixHigh, idx(8))));
       tilenv::LdMatrixOp::create(b, loc, bOp.root, offset, bRegs, mul(pair, idx(4)), count,
                                  !op.getTransposeB());

@@ -70,6 +70,8 @@ private:
   LogicalResult placeGemm(GemmOp gemm);
   /// FP8 and 8-bit integer operands: wgmma k32, both operands K-major.
   LogicalResult placeEightBitGemm(GemmOp gemm);
+  /// 8-bit integer operands on mma.sync m16n8k32.
+  LogicalResult placeEightBitMmaSync(GemmOp gemm, int64_t m, int64_t n);
   /// Places `gemm` on wgmma with the first warpgroup grid of `policy` that
   /// splits [m, n]; false when none does.
   FailureOr<bool> placeOnWgmma(GemmOp gemm, int64_t m, int64_t n, int64_t k, WarpPolicy policy,
@@ -316,6 +318,20 @@ FailureOr<bool> LayoutInference::placeOnWgmma(GemmOp gemm, int64_t m, int64_t n,
   return false;
 }
 
+LogicalResult LayoutInference::placeEightBitMmaSync(GemmOp gemm, int64_t m, int64_t n) {
+  int64_t warps = threads / 32;
+  for (auto [wm, wn] : warpGrids(warps, m, n, gemm.getPolicy())) {
+    if (m % (wm * 16) || n % (wn * 8)) continue;
+    gemm.setInstructionAttr(GemmInstructionAttr::get(ctx, GemmInstruction::mma_sync));
+    gemm.setWarpsAttr(DenseI64ArrayAttr::get(ctx, {wm, wn}));
+    return assign(gemm.getC(), FragmentLayout::mmaAccumulator(m, n, wm, wn), gemm);
+  }
+  return gemm.emitError("gemm tile [")
+         << m << ", " << n << "] cannot be split " << stringifyWarpPolicy(gemm.getPolicy())
+         << " over " << warps << " warps for mma.sync m16n8k32: each warp needs a multiple of 16 "
+         << "rows and 8 columns";
+}
+
 LogicalResult LayoutInference::placeEightBitGemm(GemmOp gemm) {
   auto a = llvm::cast<MemRefType>(gemm.getA().getType());
   auto c = llvm::cast<MemRefType>(gemm.getC().getType());
@@ -341,9 +357,14 @@ LogicalResult LayoutInference::placeEightBitGemm(GemmOp gemm) {
   if (k % 32)
     return gemm.emitError("gemm K (") << k << ") of " << in
                                       << " operands must be a multiple of 32, the K of 8-bit wgmma";
-  // The mma.sync (sm_80/sm_89) and tcgen05 (sm_100a) forms of 8-bit
-  // products are not implemented: an error rather than a silent fallback.
+  // Integer products run on mma.sync m16n8k32 before sm_90a (or when asked
+  // for); FP8's mma.sync needs sm_89, which is no target here, and the
+  // tcgen05 forms (sm_100a) are not implemented: an error rather than a
+  // silent fallback.
   std::optional<GemmInstruction> forced = gemm.getInstruction();
+  if (integer && (forced == GemmInstruction::mma_sync ||
+                  (!forced && target.computeCapability < 90)))
+    return placeEightBitMmaSync(gemm, m, n);
   if (target.computeCapability != 90 || (forced && *forced != GemmInstruction::wgmma))
     return gemm.emitError("a gemm of ")
            << in << " operands runs on wgmma (sm_90a) only; target " << target.arch

@@ -272,7 +272,7 @@ def TileNV_LdMatrixOp : TileNV_Op<"ldmatrix"> {
 }
 
 def TileNV_MmaSyncOp : TileNV_Op<"mma_sync"> {
-  let summary = "mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}: acc += a * b";
+  let summary = "mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16} (m16n8k32.s32.{s8,u8}): acc += a * b";
   let description = [{
     `acc[acc_base..+3]` (f32), `a[a_base..+3]` and `b[b_base..+1]` (packed
     pairs in i32) are the per-thread fragments of the instruction. An `a`
