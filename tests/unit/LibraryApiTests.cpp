@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include <catch2/catch.hpp>
 
+#include "ErrorOf.h"
 #include "tessel/Tessel.h"
 #include "tessel/dsl/Compile.h"
 
@@ -18,14 +19,7 @@ using namespace tessel;
 using rt::ScalarType;
 
 namespace {
-std::string errorOf(const std::function<void()> &fn) {
-  try {
-    fn();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::errorOf;
 
 /// A DLPack tensor over caller-owned shape and stride arrays.
 struct FakeDLPack {

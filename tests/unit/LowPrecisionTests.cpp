@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include <catch2/catch.hpp>
 
+#include "ErrorOf.h"
 #include "tessel/Tessel.h"
 #include "tessel/dsl/Compile.h"
 #include "tessel/harness/LibrarySupport.h"
@@ -90,14 +91,7 @@ uint8_t oracle(const Format &f, const std::vector<double> &values, float v) {
 
 std::string hexOf(float v) { return fmt::format("{} (0x{:08x})", v, bitsOf(v)); }
 
-std::string errorOf(const std::function<void()> &fn) {
-  try {
-    fn();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::errorOf;
 
 DLManagedTensor deviceTensor(DLDataType dtype, int64_t *shape) {
   DLManagedTensor managed{};
