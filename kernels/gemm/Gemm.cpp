@@ -53,6 +53,48 @@ void promoteBlock(const Buffer &acc, const Buffer &partial, const Buffer &aScale
   });
 }
 
+/// A block-scaled gemm's operands: A [M, K], B [N, K], A's scales [K /
+/// 128, M], B's [N / 128, K / 128].
+struct BlockScaledOperands {
+  const Tensor &a, &b, &scaleA, &scaleB;
+};
+
+/// The main loop of a block-scaled gemm. Each 128-wide K block's product
+/// lands in a partial accumulator and is promoted into acc with its scales,
+/// so that no more than 128 of K accumulate at FP8 wgmma's precision
+/// (DeepGEMM's promotion). With block_k = 256 a stage holds two K blocks in
+/// two partials: the second block's wgmmas run while the first is promoted
+/// (the wait before the promotion leaves the later group in flight).
+void blockScaledLoop(const GemmConfig &c, const BlockScaledOperands &x, const Buffer &acc, Expr col,
+                     Expr row, Expr firstK, Expr steps) {
+  const int64_t bm = c.blockM, bn = c.blockN, halves = c.blockK / 128;
+  std::vector<Buffer> as, bs, aScales, partials;
+  for (int64_t h = 0; h < halves; ++h) {
+    std::string suffix = halves > 1 ? std::to_string(h) : "";
+    as.push_back(alloc_shared({bm, 128}, c.in, "a_tile" + suffix));
+    bs.push_back(alloc_shared({bn, 128}, c.in, "b_tile" + suffix));
+    aScales.push_back(alloc_shared({bm}, DType::f32, "a_scales" + suffix));
+    partials.push_back(alloc_fragment({bm, bn}, DType::f32, "partial" + suffix));
+  }
+  pipelined(steps, c.stages, {.warp_specialize = c.warpSpecialize, .overlap_mma = c.overlapMma},
+            [&](Expr step) {
+              for (int64_t h = 0; h < halves; ++h) {
+                Expr kb = (firstK + step) * halves + h; // the K block
+                copy(x.a.tile({row, kb * 128}, {bm, 128}), as[h]);
+                copy(x.b.tile({col, kb * 128}, {bn, 128}), bs[h]);
+                copy(x.scaleA.tile({kb, row}, {drop, bm}), aScales[h]);
+              }
+              for (int64_t h = 0; h < halves; ++h)
+                gemm(as[h], bs[h], partials[h],
+                     {.transpose_b = true, .clear_accum = true, .policy = c.policy});
+              for (int64_t h = 0; h < halves; ++h) {
+                Expr kb = (firstK + step) * halves + h;
+                promoteBlock(acc, partials[h], aScales[h],
+                             x.scaleB.tile({col / 128, kb}, {bn / 128, drop}));
+              }
+            });
+}
+
 /// The checks of the types and scales a gemm computes with.
 void checkTypes(const GemmConfig &c) {
   bool integer = c.in == DType::i8, fp8 = c.in == DType::f8e4m3 || c.in == DType::f8e5m2;
@@ -61,10 +103,12 @@ void checkTypes(const GemmConfig &c) {
                             "none, got out = {}",
                             name(c.out)));
   if (c.scale == kernels::GemmScale::block &&
-      (!fp8 || c.blockK != 128 || c.blockN % 128 || c.instruction == GemmInstruction::tcgen05))
-    throw Error(fmt::format("a block-scaled gemm multiplies FP8 inputs in K tiles of 128 (block_k = "
-                            "128, one scale block) and column tiles of whole 128-column scale "
-                            "blocks; got in = {}, block_k = {}, block_n = {}",
+      (!fp8 || (c.blockK != 128 && c.blockK != 256) || c.blockN % 128 || c.splitK != 1 ||
+       c.clusterM != 1 || c.instruction == GemmInstruction::tcgen05))
+    throw Error(fmt::format("a block-scaled gemm multiplies FP8 inputs in K tiles of one or two "
+                            "128-wide scale blocks (block_k = 128 or 256) and column tiles of whole "
+                            "128-column scale blocks, without split-K or clusters; got in = {}, "
+                            "block_k = {}, block_n = {}",
                             name(c.in), c.blockK, c.blockN));
   if (!integer && c.out == DType::i32)
     throw Error(fmt::format("a gemm of {} inputs accumulates in f32: out is f16, bf16 or f32, not "
@@ -123,31 +167,26 @@ Program tiledGemm(const GemmConfig &c, const Accumulation &how) {
   auto body = [&](Expr bx, Expr by, Expr split = Expr(0)) {
     Expr firstK = split * perSplit;
     Expr steps = splits > 1 ? max(min(perSplit, kTiles - firstK), Expr(0)) : kTiles;
+    if (blockScaled) {
+      Buffer acc = how.accumulator();
+      blockScaledLoop(c, {a, b, *scaleA, *scaleB}, acc, bx * bn, by * bm, firstK, steps);
+      how.store(acc, out, by * bm, bx * bn, splits > 1);
+      return;
+    }
     Buffer as = alloc_shared(c.transposeA ? std::vector<int64_t>{bk, bm} : std::vector<int64_t>{bm, bk},
                              c.in, "a_tile");
     Buffer bs = alloc_shared(c.transposeB ? std::vector<int64_t>{bn, bk} : std::vector<int64_t>{bk, bn},
                              c.in, "b_tile");
     Buffer acc = how.accumulator();
-    // Block scales: each K block's product lands in `partial` and is added
-    // into acc scaled, so that no more than 128 of K accumulate at wgmma's
-    // FP8 precision (DeepGEMM's promotion).
-    std::optional<Buffer> partial, aScales;
-    if (blockScaled) {
-      partial = alloc_fragment({bm, bn}, DType::f32, "partial");
-      aScales = alloc_shared({bm}, DType::f32, "a_scales");
-    }
     pipelined(steps, c.stages, {.warp_specialize = c.warpSpecialize, .overlap_mma = c.overlapMma}, [&](Expr step) {
       Expr kt = splits > 1 ? firstK + step : step;
       copy(c.transposeA ? a.tile({kt * bk, by * bm}, {bk, bm}) : a.tile({by * bm, kt * bk}, {bm, bk}), as);
       copy(c.transposeB ? b.tile({bx * bn, kt * bk}, {bn, bk}) : b.tile({kt * bk, bx * bn}, {bk, bn}), bs,
            {.multicast = cm > 1});
-      if (blockScaled) copy(scaleA->tile({kt, by * bm}, {drop, bm}), *aScales);
-      gemm(as, bs, partial ? *partial : acc,
-           {.transpose_a = c.transposeA, .transpose_b = c.transposeB, .clear_accum = blockScaled,
-            .policy = c.policy, .instruction = how.instruction});
-      if (blockScaled) promoteBlock(acc, *partial, *aScales, scaleB->tile({bx * (bn / 128), kt}, {bn / 128, drop}));
+      gemm(as, bs, acc, {.transpose_a = c.transposeA, .transpose_b = c.transposeB,
+                         .policy = c.policy, .instruction = how.instruction});
     });
-    if (scaleA && !blockScaled) scaleProduct(c, acc, *scaleA, *scaleB, by * bm, bx * bn);
+    if (scaleA) scaleProduct(c, acc, *scaleA, *scaleB, by * bm, bx * bn);
     how.store(acc, out, by * bm, bx * bn, splits > 1);
   };
   if (c.persistent && cm != 1)

@@ -143,6 +143,15 @@ TEST_CASE("8-bit gemms match the reference", "[gpu]") {
                              {"block_n", "128"}, {"block_k", "128"}, {"threads", threads},
                              {"stages", "4"}, {"tma_store", persistent}, {"persistent", persistent},
                              {"M", s.m}, {"N", s.n}, {"K", s.k}});
+  // Two K blocks a stage (block_k = 256): K ending in the first or the
+  // second of a stage's blocks, or before it.
+  for (Shape s : {Shape{"256", "256", "512"}, Shape{"300", "200", "200"}, Shape{"130", "136", "100"},
+                  Shape{"1", "256", "1000"}})
+    for (std::string persistent : {"0", "1"})
+      checkKernel("gemm", {{"in", "e4m3"}, {"out", "bf16"}, {"scale", "block"}, {"transpose_b", "1"},
+                           {"block_m", "128"}, {"block_n", "128"}, {"block_k", "256"},
+                           {"threads", "256"}, {"stages", "2"}, {"tma_store", persistent},
+                           {"persistent", persistent}, {"M", s.m}, {"N", s.n}, {"K", s.k}});
   for (Shape s : shapes)
     checkKernel("gemm", {{"in", "i8"}, {"out", "i32"}, {"transpose_b", "1"}, {"M", s.m},
                          {"N", s.n}, {"K", s.k}});
