@@ -330,8 +330,16 @@ pid_t forkRank() {
   if (pid < 0) systemError("fork");
   // Both sides set the group: whichever runs first, the group exists
   // before the parent may need to signal it.
-  if (pid == 0) ::setpgid(0, 0);
-  else ::setpgid(pid, pid);
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    // A rank stopped before it runs its program dies as told, rather than
+    // running the parent's handlers (a test framework's, which would report
+    // the parent's test as failed from the child).
+    ::signal(SIGTERM, SIG_DFL);
+    ::signal(SIGINT, SIG_DFL);
+  } else {
+    ::setpgid(pid, pid);
+  }
   return pid;
 }
 

@@ -90,7 +90,7 @@ TEST_CASE("every quantize setting round-trips through its table") {
   checkRoundTrip(quantizeSettings(), {{"dtype", "f32"}, {"out", "e5m2"}, {"granularity", "block"},
                                       {"cols", "7168"}, {"rows", "4"}, {"threads", "128"}});
   CHECK(quantizeSettings().describe(QuantizeConfig{}) ==
-        "dtype=bf16 out=e4m3 granularity=row cols=4096 rows=2 threads=256");
+        "dtype=bf16 out=e4m3 granularity=row cols=4096 rows=2 threads=256 k_major_scales=0");
   // The types, granularity and row length say what is computed: a tuned
   // record may set the blocking only.
   QuantizeConfig c;
