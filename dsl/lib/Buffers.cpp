@@ -134,6 +134,15 @@ Value Buffer::value() const {
 Ref Buffer::operator()(Expr i, SrcLoc loc) const { return at({i}, loc); }
 Ref Buffer::operator()(Expr i, Expr j, SrcLoc loc) const { return at({i, j}, loc); }
 Ref Buffer::operator()(Expr i, Expr j, Expr k, SrcLoc loc) const { return at({i, j, k}, loc); }
+Ref Buffer::operator()(Expr i, Expr j, Expr k, Expr l, SrcLoc loc) const {
+  return at({i, j, k, l}, loc);
+}
+Ref Buffer::operator()(Expr i, Expr j, Expr k, Expr l, Expr m, SrcLoc loc) const {
+  return at({i, j, k, l, m}, loc);
+}
+Ref Buffer::operator()(Expr i, Expr j, Expr k, Expr l, Expr m, Expr n, SrcLoc loc) const {
+  return at({i, j, k, l, m, n}, loc);
+}
 
 Ref Buffer::at(std::vector<Expr> idx, SrcLoc loc) const {
   if (static_cast<int64_t>(idx.size()) != rank())

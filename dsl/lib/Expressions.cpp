@@ -123,9 +123,27 @@ bool tessel::detail::isHost(const ExprNode &n) {
 }
 
 /// Converts between the scalar types a kernel computes with.
+/// arith computes on signless integers only: a u8 is read as the i8 of its
+/// bits (and written back the same way), then extended as unsigned.
+static Value reinterpret(OpBuilder &b, Location l, Value v, Type to) {
+  return UnrealizedConversionCastOp::create(b, l, to, v).getResult(0);
+}
+
 Value tessel::detail::convertTo(OpBuilder &b, Location l, Value v, Type to) {
   Type from = v.getType();
   if (from == to) return v;
+  if (to.isUnsignedInteger()) {
+    Type bits = b.getIntegerType(to.getIntOrFloatBitWidth());
+    return reinterpret(b, l, convertTo(b, l, v, bits), to);
+  }
+  if (from.isUnsignedInteger()) {
+    Value bits = reinterpret(b, l, v, b.getIntegerType(from.getIntOrFloatBitWidth()));
+    if (llvm::isa<FloatType>(to)) return arith::UIToFPOp::create(b, l, to, bits);
+    if (to.isIndex()) return arith::IndexCastUIOp::create(b, l, to, bits);
+    if (to.isInteger(1) || to.getIntOrFloatBitWidth() <= from.getIntOrFloatBitWidth())
+      return convertTo(b, l, bits, to);
+    return arith::ExtUIOp::create(b, l, to, bits);
+  }
   auto fFrom = llvm::dyn_cast<FloatType>(from), fTo = llvm::dyn_cast<FloatType>(to);
   if (fFrom && fTo) {
     if (fFrom.getWidth() < fTo.getWidth()) return arith::ExtFOp::create(b, l, to, v);
@@ -161,6 +179,8 @@ Value Expr::value(DType as) const {
   OpBuilder &b = p.builder();
   Location l = p.location(lastLoc);
   Type t = toMlir(&p.context(), as);
+  if (t.isUnsignedInteger() && node->kind != ExprNode::Val) // built signless, read as unsigned
+    return convertTo(b, l, value(DType::i32), t);
   switch (node->kind) {
   case ExprNode::Const:
     if (isFloat(as)) return arith::ConstantOp::create(b, l, FloatAttr::get(t, (double)node->i));
@@ -184,6 +204,11 @@ Value Expr::value(DType as) const {
     case 'c': return arith::CeilDivSIOp::create(b, l, lhs, rhs);
     case 'M': return arith::MaxSIOp::create(b, l, lhs, rhs);
     case 'm': return arith::MinSIOp::create(b, l, lhs, rhs);
+    case '&': return arith::AndIOp::create(b, l, lhs, rhs);
+    case '|': return arith::OrIOp::create(b, l, lhs, rhs);
+    case '^': return arith::XOrIOp::create(b, l, lhs, rhs);
+    case '<': return arith::ShLIOp::create(b, l, lhs, rhs);
+    case '>': return arith::ShRSIOp::create(b, l, lhs, rhs);
     }
     llvm_unreachable("hostBinary builds only the operators above");
   }
@@ -213,6 +238,12 @@ int64_t tessel::evaluate(const Expr &e, const std::vector<int64_t> &symbols) {
     case 'c': return -detail::floorDivide(-a, b);
     case 'M': return std::max(a, b);
     case 'm': return std::min(a, b);
+    case '&': return a & b;
+    case '|': return a | b;
+    case '^': return a ^ b;
+    case '<': case '>':
+      if (b < 0 || b >= 64) throw Error(fmt::format("evaluate: a shift by {} bits of an index", b));
+      return n.op == '<' ? int64_t(uint64_t(a) << b) : a >> b;
     }
     break;
   }
@@ -226,17 +257,28 @@ int64_t tessel::evaluate(const Expr &e, const std::vector<int64_t> &symbols) {
 //===----------------------------------------------------------------------===//
 
 /// The common type two operands compute in: a kernel value's type wins over
-/// a constant's; two kernel values must agree.
+/// a constant's; two kernel values must agree, except that 8-bit integers
+/// compute as i32 (C++'s integer promotion).
+static DType promoted(DType t) { return t == DType::i8 || t == DType::u8 ? DType::i32 : t; }
+
 static DType commonType(const Expr &a, const Expr &b) {
   bool aVal = a.node->kind == ExprNode::Val || (a.node->kind == ExprNode::Sym && a.node->i < 0);
   bool bVal = b.node->kind == ExprNode::Val || (b.node->kind == ExprNode::Sym && b.node->i < 0);
-  DType ta = a.type(), tb = b.type();
+  DType ta = promoted(a.type()), tb = promoted(b.type());
   if (aVal && bVal && ta != tb)
     fail(lastLoc, fmt::format("operands have types {} and {}; convert one with cast()", name(ta), name(tb)));
   if (aVal) return ta;
   if (bVal) return tb;
   if (a.node->kind == ExprNode::FConst || b.node->kind == ExprNode::FConst) return DType::f32;
   return DType::index;
+}
+
+/// `e` in the type `t` an operation computes in (a promoted 8-bit value
+/// is extended, as its signedness says).
+static Value operand(const Expr &e, DType t) {
+  Value v = e.value(t);
+  Program &p = Program::current(lastLoc);
+  return convertTo(p.builder(), p.location(lastLoc), v, toMlir(&p.context(), t));
 }
 
 static Expr hostBinary(char op, Expr a, Expr b) {
@@ -248,9 +290,31 @@ static Expr hostBinary(char op, Expr a, Expr b) {
   return Expr(n);
 }
 
+static const char *operatorName(char op) {
+  switch (op) {
+  case '&': return "&";
+  case '|': return "|";
+  case '^': return "^";
+  case '<': return "<<";
+  case '>': return ">>";
+  case '%': return "%";
+  }
+  return "this operator";
+}
+
+/// A constant shift amount must be below the shifted type's width (C++
+/// leaves anything else undefined; arith makes it poison).
+static void checkShift(char op, const Expr &amount, int64_t bits) {
+  int64_t n;
+  if ((op == '<' || op == '>') && amount.isConstant(&n) && (n < 0 || n >= bits))
+    fail(lastLoc, fmt::format("a shift by {} bits of a {}-bit value; shift amounts are 0 to {}", n,
+                              bits, bits - 1));
+}
+
 static Expr binary(char op, Expr a, Expr b) {
   int64_t x, y;
   if (a.isConstant(&x) && b.isConstant(&y)) {
+    checkShift(op, b, 64);
     switch (op) {
     case '+': return x + y;
     case '-': return x - y;
@@ -260,16 +324,26 @@ static Expr binary(char op, Expr a, Expr b) {
     case 'c': if (y) return -floorDivide(-x, y); break;
     case 'M': return std::max(x, y);
     case 'm': return std::min(x, y);
+    case '&': return x & y;
+    case '|': return x | y;
+    case '^': return x ^ y;
+    case '<': return int64_t(uint64_t(x) << y);
+    case '>': return x >> y;
     }
-    if (op != '&' && op != '|') fail(lastLoc, "division by zero in a constant expression");
+    fail(lastLoc, "division by zero in a constant expression");
   }
-  if (isHost(*a.node) && isHost(*b.node) && llvm::StringRef("+-*/%cMm").contains(op))
+  if (isHost(*a.node) && isHost(*b.node) && llvm::StringRef("+-*/%cMm&|^<>").contains(op)) {
+    checkShift(op, b, 64);
     return hostBinary(op, a, b);
+  }
   DType t = commonType(a, b);
   Program &p = Program::current(lastLoc);
   OpBuilder &bld = p.builder();
   Location l = p.location(lastLoc);
-  Value lhs = a.value(t), rhs = b.value(t);
+  if (llvm::StringRef("&|^<>").contains(op) && (isFloat(t) || a.node->kind == ExprNode::FConst ||
+                                                b.node->kind == ExprNode::FConst))
+    fail(lastLoc, fmt::format("operator {} needs integer operands, got {}", operatorName(op), name(t)));
+  Value lhs = operand(a, t), rhs = operand(b, t);
   if (isFloat(t)) {
     switch (op) {
     case '+': return fromValue(arith::AddFOp::create(bld, l, lhs, rhs));
@@ -278,9 +352,11 @@ static Expr binary(char op, Expr a, Expr b) {
     case '/': return fromValue(arith::DivFOp::create(bld, l, lhs, rhs));
     case 'M': return fromValue(arith::MaxNumFOp::create(bld, l, lhs, rhs));
     case 'm': return fromValue(arith::MinNumFOp::create(bld, l, lhs, rhs));
-    default: fail(lastLoc, "this operator needs integer operands");
+    default:
+      fail(lastLoc, fmt::format("operator {} needs integer operands, got {}", operatorName(op), name(t)));
     }
   }
+  checkShift(op, b, t == DType::index ? 64 : lhs.getType().getIntOrFloatBitWidth());
   switch (op) {
   case '+': return fromValue(arith::AddIOp::create(bld, l, lhs, rhs));
   case '-': return fromValue(arith::SubIOp::create(bld, l, lhs, rhs));
@@ -292,15 +368,31 @@ static Expr binary(char op, Expr a, Expr b) {
   case 'm': return fromValue(arith::MinSIOp::create(bld, l, lhs, rhs));
   case '&': return fromValue(arith::AndIOp::create(bld, l, lhs, rhs));
   case '|': return fromValue(arith::OrIOp::create(bld, l, lhs, rhs));
+  case '^': return fromValue(arith::XOrIOp::create(bld, l, lhs, rhs));
+  case '<': return fromValue(arith::ShLIOp::create(bld, l, lhs, rhs));
+  case '>': return fromValue(arith::ShRSIOp::create(bld, l, lhs, rhs));
   }
   return {0};
+}
+
+/// C++'s `&&` and `||` on any scalars: each operand is true where nonzero.
+/// Both operands are evaluated (element code has no short circuit).
+static Expr logical(char op, Expr a, Expr b) {
+  int64_t x, y;
+  if (a.isConstant(&x) && b.isConstant(&y)) return op == '&' ? (x && y) : (x || y);
+  Program &p = Program::current(lastLoc);
+  Location l = p.location(lastLoc);
+  Value lhs = cast(a, DType::i1, lastLoc).value(DType::i1);
+  Value rhs = cast(b, DType::i1, lastLoc).value(DType::i1);
+  if (op == '&') return fromValue(arith::AndIOp::create(p.builder(), l, lhs, rhs));
+  return fromValue(arith::OrIOp::create(p.builder(), l, lhs, rhs));
 }
 
 static Expr compare(arith::CmpIPredicate ip, arith::CmpFPredicate fp, Expr a, Expr b) {
   DType t = commonType(a, b);
   Program &p = Program::current(lastLoc);
   Location l = p.location(lastLoc);
-  Value lhs = a.value(t), rhs = b.value(t);
+  Value lhs = operand(a, t), rhs = operand(b, t);
   if (isFloat(t)) return fromValue(arith::CmpFOp::create(p.builder(), l, fp, lhs, rhs));
   return fromValue(arith::CmpIOp::create(p.builder(), l, ip, lhs, rhs));
 }
@@ -324,8 +416,23 @@ Expr tessel::operator-(Expr a) {
 Expr tessel::ceil_div(Expr a, Expr b) { return binary('c', a, b); }
 Expr tessel::max(Expr a, Expr b) { return binary('M', a, b); }
 Expr tessel::min(Expr a, Expr b) { return binary('m', a, b); }
-Expr tessel::operator&&(Expr a, Expr b) { return binary('&', a, b); }
-Expr tessel::operator||(Expr a, Expr b) { return binary('|', a, b); }
+Expr tessel::operator&&(Expr a, Expr b) { return logical('&', a, b); }
+Expr tessel::operator||(Expr a, Expr b) { return logical('|', a, b); }
+Expr tessel::operator!(Expr a) {
+  int64_t x;
+  if (a.isConstant(&x)) return int64_t(!x);
+  return cast(a, DType::i1, lastLoc) == Expr(0);
+}
+Expr tessel::operator&(Expr a, Expr b) { return binary('&', a, b); }
+Expr tessel::operator|(Expr a, Expr b) { return binary('|', a, b); }
+Expr tessel::operator^(Expr a, Expr b) { return binary('^', a, b); }
+Expr tessel::operator<<(Expr a, Expr b) { return binary('<', a, b); }
+Expr tessel::operator>>(Expr a, Expr b) { return binary('>', a, b); }
+Expr tessel::operator~(Expr a) {
+  if (isFloat(a.type()) || a.node->kind == ExprNode::FConst)
+    fail(lastLoc, fmt::format("operator ~ needs an integer operand, got {}", name(a.type())));
+  return a ^ Expr(-1);
+}
 using CI = arith::CmpIPredicate;
 using CF = arith::CmpFPredicate;
 Expr tessel::operator<(Expr a, Expr b) { return compare(CI::slt, CF::OLT, a, b); }
@@ -333,6 +440,8 @@ Expr tessel::operator<=(Expr a, Expr b) { return compare(CI::sle, CF::OLE, a, b)
 Expr tessel::operator>(Expr a, Expr b) { return compare(CI::sgt, CF::OGT, a, b); }
 Expr tessel::operator>=(Expr a, Expr b) { return compare(CI::sge, CF::OGE, a, b); }
 Expr tessel::operator==(Expr a, Expr b) { return compare(CI::eq, CF::OEQ, a, b); }
+// As in C++, NaN != anything is true.
+Expr tessel::operator!=(Expr a, Expr b) { return compare(CI::ne, CF::UNE, a, b); }
 Expr tessel::exp(Expr a) {
   return unary(a, [](OpBuilder &b, Location l, Value v) -> Value { return math::ExpOp::create(b, l, v); });
 }
@@ -351,12 +460,31 @@ Expr tessel::abs(Expr a) {
 Expr tessel::select(Expr cond, Expr a, Expr b) {
   DType t = commonType(a, b);
   Program &p = Program::current(lastLoc);
-  return fromValue(arith::SelectOp::create(p.builder(), p.location(lastLoc), cond.value(DType::i1),
-                                           a.value(t), b.value(t)));
+  Value c = cast(cond, DType::i1, lastLoc).value(DType::i1);
+  return fromValue(arith::SelectOp::create(p.builder(), p.location(lastLoc), c, operand(a, t),
+                                           operand(b, t)));
 }
 Expr tessel::cast(Expr a, DType to, SrcLoc loc) {
   lastLoc = loc;
   Program &p = Program::current(loc);
   Value v = a.value(a.node->kind == ExprNode::FConst ? DType::f32 : a.type());
   return fromValue(convertTo(p.builder(), p.location(loc), v, toMlir(&p.context(), to)));
+}
+Expr tessel::bitcast(Expr a, DType to, SrcLoc loc) {
+  lastLoc = loc;
+  Program &p = Program::current(loc);
+  // Constants and index symbols take the integer (or float) type of `to`'s width.
+  bool wide = byteSize(to) == 8;
+  DType from = a.type();
+  if (a.node->kind == ExprNode::FConst) from = wide ? DType::f64 : DType::f32;
+  else if (isHost(*a.node)) from = wide ? DType::i64 : DType::i32;
+  auto wordSized = [](DType t) {
+    return t == DType::f32 || t == DType::i32 || t == DType::f64 || t == DType::i64;
+  };
+  if (!wordSized(from) || !wordSized(to) || byteSize(from) != byteSize(to))
+    fail(loc, fmt::format("bitcast reinterprets between f32 and i32 or f64 and i64, not {} and {}",
+                          name(from), name(to)));
+  Value v = a.value(from);
+  if (from == to) return fromValue(v);
+  return fromValue(arith::BitcastOp::create(p.builder(), p.location(loc), toMlir(&p.context(), to), v));
 }

@@ -11,6 +11,7 @@
 #include "tessel/dsl/Program.h"
 
 #include <cstdint>
+#include <vector>
 
 namespace tessel::test {
 
@@ -70,6 +71,61 @@ inline Program conversions() {
     });
   });
   return p;
+}
+
+/// Rows of bitOperations(), in order.
+inline constexpr int kBitRows = 13;
+
+/// C++'s bit and logical operators on a u8 q, an i32 k of either sign and
+/// a shift amount s in [0, 32): out = [q & 15, q >> 4, k >> s, k << s,
+/// k ^ ~q, (k | 0x100) & ~0xff, k != 3, !k, (k && q) || s == 0, the low
+/// nibble of q through bitcast (0x4b000000 | n is 2^23 + n as a float),
+/// select(k, 1, 2), i32(f32(q) * 2), q > 127], and q8 = q + 1 stored as u8.
+inline Program bitOperations() {
+  Program p("bit_operations");
+  Tensor q = p.tensor("q", {kDivisionElements}, DType::u8);
+  Tensor k = p.tensor("k", {kDivisionElements}, DType::i32);
+  Tensor s = p.tensor("s", {kDivisionElements}, DType::i32);
+  Tensor out = p.tensor("out", {kBitRows, kDivisionElements}, DType::i32);
+  Tensor q8 = p.tensor("q8", {kDivisionElements}, DType::u8);
+  p.kernel({kDivisionElements / 128}, 128, [&](Expr bx) {
+    parallel(128, [&](Expr i) {
+      Expr at = bx * 128 + i;
+      Expr qv = q(at), kv = k(at), sv = s(at);
+      out(0, at) = qv & 15;
+      out(1, at) = qv >> 4;
+      out(2, at) = kv >> sv;
+      out(3, at) = kv << sv;
+      out(4, at) = kv ^ ~qv;
+      out(5, at) = (kv | 0x100) & ~0xff;
+      out(6, at) = cast(kv != 3, DType::i32);
+      out(7, at) = cast(!kv, DType::i32);
+      out(8, at) = cast((kv && qv) || sv == 0, DType::i32);
+      out(9, at) = cast(bitcast(0x4b000000 | (qv & 15), DType::f32) - 8388608.0, DType::i32);
+      out(10, at) = select(kv, Expr(1), Expr(2));
+      out(11, at) = cast(cast(qv, DType::f32) * 2.0, DType::i32);
+      out(12, at) = cast(qv > 127, DType::i32);
+      q8(at) = qv + 1;
+    });
+  });
+  return p;
+}
+
+/// What bitOperations() computes for one element, row by row.
+inline std::vector<int32_t> bitOperationsReference(uint8_t q, int32_t k, int32_t s) {
+  return {q & 15,
+          q >> 4,
+          k >> s,
+          int32_t(uint32_t(k) << s),
+          k ^ ~int32_t(q),
+          (k | 0x100) & ~0xff,
+          k != 3,
+          !k,
+          (k && q) || s == 0,
+          q & 15,
+          k ? 1 : 2,
+          q * 2,
+          q > 127};
 }
 
 /// How the body of broadcastReads() reads the maximum.

@@ -482,6 +482,45 @@ TEST_CASE("conversions mean what they do in C++ on the GPU", "[gpu][user]") {
   CHECK(wrong == 0);
 }
 
+TEST_CASE("bit and logical operators mean what they do in C++ on the GPU", "[gpu][user]") {
+  Program p = test::bitOperations();
+  Kernel k = compile(p, {deviceArch(), ""});
+  const int64_t n = test::kDivisionElements, rows = test::kBitRows;
+  // Every byte value; keys of either sign (zero and 3 among them) and every
+  // shift amount.
+  std::vector<uint8_t> q(n), q8(n);
+  std::vector<int32_t> kv(n), s(n), out(rows * n);
+  for (int64_t i = 0; i < n; ++i) {
+    q[i] = uint8_t(i);
+    kv[i] = int32_t((i * 2654435761u) >> (i % 7)) * (i % 3 == 0 ? -1 : 1) * (i % 11 != 0) + (i % 17 == 0) * 3;
+    s[i] = int32_t(i % 32);
+  }
+  rt::DeviceBuffer dq(n), dk(n * 4), ds(n * 4), dout(rows * n * 4), dq8(n);
+  dq.upload(q.data(), n);
+  dk.upload(kv.data(), n * 4);
+  ds.upload(s.data(), n * 4);
+  dout.fillBytes(0xff);
+  dq8.fillBytes(0xff);
+  k.launch({rt::LaunchArg::buffer(dq.ptr(), {n}), rt::LaunchArg::buffer(dk.ptr(), {n}),
+            rt::LaunchArg::buffer(ds.ptr(), {n}), rt::LaunchArg::buffer(dout.ptr(), {rows, n}),
+            rt::LaunchArg::buffer(dq8.ptr(), {n})});
+  synchronize();
+  dout.download(out.data(), rows * n * 4);
+  dq8.download(q8.data(), n);
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<int32_t> want = test::bitOperationsReference(q[i], kv[i], s[i]);
+    for (int64_t r = 0; r < rows; ++r) {
+      if (out[r * n + i] == want[r]) continue;
+      if (++wrong <= 8)
+        fmt::print("row {} at q = {}, k = {}, s = {}: {} (want {})\n", r, q[i], kv[i], s[i],
+                   out[r * n + i], want[r]);
+    }
+    wrong += q8[i] != uint8_t(q[i] + 1);
+  }
+  CHECK(wrong == 0);
+}
+
 TEST_CASE("a whole-held fragment read after other accesses and twice", "[gpu][user]") {
   using test::BroadcastForm;
   for (BroadcastForm form :

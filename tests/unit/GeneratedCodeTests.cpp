@@ -145,6 +145,70 @@ TEST_CASE("conversions to and from i1 are C++'s") {
   }
 }
 
+TEST_CASE("bit and logical operators are C++'s on integers of every width") {
+  for (std::string arch : {"sm_80", "sm_90a"}) {
+    Program p = test::bitOperations();
+    Kernel k = compile(p, {arch, ""});
+    INFO(arch << "\n" << k.tileIr() << "\n" << k.cuda());
+    CHECK(k.cubin().size() > 0);
+    // u8 is read as the i8 of its bits and zero-extended (C++'s promotion),
+    // never sign-extended; the store back truncates.
+    CHECK(count(k.tileIr(), "arith.extui") >= 1);
+    CHECK(count(k.tileIr(), "arith.extsi") == 0);
+    CHECK(count(k.tileIr(), "arith.shrsi") == 2);
+    CHECK(count(k.tileIr(), "arith.shli") == 1);
+    CHECK(count(k.tileIr(), "arith.bitcast") == 1);
+    CHECK(count(k.cuda(), "__int_as_float(") == 1);
+    // && and || compare each side with zero first, not the bits' and.
+    CHECK(count(k.tileIr(), "arith.andi") >= 3);
+    CHECK(count(k.tileIr(), "arith.cmpi ne") >= 4);
+  }
+}
+
+TEST_CASE("bit operators reject floats and shifts past the width at the user's line") {
+  auto message = [](std::function<void(Expr, Expr)> body) {
+    Program p("bad_bits");
+    Tensor x = p.tensor("x", {128}, DType::f32), k = p.tensor("k", {128}, DType::i32);
+    try {
+      p.kernel({1}, 128, [&](Expr) { parallel(128, [&](Expr i) { body(x(i), k(i)); }); });
+    } catch (const Error &e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK_THAT(message([](Expr x, Expr) { (void)(x & 1); }),
+             Catch::Contains("GeneratedCodeTests.cpp") && Catch::Contains("operator & needs integer operands, got f32"));
+  CHECK_THAT(message([](Expr, Expr k) { (void)(k << 32); }),
+             Catch::Contains("a shift by 32 bits of a 32-bit value; shift amounts are 0 to 31"));
+  CHECK_THAT(message([](Expr x, Expr) { (void)~x; }), Catch::Contains("operator ~ needs an integer operand"));
+  CHECK_THAT(message([](Expr x, Expr) { (void)bitcast(x, DType::i64); }),
+             Catch::Contains("bitcast reinterprets between f32 and i32 or f64 and i64, not f32 and i64"));
+  // Constants fold as C++ folds them; a shift of a constant too.
+  int64_t v = 0;
+  CHECK(((Expr(0xf0) >> 4) | (Expr(1) << 8)).isConstant(&v));
+  CHECK(v == 0x10f);
+  CHECK((!Expr(0)).isConstant(&v));
+  CHECK(v == 1);
+  CHECK((Expr(2) && Expr(1)).isConstant(&v));
+  CHECK(v == 1); // not 2 & 1
+  Program h("host_bits");
+  Expr n = h.sym("n");
+  CHECK(evaluate((n >> 1) ^ (n & 3), {13}) == ((13 >> 1) ^ (13 & 3)));
+}
+
+TEST_CASE("buffers of rank four to six are indexed with operator()") {
+  Program p("rank_six");
+  Tensor x = p.tensor("x", {2, 2, 2, 2, 2, 2}, DType::f32), y = p.tensor("y", {2, 2, 2, 2, 2}, DType::f32);
+  Tensor z = p.tensor("z", {2, 2, 2, 2}, DType::f32);
+  p.kernel({1}, 32, [&](Expr) {
+    parallel(2, [&](Expr i) {
+      z(i, 1, 0, 1) = x(i, 0, 1, 0, 1, 1) + y(1, i, 0, 0, 1);
+    });
+  });
+  Kernel k = compile(p, {"sm_90a", ""});
+  CHECK(k.cubin().size() > 0);
+}
+
 TEST_CASE("casts between every pair of types compile") {
   const std::vector<DType> types = {DType::f16, DType::bf16, DType::f32, DType::f64,
                                     DType::i32, DType::i64,  DType::index, DType::i1};

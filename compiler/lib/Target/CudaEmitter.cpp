@@ -226,6 +226,18 @@ LogicalResult CudaEmitter::emitArith(Operation &op) {
             arith::ExtSIOp, arith::TruncIOp>([&](auto) { return cast(/*fromUnsigned=*/false); })
       .Case<arith::ExtUIOp, arith::UIToFPOp, arith::IndexCastUIOp>(
           [&](auto) { return cast(/*fromUnsigned=*/true); })
+      .Case([&](arith::BitcastOp o) {
+        Type from = o.getIn().getType(), to = r.getType();
+        const char *fn = from.isF32()   ? "__float_as_int"
+                         : to.isF32()   ? "__int_as_float"
+                         : from.isF64() ? "__double_as_longlong"
+                         : to.isF64()   ? "__longlong_as_double"
+                                        : nullptr;
+        if (!fn || from.getIntOrFloatBitWidth() != to.getIntOrFloatBitWidth())
+          return LogicalResult(o.emitError("the CUDA emitter reinterprets f32/i32 and f64/i64 only"));
+        line() << declare(r) << " = " << fn << "(" << name(o.getIn()) << ");\n";
+        return success();
+      })
       .Case([&](math::ExpOp) { return call("__exp"); })
       // exp2 is the hardware's ex2.approx (about 2 ulp, denormals flushed),
       // as exp is __expf: softmax needs throughput, not the last ulp.
@@ -509,6 +521,18 @@ std::optional<LogicalResult> CudaEmitter::emitSync(Operation &op) {
 }
 
 LogicalResult CudaEmitter::emitOp(Operation &op) {
+  // An unsigned integer's bits read as the signless integer arith computes
+  // with, or back: C++'s conversion between the two types of one width.
+  if (auto bits = llvm::dyn_cast<UnrealizedConversionCastOp>(op)) {
+    Type from = bits.getOperand(0).getType(), to = bits.getResult(0).getType();
+    if (bits->getNumOperands() != 1 || bits->getNumResults() != 1 || !from.isInteger() ||
+        !to.isInteger() || from.getIntOrFloatBitWidth() != to.getIntOrFloatBitWidth())
+      return op.emitError("the CUDA emitter converts between integers of one width only, not ")
+             << from << " to " << to;
+    line() << declare(bits.getResult(0)) << " = " << typeName(to) << "(" << name(bits.getOperand(0))
+           << ");\n";
+    return success();
+  }
   if (op.getDialect() && (op.getDialect()->getNamespace() == "arith" ||
                           op.getDialect()->getNamespace() == "math"))
     return emitArith(op);

@@ -295,7 +295,13 @@ Value TileLowering::load(const Access &a, ValueRange tileIdx) {
       b, loc, cond,
       [&](OpBuilder &, Location) { scf::YieldOp::create(b, loc, emitLoad()); },
       [&](OpBuilder &, Location) {
-        Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(a.elementType));
+        // arith's constants are signless: a u8's zero is the i8 zero's bits.
+        Type signless = a.elementType.isUnsignedInteger()
+                            ? b.getIntegerType(a.elementType.getIntOrFloatBitWidth())
+                            : a.elementType;
+        Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(signless));
+        if (signless != a.elementType)
+          zero = UnrealizedConversionCastOp::create(b, loc, a.elementType, zero).getResult(0);
         scf::YieldOp::create(b, loc, zero);
       });
   return ifOp.getResult(0);

@@ -81,8 +81,24 @@ Expr operator<=(Expr a, Expr b);
 Expr operator>(Expr a, Expr b);
 Expr operator>=(Expr a, Expr b);
 Expr operator==(Expr a, Expr b);
+/// NaN != x is true, as in C++.
+Expr operator!=(Expr a, Expr b);
+/// C++'s logical operators: an operand is true where nonzero. Both sides
+/// are always evaluated (element code has no short circuit).
 Expr operator&&(Expr a, Expr b);
 Expr operator||(Expr a, Expr b);
+Expr operator!(Expr a);
+/// Bit operations on integers, as C++ does them: i8 and u8 operands are
+/// promoted to i32 first (u8 zero-extended, i8 sign-extended), `>>` of a
+/// signed value shifts its sign in, and a constant shift amount outside
+/// [0, bits) is an error (C++ leaves it undefined). Float operands are an
+/// error; reinterpret bits with bitcast().
+Expr operator&(Expr a, Expr b);
+Expr operator|(Expr a, Expr b);
+Expr operator^(Expr a, Expr b);
+Expr operator<<(Expr a, Expr b);
+Expr operator>>(Expr a, Expr b);
+Expr operator~(Expr a);
 Expr ceil_div(Expr a, Expr b);
 Expr max(Expr a, Expr b);
 Expr min(Expr a, Expr b);
@@ -95,6 +111,10 @@ Expr select(Expr cond, Expr a, Expr b);
 /// C++'s conversions: floats to integers truncate, anything nonzero is a
 /// true i1, and true is 1.
 Expr cast(Expr a, DType to, SrcLoc loc = SrcLoc::current());
+/// The same bits read as another type of their width: f32 and i32, or f64
+/// and i64 (`bitcast(Expr(0x4b000000 | (q & 15)), DType::f32) - 8388608.0`
+/// turns a 4-bit code into a float without a conversion instruction).
+Expr bitcast(Expr a, DType to, SrcLoc loc = SrcLoc::current());
 
 class Ref;
 
@@ -108,6 +128,10 @@ public:
   Ref operator()(Expr i, SrcLoc loc = SrcLoc::current()) const;
   Ref operator()(Expr i, Expr j, SrcLoc loc = SrcLoc::current()) const;
   Ref operator()(Expr i, Expr j, Expr k, SrcLoc loc = SrcLoc::current()) const;
+  Ref operator()(Expr i, Expr j, Expr k, Expr l, SrcLoc loc = SrcLoc::current()) const;
+  Ref operator()(Expr i, Expr j, Expr k, Expr l, Expr m, SrcLoc loc = SrcLoc::current()) const;
+  Ref operator()(Expr i, Expr j, Expr k, Expr l, Expr m, Expr n,
+                 SrcLoc loc = SrcLoc::current()) const;
   Ref at(std::vector<Expr> idx, SrcLoc loc = SrcLoc::current()) const;
   /// The window of static `sizes` at `offsets`. A size of `drop` takes the
   /// one index at its offset and leaves the dimension out of the tile:
