@@ -1,13 +1,72 @@
 // Compiles a library kernel and a kernel of its own to cubin through an
 // installed libtessel.so, and checks that a mistyped launch is refused
-// with a message, as a program embedding Tessel would see it.
+// with a message, as a program embedding Tessel would see it. Then tests
+// its own kernel the way <tessel/Testing.h> offers: host tensors rounded
+// as the device rounds, their bytes, the relative error, and where a GPU
+// is present an upload, a launch into a poisoned output and a download.
 #include <tessel/Tessel.h>
+#include <tessel/Testing.h>
 #include <tessel/dsl/Compile.h>
+#include <tessel/runtime/Driver.h>
 
+#include <cmath>
 #include <cstdio>
 #include <exception>
+#include <random>
 #include <vector>
 #include <string>
+
+namespace {
+/// The host side of <tessel/Testing.h>: a bf16 tensor's rounding and
+/// bytes, and the relative error of a result against a double reference.
+bool checkHostTensors() {
+  using tessel::DType;
+  namespace testing = tessel::testing;
+  // 1 + 2^-8 is a tie between two bf16 values: the even one, 1, is kept.
+  testing::HostTensor x(DType::bf16, {4}, {1.0f + 0x1p-8f, -2.5f, 3.0e38f, 0.1f});
+  testing::HostTensor back(DType::bf16, {4});
+  back.bytes = x.bytes;
+  back.decode();
+  bool same = back.values == x.values && x.values[0] == 1.0f && x.values[3] == 0.10009765625f &&
+              x.bytes.size() == 8;
+  std::vector<double> ref = {1.0, -2.5, 3.0e38, 0.1};
+  double error = testing::relativeError(x, ref);
+  std::printf("bf16 host tensor: values %g %g %g %g, relative error %.2e (tolerance %g)\n",
+              x.values[0], x.values[1], x.values[2], x.values[3], error,
+              testing::toleranceFor(DType::bf16));
+  return same && error < testing::toleranceFor(DType::bf16) &&
+         std::isinf(testing::relativeError({NAN, 0, 0, 0}, ref));
+}
+
+/// The device side: `scale` doubles x in place; its result is downloaded
+/// and compared. A poisoned buffer nothing wrote must read as NaN: an
+/// infinite error.
+bool checkOnDevice(tessel::Kernel &scale) {
+  using tessel::DType;
+  namespace testing = tessel::testing;
+  const int64_t n = 1000;
+  std::mt19937_64 rng(1);
+  testing::HostTensor x(DType::f32, {n});
+  testing::randomize(x, rng);
+  std::vector<double> ref(x.values.begin(), x.values.end());
+  for (double &v : ref) v *= 2;
+  testing::DeviceRun run;
+  run.args.push_back(tessel::rt::LaunchArg::integer(n));
+  run.addTensor(x, /*poison=*/false);
+  scale.launch(run.args);
+  testing::synchronize();
+  testing::HostTensor y(DType::f32, {n});
+  run.download(1, y);
+  double error = testing::relativeError(y, ref);
+  std::printf("scale on the device: relative error %.2e\n", error);
+
+  testing::HostTensor z(DType::f32, {n});
+  auto unwritten = testing::poisoned(z);
+  testing::download(*unwritten, z);
+  bool poisonShows = std::isinf(testing::relativeError(z, ref));
+  return error < testing::toleranceFor(DType::f32) && poisonShows;
+}
+} // namespace
 
 int main(int argc, char **argv) {
   std::string arch = argc > 1 ? argv[1] : "sm_90a";
@@ -56,6 +115,22 @@ int main(int argc, char **argv) {
     return 1;
   } catch (const std::exception &e) {
     std::printf("refused: %s\n", e.what());
+  }
+
+  if (!checkHostTensors()) {
+    std::printf("host tensors from <tessel/Testing.h> are wrong\n");
+    return 1;
+  }
+  std::string why;
+  if (!tessel::rt::Driver::available(&why)) {
+    std::printf("no GPU (%s): device checks skipped\n", why.c_str());
+    return 0;
+  }
+  int cc = tessel::rt::Driver::get().computeCapability();
+  tessel::Kernel native = tessel::compile(scale, {.arch = tessel::rt::nativeArch(cc)});
+  if (!checkOnDevice(native)) {
+    std::printf("the kernel's result on the device is wrong\n");
+    return 1;
   }
   return 0;
 }

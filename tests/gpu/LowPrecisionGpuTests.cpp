@@ -16,6 +16,7 @@
 
 #include "tessel/harness/LibrarySupport.h"
 #include "tessel/Tessel.h"
+#include "tessel/Testing.h"
 #include "tessel/runtime/LowPrecision.h"
 #include "LowPrecisionKernels.h"
 
@@ -84,20 +85,20 @@ std::string show(uint32_t bits) {
 TEST_CASE("FP8 casts on the device encode as the host does, bit for bit", "[gpu][fp8]") {
   std::vector<uint32_t> in = encodeInputs();
   const int64_t n = int64_t(in.size());
-  HostTensor x(DType::f32, {n});
+  testing::HostTensor x(DType::f32, {n});
   std::memcpy(x.bytes.data(), in.data(), in.size() * 4); // NaN payloads as they are
   x.decode();
   for (const std::string &arch : targets()) {
     Program p = test::fp8Encode();
     Kernel k = compile(p, {arch});
-    HostTensor e4m3(DType::f8e4m3, {n}), e5m2(DType::f8e5m2, {n});
-    DeviceRun run;
+    testing::HostTensor e4m3(DType::f8e4m3, {n}), e5m2(DType::f8e5m2, {n});
+    testing::DeviceRun run;
     run.args.push_back(rt::LaunchArg::integer(n));
     run.addTensor(x, false);
     run.addTensor(e4m3, true); // 0xff: a NaN code no encoding gives
     run.addTensor(e5m2, true);
     k.launch(run.args);
-    synchronize();
+    testing::synchronize();
     run.download(2, e4m3);
     run.download(3, e5m2);
     for (auto [f, out] : {std::pair{&formats[0], &e4m3}, std::pair{&formats[1], &e5m2}}) {
@@ -115,22 +116,22 @@ TEST_CASE("FP8 casts on the device encode as the host does, bit for bit", "[gpu]
 }
 
 TEST_CASE("FP8 casts on the device decode every code as the host does", "[gpu][fp8]") {
-  HostTensor a(DType::f8e4m3, {256}), b(DType::f8e5m2, {256});
+  testing::HostTensor a(DType::f8e4m3, {256}), b(DType::f8e5m2, {256});
   for (int c = 0; c < 256; ++c) a.bytes[c] = b.bytes[c] = char(c);
   a.decode();
   b.decode();
   for (const std::string &arch : targets()) {
     Program p = test::fp8Decode();
     Kernel k = compile(p, {arch});
-    HostTensor x4(DType::f32, {256}), x5(DType::f32, {256});
-    DeviceRun run;
+    testing::HostTensor x4(DType::f32, {256}), x5(DType::f32, {256});
+    testing::DeviceRun run;
     run.args.push_back(rt::LaunchArg::integer(256));
     run.addTensor(a, false);
     run.addTensor(b, false);
     run.addTensor(x4, true);
     run.addTensor(x5, true);
     k.launch(run.args);
-    synchronize();
+    testing::synchronize();
     run.download(3, x4);
     run.download(4, x5);
     for (auto [f, out] : {std::pair{&formats[0], &x4}, std::pair{&formats[1], &x5}}) {
@@ -202,11 +203,11 @@ TEST_CASE("quantize gives the host's FP8 codes and scales bit for bit", "[gpu][f
 TEST_CASE("tessel::quantize takes the granularity from the scales' shape", "[gpu][fp8]") {
   const int64_t m = 300, cols = 1024;
   std::mt19937_64 rng(7);
-  HostTensor x(DType::bf16, {m, cols});
-  randomize(x, rng, -3, 3);
+  testing::HostTensor x(DType::bf16, {m, cols});
+  testing::randomize(x, rng, -3, 3);
   for (int64_t j = 0; j < cols; ++j) x.set(5 * cols + j, 0.0f); // an all-zero row
   rt::DeviceBuffer xd(x.bytes.size()), qd(m * cols), sd(m * cols / 128 * 4);
-  xd.upload(x.bytes.data(), x.bytes.size());
+  testing::upload(x, xd);
   auto at = [&](const rt::DeviceBuffer &b, rt::ScalarType t, std::vector<int64_t> shape) {
     return TensorView::contiguous(b.ptr(), t, std::move(shape), b.device());
   };
@@ -220,7 +221,7 @@ TEST_CASE("tessel::quantize takes the granularity from the scales' shape", "[gpu
                                  : at(sd, rt::ScalarType::F32, {m});
       Choice choice = tessel::quantize(at(xd, rt::ScalarType::BF16, {m, cols}),
                                        at(qd, qt, {m, cols}), scales);
-      synchronize();
+      testing::synchronize();
       std::vector<uint8_t> q(m * cols);
       std::vector<float> scale(m * groups);
       qd.download(q.data(), q.size());

@@ -12,6 +12,7 @@
 
 #include "ErrorOf.h"
 #include "tessel/Tessel.h"
+#include "tessel/Testing.h"
 #include "tessel/dsl/Compile.h"
 #include "tessel/harness/LibrarySupport.h"
 #include "tessel/runtime/LowPrecision.h"
@@ -269,7 +270,7 @@ TEST_CASE("DLPack tensors of 8-bit types become views", "[fp8][views]") {
 }
 
 TEST_CASE("host tensors of 8-bit types hold what the device sees", "[fp8]") {
-  using harness::HostTensor;
+  using testing::HostTensor;
   HostTensor a(DType::f8e4m3, {6}), b(DType::f8e5m2, {6}), i(DType::i8, {6}), u(DType::u8, {6});
   const float in[] = {0.1f, -3.3f, 1000.0f, -INFINITY, 1e-6f, 17.0f};
   for (int k = 0; k < 6; ++k)
@@ -303,7 +304,7 @@ TEST_CASE("host tensors of 8-bit types hold what the device sees", "[fp8]") {
   // Random values are the type's, in its usual range.
   std::mt19937_64 rng(3);
   HostTensor r8(DType::f8e4m3, {4096}), ri(DType::i8, {4096}), ru(DType::u8, {4096});
-  for (HostTensor *t : {&r8, &ri, &ru}) harness::randomize(*t, rng);
+  for (HostTensor *t : {&r8, &ri, &ru}) testing::randomize(*t, rng);
   auto [lo8, hi8] = std::minmax_element(r8.values.begin(), r8.values.end());
   CHECK((*lo8 >= -1 && *hi8 <= 1 && *lo8 < -0.5f && *hi8 > 0.5f));
   for (size_t k = 0; k < r8.values.size(); ++k)
@@ -312,14 +313,14 @@ TEST_CASE("host tensors of 8-bit types hold what the device sees", "[fp8]") {
   CHECK((*loI == -128 && *hiI == 127));
   auto [loU, hiU] = std::minmax_element(ru.values.begin(), ru.values.end());
   CHECK((*loU == 0 && *hiU == 255));
-  harness::randomize(ri, rng, -2.5f, 300);
+  testing::randomize(ri, rng, -2.5f, 300);
   auto [lo2, hi2] = std::minmax_element(ri.values.begin(), ri.values.end());
   CHECK((*lo2 == -2 && *hi2 == 127));
 
-  CHECK(harness::toleranceFor(DType::f8e4m3) == 0.0625);
-  CHECK(harness::toleranceFor(DType::f8e5m2) == 0.125);
-  CHECK(harness::toleranceFor(DType::f32) == 1e-5);
-  CHECK(harness::toleranceFor(DType::bf16) == 1e-2);
+  CHECK(testing::toleranceFor(DType::f8e4m3) == 0.0625);
+  CHECK(testing::toleranceFor(DType::f8e5m2) == 0.125);
+  CHECK(testing::toleranceFor(DType::f32) == 1e-5);
+  CHECK(testing::toleranceFor(DType::bf16) == 1e-2);
   for (auto [word, t] : {std::pair{"e4m3", DType::f8e4m3}, std::pair{"f8e4m3", DType::f8e4m3},
                          std::pair{"e5m2", DType::f8e5m2}, std::pair{"f8e5m2", DType::f8e5m2},
                          std::pair{"i8", DType::i8}, std::pair{"u8", DType::u8},
