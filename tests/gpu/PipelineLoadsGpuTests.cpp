@@ -139,3 +139,27 @@ TEST_CASE("a TMA load and cp.async loads share one pipelined loop", "[gpu][user]
     CHECK(r.passed);
   }
 }
+
+TEST_CASE("a gemm over K = 576 (latent and rope in one product) matches the reference",
+          "[gpu][user]") {
+  Program p = test::latentScores();
+  Kernel k = compile(p, {deviceArch()});
+  const int64_t keys = 160, width = test::kLatentWidth; // five steps, more than the stages
+  std::mt19937_64 rng(576);
+  HostTensor q(DType::bf16, {64, width}), kv(DType::bf16, {keys, width}), s(DType::f32, {64, keys});
+  randomize(q, rng);
+  randomize(kv, rng);
+  std::vector<double> ref(64 * keys, 0.0);
+  for (int64_t i = 0; i < 64; ++i)
+    for (int64_t j = 0; j < keys; ++j)
+      for (int64_t c = 0; c < width; ++c)
+        ref[i * keys + j] += double(q.values[i * width + c]) * kv.values[j * width + c];
+  DeviceRun run;
+  run.args.push_back(rt::LaunchArg::integer(keys));
+  run.addTensor(q, false);
+  run.addTensor(kv, false);
+  run.addTensor(s, true);
+  CheckResult r = launchAndCompare(k, run, 3, s, ref, 1e-5, {});
+  INFO(fmt::format("rel error {:.3e}", r.relError));
+  CHECK(r.passed);
+}

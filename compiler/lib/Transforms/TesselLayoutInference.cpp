@@ -270,8 +270,9 @@ LogicalResult LayoutInference::placeTcgen05Gemm(GemmOp gemm) {
   if (n % 16 || n < 16 || n > 256)
     return gemm.emitError("tcgen05.mma with M = 128 takes N from 16 to 256 in steps of 16; got N = ")
            << n;
-  if (k % 16 || !llvm::isPowerOf2_64(k))
-    return gemm.emitError("gemm K (") << k << ") must be a power of two and a multiple of 16";
+  if (k % 16)
+    return gemm.emitError("gemm K (") << k << ") must be a multiple of 16, the K of tcgen05.mma "
+                                      << "for 16-bit operands";
   // One thread issues the MMAs (a one-warp role may); the kernel's
   // warpgroups reach the 128 lanes.
   if (kernel.getThreads() % 128)
@@ -318,6 +319,31 @@ FailureOr<bool> LayoutInference::placeOnWgmma(GemmOp gemm, int64_t m, int64_t n,
   return false;
 }
 
+/// M and N index the accumulator's registers, whose layouts map index
+/// bits (powers of two); K only counts instruction steps, so it may be any
+/// multiple of the instruction's K where A is read from shared memory (512
+/// + 64 = 576 for MLA's latent and rope parts in one product). An A in
+/// registers is itself an accumulator-shaped fragment, so its K is an extent
+/// of one.
+static LogicalResult checkGemmExtents(GemmOp gemm, int64_t m, int64_t n, int64_t k,
+                                      int64_t instructionK, bool aInRegisters) {
+  for (auto [name, extent] : {std::pair{"M", m}, {"N", n}})
+    if (!llvm::isPowerOf2_64(extent))
+      return gemm.emitError("gemm tile extents M and N must be powers of two (the "
+                            "accumulator's register layout maps index bits), got ")
+             << name << " = " << extent << "; split the tile into gemms on power-of-two windows";
+  if (k % instructionK)
+    return gemm.emitError("gemm K (") << k << ") must be a multiple of " << instructionK
+                                      << ", the K of the tensor-core instruction for "
+                                      << llvm::cast<MemRefType>(gemm.getA().getType()).getElementType()
+                                      << " operands";
+  if (aInRegisters && !llvm::isPowerOf2_64(k))
+    return gemm.emitError("gemm K (")
+           << k << ") of an operand A in registers must be a power of two (A is laid out as an "
+           << "accumulator); K of an A in shared memory may be any multiple of " << instructionK;
+  return success();
+}
+
 LogicalResult LayoutInference::placeEightBitMmaSync(GemmOp gemm, int64_t m, int64_t n) {
   int64_t warps = threads / 32;
   for (auto [wm, wn] : warpGrids(warps, m, n, gemm.getPolicy())) {
@@ -350,13 +376,7 @@ LogicalResult LayoutInference::placeEightBitGemm(GemmOp gemm) {
     return gemm.emitError("a gemm of ")
            << in << " operands reads both operands K-major (8-bit wgmma has no transposed "
            << "form): A as [M, K] without transpose_a, B as [N, K] with transpose_b";
-  for (auto [name, extent] : {std::pair{"M", m}, {"N", n}, {"K", k}})
-    if (!llvm::isPowerOf2_64(extent))
-      return gemm.emitError("gemm tile extents must be powers of two, got ")
-             << name << " = " << extent;
-  if (k % 32)
-    return gemm.emitError("gemm K (") << k << ") of " << in
-                                      << " operands must be a multiple of 32, the K of 8-bit wgmma";
+  if (failed(checkGemmExtents(gemm, m, n, k, 32, /*aInRegisters=*/false))) return failure();
   // Integer products run on mma.sync m16n8k32 before sm_90a (or when asked
   // for); FP8's mma.sync needs sm_89, which is no target here, and the
   // tcgen05 forms (sm_100a) are not implemented: an error rather than a
@@ -410,13 +430,7 @@ LogicalResult LayoutInference::placeGemm(GemmOp gemm) {
   if (aInRegisters && gemm.getPolicy() == WarpPolicy::full_col)
     return gemm.emitError("a gemm operand A in registers splits the warps along M; use policy "
                           "full_row (or square)");
-  for (auto [name, extent] : {std::pair{"M", m}, {"N", n}, {"K", k}})
-    if (!llvm::isPowerOf2_64(extent))
-      return gemm.emitError("gemm tile extents must be powers of two, got ")
-             << name << " = " << extent;
-  if (k % 16)
-    return gemm.emitError("gemm K (") << k << ") must be a multiple of 16, the K of the "
-                                      << "tensor-core instruction";
+  if (failed(checkGemmExtents(gemm, m, n, k, 16, aInRegisters))) return failure();
 
   std::optional<GemmInstruction> forced = gemm.getInstruction();
   WarpPolicy policy = aInRegisters ? WarpPolicy::full_row : gemm.getPolicy();

@@ -76,6 +76,6 @@ tile.kernel @fp8_short_k() grid(%bx) = affine_map<() -> (1)> threads(128) {
   %a = tile.alloc : memref<64x16xf8E4M3FN, #s>
   %b = tile.alloc : memref<64x16xf8E4M3FN, #s>
   %c = tile.alloc : memref<64x64xf32, #f>
-  // expected-error @+1 {{gemm K (16) of 'f8E4M3FN' operands must be a multiple of 32, the K of 8-bit wgmma}}
+  // expected-error @+1 {{gemm K (16) must be a multiple of 32, the K of the tensor-core instruction for 'f8E4M3FN' operands}}
   tile.gemm %a, %b, %c {transpose_b} : memref<64x16xf8E4M3FN, #s>, memref<64x16xf8E4M3FN, #s>, memref<64x64xf32, #f>
 }
