@@ -164,6 +164,60 @@ inline Program swappedHalves() {
   return p;
 }
 
+/// out[i] = max_j (q k^T)[i, j] and sum[i, :] = sum over key blocks of the
+/// scores, for 128 query rows and N keys, 64 a step of a pipelined loop: a
+/// register accumulator as a program for sm_90a writes it, which sm_100a
+/// runs on tcgen05.mma through tensor memory (the row maximum and the
+/// running sum read it in registers, a row a thread).
+inline Program scoresRowMax() {
+  Program p("scores_row_max");
+  Expr n = p.sym("N");
+  Tensor q = p.tensor("q", {128, 64}, DType::bf16), k = p.tensor("k", {n, 64}, DType::bf16);
+  Tensor out = p.tensor("out", {128}, DType::f32), sum = p.tensor("sum", {128, 64}, DType::f32);
+  p.kernel({1}, 128, [&](Expr) {
+    Buffer qs = alloc_shared({128, 64}, DType::bf16), ks = alloc_shared({64, 64}, DType::bf16);
+    Buffer s = alloc_fragment({128, 64}, DType::f32, "scores");
+    Buffer total = alloc_fragment({128, 64}, DType::f32, "total");
+    Buffer m = alloc_fragment({128}, DType::f32);
+    copy(q.tile({0, 0}, {128, 64}), qs);
+    fill(m, -INFINITY);
+    fill(total, 0.0);
+    pipelined(ceil_div(n, 64), 2, [&](Expr kt) {
+      copy(k.tile({kt * 64, 0}, {64, 64}), ks);
+      gemm(qs, ks, s, {.transpose_b = true, .clear_accum = true});
+      reduce_max(s, m, 1, /*clear=*/false);
+      parallel(128, 64, [&](Expr i, Expr j) { total(i, j) = total(i, j) + s(i, j); });
+    });
+    copy(m, out.tile({0}, {128}));
+    copy(total, sum.tile({0, 0}, {128, 64}));
+  });
+  return p;
+}
+
+/// MLA's scores in one product: s = q kv^T over the 576 columns of a
+/// latent (512) and rope (64) part, K = 576 read from shared memory, for 64
+/// query rows and N keys, 32 a step of a pipelined loop.
+inline constexpr int64_t kLatentWidth = 576;
+inline Program latentScores() {
+  Program p("latent_scores");
+  Expr n = p.sym("N");
+  Tensor q = p.tensor("q", {64, kLatentWidth}, DType::bf16);
+  Tensor kv = p.tensor("kv", {n, kLatentWidth}, DType::bf16);
+  Tensor s = p.tensor("s", {64, n}, DType::f32);
+  p.kernel({1}, 128, [&](Expr) {
+    Buffer qs = alloc_shared({64, kLatentWidth}, DType::bf16, "q");
+    Buffer ks = alloc_shared({32, kLatentWidth}, DType::bf16, "kv");
+    Buffer acc = alloc_fragment({64, 32}, DType::f32, "scores");
+    copy(q.tile({0, 0}, {64, kLatentWidth}), qs);
+    pipelined(ceil_div(n, 32), 2, [&](Expr kt) {
+      copy(kv.tile({kt * 32, 0}, {32, kLatentWidth}), ks);
+      gemm(qs, ks, acc, {.transpose_b = true, .clear_accum = true});
+      copy(acc, s.tile({0, kt * 32}, {64, 32}));
+    });
+  });
+  return p;
+}
+
 /// A cache of N rows of which the first `len` are valid: y = the first 128
 /// rows read through a bound at len (zero past it), and out's rows below
 /// len set to 2 * cache through a bounded store (rows past it untouched).

@@ -190,3 +190,67 @@ TEST_CASE("a window that may start before its tensor checks each index against 0
     }
   }
 }
+
+TEST_CASE("a gemm's K may be any multiple of the instruction's K: 576 = 512 + 64") {
+  for (std::string arch : {"sm_80", "sm_90a"}) {
+    Program p = test::latentScores();
+    Kernel k = compileChecked(p, arch);
+    INFO(arch);
+    if (arch == "sm_90a") {
+      // 36 k-steps of 16 on one warpgroup: the first clears the
+      // accumulator, an unrolled loop of 35 the rest.
+      INFO(k.cuda());
+      CHECK(count(k.cuda(), "wgmma.mma_async.sync.aligned.m64n32k16") == 2);
+      CHECK(count(k.cuda(), " = 35;") >= 1);
+    } else {
+      // Four warps each take 16 rows and all 32 columns: 4 m16n8k16 a k-step.
+      CHECK(count(k.cuda(), "mma.sync.aligned.m16n8k16") >= 1);
+    }
+  }
+  // N stays a power of two: the accumulator's registers map index bits.
+  Program p("wide_scores");
+  Tensor q = p.tensor("q", {64, 64}, DType::bf16), kv = p.tensor("kv", {96, 64}, DType::bf16);
+  int line = 0;
+  try {
+    p.kernel({1}, 128, [&](Expr) {
+      Buffer qs = alloc_shared({64, 64}, DType::bf16), ks = alloc_shared({96, 64}, DType::bf16);
+      Buffer acc = alloc_fragment({64, 96}, DType::f32);
+      copy(q.tile({0, 0}, {64, 64}), qs);
+      copy(kv.tile({0, 0}, {96, 64}), ks);
+      line = __LINE__ + 1;
+      gemm(qs, ks, acc, {.transpose_b = true, .clear_accum = true});
+    });
+    compile(p, {"sm_90a", ""});
+    FAIL("a gemm with N = 96 compiled");
+  } catch (const Error &e) {
+    CHECK_THAT(e.what(), Catch::Contains(fmt::format("UserKernelTests.cpp:{}", line)) &&
+                             Catch::Contains("M and N must be powers of two") &&
+                             Catch::Contains("N = 96"));
+  }
+}
+
+TEST_CASE("a register accumulator runs on tcgen05 on sm_100a through tensor memory") {
+  Program p = test::scoresRowMax();
+  Kernel k = compileChecked(p, "sm_100a");
+  INFO(k.cuda());
+  CHECK(count(k.cuda(), "tcgen05.mma.") >= 1);
+  CHECK(count(k.cuda(), "mma.sync") == 0);
+  CHECK(count(k.cuda(), "tcgen05.ld") >= 1);
+  bool said = false;
+  for (const Remark &r : k.remarks())
+    said |= r.pass == "tessel-tmem-accumulators" && r.category == "tensor-cores" &&
+            r.message.find("moves through tensor memory") != std::string::npos &&
+            r.location.find("UserKernels.h") != std::string::npos;
+  CHECK(said);
+  // The program is the same one sm_90a runs on wgmma.
+  Program hopper = test::scoresRowMax();
+  CHECK(count(compileChecked(hopper, "sm_90a").cuda(), "wgmma.mma_async") >= 1);
+  // A gemm tcgen05 cannot take (64 rows) stays on mma.sync and says why.
+  Program narrow = test::latentScores();
+  Kernel n = compile(narrow, {"sm_100a", ""});
+  bool why = false;
+  for (const Remark &r : n.remarks())
+    why |= r.message.find("runs on mma.sync on sm_100a, not tcgen05.mma: tcgen05.mma computes 128 "
+                         "rows") != std::string::npos;
+  CHECK(why);
+}

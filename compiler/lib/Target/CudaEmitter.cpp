@@ -107,6 +107,21 @@ LogicalResult CudaEmitter::emitBlock(Block &block) {
   return success();
 }
 
+/// The same bits as another type of their width: CUDA's intrinsics for
+/// f32/i32 and f64/i64, the only pairs the DSL builds.
+LogicalResult CudaEmitter::emitBitcast(arith::BitcastOp op) {
+  Type from = op.getIn().getType(), to = op.getType();
+  const char *fn = from.isF32()   ? "__float_as_int"
+                   : to.isF32()   ? "__int_as_float"
+                   : from.isF64() ? "__double_as_longlong"
+                   : to.isF64()   ? "__longlong_as_double"
+                                  : nullptr;
+  if (!fn || from.getIntOrFloatBitWidth() != to.getIntOrFloatBitWidth())
+    return op.emitError("the CUDA emitter reinterprets f32/i32 and f64/i64 only");
+  line() << declare(op.getResult()) << " = " << fn << "(" << name(op.getIn()) << ");\n";
+  return success();
+}
+
 LogicalResult CudaEmitter::emitArith(Operation &op) {
   Value r = op.getNumResults() ? op.getResult(0) : Value();
   auto binary = [&](StringRef sym) -> LogicalResult {
@@ -226,18 +241,7 @@ LogicalResult CudaEmitter::emitArith(Operation &op) {
             arith::ExtSIOp, arith::TruncIOp>([&](auto) { return cast(/*fromUnsigned=*/false); })
       .Case<arith::ExtUIOp, arith::UIToFPOp, arith::IndexCastUIOp>(
           [&](auto) { return cast(/*fromUnsigned=*/true); })
-      .Case([&](arith::BitcastOp o) {
-        Type from = o.getIn().getType(), to = r.getType();
-        const char *fn = from.isF32()   ? "__float_as_int"
-                         : to.isF32()   ? "__int_as_float"
-                         : from.isF64() ? "__double_as_longlong"
-                         : to.isF64()   ? "__longlong_as_double"
-                                        : nullptr;
-        if (!fn || from.getIntOrFloatBitWidth() != to.getIntOrFloatBitWidth())
-          return LogicalResult(o.emitError("the CUDA emitter reinterprets f32/i32 and f64/i64 only"));
-        line() << declare(r) << " = " << fn << "(" << name(o.getIn()) << ");\n";
-        return success();
-      })
+      .Case([&](arith::BitcastOp o) { return emitBitcast(o); })
       .Case([&](math::ExpOp) { return call("__exp"); })
       // exp2 is the hardware's ex2.approx (about 2 ulp, denormals flushed),
       // as exp is __expf: softmax needs throughput, not the last ulp.

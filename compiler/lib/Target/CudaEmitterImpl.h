@@ -12,6 +12,7 @@
 #include "tessel/Target/CudaEmitter.h"
 #include "tessel/Dialect/TileNV/TileNVDialect.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "llvm/ADT/DenseMap.h"
 
 namespace tessel {
@@ -82,6 +83,7 @@ private:
 
   LogicalResult emitBlock(Block &block);
   LogicalResult emitOp(Operation &op);
+  LogicalResult emitBitcast(mlir::arith::BitcastOp op);
   LogicalResult emitArith(Operation &op);
   // The op families emitOp tries in turn: each prints an op of its own and
   // returns std::nullopt for any other.

@@ -19,6 +19,28 @@ def TesselVerifyKernel : Pass<"tessel-verify-kernel", "::tessel::tile::KernelOp"
   let dependentDialects = ["::tessel::tile::TileDialect"];
 }
 
+def TesselTmemAccumulators : Pass<"tessel-tmem-accumulators", "::tessel::tile::KernelOp"> {
+  let summary = "Run register-accumulator gemms on tcgen05 through tensor memory (sm_100a)";
+  let description = [{
+    Pre: tile-level IR. On sm_100a (and sm_100a-emu) a `tile.gemm` whose
+    accumulator is a fragment would otherwise run on mma.sync, a fraction of
+    the target's tensor-core rate. Where tcgen05.mma can take it (A and B
+    f16/bf16 in shared memory, an f32 [128, N] accumulator with N a power of
+    two from 16 to 256, whole warpgroups, no instruction asked for, tensor
+    memory left), the gemm accumulates into a tensor-memory buffer instead:
+    one per accumulator fragment, allocated at the kernel's top, with the
+    fragment copied in before the gemm (unless `clear_accum`) and out after
+    it. A remark at the gemm says the accumulator moves through tensor
+    memory (an alloc_tmem accumulator would stay there); a gemm it cannot
+    move gets a warning saying why it stays on mma.sync.
+    Post: every fragment-accumulator gemm on sm_100a is either rewritten or
+    warned about; other targets are unchanged.
+  }];
+  let options = [Option<"arch", "arch", "std::string", "\"sm_90a\"",
+                        "target architecture: sm_80, sm_90a, sm_100a or sm_100a-emu">];
+  let dependentDialects = ["::tessel::tile::TileDialect"];
+}
+
 def TesselTmemAllocation : Pass<"tessel-tmem-allocation", "::tessel::tile::KernelOp"> {
   let summary = "Place every tensor-memory buffer in the block's 512 columns";
   let description = [{

@@ -28,6 +28,7 @@ inline constexpr llvm::StringLiteral kTma = "tma";
 inline constexpr llvm::StringLiteral kWarpSpecialization = "warp-specialization";
 inline constexpr llvm::StringLiteral kVectorization = "vectorization";
 inline constexpr llvm::StringLiteral kSwizzle = "swizzle";
+inline constexpr llvm::StringLiteral kTensorCores = "tensor-cores";
 } // namespace missed
 
 enum class RemarkSeverity { remark, warning };

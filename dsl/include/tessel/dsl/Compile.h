@@ -39,7 +39,8 @@ struct CompileOptions {
 /// remarks, at the locations of the program compiled.
 struct Remark {
   std::string pass;     // the pass that declined, e.g. tessel-software-pipeline
-  std::string category; // pipelining, tma, warp-specialization, vectorization, swizzle
+  std::string category; // pipelining, tma, warp-specialization, vectorization, swizzle,
+                        // tensor-cores
   std::string location; // file:line of the DSL call
   std::string message;  // the reason
   bool isWarning = false;
