@@ -164,6 +164,34 @@ inline Program swappedHalves() {
   return p;
 }
 
+/// A softmax row pass in the consumer role, for 16 query rows and N keys,
+/// 64 a step: out[i] = sum over key blocks B of sum_{j in B} exp(s[i, j] -
+/// max_{j in B} s[i, j]), s = q k^T. The row maximum and the row sum both
+/// cross warps (full_col splits the columns over them), through one shared
+/// scratch buffer.
+inline Program twoReductions() {
+  Program p("two_reductions");
+  Expr n = p.sym("N");
+  Tensor q = p.tensor("q", {16, 64}, DType::bf16), k = p.tensor("k", {n, 64}, DType::bf16);
+  Tensor out = p.tensor("out", {16}, DType::f32);
+  p.kernel({1}, 128, [&](Expr) {
+    Buffer qs = alloc_shared({16, 64}, DType::bf16), ks = alloc_shared({64, 64}, DType::bf16);
+    Buffer s = alloc_fragment({16, 64}, DType::f32), m = alloc_fragment({16}, DType::f32);
+    Buffer l = alloc_fragment({16}, DType::f32);
+    copy(q.tile({0, 0}, {16, 64}), qs);
+    fill(l, 0.0);
+    pipelined(ceil_div(n, 64), 2, [&](Expr kt) {
+      copy(k.tile({kt * 64, 0}, {64, 64}), ks);
+      gemm(qs, ks, s, {.transpose_b = true, .clear_accum = true, .policy = WarpPolicy::full_col});
+      reduce_max(s, m, 1);
+      parallel(16, 64, [&](Expr i, Expr j) { s(i, j) = exp(s(i, j) - m(i)); });
+      reduce_sum(s, l, 1, /*clear=*/false);
+    });
+    copy(l, out.tile({0}, {16}));
+  });
+  return p;
+}
+
 /// out[i] = max_j (q k^T)[i, j] and sum[i, :] = sum over key blocks of the
 /// scores, for 128 query rows and N keys, 64 a step of a pipelined loop: a
 /// register accumulator as a program for sm_90a writes it, which sm_100a

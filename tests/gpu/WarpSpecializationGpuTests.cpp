@@ -80,6 +80,34 @@ TEST_CASE("a cross-warp reduction inside the consumer role runs past the stage c
   }
 }
 
+TEST_CASE("two cross-warp reductions share one scratch buffer, iteration after iteration",
+          "[gpu][user]") {
+  Program p = test::twoReductions();
+  Kernel k = compile(p, {deviceArch()});
+  const int64_t keys = 64 * 7; // seven steps: each reuses the buffer twice
+  std::mt19937_64 rng(2);
+  HostTensor q(DType::bf16, {16, 64}), kv(DType::bf16, {keys, 64}), out(DType::f32, {16});
+  randomize(q, rng);
+  randomize(kv, rng);
+  std::vector<double> ref(16, 0.0);
+  for (int64_t i = 0; i < 16; ++i)
+    for (int64_t block = 0; block < keys; block += 64) {
+      std::vector<double> s(64);
+      for (int64_t j = 0; j < 64; ++j)
+        for (int64_t c = 0; c < 64; ++c) s[j] += double(q.values[i * 64 + c]) * kv.values[(block + j) * 64 + c];
+      double mx = *std::max_element(s.begin(), s.end());
+      for (double v : s) ref[i] += std::exp(v - mx);
+    }
+  DeviceRun run;
+  run.args.push_back(rt::LaunchArg::integer(keys));
+  run.addTensor(q, false);
+  run.addTensor(kv, false);
+  run.addTensor(out, true);
+  CheckResult r = launchAndCompare(k, run, 3, out, ref, 1e-4, {});
+  INFO(fmt::format("rel error {:.3e}", r.relError));
+  CHECK(r.passed);
+}
+
 TEST_CASE("producer addresses computed before the loop reach the producer", "[gpu][user]") {
   for (test::RowSource source : test::allRowSources) {
     Program p = test::offsetRowsSum(source);

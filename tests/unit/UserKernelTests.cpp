@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <regex>
 #include <unistd.h>
 
 using namespace tessel;
@@ -50,6 +51,24 @@ TEST_CASE("a reduction across warps in the consumer role uses the role's barrier
     CHECK(count(k.loweredIr(), "tilenv.named_barrier 2, 128") >= 2); // the consumers are role 2
     CHECK(count(k.loweredIr(), "tilenv.sync_threads") == 1); // the mbarrier inits, before the roles
   }
+}
+
+TEST_CASE("reductions share one scratch buffer sized by the threads that run them") {
+  Program p = test::twoReductions();
+  Kernel kernel = compileChecked(p, "sm_90a");
+  const std::string &ir = kernel.loweredIr();
+  INFO(ir);
+  REQUIRE(ir.find("threads(256)") != std::string::npos); // a producer and 128 consumers
+  // One buffer for both reductions, of the 128 consumer threads' partials
+  // only: 128 x 2 registers (a thread holds rows l / 4 and l / 4 + 8 of the
+  // m16n8 accumulator pattern). Sized per reduction for the whole block it
+  // was 2 x 256 x 2 floats.
+  std::regex scratch(R"(name = "reduction_scratch"[^}]*\} : memref<(\d+)xf32)");
+  std::vector<int64_t> sizes;
+  for (auto it = std::sregex_iterator(ir.begin(), ir.end(), scratch); it != std::sregex_iterator(); ++it)
+    sizes.push_back(std::stoll((*it)[1]));
+  REQUIRE(sizes.size() == 1);
+  CHECK(sizes[0] == 128 * 2);
 }
 
 TEST_CASE("addresses computed before a warp-specialized loop stay visible to the producer") {

@@ -192,12 +192,24 @@ int64_t tessel::getReductionScratchRegisters(ReduceOp op) {
   return dstLayout.getLayout().getNumRegisters();
 }
 
+llvm::MapVector<Operation *, int64_t>
+tessel::getReductionScratchGroups(KernelOp kernel, int64_t threads) {
+  llvm::MapVector<Operation *, int64_t> groups;
+  kernel.walk([&](ReduceOp op) {
+    int64_t regs = getReductionScratchRegisters(op);
+    if (!regs) return;
+    RoleOp role = op->getParentOfType<RoleOp>();
+    int64_t running = role ? role.getThreads() : threads;
+    int64_t &floats = groups[role.getOperation()];
+    floats = std::max(floats, running * regs);
+  });
+  return groups;
+}
+
 int64_t tessel::getReductionScratchBytes(KernelOp kernel, int64_t threads) {
   int64_t bytes = 0;
-  kernel.walk([&](ReduceOp op) {
-    if (int64_t regs = getReductionScratchRegisters(op))
-      bytes = llvm::alignTo(bytes, 128) + threads * regs * 4;
-  });
+  for (auto [role, floats] : getReductionScratchGroups(kernel, threads))
+    bytes = llvm::alignTo(bytes, 128) + floats * 4;
   return bytes;
 }
 

@@ -487,16 +487,20 @@ LogicalResult TileLowering::run() {
 }
 
 void TileLowering::createReduceScratch() {
-  // Reductions across warps need a shared scratch buffer; those that stay
-  // inside each warp (rows owned by one warp) do not.
+  // Reductions across warps need shared scratch; those that stay inside
+  // each warp (rows owned by one warp) do not. One buffer per group of
+  // threads that reduces, sized by that group (a producer warpgroup never
+  // reduces) and shared by its reductions (getReductionScratchGroups).
+  llvm::DenseMap<Operation *, Value> bufferOf;
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointAfter(threadId.getDefiningOp());
+  for (auto [role, floats] : getReductionScratchGroups(kernel, threads))
+    bufferOf[role] = AllocOp::create(
+        b, kernel.getLoc(), getTileMemRefType({floats}, b.getF32Type(), MemorySpace::shared),
+        IntegerAttr(), Attribute(), b.getStringAttr("reduction_scratch"), IntegerAttr());
   kernel.walk([&](ReduceOp op) {
-    int64_t regs = getReductionScratchRegisters(op);
-    if (!regs) return;
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointAfter(threadId.getDefiningOp());
-    reduceScratch[op] = AllocOp::create(
-        b, op.getLoc(), getTileMemRefType({threads * regs}, b.getF32Type(), MemorySpace::shared),
-        IntegerAttr(), Attribute(), StringAttr(), IntegerAttr());
+    if (getReductionScratchRegisters(op))
+      reduceScratch[op] = bufferOf.lookup(op->getParentOfType<RoleOp>().getOperation());
   });
 }
 

@@ -2,6 +2,7 @@
 #ifndef TESSEL_TRANSFORMS_BUFFERUTILS_H
 #define TESSEL_TRANSFORMS_BUFFERUTILS_H
 
+#include "llvm/ADT/MapVector.h"
 #include "tessel/Dialect/Tile/TileDialect.h"
 
 namespace tessel {
@@ -55,6 +56,14 @@ int64_t planSharedMemory(tile::KernelOp kernel,
 /// when the reduced dimension spans warps (0 when it stays inside each warp,
 /// or the layouts are not inferred yet): the destination's registers.
 int64_t getReductionScratchRegisters(tile::ReduceOp op);
+/// The reductions' shared scratch, one buffer per group of threads that
+/// runs reductions (a role, or the whole block of `threads` outside roles;
+/// the key is the RoleOp or null): f32 elements for the threads of the group
+/// times the widest destination's registers. Reductions of one group share
+/// it, since each starts with a barrier of the group (every earlier read of
+/// the scratch is done); groups that run at once each need their own.
+llvm::MapVector<mlir::Operation *, int64_t> getReductionScratchGroups(tile::KernelOp kernel,
+                                                                      int64_t threads);
 /// Bytes of reduction scratch tile-op lowering will add to a kernel that
 /// runs `threads` threads then.
 int64_t getReductionScratchBytes(tile::KernelOp kernel, int64_t threads);
