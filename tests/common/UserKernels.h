@@ -164,6 +164,36 @@ inline Program swappedHalves() {
   return p;
 }
 
+/// o = sum over key blocks of exp(s - rowmax_block(s)) v with s = q k^T, for
+/// 64 query rows and N keys, 64 a step: FlashAttention's two products
+/// written without a warp policy, the second reading P from registers.
+/// Its layouts must agree on every target (wgmma splits warps along M by
+/// itself; mma.sync's default square split would not).
+inline Program twoProducts() {
+  Program p("two_products");
+  Expr n = p.sym("N");
+  Tensor q = p.tensor("q", {64, 64}, DType::bf16), k = p.tensor("k", {n, 64}, DType::bf16);
+  Tensor v = p.tensor("v", {n, 64}, DType::bf16), o = p.tensor("o", {64, 64}, DType::f32);
+  p.kernel({1}, 128, [&](Expr) {
+    Buffer qs = alloc_shared({64, 64}, DType::bf16), ks = alloc_shared({64, 64}, DType::bf16);
+    Buffer vs = alloc_shared({64, 64}, DType::bf16);
+    Buffer s = alloc_fragment({64, 64}, DType::f32, "s"), m = alloc_fragment({64}, DType::f32);
+    Buffer pr = alloc_fragment({64, 64}, DType::bf16, "p"), acc = alloc_fragment({64, 64}, DType::f32);
+    copy(q.tile({0, 0}, {64, 64}), qs);
+    fill(acc, 0.0);
+    pipelined(ceil_div(n, 64), 2, [&](Expr kt) {
+      copy(k.tile({kt * 64, 0}, {64, 64}), ks);
+      copy(v.tile({kt * 64, 0}, {64, 64}), vs);
+      gemm(qs, ks, s, {.transpose_b = true, .clear_accum = true});
+      reduce_max(s, m, 1);
+      parallel(64, 64, [&](Expr i, Expr j) { pr(i, j) = exp(s(i, j) - m(i)); });
+      gemm(pr, vs, acc);
+    });
+    copy(acc, o.tile({0, 0}, {64, 64}));
+  });
+  return p;
+}
+
 /// A softmax row pass in the consumer role, for 16 query rows and N keys,
 /// 64 a step: out[i] = sum over key blocks B of sum_{j in B} exp(s[i, j] -
 /// max_{j in B} s[i, j]), s = q k^T. The row maximum and the row sum both

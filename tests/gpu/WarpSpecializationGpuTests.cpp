@@ -108,6 +108,46 @@ TEST_CASE("two cross-warp reductions share one scratch buffer, iteration after i
   CHECK(r.passed);
 }
 
+TEST_CASE("FlashAttention's two products without a warp policy, for this GPU and for sm_80",
+          "[gpu][user]") {
+  const int64_t keys = 64 * 5;
+  std::mt19937_64 rng(5);
+  HostTensor q(DType::bf16, {64, 64}), kt(DType::bf16, {keys, 64}), v(DType::bf16, {keys, 64});
+  randomize(q, rng);
+  randomize(kt, rng);
+  randomize(v, rng);
+  std::vector<double> ref(64 * 64, 0.0);
+  for (int64_t i = 0; i < 64; ++i)
+    for (int64_t block = 0; block < keys; block += 64) {
+      std::vector<double> s(64, 0.0);
+      for (int64_t j = 0; j < 64; ++j)
+        for (int64_t c = 0; c < 64; ++c) s[j] += double(q.values[i * 64 + c]) * kt.values[(block + j) * 64 + c];
+      double mx = *std::max_element(s.begin(), s.end());
+      for (int64_t j = 0; j < 64; ++j) {
+        // P is rounded to bf16 before the second product, as the kernel does.
+        double pj = testing::roundTo(DType::bf16, float(std::exp(s[j] - mx)));
+        for (int64_t c = 0; c < 64; ++c) ref[i * 64 + c] += pj * v.values[(block + j) * 64 + c];
+      }
+    }
+  // sm_80's build runs on an sm_90 GPU through its PTX.
+  for (std::string arch : {deviceArch(), std::string("sm_80")}) {
+    Program p = test::twoProducts();
+    Kernel k = compile(p, {arch});
+    HostTensor o(DType::f32, {64, 64});
+    DeviceRun run;
+    run.args.push_back(rt::LaunchArg::integer(keys));
+    run.addTensor(q, false);
+    run.addTensor(kt, false);
+    run.addTensor(v, false);
+    run.addTensor(o, true);
+    // exp is the hardware approximation, so P may round to the neighbouring
+    // bf16 now and then; a misplaced row or warp would be off by far more.
+    CheckResult r = launchAndCompare(k, run, 4, o, ref, 1e-2, {});
+    INFO(fmt::format("{}: rel error {:.3e}", arch, r.relError));
+    CHECK(r.passed);
+  }
+}
+
 TEST_CASE("producer addresses computed before the loop reach the producer", "[gpu][user]") {
   for (test::RowSource source : test::allRowSources) {
     Program p = test::offsetRowsSum(source);

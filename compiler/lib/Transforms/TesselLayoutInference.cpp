@@ -12,6 +12,7 @@
 #include "tessel/Transforms/Passes.h"
 #include "tessel/Transforms/RegisterPressure.h"
 
+#include "llvm/ADT/EquivalenceClasses.h"
 #include "llvm/Support/MathExtras.h"
 
 namespace tessel {
@@ -65,6 +66,18 @@ private:
   LogicalResult collectFragmentThreads();
   DenseMap<Value, int64_t> fragmentThreads;
   LogicalResult collectLoopAccesses();
+  /// Fragments whose layouts are tied (indexed by one parallel loop, or
+  /// copied one to the other), and the ties that reach a gemm's register
+  /// operand A, whose layout splits warps along M only.
+  void collectTies();
+  llvm::EquivalenceClasses<Value> tied;
+  DenseMap<Value, GemmOp> registerOperandTie; // tie leader -> the gemm reading it as A
+  /// The policy a gemm places its warps by: `square` becomes full_row where
+  /// the accumulator is tied to a register operand A (FlashAttention's S,
+  /// exponentiated into P for P x V), so that the program's layouts agree
+  /// on every target: wgmma splits a warpgroup's warps along M anyway,
+  /// mma.sync's square split would not.
+  WarpPolicy effectivePolicy(GemmOp gemm);
   LogicalResult checkFragmentUses();
   LogicalResult assign(Value fragment, const FragmentLayout &layout, Operation *origin);
   LogicalResult placeGemm(GemmOp gemm);
@@ -106,6 +119,32 @@ LogicalResult LayoutInference::assign(Value fragment, const FragmentLayout &layo
   diag.attachNote(it->second.origin->getLoc()) << "the other layout comes from here";
   diag.attachNote(fragment.getLoc()) << "the fragment is allocated here";
   return failure();
+}
+
+void LayoutInference::collectTies() {
+  for (auto &[loop, accesses] : loopAccesses)
+    for (const LoopAccess &a : accesses) tied.unionSets(accesses.front().fragment, a.fragment);
+  kernel.walk([&](CopyOp copy) {
+    if (isFragment(copy.getSource()) && isFragment(copy.getDest()))
+      tied.unionSets(getRootBuffer(copy.getSource()), getRootBuffer(copy.getDest()));
+  });
+  kernel.walk([&](GemmOp gemm) {
+    if (isFragment(gemm.getA()))
+      registerOperandTie.try_emplace(tied.getOrInsertLeaderValue(getRootBuffer(gemm.getA())), gemm);
+  });
+}
+
+WarpPolicy LayoutInference::effectivePolicy(GemmOp gemm) {
+  if (isFragment(gemm.getA())) return WarpPolicy::full_row;
+  if (gemm.getPolicy() != WarpPolicy::square || !isFragment(gemm.getC())) return gemm.getPolicy();
+  GemmOp reader =
+      registerOperandTie.lookup(tied.getOrInsertLeaderValue(getRootBuffer(gemm.getC())));
+  if (!reader) return WarpPolicy::square;
+  emitMissed(gemm, "tessel-layout-inference", missed::kTensorCores)
+      << "warps split along M only (full_row), not square: the accumulator's values reach the "
+         "register operand A of the gemm at "
+      << describeLocation(reader.getLoc()) << ", which is split that way";
+  return WarpPolicy::full_row;
 }
 
 LogicalResult LayoutInference::collectFragmentThreads() {
@@ -433,7 +472,7 @@ LogicalResult LayoutInference::placeGemm(GemmOp gemm) {
   if (failed(checkGemmExtents(gemm, m, n, k, 16, aInRegisters))) return failure();
 
   std::optional<GemmInstruction> forced = gemm.getInstruction();
-  WarpPolicy policy = aInRegisters ? WarpPolicy::full_row : gemm.getPolicy();
+  WarpPolicy policy = effectivePolicy(gemm);
   // wgmma: warpgroups of 128 threads, each owning a multiple of 64 rows and
   // at most 256 columns.
   bool wgmmaPossible = target.computeCapability == 90 && threads % 128 == 0;
@@ -675,6 +714,7 @@ LogicalResult LayoutInference::run() {
   if (failed(checkFragmentUses()) || failed(collectFragmentThreads()) ||
       failed(collectLoopAccesses()))
     return failure();
+  collectTies();
 
   // Strict constraints.
   WalkResult strict = kernel.walk([&](Operation *op) -> WalkResult {
