@@ -80,7 +80,7 @@ TEST_CASE("a cross-warp reduction inside the consumer role runs past the stage c
   }
 }
 
-TEST_CASE("two cross-warp reductions share one scratch buffer, iteration after iteration",
+TEST_CASE("two cross-warp reductions share one scratch buffer iteration after iteration",
           "[gpu][user]") {
   Program p = test::twoReductions();
   Kernel k = compile(p, {deviceArch()});
@@ -108,7 +108,7 @@ TEST_CASE("two cross-warp reductions share one scratch buffer, iteration after i
   CHECK(r.passed);
 }
 
-TEST_CASE("FlashAttention's two products without a warp policy, for this GPU and for sm_80",
+TEST_CASE("FlashAttention two products without a warp policy on this GPU and on sm_80",
           "[gpu][user]") {
   const int64_t keys = 64 * 5;
   std::mt19937_64 rng(5);
