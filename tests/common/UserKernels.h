@@ -422,6 +422,62 @@ inline Program pagedCacheSum() {
   return p;
 }
 
+/// GQA decode over a paged KV cache, as a user writes it: one block per
+/// (sequence, KV head) with its 4 query heads (padded to 16 rows), pages of
+/// 64 keys found through a block table, an online softmax, P through shared
+/// memory for P x V (16 rows cannot be split over 4 warps along M), and o =
+/// the normalised output. One program for sm_80, sm_90a and sm_100a.
+inline constexpr int64_t kDecodeGroup = 4, kDecodeDim = 128, kDecodePage = 64;
+inline Program pagedDecode() {
+  Program p("paged_decode_user");
+  Expr batch = p.sym("B"), kvHeads = p.sym("H"), pages = p.sym("P"), perSeq = p.sym("S");
+  Tensor q = p.tensor("q", {batch, kvHeads * kDecodeGroup, kDecodeDim}, DType::bf16);
+  Tensor kc = p.tensor("k_cache", {pages, kDecodePage, kvHeads, kDecodeDim}, DType::bf16);
+  Tensor vc = p.tensor("v_cache", {pages, kDecodePage, kvHeads, kDecodeDim}, DType::bf16);
+  Tensor table = p.tensor("block_table", {batch, perSeq}, DType::i32);
+  Tensor lengths = p.tensor("lengths", {batch}, DType::i32);
+  Tensor o = p.tensor("o", {batch, kvHeads * kDecodeGroup, kDecodeDim}, DType::f32);
+  p.kernel({kvHeads, batch}, 128, [&](Expr h, Expr b) {
+    Buffer qs = alloc_shared({16, kDecodeDim}, DType::bf16, "q");
+    Buffer ks = alloc_shared({kDecodePage, kDecodeDim}, DType::bf16, "k");
+    Buffer vs = alloc_shared({kDecodePage, kDecodeDim}, DType::bf16, "v");
+    Buffer ps = alloc_shared({16, kDecodePage}, DType::bf16, "p");
+    Buffer s = alloc_fragment({16, kDecodePage}, DType::f32, "s");
+    Buffer acc = alloc_fragment({16, kDecodeDim}, DType::f32, "acc");
+    Buffer mPrev = alloc_fragment({16}, DType::f32), m = alloc_fragment({16}, DType::f32);
+    Buffer l = alloc_fragment({16}, DType::f32), scale = alloc_fragment({16}, DType::f32);
+    Expr len = cast(lengths(b), DType::index);
+    copy(q.tile({b, h * kDecodeGroup, 0}, {drop, 16, kDecodeDim}), qs);
+    fill(acc, 0.0);
+    fill(l, 0.0);
+    fill(m, -INFINITY);
+    pipelined(ceil_div(len, kDecodePage), 2, [&](Expr kt) {
+      Expr page = cast(table(b, kt), DType::index);
+      copy(kc.tile({page, 0, h, 0}, {drop, kDecodePage, drop, kDecodeDim}), ks);
+      copy(vc.tile({page, 0, h, 0}, {drop, kDecodePage, drop, kDecodeDim}), vs);
+      gemm(qs, ks, s, {.transpose_b = true, .clear_accum = true, .policy = WarpPolicy::full_col});
+      parallel(16, kDecodePage, [&](Expr i, Expr j) {
+        s(i, j) = select(kt * kDecodePage + j < len, s(i, j) * 0.08838834764831845, Expr(-INFINITY));
+      });
+      parallel(16, [&](Expr i) { mPrev(i) = m(i); });
+      reduce_max(s, m, 1, /*clear=*/false);
+      parallel(16, [&](Expr i) { scale(i) = exp(mPrev(i) - m(i)); });
+      parallel(16, kDecodePage, [&](Expr i, Expr j) { s(i, j) = exp(s(i, j) - m(i)); });
+      parallel(16, [&](Expr i) { l(i) = l(i) * scale(i); });
+      reduce_sum(s, l, 1, /*clear=*/false);
+      copy(s, ps);
+      parallel(16, kDecodeDim, [&](Expr i, Expr d) { acc(i, d) = acc(i, d) * scale(i); });
+      gemm(ps, vs, acc, {.policy = WarpPolicy::full_col});
+    });
+    parallel(16, kDecodeDim, [&](Expr i, Expr d) { acc(i, d) = acc(i, d) / l(i); });
+    // Rows past the group's 4 belong to the next heads' blocks: dropped.
+    Buffer mine = o.bounded({batch, h * kDecodeGroup + kDecodeGroup, kDecodeDim})
+                      .tile({b, h * kDecodeGroup, 0}, {drop, 16, kDecodeDim});
+    copy(acc, mine);
+  });
+  return p;
+}
+
 } // namespace tessel::test
 
 #endif

@@ -290,3 +290,12 @@ TEST_CASE("a program whose accumulator feeds a register operand compiles for eve
     CHECK(said);
   }
 }
+
+TEST_CASE("a paged GQA decode kernel compiles for every target from one program") {
+  for (std::string arch : {"sm_80", "sm_90a", "sm_100a"}) {
+    INFO(arch);
+    Program p = test::pagedDecode();
+    Kernel k = compileChecked(p, arch);
+    CHECK(k.cubin().size() > 0);
+  }
+}
