@@ -489,6 +489,17 @@ LogicalResult LayoutInference::placeGemm(GemmOp gemm) {
              << threads / 128 << " warpgroups for wgmma m64nNk16: each warpgroup needs a "
              << "multiple of 64 rows and 8 to 256 columns";
   }
+  // On sm_90a mma.sync runs at a fraction of wgmma's rate: say why a gemm
+  // that did not ask for it gets it.
+  if (target.computeCapability == 90 && !forced)
+    emitMissed(gemm, "tessel-layout-inference", missed::kTensorCores)
+        << "this gemm runs on mma.sync, not wgmma: "
+        << (threads % 128 ? "wgmma runs on whole warpgroups and this code runs on " +
+                                std::to_string(threads) + " threads"
+                          : "its [" + std::to_string(m) + ", " + std::to_string(n) +
+                                "] tile cannot be split " + stringifyWarpPolicy(policy).str() +
+                                " over " + std::to_string(threads / 128) +
+                                " warpgroups of a multiple of 64 rows and 8 to 256 columns each");
   int64_t warps = threads / 32;
   for (auto [wm, wn] : warpGrids(warps, m, n, policy)) {
     if (m % (wm * 16) || n % (wn * 8)) continue;
