@@ -252,6 +252,26 @@ inline Program scoresRowMax() {
   return p;
 }
 
+/// s = q k^T + 1 for `rows` query rows (64 or 128) and `keys` keys (a
+/// multiple of 8 up to 256, not necessarily a power of two), the scores
+/// read back by element code and stored: wgmma's N in steps of 8, on one
+/// warpgroup (128 rows are two 64-row tiles of registers).
+inline Program wideScores(int64_t rows, int64_t keys) {
+  Program p("wide_scores_" + std::to_string(rows) + "x" + std::to_string(keys));
+  Tensor q = p.tensor("q", {rows, 64}, DType::bf16), k = p.tensor("k", {keys, 64}, DType::bf16);
+  Tensor out = p.tensor("out", {rows, keys}, DType::f32);
+  p.kernel({1}, 128, [&](Expr) {
+    Buffer qs = alloc_shared({rows, 64}, DType::bf16), ks = alloc_shared({keys, 64}, DType::bf16);
+    Buffer s = alloc_fragment({rows, keys}, DType::f32, "s");
+    copy(q.tile({0, 0}, {rows, 64}), qs);
+    copy(k.tile({0, 0}, {keys, 64}), ks);
+    gemm(qs, ks, s, {.transpose_b = true, .clear_accum = true});
+    parallel(rows, keys, [&](Expr i, Expr j) { s(i, j) = s(i, j) + 1.0; });
+    copy(s, out.tile({0, 0}, {rows, keys}));
+  });
+  return p;
+}
+
 /// MLA's scores in one product: s = q kv^T over the 576 columns of a
 /// latent (512) and rope (64) part, K = 576 read from shared memory, for 64
 /// query rows and N keys, 32 a step of a pipelined loop.

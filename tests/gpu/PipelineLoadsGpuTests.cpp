@@ -210,3 +210,30 @@ TEST_CASE("a paged GQA decode kernel written as a user writes it matches the ref
     CHECK(r.passed);
   }
 }
+
+TEST_CASE("wgmma with N of 96 192 and 200 (padded accumulators) matches the reference",
+          "[gpu][user]") {
+  if (deviceArch() != "sm_90a") {
+    WARN("SKIPPED: wgmma's N in steps of 8 needs sm_90a; this GPU is " << deviceArch());
+    return;
+  }
+  for (auto [rows, keys] : {std::pair<int64_t, int64_t>{128, 96}, {64, 192}, {64, 200}}) {
+    Program p = test::wideScores(rows, keys);
+    Kernel k = compile(p, {deviceArch()});
+    std::mt19937_64 rng(keys);
+    HostTensor q(DType::bf16, {rows, 64}), kt(DType::bf16, {keys, 64}), out(DType::f32, {rows, keys});
+    randomize(q, rng);
+    randomize(kt, rng);
+    std::vector<double> ref(rows * keys, 1.0);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < keys; ++j)
+        for (int64_t c = 0; c < 64; ++c) ref[i * keys + j] += double(q.values[i * 64 + c]) * kt.values[j * 64 + c];
+    DeviceRun run;
+    run.addTensor(q, false);
+    run.addTensor(kt, false);
+    run.addTensor(out, true);
+    CheckResult r = launchAndCompare(k, run, 2, out, ref, 1e-5, {});
+    INFO(fmt::format("{} x {}: rel error {:.3e}", rows, keys, r.relError));
+    CHECK(r.passed);
+  }
+}

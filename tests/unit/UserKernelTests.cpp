@@ -226,7 +226,8 @@ TEST_CASE("a gemm's K may be any multiple of the instruction's K: 576 = 512 + 64
       CHECK(count(k.cuda(), "mma.sync.aligned.m16n8k16") >= 1);
     }
   }
-  // N stays a power of two: the accumulator's registers map index bits.
+  // Off wgmma, N stays a power of two: the accumulator's registers map
+  // index bits.
   Program p("wide_scores");
   Tensor q = p.tensor("q", {64, 64}, DType::bf16), kv = p.tensor("kv", {96, 64}, DType::bf16);
   int line = 0;
@@ -239,8 +240,8 @@ TEST_CASE("a gemm's K may be any multiple of the instruction's K: 576 = 512 + 64
       line = __LINE__ + 1;
       gemm(qs, ks, acc, {.transpose_b = true, .clear_accum = true});
     });
-    compile(p, {"sm_90a", ""});
-    FAIL("a gemm with N = 96 compiled");
+    compile(p, {"sm_80", ""});
+    FAIL("a gemm with N = 96 compiled for mma.sync");
   } catch (const Error &e) {
     CHECK_THAT(e.what(), Catch::Contains(fmt::format("UserKernelTests.cpp:{}", line)) &&
                              Catch::Contains("M and N must be powers of two") &&
@@ -297,5 +298,15 @@ TEST_CASE("a paged GQA decode kernel compiles for every target from one program"
     Program p = test::pagedDecode();
     Kernel k = compileChecked(p, arch);
     CHECK(k.cubin().size() > 0);
+  }
+}
+
+TEST_CASE("wgmma takes N in steps of 8: 96, 192 and 200 on one warpgroup") {
+  for (auto [rows, keys] : {std::pair<int64_t, int64_t>{128, 96}, {64, 192}, {64, 200}}) {
+    Program p = test::wideScores(rows, keys);
+    Kernel k = compileChecked(p, "sm_90a");
+    INFO(rows << " x " << keys << "\n" << k.cuda());
+    // Each 64-row tile of the warpgroup takes one m64nNk16 a k-step.
+    CHECK(count(k.cuda(), fmt::format("wgmma.mma_async.sync.aligned.m64n{}k16", keys)) >= 1);
   }
 }

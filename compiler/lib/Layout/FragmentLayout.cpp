@@ -194,8 +194,10 @@ FragmentLayout FragmentLayout::mmaAccumulator(int64_t m, int64_t n, int64_t warp
 FragmentLayout FragmentLayout::wgmmaAccumulator(int64_t m, int64_t n, int64_t groupsM,
                                                 int64_t groupsN) {
   int64_t tileM = m / groupsM, tileN = n / groupsN;
+  // An N that is not a power of two is padded (one warpgroup column only):
+  // wgmma's registers are its 8-column chunks in order, the layout's first.
   assert(tileM % 64 == 0 && tileN % 8 == 0 && llvm::isPowerOf2_64(tileM) &&
-         llvm::isPowerOf2_64(tileN) && "the pass checks the warpgroup tile first");
+         (llvm::isPowerOf2_64(tileN) || groupsN == 1) && "the pass checks the warpgroup tile first");
   Coords2D at(n);
   llvm::SmallVector<uint64_t> reg = {at(0, 1), at(8, 0)}, warp = {at(16, 0), at(32, 0)};
   for (int64_t s = 8; s < tileN; s *= 2) reg.push_back(at(0, s));

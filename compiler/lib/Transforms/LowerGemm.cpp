@@ -188,6 +188,8 @@ void TileLowering::lowerWgmma(GemmOp op) {
   int64_t k = op.getTransposeA() ? a.tileShape[0] : a.tileShape[1];
   int64_t tileM = m / groups[0], tileN = n / groups[1];
   int64_t mTiles = tileM / 64;
+  // Registers of one 64-row tile: the layout pads N to a power of two.
+  int64_t tileRegisters = int64_t(llvm::PowerOf2Ceil(tileN)) / 2;
   // One instruction takes 32 bytes of K: 16 elements of 16 bits (k16), 32
   // of 8 bits (k32).
   int64_t kStepElements = 32 / (a.elementType.getIntOrFloatBitWidth() / 8);
@@ -237,14 +239,14 @@ void TileLowering::lowerWgmma(GemmOp op) {
         // elements, or 4 packed words.
         Value aBase = packFirst ? add(mul(kStep, idx(4)), mul(mi, idx(k / 4)))
                                 : add(mul(kStep, idx(8)), mul(mi, idx(k / 2)));
-        tilenv::WgmmaRegAOp::create(b, loc, c.root, mul(mi, idx(tileN / 2)), aWords, aBase, descB(),
+        tilenv::WgmmaRegAOp::create(b, loc, c.root, mul(mi, idx(tileRegisters)), aWords, aBase, descB(),
                                     b.getI64IntegerAttr(tileN), TypeAttr::get(a.elementType),
                                     bMnMajor ? b.getUnitAttr() : UnitAttr(), accumulate);
         return;
       }
       Value descA = aMnMajor ? operandDescriptor(a, *la, true, k0, m0)
                              : operandDescriptor(a, *la, false, m0, k0);
-      tilenv::WgmmaOp::create(b, loc, c.root, mul(mi, idx(tileN / 2)), descA, descB(),
+      tilenv::WgmmaOp::create(b, loc, c.root, mul(mi, idx(tileRegisters)), descA, descB(),
                               b.getI64IntegerAttr(tileN),
                               TypeAttr::get(a.elementType),
                               aMnMajor ? b.getUnitAttr() : UnitAttr(),

@@ -346,6 +346,8 @@ FailureOr<bool> LayoutInference::placeOnWgmma(GemmOp gemm, int64_t m, int64_t n,
                                               WarpPolicy policy, bool aInRegisters) {
   for (auto [gm, gn] : warpGrids(threads / 128, m, n, policy)) {
     if (m % (gm * 64) || n % (gn * 8) || n / gn > 256) continue;
+    // A padded N (not a power of two) stays on one warpgroup column.
+    if (!llvm::isPowerOf2_64(n) && gn != 1) continue;
     gemm.setInstructionAttr(GemmInstructionAttr::get(ctx, GemmInstruction::wgmma));
     gemm.setWarpsAttr(DenseI64ArrayAttr::get(ctx, {gm, gn}));
     if (aInRegisters &&
@@ -353,6 +355,11 @@ FailureOr<bool> LayoutInference::placeOnWgmma(GemmOp gemm, int64_t m, int64_t n,
       return failure();
     if (failed(assign(gemm.getC(), FragmentLayout::wgmmaAccumulator(m, n, gm, gn), gemm)))
       return failure();
+    if (!llvm::isPowerOf2_64(n))
+      emitMissed(gemm, "tessel-layout-inference", missed::kTensorCores)
+          << "the accumulator's register layout pads N = " << n << " to "
+          << llvm::PowerOf2Ceil(n) << ": " << (m / gm / 64) * (int64_t(llvm::PowerOf2Ceil(n)) - n) / 2
+          << " of its registers a thread hold no value";
     return true;
   }
   return false;
@@ -364,12 +371,17 @@ FailureOr<bool> LayoutInference::placeOnWgmma(GemmOp gemm, int64_t m, int64_t n,
 /// + 64 = 576 for MLA's latent and rope parts in one product). An A in
 /// registers is itself an accumulator-shaped fragment, so its K is an extent
 /// of one.
+/// N may also be any multiple of 8 up to 256 where wgmma takes the gemm on
+/// one warpgroup column (`wgmmaN`): its accumulator's registers are the 8-column
+/// chunks in order, the first of a layout padded to the next power of two.
 static LogicalResult checkGemmExtents(GemmOp gemm, int64_t m, int64_t n, int64_t k,
-                                      int64_t instructionK, bool aInRegisters) {
+                                      int64_t instructionK, bool aInRegisters, bool wgmmaN = false) {
+  bool wgmmaExtent = wgmmaN && n % 8 == 0 && n <= 256;
   for (auto [name, extent] : {std::pair{"M", m}, {"N", n}})
-    if (!llvm::isPowerOf2_64(extent))
+    if (!llvm::isPowerOf2_64(extent) && !(name[0] == 'N' && wgmmaExtent))
       return gemm.emitError("gemm tile extents M and N must be powers of two (the "
-                            "accumulator's register layout maps index bits), got ")
+                            "accumulator's register layout maps index bits; N may be a multiple "
+                            "of 8 up to 256 on sm_90a's wgmma), got ")
              << name << " = " << extent << "; split the tile into gemms on power-of-two windows";
   if (k % instructionK)
     return gemm.emitError("gemm K (") << k << ") must be a multiple of " << instructionK
@@ -469,7 +481,9 @@ LogicalResult LayoutInference::placeGemm(GemmOp gemm) {
   if (aInRegisters && gemm.getPolicy() == WarpPolicy::full_col)
     return gemm.emitError("a gemm operand A in registers splits the warps along M; use policy "
                           "full_row (or square)");
-  if (failed(checkGemmExtents(gemm, m, n, k, 16, aInRegisters))) return failure();
+  bool wgmmaTarget = target.computeCapability == 90 && threads % 128 == 0 &&
+                     gemm.getInstruction() != GemmInstruction::mma_sync;
+  if (failed(checkGemmExtents(gemm, m, n, k, 16, aInRegisters, wgmmaTarget))) return failure();
 
   std::optional<GemmInstruction> forced = gemm.getInstruction();
   WarpPolicy policy = effectivePolicy(gemm);
@@ -489,6 +503,11 @@ LogicalResult LayoutInference::placeGemm(GemmOp gemm) {
              << threads / 128 << " warpgroups for wgmma m64nNk16: each warpgroup needs a "
              << "multiple of 64 rows and 8 to 256 columns";
   }
+  if (!llvm::isPowerOf2_64(n))
+    return gemm.emitError("gemm tile [")
+           << m << ", " << n << "] has an N that is not a power of two, which only wgmma takes "
+           << "(on one warpgroup column: " << stringifyWarpPolicy(policy)
+           << " does not give one); mma.sync needs a power of two";
   // On sm_90a mma.sync runs at a fraction of wgmma's rate: say why a gemm
   // that did not ask for it gets it.
   if (target.computeCapability == 90 && !forced)
