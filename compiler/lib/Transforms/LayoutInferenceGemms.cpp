@@ -1,0 +1,329 @@
+//===- LayoutInferenceGemms.cpp - gemms' instructions and accumulators -===//
+//
+// Part of tessel-layout-inference: each gemm picks its tensor-core
+// instruction (tcgen05.mma for a tensor-memory accumulator, wgmma on sm_90a
+// where the tile allows it, mma.sync otherwise, saying why in a remark on
+// sm_90a), splits its tile over warps by its policy (full_row where the
+// accumulator reaches a register operand A) and fixes its accumulator's
+// layout; a fragment copied to or from tensor memory takes the .32x32b one.
+//
+//===----------------------------------------------------------------------===//
+#include "LayoutInference.h"
+#include "tessel/Transforms/BufferUtils.h"
+#include "tessel/Transforms/Remarks.h"
+
+#include "llvm/Support/MathExtras.h"
+
+using namespace mlir;
+using namespace tessel;
+using namespace tessel::tile;
+using namespace tessel::layout_inference;
+
+void LayoutInference::collectTies() {
+  for (auto &[loop, accesses] : loopAccesses)
+    for (const LoopAccess &a : accesses) tied.unionSets(accesses.front().fragment, a.fragment);
+  kernel.walk([&](CopyOp copy) {
+    if (isFragment(copy.getSource()) && isFragment(copy.getDest()))
+      tied.unionSets(getRootBuffer(copy.getSource()), getRootBuffer(copy.getDest()));
+  });
+  kernel.walk([&](GemmOp gemm) {
+    if (isFragment(gemm.getA()))
+      registerOperandTie.try_emplace(tied.getOrInsertLeaderValue(getRootBuffer(gemm.getA())), gemm);
+  });
+}
+
+WarpPolicy LayoutInference::effectivePolicy(GemmOp gemm) {
+  if (isFragment(gemm.getA())) return WarpPolicy::full_row;
+  if (gemm.getPolicy() != WarpPolicy::square || !isFragment(gemm.getC())) return gemm.getPolicy();
+  GemmOp reader =
+      registerOperandTie.lookup(tied.getOrInsertLeaderValue(getRootBuffer(gemm.getC())));
+  if (!reader) return WarpPolicy::square;
+  emitMissed(gemm, "tessel-layout-inference", missed::kTensorCores)
+      << "warps split along M only (full_row), not square: the accumulator's values reach the "
+         "register operand A of the gemm at "
+      << describeLocation(reader.getLoc()) << ", which is split that way";
+  return WarpPolicy::full_row;
+}
+
+SmallVector<std::pair<int64_t, int64_t>> tessel::layout_inference::warpGrids(int64_t units, int64_t m, int64_t n,
+                                                    WarpPolicy policy) {
+  SmallVector<std::pair<int64_t, int64_t>> grids;
+  if (policy == WarpPolicy::full_row) return {{units, 1}};
+  if (policy == WarpPolicy::full_col) return {{1, units}};
+  for (int64_t wm = 1; wm <= units; wm *= 2) grids.push_back({wm, units / wm});
+  llvm::stable_sort(grids, [&](auto x, auto y) {
+    auto skew = [&](std::pair<int64_t, int64_t> g) {
+      double tm = double(m) / g.first, tn = double(n) / g.second;
+      return std::max(tm, tn) / std::min(tm, tn);
+    };
+    return skew(x) < skew(y) || (skew(x) == skew(y) && x.first > y.first);
+  });
+  return grids;
+}
+
+LogicalResult LayoutInference::placeTcgen05Gemm(GemmOp gemm) {
+  auto a = llvm::cast<MemRefType>(gemm.getA().getType());
+  auto c = llvm::cast<MemRefType>(gemm.getC().getType());
+  int64_t m = c.getDimSize(0), n = c.getDimSize(1);
+  int64_t k = gemm.getTransposeA() ? a.getDimSize(0) : a.getDimSize(1);
+  if (target.computeCapability < 100)
+    return gemm.emitError("a gemm into tensor memory is tcgen05.mma, sm_100a's; the target is ")
+           << target.arch;
+  if (std::optional<GemmInstruction> forced = gemm.getInstruction();
+      forced && *forced != GemmInstruction::tcgen05)
+    return gemm.emitError("a gemm into tensor memory is tcgen05.mma, not ")
+           << stringifyGemmInstruction(*forced);
+  Type in = a.getElementType();
+  if (!in.isF16() && !in.isBF16())
+    return gemm.emitError("tcgen05 gemm needs f16 or bf16 operands, got ") << in;
+  if (!c.getElementType().isF32())
+    return gemm.emitError("tcgen05 gemm accumulates in f32 tensor memory, got ")
+           << c.getElementType();
+  if (isFragment(gemm.getA()))
+    return gemm.emitError("tcgen05 gemm takes A from shared or tensor memory, not registers");
+  if (inTmem(gemm.getA())) {
+    // The ts form: A [128, K] in tensor memory, row m in lane m, K packed
+    // two values to a column.
+    auto alloc = getRootBuffer(gemm.getA()).getDefiningOp<AllocOp>();
+    if (gemm.getTransposeA() || alloc.getUnpacked() || a.getDimSize(0) != 128)
+      return gemm.emitError("a tcgen05 operand A in tensor memory is [128, K], K-major and packed "
+                            "(two 16-bit values a column), got ")
+             << a << (gemm.getTransposeA() ? " transposed" : "")
+             << (alloc.getUnpacked() ? " unpacked" : "");
+  } else if (getMemorySpace(a) != MemorySpace::shared) {
+    return gemm.emitError("tcgen05 gemm operand A must be in shared or tensor memory");
+  }
+  if (getMemorySpace(llvm::cast<MemRefType>(gemm.getB().getType())) != MemorySpace::shared)
+    return gemm.emitError("tcgen05 gemm operand B must be in shared memory");
+  if (m != 128)
+    return gemm.emitError("tcgen05 gemm computes all 128 lanes (M = 128); got M = ") << m;
+  if (n % 16 || n < 16 || n > 256)
+    return gemm.emitError("tcgen05.mma with M = 128 takes N from 16 to 256 in steps of 16; got N = ")
+           << n;
+  if (k % 16)
+    return gemm.emitError("gemm K (") << k << ") must be a multiple of 16, the K of tcgen05.mma "
+                                      << "for 16-bit operands";
+  // One thread issues the MMAs (a one-warp role may); the kernel's
+  // warpgroups reach the 128 lanes.
+  if (kernel.getThreads() % 128)
+    return gemm.emitError("a kernel with a tcgen05 gemm runs whole warpgroups; it has ")
+           << kernel.getThreads() << " threads";
+  gemm.setInstructionAttr(GemmInstructionAttr::get(ctx, GemmInstruction::tcgen05));
+  gemm.setWarpsAttr(DenseI64ArrayAttr::get(ctx, {1, 1}));
+  return success();
+}
+
+LogicalResult LayoutInference::placeTmemCopy(CopyOp copy) {
+  bool fromTmem = inTmem(copy.getSource());
+  Value tmem = fromTmem ? copy.getSource() : copy.getDest();
+  Value other = fromTmem ? copy.getDest() : copy.getSource();
+  MemorySpace otherSpace = getMemorySpace(llvm::cast<MemRefType>(other.getType()));
+  if (otherSpace == MemorySpace::tmem || otherSpace == MemorySpace::local)
+    return copy.emitError("tensor memory is copied to and from fragments, shared or global "
+                          "memory, not ")
+           << stringifyMemorySpace(otherSpace) << " memory";
+  auto view = llvm::cast<MemRefType>(tmem.getType());
+  int64_t n = view.getRank() == 2 ? view.getDimSize(1) : 0;
+  if (view.getRank() != 2 || view.getDimSize(0) != 128 || threads % 128 || !llvm::isPowerOf2_64(n) ||
+      !llvm::isPowerOf2_64(threads) || n < threads / 128)
+    return copy.emitError("a tensor-memory copy moves a [128, n] tile, n a power of two, by whole "
+                          "warpgroups (at least one column each); got ")
+           << view << " on " << threads << " threads";
+  if (!isFragment(other)) return success(); // through registers, row by row
+  return assign(other, FragmentLayout::tmemRows(n, threads / 128), copy);
+}
+
+FailureOr<bool> LayoutInference::placeOnWgmma(GemmOp gemm, int64_t m, int64_t n, int64_t k,
+                                              WarpPolicy policy, bool aInRegisters) {
+  for (auto [gm, gn] : warpGrids(threads / 128, m, n, policy)) {
+    if (m % (gm * 64) || n % (gn * 8) || n / gn > 256) continue;
+    // A padded N (not a power of two) stays on one warpgroup column.
+    if (!llvm::isPowerOf2_64(n) && gn != 1) continue;
+    gemm.setInstructionAttr(GemmInstructionAttr::get(ctx, GemmInstruction::wgmma));
+    gemm.setWarpsAttr(DenseI64ArrayAttr::get(ctx, {gm, gn}));
+    if (aInRegisters &&
+        failed(assign(gemm.getA(), FragmentLayout::wgmmaAccumulator(m, k, gm, 1), gemm)))
+      return failure();
+    if (failed(assign(gemm.getC(), FragmentLayout::wgmmaAccumulator(m, n, gm, gn), gemm)))
+      return failure();
+    if (!llvm::isPowerOf2_64(n))
+      emitMissed(gemm, "tessel-layout-inference", missed::kTensorCores)
+          << "the accumulator's register layout pads N = " << n << " to "
+          << llvm::PowerOf2Ceil(n) << ": " << (m / gm / 64) * (int64_t(llvm::PowerOf2Ceil(n)) - n) / 2
+          << " of its registers a thread hold no value";
+    return true;
+  }
+  return false;
+}
+
+/// M and N index the accumulator's registers, whose layouts map index
+/// bits (powers of two); K only counts instruction steps, so it may be any
+/// multiple of the instruction's K where A is read from shared memory (512
+/// + 64 = 576 for MLA's latent and rope parts in one product). An A in
+/// registers is itself an accumulator-shaped fragment, so its K is an extent
+/// of one.
+/// N may also be any multiple of 8 up to 256 where wgmma takes the gemm on
+/// one warpgroup column (`wgmmaN`): its accumulator's registers are the 8-column
+/// chunks in order, the first of a layout padded to the next power of two.
+static LogicalResult checkGemmExtents(GemmOp gemm, int64_t m, int64_t n, int64_t k,
+                                      int64_t instructionK, bool aInRegisters, bool wgmmaN = false) {
+  bool wgmmaExtent = wgmmaN && n % 8 == 0 && n <= 256;
+  for (auto [name, extent] : {std::pair{"M", m}, {"N", n}})
+    if (!llvm::isPowerOf2_64(extent) && !(name[0] == 'N' && wgmmaExtent))
+      return gemm.emitError("gemm tile extents M and N must be powers of two (the "
+                            "accumulator's register layout maps index bits; N may be a multiple "
+                            "of 8 up to 256 on sm_90a's wgmma), got ")
+             << name << " = " << extent << "; split the tile into gemms on power-of-two windows";
+  if (k % instructionK)
+    return gemm.emitError("gemm K (") << k << ") must be a multiple of " << instructionK
+                                      << ", the K of the tensor-core instruction for "
+                                      << llvm::cast<MemRefType>(gemm.getA().getType()).getElementType()
+                                      << " operands";
+  if (aInRegisters && !llvm::isPowerOf2_64(k))
+    return gemm.emitError("gemm K (")
+           << k << ") of an operand A in registers must be a power of two (A is laid out as an "
+           << "accumulator); K of an A in shared memory may be any multiple of " << instructionK;
+  return success();
+}
+
+LogicalResult LayoutInference::placeEightBitMmaSync(GemmOp gemm, int64_t m, int64_t n) {
+  int64_t warps = threads / 32;
+  for (auto [wm, wn] : warpGrids(warps, m, n, gemm.getPolicy())) {
+    if (m % (wm * 16) || n % (wn * 8)) continue;
+    gemm.setInstructionAttr(GemmInstructionAttr::get(ctx, GemmInstruction::mma_sync));
+    gemm.setWarpsAttr(DenseI64ArrayAttr::get(ctx, {wm, wn}));
+    return assign(gemm.getC(), FragmentLayout::mmaAccumulator(m, n, wm, wn), gemm);
+  }
+  return gemm.emitError("gemm tile [")
+         << m << ", " << n << "] cannot be split " << stringifyWarpPolicy(gemm.getPolicy())
+         << " over " << warps << " warps for mma.sync m16n8k32: each warp needs a multiple of 16 "
+         << "rows and 8 columns";
+}
+
+LogicalResult LayoutInference::placeEightBitGemm(GemmOp gemm) {
+  auto a = llvm::cast<MemRefType>(gemm.getA().getType());
+  auto c = llvm::cast<MemRefType>(gemm.getC().getType());
+  int64_t m = c.getDimSize(0), n = c.getDimSize(1), k = a.getDimSize(1);
+  Type in = a.getElementType(), acc = c.getElementType();
+  bool integer = in.isInteger(8);
+  if (integer ? !acc.isInteger(32) : !acc.isF32())
+    return gemm.emitError("a gemm of ") << in << " operands accumulates in "
+                                        << (integer ? "i32" : "f32") << ", got " << acc;
+  if (isFragment(gemm.getA()) ||
+      getMemorySpace(a) != MemorySpace::shared ||
+      getMemorySpace(llvm::cast<MemRefType>(gemm.getB().getType())) != MemorySpace::shared)
+    return gemm.emitError("a gemm of ") << in << " operands reads A and B from shared memory";
+  // 8-bit wgmma has no transposed form: both operands are K-major.
+  if (gemm.getTransposeA() || !gemm.getTransposeB())
+    return gemm.emitError("a gemm of ")
+           << in << " operands reads both operands K-major (8-bit wgmma has no transposed "
+           << "form): A as [M, K] without transpose_a, B as [N, K] with transpose_b";
+  if (failed(checkGemmExtents(gemm, m, n, k, 32, /*aInRegisters=*/false))) return failure();
+  // Integer products run on mma.sync m16n8k32 before sm_90a (or when asked
+  // for); FP8's mma.sync needs sm_89, which is no target here, and the
+  // tcgen05 forms (sm_100a) are not implemented: an error rather than a
+  // silent fallback.
+  std::optional<GemmInstruction> forced = gemm.getInstruction();
+  if (integer && (forced == GemmInstruction::mma_sync ||
+                  (!forced && target.computeCapability < 90)))
+    return placeEightBitMmaSync(gemm, m, n);
+  if (target.computeCapability != 90 || (forced && *forced != GemmInstruction::wgmma))
+    return gemm.emitError("a gemm of ")
+           << in << " operands runs on wgmma (sm_90a) only; target " << target.arch
+           << (forced ? ", instruction " + stringifyGemmInstruction(*forced).str() : "");
+  if (threads % 128)
+    return gemm.emitError("wgmma runs on whole warpgroups: ") << threads << " threads";
+  FailureOr<bool> placed = placeOnWgmma(gemm, m, n, k, gemm.getPolicy(), /*aInRegisters=*/false);
+  if (failed(placed)) return failure();
+  if (!*placed)
+    return gemm.emitError("gemm tile [")
+           << m << ", " << n << "] cannot be split " << stringifyWarpPolicy(gemm.getPolicy())
+           << " over " << threads / 128 << " warpgroups for wgmma m64nNk32: each warpgroup needs "
+           << "a multiple of 64 rows and 8 to 256 columns";
+  return success();
+}
+
+LogicalResult LayoutInference::placeGemm(GemmOp gemm) {
+  if (inTmem(gemm.getC())) return placeTcgen05Gemm(gemm);
+  auto a = llvm::cast<MemRefType>(gemm.getA().getType());
+  auto c = llvm::cast<MemRefType>(gemm.getC().getType());
+  int64_t m = c.getDimSize(0), n = c.getDimSize(1);
+  int64_t k = gemm.getTransposeA() ? a.getDimSize(0) : a.getDimSize(1);
+  Type in = a.getElementType();
+  if (in.getIntOrFloatBitWidth() == 8) return placeEightBitGemm(gemm);
+  if (!in.isF16() && !in.isBF16())
+    return gemm.emitError("tensor-core gemm needs f16, bf16, FP8 (f8e4m3, f8e5m2) or 8-bit "
+                          "integer operands, got ")
+           << in;
+  if (!c.getElementType().isF32())
+    return gemm.emitError("tensor-core gemm accumulates in f32, got ") << c.getElementType();
+  // A may come from registers (FlashAttention's P x V): its layout is then
+  // the accumulator layout of an [M, K] tile on the same warps, which is
+  // what the instructions read, so warps split M only.
+  bool aInRegisters = isFragment(gemm.getA());
+  if (getMemorySpace(llvm::cast<MemRefType>(gemm.getB().getType())) != MemorySpace::shared)
+    return gemm.emitError("gemm operand B must be in shared memory");
+  if (!aInRegisters &&
+      getMemorySpace(llvm::cast<MemRefType>(gemm.getA().getType())) != MemorySpace::shared)
+    return gemm.emitError("gemm operand A must be in shared memory or a fragment");
+  if (aInRegisters && gemm.getTransposeA())
+    return gemm.emitError("a gemm operand A in registers cannot be transposed; transpose the "
+                          "product that produces it instead");
+  if (aInRegisters && gemm.getPolicy() == WarpPolicy::full_col)
+    return gemm.emitError("a gemm operand A in registers splits the warps along M; use policy "
+                          "full_row (or square)");
+  bool wgmmaTarget = target.computeCapability == 90 && threads % 128 == 0 &&
+                     gemm.getInstruction() != GemmInstruction::mma_sync;
+  if (failed(checkGemmExtents(gemm, m, n, k, 16, aInRegisters, wgmmaTarget))) return failure();
+
+  std::optional<GemmInstruction> forced = gemm.getInstruction();
+  WarpPolicy policy = effectivePolicy(gemm);
+  // wgmma: warpgroups of 128 threads, each owning a multiple of 64 rows and
+  // at most 256 columns.
+  bool wgmmaPossible = target.computeCapability == 90 && threads % 128 == 0;
+  if (forced == GemmInstruction::wgmma && !wgmmaPossible)
+    return gemm.emitError("wgmma needs sm_90a and a multiple of 128 threads (target ")
+           << target.arch << ", " << threads << " threads)";
+  if (wgmmaPossible && forced != GemmInstruction::mma_sync) {
+    FailureOr<bool> placed = placeOnWgmma(gemm, m, n, k, policy, aInRegisters);
+    if (failed(placed)) return failure();
+    if (*placed) return success();
+    if (forced == GemmInstruction::wgmma)
+      return gemm.emitError("gemm tile [")
+             << m << ", " << n << "] cannot be split " << stringifyWarpPolicy(policy) << " over "
+             << threads / 128 << " warpgroups for wgmma m64nNk16: each warpgroup needs a "
+             << "multiple of 64 rows and 8 to 256 columns";
+  }
+  if (!llvm::isPowerOf2_64(n))
+    return gemm.emitError("gemm tile [")
+           << m << ", " << n << "] has an N that is not a power of two, which only wgmma takes "
+           << "(on one warpgroup column: " << stringifyWarpPolicy(policy)
+           << " does not give one); mma.sync needs a power of two";
+  // On sm_90a mma.sync runs at a fraction of wgmma's rate: say why a gemm
+  // that did not ask for it gets it.
+  if (target.computeCapability == 90 && !forced)
+    emitMissed(gemm, "tessel-layout-inference", missed::kTensorCores)
+        << "this gemm runs on mma.sync, not wgmma: "
+        << (threads % 128 ? "wgmma runs on whole warpgroups and this code runs on " +
+                                std::to_string(threads) + " threads"
+                          : "its [" + std::to_string(m) + ", " + std::to_string(n) +
+                                "] tile cannot be split " + stringifyWarpPolicy(policy).str() +
+                                " over " + std::to_string(threads / 128) +
+                                " warpgroups of a multiple of 64 rows and 8 to 256 columns each");
+  int64_t warps = threads / 32;
+  for (auto [wm, wn] : warpGrids(warps, m, n, policy)) {
+    if (m % (wm * 16) || n % (wn * 8)) continue;
+    gemm.setInstructionAttr(GemmInstructionAttr::get(ctx, GemmInstruction::mma_sync));
+    gemm.setWarpsAttr(DenseI64ArrayAttr::get(ctx, {wm, wn}));
+    if (aInRegisters &&
+        failed(assign(gemm.getA(), FragmentLayout::mmaAccumulator(m, k, wm, 1), gemm)))
+      return failure();
+    return assign(gemm.getC(), FragmentLayout::mmaAccumulator(m, n, wm, wn), gemm);
+  }
+  auto grid = warpGrids(warps, m, n, policy).front();
+  return gemm.emitError("gemm tile [")
+         << m << ", " << n << "] cannot be split " << stringifyWarpPolicy(policy) << " over "
+         << warps << " warps for mma.sync m16n8k16: M must be a multiple of "
+         << 16 * grid.first << " (16 x " << grid.first << " warps) and N a multiple of "
+         << 8 * grid.second << " (8 x " << grid.second << " warps)";
+}
