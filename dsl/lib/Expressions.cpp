@@ -265,6 +265,13 @@ static DType commonType(const Expr &a, const Expr &b) {
   bool aVal = a.node->kind == ExprNode::Val || (a.node->kind == ExprNode::Sym && a.node->i < 0);
   bool bVal = b.node->kind == ExprNode::Val || (b.node->kind == ExprNode::Sym && b.node->i < 0);
   DType ta = promoted(a.type()), tb = promoted(b.type());
+  // Integers of different types meet as C++'s usual conversions have them:
+  // a bool or a loop index takes the other's type, i32 widens to i64.
+  auto integer = [](DType t) { return t == DType::i32 || t == DType::i64 || t == DType::index || t == DType::i1; };
+  if (aVal && bVal && ta != tb && integer(ta) && integer(tb)) {
+    auto rank = [](DType t) { return t == DType::i64 ? 3 : t == DType::i32 ? 2 : t == DType::index ? 1 : 0; };
+    return rank(ta) >= rank(tb) ? ta : tb;
+  }
   if (aVal && bVal && ta != tb)
     fail(lastLoc, fmt::format("operands have types {} and {}; convert one with cast()", name(ta), name(tb)));
   if (aVal) return ta;

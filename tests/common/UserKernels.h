@@ -272,6 +272,40 @@ inline Program wideScores(int64_t rows, int64_t keys) {
   return p;
 }
 
+/// Weight-only int4: yT = dequant(W) x^T for N output features and 16
+/// tokens, W [N, K] packed two 4-bit codes a byte (low nibble first, code
+/// c meaning c - 8) with an f32 scale per 128 of K. The weights are the
+/// gemm's A operand, unpacked by element code from a shared tile of bytes
+/// straight into a register fragment (bit operations and u8 promotion);
+/// the tokens are B.
+inline constexpr int64_t kInt4Tokens = 16, kInt4Group = 128;
+inline Program int4Weights() {
+  Program p("int4_weights");
+  Expr n = p.sym("N"), k = p.sym("K");
+  Tensor x = p.tensor("x", {kInt4Tokens, k}, DType::bf16);
+  Tensor w = p.tensor("w", {n, k / 2}, DType::u8);
+  Tensor scales = p.tensor("scales", {n, k / kInt4Group}, DType::f32);
+  Tensor yT = p.tensor("yT", {n, kInt4Tokens}, DType::f32);
+  p.kernel({ceil_div(n, 64)}, 128, [&](Expr bx) {
+    Buffer ws = alloc_shared({64, kInt4Group / 2}, DType::u8, "w_codes");
+    Buffer xs = alloc_shared({kInt4Tokens, kInt4Group}, DType::bf16, "x");
+    Buffer a = alloc_fragment({64, kInt4Group}, DType::bf16, "w");
+    Buffer acc = alloc_fragment({64, kInt4Tokens}, DType::f32, "acc");
+    fill(acc, 0.0);
+    pipelined(ceil_div(k, kInt4Group), 2, [&](Expr kt) {
+      copy(w.tile({bx * 64, kt * (kInt4Group / 2)}, {64, kInt4Group / 2}), ws);
+      copy(x.tile({0, kt * kInt4Group}, {kInt4Tokens, kInt4Group}), xs);
+      parallel(64, kInt4Group, [&](Expr i, Expr j) {
+        Expr code = (ws(i, j / 2) >> ((j % 2) * 4)) & 15;
+        a(i, j) = cast(code - 8, DType::f32) * scales(bx * 64 + i, kt);
+      });
+      gemm(a, xs, acc, {.transpose_b = true});
+    });
+    copy(acc, yT.tile({bx * 64, 0}, {64, kInt4Tokens}));
+  });
+  return p;
+}
+
 /// MLA's scores in one product: s = q kv^T over the 576 columns of a
 /// latent (512) and rope (64) part, K = 576 read from shared memory, for 64
 /// query rows and N keys, 32 a step of a pipelined loop.

@@ -237,3 +237,37 @@ TEST_CASE("wgmma with N of 96 192 and 200 (padded accumulators) matches the refe
     CHECK(r.passed);
   }
 }
+
+TEST_CASE("int4 weights unpacked into a register operand match the reference", "[gpu][user]") {
+  const int64_t n = 192, k = 512, t = test::kInt4Tokens, g = test::kInt4Group;
+  std::mt19937_64 rng(4);
+  HostTensor x(DType::bf16, {t, k}), w(DType::u8, {n, k / 2}), scales(DType::f32, {n, k / g}),
+      yT(DType::f32, {n, t});
+  randomize(x, rng);
+  randomize(w, rng); // every byte: both nibbles take all 16 codes
+  std::uniform_real_distribution<float> positive(0.01f, 0.1f);
+  for (int64_t i = 0; i < n * (k / g); ++i) scales.set(i, positive(rng));
+  std::vector<double> ref(n * t, 0.0);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < k; ++c) {
+      int byte = int(w.values[r * (k / 2) + c / 2]);
+      // Each dequantised weight is rounded to bf16, as the fragment holds it.
+      double weight = testing::roundTo(DType::bf16, float(((byte >> ((c % 2) * 4)) & 15) - 8) *
+                                                        scales.values[r * (k / g) + c / g]);
+      for (int64_t j = 0; j < t; ++j) ref[r * t + j] += weight * x.values[j * k + c];
+    }
+  for (std::string arch : {deviceArch(), std::string("sm_80")}) {
+    Program p = test::int4Weights();
+    Kernel kernel = compile(p, {arch});
+    DeviceRun run;
+    run.args.push_back(rt::LaunchArg::integer(n));
+    run.args.push_back(rt::LaunchArg::integer(k));
+    run.addTensor(x, false);
+    run.addTensor(w, false);
+    run.addTensor(scales, false);
+    run.addTensor(yT, true);
+    CheckResult r = launchAndCompare(kernel, run, 5, yT, ref, 1e-5, {});
+    INFO(fmt::format("{}: rel error {:.3e}", arch, r.relError));
+    CHECK(r.passed);
+  }
+}

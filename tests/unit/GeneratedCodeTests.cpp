@@ -181,6 +181,11 @@ TEST_CASE("bit operators reject floats and shifts past the width at the user's l
   CHECK_THAT(message([](Expr, Expr k) { (void)(k << 32); }),
              Catch::Contains("a shift by 32 bits of a 32-bit value; shift amounts are 0 to 31"));
   CHECK_THAT(message([](Expr x, Expr) { (void)~x; }), Catch::Contains("operator ~ needs an integer operand"));
+  // Integers of different types meet as in C++ (a loop index takes the
+  // other's type); a float and an integer still need a cast.
+  CHECK(message([](Expr, Expr k) { (void)(k + (k != 0) + cast(k, DType::i64)); }).empty());
+  CHECK_THAT(message([](Expr x, Expr k) { (void)(x + k); }),
+             Catch::Contains("operands have types f32 and i32; convert one with cast()"));
   CHECK_THAT(message([](Expr x, Expr) { (void)bitcast(x, DType::i64); }),
              Catch::Contains("bitcast reinterprets between f32 and i32 or f64 and i64, not f32 and i64"));
   // Constants fold as C++ folds them; a shift of a constant too.

@@ -310,3 +310,15 @@ TEST_CASE("wgmma takes N in steps of 8: 96, 192 and 200 on one warpgroup") {
     CHECK(count(k.cuda(), fmt::format("wgmma.mma_async.sync.aligned.m64n{}k16", keys)) >= 1);
   }
 }
+
+TEST_CASE("int4 weights unpacked by element code into a register operand compile everywhere") {
+  for (std::string arch : {"sm_80", "sm_90a"}) {
+    INFO(arch);
+    Program p = test::int4Weights();
+    Kernel k = compileChecked(p, arch);
+    INFO(k.cuda());
+    // The weights never pass through shared memory as bf16: A is read from
+    // registers by the tensor-core instruction.
+    CHECK(count(k.cuda(), arch == "sm_90a" ? "wgmma.mma_async" : "mma.sync") >= 1);
+  }
+}
