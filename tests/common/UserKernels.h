@@ -306,6 +306,32 @@ inline Program int4Weights() {
   return p;
 }
 
+/// c = a b for 8-bit a and b with one operand stored MN-major: b as [K, N]
+/// (a row-major weight) or, with `aMnMajor`, a as [K, M] too; c is f32 for
+/// FP8 inputs and i32 for i8. 128 x 128 tiles, 64 of K a step of a
+/// pipelined loop; the compiler gives the tensor cores K-major copies.
+inline Program mnMajorEightBit(DType in, bool aMnMajor) {
+  Program p(std::string("mn_major_") + name(in) + (aMnMajor ? "_a" : ""));
+  Expr m = p.sym("M"), n = p.sym("N"), k = p.sym("K");
+  DType acc = in == DType::i8 ? DType::i32 : DType::f32;
+  Tensor a = aMnMajor ? p.tensor("a", {k, m}, in) : p.tensor("a", {m, k}, in);
+  Tensor b = p.tensor("b", {k, n}, in);
+  Tensor c = p.tensor("c", {m, n}, acc);
+  p.kernel({ceil_div(n, 128), ceil_div(m, 128)}, 256, [&](Expr bx, Expr by) {
+    Buffer as = aMnMajor ? alloc_shared({64, 128}, in, "a") : alloc_shared({128, 64}, in, "a");
+    Buffer bs = alloc_shared({64, 128}, in, "b");
+    Buffer cf = alloc_fragment({128, 128}, acc, "c");
+    clear(cf);
+    pipelined(ceil_div(k, 64), 2, [&](Expr kt) {
+      copy(aMnMajor ? a.tile({kt * 64, by * 128}, {64, 128}) : a.tile({by * 128, kt * 64}, {128, 64}), as);
+      copy(b.tile({kt * 64, bx * 128}, {64, 128}), bs);
+      gemm(as, bs, cf, {.transpose_a = aMnMajor});
+    });
+    copy(cf, c.tile({by * 128, bx * 128}, {128, 128}));
+  });
+  return p;
+}
+
 /// MLA's scores in one product: s = q kv^T over the 576 columns of a
 /// latent (512) and rope (64) part, K = 576 read from shared memory, for 64
 /// query rows and N keys, 32 a step of a pipelined loop.

@@ -36,6 +36,7 @@ std::optional<tessel::TargetInfo> tessel::lookupTarget(llvm::StringRef arch, boo
 void tessel::buildTesselPipeline(OpPassManager &pm, const TargetInfo &target) {
   OpPassManager &kernel = pm.nest<tile::KernelOp>();
   kernel.addPass(createTesselVerifyKernel(TesselVerifyKernelOptions{target.arch}));
+  kernel.addPass(createTesselKMajorOperands());
   kernel.addPass(createTesselTmemAccumulators(TesselTmemAccumulatorsOptions{target.arch}));
   kernel.addPass(createTesselTmemAllocation(TesselTmemAllocationOptions{target.arch}));
   kernel.addPass(createTesselLayoutInference(TesselLayoutInferenceOptions{target.arch}));

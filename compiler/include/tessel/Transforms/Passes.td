@@ -19,6 +19,20 @@ def TesselVerifyKernel : Pass<"tessel-verify-kernel", "::tessel::tile::KernelOp"
   let dependentDialects = ["::tessel::tile::TileDialect"];
 }
 
+def TesselKMajorOperands : Pass<"tessel-k-major-operands", "::tessel::tile::KernelOp"> {
+  let summary = "Give 8-bit gemms K-major copies of operands stored the other way";
+  let description = [{
+    Pre: tile-level IR. The 8-bit tensor-core instructions read A as [M, K]
+    and B as [N, K] only. A `tile.gemm` of 8-bit operands whose A is
+    transposed ([K, M]) or whose B is not ([K, N]) in shared memory gets a
+    K-major shared copy of that operand (allocated at the kernel's top),
+    written by a `tile.parallel` just before the gemm, and a remark at the
+    gemm saying what the copy costs and how to store the operand instead.
+    Post: every 8-bit gemm reads shared operands K-major.
+  }];
+  let dependentDialects = ["::tessel::tile::TileDialect", "::mlir::memref::MemRefDialect"];
+}
+
 def TesselTmemAccumulators : Pass<"tessel-tmem-accumulators", "::tessel::tile::KernelOp"> {
   let summary = "Run register-accumulator gemms on tcgen05 through tensor memory (sm_100a)";
   let description = [{

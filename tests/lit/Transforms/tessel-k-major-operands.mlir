@@ -1,0 +1,57 @@
+// RUN: tessel-opt %s -split-input-file -verify-diagnostics -pass-pipeline='builtin.module(tile.kernel(tessel-k-major-operands))' | FileCheck %s
+
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// An FP8 B stored [K, N]: a [N, K] copy at the kernel's top, filled by a
+// parallel loop (element (n, k) from (k, n)) just before the gemm, which
+// then reads it with transpose_b.
+// CHECK-LABEL: tile.kernel @b_mn_major
+// CHECK-NEXT: %[[T:.*]] = tile.alloc {name = "b_k_major"} : memref<128x64xf8E4M3FN, #tile.space<shared>>
+// CHECK: %[[B:.*]] = tile.alloc : memref<64x128xf8E4M3FN, #tile.space<shared>>
+// CHECK: tile.parallel (%[[N:.*]], %[[K:.*]]) in [128, 64] {
+// CHECK-NEXT: %[[E:.*]] = memref.load %[[B]][%[[K]], %[[N]]]
+// CHECK-NEXT: memref.store %[[E]], %[[T]][%[[N]], %[[K]]]
+// CHECK: tile.gemm %{{.*}}, %[[T]], %{{.*}} {transpose_b}
+tile.kernel @b_mn_major() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc : memref<64x64xf8E4M3FN, #s>
+  %b = tile.alloc : memref<64x128xf8E4M3FN, #s>
+  %acc = tile.alloc : memref<64x128xf32, #f>
+  // expected-remark @+1 {{tessel-k-major-operands [tensor-cores]: operand B is stored [K, N] and 8-bit tensor-core instructions read it K-major only: element code copies it into a 128 x 64 shared tile before each gemm (8192 bytes); store it [N, K] (transpose_b) to skip the copy}}
+  tile.gemm %a, %b, %acc : memref<64x64xf8E4M3FN, #s>, memref<64x128xf8E4M3FN, #s>, memref<64x128xf32, #f>
+}
+
+// -----
+
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// An i8 A stored [K, M]: its [M, K] copy, and transpose_a dropped.
+// CHECK-LABEL: tile.kernel @a_mn_major
+// CHECK-NEXT: tile.alloc {name = "a_k_major"} : memref<64x32xi8, #tile.space<shared>>
+// CHECK: tile.gemm {{.*}} {transpose_b} :
+tile.kernel @a_mn_major() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc : memref<32x64xi8, #s>
+  %b = tile.alloc : memref<64x32xi8, #s>
+  %acc = tile.alloc : memref<64x64xi32, #f>
+  // expected-remark @+1 {{operand A is stored [K, M]}}
+  tile.gemm %a, %b, %acc {transpose_a, transpose_b} : memref<32x64xi8, #s>, memref<64x32xi8, #s>, memref<64x64xi32, #f>
+}
+
+// -----
+
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// K-major operands, and 16-bit ones either way, are left alone.
+// CHECK-LABEL: tile.kernel @unchanged
+// CHECK-NOT: k_major
+// CHECK-NOT: tile.parallel
+tile.kernel @unchanged() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc : memref<64x64xf8E5M2, #s>
+  %b = tile.alloc : memref<64x64xf8E5M2, #s>
+  %acc = tile.alloc : memref<64x64xf32, #f>
+  tile.gemm %a, %b, %acc {transpose_b} : memref<64x64xf8E5M2, #s>, memref<64x64xf8E5M2, #s>, memref<64x64xf32, #f>
+  %h = tile.alloc : memref<64x64xbf16, #s>
+  tile.gemm %h, %h, %acc {transpose_a} : memref<64x64xbf16, #s>, memref<64x64xbf16, #s>, memref<64x64xf32, #f>
+}
