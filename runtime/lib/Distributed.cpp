@@ -326,20 +326,31 @@ pid_t forkRank() {
   std::fflush(nullptr);
   std::cout.flush();
   std::cerr.flush();
+  // SIGTERM and SIGINT stay blocked across the fork until the child has
+  // dropped the parent's handlers: one sent in between (a rank stopped as
+  // soon as it starts) then waits, and kills it as told, rather than
+  // running a test framework's handler in the child, which would report the
+  // parent's test as failed from there.
+  sigset_t stop, before;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  ::sigprocmask(SIG_BLOCK, &stop, &before);
   pid_t pid = ::fork();
-  if (pid < 0) systemError("fork");
+  if (pid < 0) {
+    ::sigprocmask(SIG_SETMASK, &before, nullptr);
+    systemError("fork");
+  }
   // Both sides set the group: whichever runs first, the group exists
   // before the parent may need to signal it.
   if (pid == 0) {
     ::setpgid(0, 0);
-    // A rank stopped before it runs its program dies as told, rather than
-    // running the parent's handlers (a test framework's, which would report
-    // the parent's test as failed from the child).
     ::signal(SIGTERM, SIG_DFL);
     ::signal(SIGINT, SIG_DFL);
   } else {
     ::setpgid(pid, pid);
   }
+  ::sigprocmask(SIG_SETMASK, &before, nullptr);
   return pid;
 }
 
