@@ -61,17 +61,34 @@ struct LaunchArg {
     a.device = v.device;
     return a;
   }
+  // Built field by field: a header users compile with -Wextra -Werror must
+  // not leave members to a brace initializer's defaults.
   static LaunchArg buffer(CUdeviceptr p, std::vector<int64_t> shape) {
-    return {Buffer, p, std::move(shape), 0, 0, {}};
+    LaunchArg a;
+    a.kind = Buffer;
+    a.ptr = p;
+    a.shape = std::move(shape);
+    return a;
   }
   /// This rank's copy `p` of a buffer and its `peers` (this rank's own
   /// entry included).
   static LaunchArg symmetric(CUdeviceptr p, std::vector<CUdeviceptr> peers,
                              std::vector<int64_t> shape) {
-    return {Buffer, p, std::move(shape), 0, 0, std::move(peers)};
+    LaunchArg a = buffer(p, std::move(shape));
+    a.peers = std::move(peers);
+    return a;
   }
-  static LaunchArg integer(int64_t v) { return {Int, 0, {}, v, 0, {}}; }
-  static LaunchArg real(double v) { return {Float, 0, {}, 0, v, {}}; }
+  static LaunchArg integer(int64_t v) {
+    LaunchArg a;
+    a.i = v;
+    return a;
+  }
+  static LaunchArg real(double v) {
+    LaunchArg a;
+    a.kind = Float;
+    a.f = v;
+    return a;
+  }
 };
 
 /// A compiled kernel, loaded on first launch on each device (into that
