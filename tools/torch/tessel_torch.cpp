@@ -1,10 +1,12 @@
 //===- tessel_torch.cpp - Tessel's attention as PyTorch operators ---------===//
 //
-// torch.ops.tessel.attention_fwd / attention_bwd over an installed
-// libtessel.so. Tensors cross as DLPack views (no copies), on PyTorch's
-// current CUDA stream; the backward pass's workspace comes from PyTorch's
-// caching allocator. Built by tessel_torch.py with
-// torch.utils.cpp_extension.
+// torch.ops.tessel.attention_fwd / attention_bwd and the decode operators
+// paged_decode / mla_decode over an installed libtessel.so. Tensors cross
+// as DLPack views (no copies), on PyTorch's current CUDA stream; the
+// workspaces (the backward pass's accumulators, the decode splits' partial
+// outputs) come from PyTorch's caching allocator, so that a call neither
+// allocates behind PyTorch's back nor synchronizes. Built by
+// tessel_torch.py with torch.utils.cpp_extension.
 //
 //===----------------------------------------------------------------------===//
 #include <ATen/DLConvertor.h>
@@ -37,7 +39,7 @@ CUstream currentStream(const at::Tensor &t) {
   return reinterpret_cast<CUstream>(c10::cuda::getCurrentCUDAStream(t.get_device()).stream());
 }
 
-thread_local std::string lastForward, lastBackward;
+thread_local std::string lastForward, lastBackward, lastPaged, lastMla;
 
 std::string text(const tessel::Choice &c) {
   return c.arch + " " + c.config + (c.compiled ? " (compiled by this call)" : "");
@@ -93,24 +95,85 @@ attentionBackward(const at::Tensor &dout, const at::Tensor &q, const at::Tensor 
   return {dq, dk, dv};
 }
 
+/// A byte buffer of `bytes` from PyTorch's allocator, set as `options`'
+/// workspace; the caller holds it until the call is queued (the allocator
+/// reuses freed memory in the stream's order). 0 bytes (an unsplit call)
+/// leaves `options` without one.
+template <class DecodeOptions>
+at::Tensor decodeWorkspace(size_t bytes, const at::Tensor &like, DecodeOptions &options) {
+  at::Tensor workspace = at::empty({int64_t(bytes)}, like.options().dtype(at::kByte));
+  if (bytes) {
+    options.workspace = reinterpret_cast<uint64_t>(workspace.data_ptr());
+    options.workspaceBytes = bytes;
+  }
+  return workspace;
+}
+
+at::Tensor pagedDecode(const at::Tensor &q, const at::Tensor &kCache, const at::Tensor &vCache,
+                       const at::Tensor &blockTable, const at::Tensor &lengths, double scale) {
+  at::Tensor qc = q.contiguous(), kc = kCache.contiguous(), vc = vCache.contiguous();
+  at::Tensor tc = blockTable.contiguous(), lc = lengths.contiguous();
+  at::Tensor out = at::empty_like(qc);
+  tessel::decode::PagedOptions options;
+  options.scale = scale;
+  tessel::TensorView qv = viewOf(qc, "q"), kv = viewOf(kc, "k_cache"),
+                     tv = viewOf(tc, "block_table");
+  size_t bytes =
+      translated([&] { return tessel::decode::pagedWorkspaceBytes(qv, kv, tv, options); });
+  at::Tensor workspace = decodeWorkspace(bytes, q, options);
+  lastPaged = translated([&] {
+    return text(tessel::decode::paged(qv, kv, viewOf(vc, "v_cache"), tv, viewOf(lc, "lengths"),
+                                      viewOf(out, "out"), options, currentStream(q)));
+  });
+  return out;
+}
+
+at::Tensor mlaDecode(const at::Tensor &q, const at::Tensor &cache, const at::Tensor &blockTable,
+                     const at::Tensor &lengths, double scale) {
+  at::Tensor qc = q.contiguous(), cc = cache.contiguous();
+  at::Tensor tc = blockTable.contiguous(), lc = lengths.contiguous();
+  tessel::decode::MlaOptions options;
+  options.scale = scale;
+  TORCH_CHECK(qc.dim() == 3 && qc.size(2) > options.latent, "q must be [batch, heads, ",
+              options.latent, " + rope], got ", qc.sizes());
+  at::Tensor out = at::empty({qc.size(0), qc.size(1), options.latent}, qc.options());
+  tessel::TensorView qv = viewOf(qc, "q"), cv = viewOf(cc, "cache"),
+                     tv = viewOf(tc, "block_table");
+  size_t bytes = translated([&] { return tessel::decode::mlaWorkspaceBytes(qv, cv, tv, options); });
+  at::Tensor workspace = decodeWorkspace(bytes, q, options);
+  lastMla = translated([&] {
+    return text(tessel::decode::mla(qv, cv, tv, viewOf(lc, "lengths"), viewOf(out, "out"), options,
+                                    currentStream(q)));
+  });
+  return out;
+}
+
 /// What the calls of this thread last ran: "arch config", for a user who
-/// wants to see the library's choice.
-std::vector<std::string> lastChoices() { return {lastForward, lastBackward}; }
+/// wants to see the library's choice. In order: attention_fwd,
+/// attention_bwd, paged_decode, mla_decode ("" for one not called yet).
+std::vector<std::string> lastChoices() { return {lastForward, lastBackward, lastPaged, lastMla}; }
 } // namespace
 
 TORCH_LIBRARY(tessel, m) {
   m.def("attention_fwd(Tensor q, Tensor k, Tensor v, bool causal, float scale) -> (Tensor, Tensor)");
   m.def("attention_bwd(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
         "bool causal, float scale) -> (Tensor, Tensor, Tensor)");
+  m.def("paged_decode(Tensor q, Tensor k_cache, Tensor v_cache, Tensor block_table, "
+        "Tensor lengths, float scale) -> Tensor");
+  m.def("mla_decode(Tensor q, Tensor cache, Tensor block_table, Tensor lengths, float scale) "
+        "-> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(tessel, CUDA, m) {
   m.impl("attention_fwd", &attentionForward);
   m.impl("attention_bwd", &attentionBackward);
+  m.impl("paged_decode", &pagedDecode);
+  m.impl("mla_decode", &mlaDecode);
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   module.def("last_choices", &lastChoices,
-             "the target and configuration the last forward and backward calls of this thread ran");
+             "the target and configuration the last attention_fwd, attention_bwd, paged_decode "
+             "and mla_decode calls of this thread ran, in that order");
   module.def("version", [] { return std::string(tessel::version()); });
 }

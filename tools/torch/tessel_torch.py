@@ -1,13 +1,23 @@
-"""Tessel's attention in PyTorch.
+"""Tessel's attention and decode attention in PyTorch.
 
     import tessel_torch
     tessel_torch.load("/path/to/tessel/prefix")   # where `cmake --install` put Tessel
     out = tessel_torch.attention(q, k, v, causal=True)   # BSHD, f16/bf16, autograd
+    out = tessel_torch.paged_decode(q, k_cache, v_cache, block_table, lengths)
+    out = tessel_torch.mla_decode(q, cache, block_table, lengths)
 
 `load` builds the C++ extension (tessel_torch.cpp) with
 torch.utils.cpp_extension against the installed headers and libtessel.so
 (once; later calls reuse the build), which registers
-torch.ops.tessel.attention_fwd and torch.ops.tessel.attention_bwd.
+torch.ops.tessel.attention_fwd, attention_bwd, paged_decode and mla_decode.
+
+Decode attention is one query token per sequence against a paged KV cache
+(inference only, no autograd): block_table int32 [batch, max_pages] names
+the cache page holding each sequence's n-th page of keys, lengths int32
+[batch] (on the GPU) counts each sequence's keys. GQA: q, out [batch,
+heads_q, head_dim], k_cache, v_cache [pages, page_size, heads_kv, head_dim].
+MLA: q [batch, heads, 576] (latent 512 + rope 64), cache [pages, page_size,
+576], out [batch, heads, 512] (the values are the latent columns).
 """
 import math
 import os
@@ -64,6 +74,24 @@ def attention(q, k, v, causal=False, scale=None):
     return _Attention.apply(q, k, v, causal, scale)
 
 
+def paged_decode(q, k_cache, v_cache, block_table, lengths, scale=None):
+    """GQA decode attention over a paged KV cache: out [batch, heads_q,
+    head_dim] = softmax(scale q k^T) v over each sequence's first
+    lengths[b] keys. scale None is the library's 1 / sqrt(head_dim)."""
+    return torch.ops.tessel.paged_decode(q, k_cache, v_cache, block_table, lengths,
+                                         0.0 if scale is None else float(scale))
+
+
+def mla_decode(q, cache, block_table, lengths, scale=None):
+    """MLA decode attention (absorbed query, one latent cache shared by all
+    heads): out [batch, heads, 512]. scale None is the library's
+    1 / sqrt(576), the score's head_dim."""
+    return torch.ops.tessel.mla_decode(q, cache, block_table, lengths,
+                                       0.0 if scale is None else float(scale))
+
+
 def last_choices():
-    """[forward, backward]: the target and kernel configuration the last calls ran."""
+    """[attention_fwd, attention_bwd, paged_decode, mla_decode]: the target
+    and kernel configuration the last calls of this thread ran ("" for an
+    operator not called yet)."""
     return _module.last_choices()
