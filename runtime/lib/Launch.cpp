@@ -277,12 +277,9 @@ void LoadedKernel::launch(const std::vector<LaunchArg> &args, CUstream stream) {
     // As many blocks as run at once (never more than there are tiles), in
     // whole clusters; the kernel walks the tiles.
     uint64_t tiles = uint64_t(grid[0]) * grid[1] * grid[2];
-    int perSm = 0;
-    TESSEL_CU(d, cuOccupancyMaxActiveBlocksPerMultiprocessor, &perSm, function, s.threads,
-              size_t(s.sharedBytes));
     // The launch's device (a negative ordinal: the thread's current one).
     int sms = d.multiprocessors(device >= 0 ? device : d.currentDevice());
-    uint64_t resident = uint64_t(std::max(perSm, 1)) * uint64_t(std::max(sms, 1));
+    uint64_t resident = uint64_t(residentBlocksPerSm(device)) * uint64_t(std::max(sms, 1));
     uint64_t blocks = std::max<uint64_t>(1, std::min(tiles, resident));
     blocks = std::max<uint64_t>(s.cluster[0], blocks / s.cluster[0] * s.cluster[0]);
     grid = {unsigned(blocks), 1, 1};
@@ -420,6 +417,15 @@ float tessel::rt::timeMedian(const std::function<void(int)> &work, int warmup, i
   d.api().cuEventDestroy(stop);
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
+}
+
+int LoadedKernel::residentBlocksPerSm(int device) {
+  ScopedDevice onDevice(device);
+  CUfunction function = ensureLoaded();
+  int perSm = 0;
+  TESSEL_CU(Driver::get(), cuOccupancyMaxActiveBlocksPerMultiprocessor, &perSm, function,
+            kernelSpec.threads, size_t(kernelSpec.sharedBytes));
+  return std::max(perSm, 1);
 }
 
 std::string LoadedKernel::resourceUsage() {

@@ -704,3 +704,14 @@ TEST_CASE("the sm_90a attention backward defaults") {
   Program program = entry.build(ordered);
   CHECK_NOTHROW(compile(program, {"sm_90a", ""}));
 }
+
+TEST_CASE("paged_decode and mla_decode compile for every target") {
+  // One program per configuration on all three targets: mma.sync, wgmma's
+  // fallback remark and tcgen05's alike.
+  compileEverywhere("paged_decode", {});
+  compileEverywhere("paged_decode", {{"split", "1"}, {"page_size", "128"}, {"group", "8"}});
+  compileEverywhere("paged_decode", {{"dtype", "f16"}, {"head_dim", "64"}, {"page_size", "256"},
+                                     {"block_n", "128"}, {"stages", "2"}});
+  compileEverywhere("mla_decode", {});
+  compileEverywhere("mla_decode", {{"split", "1"}, {"page_size", "16"}});
+}

@@ -324,3 +324,50 @@ TEST_CASE("the configurations the library calls pick compile for every target", 
     })));
   }
 }
+
+TEST_CASE("decode calls say which view is wrong and why before anything runs", "[views]") {
+  TensorView q = view(ScalarType::BF16, {4, 32, 128}), cache = view(ScalarType::BF16, {50, 16, 8, 128});
+  TensorView table = view(ScalarType::I32, {4, 13}), lengths = view(ScalarType::I32, {4});
+  auto paged = [&](const TensorView &q2, const TensorView &k2, const TensorView &t2,
+                   const TensorView &l2, const TensorView &o2, double scale = 0) {
+    decode::PagedOptions o;
+    o.scale = scale;
+    return errorOf([&] { decode::paged(q2, k2, k2, t2, l2, o2, o); });
+  };
+  CHECK_THAT(paged(view(ScalarType::F32, {4, 32, 128}), cache, table, lengths, q),
+             Catch::Contains("q is f32[4, 32, 128] on device 0: it must be f16 or bf16"));
+  CHECK_THAT(paged(q, view(ScalarType::BF16, {50, 16, 6, 128}), table, lengths, q),
+             Catch::Contains("q has 32 heads and k_cache 6 (dimension 2): heads_q must be a "
+                             "multiple of heads_kv"));
+  CHECK_THAT(paged(q, view(ScalarType::BF16, {50, 16, 8, 64}), table, lengths, q),
+             Catch::Contains("its head_dim (dimension 3) must be q's, 128"));
+  CHECK_THAT(paged(q, view(ScalarType::BF16, {50, 24, 8, 128}), table, lengths, q),
+             Catch::Contains("its page size (dimension 1) is 24; decode takes pages of 16, 32, "
+                             "64, 128 or 256 keys"));
+  CHECK_THAT(paged(q, cache, view(ScalarType::I32, {3, 13}), lengths, q),
+             Catch::Contains("block_table is i32[3, 13] on device 0: it needs a row per sequence"));
+  CHECK_THAT(paged(q, cache, view(ScalarType::I64, {4, 13}), lengths, q),
+             Catch::Contains("block_table is i64[4, 13] on device 0: it must be i32"));
+  CHECK_THAT(paged(q, cache, table, view(ScalarType::I32, {5}), q),
+             Catch::Contains("lengths is i32[5] on device 0: expected shape [4]"));
+  CHECK_THAT(paged(q, cache, table, lengths, view(ScalarType::BF16, {4, 32, 64})),
+             Catch::Contains("out is bf16[4, 32, 64] on device 0: expected shape [4, 32, 128]"));
+  CHECK_THAT(paged(q, cache, table, lengths, q, -1.0),
+             Catch::Contains("scale=-1 is not a finite positive number"));
+
+  TensorView mq = view(ScalarType::BF16, {4, 128, 576}), latent = view(ScalarType::BF16, {9, 64, 576});
+  auto mla = [&](const TensorView &q2, const TensorView &c2, const TensorView &o2, int64_t lat = 512) {
+    decode::MlaOptions o;
+    o.latent = lat;
+    return errorOf([&] { decode::mla(q2, c2, table, lengths, o2, o); });
+  };
+  TensorView mo = view(ScalarType::BF16, {4, 128, 512});
+  CHECK_THAT(mla(mq, view(ScalarType::BF16, {9, 64, 512}), mo),
+             Catch::Contains("its rows (dimension 2) must be as wide as q's, 576"));
+  CHECK_THAT(mla(mq, latent, mo, 500),
+             Catch::Contains("latent=500 with rows of 576: the latent part must be a multiple of 64"));
+  CHECK_THAT(mla(mq, latent, view(ScalarType::BF16, {4, 128, 576})),
+             Catch::Contains("out is bf16[4, 128, 576] on device 0: expected shape [4, 128, 512]"));
+  CHECK_THAT(mla(mq, view(ScalarType::F16, {9, 64, 576}), mo),
+             Catch::Contains("cache is f16[9, 64, 576] on device 0: it must be bf16"));
+}

@@ -556,6 +556,7 @@ const std::vector<LibraryKernel> &tessel::harness::library() {
   static const std::vector<LibraryKernel> withAttention = [] {
     std::vector<LibraryKernel> kernels = all;
     for (LibraryKernel &k : attentionKernels()) kernels.push_back(std::move(k));
+    for (LibraryKernel &k : decodeKernels()) kernels.push_back(std::move(k));
     return kernels;
   }();
   return withAttention;

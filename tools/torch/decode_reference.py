@@ -26,6 +26,8 @@ the kernels' times beside these):
   {"op": "d2d_copy", "impl": "torch", "bytes", "ms", "gbps"}
   {"op": "paged_decode", "impl": "sdpa", "batch", "heads_q", "heads_kv",
    "head_dim", "seqlen", "dtype", "ms", "backend", "gqa"}
+  {"op": "paged_decode", "impl": "gather+sdpa", ... the same, "page_size"}:
+   the pages gathered by indexing (k_cache[block_table]) before SDPA
   {"op": "mla_decode", "impl": "torch", "batch", "heads", "seqlen",
    "latent", "rope", "dtype", "ms", "tflops"}
 Only torch and the standard library. Exit status 1 when a row could not be
@@ -172,6 +174,33 @@ def bench_paged(batch, heads_q, heads_kv, head_dim, seqlen, reps):
             "ms": best["ms"], "backend": best["backend"], "gqa": best["gqa"]}
 
 
+def bench_paged_gather(batch, heads_q, heads_kv, head_dim, seqlen, reps, page=16):
+    """What a torch user of a paged cache runs: gather each sequence's pages
+    (k_cache[block_table], pages in a random order) into contiguous K/V,
+    then SDPA over them."""
+    dtype = torch.bfloat16
+    per_seq = seqlen // page
+    pages = batch * per_seq
+    k_cache = torch.randn(pages, page, heads_kv, head_dim, device="cuda", dtype=dtype)
+    v_cache = torch.randn_like(k_cache)
+    table = torch.randperm(pages, device="cuda", dtype=torch.int64).view(batch, per_seq)
+    q = torch.randn(batch, heads_q, 1, head_dim, device="cuda", dtype=dtype)
+
+    def gathered():
+        k = k_cache[table].view(batch, seqlen, heads_kv, head_dim).transpose(1, 2)
+        v = v_cache[table].view(batch, seqlen, heads_kv, head_dim).transpose(1, 2)
+        return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ms = median_ms(gathered, [()], reps)
+    del k_cache, v_cache, table, q
+    free_memory()
+    return {"op": "paged_decode", "impl": "gather+sdpa", "batch": batch, "heads_q": heads_q,
+            "heads_kv": heads_kv, "head_dim": head_dim, "seqlen": seqlen, "page_size": page,
+            "dtype": "bfloat16", "ms": ms, "backend": "default", "gqa": "enable_gqa"}
+
+
 def mla_torch(q, kv, scale, latent):
     s = torch.matmul(q, kv.transpose(1, 2)).mul_(scale)
     p = torch.softmax(s, dim=-1, dtype=torch.float32).to(torch.bfloat16)
@@ -200,7 +229,7 @@ def describe(row):
         return (f"d2d_copy      torch  {row['bytes'] / 2**30:.2f} GiB moved       "
                 f"{row['ms']:8.3f} ms  {row['gbps']:7.1f} GB/s")
     if row["op"] == "paged_decode":
-        return (f"paged_decode  sdpa   b={row['batch']} hq={row['heads_q']} hkv={row['heads_kv']} "
+        return (f"paged_decode  {row['impl']:<6} b={row['batch']} hq={row['heads_q']} hkv={row['heads_kv']} "
                 f"d={row['head_dim']} L={row['seqlen']}  {row['ms']:8.3f} ms  "
                 f"({row['backend']}, {row['gqa']})")
     return (f"mla_decode    torch  b={row['batch']} h={row['heads']} L={row['seqlen']} "
@@ -233,6 +262,8 @@ def main():
     for seqlen in seqlens:
         jobs.append((f"paged_decode L={seqlen}",
                      lambda s=seqlen: bench_paged(*paged, s, args.reps)))
+        jobs.append((f"paged_decode gathered L={seqlen}",
+                     lambda s=seqlen: bench_paged_gather(*paged, s, args.reps)))
     for batch in mla_batches:
         for seqlen in seqlens:
             jobs.append((f"mla_decode b={batch} L={seqlen}",

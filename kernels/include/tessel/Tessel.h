@@ -146,6 +146,67 @@ struct QuantizeOptions {
 Choice quantize(const TensorView &x, const TensorView &q, const TensorView &scales,
                 const QuantizeOptions &options = {}, CUstream stream = nullptr);
 
+namespace decode {
+
+/// Decode attention: one query token per sequence against a paged KV cache.
+/// block_table i32 [batch, max_pages] maps a sequence's n-th page of keys to
+/// a page of the cache; lengths i32 [batch] (on the device) counts each
+/// sequence's keys, which fill its pages in order (max_pages * page_size at
+/// most: the kernels read a table entry only for pages below the length).
+/// A sequence of no keys gets zeros.
+struct Options {
+  /// Softmax scale; 0 means 1 / sqrt(the score's head_dim).
+  double scale = 0;
+  std::string arch;
+  /// Key splits per sequence, each merged by a combine kernel; 0 picks
+  /// them from the grid and the GPU's multiprocessors (1, no combine, when
+  /// batch x heads fill the GPU twice), given the longest sequence
+  /// (`maxSeqlen`; 0 means max_pages * page_size).
+  int64_t splits = 0;
+  int64_t maxSeqlen = 0;
+  /// Device memory for the splits' partial outputs (workspaceBytes); without
+  /// it a split call allocates and frees on `stream` (stream-ordered).
+  uint64_t workspace = 0;
+  size_t workspaceBytes = 0;
+  /// Without a config: the record `tessel tune` wrote for this device, when
+  /// there is one; else the defaults.
+  bool tuned = true;
+};
+
+struct PagedOptions : Options {
+  /// Keys a step, stages, threads; dtype, head_dim, group and page_size
+  /// follow the tensors.
+  std::optional<kernels::PagedDecodeConfig> config;
+};
+/// GQA decode: q, out [batch, heads_q, head_dim] (f16 or bf16); k_cache,
+/// v_cache [pages, page_size, heads_kv, head_dim], heads_q a multiple of
+/// heads_kv; page_size 16 to 256, a power of two.
+Choice paged(const TensorView &q, const TensorView &kCache, const TensorView &vCache,
+             const TensorView &blockTable, const TensorView &lengths, const TensorView &out,
+             const PagedOptions &options = {}, CUstream stream = nullptr);
+
+struct MlaOptions : Options {
+  /// The value columns: the first `latent` of each cache row (the rest are
+  /// the rope key).
+  int64_t latent = 512;
+  std::optional<kernels::MlaDecodeConfig> config;
+};
+/// MLA decode: q [batch, heads, latent + rope] (the absorbed query and its
+/// rope part), cache [pages, page_size, latent + rope] (one row per token,
+/// shared by all heads), out [batch, heads, latent].
+Choice mla(const TensorView &q, const TensorView &cache, const TensorView &blockTable,
+           const TensorView &lengths, const TensorView &out, const MlaOptions &options = {},
+           CUstream stream = nullptr);
+
+/// Bytes of workspace a call with these tensors needs (0 unsplit).
+size_t pagedWorkspaceBytes(const TensorView &q, const TensorView &kCache,
+                           const TensorView &blockTable, const PagedOptions &options = {});
+size_t mlaWorkspaceBytes(const TensorView &q, const TensorView &cache,
+                         const TensorView &blockTable, const MlaOptions &options = {});
+
+} // namespace decode
+
 } // namespace tessel
+
 
 #endif

@@ -12,6 +12,7 @@
 
 #include "tessel/kernels/attention/Attention.h"
 #include "tessel/kernels/basic/Basic.h"
+#include "tessel/kernels/decode/Decode.h"
 #include "tessel/kernels/gemm/Gemm.h"
 
 #endif

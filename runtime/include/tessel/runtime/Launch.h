@@ -112,6 +112,10 @@ public:
   float time(const std::vector<std::vector<LaunchArg>> &argSets, int warmup, int reps);
   /// Registers and shared memory per thread/block as the driver reports them.
   std::string resourceUsage();
+  /// Blocks of this kernel one multiprocessor of `device` (an ordinal; -1:
+  /// the thread's current one) holds at once, as the driver's occupancy
+  /// calculator has it (at least 1).
+  int residentBlocksPerSm(int device = -1);
 
 private:
   /// The kernel's function in the current device's context, loading the

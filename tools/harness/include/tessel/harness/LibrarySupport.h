@@ -89,6 +89,8 @@ std::function<Program(const Params &)> builtFrom(const kernels::SettingsTable<Co
 
 /// The attention kernels of the library (forward, backward and its helpers).
 std::vector<LibraryKernel> attentionKernels();
+/// paged_decode and mla_decode (DecodeLibrary.cpp).
+std::vector<LibraryKernel> decodeKernels();
 
 } // namespace tessel::harness
 
