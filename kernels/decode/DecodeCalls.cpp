@@ -57,13 +57,13 @@ double scaleOf(double asked, int64_t width) {
 /// The splits of a call: asked for, or decodeSplits of the grid over the
 /// blocks the device holds at once (`perSm` a multiprocessor).
 int64_t splitsOf(const decode::Options &o, int64_t blocks, int64_t keysPerStep, int perSm,
-                 const DecodeProblem &p) {
+                 DecodeSplitRule rule, const DecodeProblem &p) {
   int64_t maxKeys = o.maxSeqlen > 0 ? o.maxSeqlen : p.perSeq * p.pageSize;
   if (o.splits < 0 || o.splits > 256)
     throw Error(fmt::format("splits={} is not in [0, 256] (0 picks them)", o.splits));
   if (o.splits > 0) return o.splits;
   int64_t slots = int64_t(perSm) * rt::Driver::get().multiprocessors(p.device);
-  return decodeSplits(blocks, slots, (maxKeys + keysPerStep - 1) / keysPerStep);
+  return decodeSplits(blocks, slots, (maxKeys + keysPerStep - 1) / keysPerStep, rule);
 }
 
 /// The kernel `build` makes of `config` with `split` set as the grid asks
@@ -81,7 +81,7 @@ decodeKernel(const char *name, Config config, const SettingsTable<Config> &table
   config.split = false;
   std::shared_ptr<Kernel> kernel = compileWith(config);
   int perSm = o.splits ? 1 : kernel->loadedKernel().residentBlocksPerSm(p.device);
-  int64_t splits = splitsOf(o, blocks, config.blockN, perSm, p);
+  int64_t splits = splitsOf(o, blocks, config.blockN, perSm, splitRule(config), p);
   if (splits <= 1) return {kernel, splits};
   config.split = true;
   bool compiledUnsplit = choice.compiled;

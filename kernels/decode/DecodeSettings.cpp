@@ -8,6 +8,7 @@
 #include "tessel/kernels/decode/Decode.h"
 
 #include <algorithm>
+#include <cmath>
 
 using namespace tessel;
 using namespace tessel::kernels;
@@ -48,25 +49,23 @@ const SettingsTable<DecodeCombineConfig> &kernels::decodeCombineSettings() {
   return table;
 }
 
-int64_t kernels::decodeSplits(int64_t blocks, int64_t slots, int64_t maxSteps) {
+int64_t kernels::decodeSplits(int64_t blocks, int64_t slots, int64_t maxSteps,
+                              DecodeSplitRule rule) {
   blocks = std::max<int64_t>(blocks, 1);
   slots = std::max<int64_t>(slots, 1);
-  // A grid that fills half the resident slots or more runs unsplit: the
-  // splits' partial rows and the combine cost more than the idle slots of
-  // a last wave (MLA at batch 64 on an H100, 128 blocks for 132 slots:
-  // 396 TFLOP/s unsplit, 317 in three splits).
-  if (2 * blocks >= slots) return 1;
-  // At least 4 steps a split: below that the combine's extra pass over the
-  // partial rows costs more than the splits win.
-  int64_t most = std::clamp<int64_t>(maxSteps / 4, 1, 64);
-  int64_t least = std::min(most, (slots + blocks - 1) / blocks);
-  // Of the splits that fill the slots once, the one whose last wave is
+  const int64_t target = std::max<int64_t>(1, int64_t(std::ceil(rule.waves * double(slots))));
+  // A grid already half way to the target runs unsplit: the splits'
+  // partial rows and the combine would cost more than they even out.
+  if (2 * blocks >= target) return 1;
+  int64_t most = std::clamp<int64_t>(maxSteps / std::max<int64_t>(rule.minSteps, 1), 1, 64);
+  int64_t least = std::min(most, (target + blocks - 1) / blocks);
+  // Of the splits that reach the target, the one whose last wave is
   // fullest (ties to fewer splits): a grid of 1.1 waves takes as long as 2.
   int64_t best = least;
   double bestUse = 0;
   for (int64_t s = least; s <= std::min(most, 2 * least); ++s) {
-    int64_t grid = blocks * s, waves = (grid + slots - 1) / slots;
-    double use = double(grid) / double(waves * slots);
+    int64_t grid = blocks * s, waveCount = (grid + slots - 1) / slots;
+    double use = double(grid) / double(waveCount * slots);
     if (use > bestUse + 1e-9) {
       best = s;
       bestUse = use;

@@ -371,3 +371,23 @@ TEST_CASE("decode calls say which view is wrong and why before anything runs", "
   CHECK_THAT(mla(mq, view(ScalarType::F16, {9, 64, 576}), mo),
              Catch::Contains("cache is f16[9, 64, 576] on device 0: it must be bf16"));
 }
+
+TEST_CASE("decode grids split along the keys by their kernel's rule", "[decode]") {
+  using kernels::decodeSplits;
+  kernels::PagedDecodeConfig paged;
+  kernels::MlaDecodeConfig mla;
+  // 132 SMs. Paged decode, two blocks an SM (264 slots): batch 64 x 8 kv
+  // heads is under 4 waves, and 3 splits make 5.8 (the measured best).
+  CHECK(decodeSplits(512, 264, 128, kernels::splitRule(paged)) == 3);
+  // Batch 132 x 8 reaches half of 4 waves: unsplit.
+  CHECK(decodeSplits(1056, 264, 128, kernels::splitRule(paged)) == 1);
+  // Short sequences keep at least 8 steps a split.
+  CHECK(decodeSplits(16, 264, 16, kernels::splitRule(paged)) == 2);
+  CHECK(decodeSplits(16, 264, 7, kernels::splitRule(paged)) == 1);
+  // At most 64 splits.
+  CHECK(decodeSplits(1, 264, 100000, kernels::splitRule(paged)) == 64);
+  // MLA, one block an SM: 128 head blocks run unsplit; 32 take 8 splits
+  // (256 blocks: two waves, the second 97% full).
+  CHECK(decodeSplits(128, 132, 128, kernels::splitRule(mla)) == 1);
+  CHECK(decodeSplits(32, 132, 128, kernels::splitRule(mla)) == 8);
+}

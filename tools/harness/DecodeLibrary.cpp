@@ -66,14 +66,18 @@ struct PagedLayout {
 
 /// The splits a run of kernel `k` asks for: `splits`, or (0) what the
 /// library would pick.
-int64_t runSplits(Kernel &k, const Params &p, bool split, int64_t blocks, int64_t blockN) {
+template <class Config>
+int64_t runSplits(Kernel &k, const Params &p, const Config &c, int64_t blocks) {
+  bool split = c.split;
+  int64_t blockN = c.blockN;
   if (!split) return 1;
   int64_t asked = intParam(p, "splits");
   if (asked > 0) return asked;
   rt::Driver &d = rt::Driver::get();
   int64_t slots = int64_t(k.loadedKernel().residentBlocksPerSm()) *
                   d.multiprocessors(d.currentDevice());
-  return decodeSplits(blocks, slots, (intParam(p, "max_len") + blockN - 1) / blockN);
+  return decodeSplits(blocks, slots, (intParam(p, "max_len") + blockN - 1) / blockN,
+                      splitRule(c));
 }
 
 /// Softmax attention of one query row over `n` keys, in float64: key j's
@@ -161,7 +165,7 @@ CheckResult checkPaged(Kernel &k, const Params &p, uint64_t seed) {
   randomize(kc, rng);
   randomize(vc, rng);
   double scale = 1.0 / std::sqrt(double(d));
-  int64_t splits = runSplits(k, p, c.split, kvHeads * layout.batch, c.blockN);
+  int64_t splits = runSplits(k, p, c, kvHeads * layout.batch);
   DecodeLaunch launch(k);
   DeviceRun &run = launch.run;
   for (int64_t v : {layout.batch, kvHeads, layout.pages, layout.perSeq})
@@ -221,7 +225,7 @@ BenchResult benchPaged(Kernel &k, const Params &p, int reps) {
   PagedDecodeConfig c = pagedDecodeSettings().read(p);
   PagedLayout layout(p, c.pageSize, rng);
   int64_t kvHeads = intParam(p, "heads_kv"), heads = kvHeads * c.group, d = c.headDim;
-  int64_t splits = runSplits(k, p, c.split, kvHeads * layout.batch, c.blockN);
+  int64_t splits = runSplits(k, p, c, kvHeads * layout.batch);
   DecodeLaunch launch(k);
   DeviceRun &run = launch.run;
   for (int64_t v : {layout.batch, kvHeads, layout.pages, layout.perSeq})
@@ -259,7 +263,7 @@ CheckResult checkMla(Kernel &k, const Params &p, uint64_t seed) {
   randomize(cache, rng);
   double scale = 1.0 / std::sqrt(double(width));
   int64_t blocks = (heads + c.blockM - 1) / c.blockM * layout.batch;
-  int64_t splits = runSplits(k, p, c.split, blocks, c.blockN);
+  int64_t splits = runSplits(k, p, c, blocks);
   DecodeLaunch launch(k);
   DeviceRun &run = launch.run;
   for (int64_t v : {layout.batch, heads, layout.pages, layout.perSeq})
@@ -302,7 +306,7 @@ BenchResult benchMla(Kernel &k, const Params &p, int reps) {
   PagedLayout layout(p, c.pageSize, rng);
   int64_t heads = intParam(p, "heads"), width = c.latent + c.rope, lat = c.latent;
   int64_t blocks = (heads + c.blockM - 1) / c.blockM * layout.batch;
-  int64_t splits = runSplits(k, p, c.split, blocks, c.blockN);
+  int64_t splits = runSplits(k, p, c, blocks);
   DecodeLaunch launch(k);
   DeviceRun &run = launch.run;
   for (int64_t v : {layout.batch, heads, layout.pages, layout.perSeq})
