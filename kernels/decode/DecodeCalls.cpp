@@ -66,27 +66,46 @@ int64_t splitsOf(const decode::Options &o, int64_t blocks, int64_t keysPerStep, 
   return decodeSplits(blocks, slots, (maxKeys + keysPerStep - 1) / keysPerStep, rule);
 }
 
+/// What names a decode problem in `tessel tune`'s records: the settings
+/// that say what it computes (split as tuned: unsplit) and its extents.
+struct TuneBucket {
+  std::vector<std::pair<std::string, std::string>> problem;
+  std::vector<std::pair<std::string, int64_t>> extents;
+};
+
 /// The kernel `build` makes of `config` with `split` set as the grid asks
 /// (the unsplit kernel's occupancy decides: the split one differs only in
-/// its outputs), named in `choice`; returns it and its splits.
+/// its outputs), named in `choice`; returns it and its splits. Without a
+/// configuration of the caller's, the one `tessel tune` recorded for the
+/// device and bucket, when there is one.
 template <class Config>
 std::pair<std::shared_ptr<Kernel>, int64_t>
 decodeKernel(const char *name, Config config, const SettingsTable<Config> &table,
              Program (*build)(const Config &), int64_t blocks, const decode::Options &o,
-             const DecodeProblem &p, Choice &choice) {
+             bool configured, const TuneBucket &bucket, const DecodeProblem &p, Choice &choice) {
+  std::string tunedOn;
+  config.split = false;
+  const Config untuned = config;
+  if (!configured && o.tuned) {
+    auto [record, who] = tunedRecord(name, p.device, choice.arch,
+                                     tunedBucket(bucket.problem, bucket.extents));
+    if (record && table.apply(*record, config)) tunedOn = who;
+  }
   auto compileWith = [&](const Config &c) {
     choice.config = std::string(name) + " " + table.describe(c);
     return cachedKernel(choice.config, choice.arch, [&] { return build(c); }, choice.compiled);
   };
-  config.split = false;
-  std::shared_ptr<Kernel> kernel = compileWith(config);
+  std::shared_ptr<Kernel> kernel = compileTunedOr(config, untuned, tunedOn, name, compileWith);
+  if (tunedOn.empty()) config = untuned;
   int perSm = o.splits ? 1 : kernel->loadedKernel().residentBlocksPerSm(p.device);
   int64_t splits = splitsOf(o, blocks, config.blockN, perSm, splitRule(config), p);
-  if (splits <= 1) return {kernel, splits};
-  config.split = true;
-  bool compiledUnsplit = choice.compiled;
-  kernel = compileWith(config);
-  choice.compiled = choice.compiled || compiledUnsplit;
+  if (splits > 1) {
+    config.split = true;
+    bool compiledUnsplit = choice.compiled;
+    kernel = compileWith(config);
+    choice.compiled = choice.compiled || compiledUnsplit;
+  }
+  if (!tunedOn.empty()) choice.config += " (tuned on " + tunedOn + ")";
   return {kernel, splits};
 }
 
@@ -205,6 +224,20 @@ PagedDecodeConfig pagedConfig(const DecodeProblem &p, int64_t kvHeads,
   c.pageSize = p.pageSize;
   return c;
 }
+
+int64_t longestOf(const DecodeProblem &p, const decode::Options &o) {
+  return std::max<int64_t>(1, o.maxSeqlen > 0 ? o.maxSeqlen : p.perSeq * p.pageSize);
+}
+
+/// The bucket `tessel tune paged_decode` files a record under.
+TuneBucket pagedBucket(const DecodeProblem &p, int64_t kvHeads, const decode::PagedOptions &o) {
+  return {{{"dtype", name(p.dtype)},
+           {"head_dim", std::to_string(p.width)},
+           {"group", std::to_string(p.heads / kvHeads)},
+           {"page_size", std::to_string(p.pageSize)},
+           {"split", "0"}},
+          {{"batch", p.batch}, {"heads_kv", kvHeads}, {"max_len", longestOf(p, o)}}};
+}
 } // namespace
 
 size_t decode::pagedWorkspaceBytes(const TensorView &q, const TensorView &kCache,
@@ -220,7 +253,8 @@ size_t decode::pagedWorkspaceBytes(const TensorView &q, const TensorView &kCache
   Choice choice;
   choice.arch = targetFor(o.arch, p.device);
   int64_t splits = decodeKernel("paged_decode", pagedConfig(p, kvHeads, o), pagedDecodeSettings(),
-                                pagedDecode, kvHeads * p.batch, o, p, choice)
+                                pagedDecode, kvHeads * p.batch, o, o.config.has_value(),
+                                pagedBucket(p, kvHeads, o), p, choice)
                        .second;
   return partialBytes(splits, p);
 }
@@ -232,9 +266,9 @@ Choice decode::paged(const TensorView &q, const TensorView &kCache, const Tensor
   int64_t kvHeads = kCache.shape[2];
   Choice choice;
   choice.arch = targetFor(o.arch, p.device);
-  auto [kernel, splits] = decodeKernel("paged_decode", pagedConfig(p, kvHeads, o),
-                                       pagedDecodeSettings(), pagedDecode, kvHeads * p.batch, o,
-                                       p, choice);
+  auto [kernel, splits] =
+      decodeKernel("paged_decode", pagedConfig(p, kvHeads, o), pagedDecodeSettings(), pagedDecode,
+                   kvHeads * p.batch, o, o.config.has_value(), pagedBucket(p, kvHeads, o), p, choice);
   std::vector<LaunchArg> args = {LaunchArg::integer(p.batch), LaunchArg::integer(kvHeads),
                                  LaunchArg::integer(p.pages), LaunchArg::integer(p.perSeq),
                                  LaunchArg::real(float(p.scale)), LaunchArg::view(q),
@@ -283,6 +317,16 @@ MlaDecodeConfig mlaConfig(const DecodeProblem &p, const decode::MlaOptions &o,
   c.pageSize = p.pageSize;
   return c;
 }
+
+/// The bucket `tessel tune mla_decode` files a record under.
+TuneBucket mlaBucket(const DecodeProblem &p, const decode::MlaOptions &o) {
+  return {{{"dtype", name(p.dtype)},
+           {"latent", std::to_string(o.latent)},
+           {"rope", std::to_string(p.width - o.latent)},
+           {"page_size", std::to_string(p.pageSize)},
+           {"split", "0"}},
+          {{"batch", p.batch}, {"heads", p.heads}, {"max_len", longestOf(p, o)}}};
+}
 } // namespace
 
 size_t decode::mlaWorkspaceBytes(const TensorView &q, const TensorView &cache,
@@ -298,8 +342,8 @@ size_t decode::mlaWorkspaceBytes(const TensorView &q, const TensorView &cache,
   choice.arch = targetFor(o.arch, p.device);
   MlaDecodeConfig c = mlaConfig(p, o, choice.arch);
   int64_t blocks = (p.heads + c.blockM - 1) / c.blockM * p.batch;
-  return partialBytes(decodeKernel("mla_decode", c, mlaDecodeSettings(), mlaDecode, blocks, o, p,
-                                   choice)
+  return partialBytes(decodeKernel("mla_decode", c, mlaDecodeSettings(), mlaDecode, blocks, o,
+                                   o.config.has_value(), mlaBucket(p, o), p, choice)
                           .second,
                       p);
 }
@@ -311,8 +355,10 @@ Choice decode::mla(const TensorView &q, const TensorView &cache, const TensorVie
   Choice choice;
   choice.arch = targetFor(o.arch, p.device);
   MlaDecodeConfig c = mlaConfig(p, o, choice.arch);
-  auto [kernel, splits] = decodeKernel("mla_decode", c, mlaDecodeSettings(), mlaDecode,
-                                       (p.heads + c.blockM - 1) / c.blockM * p.batch, o, p, choice);
+  auto [kernel, splits] =
+      decodeKernel("mla_decode", c, mlaDecodeSettings(), mlaDecode,
+                   (p.heads + c.blockM - 1) / c.blockM * p.batch, o, o.config.has_value(),
+                   mlaBucket(p, o), p, choice);
   std::vector<LaunchArg> args = {LaunchArg::integer(p.batch), LaunchArg::integer(p.heads),
                                  LaunchArg::integer(p.pages), LaunchArg::integer(p.perSeq),
                                  LaunchArg::real(float(p.scale)), LaunchArg::view(q),

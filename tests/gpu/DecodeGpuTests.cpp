@@ -9,7 +9,9 @@
 //===----------------------------------------------------------------------===//
 #include <catch2/catch.hpp>
 
+#include "ScopedCacheDir.h"
 #include "tessel/Tessel.h"
+#include "tessel/kernels/Tuned.h"
 #include "tessel/harness/LibrarySupport.h"
 #include "tessel/runtime/Driver.h"
 
@@ -191,4 +193,40 @@ TEST_CASE("tessel::decode::paged splits where the batch is small and matches the
   INFO(unsplit.config << ": rel error " << wideErr);
   CHECK(unsplit.config.find("splits=") == std::string::npos);
   CHECK(wideErr < 1e-2);
+}
+
+TEST_CASE("tessel::decode::paged runs the configuration tessel tune recorded", "[gpu][decode]") {
+  test::ScopedCacheDir cache("tessel-tuned-decode-test");
+  rt::Driver &d = rt::Driver::get();
+  std::mt19937_64 rng(5);
+  PagedCase c(300, 8, 2, 64, 32, std::vector<int64_t>(300, 90), rng);
+  // The bucket `tessel tune paged_decode` files this problem under (the
+  // longest sequence: the table's 3 pages of 32 keys).
+  std::string bucket = kernels::tunedBucket({{"dtype", "bf16"},
+                                             {"head_dim", "64"},
+                                             {"group", "4"},
+                                             {"page_size", "32"},
+                                             {"split", "0"}},
+                                            {{"batch", 300}, {"heads_kv", 2}, {"max_len", 96}});
+  kernels::recordTuned("paged_decode", d.deviceName(), bucket,
+                       {{"block_n", "32"}, {"stages", "2"}, {"threads", "64"}});
+  TensorView out = c.view(c.out, true);
+  Choice tuned = decode::paged(c.view(c.q), c.view(c.kCache), c.view(c.vCache), c.view(c.table),
+                               c.view(c.lengths), out);
+  testing::synchronize();
+  c.fetch();
+  INFO(tuned.config);
+  CHECK_THAT(tuned.config, Catch::Contains("block_n=32 stages=2 threads=64") &&
+                               Catch::Contains("(tuned on " + d.deviceName() + ")"));
+  CHECK(testing::relativeError(c.out, c.reference()) < 1e-2);
+  // A caller's configuration wins over the record.
+  decode::PagedOptions o;
+  o.config = kernels::PagedDecodeConfig{};
+  o.config->stages = 4;
+  Choice asked = decode::paged(c.view(c.q), c.view(c.kCache), c.view(c.vCache), c.view(c.table),
+                               c.view(c.lengths), c.view(c.out, true), o);
+  testing::synchronize();
+  c.fetch();
+  CHECK_THAT(asked.config, Catch::Contains("stages=4") && !Catch::Contains("tuned on"));
+  CHECK(testing::relativeError(c.out, c.reference()) < 1e-2);
 }

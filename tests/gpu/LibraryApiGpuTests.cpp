@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include <catch2/catch.hpp>
 
+#include "ScopedCacheDir.h"
 #include "tessel/harness/LibrarySupport.h"
 #include "tessel/Tessel.h"
 #include "tessel/kernels/Tuned.h"
@@ -209,21 +210,7 @@ bool checkAttention(int64_t batch, std::vector<int64_t> lens, int64_t headsQ, in
 /// Points TESSEL_CACHE_DIR at a fresh directory named `name` for the
 /// scope (tuned records live under it), then restores it and removes the
 /// directory.
-struct ScopedCacheDir {
-  std::filesystem::path dir;
-  std::optional<std::string> saved;
-  explicit ScopedCacheDir(const std::string &name)
-      : dir(std::filesystem::temp_directory_path() / name) {
-    std::filesystem::remove_all(dir);
-    if (const char *before = std::getenv("TESSEL_CACHE_DIR")) saved = before;
-    setenv("TESSEL_CACHE_DIR", dir.c_str(), 1);
-  }
-  ~ScopedCacheDir() {
-    if (saved) setenv("TESSEL_CACHE_DIR", saved->c_str(), 1);
-    else unsetenv("TESSEL_CACHE_DIR");
-    std::filesystem::remove_all(dir);
-  }
-};
+using test::ScopedCacheDir;
 } // namespace
 
 TEST_CASE("tessel::gemm from eight threads on their own streams", "[gpu][api]") {
