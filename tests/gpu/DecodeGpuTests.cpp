@@ -177,6 +177,20 @@ TEST_CASE("tessel::decode::paged splits where the batch is small and matches the
   CHECK(choice.config.find("splits=") != std::string::npos);
   CHECK(err < 1e-2);
 
+  // Splits asked for, and a longest sequence given too short (it only
+  // sizes the split count): the result is still whole.
+  decode::PagedOptions shortLongest;
+  shortLongest.maxSeqlen = 100;
+  shortLongest.splits = 4;
+  Choice under = decode::paged(c.view(c.q), c.view(c.kCache), c.view(c.vCache), c.view(c.table),
+                               c.view(c.lengths), c.view(c.out, true), shortLongest);
+  testing::synchronize();
+  c.fetch();
+  double underErr = testing::relativeError(c.out, c.reference());
+  INFO(under.config << ": rel error " << underErr);
+  CHECK_THAT(under.config, Catch::Contains("splits=4"));
+  CHECK(underErr < 1e-2);
+
   // A batch that fills the GPU runs unsplit, with the caller's workspace
   // unused.
   PagedCase wide(300, 8, 2, 64, 32, std::vector<int64_t>(300, 100), rng);
