@@ -22,7 +22,8 @@ const SettingsTable<PagedDecodeConfig> &kernels::pagedDecodeSettings() {
                                        integerSetting("block_n", &C::blockN, 1, 4096),
                                        integerSetting("stages", &C::stages, 1, 16),
                                        integerSetting("threads", &C::threads, 32, 1024),
-                                       fixed(flagSetting("split", &C::split))});
+                                       fixed(flagSetting("split", &C::split)),
+                                       fixed(flagSetting("fp8_cache", &C::fp8Cache))});
   return table;
 }
 

@@ -45,9 +45,11 @@ void tessel::kernels::maskKeys(const Buffer &scores, Expr key0, Expr length) {
 
 void tessel::kernels::storeDecodeRows(const OnlineSoftmax &softmax, const Buffer &acc,
                                       DType outType, const DecodeOutputs &out,
-                                      const std::optional<Buffer> &accFactor) {
+                                      const std::optional<Buffer> &accFactor,
+                                      Expr valueScale) {
   const int64_t rows = acc.shape()[0], dim = acc.shape()[1];
   softmax.reciprocalSums();
+  parallel(rows, [&](Expr i) { softmax.factor(i) = softmax.factor(i) * valueScale; });
   if (accFactor) copy(softmax.factor, *accFactor);
   const Buffer &factor = accFactor ? *accFactor : softmax.factor;
   if (out.o) {

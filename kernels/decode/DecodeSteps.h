@@ -58,8 +58,10 @@ struct DecodeOutputs {
 /// rows' natural log-sum-exp too (-inf for no keys). `accFactor`: a
 /// shared buffer the row factors pass through where the accumulator's
 /// warps split its rows differently from the scores'.
+/// Every row is multiplied by `valueScale` too (an FP8 cache's V scale).
 void storeDecodeRows(const OnlineSoftmax &softmax, const Buffer &acc, DType outType,
-                     const DecodeOutputs &out, const std::optional<Buffer> &accFactor = {});
+                     const DecodeOutputs &out, const std::optional<Buffer> &accFactor = {},
+                     Expr valueScale = 1.0);
 
 } // namespace tessel::kernels
 

@@ -49,10 +49,13 @@ Program tessel::kernels::pagedDecode(const PagedDecodeConfig &c) {
   Expr batch = p.sym("B"), kvHeads = p.sym("H"), pages = p.sym("P"), perSeq = p.sym("T");
   Expr splits = c.split ? p.sym("S") : Expr(1);
   Expr scale = p.scalar("scale", DType::f32);
+  Expr kScale = c.fp8Cache ? p.scalar("k_scale", DType::f32) : Expr(1.0);
+  Expr vScale = c.fp8Cache ? p.scalar("v_scale", DType::f32) : Expr(1.0);
+  const DType cacheType = c.fp8Cache ? DType::f8e4m3 : c.dtype;
   Expr heads = kvHeads * g;
   Tensor q = p.tensor("q", {batch, heads, d}, c.dtype);
-  Tensor kCache = p.tensor("k_cache", {pages, ps, kvHeads, d}, c.dtype);
-  Tensor vCache = p.tensor("v_cache", {pages, ps, kvHeads, d}, c.dtype);
+  Tensor kCache = p.tensor("k_cache", {pages, ps, kvHeads, d}, cacheType);
+  Tensor vCache = p.tensor("v_cache", {pages, ps, kvHeads, d}, cacheType);
   Tensor table = p.tensor("block_table", {batch, perSeq}, DType::i32);
   Tensor lengths = p.tensor("lengths", {batch}, DType::i32);
   std::optional<Tensor> o, partialO, partialLse;
@@ -64,8 +67,30 @@ Program tessel::kernels::pagedDecode(const PagedDecodeConfig &c) {
   }
   p.kernel({kvHeads, batch, splits}, c.threads, [&](Expr h, Expr b, Expr z) {
     Buffer qs = alloc_shared({rows, d}, c.dtype, "q");
-    Buffer ks = alloc_shared({bn, d}, c.dtype, "k");
-    Buffer vs = alloc_shared({bn, d}, c.dtype, "v");
+    Buffer ks = alloc_shared({bn, d}, cacheType, "k");
+    Buffer vs = alloc_shared({bn, d}, cacheType, "v");
+    // An FP8 cache's tiles widened for the products (tensor cores take
+    // both operands of one type, and q stays in its own).
+    std::optional<Buffer> kWide, vWide;
+    if (c.fp8Cache) {
+      kWide = alloc_shared({bn, d}, c.dtype, "k_wide");
+      vWide = alloc_shared({bn, d}, c.dtype, "v_wide");
+    }
+    const Buffer &kOperand = kWide ? *kWide : ks, &vOperand = vWide ? *vWide : vs;
+    // The widening goes through registers: copies between shared memory
+    // and fragments move 16 bytes a thread at a time, and the conversion
+    // is then per register. (Element code on the shared tiles themselves
+    // moved one element a thread at a time and bounded the kernel at a
+    // sixth of the memory bandwidth.)
+    auto widen = [&](const Buffer &k8, const Buffer &v8, const Buffer &kTo, const Buffer &vTo) {
+      for (auto [from, to] : {std::pair{&k8, &kTo}, {&v8, &vTo}}) {
+        Buffer codes = alloc_fragment({bn, d}, DType::f8e4m3, "codes");
+        Buffer wide = alloc_fragment({bn, d}, c.dtype, "wide");
+        copy(*from, codes);
+        parallel(bn, d, [&](Expr i, Expr e) { wide(i, e) = cast(codes(i, e), c.dtype); });
+        copy(wide, *to);
+      }
+    };
     Buffer probs = alloc_shared({rows, bn}, c.dtype, "p");
     Buffer s = alloc_fragment({rows, bn}, DType::f32, "s");
     Buffer acc = alloc_fragment({rows, d}, DType::f32, "acc");
@@ -74,7 +99,7 @@ Program tessel::kernels::pagedDecode(const PagedDecodeConfig &c) {
     // Rows past the group's are the next kv head's queries (or past the
     // tensor: zeros); their results are dropped below.
     copy(q.tile({b, h * g, 0}, {drop, rows, d}), qs);
-    softmax.begin(scale, acc);
+    softmax.begin(scale * kScale, acc);
     pipelined(range.count, c.stages, [&](Expr t) {
       Expr key0 = (range.first + t) * bn;
       copyKeyStep(table, b, range, key0, ps, bn, [&](Expr page, Expr at, int64_t n, int64_t to) {
@@ -83,12 +108,14 @@ Program tessel::kernels::pagedDecode(const PagedDecodeConfig &c) {
         copy(kCache.tile({page, at, h, 0}, {drop, n, drop, d}), kWindow);
         copy(vCache.tile({page, at, h, 0}, {drop, n, drop, d}), vWindow);
       });
-      gemm(qs, ks, s, {.transpose_b = true, .clear_accum = true, .policy = WarpPolicy::full_col});
+      if (c.fp8Cache) widen(ks, vs, *kWide, *vWide);
+      gemm(qs, kOperand, s,
+           {.transpose_b = true, .clear_accum = true, .policy = WarpPolicy::full_col});
       maskKeys(s, key0, range.length);
       softmax.step(s, probs, [&] {
         parallel(rows, d, [&](Expr i, Expr e) { acc(i, e) = acc(i, e) * softmax.factor(i); });
       });
-      gemm(probs, vs, acc, {.policy = WarpPolicy::full_col});
+      gemm(probs, vOperand, acc, {.policy = WarpPolicy::full_col});
     });
     Expr groupEnd = h * g + g;
     DecodeOutputs out;
@@ -104,7 +131,7 @@ Program tessel::kernels::pagedDecode(const PagedDecodeConfig &c) {
     out.partialLseTile = [&](const Tensor &t) {
       return t.bounded({splits, batch, groupEnd}).tile({z, b, h * g}, {drop, drop, rows});
     };
-    storeDecodeRows(softmax, acc, c.dtype, out);
+    storeDecodeRows(softmax, acc, c.dtype, out, std::nullopt, vScale);
   });
   return p;
 }

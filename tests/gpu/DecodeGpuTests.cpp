@@ -70,6 +70,11 @@ TEST_CASE("paged_decode matches the reference over ragged paged caches", "[gpu][
     checkDecode("paged_decode", {{"split", "1"}, {"splits", "7"}, {"group", "16"},
                                  {"head_dim", "256"}, {"stages", "2"}, {"max_len", "2000"}},
                 arch);
+    // An e4m3 cache with random K and V scales, unsplit and split.
+    checkDecode("paged_decode", {{"fp8_cache", "1"}}, arch);
+    checkDecode("paged_decode", {{"fp8_cache", "1"}, {"split", "1"}, {"dtype", "f16"},
+                                 {"page_size", "64"}, {"group", "8"}},
+                arch);
   }
 }
 
@@ -94,15 +99,17 @@ struct PagedCase {
   std::vector<std::unique_ptr<rt::DeviceBuffer>> buffers;
   int64_t batch, heads, kvHeads, dim, page, perSeq;
 
+  double kScale = 1, vScale = 1; // an e4m3 cache's
+
   PagedCase(int64_t batch, int64_t heads, int64_t kvHeads, int64_t dim, int64_t page,
-            std::vector<int64_t> lens, std::mt19937_64 &rng)
+            std::vector<int64_t> lens, std::mt19937_64 &rng, DType cacheType = DType::bf16)
       : q(DType::bf16, {batch, heads, dim}), kCache(DType::bf16, {0}), vCache(DType::bf16, {0}),
         table(DType::i32, {0}), lengths(DType::i32, {batch}), out(DType::bf16, {batch, heads, dim}),
         batch(batch), heads(heads), kvHeads(kvHeads), dim(dim), page(page) {
     int64_t longest = *std::max_element(lens.begin(), lens.end()), pages = 0;
     perSeq = (longest + page - 1) / page;
     for (int64_t n : lens) pages += (n + page - 1) / page;
-    kCache = testing::HostTensor(DType::bf16, {pages, page, kvHeads, dim});
+    kCache = testing::HostTensor(cacheType, {pages, page, kvHeads, dim});
     vCache = kCache;
     table = testing::HostTensor(DType::i32, {batch, perSeq});
     testing::randomize(q, rng);
@@ -123,7 +130,9 @@ struct PagedCase {
   TensorView view(const testing::HostTensor &t, bool poison = false) {
     buffers.push_back(poison ? testing::poisoned(t) : testing::upload(t));
     if (poison) outBuffer = buffers.back().get();
-    rt::ScalarType type = t.type == DType::i32 ? rt::ScalarType::I32 : rt::ScalarType::BF16;
+    rt::ScalarType type = t.type == DType::i32      ? rt::ScalarType::I32
+                          : t.type == DType::f8e4m3 ? rt::ScalarType::F8E4M3
+                                                    : rt::ScalarType::BF16;
     return TensorView::contiguous(buffers.back()->ptr(), type, t.shape, buffers.back()->device());
   }
   /// The output as the kernel left it.
@@ -148,12 +157,12 @@ struct PagedCase {
           double dot = 0;
           for (int64_t e = 0; e < dim; ++e)
             dot += double(q.values[(b * heads + h) * dim + e]) * kCache.values[at(j, e)];
-          top = std::max(top, s[j] = dot * scale);
+          top = std::max(top, s[j] = dot * kScale * scale);
         }
         for (int64_t j = 0; j < n; ++j) sum += s[j] = std::exp(s[j] - top);
         for (int64_t j = 0; j < n; ++j)
           for (int64_t e = 0; e < dim; ++e)
-            ref[(b * heads + h) * dim + e] += s[j] / sum * vCache.values[at(j, e)];
+            ref[(b * heads + h) * dim + e] += s[j] / sum * vCache.values[at(j, e)] * vScale;
       }
     return ref;
   }
@@ -220,7 +229,8 @@ TEST_CASE("tessel::decode::paged runs the configuration tessel tune recorded", "
                                              {"head_dim", "64"},
                                              {"group", "4"},
                                              {"page_size", "32"},
-                                             {"split", "0"}},
+                                             {"split", "0"},
+                                             {"fp8_cache", "0"}},
                                             {{"batch", 300}, {"heads_kv", 2}, {"max_len", 96}});
   kernels::recordTuned("paged_decode", d.deviceName(), bucket,
                        {{"block_n", "32"}, {"stages", "2"}, {"threads", "64"}});
@@ -243,4 +253,27 @@ TEST_CASE("tessel::decode::paged runs the configuration tessel tune recorded", "
   c.fetch();
   CHECK_THAT(asked.config, Catch::Contains("stages=4") && !Catch::Contains("tuned on"));
   CHECK(testing::relativeError(c.out, c.reference()) < 1e-2);
+}
+
+TEST_CASE("tessel::decode::paged reads an e4m3 cache with its scales", "[gpu][decode]") {
+  std::mt19937_64 rng(std::random_device{}());
+  PagedCase c(5, 16, 4, 128, 32, {1, 40, 700, 1333, 64}, rng, DType::f8e4m3);
+  decode::PagedOptions o;
+  o.kScale = c.kScale = 0.37;
+  o.vScale = c.vScale = 2.5;
+  Choice choice = decode::paged(c.view(c.q), c.view(c.kCache), c.view(c.vCache), c.view(c.table),
+                                c.view(c.lengths), c.view(c.out, true), o);
+  testing::synchronize();
+  c.fetch();
+  double err = testing::relativeError(c.out, c.reference());
+  fmt::print("decode::paged {}: rel error {:.3e}\n", choice.config, err);
+  INFO(choice.config << ": rel error " << err);
+  CHECK_THAT(choice.config, Catch::Contains("fp8_cache=1"));
+  CHECK(err < 1e-2);
+  // A scale that is not a finite positive number is refused before any
+  // launch.
+  o.vScale = 0;
+  CHECK_THROWS_WITH(decode::paged(c.view(c.q), c.view(c.kCache), c.view(c.vCache),
+                                  c.view(c.table), c.view(c.lengths), c.view(c.out, true), o),
+                    Catch::Contains("vScale=0 is not a finite positive number"));
 }

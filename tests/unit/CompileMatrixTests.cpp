@@ -712,6 +712,7 @@ TEST_CASE("paged_decode and mla_decode compile for every target") {
   compileEverywhere("paged_decode", {{"split", "1"}, {"page_size", "128"}, {"group", "8"}});
   compileEverywhere("paged_decode", {{"dtype", "f16"}, {"head_dim", "64"}, {"page_size", "256"},
                                      {"block_n", "128"}, {"stages", "2"}});
+  compileEverywhere("paged_decode", {{"fp8_cache", "1"}, {"split", "1"}});
   compileEverywhere("mla_decode", {});
   compileEverywhere("mla_decode", {{"split", "1"}, {"page_size", "16"}});
 }

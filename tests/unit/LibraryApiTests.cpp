@@ -354,6 +354,14 @@ TEST_CASE("decode calls say which view is wrong and why before anything runs", "
              Catch::Contains("out is bf16[4, 32, 64] on device 0: expected shape [4, 32, 128]"));
   CHECK_THAT(paged(q, cache, table, lengths, q, -1.0),
              Catch::Contains("scale=-1 is not a finite positive number"));
+  // An e4m3 cache takes both K and V in e4m3, and finite positive scales.
+  TensorView fp8 = view(ScalarType::F8E4M3, {50, 16, 8, 128});
+  CHECK_THAT(errorOf([&] { decode::paged(q, fp8, cache, table, lengths, q); }),
+             Catch::Contains("v_cache is bf16[50, 16, 8, 128] on device 0: it must be f8e4m3"));
+  decode::PagedOptions negative;
+  negative.kScale = -2;
+  CHECK_THAT(errorOf([&] { decode::paged(q, fp8, fp8, table, lengths, q, negative); }),
+             Catch::Contains("kScale=-2 is not a finite positive number"));
 
   TensorView mq = view(ScalarType::BF16, {4, 128, 576}), latent = view(ScalarType::BF16, {9, 64, 576});
   auto mla = [&](const TensorView &q2, const TensorView &c2, const TensorView &o2, int64_t lat = 512) {

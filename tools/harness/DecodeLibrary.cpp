@@ -160,17 +160,25 @@ CheckResult checkPaged(Kernel &k, const Params &p, uint64_t seed) {
   PagedLayout layout(p, c.pageSize, rng);
   int64_t kvHeads = intParam(p, "heads_kv"), heads = kvHeads * c.group, d = c.headDim;
   HostTensor q(c.dtype, {layout.batch, heads, d}), out(c.dtype, {layout.batch, heads, d});
-  HostTensor kc(c.dtype, {layout.pages, c.pageSize, kvHeads, d}), vc = kc;
+  DType cacheType = c.fp8Cache ? DType::f8e4m3 : c.dtype;
+  HostTensor kc(cacheType, {layout.pages, c.pageSize, kvHeads, d}), vc = kc;
   randomize(q, rng);
   randomize(kc, rng);
   randomize(vc, rng);
   double scale = 1.0 / std::sqrt(double(d));
+  // An FP8 cache's codes stand for code * scale.
+  std::uniform_real_distribution<float> scaleDist(0.25f, 4.0f);
+  float kScale = c.fp8Cache ? scaleDist(rng) : 1.0f, vScale = c.fp8Cache ? scaleDist(rng) : 1.0f;
   int64_t splits = runSplits(k, p, c, kvHeads * layout.batch);
   DecodeLaunch launch(k);
   DeviceRun &run = launch.run;
   for (int64_t v : {layout.batch, kvHeads, layout.pages, layout.perSeq})
     run.args.push_back(rt::LaunchArg::integer(v));
   run.args.push_back(rt::LaunchArg::real(float(scale)));
+  if (c.fp8Cache) {
+    run.args.push_back(rt::LaunchArg::real(kScale));
+    run.args.push_back(rt::LaunchArg::real(vScale));
+  }
   for (const HostTensor *t : {&q, &kc, &vc, &layout.table, &layout.lengths}) run.addTensor(*t, false);
   launch.addOutputs(out, c.split, splits);
   launch.launch();
@@ -187,15 +195,16 @@ CheckResult checkPaged(Kernel &k, const Params &p, uint64_t seed) {
           [&](int64_t j) {
             double dot = 0;
             for (int64_t e = 0; e < d; ++e) dot += double(qr[e]) * kc.values[at(j, e)];
-            return dot;
+            return dot * kScale;
           },
-          [&](int64_t j, int64_t e) { return double(vc.values[at(j, e)]); },
+          [&](int64_t j, int64_t e) { return double(vc.values[at(j, e)]) * vScale; },
           &ref[(b * heads + h) * d]);
     }
   CheckResult r;
-  r.shape = fmt::format("batch={} heads={}/{} head_dim={} page={} keys {}..{} splits={} {}",
+  r.shape = fmt::format("batch={} heads={}/{} head_dim={} page={} keys {}..{} splits={} {}{}",
                         layout.batch, heads, kvHeads, d, c.pageSize, intParam(p, "min_len"),
-                        intParam(p, "max_len"), splits, name(c.dtype));
+                        intParam(p, "max_len"), splits, name(c.dtype),
+                        c.fp8Cache ? " e4m3 cache" : "");
   r.relError = relativeError(out, ref);
   r.tolerance = toleranceFor(c.dtype);
   r.passed = r.relError < r.tolerance;
@@ -203,16 +212,18 @@ CheckResult checkPaged(Kernel &k, const Params &p, uint64_t seed) {
   return r;
 }
 
-/// A device buffer of 16-bit elements whose every byte is 0x3c: about
-/// 1.06 in f16 and 0.0115 in bf16, finite (a decode's time does not
-/// depend on its values, and drawing gigabytes of random keys on the host
-/// would take longer than the benchmark).
+/// A device buffer of 16-bit or 8-bit elements whose every byte is 0x3c:
+/// about 1.06 in f16, 0.0115 in bf16 and 1.5 in e4m3, finite (a decode's
+/// time does not depend on its values, and drawing gigabytes of random keys
+/// on the host would take longer than the benchmark).
 rt::LaunchArg filledArg(DeviceRun &run, DType t, std::vector<int64_t> shape) {
   int64_t elements = 1;
   for (int64_t e : shape) elements *= e;
-  auto buffer = std::make_unique<rt::DeviceBuffer>(size_t(elements) * 2);
+  auto buffer = std::make_unique<rt::DeviceBuffer>(size_t(elements) * byteSize(t));
   buffer->fillBytes(0x3c);
-  rt::ScalarType type = t == DType::f16 ? rt::ScalarType::F16 : rt::ScalarType::BF16;
+  rt::ScalarType type = t == DType::f16      ? rt::ScalarType::F16
+                        : t == DType::f8e4m3 ? rt::ScalarType::F8E4M3
+                                             : rt::ScalarType::BF16;
   rt::LaunchArg arg = rt::LaunchArg::view(
       rt::TensorView::contiguous(buffer->ptr(), type, std::move(shape), buffer->device()));
   run.buffers.push_back(std::move(buffer));
@@ -231,16 +242,19 @@ BenchResult benchPaged(Kernel &k, const Params &p, int reps) {
   for (int64_t v : {layout.batch, kvHeads, layout.pages, layout.perSeq})
     run.args.push_back(rt::LaunchArg::integer(v));
   run.args.push_back(rt::LaunchArg::real(float(1.0 / std::sqrt(double(d)))));
+  if (c.fp8Cache)
+    for (int i = 0; i < 2; ++i) run.args.push_back(rt::LaunchArg::real(1.0f));
   HostTensor q(c.dtype, {layout.batch, heads, d}), out = q;
   randomize(q, rng);
   run.addTensor(q, false);
-  for (int i = 0; i < 2; ++i) filledArg(run, c.dtype, {layout.pages, c.pageSize, kvHeads, d});
+  DType cacheType = c.fp8Cache ? DType::f8e4m3 : c.dtype;
+  for (int i = 0; i < 2; ++i) filledArg(run, cacheType, {layout.pages, c.pageSize, kvHeads, d});
   run.addTensor(layout.table, false);
   run.addTensor(layout.lengths, false);
   launch.addOutputs(out, c.split, splits);
   BenchResult r;
   r.ms = launch.time(reps);
-  double bytes = double(layout.keys) * kvHeads * d * 2 * 2 + 2.0 * q.bytes.size() +
+  double bytes = double(layout.keys) * kvHeads * d * 2 * byteSize(cacheType) + 2.0 * q.bytes.size() +
                  double(layout.table.bytes.size());
   r.gbps = bytes / r.ms / 1e6;
   r.tflops = 4.0 * double(layout.keys) * heads * d / r.ms / 1e9;
@@ -364,7 +378,7 @@ std::vector<LibraryKernel> tessel::harness::decodeKernels() {
                                             {"max_len", "700"},
                                             {"splits", "0"}}),
        builtFrom(pagedDecodeSettings(), pagedDecode), checkPaged, benchPaged, {},
-       {{"dtype", "head_dim", "group", "page_size", "split"},
+       {{"dtype", "head_dim", "group", "page_size", "split", "fp8_cache"},
         {"batch", "heads_kv", "max_len"},
         pagedCandidates}},
       {"mla_decode",

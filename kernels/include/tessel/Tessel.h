@@ -174,13 +174,17 @@ struct Options {
 };
 
 struct PagedOptions : Options {
-  /// Keys a step, stages, threads; dtype, head_dim, group and page_size
-  /// follow the tensors.
+  /// Keys a step, stages, threads; dtype, head_dim, group, page_size and
+  /// the cache's type follow the tensors.
   std::optional<kernels::PagedDecodeConfig> config;
+  /// An f8e4m3 cache's scales (key = kScale * code, value = vScale *
+  /// code); ignored for a cache of q's type.
+  double kScale = 1, vScale = 1;
 };
 /// GQA decode: q, out [batch, heads_q, head_dim] (f16 or bf16); k_cache,
-/// v_cache [pages, page_size, heads_kv, head_dim], heads_q a multiple of
-/// heads_kv; page_size 16 to 256, a power of two.
+/// v_cache [pages, page_size, heads_kv, head_dim] in q's type or f8e4m3
+/// (with PagedOptions' scales), heads_q a multiple of heads_kv; page_size
+/// 16 to 256, a power of two.
 Choice paged(const TensorView &q, const TensorView &kCache, const TensorView &vCache,
              const TensorView &blockTable, const TensorView &lengths, const TensorView &out,
              const PagedOptions &options = {}, CUstream stream = nullptr);

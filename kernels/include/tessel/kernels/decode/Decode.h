@@ -39,10 +39,16 @@ struct PagedDecodeConfig {
   int stages = 3;
   int threads = 128;
   bool split = false;
+  /// K and V cached as f8e4m3 with one f32 scale each (the run-time
+  /// scalars k_scale and v_scale after `scale`: key = k_scale * code):
+  /// each stage's tiles are widened to `dtype` in shared memory before the
+  /// products, the K scale folded into the softmax scale and the V scale
+  /// into the output.
+  bool fp8Cache = false;
 };
 Program pagedDecode(const PagedDecodeConfig &config);
-/// Its settings: dtype, head_dim, group, page_size, split (what it
-/// computes); block_n, stages, threads.
+/// Its settings: dtype, head_dim, group, page_size, split, fp8_cache (what
+/// it computes); block_n, stages, threads.
 const SettingsTable<PagedDecodeConfig> &pagedDecodeSettings();
 
 /// MLA decode (DeepSeek-V2/V3 with the up-projections absorbed into q and
