@@ -284,25 +284,11 @@ Choice attention::backward(const TensorView &q, const TensorView &k, const Tenso
   if (!tunedOn.empty()) choice.config += " (tuned on " + tunedOn + ")";
 
   Workspace w(p, c);
-  if (o.workspace && o.workspaceBytes < w.bytes)
-    throw Error(fmt::format("the workspace has {} bytes; this backward pass needs {} "
-                            "(backwardWorkspaceBytes)",
-                            o.workspaceBytes, w.bytes));
   rt::ScopedDevice onDevice(p.device);
-  rt::Driver &d = rt::Driver::get();
-  d.makeCurrent();
-  CUdeviceptr base = o.workspace;
-  if (!base) TESSEL_CU(d, cuMemAllocAsync, &base, w.bytes, stream);
-  // Frees the workspace after the launches on the stream, also when one
-  // of them throws.
-  struct FreeAfter {
-    rt::Driver &d;
-    CUdeviceptr base;
-    CUstream stream;
-    ~FreeAfter() {
-      if (base) d.api().cuMemFreeAsync(base, stream);
-    }
-  } freeAfter{d, o.workspace ? 0 : base, stream};
+  rt::Driver::get().makeCurrent();
+  StreamScratch scratch(o.workspace, o.workspaceBytes, w.bytes, stream,
+                        "this backward pass (backwardWorkspaceBytes)");
+  CUdeviceptr base = scratch.base();
 
   int dev = p.device;
   AttentionBackwardArgs args;

@@ -1,15 +1,8 @@
 //===- OnlineSoftmax.cpp - the forward kernels' running softmax -----------===//
 #include "OnlineSoftmax.h"
 
-#include <limits>
-
 using namespace tessel;
 using namespace tessel::kernels;
-
-namespace {
-const double kLog2e = 1.4426950408889634;
-const double kNegInf = -std::numeric_limits<double>::infinity();
-} // namespace
 
 OnlineSoftmax OnlineSoftmax::allocate(int64_t rows, const char *factorName, bool shiftByBlock) {
   OnlineSoftmax s;

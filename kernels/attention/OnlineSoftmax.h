@@ -30,9 +30,15 @@
 #include "tessel/dsl/Program.h"
 
 #include <functional>
+#include <limits>
 #include <optional>
 
 namespace tessel::kernels {
+
+/// log2(e): scores in base 2 are natural ones times this.
+inline constexpr double kLog2e = 1.4426950408889634;
+/// A masked score.
+inline constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 /// The per-row state of the online softmax of `rows` query rows, each row's
 /// elements held by one thread.

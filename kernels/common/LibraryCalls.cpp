@@ -127,3 +127,18 @@ void kernels::warnOnce(const std::string &message) {
   std::lock_guard<std::mutex> lock(mutex);
   if (said.insert(message).second) fmt::print(stderr, "{}\n", message);
 }
+
+StreamScratch::StreamScratch(uint64_t given, size_t givenBytes, size_t bytes, CUstream stream,
+                             const std::string &needs)
+    : address(given), stream(stream) {
+  if (given && givenBytes < bytes)
+    throw Error(fmt::format("the workspace has {} bytes; {} needs {}", givenBytes, needs, bytes));
+  if (given) return;
+  rt::Driver &d = rt::Driver::get();
+  TESSEL_CU(d, cuMemAllocAsync, &address, bytes, stream);
+  owned = true;
+}
+
+StreamScratch::~StreamScratch() {
+  if (owned) rt::Driver::get().api().cuMemFreeAsync(address, stream);
+}

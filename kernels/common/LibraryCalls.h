@@ -44,6 +44,26 @@ auto compileTunedOr(const Config &tuned, const Config &untuned, std::string &tun
   }
 }
 
+/// A call's device scratch on `stream`: the caller's workspace (`given`,
+/// checked to hold `bytes`; the error names `needs`, the call's size
+/// function), else memory allocated on the stream and freed after the
+/// call's launches on it, also when one of them throws. The call's device
+/// must be current.
+class StreamScratch {
+public:
+  StreamScratch(uint64_t given, size_t givenBytes, size_t bytes, CUstream stream,
+                const std::string &needs);
+  ~StreamScratch();
+  StreamScratch(const StreamScratch &) = delete;
+  StreamScratch &operator=(const StreamScratch &) = delete;
+  CUdeviceptr base() const { return address; }
+
+private:
+  CUdeviceptr address = 0;
+  CUstream stream;
+  bool owned = false;
+};
+
 /// `asked`, or the target of the device the tensors live on.
 std::string targetFor(const std::string &asked, int device);
 

@@ -137,23 +137,11 @@ void launchDecode(const std::shared_ptr<Kernel> &decodeKernel, std::vector<Launc
   choice.compiled = choice.compiled || compiled;
   choice.config += fmt::format(" splits={} + {}", splits, key);
   size_t bytes = partialBytes(splits, p);
-  if (o.workspace && o.workspaceBytes < bytes)
-    throw Error(fmt::format("the workspace has {} bytes; this decode needs {} (its "
-                            "WorkspaceBytes call)",
-                            o.workspaceBytes, bytes));
   rt::ScopedDevice onDevice(p.device);
-  rt::Driver &d = rt::Driver::get();
-  d.makeCurrent();
-  CUdeviceptr base = o.workspace;
-  if (!base) TESSEL_CU(d, cuMemAllocAsync, &base, bytes, stream);
-  struct FreeAfter {
-    rt::Driver &d;
-    CUdeviceptr base;
-    CUstream stream;
-    ~FreeAfter() {
-      if (base) d.api().cuMemFreeAsync(base, stream);
-    }
-  } freeAfter{d, o.workspace ? 0 : base, stream};
+  rt::Driver::get().makeCurrent();
+  StreamScratch scratch(o.workspace, o.workspaceBytes, bytes, stream,
+                        "this decode (its WorkspaceBytes call)");
+  CUdeviceptr base = scratch.base();
   size_t lseAt = (size_t(splits * p.batch * p.heads) * size_t(p.outWidth) * 4 + 255) / 256 * 256;
   TensorView partialO = TensorView::contiguous(base, ScalarType::F32,
                                                {splits, p.batch, p.heads, p.outWidth}, p.device);

@@ -1,15 +1,8 @@
 //===- DecodeSteps.cpp - what the decode kernels share --------------------===//
 #include "DecodeSteps.h"
 
-#include <limits>
-
 using namespace tessel;
 using namespace tessel::kernels;
-
-namespace {
-const double kLog2e = 1.4426950408889634;
-const double kNegInf = -std::numeric_limits<double>::infinity();
-} // namespace
 
 DecodeRange DecodeRange::of(Expr length, int64_t blockN, Expr splits, Expr split) {
   DecodeRange r;
