@@ -48,6 +48,15 @@ void checkPageSize(int64_t pageSize, const TensorView &cache, const char *what) 
                             what, cache.str(), pageSize));
 }
 
+/// The options both calls share, checked before anything compiles.
+void checkOptions(const decode::Options &o) {
+  if (o.splits < 0 || o.splits > 256)
+    throw Error(fmt::format("splits={} is not in [0, 256] (0 picks them)", o.splits));
+  if (o.maxSeqlen < 0)
+    throw Error(fmt::format("maxSeqlen={} is negative (0 takes the block table's pages)",
+                            o.maxSeqlen));
+}
+
 double scaleOf(double asked, int64_t width) {
   if (asked < 0 || !std::isfinite(asked))
     throw Error(fmt::format("scale={} is not a finite positive number (0 picks 1/sqrt(head_dim))",
@@ -60,8 +69,6 @@ double scaleOf(double asked, int64_t width) {
 int64_t splitsOf(const decode::Options &o, int64_t blocks, int64_t keysPerStep, int perSm,
                  DecodeSplitRule rule, const DecodeProblem &p) {
   int64_t maxKeys = o.maxSeqlen > 0 ? o.maxSeqlen : p.perSeq * p.pageSize;
-  if (o.splits < 0 || o.splits > 256)
-    throw Error(fmt::format("splits={} is not in [0, 256] (0 picks them)", o.splits));
   if (o.splits > 0) return o.splits;
   int64_t slots = int64_t(perSm) * rt::Driver::get().multiprocessors(p.device);
   return decodeSplits(blocks, slots, (maxKeys + keysPerStep - 1) / keysPerStep, rule);
@@ -195,6 +202,7 @@ DecodeProblem checkPaged(const TensorView &q, const TensorView &kCache, const Te
   checkTables(q, blockTable, lengths, p);
   p.device = commonDevice({&q, &kCache, &vCache, &blockTable, &lengths, &out});
   p.scale = scaleOf(o.scale, p.width);
+  checkOptions(o);
   return p;
 }
 
@@ -309,6 +317,7 @@ DecodeProblem checkMla(const TensorView &q, const TensorView &cache, const Tenso
   checkTables(q, blockTable, lengths, p);
   p.device = commonDevice({&q, &cache, &blockTable, &lengths, &out});
   p.scale = scaleOf(o.scale, p.width);
+  checkOptions(o);
   return p;
 }
 

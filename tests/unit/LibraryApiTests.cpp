@@ -354,6 +354,10 @@ TEST_CASE("decode calls say which view is wrong and why before anything runs", "
              Catch::Contains("out is bf16[4, 32, 64] on device 0: expected shape [4, 32, 128]"));
   CHECK_THAT(paged(q, cache, table, lengths, q, -1.0),
              Catch::Contains("scale=-1 is not a finite positive number"));
+  decode::PagedOptions tooMany;
+  tooMany.splits = 300;
+  CHECK_THAT(errorOf([&] { decode::paged(q, cache, cache, table, lengths, q, tooMany); }),
+             Catch::Contains("splits=300 is not in [0, 256]"));
   // An e4m3 cache takes both K and V in e4m3, and finite positive scales.
   TensorView fp8 = view(ScalarType::F8E4M3, {50, 16, 8, 128});
   CHECK_THAT(errorOf([&] { decode::paged(q, fp8, cache, table, lengths, q); }),
