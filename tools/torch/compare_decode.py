@@ -12,9 +12,9 @@ attention computed in float32 on the pages each sequence's table names.
 The error is |out - ref| / |ref| over the whole output; bf16 must stay
 within 2e-2. The shapes take both the unsplit path (enough sequences to
 fill the GPU) and the split one (a few long sequences), a sequence of no
-keys (zeros), and table entries past a sequence's pages that point nowhere
-(-1: the kernels must not read them). Exit status 0 when every check
-passes.
+keys (zeros), an e4m3 cache with per-tensor scales, and table entries
+past a sequence's pages that point nowhere (-1: the kernels must not read
+them). Exit status 0 when every check passes.
 """
 import argparse
 import math
@@ -113,16 +113,30 @@ def ragged(page_size, extra=()):
     return [1, 3 * page_size + 5, 4 * page_size, 2 * page_size - 1, 1000, 2777] + list(extra)
 
 
+def quantized(cache):
+    """An e4m3 copy of `cache` with a per-tensor scale (amax / 448), and the
+    values it stands for in float32."""
+    scale = max(cache.float().abs().max().item() / 448.0, 1e-12)
+    codes = (cache.float() / scale).to(torch.float8_e4m3fn)
+    return codes, scale, codes.float() * scale
+
+
 def check_paged(name, lengths, heads_q, heads_kv, head_dim, page_size, gen, dtype=torch.bfloat16,
-                scale=None, unused="random"):
+                scale=None, unused="random", fp8=False):
     table, pages = paged_layout(lengths, page_size, gen, unused=unused)
     rnd = normal_on_gpu(gen, dtype)
     q = rnd(len(lengths), heads_q, head_dim)
     k_cache = rnd(pages, page_size, heads_kv, head_dim)
     v_cache = rnd(pages, page_size, heads_kv, head_dim)
     lengths_dev = torch.tensor(lengths, dtype=torch.int32, device="cuda")
+    k_arg, v_arg, k_scale, v_scale = k_cache, v_cache, 1.0, 1.0
+    if fp8:
+        # The kernel reads the codes; the reference the values they stand for.
+        k_arg, k_scale, k_cache = quantized(k_cache)
+        v_arg, v_scale, v_cache = quantized(v_cache)
     try:
-        out = tessel_torch.paged_decode(q, k_cache, v_cache, table.cuda(), lengths_dev, scale)
+        out = tessel_torch.paged_decode(q, k_arg, v_arg, table.cuda(), lengths_dev, scale,
+                                        k_scale, v_scale)
     except RuntimeError as e:
         print(f"  paged {name}: heads {heads_q}/{heads_kv} d={head_dim} page={page_size}: FAIL: {e}")
         return False
@@ -187,6 +201,9 @@ def main():
     ok &= check_paged("long", [8192 + 17, 5000], 32, 8, 128, 64, gen)
     ok &= check_paged("f16", ragged(64), 32, 8, 128, 64, gen, dtype=torch.float16)
     ok &= check_paged("scale", ragged(16), 32, 8, 128, 16, gen, scale=0.05)
+    # An e4m3 cache with per-tensor scales, unsplit and split.
+    ok &= check_paged("e4m3", ragged(16), 32, 8, 128, 16, gen, fp8=True)
+    ok &= check_paged("e4m3 many", many, 32, 8, 128, 64, gen, fp8=True)
     ok &= check_paged("empty", [0, 1, 100, 300], 32, 8, 128, 64, gen, unused="invalid")
 
     print("MLA decode (relative error against float32 attention over the gathered pages):")

@@ -110,12 +110,17 @@ at::Tensor decodeWorkspace(size_t bytes, const at::Tensor &like, DecodeOptions &
 }
 
 at::Tensor pagedDecode(const at::Tensor &q, const at::Tensor &kCache, const at::Tensor &vCache,
-                       const at::Tensor &blockTable, const at::Tensor &lengths, double scale) {
+                       const at::Tensor &blockTable, const at::Tensor &lengths, double scale,
+                       double kScale, double vScale) {
   at::Tensor qc = q.contiguous(), kc = kCache.contiguous(), vc = vCache.contiguous();
   at::Tensor tc = blockTable.contiguous(), lc = lengths.contiguous();
   at::Tensor out = at::empty_like(qc);
   tessel::decode::PagedOptions options;
   options.scale = scale;
+  // An e4m3 cache's scales (key = k_scale * code); a cache in q's dtype
+  // ignores them.
+  options.kScale = kScale;
+  options.vScale = vScale;
   tessel::TensorView qv = viewOf(qc, "q"), kv = viewOf(kc, "k_cache"),
                      tv = viewOf(tc, "block_table");
   size_t bytes =
@@ -159,7 +164,7 @@ TORCH_LIBRARY(tessel, m) {
   m.def("attention_bwd(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
         "bool causal, float scale) -> (Tensor, Tensor, Tensor)");
   m.def("paged_decode(Tensor q, Tensor k_cache, Tensor v_cache, Tensor block_table, "
-        "Tensor lengths, float scale) -> Tensor");
+        "Tensor lengths, float scale, float k_scale=1.0, float v_scale=1.0) -> Tensor");
   m.def("mla_decode(Tensor q, Tensor cache, Tensor block_table, Tensor lengths, float scale) "
         "-> Tensor");
 }

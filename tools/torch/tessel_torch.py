@@ -74,12 +74,16 @@ def attention(q, k, v, causal=False, scale=None):
     return _Attention.apply(q, k, v, causal, scale)
 
 
-def paged_decode(q, k_cache, v_cache, block_table, lengths, scale=None):
+def paged_decode(q, k_cache, v_cache, block_table, lengths, scale=None, k_scale=1.0,
+                 v_scale=1.0):
     """GQA decode attention over a paged KV cache: out [batch, heads_q,
     head_dim] = softmax(scale q k^T) v over each sequence's first
-    lengths[b] keys. scale None is the library's 1 / sqrt(head_dim)."""
+    lengths[b] keys. scale None is the library's 1 / sqrt(head_dim). The
+    caches are in q's dtype, or torch.float8_e4m3fn with k_scale and
+    v_scale (key = k_scale * code, value = v_scale * code)."""
     return torch.ops.tessel.paged_decode(q, k_cache, v_cache, block_table, lengths,
-                                         0.0 if scale is None else float(scale))
+                                         0.0 if scale is None else float(scale),
+                                         float(k_scale), float(v_scale))
 
 
 def mla_decode(q, cache, block_table, lengths, scale=None):
