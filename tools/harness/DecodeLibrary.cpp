@@ -136,6 +136,12 @@ struct DecodeLaunch {
     decode.launch(run.args);
     if (combine) combine->launch(combineRun.args);
   }
+  /// Launches once, waits and downloads the output into `out`.
+  void runOnce(HostTensor &out) {
+    launch();
+    synchronize();
+    download(out);
+  }
   /// The output after launch() and a synchronisation.
   void download(HostTensor &out) const {
     if (combine) combineRun.download(4, out);
@@ -181,9 +187,7 @@ CheckResult checkPaged(Kernel &k, const Params &p, uint64_t seed) {
   }
   for (const HostTensor *t : {&q, &kc, &vc, &layout.table, &layout.lengths}) run.addTensor(*t, false);
   launch.addOutputs(out, c.split, splits);
-  launch.launch();
-  synchronize();
-  launch.download(out);
+  launch.runOnce(out);
   std::vector<double> ref(out.size());
   for (int64_t b = 0; b < layout.batch; ++b)
     for (int64_t h = 0; h < heads; ++h) {
@@ -285,9 +289,7 @@ CheckResult checkMla(Kernel &k, const Params &p, uint64_t seed) {
   run.args.push_back(rt::LaunchArg::real(float(scale)));
   for (const HostTensor *t : {&q, &cache, &layout.table, &layout.lengths}) run.addTensor(*t, false);
   launch.addOutputs(out, c.split, splits);
-  launch.launch();
-  synchronize();
-  launch.download(out);
+  launch.runOnce(out);
   std::vector<double> ref(out.size());
   for (int64_t b = 0; b < layout.batch; ++b)
     for (int64_t h = 0; h < heads; ++h) {
