@@ -558,6 +558,40 @@ inline Program pagedDecode() {
   return p;
 }
 
+/// Three warpgroups (384 threads), FlashAttention-3's 192-row tiles: for
+/// 192 query rows and N keys, 64 a step of a pipelined loop, rowmax[i] =
+/// max_j s[i, j] and colsum[j] = sum over steps and rows of exp(s[i, j] -
+/// rowmax so far[i]), s = q k^T; `last` is the last step's s. The row
+/// maximum stays in a warp; the column sum crosses every warp, the fourth
+/// warpgroup of the layout (which does not exist) included.
+inline Program threeWarpgroups(WarpPolicy policy) {
+  Program p(std::string("three_warpgroups_") + (policy == WarpPolicy::square ? "square" : "rows"));
+  Expr n = p.sym("N");
+  Tensor q = p.tensor("q", {192, 64}, DType::bf16), k = p.tensor("k", {n, 64}, DType::bf16);
+  Tensor rowmax = p.tensor("rowmax", {192}, DType::f32);
+  Tensor colsum = p.tensor("colsum", {64}, DType::f32);
+  Tensor last = p.tensor("last", {192, 64}, DType::f32);
+  p.kernel({1}, 384, [&](Expr) {
+    Buffer qs = alloc_shared({192, 64}, DType::bf16), ks = alloc_shared({64, 64}, DType::bf16);
+    Buffer s = alloc_fragment({192, 64}, DType::f32, "s"), m = alloc_fragment({192}, DType::f32);
+    Buffer c = alloc_fragment({64}, DType::f32, "c");
+    copy(q.tile({0, 0}, {192, 64}), qs);
+    fill(m, -INFINITY);
+    fill(c, 0.0);
+    pipelined(ceil_div(n, 64), 2, [&](Expr kt) {
+      copy(k.tile({kt * 64, 0}, {64, 64}), ks);
+      gemm(qs, ks, s, {.transpose_b = true, .clear_accum = true, .policy = policy});
+      reduce_max(s, m, 1, /*clear=*/false);
+      copy(s, last.tile({0, 0}, {192, 64}));
+      parallel(192, 64, [&](Expr i, Expr j) { s(i, j) = exp(s(i, j) - m(i)); });
+      reduce_sum(s, c, 0, /*clear=*/false);
+    });
+    copy(m, rowmax.tile({0}, {192}));
+    copy(c, colsum.tile({0}, {64}));
+  });
+  return p;
+}
+
 } // namespace tessel::test
 
 #endif

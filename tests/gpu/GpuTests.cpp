@@ -267,6 +267,28 @@ TEST_CASE("flash attention forward matches the reference", "[gpu][attention]") {
                                       {"seqlens_k", "0,130,7"}});
   checkKernel("flash_attention_fwd", {{"block_m", "64"}, {"threads", "128"}, {"head_dim", "64"},
                                       {"block_n", "64"}});
+  // Three consumer warpgroups, 192 query rows a block (FlashAttention-3's
+  // head_dim 64 tile): masks, ragged and packed lengths, GQA, the
+  // persistent walk, K ahead of V, the TMA store, and sm_80's mma.sync on
+  // twelve warps.
+  const Params rows192 = {{"block_m", "192"}, {"threads", "384"}, {"head_dim", "64"}};
+  auto with = [&](Params extra) {
+    extra.insert(rows192.begin(), rows192.end());
+    return extra;
+  };
+  for (std::string causal : {"0", "1"}) {
+    checkKernel("flash_attention_fwd", with({{"causal", causal}, {"heads_q", "8"}, {"heads_kv", "2"},
+                                             {"seqlen_q", "333"}, {"seqlen_k", "333"}}));
+    checkKernel("flash_attention_fwd", with({{"causal", causal}, {"persistent", "1"}, {"batch", "8"},
+                                             {"seqlen_q", "400"}, {"seqlen_k", "400"}}));
+    checkKernel("flash_attention_fwd", with({{"causal", causal}, {"seqlen_q", "200"},
+                                             {"seqlen_k", "200"}}), true, "sm_80");
+  }
+  checkKernel("flash_attention_fwd", with({{"varlen", "1"}, {"causal", "1"}}));
+  checkKernel("flash_attention_fwd", with({{"overlap", "1"}, {"causal", "1"}, {"seqlen_q", "333"},
+                                           {"seqlen_k", "333"}}));
+  checkKernel("flash_attention_fwd", with({{"tma_store", "1"}, {"persistent", "1"},
+                                           {"seqlen_q", "200"}, {"seqlen_k", "300"}}));
   // Queries placed at key position query_offset (a chunk of a longer
   // sequence), and the kernel built for shards that arrive while it runs
   // (here all present), alone and together.

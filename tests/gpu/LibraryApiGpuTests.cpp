@@ -385,6 +385,27 @@ TEST_CASE("tessel::attention forward and backward match the reference", "[gpu][a
   checkAttention(1, {77, 200, 5}, 4, 2, 64, true, DType::bf16); // packed sequences
 }
 
+TEST_CASE("tessel::attention::forward takes 192-row tiles at head_dim 64 on sm_90a", "[gpu][api]") {
+  bool hopper = rt::nativeArch(rt::Driver::get().computeCapability()) == "sm_90a";
+  AttentionOutcome full = runAttention(2, {333}, 4, 2, 64, false, DType::bf16);
+  verify(full);
+  // Short causal problems keep 128 rows; so does head_dim 128.
+  AttentionOutcome shortCausal = runAttention(2, {333}, 4, 2, 64, true, DType::bf16);
+  verify(shortCausal);
+  AttentionOutcome wide = runAttention(1, {333}, 4, 2, 128, false, DType::bf16);
+  verify(wide);
+  if (!hopper) {
+    WARN("the 192-row rule is sm_90a's; checked the results only");
+    return;
+  }
+  // The forward's configuration comes before the backward's.
+  auto forwardOf = [](const AttentionOutcome &r) { return r.what.substr(0, r.what.find(" | ")); };
+  CHECK_THAT(forwardOf(full), Catch::Contains("block_m=192") && Catch::Contains("threads=384"));
+  CHECK_THAT(forwardOf(shortCausal),
+             Catch::Contains("block_m=128") && Catch::Contains("threads=256"));
+  CHECK_THAT(forwardOf(wide), Catch::Contains("block_m=128"));
+}
+
 TEST_CASE("tessel::attention calls from several threads at once", "[gpu][api]") {
   std::vector<std::string> errors(8);
   std::vector<AttentionOutcome> outcomes(8);

@@ -90,6 +90,56 @@ TEST_CASE("element-wise layouts pad, vectorize and replicate") {
   CHECK(tiny.apply(0, 8) == tiny.apply(0, 0));
 }
 
+/// The owners among threads 0..threads-1 of every element of the real
+/// shape: each element exactly once.
+static void checkOwnedOnce(const FragmentLayout &l, int64_t threads, int64_t elements) {
+  std::set<llvm::SmallVector<int64_t>> seen;
+  for (int64_t t = 0; t < threads; ++t) {
+    if (!l.isOwner(t)) continue;
+    for (int64_t r = 0; r < l.getNumRegisters(); ++r) {
+      auto c = l.apply(r, t);
+      if (l.contains(c)) CHECK(seen.insert(c).second);
+    }
+  }
+  CHECK(int64_t(seen.size()) == elements);
+}
+
+TEST_CASE("three warpgroups use four's layouts, the fourth holding padding") {
+  // wgmma over [192, 64] on three warpgroups: thread t of warpgroup g holds
+  // the m64n64 table's elements shifted down 64 g rows.
+  FragmentLayout acc = FragmentLayout::wgmmaAccumulator(192, 64, 3, 1);
+  CHECK(acc.getNumThreads() == 512);
+  CHECK(acc.isOwnedWithin(384));
+  CHECK_FALSE(acc.isOwnedWithin(256));
+  FragmentLayout one = FragmentLayout::wgmmaAccumulator(64, 64, 1, 1);
+  for (int64_t t = 0; t < 384; ++t)
+    for (int64_t r = 0; r < acc.getNumRegisters(); ++r) {
+      auto expected = one.apply(r, t % 128);
+      expected[0] += 64 * (t / 128);
+      CHECK(acc.apply(r, t) == expected);
+    }
+  checkOwnedOnce(acc, 384, 192 * 64);
+  // mma.sync: twelve warps split [6, 2] (the power of two on the columns).
+  FragmentLayout square = FragmentLayout::mmaAccumulator(192, 64, 6, 2);
+  CHECK(square.isOwnedWithin(384));
+  CHECK(square.apply(0, 32) == llvm::SmallVector<int64_t>{0, 32}); // warp 1: wm 0, wn 1
+  CHECK(square.apply(0, 64) == llvm::SmallVector<int64_t>{32, 0}); // warp 2: wm 1, wn 0
+  checkOwnedOnce(square, 384, 192 * 64);
+  // Element-wise: rows a multiple of the warps spread over all sixteen
+  // (the last four hold padding); a smaller tile over eight, the next
+  // four warps replicating.
+  FragmentLayout rows = FragmentLayout::elementwise({192, 64}, 384, 4);
+  CHECK(rows.getNumThreads() == 512);
+  CHECK(rows.isOwnedWithin(384));
+  checkOwnedOnce(rows, 384, 192 * 64);
+  FragmentLayout small = FragmentLayout::elementwise({64, 64}, 384, 4);
+  CHECK(small.getNumThreads() == 512);
+  CHECK(small.isOwnedWithin(384));
+  CHECK_FALSE(small.isOwner(256));
+  CHECK(small.apply(0, 256) == small.apply(0, 0));
+  checkOwnedOnce(small, 384, 64 * 64);
+}
+
 TEST_CASE("projection and register maps follow the accumulator's rows") {
   FragmentLayout acc = FragmentLayout::mmaAccumulator(64, 16, 4, 1);
   FragmentLayout rows = acc.project({0});

@@ -341,3 +341,29 @@ TEST_CASE("8-bit operands stored MN-major get K-major copies and a remark") {
     CHECK(copies == (c.aMnMajor ? 2 : 1));
   }
 }
+
+TEST_CASE("three consumer warpgroups: 192-row tiles on the layouts of four") {
+  for (std::string arch : {"sm_80", "sm_90a", "sm_100a"})
+    for (WarpPolicy policy : {WarpPolicy::full_row, WarpPolicy::square}) {
+      Program p = test::threeWarpgroups(policy);
+      Kernel k = compileChecked(p, arch);
+      const std::string &ir = k.loweredIr();
+      INFO(arch << "\n" << ir);
+      // The rows past 192 belong to threads that do not exist: no access
+      // checks them.
+      static const std::regex rowCheck("cmpi (slt|ult), %[^,]+, %c192(_[0-9]+)?[^0-9_]");
+      CHECK(std::distance(std::sregex_iterator(ir.begin(), ir.end(), rowCheck),
+                          std::sregex_iterator()) == 0);
+      // sm_100a's tcgen05.mma computes 128 rows: the 192-row product
+      // stays on mma.sync, and says so.
+      if (arch == "sm_100a")
+        CHECK(std::any_of(k.remarks().begin(), k.remarks().end(), [](const Remark &r) {
+          return r.message.find("runs on mma.sync on sm_100a") != std::string::npos;
+        }));
+      if (arch != "sm_90a") continue;
+      // A producer warpgroup beside the three, whose barriers count 384.
+      CHECK(ir.find("threads(512)") != std::string::npos);
+      CHECK(count(ir, "tilenv.named_barrier 2, 384") >= 2);
+      CHECK(count(ir, "tilenv.wgmma ") >= 1);
+    }
+}

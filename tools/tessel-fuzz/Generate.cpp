@@ -158,7 +158,9 @@ void addStatements(Spec &s, int count) {
 }
 
 void generateElementwise(Spec &s) {
-  s.threads = pick({64, 128, 128, 256});
+  // 96 and 384: counts that are not powers of two (three warps, three
+  // warpgroups), whose layouts are those of the next power of two.
+  s.threads = pick({64, 96, 128, 128, 256, 384});
   s.tm = pick({16, 32, 64, 128});
   s.tn = pick({16, 32, 64, 128});
   while (s.tm * s.tn > 4096) (chance(0.5) ? s.tm : s.tn) /= 2;
@@ -181,9 +183,11 @@ void generateGemm(Spec &s) {
     s.tm = 128;
     s.tn = pick({16, 32, 64});
   } else {
-    s.threads = pick({128, 256});
-    s.tm = s.threads == 256 ? 128 : pick({64, 128});
-    s.tn = pick({32, 64, 128});
+    // 384: three warpgroups on FlashAttention-3's 192-row tile.
+    s.threads = pick({128, 256, 384});
+    s.tm = s.threads == 384 ? 192 : s.threads == 256 ? 128 : pick({64, 128});
+    // (192 x 128 f32 alone would fill the shared-memory budget below.)
+    s.tn = s.threads == 384 ? pick({32, 64}) : pick({32, 64, 128});
     while (s.tm * s.tn / s.threads > 64) s.tn /= 2;
     if (chance(0.3)) s.instruction = pick({GemmInstruction::mma_sync, GemmInstruction::wgmma});
   }

@@ -92,6 +92,15 @@ bool FragmentLayout::isOwner(int64_t thread) const {
   return true;
 }
 
+bool FragmentLayout::isOwnedWithin(int64_t threads) const {
+  for (int64_t t = threads; t < getNumThreads(); ++t) {
+    if (!isOwner(t)) continue;
+    for (int64_t r = 0; r < getNumRegisters(); ++r)
+      if (contains(apply(r, t))) return false;
+  }
+  return true;
+}
+
 FragmentLayout FragmentLayout::project(llvm::ArrayRef<unsigned> keptDims) const {
   llvm::SmallVector<int64_t> newShape;
   for (unsigned d : keptDims) newShape.push_back(shape[d]);
@@ -180,8 +189,11 @@ llvm::SmallVector<uint64_t> accumulatorLanes(const Coords2D &at) {
 FragmentLayout FragmentLayout::mmaAccumulator(int64_t m, int64_t n, int64_t warpsM,
                                               int64_t warpsN) {
   int64_t tileM = m / warpsM, tileN = n / warpsN;
+  // A warp count that is not a power of two pads the tile to the next one
+  // (the warps that do not exist hold the padding).
   assert(tileM % 16 == 0 && tileN % 8 == 0 && llvm::isPowerOf2_64(tileM) &&
-         llvm::isPowerOf2_64(tileN) && "the pass checks the warp tile first");
+         llvm::isPowerOf2_64(tileN) && m == tileM * warpsM && n == tileN * warpsN &&
+         (llvm::isPowerOf2_64(warpsN) || warpsM == 1) && "the pass checks the warp tile first");
   Coords2D at(n);
   llvm::SmallVector<uint64_t> reg = {at(0, 1), at(8, 0)}, warp;
   for (int64_t s = 8; s < tileN; s *= 2) reg.push_back(at(0, s));
@@ -196,8 +208,13 @@ FragmentLayout FragmentLayout::wgmmaAccumulator(int64_t m, int64_t n, int64_t gr
   int64_t tileM = m / groupsM, tileN = n / groupsN;
   // An N that is not a power of two is padded (one warpgroup column only):
   // wgmma's registers are its 8-column chunks in order, the layout's first.
+  // So is M over a count of warpgroups that is not a power of two: the
+  // missing warpgroups hold the padding rows.
   assert(tileM % 64 == 0 && tileN % 8 == 0 && llvm::isPowerOf2_64(tileM) &&
-         (llvm::isPowerOf2_64(tileN) || groupsN == 1) && "the pass checks the warpgroup tile first");
+         m == tileM * groupsM && n == tileN * groupsN &&
+         (llvm::isPowerOf2_64(tileN) || groupsN == 1) &&
+         (llvm::isPowerOf2_64(groupsN) || groupsM == 1) &&
+         "the pass checks the warpgroup tile first");
   Coords2D at(n);
   llvm::SmallVector<uint64_t> reg = {at(0, 1), at(8, 0)}, warp = {at(16, 0), at(32, 0)};
   for (int64_t s = 8; s < tileN; s *= 2) reg.push_back(at(0, s));
@@ -219,12 +236,12 @@ FragmentLayout FragmentLayout::tmemRows(int64_t n, int64_t groups) {
   return FragmentLayout({128, n}, reg, lane, warp);
 }
 
-FragmentLayout FragmentLayout::elementwise(llvm::ArrayRef<int64_t> shape, int64_t threads,
-                                           int64_t vector) {
+/// The element-wise layout over exactly 2^warpBits warps.
+static FragmentLayout elementwiseOnWarps(llvm::ArrayRef<int64_t> shape, unsigned warpBits,
+                                         int64_t vector) {
   FragmentLayout probe(shape, {}, {0, 0, 0, 0, 0}, {});
   unsigned total = probe.getLogicalBits();
   unsigned lastBits = probe.getDimBits(shape.size() - 1);
-  unsigned warpBits = llvm::Log2_64(static_cast<uint64_t>(threads / 32));
   unsigned vectorBits = std::min<unsigned>(llvm::Log2_64(static_cast<uint64_t>(vector)), lastBits);
   // Give threads work before giving a thread wide vectors.
   while (vectorBits > 0 && vectorBits + 5 + warpBits > total) --vectorBits;
@@ -245,4 +262,17 @@ FragmentLayout FragmentLayout::elementwise(llvm::ArrayRef<int64_t> shape, int64_
   for (unsigned bit = 0; bit < total; ++bit)
     if (!used[bit]) reg.push_back(1ull << bit);
   return FragmentLayout(shape, reg, lane, warp);
+}
+
+FragmentLayout FragmentLayout::elementwise(llvm::ArrayRef<int64_t> shape, int64_t threads,
+                                           int64_t vector) {
+  unsigned warpBits = llvm::Log2_64_Ceil(static_cast<uint64_t>(threads / 32));
+  FragmentLayout spread = elementwiseOnWarps(shape, warpBits, vector);
+  if (llvm::isPowerOf2_64(threads / 32) || spread.isOwnedWithin(threads)) return spread;
+  // The missing warps would hold real elements: spread over the power of
+  // two below the count; the warps past it replicate the first ones.
+  FragmentLayout lower = elementwiseOnWarps(shape, warpBits - 1, vector);
+  llvm::SmallVector<uint64_t> warp(lower.getWarp());
+  warp.push_back(0);
+  return FragmentLayout(shape, lower.getReg(), lower.getLane(), warp);
 }

@@ -50,7 +50,11 @@ SmallVector<std::pair<int64_t, int64_t>> tessel::layout_inference::warpGrids(int
   SmallVector<std::pair<int64_t, int64_t>> grids;
   if (policy == WarpPolicy::full_row) return {{units, 1}};
   if (policy == WarpPolicy::full_col) return {{1, units}};
-  for (int64_t wm = 1; wm <= units; wm *= 2) grids.push_back({wm, units / wm});
+  // The unit index is wm * gridN + wn, and a layout maps its bits: the
+  // columns take a power of two of units, the rows the rest (three
+  // warpgroups split [3, 1], six warps [3, 2] or [6, 1]).
+  for (int64_t wn = 1; wn <= units; wn *= 2)
+    if (units % wn == 0) grids.push_back({units / wn, wn});
   llvm::stable_sort(grids, [&](auto x, auto y) {
     auto skew = [&](std::pair<int64_t, int64_t> g) {
       double tm = double(m) / g.first, tn = double(n) / g.second;
@@ -133,12 +137,28 @@ LogicalResult LayoutInference::placeTmemCopy(CopyOp copy) {
   return assign(other, FragmentLayout::tmemRows(n, threads / 128), copy);
 }
 
+/// Whether an [m, n] accumulator splits over a [gridM, gridN] grid of warps
+/// (or warpgroups) into tiles a layout maps: each unit's tile a power of two
+/// (its N may be padded where `wholeColumn` allows one column of units), and
+/// a grid that is not a power of two padded in its slowest bits only (the
+/// padded units are the ones that do not exist).
+static bool splitsEvenly(int64_t m, int64_t n, int64_t gridM, int64_t gridN,
+                         bool wholeColumn = false) {
+  int64_t tileM = m / gridM, tileN = n / gridN;
+  if (!llvm::isPowerOf2_64(tileM)) return false;
+  if (!llvm::isPowerOf2_64(tileN) && !(wholeColumn && gridN == 1)) return false;
+  return llvm::isPowerOf2_64(gridN) || gridM == 1;
+}
+
 FailureOr<bool> LayoutInference::placeOnWgmma(GemmOp gemm, int64_t m, int64_t n, int64_t k,
                                               WarpPolicy policy, bool aInRegisters) {
   for (auto [gm, gn] : warpGrids(threads / 128, m, n, policy)) {
     if (m % (gm * 64) || n % (gn * 8) || n / gn > 256) continue;
-    // A padded N (not a power of two) stays on one warpgroup column.
-    if (!llvm::isPowerOf2_64(n) && gn != 1) continue;
+    // A padded N (not a power of two per warpgroup) stays on one warpgroup
+    // column; each warpgroup's rows are a power of two (several 64-row
+    // instructions), and a count of warpgroup columns that is not a power
+    // of two needs a single row of them.
+    if (!splitsEvenly(m, n, gm, gn, /*wholeColumn=*/true)) continue;
     gemm.setInstructionAttr(GemmInstructionAttr::get(ctx, GemmInstruction::wgmma));
     gemm.setWarpsAttr(DenseI64ArrayAttr::get(ctx, {gm, gn}));
     if (aInRegisters &&
@@ -146,7 +166,7 @@ FailureOr<bool> LayoutInference::placeOnWgmma(GemmOp gemm, int64_t m, int64_t n,
       return failure();
     if (failed(assign(gemm.getC(), FragmentLayout::wgmmaAccumulator(m, n, gm, gn), gemm)))
       return failure();
-    if (!llvm::isPowerOf2_64(n))
+    if (!llvm::isPowerOf2_64(n / gn))
       emitMissed(gemm, "tessel-layout-inference", missed::kTensorCores)
           << "the accumulator's register layout pads N = " << n << " to "
           << llvm::PowerOf2Ceil(n) << ": " << (m / gm / 64) * (int64_t(llvm::PowerOf2Ceil(n)) - n) / 2
@@ -165,15 +185,25 @@ FailureOr<bool> LayoutInference::placeOnWgmma(GemmOp gemm, int64_t m, int64_t n,
 /// N may also be any multiple of 8 up to 256 where wgmma takes the gemm on
 /// one warpgroup column (`wgmmaN`): its accumulator's registers are the 8-column
 /// chunks in order, the first of a layout padded to the next power of two.
+/// With a count of warps that is not a power of two (three warpgroups), M or
+/// N may be that count's odd factor times a power of two: each warp's share
+/// is then a power of two (192 rows on three warpgroups).
 static LogicalResult checkGemmExtents(GemmOp gemm, int64_t m, int64_t n, int64_t k,
-                                      int64_t instructionK, bool aInRegisters, bool wgmmaN = false) {
+                                      int64_t instructionK, bool aInRegisters, int64_t warps,
+                                      bool wgmmaN = false) {
   bool wgmmaExtent = wgmmaN && n % 8 == 0 && n <= 256;
-  for (auto [name, extent] : {std::pair{"M", m}, {"N", n}})
-    if (!llvm::isPowerOf2_64(extent) && !(name[0] == 'N' && wgmmaExtent))
-      return gemm.emitError("gemm tile extents M and N must be powers of two (the "
-                            "accumulator's register layout maps index bits; N may be a multiple "
-                            "of 8 up to 256 on sm_90a's wgmma), got ")
-             << name << " = " << extent << "; split the tile into gemms on power-of-two windows";
+  auto oddPart = [](int64_t x) { return x >> llvm::countr_zero(static_cast<uint64_t>(x)); };
+  for (auto [name, extent] : {std::pair{"M", m}, {"N", n}}) {
+    if (llvm::isPowerOf2_64(extent) || (name[0] == 'N' && wgmmaExtent)) continue;
+    if (extent > 0 && warps % oddPart(extent) == 0) continue;
+    return gemm.emitError("gemm tile extents M and N must be powers of two (the "
+                          "accumulator's register layout maps index bits; N may be a multiple "
+                          "of 8 up to 256 on sm_90a's wgmma), got ")
+           << name << " = " << extent << " on " << warps
+           << " warps; split the tile into gemms on power-of-two windows (on a warp count "
+              "that is not a power of two, an extent may be its odd factor times a power of "
+              "two, 192 on 12 warps)";
+  }
   if (k % instructionK)
     return gemm.emitError("gemm K (") << k << ") must be a multiple of " << instructionK
                                       << ", the K of the tensor-core instruction for "
@@ -189,7 +219,7 @@ static LogicalResult checkGemmExtents(GemmOp gemm, int64_t m, int64_t n, int64_t
 LogicalResult LayoutInference::placeEightBitMmaSync(GemmOp gemm, int64_t m, int64_t n) {
   int64_t warps = threads / 32;
   for (auto [wm, wn] : warpGrids(warps, m, n, gemm.getPolicy())) {
-    if (m % (wm * 16) || n % (wn * 8)) continue;
+    if (m % (wm * 16) || n % (wn * 8) || !splitsEvenly(m, n, wm, wn)) continue;
     gemm.setInstructionAttr(GemmInstructionAttr::get(ctx, GemmInstruction::mma_sync));
     gemm.setWarpsAttr(DenseI64ArrayAttr::get(ctx, {wm, wn}));
     return assign(gemm.getC(), FragmentLayout::mmaAccumulator(m, n, wm, wn), gemm);
@@ -218,7 +248,8 @@ LogicalResult LayoutInference::placeEightBitGemm(GemmOp gemm) {
     return gemm.emitError("a gemm of ")
            << in << " operands reads both operands K-major (8-bit wgmma has no transposed "
            << "form): A as [M, K] without transpose_a, B as [N, K] with transpose_b";
-  if (failed(checkGemmExtents(gemm, m, n, k, 32, /*aInRegisters=*/false))) return failure();
+  if (failed(checkGemmExtents(gemm, m, n, k, 32, /*aInRegisters=*/false, threads / 32)))
+    return failure();
   // Integer products run on mma.sync m16n8k32 before sm_90a (or when asked
   // for); FP8's mma.sync needs sm_89, which is no target here, and the
   // tcgen05 forms (sm_100a) are not implemented: an error rather than a
@@ -274,7 +305,8 @@ LogicalResult LayoutInference::placeGemm(GemmOp gemm) {
                           "full_row (or square)");
   bool wgmmaTarget = target.computeCapability == 90 && threads % 128 == 0 &&
                      gemm.getInstruction() != GemmInstruction::mma_sync;
-  if (failed(checkGemmExtents(gemm, m, n, k, 16, aInRegisters, wgmmaTarget))) return failure();
+  if (failed(checkGemmExtents(gemm, m, n, k, 16, aInRegisters, threads / 32, wgmmaTarget)))
+    return failure();
 
   std::optional<GemmInstruction> forced = gemm.getInstruction();
   WarpPolicy policy = effectivePolicy(gemm);
@@ -312,7 +344,7 @@ LogicalResult LayoutInference::placeGemm(GemmOp gemm) {
                                 " warpgroups of a multiple of 64 rows and 8 to 256 columns each");
   int64_t warps = threads / 32;
   for (auto [wm, wn] : warpGrids(warps, m, n, policy)) {
-    if (m % (wm * 16) || n % (wn * 8)) continue;
+    if (m % (wm * 16) || n % (wn * 8) || !splitsEvenly(m, n, wm, wn)) continue;
     gemm.setInstructionAttr(GemmInstructionAttr::get(ctx, GemmInstruction::mma_sync));
     gemm.setWarpsAttr(DenseI64ArrayAttr::get(ctx, {wm, wn}));
     if (aInRegisters &&

@@ -94,7 +94,8 @@ void TileLowering::vectorRunOrScalar(const Access &frag, ArrayRef<Value> coords,
   SmallVector<Value> memIdx = rootIndices(mem, coords);
   SmallVector<Value> last(coords);
   last.back() = add(last.back(), idx(v - 1));
-  Value cond = andI(insideShape(last, frag.tileShape), inBounds(mem, memIdx, v - 1));
+  Value cond = andI(insideShape(last, frag.tileShape, llvm::dyn_cast_or_null<FragmentLayoutAttr>(frag.layout)),
+                    inBounds(mem, memIdx, v - 1));
   cond = andI(cond, aligned(mem, memIdx, v));
   OpBuilder::InsertionGuard g(b);
   auto ifOp = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/true);
@@ -124,7 +125,10 @@ TileLowering::splitSharedOffsets(const Access &frag, const Access &mem, int64_t 
     }
     return sl.apply(root);
   };
-  const int64_t registers = l.getNumRegisters(), threads = l.getNumThreads();
+  // Threads past the count that runs the copy do not exist (a layout for
+  // three warpgroups is one for four whose last holds padding).
+  const int64_t registers = l.getNumRegisters();
+  const int64_t threads = std::min<int64_t>(l.getNumThreads(), this->threads);
   std::optional<int64_t> base = offsetOf(0, 0);
   if (!base) return std::nullopt;
   SplitOffsets split{Value(), {}, true};
@@ -203,7 +207,7 @@ void TileLowering::copyToFragment(const Access &src, const Access &dst) {
         OpBuilder::InsertionGuard g(b);
         SmallVector<Value> c(coords);
         c.back() = add(c.back(), idx(j));
-        guard(insideShape(c, dst.tileShape));
+        guard(insideShape(c, dst.tileShape, attr));
         memref::StoreOp::create(b, loc, convert(load(src, c), dst.elementType), dst.root,
                                 ValueRange{add(r0, idx(j))});
       }
@@ -236,7 +240,7 @@ void TileLowering::forEachRunElement(const Access &frag, Value r0, ArrayRef<Valu
     OpBuilder::InsertionGuard g(b);
     SmallVector<Value> c(coords);
     c.back() = add(c.back(), idx(j));
-    guard(insideShape(c, frag.tileShape));
+    guard(insideShape(c, frag.tileShape, llvm::cast<FragmentLayoutAttr>(frag.layout)));
     body(c, memref::LoadOp::create(b, loc, frag.root, ValueRange{add(r0, idx(j))}));
   }
 }

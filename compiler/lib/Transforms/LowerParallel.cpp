@@ -55,7 +55,7 @@ void TileLowering::lowerParallel(ParallelOp op) {
   unrolledFor(l.getNumRegisters(), [&](Value r) {
     OpBuilder::InsertionGuard g(b);
     SmallVector<Value> coords = coordsAt(attr, r);
-    guard(insideShape(coords, op.getExtents()));
+    guard(insideShape(coords, op.getExtents(), attr));
     Value owner = andI(threadOwner, registerOwns(l, r));
     splice(coords);
     // Fragment accesses become register accesses; side effects outside the

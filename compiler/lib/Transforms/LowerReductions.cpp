@@ -71,7 +71,7 @@ void TileLowering::reduceFragment(ReduceOp op) {
     int64_t target = regMap->apply(r);
     Value x = combine.input(convert(
         memref::LoadOp::create(b, loc, src.root, ValueRange{idx(r)}).getResult(), f32));
-    if (Value valid = insideShape(coordsAt(srcAttr, idx(r)), src.tileShape))
+    if (Value valid = insideShape(coordsAt(srcAttr, idx(r)), src.tileShape, srcAttr))
       x = arith::SelectOp::create(b, loc, valid, x, combine.identity());
     acc[target] = acc[target] ? combine(acc[target], x) : x;
   }
@@ -111,12 +111,20 @@ void TileLowering::reduceFragment(ReduceOp op) {
     syncExecutingThreads(op);
     Value lane = remC(threadId, 32), warp = divC(threadId, 32);
     Value base = arith::AndIOp::create(b, loc, warp, idx(~int64_t(warpMask)));
+    // With a warp count that is not a power of two, the layout's last warps
+    // do not exist; they would have held padding only, so their partials
+    // are the identity (and their slots are past the scratch).
+    int64_t warps = threads / 32;
+    bool missingWarps = !llvm::isPowerOf2_64(warps);
     for (int64_t r = 0; r < outRegs; ++r) {
       Value total;
       for (uint64_t sub = 0;; sub = (sub - warpMask) & warpMask) {
         Value w = arith::OrIOp::create(b, loc, base, idx(sub));
+        Value exists = missingWarps ? lt(w, idx(warps)) : Value();
+        if (exists) w = arith::SelectOp::create(b, loc, exists, w, base);
         Value slot = add(mul(add(mul(w, idx(32)), lane), idx(outRegs)), idx(r));
         Value x = memref::LoadOp::create(b, loc, scratch, ValueRange{slot});
+        if (exists) x = arith::SelectOp::create(b, loc, exists, x, combine.identity());
         total = total ? combine(total, x) : x;
         if (sub == warpMask) break;
       }
@@ -201,7 +209,7 @@ void TileLowering::reduceIntoFragment(ReduceOp op, const Access &src, const Acce
   unrolledFor(attr.getLayout().getNumRegisters(), [&](Value r) {
     OpBuilder::InsertionGuard g(b);
     SmallVector<Value> outIdx = coordsAt(attr, r);
-    guard(insideShape(outIdx, dst.tileShape));
+    guard(insideShape(outIdx, dst.tileShape, attr));
     // A reduction of every dimension writes element 0 of a one-element
     // destination; the source has no dimension left for it.
     SmallVector<Value> lineIdx =

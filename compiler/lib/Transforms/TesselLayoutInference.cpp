@@ -76,10 +76,10 @@ LogicalResult LayoutInference::collectFragmentThreads() {
   for (Value f : fragmentOrder) {
     Operation *first = firstUse.lookup(f);
     int64_t count = first ? getExecutingThreads(first) : kernel.getThreads();
-    if (count < 32 || !llvm::isPowerOf2_64(count))
+    if (count < 32 || count % 32)
       return (first ? first : f.getDefiningOp())->emitError(
-                 "fragments need a power-of-two number of threads, at least 32 (layouts split "
-                 "threads into lane and warp bits); these run on ")
+                 "fragments need whole warps, at least 32 threads (layouts split threads into "
+                 "lanes and warps); these run on ")
              << count;
     fragmentThreads[f] = count;
   }
@@ -213,7 +213,7 @@ FragmentLayout LayoutInference::replicated(ArrayRef<int64_t> shape) const {
   FragmentLayout probe(shape, {}, {0, 0, 0, 0, 0}, {});
   SmallVector<uint64_t> reg;
   for (unsigned bit = 0; bit < probe.getLogicalBits(); ++bit) reg.push_back(uint64_t{1} << bit);
-  SmallVector<uint64_t> warp(llvm::Log2_64(threads / 32), 0);
+  SmallVector<uint64_t> warp(llvm::Log2_64_Ceil(threads / 32), 0);
   return FragmentLayout(shape, reg, {0, 0, 0, 0, 0}, warp);
 }
 
@@ -366,9 +366,13 @@ LogicalResult LayoutInference::run() {
       if (auto f = llvm::dyn_cast<FragmentLayoutAttr>(annotate.getLayout())) {
         FragmentLayout l = f.getLayout();
         int64_t users = fragmentThreads.lookup(annotate.getBuffer());
-        if (l.getNumThreads() != users)
+        if (l.getNumThreads() != int64_t(llvm::PowerOf2Ceil(users)))
           return annotate.emitError("the annotated layout is for ")
                  << l.getNumThreads() << " threads, the fragment's users run on " << users;
+        if (!l.isOwnedWithin(users))
+          return annotate.emitError("the annotated layout gives elements to threads past the ")
+                 << users << " that run the fragment's users (only padding or replicas may be "
+                 << "held there)";
         return failed(assign(annotate.getBuffer(), l, annotate)) ? WalkResult::interrupt()
                                                                  : WalkResult::advance();
       }

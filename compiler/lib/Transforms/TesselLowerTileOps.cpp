@@ -390,10 +390,30 @@ SmallVector<Value> TileLowering::coordsAt(FragmentLayoutAttr attr, Value r) {
   return coords;
 }
 
-Value TileLowering::insideShape(ArrayRef<Value> coords, ArrayRef<int64_t> shape) {
+uint64_t TileLowering::paddedDimsReached(FragmentLayoutAttr attr) {
+  auto key = std::make_pair(Attribute(attr), threads);
+  auto it = paddedDimsCache.find(key);
+  if (it != paddedDimsCache.end()) return it->second;
+  FragmentLayout l = attr.getLayout();
+  uint64_t reached = 0;
+  int64_t count = std::min<int64_t>(threads, l.getNumThreads());
+  for (int64_t t = 0; t < count; ++t)
+    for (int64_t r = 0; r < l.getNumRegisters(); ++r) {
+      SmallVector<int64_t> coord = l.apply(r, t);
+      for (unsigned d = 0; d < l.getRank(); ++d)
+        if (coord[d] >= l.getShape()[d]) reached |= uint64_t{1} << d;
+    }
+  return paddedDimsCache[key] = reached;
+}
+
+Value TileLowering::insideShape(ArrayRef<Value> coords, ArrayRef<int64_t> shape,
+                                FragmentLayoutAttr layout) {
+  uint64_t checked = layout ? paddedDimsReached(layout) : ~uint64_t{0};
   Value cond;
-  for (auto [c, extent] : llvm::zip(coords, shape))
-    if (!llvm::isPowerOf2_64(extent)) cond = andI(cond, lt(c, idx(extent)));
+  for (auto [d, entry] : llvm::enumerate(llvm::zip(coords, shape))) {
+    auto [c, extent] = entry;
+    if (!llvm::isPowerOf2_64(extent) && (checked >> d & 1)) cond = andI(cond, lt(c, idx(extent)));
+  }
   return cond;
 }
 

@@ -129,7 +129,15 @@ private:
   /// The logical index register `r` of this thread holds.
   llvm::SmallVector<mlir::Value> coordsAt(tile::FragmentLayoutAttr layout, mlir::Value r);
   /// Inside the real extents where they are not powers of two; null if always.
-  mlir::Value insideShape(llvm::ArrayRef<mlir::Value> coords, llvm::ArrayRef<int64_t> shape);
+  /// With the coordinates' layout, only the dimensions whose padding a thread
+  /// that exists holds (three warpgroups on a layout of four: the fourth's
+  /// padding rows need no check).
+  mlir::Value insideShape(llvm::ArrayRef<mlir::Value> coords, llvm::ArrayRef<int64_t> shape,
+                          tile::FragmentLayoutAttr layout = {});
+  /// Bit d set: some thread of the `threads` running the code holds a
+  /// padding element of dimension d of the layout.
+  uint64_t paddedDimsReached(tile::FragmentLayoutAttr layout);
+  llvm::DenseMap<std::pair<mlir::Attribute, int64_t>, uint64_t> paddedDimsCache;
   /// The thread owns (is the first replica of) its elements; null if always.
   mlir::Value threadOwns(const layout::FragmentLayout &l);
   /// Register `r` is not a duplicate of a lower register; null if always.

@@ -11,7 +11,7 @@
 // CHECK-LABEL: tile.kernel @wide
 // CHECK: tile.alloc {layout = #tile.fragment<[128, 96], reg = {{\[\[}}0, 1], [8, 0], [0, 8], [0, 16], [0, 32], [0, 64], [64, 0]]
 // CHECK: tile.gemm {{.*}} {clear_accum, instruction = #tile.instr<wgmma>, transpose_b, warps = array<i64: 1, 1>}
-// AMPERE: error: gemm tile extents M and N must be powers of two (the accumulator's register layout maps index bits; N may be a multiple of 8 up to 256 on sm_90a's wgmma), got N = 96
+// AMPERE: error: gemm tile extents M and N must be powers of two (the accumulator's register layout maps index bits; N may be a multiple of 8 up to 256 on sm_90a's wgmma), got N = 96 on 4 warps
 tile.kernel @wide() grid(%bx) = affine_map<() -> (1)> threads(128) {
   %a = tile.alloc : memref<128x64xbf16, #s>
   %b = tile.alloc : memref<96x64xbf16, #s>

@@ -439,3 +439,32 @@ tile.kernel @reduce_shared_into_fragment(%x: memref<32x32xf32, #g>, %y: memref<3
   }
   tile.copy %w, %y : memref<32x32xf32, #s>, memref<32x32xf32, #g>
 }
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// Three warpgroups: the accumulator's layout is four warpgroups' (sixteen
+// warps), the last four warps of which do not exist. A column sum crosses
+// every warp through the scratch buffer; a partial of a warp past the
+// twelfth is the identity (and its slot, past the scratch, is not read).
+// CHECK-LABEL: tile.kernel @column_sum_three_warpgroups
+// CHECK: tilenv.sync_threads
+// CHECK: %[[EXISTS:.*]] = arith.cmpi slt, %{{.*}}, %c12{{(_[0-9]+)?}} : index
+// CHECK: %[[WARP:.*]] = arith.select %[[EXISTS]], %{{.*}}, %{{.*}} : index
+// CHECK: %[[PARTIAL:.*]] = memref.load
+// CHECK: arith.select %[[EXISTS]], %[[PARTIAL]], %{{.*}} : f32
+// HOPPER-LABEL: tile.kernel @column_sum_three_warpgroups
+// HOPPER: tilenv.wgmma
+// HOPPER: arith.cmpi slt, %{{.*}}, %c12{{(_[0-9]+)?}} : index
+tile.kernel @column_sum_three_warpgroups(%out: memref<64xf32, #g>) grid(%bx) = affine_map<() -> (1)> threads(384) {
+  %a = tile.alloc : memref<192x64xbf16, #s>
+  %b = tile.alloc : memref<64x64xbf16, #s>
+  %acc = tile.alloc : memref<192x64xf32, #f>
+  %col = tile.alloc : memref<64xf32, #f>
+  tile.gemm %a, %b, %acc {transpose_b, clear_accum, policy = #tile.policy<full_row>} : memref<192x64xbf16, #s>, memref<64x64xbf16, #s>, memref<192x64xf32, #f>
+  tile.reduce sum %acc -> %col dim = 0 clear : memref<192x64xf32, #f> -> memref<64xf32, #f>
+  tile.copy %col, %out : memref<64xf32, #f>, memref<64xf32, #g>
+}

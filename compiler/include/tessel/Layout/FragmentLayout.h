@@ -8,6 +8,12 @@
 // padding skip it (predication). A zero column means replication: the threads
 // (or registers) that differ only in that bit hold the same element.
 //
+// Thread counts that are not powers of two (three warpgroups: 384 threads)
+// use the layout of the next power of two whose last threads hold only
+// padding or replicas (isOwnedWithin): the threads that do not exist then
+// miss nothing. A [192, n] accumulator on three warpgroups is the [256, n]
+// layout of four, the fourth warpgroup's rows all padding.
+//
 //===----------------------------------------------------------------------===//
 #ifndef TESSEL_LAYOUT_FRAGMENTLAYOUT_H
 #define TESSEL_LAYOUT_FRAGMENTLAYOUT_H
@@ -55,6 +61,11 @@ public:
   /// Whether a thread is the owner of its copy of every element it holds
   /// (replicas other than the owner must not write to memory).
   bool isOwner(int64_t thread) const;
+  /// Whether threads 0..threads-1 own every element of the real shape: a
+  /// layout for a count of threads that is not a power of two is built for
+  /// the next power of two, and the threads past the count, which do not
+  /// exist, may hold only padding or replicas.
+  bool isOwnedWithin(int64_t threads) const;
   /// Every element of the padded shape has a holder.
   bool isSurjective() const { return getMap().rank() == getLogicalBits(); }
 
@@ -94,7 +105,9 @@ public:
   /// `vector` contiguous elements per register group along the last
   /// dimension, lanes next along the fastest dimensions, warps on the slowest
   /// dimensions (so that row reductions stay inside a warp); threads left
-  /// over replicate.
+  /// over replicate. A count that is not a power of two spreads over the
+  /// next power of two where the missing threads would hold only padding,
+  /// and otherwise over the power of two below it, the rest replicating.
   static FragmentLayout elementwise(llvm::ArrayRef<int64_t> shape, int64_t threads,
                                     int64_t vector);
 
