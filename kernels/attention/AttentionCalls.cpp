@@ -147,18 +147,6 @@ struct Workspace {
   }
 };
 
-/// FlashAttention-3's head_dim 64 tile on sm_90a: 192 query rows on three
-/// consumer warpgroups. On an H100 (batch x length 16k, 32 heads) it takes
-/// 11-16% off the two-warpgroup kernel from 4k queries on, with and without
-/// the causal mask, and ties it at 1k without one; at 1k with the mask the
-/// longer row blocks leave more of the grid idle (0.32 against 0.30 ms), so
-/// short causal problems keep 128 rows.
-void preferThreeWarpgroups(AttentionConfig &c, const std::string &arch, int64_t queries) {
-  if (arch != "sm_90a" || c.headDim != 64 || (c.causal && queries < 2048)) return;
-  c.blockM = 192;
-  c.threads = 384;
-}
-
 LaunchArg f32View(uint64_t base, size_t offset, std::vector<int64_t> shape, int device) {
   return LaunchArg::view(TensorView::contiguous(base + offset, ScalarType::F32, std::move(shape), device));
 }
@@ -181,7 +169,7 @@ Choice attention::forward(const TensorView &q, const TensorView &k, const Tensor
     throw Error("attention::forward runs whole sequences: streamedShards and queryOffset are for "
                 "the sequence-parallel kernels");
   AttentionConfig untuned = c;
-  if (!o.config) preferThreeWarpgroups(untuned, choice.arch, p.varlen ? o.maxSeqlenQ : p.seqQ);
+  if (!o.config) chooseForwardRows(untuned, choice.arch, p.varlen ? o.maxSeqlenQ : p.seqQ);
   std::string tunedOn;
   // Packed batches are not tuned: their lengths are not in a bucket.
   if (!o.config && o.tuned && !c.varlen) {

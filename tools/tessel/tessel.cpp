@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tessel/harness/Library.h"
+#include "tessel/kernels/attention/Attention.h"
 #include "MultiGpu.h"
 #include "tessel/harness/ReferenceTimes.h"
 #include "Tune.h"
@@ -333,6 +334,17 @@ int benchAttention(const Args &a) {
           if (pass == "fwd" && !tuned && arch != "sm_80" && !causal && s >= 8192 && d == 128) {
             shape["overlap"] = "1";
             shape["pingpong"] = "1";
+          }
+          // The query tile attention::forward takes without a record.
+          if (pass == "fwd" && !tuned) {
+            AttentionConfig rows;
+            rows.headDim = d;
+            rows.causal = causal;
+            chooseForwardRows(rows, arch, s);
+            if (rows.blockM != AttentionConfig{}.blockM) {
+              shape["block_m"] = std::to_string(rows.blockM);
+              shape["threads"] = std::to_string(rows.threads);
+            }
           }
           if (pass == "bwd") shape["kv_reduction"] = "direct";
           for (auto &[key, value] : a.params)

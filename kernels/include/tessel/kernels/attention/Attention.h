@@ -106,6 +106,11 @@ struct AttentionConfig {
 /// (where two score tiles of 128 columns and the accumulator exceed the
 /// registers).
 int64_t forwardKeyBlock(const AttentionConfig &config);
+/// The forward's query tile where no configuration is given:
+/// FlashAttention-3's 192 rows on three consumer warpgroups at head_dim 64
+/// on sm_90a, except causal problems under 2048 queries; `config` is left
+/// alone elsewhere. attention::forward and `tessel bench attention` use it.
+void chooseForwardRows(AttentionConfig &config, const std::string &arch, int64_t queries);
 /// O = softmax(scale * Q K^T) V and its log-sum-exp.
 Program flashAttentionForward(const AttentionConfig &config);
 /// The same on sm_100a: S and O accumulate in tensor memory through
