@@ -62,16 +62,17 @@ UlyssesAttentionForm::UlyssesAttentionForm(std::string name, Communicator &comm,
                                            UlyssesExchange::Arrival a, Kernel &k)
     : formName(std::move(name)), rank(comm.localRank()),
       x(std::make_unique<UlyssesExchange>(comm, p.shape, std::move(groupHeads), p.localShard)),
-      arrival(a), kernel(&k), attentionStreams(p.attentionStreams),
-      lse(p.shape.headsPerRank(0) * p.shape.totalRows(0) * 4) {
+      arrival(a), kernel(&k), attentionStreams(p.attentionStreams) {
   const UlyssesShape &s = p.shape;
-  // Each group attends over its own heads of the whole sequences; its LSE
-  // rows are the group's heads of the rank's [heads, rows] LSE.
+  // Each group attends over its own heads of the whole sequences, with an
+  // LSE [heads of the group, rows] of its own: a tensor argument starts on
+  // 16 bytes, which a group's rows of one shared buffer need not (packed
+  // rows that are not a multiple of 4).
   for (int g = 0; g < x->groupCount(); ++g) {
+    lse.push_back(std::make_unique<DeviceBuffer>(x->groupHeads(0, g) * s.totalRows(0) * 4));
     groupArgs.push_back(wholeSequenceArgs(p, cu, x->groupHeads(0, g), x->groupHeads(1, g),
                                           x->output(0, g), x->output(1, g), x->output(2, g),
-                                          x->attentionOutput(g),
-                                          lse.ptr() + x->groupFirst(0, g) * s.totalRows(0) * 4));
+                                          x->attentionOutput(g), lse.back()->ptr()));
     groupLists.push_back(groupArgs.back().list());
   }
 }

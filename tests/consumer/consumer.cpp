@@ -117,6 +117,14 @@ int main(int argc, char **argv) {
     std::printf("refused: %s\n", e.what());
   }
 
+  // The sequence-parallel call is exported and declared for consumers
+  // (running it takes a communicator over GPUs: tessel-gpu-tests does).
+  tessel::Choice (*spForward)(tessel::rt::Communicator &, const tessel::TensorView &,
+                              const tessel::TensorView &, const tessel::TensorView &,
+                              const tessel::TensorView &, const tessel::sp_attention::Options &,
+                              CUstream) = &tessel::sp_attention::forward;
+  std::printf("sp_attention::forward at %p\n", reinterpret_cast<void *>(spForward));
+
   if (!checkHostTensors()) {
     std::printf("host tensors from <tessel/Testing.h> are wrong\n");
     return 1;

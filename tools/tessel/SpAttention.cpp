@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "MultiGpu.h"
 #include "SpAttention.h"
+#include "tessel/Tessel.h"
 #include "tessel/harness/LibrarySupport.h"
 #include "tessel/kernels/parallel/ExchangeFlags.h"
 #include "tessel/kernels/parallel/SequenceParallelAttention.h"
@@ -107,6 +108,37 @@ SpProblem problemFrom(const Params &given, const Params &defaults, int ranks) {
   return sp;
 }
 
+/// tessel::sp_attention::forward on views of this rank's shards (`x`'s
+/// inputs) into `out`.
+struct LibraryCall {
+  Communicator &comm;
+  const SpProblem &sp;
+  UlyssesExchange &x;
+  DeviceBuffer out;
+  LibraryCall(Communicator &comm, const SpProblem &sp, UlyssesExchange &x)
+      : comm(comm), sp(sp), x(x),
+        out(sp.shape.localRows(0) * sp.shape.headsQ * sp.shape.headDim * sp.shape.elementBytes) {}
+  /// The call's configuration.
+  std::string run(CUstream stream) {
+    const UlyssesShape &s = sp.shape;
+    ScalarType t = sp.config.dtype == DType::bf16 ? ScalarType::BF16 : ScalarType::F16;
+    auto view = [&](CUdeviceptr at, int tensor) {
+      return TensorView::contiguous(at, t,
+                                    {s.batch, s.localRows(tensor) / s.batch, s.heads(tensor),
+                                     s.headDim},
+                                    comm.device());
+    };
+    sp_attention::Options o;
+    o.causal = sp.config.causal;
+    o.cuSeqlensQ = s.cuSeqlensQ;
+    o.cuSeqlensK = s.cuSeqlensK;
+    o.attentionStreams = sp.attentionStreams;
+    return sp_attention::forward(comm, view(x.input(0), 0), view(x.input(1), 1),
+                                 view(x.input(2), 2), view(out.ptr(), 0), o, stream)
+        .config;
+  }
+};
+
 /// Each form's output, twice, against single-GPU attention over the whole
 /// problem (`fullArgs`, O in `fullO`): one line per form.
 bool checkForms(Communicator &comm, const SpProblem &sp, UlyssesAttention &ulysses,
@@ -149,6 +181,18 @@ bool checkForms(Communicator &comm, const SpProblem &sp, UlyssesAttention &ulyss
                rank, comm.device(), f->name(), what, x.groupCount(), c.error, c.identical,
                ref.size(), c.pass ? "PASS" : "FAIL");
   }
+  // The library call on the rank's shards (the first form's inputs hold
+  // them), its form chosen by the rule.
+  LibraryCall call(comm, sp, ulysses.forms()[0]->exchange());
+  std::string config = call.run(stream);
+  TESSEL_CU(d, cuStreamSynchronize, stream);
+  OutputCheck c =
+      checkOutput(sp.config.dtype, {s.localRows(0), s.headsQ, s.headDim}, call.out.ptr(), ref);
+  ok &= c.pass;
+  fmt::print("rank {} (device {}): sp_attention::forward {} ({}): rel error {:.3e} ({} of {} "
+             "elements identical) — {}\n",
+             rank, comm.device(), what, config, c.error, c.identical, ref.size(),
+             c.pass ? "PASS" : "FAIL");
   return ok;
 }
 
@@ -165,6 +209,11 @@ void benchForms(Communicator &comm, const SpProblem &sp, UlyssesAttention &ulyss
     comm.barrier();
     worst.push_back(slowestRank(comm, medianOnStream(stream, reps, [&] { f->run(stream); })));
   }
+  // The library call, its shards copied in and O out.
+  LibraryCall call(comm, sp, ulysses.forms()[0]->exchange());
+  std::string libraryConfig = call.run(stream);
+  comm.barrier();
+  double library = slowestRank(comm, medianOnStream(stream, reps, [&] { call.run(stream); }));
   // The pipelined form's attention launches without the exchanges: what
   // overlapping could at best reach.
   UlyssesAttentionForm &pipelined = ulysses.pipelined();
@@ -198,6 +247,8 @@ void benchForms(Communicator &comm, const SpProblem &sp, UlyssesAttention &ulyss
     line(fmt::format("{}, {} head group(s), exchanges included", forms[i]->name(),
                      forms[i]->exchange().groupCount()),
          worst[i]);
+  line("sp_attention::forward (copies in and out)", library);
+  fmt::print("    {}\n", libraryConfig);
   line("attention alone, no exchange", worstCompute);
   line("exchanges alone, there and back", exchangeOnly);
   line("one GPU, whole problem", single);

@@ -23,8 +23,13 @@
 #include <cuda.h>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace tessel {
+
+namespace rt {
+class Communicator;
+}
 
 /// Tessel's version ("0.1.0"), as libtessel.so was built (defined in the
 /// shared library only).
@@ -210,7 +215,49 @@ size_t mlaWorkspaceBytes(const TensorView &q, const TensorView &cache,
 
 } // namespace decode
 
-} // namespace tessel
+namespace sp_attention {
 
+/// Sequence-parallel attention over the ranks of one node, one process per
+/// GPU (Ulysses): every rank holds 1/N of every sequence for all heads,
+/// q and out [batch, seqlen / N, heads_q, head_dim], k and v [batch,
+/// seqlen / N, heads_kv, head_dim] (f16 or bf16, contiguous, on the
+/// communicator's device). The all-to-all gives each rank the whole
+/// sequences for heads_q / N heads (K/V heads replicated where heads_kv <
+/// N), Tessel's attention runs over them, and the inverse all-to-all brings
+/// O back to the rank's shard. The call is collective: every rank calls
+/// with the same shapes and options, in the same order; every rank's checks
+/// run, and a failure on any rank is an error on all, before anything
+/// moves. The exchange's copy engines pull from the peers' copies in
+/// symmetric memory: the shards are copied in, and O out, on `stream`.
+struct Options {
+  bool causal = false;
+  /// Softmax scale; 0 means 1 / sqrt(head_dim).
+  double scale = 0;
+  /// Packed sequences (batch 1): the whole sequences' prefix sums of query
+  /// and key rows (int32, sequences + 1 entries, on the host; each length a
+  /// multiple of the ranks). Each rank's shard holds 1/N of every sequence,
+  /// end to end. Empty: a fixed batch.
+  std::vector<int32_t> cuSeqlensQ, cuSeqlensK;
+  /// Head groups per rank whose exchange overlaps the attention of the
+  /// group before (the pipelined form); 1 runs exchange, attention and
+  /// exchange back in turn; 0 picks 4, 2 or 1, the most the rank's heads
+  /// divide into.
+  int groups = 0;
+  /// Streams the groups' attention takes turns on (1 to 8).
+  int attentionStreams = 2;
+};
+/// Returns the form (unfused or pipelined, its groups and streams) and the
+/// attention kernel's configuration.
+Choice forward(rt::Communicator &comm, const TensorView &q, const TensorView &k,
+               const TensorView &v, const TensorView &out, const Options &options = {},
+               CUstream stream = nullptr);
+/// Frees what the calls made for `comm` (their exchanges' symmetric
+/// memory), collectively: every rank calls it, before destroying the
+/// communicator. Without it they live until the process ends.
+void release(rt::Communicator &comm);
+
+} // namespace sp_attention
+
+} // namespace tessel
 
 #endif

@@ -109,7 +109,8 @@ private:
   UlyssesExchange::Arrival arrival;
   Kernel *kernel;
   int attentionStreams;
-  rt::DeviceBuffer lse;
+  /// Per head group: its LSE, [heads of the group, rows].
+  std::vector<std::unique_ptr<rt::DeviceBuffer>> lse;
   /// Per head group, without the streamed shards' arguments (those carry
   /// the epoch of the call), and the same as launch lists.
   std::vector<AttentionForwardArgs> groupArgs;
