@@ -289,9 +289,57 @@ std::vector<int> NodeChannel::allGatherFds(int fd) {
 //===----------------------------------------------------------------------===//
 
 namespace {
+/// The ranks a launcher waits for, as its signal handler sees them. Each
+/// rank leads its own process group (so that stopping one stops what it
+/// started), which a signal to the launcher alone (`timeout`, a job
+/// scheduler) would not reach: the launcher passes SIGTERM, SIGINT and
+/// SIGHUP on to its ranks' groups, rather than leave them running with
+/// nobody waiting for them.
+constexpr int kMaxForwarded = 1024;
+pid_t forwardTo[kMaxForwarded];
+volatile sig_atomic_t forwardCount = 0, forwardedSignal = 0;
+
+extern "C" void forwardToRanks(int sig) {
+  forwardedSignal = sig;
+  for (sig_atomic_t i = 0; i < forwardCount; ++i)
+    if (forwardTo[i] > 0) {
+      ::kill(-forwardTo[i], sig);
+      ::kill(forwardTo[i], sig);
+    }
+}
+
+/// Forwards the stopping signals to `children` while it lives (one
+/// launcher at a time per process), and restores the handlers after.
+class ForwardStopSignals {
+public:
+  explicit ForwardStopSignals(const std::vector<pid_t> &children) {
+    forwardedSignal = 0;
+    int count = 0;
+    for (pid_t pid : children)
+      if (count < kMaxForwarded) forwardTo[count++] = pid;
+    forwardCount = count;
+    struct sigaction forward {};
+    forward.sa_handler = forwardToRanks;
+    sigemptyset(&forward.sa_mask);
+    for (size_t i = 0; i < std::size(kSignals); ++i) ::sigaction(kSignals[i], &forward, &before[i]);
+  }
+  ~ForwardStopSignals() {
+    for (size_t i = 0; i < std::size(kSignals); ++i) ::sigaction(kSignals[i], &before[i], nullptr);
+    forwardCount = 0;
+  }
+  ForwardStopSignals(const ForwardStopSignals &) = delete;
+  ForwardStopSignals &operator=(const ForwardStopSignals &) = delete;
+
+private:
+  static constexpr int kSignals[] = {SIGTERM, SIGINT, SIGHUP};
+  struct sigaction before[std::size(kSignals)];
+};
+
 /// Waits for every child; when one fails, stops the others. Returns 0 or
-/// the first failure's exit code.
+/// the first failure's exit code; 128 + the signal when the launcher was
+/// told to stop (and passed that on to the ranks).
 int waitForRanks(std::vector<pid_t> children) {
+  ForwardStopSignals forward(children);
   int result = 0;
   size_t left = children.size();
   while (left) {
@@ -304,6 +352,8 @@ int waitForRanks(std::vector<pid_t> children) {
     auto it = std::find(children.begin(), children.end(), pid);
     if (it == children.end()) continue;
     *it = -1;
+    // Reaped: its pid may be reused, and must not be signalled any more.
+    if (size_t i = it - children.begin(); i < size_t(kMaxForwarded)) forwardTo[i] = -1;
     --left;
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (code && !result) {
@@ -317,7 +367,7 @@ int waitForRanks(std::vector<pid_t> children) {
         }
     }
   }
-  return result;
+  return forwardedSignal ? 128 + forwardedSignal : result;
 }
 
 /// A child in its own process group, with nothing left buffered to be

@@ -20,7 +20,11 @@
 #include <random>
 #include <thread>
 #include <map>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 using namespace tessel;
@@ -128,6 +132,39 @@ TEST_CASE("the launcher sets the rank variables and stops the others when one fa
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
   CHECK(launchLocalRanks(1, {"/nonexistent/program"}) == 127);
   CHECK_THROWS_WITH(launchLocalRanks(0, {"true"}), Catch::Contains("cannot launch 0 ranks"));
+}
+
+TEST_CASE("a launcher told to stop stops its ranks") {
+  // Each rank leads its own process group, which a signal to the launcher
+  // alone (as `timeout` sends it) does not reach: the launcher passes it on.
+  auto dir = std::filesystem::temp_directory_path() / fmt::format("tessel-stop-{}", ::getpid());
+  std::filesystem::create_directories(dir);
+  pid_t launcher = ::fork();
+  REQUIRE(launcher >= 0);
+  if (launcher == 0) {
+    std::string script = fmt::format("echo $$ > {}/$RANK.tmp && mv {}/$RANK.tmp {}/$RANK && exec sleep 60",
+                                     dir.string(), dir.string(), dir.string());
+    ::_exit(launchLocalRanks(2, {"sh", "-c", script}));
+  }
+  // Both ranks running, then the launcher is told to stop.
+  auto start = std::chrono::steady_clock::now();
+  while ((!std::filesystem::exists(dir / "0") || !std::filesystem::exists(dir / "1")) &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(20))
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ::kill(launcher, SIGTERM);
+  int status = 0;
+  REQUIRE(::waitpid(launcher, &status, 0) == launcher);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 128 + SIGTERM);
+  for (const char *rank : {"0", "1"}) {
+    pid_t pid = 0;
+    std::ifstream(dir / rank) >> pid;
+    REQUIRE(pid > 0);
+    // Reaped by the launcher, so gone rather than a zombie.
+    CHECK(::kill(pid, 0) == -1);
+  }
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("NCCL is loaded at run time and a missing one is named") {
