@@ -342,7 +342,7 @@ Kernel tessel::compile(Program &program, const CompileOptions &options) {
   auto start = std::chrono::steady_clock::now();
   std::optional<TargetInfo> target = lookupTarget(options.arch);
   if (!target)
-    throw Error(fmt::format("unknown target '{}'; use sm_80, sm_90a, sm_100a or sm_100a-emu", options.arch));
+    throw Error(fmt::format("unknown target '{}'; use sm_80, sm_89, sm_90a, sm_100a or sm_100a-emu", options.arch));
   if (program.module().getBody()->empty())
     throw Error(fmt::format("program '{}' has no kernel; call Program::kernel first", program.name()));
   Kernel k;

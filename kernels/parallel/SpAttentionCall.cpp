@@ -119,7 +119,7 @@ SequenceParallelProblem problemOf(Communicator &comm, const TensorView &q, const
 std::string describe(const SequenceParallelProblem &p, const std::string &arch) {
   const UlyssesShape &s = p.shape;
   return fmt::format("batch={} seqlen={} heads={}/{} head_dim={} cu_seqlens_q=[{}] "
-                     "cu_seqlens_k=[{}] groups=[{}] streams={} scale={} {} {}",
+                     "cu_seqlens_k=[{}] group_heads=[{}] streams={} scale={} {} {}",
                      s.batch, s.seqlen, s.headsQ, s.headsKV, s.headDim,
                      fmt::join(s.cuSeqlensQ, ","), fmt::join(s.cuSeqlensK, ","),
                      fmt::join(p.groupHeads, ","), p.attentionStreams, p.scale, arch,
@@ -190,7 +190,7 @@ Choice sp_attention::forward(Communicator &comm, const TensorView &q, const Tens
       agreedProblem(comm, q, k, v, out, o, choice.arch, description);
   Plan &plan = planFor(comm, std::move(problem), choice.arch, description, choice.compiled);
   const UlyssesShape &s = plan.problem.shape;
-  choice.config = fmt::format("sp_attention ulysses {} groups={} attention_streams={} ranks={} | "
+  choice.config = fmt::format("sp_attention ulysses {} group_heads={} attention_streams={} ranks={} | "
                               "flash_attention_fwd variant=registers {}",
                               plan.form, fmt::join(plan.problem.groupHeads, ","),
                               plan.problem.attentionStreams, s.ranks,

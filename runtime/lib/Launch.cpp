@@ -105,18 +105,22 @@ std::array<unsigned, 3> KernelSpec::evaluateGrid(const std::vector<int64_t> &sym
 }
 
 std::string tessel::rt::nativeArch(int cc) {
-  return cc == 90 ? "sm_90a" : cc >= 100 ? "sm_100a" : "sm_80";
+  return cc == 90 ? "sm_90a" : cc >= 100 ? "sm_100a" : cc == 89 ? "sm_89" : "sm_80";
 }
 
 bool tessel::rt::runsThroughPtx(const std::string &arch, int cc) {
-  return arch == "sm_80" && cc / 10 > 8;
+  return (arch == "sm_80" && cc / 10 > 8) || (arch == "sm_89" && cc > 89);
 }
 
 bool tessel::rt::archRunsOn(const std::string &arch, int cc, std::string *why) {
   // Arch-specific ('a') cubins run only on their exact compute capability;
   // plain sm_80 SASS runs on every 8.x part, and its PTX, compiled by the
-  // driver, on every later one.
-  bool ok = arch == "sm_80" ? cc >= 80 : arch == "sm_90a" ? cc == 90 : arch == "sm_100a" ? cc == 100 : false;
+  // driver, on every later one; sm_89's on 8.9 and, through PTX, later.
+  bool ok = arch == "sm_80"     ? cc >= 80
+            : arch == "sm_89"   ? cc >= 89
+            : arch == "sm_90a"  ? cc == 90
+            : arch == "sm_100a" ? cc == 100
+                                : false;
   if (!ok && why)
     *why = fmt::format("this kernel needs {}, the device is sm_{}", arch, cc);
   return ok;

@@ -168,6 +168,21 @@ TEST_CASE("8-bit gemms match the reference", "[gpu]") {
   checkKernel("gemm", {{"in", "i8"}, {"out", "i32"}, {"transpose_b", "1"}, {"instruction", "mma_sync"},
                        {"block_m", "128"}, {"block_n", "128"}, {"block_k", "64"}, {"threads", "256"},
                        {"M", "520"}, {"N", "390"}, {"K", "200"}});
+  // FP8 on mma.sync m16n8k32 (sm_89, Ada): the sm_89 build through its PTX,
+  // every scale, both formats; and the instruction asked for on sm_90a.
+  if (rt::archRunsOn("sm_89", rt::Driver::get().computeCapability()))
+    for (std::string in : {"e4m3", "e5m2"})
+      for (std::string scale : {"none", "tensor", "row"})
+        for (Shape s : {shapes[1], shapes[2], shapes[3]})
+          checkKernel("gemm", {{"in", in}, {"out", "bf16"}, {"scale", scale}, {"transpose_b", "1"},
+                               {"M", s.m}, {"N", s.n}, {"K", s.k}}, true, "sm_89");
+  checkKernel("gemm", {{"in", "e4m3"}, {"out", "f32"}, {"scale", "block"}, {"transpose_b", "1"},
+                       {"block_m", "64"}, {"block_n", "128"}, {"block_k", "128"}, {"threads", "128"},
+                       {"M", "300"}, {"N", "200"}, {"K", "1000"}}, true, "sm_89");
+  checkKernel("gemm", {{"in", "e4m3"}, {"out", "bf16"}, {"scale", "row"}, {"transpose_b", "1"},
+                       {"instruction", "mma_sync"}, {"block_m", "128"}, {"block_n", "128"},
+                       {"block_k", "64"}, {"threads", "256"}, {"M", "520"}, {"N", "390"},
+                       {"K", "200"}});
 }
 
 // The configurations the benchmark uses, on shapes that stress the

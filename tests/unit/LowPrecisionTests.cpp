@@ -19,6 +19,9 @@
 #include "LowPrecisionKernels.h"
 
 #include <algorithm>
+#include <unistd.h>
+#include <fstream>
+#include <filesystem>
 #include <bit>
 #include <cmath>
 #include <dlpack/dlpack.h>
@@ -330,8 +333,46 @@ TEST_CASE("host tensors of 8-bit types hold what the device sees", "[fp8]") {
              Catch::Contains("f16") && Catch::Contains("e4m3") && Catch::Contains("u8"));
 }
 
+TEST_CASE("FP8 and i8 gemms run on mma.sync m16n8k32 on sm_89", "[fp8]") {
+  const harness::LibraryKernel &entry = harness::findKernel("gemm");
+  struct Case {
+    const char *in, *out, *scale, *instruction;
+  };
+  for (Case c : {Case{"e4m3", "bf16", "tensor", "f32.e4m3.e4m3.f32"},
+                 Case{"e5m2", "f32", "row", "f32.e5m2.e5m2.f32"},
+                 Case{"e4m3", "f16", "block", "f32.e4m3.e4m3.f32"},
+                 Case{"i8", "i32", "none", "s32.s8.s8.s32"}}) {
+    INFO(c.in << " scale=" << c.scale);
+    harness::Params p = {{"in", c.in}, {"out", c.out}, {"scale", c.scale}, {"transpose_b", "1"}};
+    if (std::string(c.scale) == "block")
+      p.insert({{"block_m", "64"}, {"block_n", "128"}, {"block_k", "128"}, {"threads", "128"}});
+    Program program = entry.build(harness::withDefaults(entry, p, "sm_89"));
+    Kernel k = compile(program, {"sm_89", ""});
+    CHECK(k.ptx().find(".target sm_89") != std::string::npos);
+    CHECK(k.ptx().find(std::string("mma.sync.aligned.m16n8k32.row.col.") + c.instruction) !=
+          std::string::npos);
+    auto ptx = std::filesystem::temp_directory_path() /
+               fmt::format("tessel-sm89-{}-{}-{}.ptx", c.in, c.scale, ::getpid());
+    std::ofstream(ptx) << k.ptx();
+    CHECK(std::system(fmt::format("{} -arch=sm_89 {} -o /dev/null", TESSEL_PTXAS, ptx.string())
+                          .c_str()) == 0);
+    std::filesystem::remove(ptx);
+  }
+  // sm_80 has no FP8 tensor cores: an error that names the targets that do.
+  Program fp8 = entry.build(harness::withDefaults(entry, {{"in", "e4m3"}, {"transpose_b", "1"}}, "sm_80"));
+  CHECK_THAT(errorOf([&] { compile(fp8, {"sm_80", ""}); }),
+             Catch::Contains("runs on mma.sync from sm_89 and on wgmma on sm_90a; target sm_80"));
+  // The device an sm_89 build runs on: Ada itself, later GPUs through PTX.
+  CHECK(rt::nativeArch(89) == "sm_89");
+  CHECK(rt::archRunsOn("sm_89", 89));
+  CHECK(rt::archRunsOn("sm_89", 90));
+  CHECK_FALSE(rt::archRunsOn("sm_89", 86));
+  CHECK(rt::runsThroughPtx("sm_89", 90));
+  CHECK_FALSE(rt::runsThroughPtx("sm_89", 89));
+}
+
 TEST_CASE("the FP8 cast programs compile for every target", "[fp8]") {
-  for (const char *arch : {"sm_80", "sm_90a", "sm_100a"}) {
+  for (const char *arch : {"sm_80", "sm_89", "sm_90a", "sm_100a"}) {
     INFO(arch);
     Program enc = test::fp8Encode(), dec = test::fp8Decode();
     Kernel e = compile(enc, {.arch = arch});

@@ -350,7 +350,7 @@ Build tessel::fuzz::parseBuild(const std::string &text) {
     }
   }
   if (b.arch != "sm_80" && b.arch != "sm_90a" && b.arch != "sm_100a" && b.arch != "sm_100a-emu")
-    throw Error(fmt::format("unknown build '{}' (sm_80, sm_90a, sm_100a or sm_100a-emu, then optionally -notma "
+    throw Error(fmt::format("unknown build '{}' (sm_80, sm_89, sm_90a, sm_100a or sm_100a-emu, then optionally -notma "
                             "and -plain)",
                             text));
   return b;

@@ -57,7 +57,7 @@ struct Options {
             << "                   --out DIR\n"
             << "       tessel-fuzz --one SEED [--archs A,B] | --sample K [--seed S] [--archs A,B]\n"
             << "       tessel-fuzz --print SEED\n"
-            << "  builds: sm_80, sm_90a, sm_100a or sm_100a-emu, then optionally -notma (no TMA) and\n"
+            << "  builds: sm_80, sm_89, sm_90a, sm_100a or sm_100a-emu, then optionally -notma (no TMA) and\n"
             << "  -plain (no pipelining, persistence, wgmma or tensor memory); the first is the\n"
             << "  reference the others are compared with (default for runs, all of which run on\n"
             << "  Hopper: sm_90a-notma-plain,sm_90a,sm_90a-notma,sm_100a-emu); --no-shrink keeps\n"

@@ -111,7 +111,7 @@ Args parse(int argc, char **argv) {
       a.timing = true;
     } else if (opt == "--arch") {
       a.arch = next();
-      if (!lookupTarget(a.arch)) usage("--arch takes sm_80, sm_90a, sm_100a or sm_100a-emu, got '" + a.arch + "'");
+      if (!lookupTarget(a.arch)) usage("--arch takes sm_80, sm_89, sm_90a, sm_100a or sm_100a-emu, got '" + a.arch + "'");
     }
     else if (opt == "--emit") { a.emit = next(); a.emitGiven = true; }
     else if (opt == "--dump-ir") a.dumpDir = next();

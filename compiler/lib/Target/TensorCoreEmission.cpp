@@ -34,9 +34,11 @@ LogicalResult CudaEmitter::emitLdMatrix(tilenv::LdMatrixOp o) {
 
 LogicalResult CudaEmitter::emitMmaSync(tilenv::MmaSyncOp o) {
   std::string t = ptxType(o.getOperandType());
-  // 8-bit integers: k32 into s32 accumulators.
+  // 8-bit operands take k32: integers into s32 accumulators, FP8 (sm_89
+  // and later) into f32.
   bool integer = o.getOperandType().isInteger(8);
-  std::string shape = integer ? "m16n8k32" : "m16n8k16", acc = integer ? "s32" : "f32";
+  bool eightBit = o.getOperandType().getIntOrFloatBitWidth() == 8;
+  std::string shape = eightBit ? "m16n8k32" : "m16n8k16", acc = integer ? "s32" : "f32";
   line() << "asm volatile(\"mma.sync.aligned." << shape << ".row.col." << acc << "." << t << "."
          << t << "." << acc << " {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\"\n";
   line() << "    : ";

@@ -251,13 +251,19 @@ LogicalResult LayoutInference::placeEightBitGemm(GemmOp gemm) {
   if (failed(checkGemmExtents(gemm, m, n, k, 32, /*aInRegisters=*/false, threads / 32)))
     return failure();
   // Integer products run on mma.sync m16n8k32 before sm_90a (or when asked
-  // for); FP8's mma.sync needs sm_89, which is no target here, and the
+  // for); FP8 ones too from sm_89 on (sm_89 itself has no wgmma); the
   // tcgen05 forms (sm_100a) are not implemented: an error rather than a
   // silent fallback.
   std::optional<GemmInstruction> forced = gemm.getInstruction();
-  if (integer && (forced == GemmInstruction::mma_sync ||
-                  (!forced && target.computeCapability < 90)))
+  bool mmaSyncTakes = integer || target.computeCapability >= 89;
+  bool beforeWgmma = target.computeCapability < 90;
+  if (mmaSyncTakes &&
+      (forced == GemmInstruction::mma_sync || (!forced && beforeWgmma)))
     return placeEightBitMmaSync(gemm, m, n);
+  if (!integer && beforeWgmma)
+    return gemm.emitError("a gemm of ")
+           << in << " operands runs on mma.sync from sm_89 and on wgmma on sm_90a; target "
+           << target.arch;
   if (target.computeCapability != 90 || (forced && *forced != GemmInstruction::wgmma))
     return gemm.emitError("a gemm of ")
            << in << " operands runs on wgmma (sm_90a) only; target " << target.arch

@@ -8,9 +8,11 @@
 using namespace mlir;
 
 std::optional<tessel::TargetInfo> tessel::lookupTarget(llvm::StringRef arch) {
-  // Per-block dynamic shared memory limits: 163 KB on sm_80, 227 KB on sm_90
-  // and sm_100.
+  // Per-block dynamic shared memory limits: 163 KB on sm_80, 99 KB on sm_89
+  // (Ada), 227 KB on sm_90 and sm_100. sm_89 is sm_80's pipeline with FP8
+  // mma.sync.
   if (arch == "sm_80") return TargetInfo{"sm_80", 80, 166912};
+  if (arch == "sm_89") return TargetInfo{"sm_89", 89, 101376};
   if (arch == "sm_90a") return TargetInfo{"sm_90a", 90, 232448};
   if (arch == "sm_100a") return TargetInfo{"sm_100a", 100, 232448};
   // The H100/H200 it runs on has the same 227 KB; the emulation's record of
@@ -22,7 +24,7 @@ std::optional<tessel::TargetInfo> tessel::lookupTarget(llvm::StringRef arch) {
 
 std::optional<tessel::TargetInfo> tessel::lookupTarget(llvm::StringRef arch, Operation *op) {
   std::optional<TargetInfo> target = lookupTarget(arch);
-  if (!target) op->emitError("unknown target '") << arch << "'; use sm_80, sm_90a, sm_100a or sm_100a-emu";
+  if (!target) op->emitError("unknown target '") << arch << "'; use sm_80, sm_89, sm_90a, sm_100a or sm_100a-emu";
   return target;
 }
 
@@ -62,7 +64,7 @@ void tessel::buildTesselPipeline(OpPassManager &pm, const TargetInfo &target) {
 
 namespace {
 struct PipelineOptions : PassPipelineOptions<PipelineOptions> {
-  Option<std::string> arch{*this, "arch", llvm::cl::desc("sm_80, sm_90a, sm_100a or sm_100a-emu"),
+  Option<std::string> arch{*this, "arch", llvm::cl::desc("sm_80, sm_89, sm_90a, sm_100a or sm_100a-emu"),
                            llvm::cl::init("sm_90a")};
 };
 } // namespace
@@ -78,7 +80,7 @@ void tessel::registerTesselPipeline() {
         std::optional<TargetInfo> target = lookupTarget(options.arch);
         if (!target)
           return error("tessel-pipeline: unknown arch '" + options.arch +
-                       "'; use sm_80, sm_90a, sm_100a or sm_100a-emu");
+                       "'; use sm_80, sm_89, sm_90a, sm_100a or sm_100a-emu");
         buildTesselPipeline(pm, *target);
         return success();
       },

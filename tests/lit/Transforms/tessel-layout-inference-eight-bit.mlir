@@ -1,9 +1,11 @@
 // tessel-layout-inference on 8-bit operands (FP8, i8): wgmma m64nNk32 on
 // sm_90a with both operands K-major and f32 (FP8) or i32 (integer)
-// accumulators; everything else is an error at the gemm, never a silent
+// accumulators, mma.sync m16n8k32 before it (i8 from sm_80, FP8 from
+// sm_89); everything else is an error at the gemm, never a silent
 // fallback to another instruction.
 // RUN: tessel-opt %s -split-input-file -verify-diagnostics -pass-pipeline='builtin.module(tile.kernel(tessel-layout-inference{arch=sm_90a}))' | FileCheck %s
 // RUN: not tessel-opt %s -split-input-file -pass-pipeline='builtin.module(tile.kernel(tessel-layout-inference{arch=sm_80}))' 2>&1 | FileCheck %s --check-prefix=AMPERE
+// RUN: not tessel-opt %s -split-input-file -pass-pipeline='builtin.module(tile.kernel(tessel-layout-inference{arch=sm_89}))' 2>&1 | FileCheck %s --check-prefix=ADA
 // RUN: not tessel-opt %s -split-input-file -pass-pipeline='builtin.module(tile.kernel(tessel-layout-inference{arch=sm_100a}))' 2>&1 | FileCheck %s --check-prefix=BLACKWELL
 
 #s = #tile.space<shared>
@@ -15,7 +17,10 @@
 // CHECK: tile.alloc {layout = #tile.shared<[128, 64], elem = 1, swizzle = 64, pad = 0>}
 // CHECK: tile.alloc {layout = #tile.shared<[128, 64], elem = 1, swizzle = 64, pad = 0>}
 // CHECK: tile.gemm {{.*}}instruction = #tile.instr<wgmma>{{.*}}warps = array<i64: 2, 1>
-// AMPERE: error: a gemm of 'f8E4M3FN' operands runs on wgmma (sm_90a) only; target sm_80
+// AMPERE: error: a gemm of 'f8E4M3FN' operands runs on mma.sync from sm_89 and on wgmma on sm_90a; target sm_80
+// ADA-LABEL: tile.kernel @fp8
+// ADA: tile.alloc {layout = #tile.fragment<[128, 128]
+// ADA: tile.gemm {{.*}}instruction = #tile.instr<mma_sync>{{.*}}warps = array<i64: 8, 1>
 // BLACKWELL: error: a gemm of 'f8E4M3FN' operands runs on wgmma (sm_90a) only; target sm_100a
 tile.kernel @fp8() grid(%bx) = affine_map<() -> (1)> threads(256) {
   %a = tile.alloc : memref<128x64xf8E4M3FN, #s>

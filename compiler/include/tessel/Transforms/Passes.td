@@ -15,7 +15,7 @@ def TesselVerifyKernel : Pass<"tessel-verify-kernel", "::tessel::tile::KernelOp"
     Post: the IR is unchanged.
   }];
   let options = [Option<"arch", "arch", "std::string", "\"sm_90a\"",
-                        "target architecture: sm_80, sm_90a, sm_100a or sm_100a-emu">];
+                        "target architecture: sm_80, sm_89, sm_90a, sm_100a or sm_100a-emu">];
   let dependentDialects = ["::tessel::tile::TileDialect"];
 }
 
@@ -51,7 +51,7 @@ def TesselTmemAccumulators : Pass<"tessel-tmem-accumulators", "::tessel::tile::K
     warned about; other targets are unchanged.
   }];
   let options = [Option<"arch", "arch", "std::string", "\"sm_90a\"",
-                        "target architecture: sm_80, sm_90a, sm_100a or sm_100a-emu">];
+                        "target architecture: sm_80, sm_89, sm_90a, sm_100a or sm_100a-emu">];
   let dependentDialects = ["::tessel::tile::TileDialect"];
 }
 
@@ -73,7 +73,7 @@ def TesselTmemAllocation : Pass<"tessel-tmem-allocation", "::tessel::tile::Kerne
     and `tcgen05_emulated` for sm_100a-emu.
   }];
   let options = [Option<"arch", "arch", "std::string", "\"sm_90a\"",
-                        "target architecture: sm_80, sm_90a, sm_100a or sm_100a-emu">];
+                        "target architecture: sm_80, sm_89, sm_90a, sm_100a or sm_100a-emu">];
   let dependentDialects = ["::tessel::tile::TileDialect"];
 }
 
@@ -106,7 +106,7 @@ def TesselLayoutInference : Pass<"tessel-layout-inference", "::tessel::tile::Ker
     `instruction` and `warps`.
   }];
   let options = [Option<"arch", "arch", "std::string", "\"sm_90a\"",
-                        "target architecture: sm_80, sm_90a, sm_100a or sm_100a-emu">];
+                        "target architecture: sm_80, sm_89, sm_90a, sm_100a or sm_100a-emu">];
   let dependentDialects = ["::tessel::tile::TileDialect"];
 }
 
@@ -128,7 +128,7 @@ def TesselWarpSpecialize : Pass<"tessel-warp-specialize", "::tessel::tile::Kerne
     has `threads` + 128 threads.
   }];
   let options = [Option<"arch", "arch", "std::string", "\"sm_90a\"",
-                        "target architecture: sm_80, sm_90a, sm_100a or sm_100a-emu">,
+                        "target architecture: sm_80, sm_89, sm_90a, sm_100a or sm_100a-emu">,
                  Option<"tma", "tma", "bool", "true",
                         "sm_90a loads may be TMA copies (off: cp.async)">];
   let dependentDialects = ["::tessel::tile::TileDialect", "mlir::scf::SCFDialect",
@@ -155,7 +155,7 @@ def TesselSoftwarePipeline : Pass<"tessel-software-pipeline", "::tessel::tile::K
     Post: no `tile.pipelined` with loads and S >= 2 remains.
   }];
   let options = [Option<"arch", "arch", "std::string", "\"sm_90a\"",
-                        "target architecture: sm_80, sm_90a, sm_100a or sm_100a-emu">,
+                        "target architecture: sm_80, sm_89, sm_90a, sm_100a or sm_100a-emu">,
                  Option<"tma", "tma", "bool", "true",
                         "sm_90a loads may be TMA copies (off: cp.async)">];
   let dependentDialects = ["::tessel::tile::TileDialect", "mlir::scf::SCFDialect",
@@ -188,7 +188,7 @@ def TesselInsertBarriers : Pass<"tessel-insert-barriers", "::tessel::tile::Kerne
     Post: every cross-thread shared-memory dependence crosses a barrier.
   }];
   let options = [Option<"arch", "arch", "std::string", "\"sm_90a\"",
-                        "target architecture: sm_80, sm_90a, sm_100a or sm_100a-emu">,
+                        "target architecture: sm_80, sm_89, sm_90a, sm_100a or sm_100a-emu">,
                  Option<"tma", "tma", "bool", "true",
                         "whether the lowering may store with TMA (as tessel-lower-tile-ops)">];
   let dependentDialects = ["::tessel::tile::TileDialect"];
@@ -215,7 +215,7 @@ def TesselLowerTileOps : Pass<"tessel-lower-tile-ops", "::tessel::tile::KernelOp
     `smem_bytes` set on the kernel.
   }];
   let options = [Option<"arch", "arch", "std::string", "\"sm_90a\"",
-                        "target architecture: sm_80, sm_90a, sm_100a or sm_100a-emu">,
+                        "target architecture: sm_80, sm_89, sm_90a, sm_100a or sm_100a-emu">,
                  Option<"tma", "tma", "bool", "true",
                         "sm_90a copies between whole shared buffers and global windows may be TMA">];
   let dependentDialects = ["::tessel::tile::TileDialect", "::tessel::tilenv::TileNVDialect",
@@ -348,7 +348,7 @@ def TesselVerifySync : Pass<"tessel-verify-sync", "::tessel::tile::KernelOp"> {
     Post: the IR is unchanged.
   }];
   let options = [Option<"arch", "arch", "std::string", "\"sm_90a\"",
-                        "target architecture: sm_80, sm_90a, sm_100a or sm_100a-emu">,
+                        "target architecture: sm_80, sm_89, sm_90a, sm_100a or sm_100a-emu">,
                  Option<"tma", "tma", "bool", "true",
                         "whether the lowering may store with TMA (as tessel-lower-tile-ops)">];
   let dependentDialects = ["::tessel::tile::TileDialect"];

@@ -18,7 +18,7 @@ class Operation;
 namespace tessel {
 
 struct CompileOptions {
-  std::string arch = "sm_90a"; // sm_80, sm_90a, sm_100a or sm_100a-emu
+  std::string arch = "sm_90a"; // sm_80, sm_89, sm_90a, sm_100a or sm_100a-emu
   std::string dumpIrDir;       // IR after every pass, the CUDA and the PTX
   bool tma = true;             // sm_90a/sm_100a pipelines may load with TMA
   /// Called with each pass's flag and the kernel it ran on, after it ran:

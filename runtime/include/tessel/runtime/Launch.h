@@ -159,10 +159,12 @@ void encodeTensorMap(const KernelSpec &spec, const TensorMapSpec &map,
 /// `cc`; otherwise the reason.
 bool archRunsOn(const std::string &arch, int cc, std::string *why = nullptr);
 /// Whether such a kernel runs there from its PTX (compiled by the driver
-/// when loaded) rather than its cubin: an sm_80 build on a later GPU.
+/// when loaded) rather than its cubin: an sm_80 build past 8.x, an sm_89
+/// build past Ada.
 bool runsThroughPtx(const std::string &arch, int cc);
 /// The target to compile for a device of compute capability `cc`: sm_90a
-/// on Hopper, sm_100a on Blackwell, sm_80 otherwise.
+/// on Hopper, sm_100a on Blackwell, sm_89 on Ada (FP8 mma.sync, 99 KB of
+/// shared memory a block), sm_80 otherwise.
 std::string nativeArch(int cc);
 
 } // namespace tessel::rt
