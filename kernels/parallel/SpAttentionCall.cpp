@@ -31,7 +31,9 @@ struct Plan {
   std::string arch, form;
   std::shared_ptr<Kernel> kernel;
   std::unique_ptr<DeviceSeqlens> cu;
+  /// One of the two: the Ulysses form, or the zig-zag gather and chunks.
   std::unique_ptr<UlyssesAttentionForm> run;
+  std::unique_ptr<ZigZagAttention> zigzag;
 };
 
 /// Plans by communicator and problem. Never destroyed at exit: freeing a
@@ -91,7 +93,10 @@ SequenceParallelProblem problemOf(Communicator &comm, const TensorView &q, const
     throw Error("cuSeqlensK needs cuSeqlensQ (the packed batch's query rows)");
   if (s.headDim != 64 && s.headDim != 128 && s.headDim != 256)
     throw Error(fmt::format("head_dim = {}; the attention kernels take 64, 128 and 256", s.headDim));
-  validateUlysses(s);
+  bool zigzag = o.placement == sp_attention::Placement::zigzag;
+  if (zigzag && s.packed())
+    throw Error("placement zigzag takes a fixed batch (batch, seqlen), not cuSeqlensQ");
+  if (!zigzag) validateUlysses(s);
   // Each rank's shard is 1/N of every sequence.
   for (int t : {0, 1}) {
     const TensorView &view = t == 0 ? q : k;
@@ -100,7 +105,6 @@ SequenceParallelProblem problemOf(Communicator &comm, const TensorView &q, const
                               t == 0 ? "q" : "k", view.str(), view.shape[1], s.ranks,
                               s.totalRows(t) / s.batch, s.totalRows(t) / s.batch / s.ranks));
   }
-  p.groupHeads = pickHeadGroups(s, o.groups);
   p.attentionStreams = o.attentionStreams;
   p.localShard = UlyssesExchange::LocalShard::kernel;
   p.scale = o.scale > 0 ? o.scale : 1.0 / std::sqrt(double(s.headDim));
@@ -109,6 +113,12 @@ SequenceParallelProblem problemOf(Communicator &comm, const TensorView &q, const
   c.headDim = s.headDim;
   c.causal = o.causal;
   c.varlen = s.packed();
+  if (zigzag) {
+    // Chunks of whole tiles of the kernel's defaults.
+    validateZigZag(zigzagShape(p), c.blockM, forwardKeyBlock(c));
+    return p;
+  }
+  p.groupHeads = pickHeadGroups(s, o.groups);
   int64_t longest = 0;
   for (const UlyssesShape::Sequence &seq : s.sequences(0)) longest = std::max(longest, seq.length);
   chooseForwardRows(c, arch, longest);
@@ -116,11 +126,12 @@ SequenceParallelProblem problemOf(Communicator &comm, const TensorView &q, const
 }
 
 /// What every rank must agree on.
-std::string describe(const SequenceParallelProblem &p, const std::string &arch) {
+std::string describe(const SequenceParallelProblem &p, bool zigzag, const std::string &arch) {
   const UlyssesShape &s = p.shape;
-  return fmt::format("batch={} seqlen={} heads={}/{} head_dim={} cu_seqlens_q=[{}] "
+  return fmt::format("{} batch={} seqlen={} heads={}/{} head_dim={} cu_seqlens_q=[{}] "
                      "cu_seqlens_k=[{}] group_heads=[{}] streams={} scale={} {} {}",
-                     s.batch, s.seqlen, s.headsQ, s.headsKV, s.headDim,
+                     zigzag ? "zigzag" : "ulysses", s.batch, s.seqlen, s.headsQ, s.headsKV,
+                     s.headDim,
                      fmt::join(s.cuSeqlensQ, ","), fmt::join(s.cuSeqlensK, ","),
                      fmt::join(p.groupHeads, ","), p.attentionStreams, p.scale, arch,
                      attentionSettings().describe(p.config));
@@ -136,7 +147,7 @@ SequenceParallelProblem agreedProblem(Communicator &comm, const TensorView &q,
   std::string mine;
   try {
     p = problemOf(comm, q, k, v, out, o, arch);
-    description = describe(p, arch);
+    description = describe(p, o.placement == sp_attention::Placement::zigzag, arch);
     mine = "ok " + description;
   } catch (const Error &e) {
     mine = std::string("error ") + e.what();
@@ -153,14 +164,23 @@ SequenceParallelProblem agreedProblem(Communicator &comm, const TensorView &q,
   return p;
 }
 
-Plan &planFor(Communicator &comm, SequenceParallelProblem problem, const std::string &arch,
-              const std::string &description, bool &compiled) {
+Plan &planFor(Communicator &comm, SequenceParallelProblem problem, bool zigzag,
+              const std::string &arch, const std::string &description, bool &compiled) {
   std::lock_guard<std::mutex> lock(plansMutex);
   std::unique_ptr<Plan> &plan = plans[{&comm, description}];
   if (plan) return *plan;
   auto made = std::make_unique<Plan>();
   made->problem = std::move(problem);
   made->arch = arch;
+  if (zigzag) {
+    // The gather, then attention per chunk: the fused form (attention
+    // waiting in the kernel per chunk) measured the same on two H200s.
+    made->form = "gathered";
+    made->zigzag = std::make_unique<ZigZagAttention>(comm, made->problem);
+    compiled = true;
+    plan = std::move(made);
+    return *plan;
+  }
   const AttentionConfig &c = made->problem.config;
   made->kernel = cachedKernel(
       fmt::format("flash_attention_fwd variant=registers {}", attentionSettings().describe(c)),
@@ -188,14 +208,27 @@ Choice sp_attention::forward(Communicator &comm, const TensorView &q, const Tens
   std::string description;
   SequenceParallelProblem problem =
       agreedProblem(comm, q, k, v, out, o, choice.arch, description);
-  Plan &plan = planFor(comm, std::move(problem), choice.arch, description, choice.compiled);
+  bool zigzag = o.placement == Placement::zigzag;
+  Plan &plan = planFor(comm, std::move(problem), zigzag, choice.arch, description, choice.compiled);
   const UlyssesShape &s = plan.problem.shape;
+  rt::Driver &d = rt::Driver::get();
+  if (zigzag) {
+    choice.config = fmt::format("sp_attention zigzag {} ranks={} | flash_attention_fwd "
+                                "variant=registers {} query_offset={}",
+                                plan.form, s.ranks,
+                                attentionSettings().describe(plan.problem.config),
+                                plan.problem.config.causal ? 1 : 0);
+    plan.zigzag->load(q.data, k.data, v.data, stream);
+    plan.zigzag->unfused(stream);
+    TESSEL_CU(d, cuMemcpyAsync, out.data, plan.zigzag->output(),
+              size_t(s.inputElements(0) * s.elementBytes), stream);
+    return choice;
+  }
   choice.config = fmt::format("sp_attention ulysses {} group_heads={} attention_streams={} ranks={} | "
                               "flash_attention_fwd variant=registers {}",
                               plan.form, fmt::join(plan.problem.groupHeads, ","),
                               plan.problem.attentionStreams, s.ranks,
                               attentionSettings().describe(plan.problem.config));
-  rt::Driver &d = rt::Driver::get();
   UlyssesExchange &x = plan.run->exchange();
   const TensorView *inputs[3] = {&q, &k, &v};
   for (int t = 0; t < 3; ++t)

@@ -68,6 +68,15 @@ void ZigZagAttention::upload(const WholeInputs &whole) {
   for (int t = 0; t < 2; ++t) uploadChunks(whole[1 + t], gather->input(t), z.headsKV);
 }
 
+void ZigZagAttention::load(CUdeviceptr queries, CUdeviceptr keys, CUdeviceptr values,
+                           CUstream stream) {
+  Driver &d = Driver::get();
+  TESSEL_CU(d, cuMemcpyAsync, q.ptr(), queries, size_t(chunksBytesOf(z, z.headsQ)), stream);
+  TESSEL_CU(d, cuMemcpyAsync, gather->input(0), keys, size_t(chunksBytesOf(z, z.headsKV)), stream);
+  TESSEL_CU(d, cuMemcpyAsync, gather->input(1), values, size_t(chunksBytesOf(z, z.headsKV)),
+            stream);
+}
+
 void ZigZagAttention::unfused(CUstream stream) {
   gather->gather(stream);
   attend(*chunked, gather->gathered(0), gather->gathered(1), stream);

@@ -27,6 +27,7 @@ struct SpCase {
   int64_t batch, seqlen, headsQ, headsKv, headDim;
   bool causal;
   std::vector<int32_t> cuSeqlens; // packed: whole sequences' prefix sums
+  bool zigzag = false;
 };
 
 TensorView viewOf(const rt::DeviceBuffer &b, DType t, std::vector<int64_t> shape, int device) {
@@ -35,9 +36,17 @@ TensorView viewOf(const rt::DeviceBuffer &b, DType t, std::vector<int64_t> shape
 }
 
 /// Rows of the whole problem's [rows, heads, dim] tensor that rank `rank`
-/// holds: 1/N of each sequence, end to end.
+/// holds: 1/N of each sequence, end to end; zig-zag, chunks r and 2N-1-r
+/// of each batch entry's 2N.
 std::vector<int64_t> shardRows(const SpCase &c, int ranks, int rank) {
   std::vector<int64_t> rows;
+  if (c.zigzag) {
+    int64_t chunk = c.seqlen / (2 * ranks);
+    for (int64_t b = 0; b < c.batch; ++b)
+      for (int64_t part : {int64_t(rank), int64_t(2 * ranks - 1 - rank)})
+        for (int64_t i = 0; i < chunk; ++i) rows.push_back(b * c.seqlen + part * chunk + i);
+    return rows;
+  }
   std::vector<int32_t> cu = c.cuSeqlens;
   if (cu.empty())
     for (int64_t b = 0; b <= c.batch; ++b) cu.push_back(int32_t(b * c.seqlen));
@@ -73,6 +82,7 @@ double runCase(rt::Communicator &comm, const SpCase &c, std::string &config) {
   sp_attention::Options opt;
   opt.causal = c.causal;
   opt.cuSeqlensQ = c.cuSeqlens;
+  if (c.zigzag) opt.placement = sp_attention::Placement::zigzag;
   CUstream stream = comm.stream();
   Choice choice = sp_attention::forward(
       comm, viewOf(*qd, t, {batch, local, c.headsQ, c.headDim}, device),
@@ -124,14 +134,16 @@ TEST_CASE("one rank of sp_attention::forward (run by the case below)", "[.sp_ran
       {1, 1024, 8, 2, 64, true, {}},  // GQA, causal
       {1, 256, 4, 1, 128, true, {}},  // one K/V head, replicated on both ranks
       {1, 0, 8, 8, 128, true, {0, 2, 258, 770}}, // packed, a length-2 sequence
+      {2, 512, 8, 2, 128, true, {}, true},        // zig-zag: chunks 0 and 3, 1 and 2
+      {1, 1024, 4, 1, 64, false, {}, true},       // zig-zag without the mask
   };
   for (const SpCase &c : cases) {
     std::string config;
     double error = runCase(*comm, c, config);
-    fmt::print("rank {}: sp_attention batch={} seqlen={} heads {}/{} d={} causal={} packed={}: "
-               "rel error {:.2e} against one GPU; {}\n",
+    fmt::print("rank {}: sp_attention batch={} seqlen={} heads {}/{} d={} causal={} packed={} "
+               "zigzag={}: rel error {:.2e} against one GPU; {}\n",
                comm->rank(), c.batch, c.seqlen, c.headsQ, c.headsKv, c.headDim, c.causal,
-               !c.cuSeqlens.empty(), error, config);
+               !c.cuSeqlens.empty(), c.zigzag, error, config);
     INFO(config);
     CHECK(error < 1e-3);
   }

@@ -229,11 +229,19 @@ namespace sp_attention {
 /// run, and a failure on any rank is an error on all, before anything
 /// moves. The exchange's copy engines pull from the peers' copies in
 /// symmetric memory: the shards are copied in, and O out, on `stream`.
+/// Where each rank's rows come from: `ulysses`, 1/N of every sequence end
+/// to end; `zigzag`, the sequence cut into 2N chunks and rank r holding
+/// chunks r and 2N-1-r (which balances causal work), as [batch, 2 * chunk,
+/// heads, head_dim]. Zig-zag keeps the queries where they are and gathers K
+/// and V (no exchange back); its chunks are whole attention tiles (128
+/// rows) and its batch fixed.
+enum class Placement { ulysses, zigzag };
 struct Options {
   bool causal = false;
   /// Softmax scale; 0 means 1 / sqrt(head_dim).
   double scale = 0;
-  /// Packed sequences (batch 1): the whole sequences' prefix sums of query
+  Placement placement = Placement::ulysses;
+  /// Packed sequences (batch 1, Ulysses): the whole sequences' prefix sums of query
   /// and key rows (int32, sequences + 1 entries, on the host; each length a
   /// multiple of the ranks). Each rank's shard holds 1/N of every sequence,
   /// end to end. Empty: a fixed batch.

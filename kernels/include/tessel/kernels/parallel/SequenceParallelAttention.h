@@ -159,6 +159,9 @@ public:
   void uploadChunks(std::span<const char> whole, CUdeviceptr local, int64_t heads) const;
   /// The rank's Q and its K and V inputs of the gather.
   void upload(const WholeInputs &whole);
+  /// The same from the rank's chunks on the device, each [batch, 2 * chunk,
+  /// heads, head_dim], copied on `stream`.
+  void load(CUdeviceptr q, CUdeviceptr k, CUdeviceptr v, CUstream stream);
   /// O of the rank's two chunks, [batch, 2 * chunk, heads_q, head_dim].
   CUdeviceptr output() const { return o.ptr(); }
   /// K/V gathered, then attention.
