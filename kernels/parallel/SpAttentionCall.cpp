@@ -36,11 +36,26 @@ struct Plan {
   std::unique_ptr<ZigZagAttention> zigzag;
 };
 
-/// Plans by communicator and problem. Never destroyed at exit: freeing a
-/// plan's symmetric memory is collective, and the other ranks may be gone
-/// by then (sp_attention::release frees them while they are not).
-std::mutex plansMutex;
-auto &plans = *new std::map<std::pair<const Communicator *, std::string>, std::unique_ptr<Plan>>;
+/// One communicator's plans by problem, under a lock of their own: making
+/// a plan is collective, so one held across communicators could deadlock
+/// two processes whose threads reach them in different orders.
+struct CommunicatorPlans {
+  std::mutex mutex;
+  std::map<std::string, std::unique_ptr<Plan>> byProblem;
+};
+
+/// Never destroyed at exit: freeing a plan's symmetric memory is
+/// collective, and the other ranks may be gone by then
+/// (sp_attention::release frees them while they are not).
+std::mutex registryMutex;
+auto &registry = *new std::map<const Communicator *, std::unique_ptr<CommunicatorPlans>>;
+
+CommunicatorPlans &plansOf(const Communicator &comm) {
+  std::lock_guard<std::mutex> lock(registryMutex);
+  std::unique_ptr<CommunicatorPlans> &plans = registry[&comm];
+  if (!plans) plans = std::make_unique<CommunicatorPlans>();
+  return *plans;
+}
 
 /// 4, 2 or 1 head groups: the most the rank's query and K/V heads divide
 /// into (equal groups of whole K/V heads).
@@ -166,8 +181,9 @@ SequenceParallelProblem agreedProblem(Communicator &comm, const TensorView &q,
 
 Plan &planFor(Communicator &comm, SequenceParallelProblem problem, bool zigzag,
               const std::string &arch, const std::string &description, bool &compiled) {
-  std::lock_guard<std::mutex> lock(plansMutex);
-  std::unique_ptr<Plan> &plan = plans[{&comm, description}];
+  CommunicatorPlans &plans = plansOf(comm);
+  std::lock_guard<std::mutex> lock(plans.mutex);
+  std::unique_ptr<Plan> &plan = plans.byProblem[description];
   if (plan) return *plan;
   auto made = std::make_unique<Plan>();
   made->problem = std::move(problem);
@@ -241,9 +257,16 @@ Choice sp_attention::forward(Communicator &comm, const TensorView &q, const Tens
 }
 
 void sp_attention::release(Communicator &comm) {
-  std::lock_guard<std::mutex> lock(plansMutex);
-  // In the order they were made on every rank: the map's order (pointer,
-  // then description) is the same on every rank for one communicator.
-  for (auto it = plans.begin(); it != plans.end();)
-    it = it->first.first == &comm ? plans.erase(it) : std::next(it);
+  std::unique_ptr<CommunicatorPlans> plans;
+  {
+    std::lock_guard<std::mutex> lock(registryMutex);
+    auto it = registry.find(&comm);
+    if (it == registry.end()) return;
+    plans = std::move(it->second);
+    registry.erase(it);
+  }
+  // Freed one by one in the map's order (by description), the same on
+  // every rank.
+  std::lock_guard<std::mutex> lock(plans->mutex);
+  while (!plans->byProblem.empty()) plans->byProblem.erase(plans->byProblem.begin());
 }
