@@ -51,38 +51,47 @@ rt::LoadedKernel &Kernel::loadedFor(const std::vector<rt::LaunchArg> &args) {
   return *withoutTma;
 }
 
-/// "N = 5, M = 7" for a message.
-static std::vector<std::string> symbolText(const std::vector<std::string> &names,
-                                           const std::vector<int64_t> &values) {
+/// "N = 5, M = 7" for a message: the index symbols among the parameters
+/// and their values.
+static std::string symbolText(const std::vector<ParamInfo> &info,
+                              const std::vector<int64_t> &values) {
   std::vector<std::string> out;
-  for (size_t i = 0; i < names.size(); ++i) out.push_back(fmt::format("{} = {}", names[i], values[i]));
-  return out;
+  for (size_t i = 0, s = 0; i < info.size(); ++i)
+    if (!info[i].isTensor && info[i].dtype == DType::index)
+      out.push_back(fmt::format("{} = {}", info[i].name, values[s++]));
+  return fmt::format("{}", fmt::join(out, ", "));
+}
+
+/// The name of index symbol `s` (its position among the symbols).
+static const std::string &symbolName(const std::vector<ParamInfo> &info, size_t s) {
+  for (const ParamInfo &p : info)
+    if (!p.isTensor && p.dtype == DType::index && s-- == 0) return p.name;
+  return info.front().name;
 }
 
 void Kernel::checkArguments(const std::vector<rt::LaunchArg> &args) const {
   if (args.size() != info.size())
     throw Error(fmt::format("kernel {} takes {} arguments, got {}", spec().name, info.size(), args.size()));
-  // Symbol values, by symbol index.
-  std::vector<int64_t> symbols;
-  std::vector<std::string> symbolNames;
+  // Symbol values, by symbol index (the buffer is reused: a launch
+  // allocates nothing here once it has grown).
+  static thread_local std::vector<int64_t> symbols;
+  symbols.clear();
   for (size_t i = 0; i < info.size(); ++i)
-    if (!info[i].isTensor && info[i].dtype == DType::index) {
-      symbols.push_back(args[i].i);
-      symbolNames.push_back(info[i].name);
-    }
+    if (!info[i].isTensor && info[i].dtype == DType::index) symbols.push_back(args[i].i);
   // Before the extents that mention them: the message names the symbol.
   for (size_t s = 0; s < symbols.size(); ++s)
     if (symbols[s] < 0)
       throw Error(fmt::format("kernel {}: {} = {} is an index symbol (Program::sym), which is never "
                               "negative; pass a signed value as a scalar of an integer type",
-                              spec().name, symbolNames[s], symbols[s]));
+                              spec().name, symbolName(info, s), symbols[s]));
   for (size_t i = 0; i < info.size(); ++i) {
     if (!info[i].isTensor) continue;
     if (args[i].kind != rt::LaunchArg::Buffer)
       throw Error(fmt::format("kernel {}: argument {} ('{}') must be a device buffer", spec().name, i, info[i].name));
-    std::string why =
-        rt::viewMismatch(spec().params[i], args[i], fmt::format("argument {} ('{}')", i, info[i].name));
-    if (!why.empty()) throw Error(fmt::format("kernel {}: {}", spec().name, why));
+    if (!rt::viewFits(spec().params[i], args[i]))
+      throw Error(fmt::format("kernel {}: {}", spec().name,
+                              rt::viewMismatch(spec().params[i], args[i],
+                                               fmt::format("argument {} ('{}')", i, info[i].name))));
     for (size_t d = 0; d < info[i].extents.size() && d < args[i].shape.size(); ++d) {
       int64_t e = info[i].extents[d];
       if (e >= 0) continue;
@@ -92,13 +101,14 @@ void Kernel::checkArguments(const std::vector<rt::LaunchArg> &args) const {
           throw Error(fmt::format("kernel {}: tensor '{}' has extent {} in dimension {}, but its "
                                   "declared extent evaluates to {} for {}",
                                   spec().name, info[i].name, args[i].shape[d], d, expected,
-                                  fmt::join(symbolText(symbolNames, symbols), ", ")));
+                                  symbolText(info, symbols)));
         continue;
       }
       size_t s = -(e + 1);
       if (args[i].shape[d] != symbols[s])
         throw Error(fmt::format("kernel {}: tensor '{}' has extent {} in dimension {}, but {} = {}",
-                                spec().name, info[i].name, args[i].shape[d], d, symbolNames[s], symbols[s]));
+                                spec().name, info[i].name, args[i].shape[d], d,
+                                symbolName(info, s), symbols[s]));
     }
   }
 }

@@ -151,8 +151,15 @@ void Driver::check(CUresult result, const char *call) const {
   if (fns.cuGetErrorString) fns.cuGetErrorString(result, &text);
   std::string where =
       devices.empty() ? std::string() : fmt::format(" on device {}", currentDevice());
-  throw Error(fmt::format("{} failed{}: {} ({}){}", call, where, name ? name : "unknown error",
-                          text ? text : "no description", takeTrapReport()));
+  // The capture errors name the rule, not the way out.
+  bool capture = result >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED &&
+                 result <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+  throw Error(fmt::format("{} failed{}: {} ({}){}{}", call, where, name ? name : "unknown error",
+                          text ? text : "no description",
+                          capture ? "; this call cannot be captured into a CUDA graph: allocate, "
+                                    "copy from the host and synchronize before the capture begins"
+                                  : "",
+                          takeTrapReport()));
 }
 
 namespace {

@@ -133,15 +133,50 @@ LoadedKernel::~LoadedKernel() {
   if (library) Driver::get().api().cuLibraryUnload(library);
 }
 
-CUfunction LoadedKernel::ensureLoaded() {
+namespace {
+/// Lets this thread make calls a stream capture forbids (loading a
+/// library, a synchronous copy) while it lasts: a kernel first launched
+/// inside a capture loads as it would outside one.
+class RelaxedCapture {
+public:
+  RelaxedCapture() { Driver::get().api().cuThreadExchangeStreamCaptureMode(&mode); }
+  ~RelaxedCapture() { Driver::get().api().cuThreadExchangeStreamCaptureMode(&mode); }
+  RelaxedCapture(const RelaxedCapture &) = delete;
+  RelaxedCapture &operator=(const RelaxedCapture &) = delete;
+
+private:
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+};
+
+/// Buffers one thread's launches reuse: a launch allocates nothing once
+/// they have grown to its arguments.
+struct LaunchScratch {
+  std::vector<uint64_t> storage;
+  std::vector<size_t> firstSlot;
+  std::vector<int64_t> symbols;
+  std::vector<void *> params;
+  std::vector<CUtensorMap> maps;
+};
+} // namespace
+
+LoadedKernel::InContext &LoadedKernel::ensureLoaded() {
   Driver &d = Driver::get();
   d.makeCurrent();
   std::lock_guard<std::mutex> lock(loadMutex);
   CUcontext ctx = d.context();
-  if (auto it = functions.find(ctx); it != functions.end()) return it->second;
+  if (auto it = contexts.find(ctx); it != contexts.end()) return it->second;
+  CUfunction function = load();
+  InContext &state = contexts[ctx];
+  state.function = function;
+  return state;
+}
+
+CUfunction LoadedKernel::load() {
+  Driver &d = Driver::get();
   std::string why;
   if (!archRunsOn(target, d.computeCapability(), &why))
     throw Error(fmt::format("{} (device {}: {})", why, d.currentDevice(), d.deviceName()));
+  RelaxedCapture relaxed;
   // A library belongs to no context; each device's context gets its own
   // function handle (and shared-memory limit).
   // An sm_80 build on a later GPU loads its PTX (for the same code on
@@ -161,29 +196,34 @@ CUfunction LoadedKernel::ensureLoaded() {
     TESSEL_CU(d, cuFuncSetAttribute, function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
               static_cast<int>(kernelSpec.sharedBytes));
   // Kernels that can trap with a report (flag waits) get its address; the
-  // compiler drops the slot from kernels that never use it.
+  // compiler drops the slot from kernels that never use it. The copy goes
+  // on a stream of its own that waits for nothing: the legacy stream would
+  // join a capture under way on a blocking stream.
   CUdeviceptr slot = 0;
   size_t slotBytes = 0;
   if (d.api().cuLibraryGetGlobal(&slot, &slotBytes, library, "tessel_trap_report_slot") ==
           CUDA_SUCCESS &&
       slotBytes == sizeof(CUdeviceptr)) {
     CUdeviceptr report = d.trapReportAddress();
-    TESSEL_CU(d, cuMemcpyHtoD, slot, &report, sizeof(report));
+    CUstream own;
+    TESSEL_CU(d, cuStreamCreate, &own, CU_STREAM_NON_BLOCKING);
+    CUresult copied = d.api().cuMemcpyHtoDAsync(slot, &report, sizeof(report), own);
+    CUresult synced = copied == CUDA_SUCCESS ? d.api().cuStreamSynchronize(own) : copied;
+    d.api().cuStreamDestroy(own);
+    d.check(synced, "cuMemcpyHtoDAsync (the trap report's address)");
   }
-  functions[ctx] = function;
   return function;
 }
 
-void LoadedKernel::launch(const std::vector<LaunchArg> &args, CUstream stream) {
+void LoadedKernel::packArguments(const std::vector<LaunchArg> &args, std::vector<uint64_t> &storage,
+                                 std::vector<size_t> &firstSlot,
+                                 std::vector<int64_t> &symbols) const {
   const KernelSpec &s = kernelSpec;
-  if (args.size() != s.params.size())
-    throw Error(fmt::format("kernel {} takes {} arguments, got {}", s.name, s.params.size(), args.size()));
-  int device = argumentDevice(args, s.name);
+  storage.clear();
+  firstSlot.clear();
+  symbols.clear();
   // Every argument gets 8-byte aligned slots (a peer table eight of them);
   // the driver reads each by its declared size from its first slot.
-  std::vector<uint64_t> storage;
-  std::vector<size_t> firstSlot;
-  std::vector<int64_t> symbols;
   auto push = [&](const void *value, size_t bytes) {
     firstSlot.push_back(storage.size());
     storage.resize(storage.size() + (bytes + 7) / 8, 0);
@@ -198,8 +238,9 @@ void LoadedKernel::launch(const std::vector<LaunchArg> &args, CUstream stream) {
       if (a.shape.size() != p.shape.size())
         throw Error(fmt::format("kernel {}: argument {} has rank {}, expected {}", s.name, i,
                                 a.shape.size(), p.shape.size()));
-      if (std::string why = viewMismatch(p, a, fmt::format("argument {}", i)); !why.empty())
-        throw Error(fmt::format("kernel {}: {}", s.name, why));
+      if (!viewFits(p, a))
+        throw Error(fmt::format("kernel {}: {}", s.name,
+                                viewMismatch(p, a, fmt::format("argument {}", i))));
       if (a.ptr % 16)
         throw Error(fmt::format("kernel {}: argument {} is not 16-byte aligned", s.name, i));
       int64_t count = 1;
@@ -266,16 +307,32 @@ void LoadedKernel::launch(const std::vector<LaunchArg> &args, CUstream stream) {
                               s.name, scalarName(p.type)));
     }
   }
-  std::vector<void *> params;
-  for (size_t first : firstSlot) params.push_back(&storage[first]);
-  std::vector<CUtensorMap> maps(s.tensorMaps.size());
-  for (size_t m = 0; m < maps.size(); ++m) {
-    encodeTensorMap(s, s.tensorMaps[m], args, &maps[m]);
-    params.push_back(&maps[m]);
+}
+
+void LoadedKernel::launch(const std::vector<LaunchArg> &args, CUstream stream) {
+  const KernelSpec &s = kernelSpec;
+  if (args.size() != s.params.size())
+    throw Error(fmt::format("kernel {} takes {} arguments, got {}", s.name, s.params.size(), args.size()));
+  int device = argumentDevice(args, s.name);
+  static thread_local LaunchScratch scratch;
+  packArguments(args, scratch.storage, scratch.firstSlot, scratch.symbols);
+  std::vector<void *> &params = scratch.params;
+  params.clear();
+  for (size_t first : scratch.firstSlot) params.push_back(&scratch.storage[first]);
+  // Tensor maps go by value, after the parameters; each is encoded once per
+  // (buffer, shape).
+  scratch.maps.resize(s.tensorMaps.size());
+  for (size_t m = 0; m < s.tensorMaps.size(); ++m) {
+    const LaunchArg &a = args.at(s.tensorMaps[m].param);
+    if (!mapCache.find(int(m), a.ptr, a.shape, &scratch.maps[m])) {
+      encodeTensorMap(s, s.tensorMaps[m], args, &scratch.maps[m]);
+      mapCache.insert(int(m), a.ptr, a.shape, scratch.maps[m]);
+    }
+    params.push_back(&scratch.maps[m]);
   }
-  std::array<unsigned, 3> grid = s.evaluateGrid(symbols);
+  std::array<unsigned, 3> grid = s.evaluateGrid(scratch.symbols);
   ScopedDevice onDevice(device);
-  CUfunction function = ensureLoaded();
+  InContext &state = ensureLoaded();
   Driver &d = Driver::get();
   if (s.persistent) {
     // As many blocks as run at once (never more than there are tiles), in
@@ -289,7 +346,7 @@ void LoadedKernel::launch(const std::vector<LaunchArg> &args, CUstream stream) {
     grid = {unsigned(blocks), 1, 1};
   }
   if (s.cluster == std::array<unsigned, 3>{1, 1, 1}) {
-    TESSEL_CU(d, cuLaunchKernel, function, grid[0], grid[1], grid[2], s.threads, 1, 1,
+    TESSEL_CU(d, cuLaunchKernel, state.function, grid[0], grid[1], grid[2], s.threads, 1, 1,
               static_cast<unsigned>(s.sharedBytes), stream, params.data(), nullptr);
     return;
   }
@@ -314,7 +371,7 @@ void LoadedKernel::launch(const std::vector<LaunchArg> &args, CUstream stream) {
   config.hStream = stream;
   config.attrs = &cluster;
   config.numAttrs = 1;
-  TESSEL_CU(d, cuLaunchKernelEx, &config, function, params.data(), nullptr);
+  TESSEL_CU(d, cuLaunchKernelEx, &config, state.function, params.data(), nullptr);
 }
 
 namespace {
@@ -425,15 +482,19 @@ float tessel::rt::timeMedian(const std::function<void(int)> &work, int warmup, i
 
 int LoadedKernel::residentBlocksPerSm(int device) {
   ScopedDevice onDevice(device);
-  CUfunction function = ensureLoaded();
+  InContext &state = ensureLoaded();
+  // Asked once per context: persistent launches need it every time.
+  if (int known = state.residentPerSm.load(std::memory_order_relaxed)) return known;
   int perSm = 0;
-  TESSEL_CU(Driver::get(), cuOccupancyMaxActiveBlocksPerMultiprocessor, &perSm, function,
+  TESSEL_CU(Driver::get(), cuOccupancyMaxActiveBlocksPerMultiprocessor, &perSm, state.function,
             kernelSpec.threads, size_t(kernelSpec.sharedBytes));
-  return std::max(perSm, 1);
+  perSm = std::max(perSm, 1);
+  state.residentPerSm.store(perSm, std::memory_order_relaxed);
+  return perSm;
 }
 
 std::string LoadedKernel::resourceUsage() {
-  CUfunction function = ensureLoaded();
+  CUfunction function = ensureLoaded().function;
   Driver &d = Driver::get();
   int regs = 0, staticSmem = 0, local = 0;
   TESSEL_CU(d, cuFuncGetAttribute, &regs, CU_FUNC_ATTRIBUTE_NUM_REGS, function);

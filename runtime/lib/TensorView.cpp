@@ -26,14 +26,21 @@ std::vector<int64_t> TensorView::contiguousStrides() const {
   return out;
 }
 
-bool TensorView::isContiguous() const {
+/// Whether `strides` (empty: row-major) describe `shape` row-major without
+/// gaps; computed without allocating, as every launch asks it.
+static bool rowMajorWithoutGaps(const std::vector<int64_t> &shape,
+                                const std::vector<int64_t> &strides) {
   if (strides.empty()) return true;
   if (strides.size() != shape.size()) return false;
-  std::vector<int64_t> expected = contiguousStrides();
-  for (size_t d = 0; d < shape.size(); ++d)
-    if (shape[d] != 1 && strides[d] != expected[d]) return false;
+  int64_t expected = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    if (shape[d] != 1 && strides[d] != expected) return false;
+    expected *= shape[d];
+  }
   return true;
 }
+
+bool TensorView::isContiguous() const { return rowMajorWithoutGaps(shape, strides); }
 
 std::string TensorView::str() const {
   std::string s = fmt::format("{}[{}]", scalarName(dtype), fmt::join(shape, ", "));
@@ -124,6 +131,10 @@ TensorView tessel::rt::fromDLPack(const DLManagedTensor &managed) {
   // No strides means row-major contiguous (DLPack's convention).
   if (t.strides) v.strides.assign(t.strides, t.strides + t.ndim);
   return v;
+}
+
+bool tessel::rt::viewFits(const ParamSpec &param, const LaunchArg &arg) {
+  return !arg.typed || (arg.dtype == param.type && rowMajorWithoutGaps(arg.shape, arg.strides));
 }
 
 std::string tessel::rt::viewMismatch(const ParamSpec &param, const LaunchArg &arg,

@@ -7,6 +7,7 @@
 #include "tessel/runtime/Launch.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <unistd.h>
@@ -195,4 +196,48 @@ TEST_CASE("without a driver, Tessel says so instead of crashing") {
   CHECK(why.rfind("no CUDA driver", 0) == 0);
   CHECK_THROWS_WITH(Driver::get(), Catch::StartsWith("no CUDA driver"));
   CHECK_THROWS_WITH(DeviceBuffer(16), Catch::StartsWith("no CUDA driver"));
+}
+
+namespace {
+/// A map whose bytes name the key it was made for.
+CUtensorMap mapFor(CUdeviceptr address, int64_t rows) {
+  CUtensorMap m;
+  std::memset(&m, 0, sizeof(m));
+  std::memcpy(&m, &address, sizeof(address));
+  std::memcpy(reinterpret_cast<char *>(&m) + 8, &rows, sizeof(rows));
+  return m;
+}
+bool sameMap(const CUtensorMap &a, const CUtensorMap &b) {
+  return std::memcmp(&a, &b, sizeof(a)) == 0;
+}
+} // namespace
+
+TEST_CASE("tensor maps are found by buffer and shape, and the oldest entry gives way") {
+  TensorMapCache cache;
+  CUtensorMap out;
+  CHECK_FALSE(cache.find(0, 0x1000, {64, 32}, &out));
+  cache.insert(0, 0x1000, {64, 32}, mapFor(0x1000, 64));
+  REQUIRE(cache.find(0, 0x1000, {64, 32}, &out));
+  CHECK(sameMap(out, mapFor(0x1000, 64)));
+  // Another shape, another address, another map of the kernel, another
+  // rank: each its own entry.
+  CHECK_FALSE(cache.find(0, 0x1000, {32, 32}, &out));
+  CHECK_FALSE(cache.find(0, 0x2000, {64, 32}, &out));
+  CHECK_FALSE(cache.find(1, 0x1000, {64, 32}, &out));
+  CHECK_FALSE(cache.find(0, 0x1000, {64, 32, 1}, &out));
+  cache.insert(0, 0x1000, {32, 32}, mapFor(0x1000, 32));
+  REQUIRE(cache.find(0, 0x1000, {32, 32}, &out));
+  CHECK(sameMap(out, mapFor(0x1000, 32)));
+  REQUIRE(cache.find(0, 0x1000, {64, 32}, &out));
+  CHECK(sameMap(out, mapFor(0x1000, 64)));
+  // Filling every entry of map 0 evicts the oldest (the first insert).
+  for (int i = 0; i < TensorMapCache::kEntriesPerMap - 1; ++i)
+    cache.insert(0, 0x10000 + 0x100 * i, {8}, mapFor(0x10000 + 0x100 * i, 8));
+  CHECK_FALSE(cache.find(0, 0x1000, {64, 32}, &out));
+  CHECK(cache.find(0, 0x1000, {32, 32}, &out));
+  CHECK(cache.find(0, 0x10000, {8}, &out));
+  // More extents than TMA takes are never kept.
+  cache.insert(2, 0x3000, {1, 2, 3, 4, 5, 6}, mapFor(0x3000, 1));
+  CHECK_FALSE(cache.find(2, 0x3000, {1, 2, 3, 4, 5, 6}, &out));
+  CHECK(cache.insertions() == 2 + TensorMapCache::kEntriesPerMap - 1);
 }

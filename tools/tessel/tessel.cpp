@@ -9,10 +9,12 @@
 //   tessel bench KERNEL [--param k=v ...] [--arch A] [--reps N]
 //   tessel bench gemm [--param k=v ...] [--shapes LIST] [--reference FILE[,FILE]]...
 //   tessel bench attention [--param k=v ...] [--reference FILE[,FILE]]...
+//   tessel bench launch [--reps N]
 //
 //===----------------------------------------------------------------------===//
 #include "tessel/harness/Library.h"
 #include "tessel/kernels/attention/Attention.h"
+#include "LaunchBench.h"
 #include "MultiGpu.h"
 #include "tessel/harness/ReferenceTimes.h"
 #include "Tune.h"
@@ -72,6 +74,7 @@ struct Args {
             << "         (forward and backward, FA3 shapes; ratios to reference_anchors.py --json)\n"
             << "         --reference may be repeated or take FILE,FILE (a bf16 and a --lowp run,\n"
             << "         say); ratio = reference ms / Tessel ms, above 1 is Tessel faster\n"
+            << "       tessel bench launch [--reps N]   (host time of one launch; a CUDA graph of 100)\n"
             << "       tessel tune KERNEL [--param k=v ...] [--arch A] [--reps N] [--jobs N] [--compile-only]\n"
             << "         (times candidate configurations; --param config=auto then uses the fastest)\n"
             << "       tessel run|bench all2all|sp_attention [--ranks N] [--param k=v ...]   (one process per GPU)\n"
@@ -452,6 +455,7 @@ int benchGemmShapes(const Args &a, const std::vector<GemmShape> &shapes, const s
 /// Times a kernel at a (possibly large) shape without the CPU reference.
 int benchCommand(const Args &a) {
   if (a.kernel == "attention") return benchAttention(a);
+  if (a.kernel == "launch") return launchBenchCommand(a.reps == 30 ? 4000 : a.reps);
   if (a.kernel == "all2all") return allToAllCommand(true, a.params, a.ranks, a.reps);
   if (a.kernel == "sp_attention") return spAttentionCommand(true, a.params, a.ranks, a.reps);
   const LibraryKernel &entry = findKernel(a.kernel);

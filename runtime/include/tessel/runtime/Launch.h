@@ -4,8 +4,10 @@
 
 #include "tessel/runtime/KernelSpec.h"
 #include "tessel/runtime/Nvrtc.h"
+#include "tessel/runtime/TensorMapCache.h"
 #include "tessel/runtime/TensorView.h"
 
+#include <atomic>
 #include <cuda.h>
 #include <functional>
 #include <map>
@@ -110,6 +112,9 @@ public:
   /// The same, with launch i taking argument set i % sets: inputs rotated
   /// through copies larger than L2 are timed as they come from memory.
   float time(const std::vector<std::vector<LaunchArg>> &argSets, int warmup, int reps);
+  /// The kernel's function in the current device's context (its library
+  /// loaded on first use), for callers that launch it themselves.
+  CUfunction function() { return ensureLoaded().function; }
   /// Registers and shared memory per thread/block as the driver reports them.
   std::string resourceUsage();
   /// Blocks of this kernel one multiprocessor of `device` (an ordinal; -1:
@@ -117,21 +122,42 @@ public:
   /// calculator has it (at least 1).
   int residentBlocksPerSm(int device = -1);
 
+  /// Tensor maps encoded for this kernel's launches, kept per (buffer,
+  /// shape).
+  const TensorMapCache &tensorMapCache() const { return mapCache; }
+
 private:
-  /// The kernel's function in the current device's context, loading the
-  /// library on first use.
-  CUfunction ensureLoaded();
+  /// What a context's launches need: the function and, found on the first
+  /// persistent launch, how many blocks a multiprocessor holds.
+  struct InContext {
+    CUfunction function = nullptr;
+    std::atomic<int> residentPerSm{0};
+  };
+  /// The kernel's state in the current device's context, loading the
+  /// library on first use (also inside a stream capture).
+  InContext &ensureLoaded();
+  /// Loads the library and the function into the current context.
+  CUfunction load();
+  /// Writes the kernel's launch parameters for `args` into `storage` (in
+  /// 8-byte slots, each argument's first slot in `firstSlot`) and the
+  /// index symbols' values into `symbols`, after checking every argument.
+  void packArguments(const std::vector<LaunchArg> &args, std::vector<uint64_t> &storage,
+                     std::vector<size_t> &firstSlot, std::vector<int64_t> &symbols) const;
   KernelSpec kernelSpec;
   std::shared_ptr<const Binary> bin;
   std::string target;
   std::mutex loadMutex;
   CUlibrary library = nullptr;
-  std::map<CUcontext, CUfunction> functions;
+  std::map<CUcontext, InContext> contexts;
+  TensorMapCache mapCache;
 };
 
 /// Why a TensorView argument cannot be parameter `param` (its element type
 /// or its strides), or "" when it can. `what` names the argument.
 std::string viewMismatch(const ParamSpec &param, const LaunchArg &arg, const std::string &what);
+/// Whether viewMismatch would find nothing wrong; allocates nothing, as
+/// every launch asks it.
+bool viewFits(const ParamSpec &param, const LaunchArg &arg);
 /// The device the typed arguments live on (-1 when none says); throws
 /// tessel::Error when two disagree.
 int argumentDevice(const std::vector<LaunchArg> &args, const std::string &kernel);
