@@ -36,15 +36,71 @@ def head_dim_256_rows(seqlens=(1024, 4096, 8192)):
     return rows
 
 
+def cudnn_rows(b, hq, hkv, s, d=128):
+    """cuDNN forward and backward with hq query heads over hkv K/V heads. K/V
+    are passed grouped (enable_gqa) where this torch's cuDNN backend takes
+    them; otherwise expanded to hq heads inside the timed call, as a user
+    without grouped support runs it (the row says which)."""
+    rows = []
+    q = torch.randn(b, hq, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    k = torch.randn(b, hkv, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    v = torch.randn_like(k, requires_grad=True)
+    for causal in (False, True):
+        flops = 4 * b * hq * s * s * d * (0.5 if causal else 1.0)
+
+        def grouped():
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal,
+                                                  enable_gqa=hq != hkv)
+
+        def expanded():
+            r = hq // hkv
+            return F.scaled_dot_product_attention(q, k.repeat_interleave(r, 1),
+                                                  v.repeat_interleave(r, 1), is_causal=causal)
+        for kv, fwd in (("grouped", grouped), ("expanded", expanded)):
+            try:
+                with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+                    fwd_ms = anchors.median_ms(fwd, warm=3, rep=10)
+                    out = fwd()
+                    grad = torch.randn_like(out)
+                    bwd_ms = anchors.median_ms(
+                        lambda: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True),
+                        warm=3, rep=10)
+            except RuntimeError as e:  # this backend does not take the form
+                print(f"cudnn {hq}/{hkv} heads s{s} with {kv} K/V: {e}", file=sys.stderr)
+                continue
+            common = {"op": "attention", "impl": "cudnn", "batch": b, "heads": hq,
+                      "heads_kv": hkv, "kv": kv, "seqlen": s, "head_dim": d, "causal": causal,
+                      "dtype": "bfloat16"}
+            rows.append({**common, "pass": "fwd", "ms": fwd_ms, "tflops": flops / fwd_ms / 1e9})
+            rows.append({**common, "pass": "bwd", "ms": bwd_ms,
+                         "tflops": 2.5 * flops / bwd_ms / 1e9})
+            break
+    return rows
+
+
+def long_and_grouped_rows():
+    rows = []
+    for s in (32768, 65536):
+        rows += cudnn_rows(1, 32, 32, s)
+    for hq in (32, 64):
+        rows += cudnn_rows(2, hq, 8, 8192)
+    return rows
+
+
 def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: attention-reference.py OUT.json")
-    rows = anchors.attention_rows([64, 128], [1024, 4096, 8192]) + head_dim_256_rows()
+    args = [a for a in sys.argv[1:] if a != "--quick"]
+    if len(args) != 1:
+        sys.exit("usage: attention-reference.py [--quick] OUT.json")
+    rows = [] if "--quick" in sys.argv else (
+        anchors.attention_rows([64, 128], [1024, 4096, 8192]) + head_dim_256_rows())
+    rows += long_and_grouped_rows()
     for r in rows:
         if r["impl"] == "cudnn":
-            print(f"cudnn d{r['head_dim']} s{r['seqlen']} {'causal' if r['causal'] else 'full'} "
+            heads = f" b{r['batch']} h{r['heads']}/{r.get('heads_kv', r['heads'])}"
+            print(f"cudnn d{r['head_dim']} s{r['seqlen']}{heads} "
+                  f"{'causal' if r['causal'] else 'full'} "
                   f"{r['pass']}: {r['ms']:.3f} ms {r['tflops']:.1f} TFLOP/s")
-    with open(sys.argv[1], "w") as f:
+    with open(args[0], "w") as f:
         json.dump({"device": torch.cuda.get_device_properties(0).name, "rows": rows}, f, indent=1)
 
 

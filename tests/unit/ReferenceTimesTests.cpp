@@ -52,6 +52,23 @@ TEST_CASE("reference timings: rows found by backend, shape, mask and pass") {
   CHECK_FALSE(t.attentionMs("cudnn", 4096, 128, true, "bwd"));
   CHECK_FALSE(t.attentionMs("cudnn", 8192, 128, true, "fwd"));
   CHECK_FALSE(t.attentionMs("cudnn", 4096, 64, true, "fwd"));
+  // Batch and heads, where asked for, must be the row's; a row without
+  // heads_kv has as many K/V heads as query heads.
+  CHECK(t.attentionMs("cudnn", 4096, 128, true, "fwd", 4, 16, 16) == 0.5);
+  CHECK_FALSE(t.attentionMs("cudnn", 4096, 128, true, "fwd", 1, 16, 16));
+  CHECK_FALSE(t.attentionMs("cudnn", 4096, 128, true, "fwd", 4, 32, 16));
+  CHECK_FALSE(t.attentionMs("cudnn", 4096, 128, true, "fwd", 4, 16, 4));
+}
+
+TEST_CASE("reference timings: grouped K/V rows are told apart by heads_kv") {
+  ReferenceTimes t = parseReferenceTimes(R"({"device": "NVIDIA H100", "rows": [
+    {"op": "attention", "impl": "cudnn", "batch": 2, "heads": 32, "heads_kv": 8,
+     "seqlen": 8192, "head_dim": 128, "causal": false, "pass": "bwd", "ms": 3.0},
+    {"op": "attention", "impl": "cudnn", "batch": 2, "heads": 32, "heads_kv": 32,
+     "seqlen": 8192, "head_dim": 128, "causal": false, "pass": "bwd", "ms": 4.0}]})");
+  CHECK(t.attentionMs("cudnn", 8192, 128, false, "bwd", 2, 32, 8) == 3.0);
+  CHECK(t.attentionMs("cudnn", 8192, 128, false, "bwd", 2, 32, 32) == 4.0);
+  CHECK_FALSE(t.attentionMs("cudnn", 8192, 128, false, "bwd", 2, 64, 8));
 }
 
 TEST_CASE("reference timings: malformed files are errors with their offset") {

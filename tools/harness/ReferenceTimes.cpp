@@ -183,12 +183,19 @@ std::optional<double> msOf(const ReferenceRow &row) {
 
 std::optional<double> ReferenceTimes::attentionMs(const std::string &impl, int64_t seqlen,
                                                   int64_t headDim, bool causal,
-                                                  const std::string &pass) const {
+                                                  const std::string &pass, int64_t batch,
+                                                  int64_t heads, int64_t headsKv) const {
+  // A field the row leaves out, or a value of 0 asked for, matches.
+  auto agrees = [](const ReferenceRow &row, const char *key, int64_t want) {
+    return want == 0 || !row.count(key) || fieldIs(row, key, want);
+  };
   for (const ReferenceRow &row : rows) {
     if (!fieldIs(row, "op", "attention") || !fieldIs(row, "impl", impl) ||
         !fieldIs(row, "pass", pass) || !fieldIs(row, "seqlen", std::to_string(seqlen)) ||
         !fieldIs(row, "head_dim", std::to_string(headDim)) ||
-        !fieldIs(row, "causal", causal ? "true" : "false"))
+        !fieldIs(row, "causal", causal ? "true" : "false") || !agrees(row, "batch", batch) ||
+        !agrees(row, "heads", heads) ||
+        !agrees(row, row.count("heads_kv") ? "heads_kv" : "heads", headsKv))
       continue;
     if (std::optional<double> ms = msOf(row)) return ms;
   }

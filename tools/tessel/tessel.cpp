@@ -71,7 +71,8 @@ struct Args {
             << "         (one row per shape; llm: M 128/1024/8192 by (N, K) (4096, 4096), (14336, 4096),\n"
             << "          (4096, 14336); ratios to cuBLAS / cuBLASLt FP8 / cuBLAS int8 as `in` calls for)\n"
             << "       tessel bench attention [--param k=v ...] [--reference TIMES.json]\n"
-            << "         (forward and backward, FA3 shapes; ratios to reference_anchors.py --json)\n"
+            << "         (forward and backward: FA3 shapes, 32k/64k contexts, 32/8 and 64/8 heads;\n"
+            << "          --param table=fa3|long|all; ratios to tools/attention-reference.py's JSON)\n"
             << "         --reference may be repeated or take FILE,FILE (a bf16 and a --lowp run,\n"
             << "         say); ratio = reference ms / Tessel ms, above 1 is Tessel faster\n"
             << "       tessel bench launch [--reps N]   (host time of one launch; a CUDA graph of 100)\n"
@@ -285,15 +286,81 @@ void describeReference(const ReferenceTimes &reference) {
     fmt::print(stderr, "note: the reference was timed on {}, not on this {}\n", reference.device, here);
 }
 
-/// `tessel bench attention`: forward and backward at FlashAttention-3's
-/// shapes (batch * seqlen = 16k, heads * head_dim = 2048; head_dim 256
-/// forward only), or at the shape the --param settings give; other
-/// settings (stages, block sizes) apply to both passes. With --reference,
-/// each row's cuDNN time from that file and the ratio (cuDNN ms / Tessel
-/// ms, above 1 is faster), and the geometric mean per pass.
+/// One row shape of `tessel bench attention`'s table.
+struct AttentionRowShape {
+  int64_t headDim, seqlen, batch, heads, headsKv;
+};
+
+/// FlashAttention-3's shapes (batch * seqlen = 16k, heads * head_dim =
+/// 2048), then long contexts (batch 1, 32 heads, head_dim 128, 32k and 64k
+/// tokens) and grouped K/V heads (32/8 and 64/8, 8k, batch 2). `which`:
+/// fa3, long (the long and grouped rows) or all.
+std::vector<AttentionRowShape> attentionTable(const std::string &which) {
+  if (which != "fa3" && which != "long" && which != "all")
+    usage("bench attention: --param table= takes fa3, long or all, got '" + which + "'");
+  std::vector<AttentionRowShape> rows;
+  if (which != "long")
+    for (int64_t d : {64, 128, 256})
+      for (int64_t s : {1024, 4096, 8192})
+        rows.push_back({d, s, 16384 / s, 2048 / d, 2048 / d});
+  if (which != "fa3") {
+    rows.push_back({128, 32768, 1, 32, 32});
+    rows.push_back({128, 65536, 1, 32, 32});
+    rows.push_back({128, 8192, 2, 32, 8});
+    rows.push_back({128, 8192, 2, 64, 8});
+  }
+  return rows;
+}
+
+/// The settings of one row and pass of the table: the shape, then what
+/// attention::forward would choose without a record, then --param.
+Params attentionRowSettings(const LibraryKernel &entry, const AttentionRowShape &row, int causal,
+                            const std::string &pass, const std::string &arch, bool tuned,
+                            const Params &given) {
+  Params shape = {{"head_dim", std::to_string(row.headDim)},
+                  {"batch", std::to_string(row.batch)},
+                  {"seqlen_q", std::to_string(row.seqlen)},
+                  {"seqlen_k", std::to_string(row.seqlen)},
+                  {"heads_q", std::to_string(row.heads)},
+                  {"heads_kv", std::to_string(row.headsKv)},
+                  {"causal", std::to_string(causal)}};
+  // K a block ahead of V with ping-pong turns: faster without a mask at 8k
+  // and head_dim 128 on an H200 (620 against 603 TFLOP/s), slower for
+  // shorter, causal or head_dim 64 runs (404 against 420); sm_90a only.
+  if (pass == "fwd" && !tuned && arch != "sm_80" && !causal && row.seqlen >= 8192 &&
+      row.headDim == 128) {
+    shape["overlap"] = "1";
+    shape["pingpong"] = "1";
+  }
+  // The query tile attention::forward takes without a record.
+  if (pass == "fwd" && !tuned) {
+    AttentionConfig rows;
+    rows.headDim = row.headDim;
+    rows.causal = causal;
+    chooseForwardRows(rows, arch, row.seqlen);
+    if (rows.blockM != AttentionConfig{}.blockM) {
+      shape["block_m"] = std::to_string(rows.blockM);
+      shape["threads"] = std::to_string(rows.threads);
+    }
+  }
+  if (pass == "bwd") shape["kv_reduction"] = "direct";
+  for (auto &[key, value] : given)
+    if (entry.defaults.count(key)) shape[key] = value;
+  return shape;
+}
+
+/// `tessel bench attention`: forward and backward over attentionTable()
+/// (head_dim 256 forward only), or at the shape the --param settings give;
+/// other settings (stages, block sizes) apply to both passes. With
+/// --reference, each row's cuDNN time from that file and the ratio (cuDNN
+/// ms / Tessel ms, above 1 is faster), and the geometric mean per pass.
 int benchAttention(const Args &a) {
   // The file is read first: a bad one is an error on any machine.
   std::optional<ReferenceTimes> reference = readReferences(a);
+  Params given = a.params;
+  std::string which = given.count("table") ? given.at("table") : "all";
+  given.erase("table");
+  std::vector<AttentionRowShape> table = attentionTable(which);
   std::string why;
   if (!rt::Driver::available(&why)) {
     fmt::print("NO GPU: cannot benchmark attention here ({})\n", why);
@@ -301,87 +368,55 @@ int benchAttention(const Args &a) {
   }
   std::string arch =
       !a.arch.empty() ? a.arch : rt::nativeArch(rt::Driver::get().computeCapability());
-  bool oneShape = a.params.count("seqlen_q") || a.params.count("head_dim");
-  std::vector<int64_t> dims = {64, 128, 256}, lengths = {1024, 4096, 8192};
+  bool oneShape = given.count("seqlen_q") || given.count("head_dim");
+  if (oneShape) table.resize(1);
   if (reference) describeReference(*reference);
-  fmt::print("{:>4} {:>6} {:>6} {:>4} {:>10} {:>10}{}\n", "d", "seqlen", "mask", "pass", "ms",
-             "TFLOP/s", reference ? fmt::format(" {:>10} {:>6}", "cudnn ms", "ratio") : "");
+  fmt::print("{:>4} {:>6} {:>9} {:>6} {:>4} {:>10} {:>10}{}\n", "d", "seqlen", "b x h/hkv",
+             "mask", "pass", "ms", "TFLOP/s",
+             reference ? fmt::format(" {:>10} {:>6}", "cudnn ms", "ratio") : "");
   std::map<std::string, std::vector<double>> ratios; // by pass
-  auto summarize = [&] {
-    for (auto &[pass, values] : ratios) {
-      double logSum = 0;
-      for (double v : values) logSum += std::log(v);
-      fmt::print("{}: geometric mean {:.2f}x cuDNN, lowest {:.2f}x, over {} rows\n", pass,
-                 std::exp(logSum / values.size()), *std::min_element(values.begin(), values.end()),
-                 values.size());
-    }
-    return 0;
-  };
-  for (int64_t d : dims)
-    for (int64_t s : lengths)
-      for (int causal : {0, 1})
-        for (std::string pass : {"fwd", "bwd"}) {
-          const LibraryKernel &entry = findKernel("flash_attention_" + pass);
-          Params shape = {{"head_dim", std::to_string(d)},
-                          {"batch", std::to_string(16384 / s)},
-                          {"seqlen_q", std::to_string(s)},
-                          {"seqlen_k", std::to_string(s)},
-                          {"heads_q", std::to_string(2048 / d)},
-                          {"heads_kv", std::to_string(2048 / d)},
-                          {"causal", std::to_string(causal)}};
-          // K a block ahead of V with ping-pong turns: faster without a mask
-          // at 8k and head_dim 128 on an H200 (620 against 603 TFLOP/s),
-          // slower for shorter, causal or head_dim 64 runs (404 against
-          // 420); sm_90a only.
-          bool tuned = a.params.count("config") && entry.tuning.candidates;
-          if (pass == "fwd" && !tuned && arch != "sm_80" && !causal && s >= 8192 && d == 128) {
-            shape["overlap"] = "1";
-            shape["pingpong"] = "1";
-          }
-          // The query tile attention::forward takes without a record.
-          if (pass == "fwd" && !tuned) {
-            AttentionConfig rows;
-            rows.headDim = d;
-            rows.causal = causal;
-            chooseForwardRows(rows, arch, s);
-            if (rows.blockM != AttentionConfig{}.blockM) {
-              shape["block_m"] = std::to_string(rows.blockM);
-              shape["threads"] = std::to_string(rows.threads);
-            }
-          }
-          if (pass == "bwd") shape["kv_reduction"] = "direct";
-          for (auto &[key, value] : a.params)
-            if (entry.defaults.count(key)) shape[key] = value;
-          // The backward takes head_dim 64 and 128.
-          if (pass == "bwd" && std::stoll(shape.at("head_dim")) > 128) {
-            if (oneShape) return summarize();
-            continue;
-          }
-          // config=auto: the tuned configuration for this shape (the passes
-          // without one keep the settings above).
-          if (tuned) {
-            shape["config"] = a.params.at("config");
-            shape = resolvedConfig(entry, shape, arch);
-          }
-          Params p = withDefaults(entry, shape, arch);
-          Program program = entry.build(p);
-          Kernel k = compile(program, {arch, ""});
-          BenchResult r = entry.bench(k, p, a.reps);
-          std::string compared;
-          if (reference) {
-            std::optional<double> ms = reference->attentionMs(
-                "cudnn", std::stoll(p.at("seqlen_q")), std::stoll(p.at("head_dim")),
-                p.at("causal") == "1", pass);
-            compared = ms ? fmt::format(" {:>10.3f} {:>6.2f}", *ms, *ms / r.ms)
-                          : fmt::format(" {:>10} {:>6}", "-", "-");
-            if (ms) ratios[pass].push_back(*ms / r.ms);
-          }
-          fmt::print("{:>4} {:>6} {:>6} {:>4} {:>10.3f} {:>10.1f}{}   {}\n", p.at("head_dim"),
-                     p.at("seqlen_q"), p.at("causal") == "1" ? "causal" : "full", pass, r.ms,
-                     r.tflops, compared, r.shape);
-          if (oneShape && pass == "bwd") return summarize();
+  for (const AttentionRowShape &row : table)
+    for (int causal : {0, 1})
+      for (std::string pass : {"fwd", "bwd"}) {
+        const LibraryKernel &entry = findKernel("flash_attention_" + pass);
+        bool tuned = given.count("config") && entry.tuning.candidates;
+        Params shape = attentionRowSettings(entry, row, causal, pass, arch, tuned, given);
+        // The backward takes head_dim 64 and 128.
+        if (pass == "bwd" && std::stoll(shape.at("head_dim")) > 128) continue;
+        // config=auto: the tuned configuration for this shape (the passes
+        // without one keep the settings above).
+        if (tuned) {
+          shape["config"] = given.at("config");
+          shape = resolvedConfig(entry, shape, arch);
         }
-  return summarize();
+        Params p = withDefaults(entry, shape, arch);
+        Program program = entry.build(p);
+        Kernel k = compile(program, {arch, ""});
+        BenchResult r = entry.bench(k, p, a.reps);
+        std::string compared;
+        if (reference) {
+          std::optional<double> ms = reference->attentionMs(
+              "cudnn", std::stoll(p.at("seqlen_q")), std::stoll(p.at("head_dim")),
+              p.at("causal") == "1", pass, std::stoll(p.at("batch")), std::stoll(p.at("heads_q")),
+              std::stoll(p.at("heads_kv")));
+          compared = ms ? fmt::format(" {:>10.3f} {:>6.2f}", *ms, *ms / r.ms)
+                        : fmt::format(" {:>10} {:>6}", "-", "-");
+          if (ms) ratios[pass].push_back(*ms / r.ms);
+        }
+        fmt::print("{:>4} {:>6} {:>9} {:>6} {:>4} {:>10.3f} {:>10.1f}{}   {}\n", p.at("head_dim"),
+                   p.at("seqlen_q"),
+                   fmt::format("{}x{}/{}", p.at("batch"), p.at("heads_q"), p.at("heads_kv")),
+                   p.at("causal") == "1" ? "causal" : "full", pass, r.ms, r.tflops, compared,
+                   r.shape);
+      }
+  for (auto &[pass, values] : ratios) {
+    double logSum = 0;
+    for (double v : values) logSum += std::log(v);
+    fmt::print("{}: geometric mean {:.2f}x cuDNN, lowest {:.2f}x, over {} rows\n", pass,
+               std::exp(logSum / values.size()), *std::min_element(values.begin(), values.end()),
+               values.size());
+  }
+  return 0;
 }
 
 /// A gemm's time beside its reference's: the reference's impl, ms and

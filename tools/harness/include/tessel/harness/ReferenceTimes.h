@@ -30,9 +30,12 @@ struct ReferenceTimes {
   std::vector<ReferenceRow> rows;
 
   /// The `ms` of the attention row of backend `impl` at this shape, if the
-  /// file has it.
+  /// file has it. A row's batch and heads, where it gives them, must be
+  /// `batch` and `heads`, and its heads_kv (else its heads) `headsKv`;
+  /// zero for any of the three matches every row.
   std::optional<double> attentionMs(const std::string &impl, int64_t seqlen, int64_t headDim,
-                                    bool causal, const std::string &pass) const;
+                                    bool causal, const std::string &pass, int64_t batch = 0,
+                                    int64_t heads = 0, int64_t headsKv = 0) const;
   /// The `ms` of the gemm row of `impl` at M x N x K, if the file has it;
   /// an empty `dtype` matches any.
   std::optional<double> gemmMs(const std::string &impl, const std::string &dtype, int64_t m,
