@@ -169,7 +169,9 @@ Choice attention::forward(const TensorView &q, const TensorView &k, const Tensor
     throw Error("attention::forward runs whole sequences: streamedShards and queryOffset are for "
                 "the sequence-parallel kernels");
   AttentionConfig untuned = c;
-  if (!o.config) chooseForwardRows(untuned, choice.arch, p.varlen ? o.maxSeqlenQ : p.seqQ);
+  if (!o.config)
+    chooseForwardSchedule(untuned, choice.arch, p.varlen ? o.maxSeqlenQ : p.seqQ, p.seqK,
+                          p.headsQ, p.headsKv);
   std::string tunedOn;
   // Packed batches are not tuned: their lengths are not in a bucket.
   if (!o.config && o.tuned && !c.varlen) {

@@ -51,6 +51,16 @@ void kernels::chooseForwardRows(AttentionConfig &c, const std::string &arch, int
   c.threads = 384;
 }
 
+void kernels::chooseForwardSchedule(AttentionConfig &c, const std::string &arch, int64_t queries,
+                                    int64_t keys, int64_t headsQ, int64_t headsKv) {
+  chooseForwardRows(c, arch, queries);
+  if (arch != "sm_90a" || c.headDim != 128 || c.varlen || keys < 8192) return;
+  c.overlap = true;
+  bool grouped = headsQ != headsKv;
+  c.pingpong = !c.causal && !grouped;
+  c.persistent = c.tmaStore = !c.causal && grouped;
+}
+
 // Both tables list their settings in the order the calls' cache keys
 // have always had them.
 

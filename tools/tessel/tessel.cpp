@@ -324,26 +324,19 @@ Params attentionRowSettings(const LibraryKernel &entry, const AttentionRowShape 
                   {"heads_q", std::to_string(row.heads)},
                   {"heads_kv", std::to_string(row.headsKv)},
                   {"causal", std::to_string(causal)}};
-  // K a block ahead of V with ping-pong turns: faster without a mask at 8k
-  // and head_dim 128 on an H200 (620 against 603 TFLOP/s), slower for
-  // shorter, causal or head_dim 64 runs (404 against 420); sm_90a only.
-  if (pass == "fwd" && !tuned && arch != "sm_80" && !causal && row.seqlen >= 8192 &&
-      row.headDim == 128) {
-    shape["overlap"] = "1";
-    shape["pingpong"] = "1";
-  }
-  // The query tile attention::forward takes without a record.
+  // The schedule attention::forward takes without a record.
   if (pass == "fwd" && !tuned) {
-    AttentionConfig rows;
-    rows.headDim = row.headDim;
-    rows.causal = causal;
-    chooseForwardRows(rows, arch, row.seqlen);
-    if (rows.blockM != AttentionConfig{}.blockM) {
-      shape["block_m"] = std::to_string(rows.blockM);
-      shape["threads"] = std::to_string(rows.threads);
-    }
+    AttentionConfig chosen, plain;
+    chosen.headDim = plain.headDim = row.headDim;
+    chosen.causal = plain.causal = causal;
+    chooseForwardSchedule(chosen, arch, row.seqlen, row.seqlen, row.heads, row.headsKv);
+    Settings differ = attentionSettings().write(chosen);
+    for (auto &[key, value] : attentionSettings().write(plain))
+      if (differ.at(key) != value) shape[key] = differ.at(key);
   }
-  if (pass == "bwd") shape["kv_reduction"] = "direct";
+  // dK and dV as attention::backward reduces them: per K/V head, or added
+  // over a group's query heads.
+  if (pass == "bwd") shape["kv_reduction"] = row.heads == row.headsKv ? "direct" : "atomic";
   for (auto &[key, value] : given)
     if (entry.defaults.count(key)) shape[key] = value;
   return shape;
@@ -369,7 +362,16 @@ int benchAttention(const Args &a) {
   std::string arch =
       !a.arch.empty() ? a.arch : rt::nativeArch(rt::Driver::get().computeCapability());
   bool oneShape = given.count("seqlen_q") || given.count("head_dim");
-  if (oneShape) table.resize(1);
+  if (oneShape) {
+    // The shape --param gives, the rest as FlashAttention-3's table has it.
+    auto given64 = [&](const char *key, int64_t otherwise) {
+      return given.count(key) ? parseInteger(given.at(key), 1, INT32_MAX, key) : otherwise;
+    };
+    int64_t d = given64("head_dim", 64), s = given64("seqlen_q", 1024);
+    int64_t heads = given64("heads_q", 2048 / d);
+    table = {{d, s, given64("batch", std::max<int64_t>(16384 / s, 1)), heads,
+              given64("heads_kv", heads)}};
+  }
   if (reference) describeReference(*reference);
   fmt::print("{:>4} {:>6} {:>9} {:>6} {:>4} {:>10} {:>10}{}\n", "d", "seqlen", "b x h/hkv",
              "mask", "pass", "ms", "TFLOP/s",

@@ -68,7 +68,9 @@ struct ForwardOptions : Options {
   std::optional<kernels::AttentionConfig> config;
   /// Without `config`: the stages, persistent walk and K/V overlap that
   /// `tessel tune flash_attention_fwd` recorded for this device (else for
-  /// the target) and shape bucket, when there is one; else the defaults.
+  /// the target) and shape bucket, when there is one; else the rule of
+  /// kernels::chooseForwardSchedule (the query tile, and K ahead of V, turns
+  /// or the persistent walk at 8k keys and more on sm_90a).
   bool tuned = true;
 };
 struct BackwardOptions : Options {
