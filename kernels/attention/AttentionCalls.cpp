@@ -170,8 +170,9 @@ Choice attention::forward(const TensorView &q, const TensorView &k, const Tensor
                 "the sequence-parallel kernels");
   AttentionConfig untuned = c;
   if (!o.config)
-    chooseForwardSchedule(untuned, choice.arch, p.varlen ? o.maxSeqlenQ : p.seqQ, p.seqK,
-                          p.headsQ, p.headsKv);
+    chooseForwardSchedule(untuned, choice.arch, p.varlen ? o.maxSeqlenQ : p.seqQ,
+                          p.varlen ? o.maxSeqlenK : p.seqK, p.headsQ, p.headsKv,
+                          rt::Driver::get().l2CacheBytes(p.device));
   std::string tunedOn;
   // Packed batches are not tuned: their lengths are not in a bucket.
   if (!o.config && o.tuned && !c.varlen) {
@@ -244,6 +245,9 @@ Choice attention::backward(const TensorView &q, const TensorView &k, const Tenso
   Choice choice;
   choice.arch = targetFor(o.arch, p.device);
   AttentionBackwardConfig c = backwardConfig(p, o, choice.arch, nullptr);
+  int64_t l2Bytes = rt::Driver::get().l2CacheBytes(p.device);
+  int64_t longestQueries = p.varlen ? o.maxSeqlenQ : p.seqQ;
+  if (!o.config) chooseBackwardGridOrder(c, longestQueries, p.headsQ, l2Bytes);
   const AttentionBackwardConfig untuned = c;
   std::string tunedOn;
   // Packed batches are not tuned: their lengths are not in a bucket.
@@ -262,6 +266,7 @@ Choice attention::backward(const TensorView &q, const TensorView &k, const Tenso
     auto [record, who] = tunedRecord("flash_attention_bwd", p.device, choice.arch, bucket);
     if (record) {
       AttentionBackwardConfig tuned = backwardConfig(p, o, choice.arch, &*record);
+      chooseBackwardGridOrder(tuned, longestQueries, p.headsQ, l2Bytes);
       if (applyBackwardRecord(*record, tuned)) {
         c = tuned;
         tunedOn = who;

@@ -51,9 +51,25 @@ void kernels::chooseForwardRows(AttentionConfig &c, const std::string &arch, int
   c.threads = 384;
 }
 
+GridOrder kernels::chooseCausalGridOrder(int64_t streamBytes, int64_t l2Bytes) {
+  return streamBytes <= 2 * l2Bytes ? GridOrder::heads : GridOrder::blocks;
+}
+
+void kernels::chooseBackwardGridOrder(AttentionBackwardConfig &c, int64_t queries, int64_t headsQ,
+                                      int64_t l2Bytes) {
+  if (!c.causal || c.gridOrder != GridOrder::automatic) return;
+  int64_t element = c.dtype == DType::f32 ? 4 : 2;
+  c.gridOrder = chooseCausalGridOrder(headsQ * queries * c.headDim * (2 * element + 4), l2Bytes);
+}
+
 void kernels::chooseForwardSchedule(AttentionConfig &c, const std::string &arch, int64_t queries,
-                                    int64_t keys, int64_t headsQ, int64_t headsKv) {
+                                    int64_t keys, int64_t headsQ, int64_t headsKv,
+                                    int64_t l2Bytes) {
   chooseForwardRows(c, arch, queries);
+  if (c.causal && c.gridOrder == GridOrder::automatic) {
+    int64_t element = c.dtype == DType::f32 ? 4 : 2;
+    c.gridOrder = chooseCausalGridOrder(headsKv * keys * c.headDim * 2 * element, l2Bytes);
+  }
   if (arch != "sm_90a" || c.headDim != 128 || c.varlen || keys < 8192) return;
   c.overlap = true;
   bool grouped = headsQ != headsKv;

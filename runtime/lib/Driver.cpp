@@ -54,6 +54,9 @@ void Driver::load() {
     devices[i].cc = major * 10 + minor;
     TESSEL_CU(*this, cuDeviceGetAttribute, &devices[i].sms,
               CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, devices[i].dev);
+    int l2 = 0;
+    TESSEL_CU(*this, cuDeviceGetAttribute, &l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, devices[i].dev);
+    devices[i].l2Bytes = l2;
   }
   if (const char *env = std::getenv("TESSEL_DEVICE"); env && *env) {
     char *end = nullptr;

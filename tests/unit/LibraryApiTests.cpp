@@ -403,3 +403,54 @@ TEST_CASE("decode grids split along the keys by their kernel's rule", "[decode]"
   CHECK(decodeSplits(128, 132, 128, kernels::splitRule(mla)) == 1);
   CHECK(decodeSplits(32, 132, 128, kernels::splitRule(mla)) == 8);
 }
+
+TEST_CASE("attention's schedule without a record follows the measured rules") {
+  const int64_t l2 = 50 << 20; // an H100's
+  auto forward = [&](int64_t d, int64_t seq, int64_t hq, int64_t hkv, bool causal) {
+    kernels::AttentionConfig c;
+    c.headDim = d;
+    c.causal = causal;
+    kernels::chooseForwardSchedule(c, "sm_90a", seq, seq, hq, hkv, l2);
+    return c;
+  };
+  // Long causal contexts: blocks first, K ahead of V without turns.
+  kernels::AttentionConfig longCausal = forward(128, 32768, 32, 32, true);
+  CHECK(longCausal.gridOrder == kernels::GridOrder::blocks);
+  CHECK(longCausal.overlap);
+  CHECK_FALSE(longCausal.pingpong);
+  // FlashAttention-3's 8k causal row (16 heads, 64 MB of K/V): heads first.
+  CHECK(forward(128, 8192, 16, 16, true).gridOrder == kernels::GridOrder::heads);
+  // Grouped heads share K/V: 64/8 at 8k streams 32 MB.
+  CHECK(forward(128, 8192, 64, 8, true).gridOrder == kernels::GridOrder::heads);
+  // Full attention keeps the kernels' order; grouped full runs the walk.
+  kernels::AttentionConfig groupedFull = forward(128, 8192, 32, 8, false);
+  CHECK(groupedFull.gridOrder == kernels::GridOrder::automatic);
+  CHECK(groupedFull.persistent);
+  CHECK(groupedFull.tmaStore);
+  CHECK(forward(128, 8192, 32, 32, false).pingpong);
+  // Short problems and other targets keep the defaults.
+  kernels::AttentionConfig shortFull = forward(128, 4096, 16, 16, false);
+  CHECK_FALSE(shortFull.overlap);
+  kernels::AttentionConfig ampere;
+  ampere.headDim = 128;
+  kernels::chooseForwardSchedule(ampere, "sm_80", 32768, 32768, 32, 32, l2);
+  CHECK_FALSE(ampere.overlap);
+
+  auto backward = [&](int64_t d, int64_t seq, int64_t hq, bool causal) {
+    kernels::AttentionBackwardConfig c;
+    c.headDim = d;
+    c.causal = causal;
+    kernels::chooseBackwardGridOrder(c, seq, hq, l2);
+    return c.gridOrder;
+  };
+  CHECK(backward(128, 8192, 64, true) == kernels::GridOrder::blocks);  // 512 MB of Q, dO, dQ
+  CHECK(backward(128, 32768, 32, true) == kernels::GridOrder::blocks);
+  CHECK(backward(128, 4096, 16, true) == kernels::GridOrder::heads);   // 67 MB
+  CHECK(backward(128, 32768, 32, false) == kernels::GridOrder::automatic);
+  // A grid order given is kept.
+  kernels::AttentionBackwardConfig given;
+  given.causal = true;
+  given.gridOrder = kernels::GridOrder::heads;
+  kernels::chooseBackwardGridOrder(given, 32768, 32, l2);
+  CHECK(given.gridOrder == kernels::GridOrder::heads);
+}

@@ -329,10 +329,20 @@ Params attentionRowSettings(const LibraryKernel &entry, const AttentionRowShape 
     AttentionConfig chosen, plain;
     chosen.headDim = plain.headDim = row.headDim;
     chosen.causal = plain.causal = causal;
-    chooseForwardSchedule(chosen, arch, row.seqlen, row.seqlen, row.heads, row.headsKv);
+    chooseForwardSchedule(chosen, arch, row.seqlen, row.seqlen, row.heads, row.headsKv,
+                          rt::Driver::get().l2CacheBytes(rt::Driver::get().currentDevice()));
     Settings differ = attentionSettings().write(chosen);
     for (auto &[key, value] : attentionSettings().write(plain))
       if (differ.at(key) != value) shape[key] = differ.at(key);
+  }
+  // The backward's grid order as attention::backward takes it.
+  if (pass == "bwd" && !tuned) {
+    AttentionBackwardConfig chosen;
+    chosen.headDim = row.headDim;
+    chosen.causal = causal;
+    chooseBackwardGridOrder(chosen, row.seqlen, row.heads,
+                            rt::Driver::get().l2CacheBytes(rt::Driver::get().currentDevice()));
+    shape["grid_order"] = attentionBackwardSettings().write(chosen).at("grid_order");
   }
   // dK and dV as attention::backward reduces them: per K/V head, or added
   // over a group's query heads.

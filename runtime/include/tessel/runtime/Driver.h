@@ -9,6 +9,7 @@
 #define TESSEL_RUNTIME_DRIVER_H
 
 #include <cuda.h>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,8 @@ public:
   int computeCapability(int ordinal) const { return state(ordinal).cc; }
   /// Streaming multiprocessors of `ordinal`.
   int multiprocessors(int ordinal) const { return state(ordinal).sms; }
+  /// Bytes of L2 cache of `ordinal`.
+  int64_t l2CacheBytes(int ordinal) const { return state(ordinal).l2Bytes; }
   /// The primary context of `ordinal`, retained on first use.
   CUcontext context(int ordinal) const { return state(ordinal).ctx; }
   /// Makes the current device's primary context current on the thread.
@@ -75,6 +78,7 @@ private:
     CUcontext ctx = nullptr;
     int cc = 0;
     int sms = 0;
+    int64_t l2Bytes = 0;
   };
   Driver() = default;
   void load();
