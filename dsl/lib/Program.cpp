@@ -225,29 +225,38 @@ Tensor Program::tensor(const std::string &name, std::vector<Expr> shape, DType t
 // The kernel
 //===----------------------------------------------------------------------===//
 
-/// A symbolic (host) expression as an affine expression over the symbols.
-static AffineExpr toAffine(const ExprNode &n, MLIRContext *ctx, SrcLoc loc) {
+/// A symbolic (host) expression as an expression over the symbols: affine,
+/// or semi-affine where symbols multiply or divide each other (`ranks *
+/// tiles`, `ceil_div(n, block)` with a symbol block); the launch evaluates
+/// it and refuses a divisor below 1. `dim` names the grid dimension in
+/// messages.
+static AffineExpr toAffine(const ExprNode &n, MLIRContext *ctx, SrcLoc loc, size_t dim) {
   switch (n.kind) {
   case ExprNode::Const: return getAffineConstantExpr(n.i, ctx);
   case ExprNode::Sym:
-    if (n.i < 0) fail(loc, "the grid can only depend on index symbols (Program::sym)");
+    if (n.i < 0)
+      fail(loc, fmt::format("grid dimension {}: the grid can only depend on index symbols "
+                            "(Program::sym), not on scalars or values computed in the kernel",
+                            dim));
     return getAffineSymbolExpr(n.i, ctx);
   case ExprNode::Bin: {
-    AffineExpr l = toAffine(*n.lhs, ctx, loc), r = toAffine(*n.rhs, ctx, loc);
-    bool rhsConst = llvm::isa<AffineConstantExpr>(r);
+    AffineExpr l = toAffine(*n.lhs, ctx, loc, dim), r = toAffine(*n.rhs, ctx, loc, dim);
     switch (n.op) {
     case '+': return l + r;
     case '-': return l - r;
-    case '*':
-      if (!rhsConst && !llvm::isa<AffineConstantExpr>(l)) break;
-      return l * r;
-    case '/': if (rhsConst) return l.floorDiv(r); break;
-    case '%': if (rhsConst) return l % r; break;
-    case 'c': if (rhsConst) return l.ceilDiv(r); break;
+    case '*': return l * r;
+    case '/': return l.floorDiv(r);
+    case '%': return l % r;
+    case 'c': return l.ceilDiv(r);
     }
-    fail(loc, "grid extents must be affine in the symbols (divide and multiply by constants)");
+    fail(loc, fmt::format("grid dimension {}: grid extents are computed with +, -, *, /, % and "
+                          "ceil_div of constants and index symbols",
+                          dim));
   }
-  default: fail(loc, "grid extents must be computed from constants and symbols");
+  default:
+    fail(loc, fmt::format("grid dimension {}: grid extents are computed from constants and index "
+                          "symbols (Program::sym)",
+                          dim));
   }
 }
 
@@ -260,10 +269,11 @@ void Program::buildKernel(std::vector<Expr> grid, int threads, int dims,
     fail(loc, fmt::format("threads must be a positive multiple of 32 up to 1024, got {}", threads));
   MLIRContext *ctx = impl->ctx.get();
   SmallVector<AffineExpr> gridExprs;
-  for (Expr &g : grid) {
+  for (size_t d = 0; d < grid.size(); ++d) {
     int64_t c;
-    if (g.isConstant(&c) && c <= 0) fail(loc, fmt::format("grid extents must be positive, got {}", c));
-    gridExprs.push_back(toAffine(*g.node, ctx, loc));
+    if (grid[d].isConstant(&c) && c <= 0)
+      fail(loc, fmt::format("grid dimension {}: grid extents must be positive, got {}", d, c));
+    gridExprs.push_back(toAffine(*grid[d].node, ctx, loc, d));
   }
   AffineMap gridMap = AffineMap::get(0, impl->symParam.size(), gridExprs, ctx);
 

@@ -86,6 +86,14 @@ std::array<unsigned, 3> KernelSpec::evaluateGrid(const std::vector<int64_t> &sym
       int64_t r = stack.back(); stack.pop_back();
       int64_t l = stack.back(); stack.pop_back();
       auto floorDiv = [](int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); };
+      // A divisor from the symbols (semi-affine grids) is checked here:
+      // dividing by zero would kill the process.
+      bool divides = t.kind == GridToken::FloorDiv || t.kind == GridToken::CeilDiv ||
+                     t.kind == GridToken::Mod;
+      if (divides && r <= 0)
+        throw Error(fmt::format("kernel {}: grid dimension {} divides by {}, which the symbols "
+                                "passed make; a divisor must be at least 1",
+                                name, d, r));
       switch (t.kind) {
       case GridToken::Add: stack.push_back(l + r); break;
       case GridToken::Mul: stack.push_back(l * r); break;

@@ -365,3 +365,34 @@ TEST_CASE("library kernels and the device headers compile without an NVRTC warni
     CHECK(log.find("warning") == std::string::npos);
   }
 }
+
+TEST_CASE("grid extents may multiply and divide index symbols") {
+  // One block per (rank, tile) pair and per block of a run-time size, as
+  // a tensor-parallel kernel walks its peers' tiles.
+  Program p("grid_products");
+  Expr ranks = p.sym("ranks"), tiles = p.sym("tiles"), n = p.sym("n"), block = p.sym("block");
+  Tensor out = p.tensor("out", {ranks * tiles, ceil_div(n, block)}, DType::f32);
+  p.kernel({ranks * tiles, ceil_div(n, block)}, 32, [&](Expr x, Expr y) {
+    parallel(32, [&](Expr i) {
+      Expr first = i == 0;
+      if_(first, [&] { out(x, y) = cast(x * 1000 + y, DType::f32); });
+    });
+  });
+  Kernel k = compile(p, {"sm_80"});
+  // Symbols in parameter order: ranks, tiles, n, block.
+  auto grid = k.spec().evaluateGrid({4, 3, 100, 32});
+  CHECK(grid[0] == 12);
+  CHECK(grid[1] == 4);
+  CHECK_THROWS_WITH(k.spec().evaluateGrid({4, 3, 100, 0}),
+                    Catch::Contains("grid dimension 1 divides by 0"));
+  // What is still refused names the dimension.
+  Program q("grid_from_scalar");
+  Expr scale = q.scalar("scale", DType::i32);
+  Tensor o = q.tensor("o", {4}, DType::f32);
+  try {
+    q.kernel({4, scale}, 32, [&](Expr, Expr) { o(0) = 1.0; });
+    FAIL("a grid extent from a scalar was accepted");
+  } catch (const Error &e) {
+    CHECK_THAT(e.what(), Catch::Contains("grid dimension 1") && Catch::Contains("index symbols"));
+  }
+}

@@ -170,6 +170,22 @@ TEST_CASE("grid extents evaluate from symbols") {
   CHECK(g[1] == 7);
   CHECK(g[2] == 1);
   CHECK_THROWS_WITH(spec.evaluateGrid({0, 3}), Catch::Contains("grid dimension 0 evaluates to 0"));
+  // Semi-affine extents: symbols times and over symbols (s0 * s1, s0
+  // ceildiv s1); a zero divisor is an error, not a crash.
+  KernelSpec products;
+  products.name = "p";
+  products.grid = {{{GridToken::Symbol, 0}, {GridToken::Symbol, 1}, {GridToken::Mul, 0}},
+                   {{GridToken::Symbol, 0}, {GridToken::Symbol, 1}, {GridToken::CeilDiv, 0}}};
+  auto p = products.evaluateGrid({10, 4});
+  CHECK(p[0] == 40);
+  CHECK(p[1] == 3);
+  CHECK_THROWS_WITH(products.evaluateGrid({10, 0}),
+                    Catch::Contains("grid dimension 0 evaluates to 0"));
+  KernelSpec quotient;
+  quotient.name = "q";
+  quotient.grid = {{{GridToken::Symbol, 0}, {GridToken::Symbol, 1}, {GridToken::FloorDiv, 0}}};
+  CHECK_THROWS_WITH(quotient.evaluateGrid({10, 0}),
+                    Catch::Contains("grid dimension 0 divides by 0"));
 }
 
 TEST_CASE("arch compatibility is checked with a clear message") {
