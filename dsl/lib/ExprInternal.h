@@ -22,7 +22,8 @@ namespace tessel {
 /// A node of an Expr: a constant, a symbol (or scalar parameter, negative
 /// index), a host binary operation, or a value built in the kernel's IR.
 struct ExprNode {
-  enum Kind { Const, FConst, Sym, Bin, Val } kind;
+  /// Unset: a default-constructed Expr, an error wherever it is read.
+  enum Kind { Const, FConst, Sym, Bin, Val, Unset } kind;
   int64_t i = 0;
   double f = 0;
   char op = 0;
@@ -36,6 +37,10 @@ namespace detail {
 Expr fromValue(mlir::Value v);
 mlir::Type toMlir(mlir::MLIRContext *ctx, DType t);
 bool isFloat(DType t);
+/// The message for reading an Expr that was never given a value.
+inline constexpr const char *kUnsetExpr =
+    "an Expr is read before it is given a value: assign a default-constructed Expr (e = ...) "
+    "before using it";
 /// An expression of constants and index symbols only (computable on the host).
 bool isHost(const ExprNode &n);
 /// `v` converted (int/float casts, widening or narrowing) to `to`.

@@ -90,6 +90,7 @@ static Expr constant(int64_t v) {
   return Expr(n);
 }
 
+Expr::Expr() : node(std::make_shared<ExprNode>()) { node->kind = ExprNode::Unset; }
 Expr::Expr(int v) : Expr(constant(v)) {}
 Expr::Expr(int64_t v) : Expr(constant(v)) {}
 Expr::Expr(double v) : node(std::make_shared<ExprNode>()) {
@@ -107,6 +108,7 @@ Expr tessel::detail::fromValue(Value v) {
 }
 
 DType Expr::type() const {
+  if (node->kind == ExprNode::Unset) fail(lastLoc, kUnsetExpr);
   if (node->kind == ExprNode::Val) return fromMlir(Value::getFromOpaquePointer(node->val).getType());
   return node->type;
 }
@@ -175,6 +177,7 @@ Value tessel::detail::convertTo(OpBuilder &b, Location l, Value v, Type to) {
 }
 
 Value Expr::value(DType as) const {
+  if (node->kind == ExprNode::Unset) fail(lastLoc, kUnsetExpr);
   Program &p = Program::current(lastLoc);
   OpBuilder &b = p.builder();
   Location l = p.location(lastLoc);
@@ -213,12 +216,14 @@ Value Expr::value(DType as) const {
     llvm_unreachable("hostBinary builds only the operators above");
   }
   case ExprNode::Val: return Value::getFromOpaquePointer(node->val);
+  case ExprNode::Unset: break; // refused above
   }
   return {};
 }
 
 int64_t tessel::evaluate(const Expr &e, const std::vector<int64_t> &symbols) {
   const ExprNode &n = *e.node;
+  if (n.kind == ExprNode::Unset) throw Error(fmt::format("evaluate: {}", kUnsetExpr));
   switch (n.kind) {
   case ExprNode::Const: return n.i;
   case ExprNode::Sym:

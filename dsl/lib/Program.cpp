@@ -231,6 +231,7 @@ Tensor Program::tensor(const std::string &name, std::vector<Expr> shape, DType t
 /// it and refuses a divisor below 1. `dim` names the grid dimension in
 /// messages.
 static AffineExpr toAffine(const ExprNode &n, MLIRContext *ctx, SrcLoc loc, size_t dim) {
+  if (n.kind == ExprNode::Unset) fail(loc, fmt::format("grid dimension {}: {}", dim, kUnsetExpr));
   switch (n.kind) {
   case ExprNode::Const: return getAffineConstantExpr(n.i, ctx);
   case ExprNode::Sym:

@@ -426,3 +426,38 @@ TEST_CASE("staged buffers and issue-only gemms are checked at the user's line") 
           copy(x.tile({0, 0}, {16, 64}), slots.stage(1));
         }) == "no error");
 }
+
+TEST_CASE("a default-constructed Expr is assigned before use, and reading it unassigned says so") {
+  // Assigned on each C++ path, as a kernel author picks a value by a
+  // host-side setting.
+  for (bool wide : {false, true}) {
+    Program p("picked");
+    Tensor y = p.tensor("y", {128}, DType::f32);
+    p.kernel({1}, 128, [&](Expr) {
+      Expr step;
+      if (wide) step = Expr(2.0);
+      else step = Expr(0.5);
+      parallel(128, [&](Expr i) { y(i) = y(i) * step; });
+    });
+    CHECK_NOTHROW(compile(p, {"sm_80"}));
+  }
+  std::string msg = errorOf([&](Tensor x) {
+    Expr never;
+    Buffer s = alloc_shared({16, 64}, DType::f16);
+    parallel(64, [&](Expr i) { s(0, i) = cast(x(0, i), DType::f16) + cast(never, DType::f16); });
+  });
+  CHECK(msg.find("an Expr is read before it is given a value") != std::string::npos);
+  CHECK(msg.find(std::string(__FILE__)) == 0);
+  // On the host too: a grid extent or an extent evaluated for a launch.
+  Program g("unset_grid");
+  Tensor o = g.tensor("o", {4}, DType::f32);
+  Expr extent;
+  try {
+    g.kernel({extent}, 32, [&](Expr) { o(0) = 1.0; });
+    FAIL("an unset grid extent was accepted");
+  } catch (const Error &e) {
+    CHECK_THAT(e.what(), Catch::Contains("grid dimension 0") &&
+                             Catch::Contains("an Expr is read before it is given a value"));
+  }
+  CHECK_THROWS_WITH(evaluate(Expr(), {}), Catch::Contains("before it is given a value"));
+}

@@ -55,6 +55,9 @@ struct ExprNode;
 /// touches a kernel value becomes IR where it is written.
 class Expr {
 public:
+  /// No value yet (to be assigned on each path, as a C++ variable is);
+  /// reading it is an error at the line that reads it.
+  Expr();
   Expr(int v);
   Expr(int64_t v);
   Expr(double v);
