@@ -113,7 +113,8 @@ void Kernel::checkArguments(const std::vector<rt::LaunchArg> &args) const {
   }
 }
 
-void Kernel::launch(const std::vector<rt::LaunchArg> &args, CUstream stream) {
+void Kernel::launch(const std::vector<rt::LaunchArg> &args, CUstream stream,
+                    const rt::LaunchOptions &options) {
   checkArguments(args);
-  loadedFor(args).launch(args, stream);
+  loadedFor(args).launch(args, stream, options);
 }

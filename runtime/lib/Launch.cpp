@@ -317,8 +317,17 @@ void LoadedKernel::packArguments(const std::vector<LaunchArg> &args, std::vector
   }
 }
 
-void LoadedKernel::launch(const std::vector<LaunchArg> &args, CUstream stream) {
+void LoadedKernel::launch(const std::vector<LaunchArg> &args, CUstream stream,
+                          const LaunchOptions &options) {
   const KernelSpec &s = kernelSpec;
+  if ((options.maxBlocks || options.freeSms) && !s.persistent)
+    throw Error(fmt::format("kernel {}: a block budget (LaunchOptions) sizes persistent() "
+                            "kernels; this kernel's grid is its tiles",
+                            s.name));
+  if (options.maxBlocks < 0 || options.freeSms < 0)
+    throw Error(fmt::format("kernel {}: LaunchOptions maxBlocks = {} and freeSms = {} must not be "
+                            "negative",
+                            s.name, options.maxBlocks, options.freeSms));
   if (args.size() != s.params.size())
     throw Error(fmt::format("kernel {} takes {} arguments, got {}", s.name, s.params.size(), args.size()));
   int device = argumentDevice(args, s.name);
@@ -348,7 +357,13 @@ void LoadedKernel::launch(const std::vector<LaunchArg> &args, CUstream stream) {
     uint64_t tiles = uint64_t(grid[0]) * grid[1] * grid[2];
     // The launch's device (a negative ordinal: the thread's current one).
     int sms = d.multiprocessors(device >= 0 ? device : d.currentDevice());
-    uint64_t resident = uint64_t(residentBlocksPerSm(device)) * uint64_t(std::max(sms, 1));
+    if (options.freeSms >= sms)
+      throw Error(fmt::format("kernel {}: LaunchOptions leaves {} of the device's {} "
+                              "multiprocessors free; at least one must run the kernel",
+                              s.name, options.freeSms, sms));
+    uint64_t resident =
+        uint64_t(residentBlocksPerSm(device)) * uint64_t(std::max(sms - options.freeSms, 1));
+    if (options.maxBlocks) resident = std::min<uint64_t>(resident, options.maxBlocks);
     uint64_t blocks = std::max<uint64_t>(1, std::min(tiles, resident));
     blocks = std::max<uint64_t>(s.cluster[0], blocks / s.cluster[0] * s.cluster[0]);
     grid = {unsigned(blocks), 1, 1};

@@ -199,3 +199,52 @@ TEST_CASE("a call that cannot be captured says so and ends the capture", "[gpu][
   CHECK_THROWS_WITH(rt::CapturedGraph(nullptr, [](CUstream) {}),
                     Catch::Contains("legacy default stream cannot be captured"));
 }
+
+TEST_CASE("a persistent kernel's block budget limits its blocks and it still walks every tile",
+          "[gpu][launch]") {
+  // Each tile's block marks itself: the marks count the blocks launched.
+  Program p("walk_marks");
+  Expr tiles = p.sym("tiles");
+  Tensor marks = p.tensor("marks", {tiles}, DType::i32);
+  Tensor walked = p.tensor("walked", {tiles}, DType::i32);
+  p.kernel({tiles}, 128, [&](Expr bx) {
+    persistent({tiles}, [&](std::vector<Expr> t) {
+      parallel(128, [&](Expr i) {
+        if_(i == 0, [&] {
+          marks(bx) = Expr(1);
+          walked(t[0]) = walked(t[0]) + 1;
+        });
+      });
+    });
+  });
+  Kernel k = compile(p, {deviceArch()});
+  const int64_t count = 4000;
+  int sms = rt::Driver::get().multiprocessors(rt::Driver::get().currentDevice());
+  auto run = [&](const rt::LaunchOptions &options) {
+    HostTensor zeros(DType::i32, {count});
+    auto dm = upload(zeros), dw = upload(zeros);
+    k.launch({LaunchArg::integer(count), launchArg(*dm, zeros), launchArg(*dw, zeros)}, nullptr,
+             options);
+    synchronize();
+    HostTensor m(DType::i32, {count}), w(DType::i32, {count});
+    download(*dm, m);
+    download(*dw, w);
+    int64_t blocks = 0;
+    for (float v : m.values) blocks += v != 0;
+    for (float v : w.values) REQUIRE(v == 1); // every tile once
+    return blocks;
+  };
+  int64_t everything = run({});
+  CHECK(everything >= sms);
+  rt::LaunchOptions capped;
+  capped.maxBlocks = 7;
+  CHECK(run(capped) == 7);
+  rt::LaunchOptions leave;
+  leave.freeSms = 16;
+  int64_t fewer = run(leave);
+  INFO(fmt::format("{} blocks by default, {} leaving 16 of {} SMs", everything, fewer, sms));
+  CHECK(fewer == everything / sms * (sms - 16));
+  rt::LaunchOptions all;
+  all.freeSms = sms;
+  CHECK_THROWS_WITH(run(all), Catch::Contains("at least one must run the kernel"));
+}

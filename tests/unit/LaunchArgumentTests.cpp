@@ -146,3 +146,17 @@ TEST_CASE("the sequence-parallel forms' arguments fit the forward kernels") {
                     LaunchArg::buffer(fakeAddress(5), {p.shape.ranks})};
   compileFor(flashAttentionForward(streamed), "sm_90a").checkArguments(group.list());
 }
+
+TEST_CASE("a block budget is refused, before the device, for a kernel that is not persistent") {
+  Program p("not_persistent");
+  Tensor y = p.tensor("y", {256}, DType::f32);
+  p.kernel({2}, 128, [&](Expr bx) { parallel(128, [&](Expr i) { y(bx * 128 + i) = 1.0; }); });
+  Kernel k = compile(p, {"sm_80"});
+  rt::LaunchOptions budget;
+  budget.maxBlocks = 4;
+  CHECK_THROWS_WITH(k.launch({view(0, ScalarType::F32, {256})}, nullptr, budget),
+                    Catch::Contains("sizes persistent() kernels"));
+  budget.maxBlocks = -1;
+  CHECK_THROWS_WITH(k.launch({view(0, ScalarType::F32, {256})}, nullptr, budget),
+                    Catch::Contains("sizes persistent() kernels"));
+}

@@ -112,7 +112,9 @@ public:
   /// checked anywhere.
   void checkArguments(const std::vector<rt::LaunchArg> &args) const;
   /// Launches with arguments in parameter order, checked as above.
-  void launch(const std::vector<rt::LaunchArg> &args, CUstream stream = nullptr);
+  /// `options`: a persistent() kernel's block budget.
+  void launch(const std::vector<rt::LaunchArg> &args, CUstream stream = nullptr,
+              const rt::LaunchOptions &options = {});
 
 private:
   friend Kernel compile(Program &, const CompileOptions &);

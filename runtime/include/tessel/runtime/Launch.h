@@ -93,6 +93,18 @@ struct LaunchArg {
   }
 };
 
+/// How a launch of a persistent() kernel sizes its grid. By default it
+/// takes as many blocks as the device runs at once, which leaves no
+/// multiprocessor to a kernel launched beside it: one that the persistent
+/// kernel waits for (a communication kernel setting its flags) would never
+/// start. A budget leaves room.
+struct LaunchOptions {
+  /// At most this many blocks (0: no limit).
+  int maxBlocks = 0;
+  /// Multiprocessors left free: the blocks that fit on the others.
+  int freeSms = 0;
+};
+
 /// A compiled kernel, loaded on first launch on each device (into that
 /// device's primary context).
 class LoadedKernel {
@@ -106,7 +118,8 @@ public:
   /// alignment, 32-bit indexing; element types and strides of views) and
   /// launches on `stream`, on the views' device when they name one (else the
   /// thread's device). Throws tessel::Error.
-  void launch(const std::vector<LaunchArg> &args, CUstream stream = nullptr);
+  void launch(const std::vector<LaunchArg> &args, CUstream stream = nullptr,
+              const LaunchOptions &options = {});
   /// Median time of `reps` launches in milliseconds, after `warmup` launches.
   float time(const std::vector<LaunchArg> &args, int warmup = 3, int reps = 20);
   /// The same, with launch i taking argument set i % sets: inputs rotated
