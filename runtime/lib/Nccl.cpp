@@ -25,23 +25,8 @@ void Nccl::load() {
     if (!*slot)
       throw Error(fmt::format("NCCL at {} has no {}: Tessel needs NCCL 2.28 or newer", name, symbol));
   };
-#define TESSEL_NCCL_TAKE(fn) take(#fn, reinterpret_cast<void **>(&fns.fn));
-  TESSEL_NCCL_TAKE(ncclGetVersion)
-  TESSEL_NCCL_TAKE(ncclGetUniqueId)
-  TESSEL_NCCL_TAKE(ncclCommInitRank)
-  TESSEL_NCCL_TAKE(ncclCommDestroy)
-  TESSEL_NCCL_TAKE(ncclCommAbort)
-  TESSEL_NCCL_TAKE(ncclCommGetAsyncError)
-  TESSEL_NCCL_TAKE(ncclGetErrorString)
-  TESSEL_NCCL_TAKE(ncclGetLastError)
-  TESSEL_NCCL_TAKE(ncclAllGather)
-  TESSEL_NCCL_TAKE(ncclAllReduce)
-  TESSEL_NCCL_TAKE(ncclAlltoAll)
-  TESSEL_NCCL_TAKE(ncclSend)
-  TESSEL_NCCL_TAKE(ncclRecv)
-  TESSEL_NCCL_TAKE(ncclGroupStart)
-  TESSEL_NCCL_TAKE(ncclGroupEnd)
-#undef TESSEL_NCCL_TAKE
+#define TESSEL_NCCL_FN(fn) take(#fn, reinterpret_cast<void **>(&fns.fn));
+#include "tessel/runtime/NcclFunctions.def"
   check(fns.ncclGetVersion(&versionCode), "ncclGetVersion");
   link_map *map = nullptr;
   where = dlinfo(lib, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name ? map->l_name : name;

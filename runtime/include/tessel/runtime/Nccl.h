@@ -17,22 +17,7 @@ namespace tessel::rt {
 
 struct NcclApi {
 #define TESSEL_NCCL_FN(name) decltype(&::name) name = nullptr;
-  TESSEL_NCCL_FN(ncclGetVersion)
-  TESSEL_NCCL_FN(ncclGetUniqueId)
-  TESSEL_NCCL_FN(ncclCommInitRank)
-  TESSEL_NCCL_FN(ncclCommDestroy)
-  TESSEL_NCCL_FN(ncclCommAbort)
-  TESSEL_NCCL_FN(ncclCommGetAsyncError)
-  TESSEL_NCCL_FN(ncclGetErrorString)
-  TESSEL_NCCL_FN(ncclGetLastError)
-  TESSEL_NCCL_FN(ncclAllGather)
-  TESSEL_NCCL_FN(ncclAllReduce)
-  TESSEL_NCCL_FN(ncclAlltoAll)
-  TESSEL_NCCL_FN(ncclSend)
-  TESSEL_NCCL_FN(ncclRecv)
-  TESSEL_NCCL_FN(ncclGroupStart)
-  TESSEL_NCCL_FN(ncclGroupEnd)
-#undef TESSEL_NCCL_FN
+#include "tessel/runtime/NcclFunctions.def"
 };
 
 class Nccl {
