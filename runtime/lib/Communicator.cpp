@@ -21,7 +21,12 @@ Communicator::Communicator(const RankInfo &rankInfo) : info(rankInfo) {
   channel = std::make_unique<NodeChannel>(info);
   std::vector<std::string> all = channel->allGather(std::to_string(ordinal));
   for (const std::string &s : all) devices.push_back(std::stoi(s));
-  TESSEL_CU(d, cuStreamCreate, &commStream, CU_STREAM_NON_BLOCKING);
+  // The highest priority the device has: a transfer queued beside a long
+  // kernel (a GEMM waiting on its flags) gets multiprocessors as blocks
+  // free up, ahead of that kernel's later blocks.
+  int lowest = 0, highest = 0;
+  TESSEL_CU(d, cuCtxGetStreamPriorityRange, &lowest, &highest);
+  TESSEL_CU(d, cuStreamCreateWithPriority, &commStream, CU_STREAM_NON_BLOCKING, highest);
 }
 
 std::unique_ptr<Communicator> Communicator::fromEnvironment() {

@@ -129,6 +129,12 @@ double runCase(rt::Communicator &comm, const SpCase &c, std::string &config) {
 
 TEST_CASE("one rank of sp_attention::forward (run by the case below)", "[.sp_rank]") {
   auto comm = rt::Communicator::fromEnvironment();
+  // Transfers go on the device's highest-priority stream.
+  int lowest = 0, highest = 0, priority = 1;
+  rt::Driver &d = rt::Driver::get();
+  TESSEL_CU(d, cuCtxGetStreamPriorityRange, &lowest, &highest);
+  TESSEL_CU(d, cuStreamGetPriority, comm->stream(), &priority);
+  CHECK(priority == highest);
   const std::vector<SpCase> cases = {
       {2, 512, 8, 4, 128, false, {}}, // MHA-like groups, a fixed batch
       {1, 1024, 8, 2, 64, true, {}},  // GQA, causal

@@ -38,7 +38,9 @@ public:
   /// Every local rank's device ordinal.
   const std::vector<int> &localDevices() const { return devices; }
   NodeChannel &node() { return *channel; }
-  /// A stream of this rank's device for transfers.
+  /// A stream of this rank's device for transfers, of the highest priority
+  /// the device schedules (its blocks start ahead of queued blocks of
+  /// default-priority streams).
   CUstream stream() const { return commStream; }
   /// The NCCL communicator over all ranks, created on first use: one NCCL id
   /// from rank 0 through the node channel on a single node; beyond one node
