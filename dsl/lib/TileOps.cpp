@@ -8,6 +8,7 @@
 #include "DslInternal.h"
 #include "ExprInternal.h"
 #include "tessel/Dialect/Tile/TileDialect.h"
+#include "tessel/Transforms/BufferUtils.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -162,6 +163,9 @@ void tessel::atomic_add(const Buffer &dst, const Buffer &src, MemoryOrder order,
   if (path == AtomicPath::tma && order != MemoryOrder::relaxed)
     fail(loc, "a TMA reduce-add is relaxed; use MemoryOrder::relaxed, or AtomicPath::threads for "
               "ordered adds");
+  if (path == AtomicPath::tma &&
+      getRootBuffer(dst.value()).getDefiningOp<tile::PeerOp>())
+    fail(loc, std::string(tile::kPeerTmaReduceAdd));
   Program &p = Program::current(loc);
   requireStatic(dst, "atomic_add", loc);
   if (dst.shape() != src.shape())
