@@ -215,12 +215,16 @@ Buffer Buffer::tile(std::vector<Expr> offsets, std::vector<int64_t> sizes, SrcLo
   return Buffer::wrap(region.getResult().getAsOpaquePointer(), shape, elt, where);
 }
 
-Buffer Tensor::bounded(std::vector<Expr> limits, SrcLoc loc) const {
+/// `source` (a kernel tensor, or a peer() of one) seen up to `limits`;
+/// `what` names it in messages.
+static Buffer boundedView(mlir::Value source, const std::vector<int64_t> &dims, DType elt,
+                          Space where, std::vector<Expr> limits, const std::string &what,
+                          SrcLoc loc) {
   lastLoc = loc;
   Program &p = Program::current(loc);
   if (limits.size() != dims.size())
-    fail(loc, fmt::format("tensor '{}' has {} dimensions; bounded() takes one limit for each, "
-                          "got {}", label, dims.size(), limits.size()));
+    fail(loc, fmt::format("{} has {} dimensions; bounded() takes one limit for each, got {}", what,
+                          dims.size(), limits.size()));
   for (Expr &limit : limits)
     if (limit.type() != DType::index && limit.type() != DType::i32 && limit.type() != DType::i64)
       fail(loc, fmt::format("bounded(): limits are integers, got {}", tessel::name(limit.type())));
@@ -233,9 +237,21 @@ Buffer Tensor::bounded(std::vector<Expr> limits, SrcLoc loc) const {
       v = arith::IndexCastOp::create(p.builder(), p.location(loc), p.builder().getIndexType(), v);
     values.push_back(v);
   }
-  Value source = value();
   auto bound = tile::BoundOp::create(p.builder(), p.location(loc), source.getType(), source, values);
   return Buffer::wrap(bound.getResult().getAsOpaquePointer(), dims, elt, where);
+}
+
+Buffer Tensor::bounded(std::vector<Expr> limits, SrcLoc loc) const {
+  return boundedView(value(), dims, elt, where, std::move(limits),
+                     fmt::format("tensor '{}'", label), loc);
+}
+
+Buffer Buffer::bounded(std::vector<Expr> limits, SrcLoc loc) const {
+  lastLoc = loc;
+  if (!value().getDefiningOp<tile::PeerOp>())
+    fail(loc, "bounded() takes a kernel tensor or another rank's whole copy of one (peer()), not "
+              "a window or a buffer of the kernel's");
+  return boundedView(value(), dims, elt, where, std::move(limits), "the peer() tensor", loc);
 }
 
 Buffer tessel::peer(const Tensor &tensor, Expr rank, SrcLoc loc) {

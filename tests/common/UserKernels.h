@@ -592,6 +592,23 @@ inline Program threeWarpgroups(WarpPolicy policy) {
   return p;
 }
 
+/// Another rank's cache rows up to a run-time length, as a decode kernel
+/// reads a peer's KV shard: out [64, 64] = peer(cache, rank) rows from
+/// `start`, bounded by `len` rows (rows at or past it read as zero).
+inline Program boundedPeerRows() {
+  Program p("bounded_peer_rows");
+  Expr rows = p.sym("rows"), rank = p.sym("rank"), start = p.sym("start");
+  Expr len = p.scalar("len", DType::i32);
+  Tensor cache = p.tensor("cache", {rows, 64}, DType::f16);
+  Tensor out = p.tensor("out", {64, 64}, DType::f32);
+  p.kernel({1}, 128, [&](Expr) {
+    Buffer s = alloc_shared({64, 64}, DType::f16);
+    copy(peer(cache, rank).bounded({len, 64}).tile({start, 0}, {64, 64}), s);
+    parallel(64, 64, [&](Expr i, Expr j) { out(i, j) = cast(s(i, j), DType::f32); });
+  });
+  return p;
+}
+
 } // namespace tessel::test
 
 #endif

@@ -309,3 +309,34 @@ TEST_CASE("8-bit gemms with MN-major operands match the reference", "[gpu][user]
     CHECK(r.passed);
   }
 }
+
+TEST_CASE("a peer's tensor bounded at a run-time length reads zero past it", "[gpu][user]") {
+  // One rank whose peer table holds its own copy: the same addressing as
+  // another GPU's, checked on one.
+  Program p = test::boundedPeerRows();
+  Kernel k = compile(p, {deviceArch()});
+  const int64_t rows = 256, start = 64;
+  std::mt19937_64 rng(9);
+  HostTensor cache(DType::f16, {rows, 64}), out(DType::f32, {64, 64});
+  randomize(cache, rng);
+  auto dc = testing::upload(cache);
+  auto dout = testing::poisoned(out);
+  for (int64_t len : {100, 64, 300}) {
+    k.launch({rt::LaunchArg::integer(rows), rt::LaunchArg::integer(0), rt::LaunchArg::integer(start),
+              rt::LaunchArg::integer(len),
+              rt::LaunchArg::symmetric(dc->ptr(), {dc->ptr()}, {rows, 64}),
+              testing::launchArg(*dout, out)});
+    testing::synchronize();
+    testing::download(*dout, out);
+    std::vector<double> ref(64 * 64, 0.0);
+    for (int64_t i = 0; i < 64; ++i)
+      for (int64_t j = 0; j < 64; ++j)
+        if (start + i < len) ref[i * 64 + j] = cache.values[(start + i) * 64 + j];
+    double error = testing::relativeError(out, ref);
+    INFO(fmt::format("len {}: rel error {:.3e}", len, error));
+    // len 64: every row is past the limit, all zeros.
+    if (len <= start)
+      CHECK(std::all_of(out.values.begin(), out.values.end(), [](float v) { return v == 0.0f; }));
+    else CHECK(error == 0.0);
+  }
+}

@@ -367,3 +367,28 @@ TEST_CASE("three consumer warpgroups: 192-row tiles on the layouts of four") {
       CHECK(count(ir, "tilenv.wgmma ") >= 1);
     }
 }
+
+TEST_CASE("a peer's tensor bounded at run-time limits compiles everywhere; other buffers are refused") {
+  for (std::string arch : {"sm_80", "sm_90a", "sm_100a"}) {
+    INFO(arch);
+    Program p = test::boundedPeerRows();
+    Kernel k = compileChecked(p, arch);
+    INFO(k.cuda());
+    // The rows are another rank's (its address from the peer table, at
+    // the rank symbol p1), cut at the run-time limit (the scalar p3) and
+    // at the tensor's extent.
+    CHECK(count(k.cuda(), "p4_peers.\n  at[p1]") + count(k.cuda(), "p4_peers.at[p1]") == 1);
+    CHECK(count(k.cuda(), "= int(p3);") == 1);
+    CHECK(count(k.cuda(), "= p4_d0;") >= 1);
+  }
+  Program q("bounded_window");
+  Tensor t = q.tensor("t", {128, 64}, DType::f16);
+  Expr len = q.scalar("len", DType::i32);
+  std::string msg;
+  try {
+    q.kernel({1}, 128, [&](Expr) { t.tile({0, 0}, {64, 64}).bounded({len, 64}); });
+  } catch (const Error &e) {
+    msg = e.what();
+  }
+  CHECK(msg.find("another rank's whole copy of one (peer())") != std::string::npos);
+}

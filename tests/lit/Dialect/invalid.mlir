@@ -527,7 +527,7 @@ tile.kernel @k(%t: memref<?x64xf16, #tile.space<global>>, %n: index) grid(%bx) =
 tile.kernel @k(%t: memref<?x64xf16, #tile.space<global>>, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
   %c0 = arith.constant 0 : index
   %r = tile.region %t[%c0, %c0] [64, 64] : memref<?x64xf16, #tile.space<global>> -> memref<64x64xf16, strided<[64, 1], offset: ?>, #tile.space<global>>
-  // expected-error @+1 {{bounds a kernel tensor parameter, not a window or another buffer}}
+  // expected-error @+1 {{bounds a kernel tensor parameter or a tile.peer of one, not a window or another buffer}}
   %b = tile.bound %r [%n, %n] : memref<64x64xf16, strided<[64, 1], offset: ?>, #tile.space<global>>
 }
 

@@ -264,8 +264,13 @@ std::optional<SmallVector<unsigned>> RegionOp::getKeptDims() {
 
 LogicalResult BoundOp::verify() {
   MemRefType type = memrefOf(getSource());
-  if (getMemorySpace(type) != MemorySpace::global || !llvm::isa<BlockArgument>(getSource()))
-    return emitOpError("bounds a kernel tensor parameter, not a window or another buffer");
+  // A kernel tensor, or another rank's copy of one: both have the
+  // tensor's extents, which the limits cut.
+  Value source = getSource();
+  if (auto peer = source.getDefiningOp<PeerOp>()) source = peer.getSource();
+  if (getMemorySpace(type) != MemorySpace::global || !llvm::isa<BlockArgument>(source))
+    return emitOpError("bounds a kernel tensor parameter or a tile.peer of one, not a window or "
+                       "another buffer");
   if ((int64_t)getLimits().size() != type.getRank())
     return emitOpError("needs one limit per dimension: ")
            << getLimits().size() << " for a rank-" << type.getRank() << " tensor";

@@ -152,6 +152,10 @@ public:
   Space space() const { return where; }
   int64_t rank() const { return dims.size(); }
   mlir::Value value() const;
+  /// Another rank's copy of a tensor (a peer() result) seen only up to
+  /// `limits`, as Tensor::bounded sees a tensor: `peer(cache,
+  /// r).bounded({len, 64}).tile(...)`. Other buffers are an error.
+  Buffer bounded(std::vector<Expr> limits, SrcLoc loc = SrcLoc::current()) const;
   /// Wraps an IR value (used by the DSL's own builders).
   static Buffer wrap(void *opaqueValue, std::vector<int64_t> shape, DType type, Space space);
 
