@@ -11,13 +11,12 @@ using namespace tessel::kernels;
 using rt::LaunchArg;
 using rt::ScalarType;
 
-namespace {
 /// The tiles each target gets unless the caller gives a configuration:
 /// sm_90a the warp-specialized 128x256x64 pipeline of four stages with
 /// rasterized blocks (three and a TMA-store epilogue for a 16-bit C); sm_100a tcgen05.mma into tensor memory at 128x256
 /// (every TMEM lane; the widest single instruction); sm_80 mma.sync at
 /// 64x64x32.
-GemmConfig defaultConfig(const std::string &arch) {
+GemmConfig kernels::defaultGemmConfig(const std::string &arch) {
   GemmConfig c;
   if (arch == "sm_90a") {
     c.blockM = 128;
@@ -36,6 +35,7 @@ GemmConfig defaultConfig(const std::string &arch) {
   return c;
 }
 
+namespace {
 /// The sm_90a tiles of an 8-bit gemm, by how many 128 x 128 tiles C has
 /// against the GPU's SMs (what `tessel tune gemm` chose for FP8 on an H100,
 /// e4m3 -> bf16): a C of a few tiles (M 128, N 4096) runs 64 x 32 tiles in
@@ -130,7 +130,7 @@ Choice tessel::gemm(const TensorView &a, const TensorView &b, const TensorView &
   if (o.scaleA) commonDevice({&a, &*o.scaleA, &*o.scaleB});
   Choice choice;
   choice.arch = targetFor(o.arch, device);
-  GemmConfig config = o.config.value_or(defaultConfig(choice.arch));
+  GemmConfig config = o.config.value_or(defaultGemmConfig(choice.arch));
   config.in = dtypeOf(a.dtype);
   config.out = dtypeOf(c.dtype);
   config.scale = scale;

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include <catch2/catch.hpp>
 
+#include "GpuHelpers.h"
 #include "tessel/Testing.h"
 #include "tessel/dsl/Compile.h"
 #include "tessel/kernels/basic/Basic.h"
@@ -43,26 +44,6 @@ Kernel compileGemm() {
   return compile(p, {deviceArch()});
 }
 
-std::vector<double> hostGemm(const HostTensor &a, const HostTensor &b, int64_t m, int64_t n,
-                             int64_t k) {
-  std::vector<double> c(m * n, 0.0);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t l = 0; l < k; ++l)
-      for (int64_t j = 0; j < n; ++j) c[i * n + j] += double(a.values[i * k + l]) * b.values[l * n + j];
-  return c;
-}
-
-/// A stream of the test's own, destroyed at the end of its scope.
-struct OwnStream {
-  CUstream stream = nullptr;
-  OwnStream() {
-    rt::Driver &d = rt::Driver::get();
-    d.makeCurrent();
-    TESSEL_CU(d, cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
-  }
-  ~OwnStream() { rt::Driver::get().api().cuStreamDestroy(stream); }
-  void sync() const { TESSEL_CU(rt::Driver::get(), cuStreamSynchronize, stream); }
-};
 } // namespace
 
 TEST_CASE("tensor maps are encoded once per buffer and shape, and a new shape gets its own",
@@ -88,7 +69,7 @@ TEST_CASE("tensor maps are encoded once per buffer and shape, and a new shape ge
     download(*dc, cView);
     HostTensor aRows(DType::bf16, {rows, k},
                      std::vector<float>(aHost.values.begin(), aHost.values.begin() + rows * k));
-    return relativeError(cView, hostGemm(aRows, b, rows, n, k));
+    return relativeError(cView, test::referenceGemm(aRows, b));
   };
   uint64_t before = cache.insertions();
   for (int i = 0; i < 3; ++i) CHECK(run(*da, a, m) < 1e-5);
@@ -130,7 +111,7 @@ TEST_CASE("launches captured into a CUDA graph replay with the results of launch
                  s);
     }
   };
-  OwnStream own;
+  test::Stream own;
   auto result = [&](const std::function<void()> &work) {
     upload(y0, *dy);
     work();
@@ -139,15 +120,15 @@ TEST_CASE("launches captured into a CUDA graph replay with the results of launch
     download(*dy, y);
     return y;
   };
-  HostTensor eager = result([&] { enqueue(own.stream); });
-  rt::CapturedGraph graph(own.stream, enqueue);
+  HostTensor eager = result([&] { enqueue(own.s); });
+  rt::CapturedGraph graph(own.s, enqueue);
   CHECK(graph.nodes() == size_t(launches));
-  HostTensor replayed = result([&] { graph.replay(own.stream); });
-  HostTensor again = result([&] { graph.replay(own.stream); });
+  HostTensor replayed = result([&] { graph.replay(own.s); });
+  HostTensor again = result([&] { graph.replay(own.s); });
   CHECK(std::memcmp(eager.values.data(), replayed.values.data(), eager.values.size() * 4) == 0);
   CHECK(std::memcmp(eager.values.data(), again.values.data(), eager.values.size() * 4) == 0);
   std::vector<double> ref(y0.values.begin(), y0.values.end());
-  std::vector<double> c0 = hostGemm(a0, b, m, n, k), c1 = hostGemm(a1, b, m, n, k);
+  std::vector<double> c0 = test::referenceGemm(a0, b), c1 = test::referenceGemm(a1, b);
   for (int i = 0; i < launches; i += 2)
     for (int64_t e = 0; e < m * n; ++e) ref[e] += (0.25 + 0.01 * i) * (i % 4 == 0 ? c0 : c1)[e];
   double error = relativeError(replayed, ref);
@@ -169,12 +150,12 @@ TEST_CASE("a kernel first launched inside a capture loads there and replays", "[
   randomize(x, rng);
   randomize(y, rng);
   auto dx = upload(x), dy = upload(y);
-  OwnStream own;
-  rt::CapturedGraph graph(own.stream, [&](CUstream s) {
+  test::Stream own;
+  rt::CapturedGraph graph(own.s, [&](CUstream s) {
     add.launch({LaunchArg::integer(n), LaunchArg::real(2.0), launchArg(*dx, x), launchArg(*dy, y)}, s);
   });
-  graph.replay(own.stream);
-  graph.replay(own.stream);
+  graph.replay(own.s);
+  graph.replay(own.s);
   own.sync();
   HostTensor out(DType::f32, {n});
   download(*dy, out);
@@ -184,17 +165,17 @@ TEST_CASE("a kernel first launched inside a capture loads there and replays", "[
 }
 
 TEST_CASE("a call that cannot be captured says so and ends the capture", "[gpu][launch][graph]") {
-  OwnStream own;
+  test::Stream own;
   try {
-    rt::CapturedGraph graph(own.stream, [&](CUstream) { rt::DeviceBuffer inside(4096); });
+    rt::CapturedGraph graph(own.s, [&](CUstream) { rt::DeviceBuffer inside(4096); });
     FAIL("an allocation inside a capture was accepted");
   } catch (const Error &e) {
     INFO(e.what());
     CHECK(std::string(e.what()).find("cannot be captured into a CUDA graph") != std::string::npos);
   }
-  CHECK_FALSE(rt::isCapturing(own.stream));
+  CHECK_FALSE(rt::isCapturing(own.s));
   // The stream takes work again.
-  rt::CapturedGraph fine(own.stream, [](CUstream) {});
+  rt::CapturedGraph fine(own.s, [](CUstream) {});
   CHECK(fine.nodes() == 0);
   CHECK_THROWS_WITH(rt::CapturedGraph(nullptr, [](CUstream) {}),
                     Catch::Contains("legacy default stream cannot be captured"));

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include <catch2/catch.hpp>
 
+#include "GpuHelpers.h"
 #include "ScopedCacheDir.h"
 #include "tessel/harness/LibrarySupport.h"
 #include "tessel/Tessel.h"
@@ -58,26 +59,8 @@ struct Tensor2 {
   }
 };
 
-/// C = A B in float64 for row-major A [m, k] and B [k, n].
-std::vector<double> referenceGemm(const HostTensor &a, const HostTensor &b) {
-  int64_t m = a.shape[0], k = a.shape[1], n = b.shape[1];
-  std::vector<double> c(m * n, 0);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t l = 0; l < k; ++l)
-      for (int64_t j = 0; j < n; ++j) c[i * n + j] += double(a.values[i * k + l]) * b.values[l * n + j];
-  return c;
-}
-
-struct Stream {
-  CUstream s = nullptr;
-  Stream() {
-    rt::Driver &d = rt::Driver::get();
-    d.makeCurrent();
-    TESSEL_CU(d, cuStreamCreate, &s, CU_STREAM_NON_BLOCKING);
-  }
-  ~Stream() { rt::Driver::get().api().cuStreamDestroy(s); }
-  void sync() { TESSEL_CU(rt::Driver::get(), cuStreamSynchronize, s); }
-};
+using test::referenceGemm;
+using test::Stream;
 
 /// Attention over packed or batched BSHD tensors, float64: O, LSE and, for
 /// upstream dO, dQ, dK, dV. Sequence b has rows [startQ[b], +lenQ[b]) of

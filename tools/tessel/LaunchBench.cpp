@@ -130,15 +130,11 @@ int tessel::launchBenchCommand(int reps) {
   // y = alpha * x + y over 4096 f32 (on sm_90a through 1-D tensor maps).
   Program accumulateProgram = kernels::scaledAdd({});
   Kernel accumulate = compile(accumulateProgram, {arch, ""});
-  // The library gemm's sm_90a tiles (TMA loads and a TMA store: three
-  // tensor maps encoded for each launch that has no cached one).
-  kernels::GemmConfig config;
+  // The library gemm's tiles, with its 16-bit C through a TMA store (three
+  // tensor maps on sm_90a).
+  kernels::GemmConfig config = kernels::defaultGemmConfig(arch);
   config.in = config.out = DType::bf16;
   if (arch == "sm_90a") {
-    config.blockM = 128;
-    config.blockN = 256;
-    config.blockK = 64;
-    config.threads = 256;
     config.stages = 3;
     config.tmaStore = true;
   }

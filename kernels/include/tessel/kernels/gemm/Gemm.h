@@ -61,6 +61,9 @@ struct GemmConfig {
   GemmScale scale = GemmScale::none;
 };
 Program gemm(const GemmConfig &config);
+/// The tiles tessel::gemm takes on `arch` without a configuration or a
+/// tuned record (before its adjustments for 8-bit inputs and 16-bit C).
+GemmConfig defaultGemmConfig(const std::string &arch);
 /// GemmConfig as settings: in, out, transpose_a, transpose_b, block_m,
 /// block_n, block_k, stages, threads, swizzle, instruction, warp_specialize,
 /// overlap_mma, cluster_m, persistent, tma_store, policy, split_k, scale.
