@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tessel/kernels/parallel/SequenceParallelAttention.h"
+#include "tessel/kernels/parallel/UlyssesPieces.h"
 #include "tessel/dsl/Compile.h"
 #include "tessel/runtime/Driver.h"
 #include "tessel/runtime/Error.h"
@@ -59,7 +60,8 @@ void tessel::kernels::forEachShardRun(const UlyssesShape &s, int tensor, int ran
 UlyssesAttentionForm::UlyssesAttentionForm(std::string name, Communicator &comm,
                                            const SequenceParallelProblem &p,
                                            const DeviceSeqlens &cu, std::vector<int64_t> groupHeads,
-                                           UlyssesExchange::Arrival a, Kernel &k)
+                                           UlyssesExchange::Arrival a, Kernel &k,
+                                           CUdeviceptr lseHeads)
     : formName(std::move(name)), rank(comm.localRank()),
       x(std::make_unique<UlyssesExchange>(comm, p.shape, std::move(groupHeads), p.localShard)),
       arrival(a), kernel(&k), attentionStreams(p.attentionStreams) {
@@ -67,12 +69,18 @@ UlyssesAttentionForm::UlyssesAttentionForm(std::string name, Communicator &comm,
   // Each group attends over its own heads of the whole sequences, with an
   // LSE [heads of the group, rows] of its own: a tensor argument starts on
   // 16 bytes, which a group's rows of one shared buffer need not (packed
-  // rows that are not a multiple of 4).
+  // rows that are not a multiple of 4; headGroupOffset aligns them).
+  HeadGroups groups;
+  for (int g = 0; g < x->groupCount(); ++g) groups.push_back(x->groupHeads(0, g));
   for (int g = 0; g < x->groupCount(); ++g) {
-    lse.push_back(std::make_unique<DeviceBuffer>(x->groupHeads(0, g) * s.totalRows(0) * 4));
+    CUdeviceptr groupLse = lseHeads + headGroupOffset(s, UlyssesTensor::logSumExp, groups, g);
+    if (!lseHeads) {
+      lse.push_back(std::make_unique<DeviceBuffer>(x->groupHeads(0, g) * s.totalRows(0) * 4));
+      groupLse = lse.back()->ptr();
+    }
     groupArgs.push_back(wholeSequenceArgs(p, cu, x->groupHeads(0, g), x->groupHeads(1, g),
                                           x->output(0, g), x->output(1, g), x->output(2, g),
-                                          x->attentionOutput(g), lse.back()->ptr()));
+                                          x->attentionOutput(g), groupLse));
     groupLists.push_back(groupArgs.back().list());
   }
 }

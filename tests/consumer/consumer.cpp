@@ -124,6 +124,11 @@ int main(int argc, char **argv) {
                               const tessel::TensorView &, const tessel::sp_attention::Options &,
                               CUstream) = &tessel::sp_attention::forward;
   std::printf("sp_attention::forward at %p\n", reinterpret_cast<void *>(spForward));
+  using View = const tessel::TensorView &;
+  tessel::Choice (*spBackward)(tessel::rt::Communicator &, View, View, View, View, View, View, View,
+                               View, View, const tessel::sp_attention::Options &, CUstream) =
+      &tessel::sp_attention::backward;
+  std::printf("sp_attention::backward at %p\n", reinterpret_cast<void *>(spBackward));
 
   if (!checkHostTensors()) {
     std::printf("host tensors from <tessel/Testing.h> are wrong\n");

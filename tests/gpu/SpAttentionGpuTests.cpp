@@ -13,6 +13,7 @@
 #include "tessel/Testing.h"
 #include "tessel/runtime/Communicator.h"
 #include "tessel/runtime/Driver.h"
+#include "SpShards.h"
 
 #include <filesystem>
 #include <fmt/format.h>
@@ -22,40 +23,6 @@ using namespace tessel;
 using namespace tessel::testing;
 
 namespace {
-
-struct SpCase {
-  int64_t batch, seqlen, headsQ, headsKv, headDim;
-  bool causal;
-  std::vector<int32_t> cuSeqlens; // packed: whole sequences' prefix sums
-  bool zigzag = false;
-};
-
-TensorView viewOf(const rt::DeviceBuffer &b, DType t, std::vector<int64_t> shape, int device) {
-  return TensorView::contiguous(b.ptr(), t == DType::bf16 ? rt::ScalarType::BF16 : rt::ScalarType::F16,
-                                std::move(shape), device);
-}
-
-/// Rows of the whole problem's [rows, heads, dim] tensor that rank `rank`
-/// holds: 1/N of each sequence, end to end; zig-zag, chunks r and 2N-1-r
-/// of each batch entry's 2N.
-std::vector<int64_t> shardRows(const SpCase &c, int ranks, int rank) {
-  std::vector<int64_t> rows;
-  if (c.zigzag) {
-    int64_t chunk = c.seqlen / (2 * ranks);
-    for (int64_t b = 0; b < c.batch; ++b)
-      for (int64_t part : {int64_t(rank), int64_t(2 * ranks - 1 - rank)})
-        for (int64_t i = 0; i < chunk; ++i) rows.push_back(b * c.seqlen + part * chunk + i);
-    return rows;
-  }
-  std::vector<int32_t> cu = c.cuSeqlens;
-  if (cu.empty())
-    for (int64_t b = 0; b <= c.batch; ++b) cu.push_back(int32_t(b * c.seqlen));
-  for (size_t s = 0; s + 1 < cu.size(); ++s) {
-    int64_t shard = (cu[s + 1] - cu[s]) / ranks;
-    for (int64_t i = 0; i < shard; ++i) rows.push_back(cu[s] + rank * shard + i);
-  }
-  return rows;
-}
 
 /// One rank's check of one case; returns the relative error of its O shard
 /// against single-GPU attention.
@@ -69,14 +36,7 @@ double runCase(rt::Communicator &comm, const SpCase &c, std::string &config) {
       v(t, {total, c.headsKv, c.headDim}), o(t, {total, c.headsQ, c.headDim});
   for (HostTensor *x : {&q, &k, &v}) randomize(*x, rng);
   std::vector<int64_t> rows = shardRows(c, ranks, comm.rank());
-  auto shardOf = [&](const HostTensor &whole) {
-    HostTensor shard(t, {int64_t(rows.size()), whole.shape[1], whole.shape[2]});
-    int64_t row = whole.shape[1] * whole.shape[2];
-    for (size_t i = 0; i < rows.size(); ++i)
-      for (int64_t e = 0; e < row; ++e) shard.set(i * row + e, whole.values[rows[i] * row + e]);
-    return shard;
-  };
-  HostTensor qs = shardOf(q), ks = shardOf(k), vs = shardOf(v), os = shardOf(o);
+  HostTensor qs = shardOf(q, rows), ks = shardOf(k, rows), vs = shardOf(v, rows), os = shardOf(o, rows);
   auto qd = upload(qs), kd = upload(ks), vd = upload(vs), od = poisoned(os);
   int64_t batch = packed ? 1 : c.batch, local = int64_t(rows.size()) / batch;
   sp_attention::Options opt;
@@ -120,7 +80,7 @@ double runCase(rt::Communicator &comm, const SpCase &c, std::string &config) {
   TESSEL_CU(d, cuStreamSynchronize, stream);
   download(*od, os);
   download(*ow, o);
-  HostTensor expected = shardOf(o);
+  HostTensor expected = shardOf(o, rows);
   std::vector<double> ref(expected.values.begin(), expected.values.end());
   return relativeError(os, ref);
 }

@@ -40,12 +40,12 @@ const Params kSpDefaults = {{"batch", "1"},     {"seqlen", "1024"}, {"heads_q", 
                             {"heads_kv", "4"},   {"head_dim", "128"}, {"causal", "0"},
                             {"dtype", "bf16"},   {"groups", "2"},     {"variant", "ulysses"},
                             {"seqlens", ""},     {"seqlens_k", ""},   {"attention_streams", "2"},
-                            {"local", "kernel"}};
+                            {"local", "kernel"}, {"transport", ""}};
 const Params kSpBenchShape = {{"batch", "1"},   {"seqlen", "8192"}, {"heads_q", "32"},
                               {"heads_kv", "32"}, {"head_dim", "128"}, {"causal", "0"},
                               {"dtype", "bf16"}, {"groups", "4"},     {"variant", "ulysses"},
                               {"seqlens", ""},   {"seqlens_k", ""}, {"attention_streams", "2"},
-                              {"local", "kernel"}};
+                              {"local", "kernel"}, {"transport", ""}};
 
 /// The defaults grown to run on `ranks`: each rank's K/V heads split into
 /// the default head groups, and each rank's rows are whole attention tiles
@@ -83,6 +83,7 @@ SpProblem problemFrom(const Params &given, const Params &defaults, int ranks) {
   const std::string &groups = p.at("groups");
   bool list = groups.find(',') != std::string::npos;
   sp.attentionStreams = static_cast<int>(intParam(p, "attention_streams"));
+  sp.transport = p.at("transport");
   sp.localShard = localShardParam(p);
   if (sp.attentionStreams < 1 || sp.attentionStreams > 8)
     throw Error(fmt::format("sp_attention: attention_streams={}; use 1 to 8",
@@ -109,32 +110,55 @@ SpProblem problemFrom(const Params &given, const Params &defaults, int ranks) {
 }
 
 /// tessel::sp_attention::forward on views of this rank's shards (`x`'s
-/// inputs) into `out`.
+/// inputs) into `out`, and forward with the LSE then backward (dout: the
+/// rank's Q shard), as training runs them.
 struct LibraryCall {
   Communicator &comm;
   const SpProblem &sp;
   UlyssesExchange &x;
-  DeviceBuffer out;
+  DeviceBuffer out, lse, dq, dk, dv;
   LibraryCall(Communicator &comm, const SpProblem &sp, UlyssesExchange &x)
-      : comm(comm), sp(sp), x(x),
-        out(sp.shape.localRows(0) * sp.shape.headsQ * sp.shape.headDim * sp.shape.elementBytes) {}
-  /// The call's configuration.
-  std::string run(CUstream stream) {
+      : comm(comm), sp(sp), x(x), out(sp.shape.inputElements(0) * sp.shape.elementBytes),
+        lse(sp.shape.localRows(0) * sp.shape.headsQ * 4),
+        dq(sp.shape.inputElements(0) * sp.shape.elementBytes),
+        dk(sp.shape.inputElements(1) * sp.shape.elementBytes),
+        dv(sp.shape.inputElements(1) * sp.shape.elementBytes) {}
+  TensorView view(CUdeviceptr at, int tensor) const {
     const UlyssesShape &s = sp.shape;
     ScalarType t = sp.config.dtype == DType::bf16 ? ScalarType::BF16 : ScalarType::F16;
-    auto view = [&](CUdeviceptr at, int tensor) {
-      return TensorView::contiguous(at, t,
-                                    {s.batch, s.localRows(tensor) / s.batch, s.heads(tensor),
-                                     s.headDim},
-                                    comm.device());
-    };
+    int64_t entries = s.packed() ? 1 : s.batch;
+    return TensorView::contiguous(
+        at, t, {entries, s.localRows(tensor) / entries, s.heads(tensor), s.headDim}, comm.device());
+  }
+  sp_attention::Options options() const {
+    const UlyssesShape &s = sp.shape;
     sp_attention::Options o;
     o.causal = sp.config.causal;
     o.cuSeqlensQ = s.cuSeqlensQ;
     o.cuSeqlensK = s.cuSeqlensK;
     o.attentionStreams = sp.attentionStreams;
+    o.transport = sp.transport;
+    return o;
+  }
+  /// The forward; returns its configuration.
+  std::string run(CUstream stream) {
     return sp_attention::forward(comm, view(x.input(0), 0), view(x.input(1), 1),
-                                 view(x.input(2), 2), view(out.ptr(), 0), o, stream)
+                                 view(x.input(2), 2), view(out.ptr(), 0), options(), stream)
+        .config;
+  }
+  /// Forward with the LSE, then backward; returns the backward's
+  /// configuration.
+  std::string train(CUstream stream) {
+    const UlyssesShape &s = sp.shape;
+    int64_t entries = s.packed() ? 1 : s.batch;
+    TensorView l = TensorView::contiguous(lse.ptr(), ScalarType::F32,
+                                          {entries, s.headsQ, s.localRows(0) / entries},
+                                          comm.device());
+    TensorView q = view(x.input(0), 0), k = view(x.input(1), 1), v = view(x.input(2), 2),
+               o = view(out.ptr(), 0);
+    sp_attention::forward(comm, q, k, v, o, l, options(), stream);
+    return sp_attention::backward(comm, q, k, v, o, l, q, view(dq.ptr(), 0), view(dk.ptr(), 1),
+                                  view(dv.ptr(), 1), options(), stream)
         .config;
   }
 };
@@ -200,7 +224,9 @@ bool checkForms(Communicator &comm, const SpProblem &sp, UlyssesAttention &ulyss
 /// exchanges alone, and single-GPU attention over the whole problem;
 /// rank 0 prints them.
 void benchForms(Communicator &comm, const SpProblem &sp, UlyssesAttention &ulysses,
-                const std::vector<LaunchArg> &fullArgs, const std::string &what, int reps) {
+                const std::vector<LaunchArg> &fullArgs,
+                const std::function<void(CUstream)> &singleTrain, const std::string &what,
+                int reps) {
   const UlyssesShape &s = sp.shape;
   CUstream stream = comm.stream();
   int rank = comm.localRank(), n = s.ranks;
@@ -214,6 +240,9 @@ void benchForms(Communicator &comm, const SpProblem &sp, UlyssesAttention &ulyss
   std::string libraryConfig = call.run(stream);
   comm.barrier();
   double library = slowestRank(comm, medianOnStream(stream, reps, [&] { call.run(stream); }));
+  std::string trainingConfig = call.train(stream);
+  comm.barrier();
+  double training = slowestRank(comm, medianOnStream(stream, reps, [&] { call.train(stream); }));
   // The pipelined form's attention launches without the exchanges: what
   // overlapping could at best reach.
   UlyssesAttentionForm &pipelined = ulysses.pipelined();
@@ -231,6 +260,7 @@ void benchForms(Communicator &comm, const SpProblem &sp, UlyssesAttention &ulyss
       rank == 0
           ? medianOnStream(stream, reps, [&] { ulysses.kernel().launch(fullArgs, stream); })
           : 0;
+  double singleTraining = rank == 0 ? medianOnStream(stream, reps, [&] { singleTrain(stream); }) : 0;
   comm.barrier();
   if (rank != 0) return;
   double pairs = 0; // query-key pairs attended
@@ -253,6 +283,12 @@ void benchForms(Communicator &comm, const SpProblem &sp, UlyssesAttention &ulyss
   line("exchanges alone, there and back", exchangeOnly);
   line("one GPU, whole problem", single);
   fmt::print("  ideal {:.2f}\n", 1.0 / n);
+  fmt::print("sp_attention forward + backward on {} GPUs (forward with the LSE, then backward; "
+             "slowest rank):\n  {:44} {:8.3f} ms  {:7.1f} TFLOP/s  {:.2f} of one GPU\n    {}\n"
+             "  {:44} {:8.3f} ms  {:7.1f} TFLOP/s\n",
+             n, "sp_attention::forward + backward", training, 3.5 * flops / training / 1e9,
+             training / singleTraining, trainingConfig, "one GPU, attention::forward + backward",
+             singleTraining, 3.5 * flops / singleTraining / 1e9);
 }
 
 int runRank(const Params &params, bool bench, int reps) {
@@ -279,7 +315,43 @@ int runRank(const Params &params, bool bench, int reps) {
           .list();
   std::string what = shapeText(s) + (sp.config.causal ? " causal" : " full");
   if (!bench) return checkForms(*comm, sp, ulysses, fullO, fullArgs, what) ? 0 : 1;
-  benchForms(*comm, sp, ulysses, fullArgs, what, reps);
+  // And its training step: the forward with the LSE, then the backward
+  // (dout: Q), through the library calls.
+  DeviceBuffer fullDq(whole[0].bytes.size()), fullDk(whole[1].bytes.size()),
+      fullDv(whole[2].bytes.size());
+  auto singleTrain = [&](CUstream stream) {
+    ScalarType t = sp.config.dtype == DType::bf16 ? ScalarType::BF16 : ScalarType::F16;
+    int64_t entries = s.packed() ? 1 : s.batch, rows = s.totalRows(0) / entries;
+    auto view = [&](CUdeviceptr at, int tensor) {
+      return TensorView::contiguous(at, t, {entries, s.totalRows(tensor) / entries,
+                                            s.heads(tensor), s.headDim},
+                                    comm->device());
+    };
+    attention::BackwardOptions o;
+    o.causal = sp.config.causal;
+    if (s.packed()) {
+      int64_t count = int64_t(s.cuSeqlensQ.size());
+      o.cuSeqlensQ = TensorView::contiguous(ulysses.seqlens().q->ptr(), ScalarType::I32, {count},
+                                            comm->device());
+      o.cuSeqlensK = TensorView::contiguous(ulysses.seqlens().k->ptr(), ScalarType::I32, {count},
+                                            comm->device());
+      for (int tensor : {0, 1})
+        for (const UlyssesShape::Sequence &q : s.sequences(tensor))
+          (tensor ? o.maxSeqlenK : o.maxSeqlenQ) =
+              std::max(tensor ? o.maxSeqlenK : o.maxSeqlenQ, q.length);
+    }
+    attention::ForwardOptions fo;
+    static_cast<attention::Options &>(fo) = o;
+    TensorView q = view(full[0]->ptr(), 0), k = view(full[1]->ptr(), 1),
+               v = view(full[2]->ptr(), 2), out = view(fullO.ptr(), 0);
+    TensorView lse =
+        TensorView::contiguous(fullLse.ptr(), ScalarType::F32, {entries, s.headsQ, rows},
+                               comm->device());
+    attention::forward(q, k, v, out, lse, fo, stream);
+    attention::backward(q, k, v, out, lse, q, view(fullDq.ptr(), 0), view(fullDk.ptr(), 1),
+                        view(fullDv.ptr(), 1), o, stream);
+  };
+  benchForms(*comm, sp, ulysses, fullArgs, singleTrain, what, reps);
   return 0;
 }
 } // namespace

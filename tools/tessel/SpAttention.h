@@ -23,6 +23,8 @@ namespace tessel {
 /// which exchange spreads it.
 struct SpProblem : kernels::SequenceParallelProblem {
   bool zigzag = false;
+  /// The library calls' transport ("" for theirs, symmetric, nccl).
+  std::string transport;
 };
 
 /// The whole problem's Q, K, V (every rank draws the same), and their bytes

@@ -255,14 +255,41 @@ struct Options {
   int groups = 0;
   /// Streams the groups' attention takes turns on (1 to 8).
   int attentionStreams = 2;
+  /// How the shards move: "symmetric" (the copy engines pull from peers'
+  /// symmetric memory: one node, peer access), "nccl" (grouped
+  /// ncclSend/ncclRecv of packed messages: any topology NCCL reaches), or
+  /// "" for $TESSEL_EXCHANGE when set, else symmetric where every rank
+  /// shares the node and reaches every peer, NCCL otherwise. Both put the
+  /// same bytes in the same places: the results are identical bit for bit.
+  std::string transport;
 };
-/// Returns the form (unfused or pipelined, its groups and streams) and the
-/// attention kernel's configuration.
+/// Returns the form (unfused or pipelined, its groups and streams, the
+/// transport) and the attention kernel's configuration.
 Choice forward(rt::Communicator &comm, const TensorView &q, const TensorView &k,
                const TensorView &v, const TensorView &out, const Options &options = {},
                CUstream stream = nullptr);
+/// The same, also writing the rank's shard of the log-sum-exp, lse f32
+/// [batch, heads_q, seqlen / N] (a packed batch: [1, heads_q, its rows /
+/// N], each sequence's 1/N at its start / N): what backward() takes.
+/// Placement ulysses.
+Choice forward(rt::Communicator &comm, const TensorView &q, const TensorView &k,
+               const TensorView &v, const TensorView &out, const TensorView &lse,
+               const Options &options = {}, CUstream stream = nullptr);
+/// The gradients dq, dk, dv of the rank's shards (shaped as q, k and v)
+/// from the forward's q, k, v, out and lse shards and the upstream
+/// gradient dout (shaped as q), with the same options (placement ulysses).
+/// The shards go to the head layout as in the forward (q, k, v, out, dout
+/// and lse in one exchange), Tessel's attention backward runs over the
+/// whole sequences for the rank's heads, and dq, dk, dv come back; a K/V
+/// head replicated over several ranks (heads_kv < N) gets the sum of its
+/// replicas' gradients. Collective, checked on every rank before anything
+/// moves, like forward().
+Choice backward(rt::Communicator &comm, const TensorView &q, const TensorView &k,
+                const TensorView &v, const TensorView &out, const TensorView &lse,
+                const TensorView &dout, const TensorView &dq, const TensorView &dk,
+                const TensorView &dv, const Options &options = {}, CUstream stream = nullptr);
 /// Frees what the calls made for `comm` (their exchanges' symmetric
-/// memory), collectively: every rank calls it, before destroying the
+/// memory, forward's and backward's), collectively: every rank calls it, before destroying the
 /// communicator. Without it they live until the process ends.
 void release(rt::Communicator &comm);
 

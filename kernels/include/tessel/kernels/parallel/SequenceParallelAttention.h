@@ -82,13 +82,15 @@ void forEachShardRun(const UlyssesShape &s, int tensor, int rank,
                      const std::function<void(int64_t, int64_t, int64_t)> &copy);
 
 /// One way of running the Ulysses forward: its exchange (head groups), how
-/// attention learns of arrivals, and its kernel.
+/// attention learns of arrivals, and its kernel. The head groups' LSE go to
+/// `lseHeads` in the head layout of UlyssesPieces.h (logSumExp) when given,
+/// for an exchange to bring back; else to buffers of the form's own.
 class UlyssesAttentionForm {
 public:
   UlyssesAttentionForm(std::string name, rt::Communicator &comm,
                        const SequenceParallelProblem &p, const DeviceSeqlens &cu,
                        std::vector<int64_t> groupHeads, UlyssesExchange::Arrival arrival,
-                       Kernel &kernel);
+                       Kernel &kernel, CUdeviceptr lseHeads = 0);
   ~UlyssesAttentionForm();
   const std::string &name() const { return formName; }
   UlyssesExchange &exchange() { return *x; }
@@ -109,7 +111,8 @@ private:
   UlyssesExchange::Arrival arrival;
   Kernel *kernel;
   int attentionStreams;
-  /// Per head group: its LSE, [heads of the group, rows].
+  /// Per head group: its LSE, [heads of the group, rows], unless the
+  /// caller gave a head layout for them.
   std::vector<std::unique_ptr<rt::DeviceBuffer>> lse;
   /// Per head group, without the streamed shards' arguments (those carry
   /// the epoch of the call), and the same as launch lists.

@@ -1,0 +1,123 @@
+//===- PieceExchange.h - an all-to-all of pitched pieces ----------*- C++ -*-===//
+//
+// An exchange between the ranks of a job described as data: for every
+// tensor it moves, every rank holds a source buffer and a destination
+// buffer of the same sizes, and `pieces(t, src, dst)` lists the pitched 2-D
+// blocks rank `dst` takes from rank `src`'s source of tensor t. The layouts
+// of sequence-parallel attention (rows by heads, the log-sum-exp by heads,
+// head groups, replicated K/V heads) are such lists (UlyssesPieces.h).
+//
+// Two transports move the same pieces, with the same bytes landing in the
+// same places (bit for bit):
+//  - copyEngine: each rank pulls its pieces from its peers' sources in
+//    symmetric memory, one 2-D copy each, on a copy lane per source, between
+//    the epoch handshakes of ExchangeFlags.h (one node, peer access);
+//  - nccl: each rank packs the pieces every peer takes from it into one
+//    message per peer, grouped ncclSend/ncclRecv move the messages, and
+//    each rank unpacks what it received (any topology NCCL reaches). A
+//    rank's own pieces are copied directly.
+// runOnHost() applies a plan to host buffers, through messages or directly:
+// the model the tests check layouts and packing against, without a GPU.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TESSEL_KERNELS_PARALLEL_PIECEEXCHANGE_H
+#define TESSEL_KERNELS_PARALLEL_PIECEEXCHANGE_H
+
+#include "tessel/runtime/Communicator.h"
+#include "tessel/runtime/Launch.h"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tessel::kernels {
+
+class CopyLanes;
+
+/// `height` rows of `width` bytes, from `srcOffset` of the source (rows
+/// `srcPitch` bytes apart) to `dstOffset` of the destination (rows
+/// `dstPitch` apart).
+struct Piece {
+  int64_t srcOffset, srcPitch, dstOffset, dstPitch, width, height;
+  int64_t bytes() const { return width * height; }
+};
+
+struct ExchangePlan {
+  int ranks = 1;
+  /// Per tensor: bytes of every rank's source and destination buffers.
+  std::vector<int64_t> sourceBytes, destinationBytes;
+  /// What rank `dst` takes from rank `src`'s source of tensor t (the same
+  /// answer on every rank).
+  std::function<std::vector<Piece>(int t, int src, int dst)> pieces;
+  int tensors() const { return static_cast<int>(sourceBytes.size()); }
+};
+
+/// Throws tessel::Error naming the tensor, ranks and piece when a piece
+/// reaches past a buffer, has a pitch below its width, or is negative.
+void validatePlan(const ExchangePlan &plan);
+
+/// Bytes of the message rank `src` sends rank `dst` (the pieces of every
+/// tensor, in tensor order, each packed row after row).
+int64_t messageBytes(const ExchangePlan &plan, int src, int dst);
+
+/// The plan on host buffers: buffers[rank][tensor] (sources as given,
+/// destinations written). With `throughMessages` the pieces are packed per
+/// (source, destination) and unpacked, as the nccl transport does.
+using HostBuffers = std::vector<std::vector<std::vector<uint8_t>>>;
+void runOnHost(const ExchangePlan &plan, const HostBuffers &sources, HostBuffers &destinations,
+               bool throughMessages);
+
+enum class Transport { copyEngine, nccl };
+const char *transportName(Transport t);
+
+/// The transport for `comm`: `asked` when it is "symmetric" (copyEngine)
+/// or "nccl", else $TESSEL_EXCHANGE when set, else the copy engines where
+/// every rank shares the node and reaches every peer's device, NCCL
+/// otherwise. `why` says which of these decided. Throws on an unknown
+/// name, and when the copy engines are asked for where they cannot run.
+Transport chooseTransport(rt::Communicator &comm, const std::string &asked, std::string &why);
+
+/// One rank's exchange. Construction is collective (symmetric buffers, or
+/// NCCL's communicator on its first use).
+class PieceExchange {
+public:
+  PieceExchange(rt::Communicator &comm, ExchangePlan plan, Transport transport);
+  ~PieceExchange();
+  PieceExchange(const PieceExchange &) = delete;
+  PieceExchange &operator=(const PieceExchange &) = delete;
+
+  /// This rank's source of tensor t, filled before run().
+  CUdeviceptr source(int t) const;
+  /// This rank's destination of tensor t, written by run().
+  CUdeviceptr destination(int t) const;
+  Transport transport() const { return how; }
+  /// Moves every piece, on `stream` (collective: every rank calls it in
+  /// the same order). Sources may be overwritten by work queued after it.
+  void run(CUstream stream);
+
+private:
+  rt::Communicator &comm;
+  ExchangePlan plan;
+  Transport how;
+  std::vector<std::unique_ptr<rt::SymmetricBuffer>> symmetricSources;
+  std::vector<std::unique_ptr<rt::DeviceBuffer>> plainSources, destinations;
+  /// copyEngine: the handshake flags, the epoch and a lane per source.
+  std::unique_ptr<rt::SymmetricBuffer> flags;
+  uint32_t epoch = 0;
+  std::unique_ptr<CopyLanes> lanes;
+  /// nccl: the packed messages, offsets per peer (ranks + 1 entries).
+  std::unique_ptr<rt::DeviceBuffer> sendBuffer, receiveBuffer;
+  std::vector<int64_t> sendAt, receiveAt;
+  /// The plan's pieces of this rank, made once: into[src][t] what it takes
+  /// from `src`, outOf[dst][t] what `dst` takes from it.
+  std::vector<std::vector<std::vector<Piece>>> into, outOf;
+
+  void runCopyEngine(CUstream stream);
+  void runNccl(CUstream stream);
+};
+
+} // namespace tessel::kernels
+
+#endif
