@@ -16,14 +16,16 @@ void tessel::kernels::validatePlan(const ExchangePlan &plan) {
   if (plan.ranks < 1) throw Error(fmt::format("exchange: {} ranks", plan.ranks));
   if (plan.destinationBytes.size() != plan.sourceBytes.size())
     throw Error("exchange: sources and destinations differ in number");
+  if (plan.parts < 1) throw Error(fmt::format("exchange: {} parts", plan.parts));
+  for (int part = 0; part < plan.parts; ++part)
   for (int t = 0; t < plan.tensors(); ++t)
     for (int src = 0; src < plan.ranks; ++src)
       for (int dst = 0; dst < plan.ranks; ++dst)
-        for (const Piece &p : plan.pieces(t, src, dst)) {
+        for (const Piece &p : plan.pieces(t, src, dst, part)) {
           auto where = [&] {
-            return fmt::format("exchange: tensor {}, rank {} to rank {}: piece of {} rows of {} "
-                               "bytes from {} (pitch {}) to {} (pitch {})",
-                               t, src, dst, p.height, p.width, p.srcOffset, p.srcPitch,
+            return fmt::format("exchange: tensor {}, part {}, rank {} to rank {}: piece of {} rows "
+                               "of {} bytes from {} (pitch {}) to {} (pitch {})",
+                               t, part, src, dst, p.height, p.width, p.srcOffset, p.srcPitch,
                                p.dstOffset, p.dstPitch);
           };
           if (p.width < 0 || p.height < 0 || p.srcOffset < 0 || p.dstOffset < 0)
@@ -40,10 +42,10 @@ void tessel::kernels::validatePlan(const ExchangePlan &plan) {
         }
 }
 
-int64_t tessel::kernels::messageBytes(const ExchangePlan &plan, int src, int dst) {
+int64_t tessel::kernels::messageBytes(const ExchangePlan &plan, int src, int dst, int part) {
   int64_t bytes = 0;
   for (int t = 0; t < plan.tensors(); ++t)
-    for (const Piece &p : plan.pieces(t, src, dst)) bytes += p.bytes();
+    for (const Piece &p : plan.pieces(t, src, dst, part)) bytes += p.bytes();
   return bytes;
 }
 
@@ -58,12 +60,13 @@ void copyRowsOnHost(const uint8_t *src, int64_t srcPitch, uint8_t *dst, int64_t 
 void tessel::kernels::runOnHost(const ExchangePlan &plan, const HostBuffers &sources,
                                 HostBuffers &destinations, bool throughMessages) {
   validatePlan(plan);
+  for (int part = 0; part < plan.parts; ++part)
   for (int src = 0; src < plan.ranks; ++src)
     for (int dst = 0; dst < plan.ranks; ++dst) {
-      std::vector<uint8_t> message(throughMessages ? messageBytes(plan, src, dst) : 0);
+      std::vector<uint8_t> message(throughMessages ? messageBytes(plan, src, dst, part) : 0);
       int64_t at = 0;
       for (int t = 0; t < plan.tensors(); ++t)
-        for (const Piece &p : plan.pieces(t, src, dst)) {
+        for (const Piece &p : plan.pieces(t, src, dst, part)) {
           const uint8_t *from = sources[src][t].data() + p.srcOffset;
           uint8_t *to = destinations[dst][t].data() + p.dstOffset;
           if (!throughMessages) {
@@ -140,25 +143,35 @@ PieceExchange::PieceExchange(Communicator &c, ExchangePlan p, Transport t)
         std::make_unique<DeviceBuffer>(std::max<int64_t>(plan.destinationBytes[i], 16)));
   }
   int n = plan.ranks, me = c.rank();
-  into.resize(n);
-  outOf.resize(n);
-  for (int r = 0; r < n; ++r)
-    for (int t = 0; t < plan.tensors(); ++t) {
-      into[r].push_back(plan.pieces(t, r, me));
-      outOf[r].push_back(plan.pieces(t, me, r));
+  into.resize(plan.parts);
+  outOf.resize(plan.parts);
+  for (int part = 0; part < plan.parts; ++part)
+    for (int r = 0; r < n; ++r) {
+      into[part].emplace_back();
+      outOf[part].emplace_back();
+      for (int t = 0; t < plan.tensors(); ++t) {
+        into[part][r].push_back(plan.pieces(t, r, me, part));
+        outOf[part][r].push_back(plan.pieces(t, me, r, part));
+      }
     }
   if (how == Transport::copyEngine) {
     flags = std::make_unique<SymmetricBuffer>(c, sizeof(uint32_t) * 2 * n);
     lanes = std::make_unique<CopyLanes>(n);
     return;
   }
-  sendAt = receiveAt = {0};
-  for (int r = 0; r < n; ++r) {
-    sendAt.push_back(sendAt.back() + (r == me ? 0 : messageBytes(plan, me, r)));
-    receiveAt.push_back(receiveAt.back() + (r == me ? 0 : messageBytes(plan, r, me)));
+  int64_t sent = 0, received = 0;
+  for (int part = 0; part < plan.parts; ++part) {
+    sendAt.push_back({sent});
+    receiveAt.push_back({received});
+    for (int r = 0; r < n; ++r) {
+      sent += r == me ? 0 : messageBytes(plan, me, r, part);
+      received += r == me ? 0 : messageBytes(plan, r, me, part);
+      sendAt.back().push_back(sent);
+      receiveAt.back().push_back(received);
+    }
   }
-  sendBuffer = std::make_unique<DeviceBuffer>(std::max<int64_t>(sendAt.back(), 16));
-  receiveBuffer = std::make_unique<DeviceBuffer>(std::max<int64_t>(receiveAt.back(), 16));
+  sendBuffer = std::make_unique<DeviceBuffer>(std::max<int64_t>(sent, 16));
+  receiveBuffer = std::make_unique<DeviceBuffer>(std::max<int64_t>(received, 16));
   c.nccl(); // collective on first use
 }
 
@@ -186,20 +199,24 @@ static void copyPiece(CUdeviceptr src, int64_t srcPitch, CUdeviceptr dst, int64_
   TESSEL_CU(d, cuMemcpy2DAsync, &copy, stream);
 }
 
-void PieceExchange::run(CUstream stream) {
+void PieceExchange::run(CUstream stream, int part) {
+  if (part < -1 || part >= plan.parts)
+    throw Error(fmt::format("exchange: part {} of {}", part, plan.parts));
   Driver::get().setDevice(comm.device());
-  if (how == Transport::copyEngine) return runCopyEngine(stream);
-  runNccl(stream);
+  for (int p = part < 0 ? 0 : part; p < (part < 0 ? plan.parts : part + 1); ++p) {
+    if (how == Transport::copyEngine) runCopyEngine(stream, p);
+    else runNccl(stream, p);
+  }
 }
 
-void PieceExchange::runCopyEngine(CUstream stream) {
+void PieceExchange::runCopyEngine(CUstream stream, int part) {
   epoch = startExchangeCall(comm, *flags, epoch, stream);
   lanes->fork(stream);
   int n = plan.ranks, me = comm.rank();
   for (int i = 0; i < n; ++i) { // ring order, own pieces first
     int src = (me + i) % n;
     for (int t = 0; t < plan.tensors(); ++t)
-      for (const Piece &p : into[src][t])
+      for (const Piece &p : into[part][src][t])
         copyPiece(symmetricSources[t]->peer(src) + p.srcOffset, p.srcPitch,
                   destination(t) + p.dstOffset, p.dstPitch, p.width, p.height, (*lanes)[src]);
   }
@@ -207,17 +224,18 @@ void PieceExchange::runCopyEngine(CUstream stream) {
   finishExchangeCall(comm, *flags, epoch, stream);
 }
 
-void PieceExchange::runNccl(CUstream stream) {
+void PieceExchange::runNccl(CUstream stream, int part) {
   int n = plan.ranks, me = comm.rank();
   for (int t = 0; t < plan.tensors(); ++t) // own pieces, directly
-    for (const Piece &p : into[me][t])
+    for (const Piece &p : into[part][me][t])
       copyPiece(source(t) + p.srcOffset, p.srcPitch, destination(t) + p.dstOffset, p.dstPitch,
                 p.width, p.height, stream);
+  const std::vector<int64_t> &sends = sendAt[part], &receives = receiveAt[part];
   for (int dst = 0; dst < n; ++dst) {
     if (dst == me) continue;
-    int64_t at = sendAt[dst];
+    int64_t at = sends[dst];
     for (int t = 0; t < plan.tensors(); ++t)
-      for (const Piece &p : outOf[dst][t]) {
+      for (const Piece &p : outOf[part][dst][t]) {
         copyPiece(source(t) + p.srcOffset, p.srcPitch, sendBuffer->ptr() + at, p.width, p.width,
                   p.height, stream);
         at += p.bytes();
@@ -228,24 +246,60 @@ void PieceExchange::runNccl(CUstream stream) {
   nccl.check(nccl.api().ncclGroupStart(), "ncclGroupStart", nc);
   for (int r = 0; r < n; ++r) {
     if (r == me) continue;
-    if (int64_t bytes = sendAt[r + 1] - sendAt[r])
-      nccl.check(nccl.api().ncclSend(reinterpret_cast<void *>(sendBuffer->ptr() + sendAt[r]),
+    if (int64_t bytes = sends[r + 1] - sends[r])
+      nccl.check(nccl.api().ncclSend(reinterpret_cast<void *>(sendBuffer->ptr() + sends[r]),
                                      size_t(bytes), ncclChar, r, nc, stream),
                  "ncclSend", nc);
-    if (int64_t bytes = receiveAt[r + 1] - receiveAt[r])
-      nccl.check(nccl.api().ncclRecv(reinterpret_cast<void *>(receiveBuffer->ptr() + receiveAt[r]),
+    if (int64_t bytes = receives[r + 1] - receives[r])
+      nccl.check(nccl.api().ncclRecv(reinterpret_cast<void *>(receiveBuffer->ptr() + receives[r]),
                                      size_t(bytes), ncclChar, r, nc, stream),
                  "ncclRecv", nc);
   }
   nccl.check(nccl.api().ncclGroupEnd(), "ncclGroupEnd", nc);
   for (int src = 0; src < n; ++src) {
     if (src == me) continue;
-    int64_t at = receiveAt[src];
+    int64_t at = receives[src];
     for (int t = 0; t < plan.tensors(); ++t)
-      for (const Piece &p : into[src][t]) {
+      for (const Piece &p : into[part][src][t]) {
         copyPiece(receiveBuffer->ptr() + at, p.width, destination(t) + p.dstOffset, p.dstPitch,
                   p.width, p.height, stream);
         at += p.bytes();
       }
   }
+}
+
+PartPipeline::PartPipeline(int count, int streams)
+    : parts(count), workStreams(std::max(1, std::min(streams, count))),
+      lanes(std::make_unique<CopyLanes>(workStreams > 1 ? 2 + workStreams : 2, count)),
+      workDone(count) {
+  Driver &d = Driver::get();
+  for (CUevent &e : workDone) TESSEL_CU(d, cuEventCreate, &e, CU_EVENT_DISABLE_TIMING);
+}
+
+PartPipeline::~PartPipeline() {
+  Driver &d = Driver::get();
+  for (CUevent e : workDone) d.api().cuEventDestroy(e);
+}
+
+void PartPipeline::run(CUstream stream, PieceExchange &in, PieceExchange &out,
+                       const std::function<void(int, CUstream)> &work) {
+  if (in.parts() != parts || out.parts() != parts)
+    throw Error(fmt::format("pipeline of {} parts over exchanges of {} and {}", parts, in.parts(),
+                            out.parts()));
+  Driver &d = Driver::get();
+  lanes->fork(stream);
+  // Every part's way in, one after another on the in lane.
+  for (int g = 0; g < parts; ++g) {
+    in.run((*lanes)[0], g);
+    lanes->mark(0, g);
+  }
+  for (int g = 0; g < parts; ++g) {
+    CUstream on = workStreams > 1 ? (*lanes)[2 + g % workStreams] : stream;
+    lanes->waitForMark(on, 0, g);
+    work(g, on);
+    TESSEL_CU(d, cuEventRecord, workDone[g], on);
+    TESSEL_CU(d, cuStreamWaitEvent, (*lanes)[1], workDone[g], 0);
+    out.run((*lanes)[1], g);
+  }
+  lanes->join(stream);
 }

@@ -2,9 +2,11 @@
 //
 // The Ulysses backward: q, k, v, out, dout and the log-sum-exp go from the
 // ranks' shards to the head layout in one exchange (one message per peer
-// under NCCL), Tessel's attention backward runs over the whole sequences
-// for the rank's heads, writing dq, dk and dv straight into the sources of
-// the exchange back, and the way back returns them to the shards. A K/V
+// and head group under NCCL), Tessel's attention backward runs over the
+// whole sequences for each head group of the rank's heads, writing dq, dk
+// and dv straight into the sources of the exchange back, and the way back
+// returns them to the shards. Head groups pipeline (PartPipeline): group
+// g + 1 arrives and group g - 1 returns while group g's backward runs. A K/V
 // head replicated over several ranks comes back once per replica; the
 // replicas' gradients are summed in f32 (scaled_add), as one GPU's backward
 // sums the query heads that share a K/V head.
@@ -35,9 +37,27 @@ struct BackwardPlan : SpPlan {
   Transport transport = Transport::copyEngine;
   std::unique_ptr<DeviceSeqlens> cu;
   std::unique_ptr<PieceExchange> toHeads, toShards;
+  std::unique_ptr<PartPipeline> pipeline;
   /// y += x for the replicas of a K/V head's gradient.
   std::shared_ptr<Kernel> sumReplicas;
 };
+
+/// The backward's head groups where the caller leaves them to the rule:
+/// the most of 4, 2 and 1 that divide the rank's heads and still give each
+/// group's backward 1.5 waves of 128-key blocks over the SMs. Fewer blocks
+/// leave SMs idle in every group's tail (4 H100s at 8k tokens, 8 heads a
+/// rank: 4 groups ran 1.2-1.5x slower than 2); more groups hide more of
+/// the exchanges (at 32k, 4 groups were the fastest or within 2%).
+HeadGroups backwardHeadGroups(const UlyssesShape &s, int sms) {
+  int64_t keyBlocks = 0;
+  for (const UlyssesShape::Sequence &k : s.sequences(1)) keyBlocks += (k.length + 127) / 128;
+  for (int groups : {4, 2}) {
+    if (s.headsPerRank(0) % groups || s.headsPerRank(1) % groups) continue;
+    if (2 * (s.headsPerRank(0) / groups) * keyBlocks >= 3 * int64_t(sms))
+      return evenHeadGroups(s, groups);
+  }
+  return evenHeadGroups(s, 1);
+}
 
 BackwardPlan &planFor(Communicator &comm, SequenceParallelProblem problem, Transport transport,
                       const std::string &arch, const std::string &description) {
@@ -51,15 +71,20 @@ BackwardPlan &planFor(Communicator &comm, SequenceParallelProblem problem, Trans
   const UlyssesShape &s = made->problem.shape;
   made->cu = std::make_unique<DeviceSeqlens>(s);
   using K = UlyssesTensor;
-  HeadGroups all = {s.headsPerRank(0)};
+  const HeadGroups &groups = made->problem.groupHeads;
   made->toHeads = std::make_unique<PieceExchange>(
       comm,
       toHeadsPlan(s, {K::queryRows, K::keyValueRows, K::keyValueRows, K::queryRows, K::queryRows,
                       K::logSumExp},
-                  all),
+                  groups, /*partPerGroup=*/true),
       transport);
   made->toShards = std::make_unique<PieceExchange>(
-      comm, toShardsPlan(s, {K::queryRows, K::keyValueRows, K::keyValueRows}, all), transport);
+      comm,
+      toShardsPlan(s, {K::queryRows, K::keyValueRows, K::keyValueRows}, groups,
+                   /*partPerGroup=*/true),
+      transport);
+  made->pipeline = std::make_unique<PartPipeline>(static_cast<int>(groups.size()),
+                                                  made->problem.attentionStreams);
   if (kvReplicas(s) > 1) {
     ScaledAddConfig add;
     add.dtype = made->problem.config.dtype;
@@ -78,37 +103,42 @@ void copyDevice(CUdeviceptr to, CUdeviceptr from, int64_t bytes, CUstream stream
   TESSEL_CU(d, cuMemcpyAsync, to, from, size_t(bytes), stream);
 }
 
-/// The attention backward over the head layout: the whole sequences (one
-/// packed entry for a packed batch) for the rank's heads.
-Choice attentionOverHeads(const BackwardPlan &plan, int device, const std::string &arch,
+/// The attention backward over head group g of the head layout: the whole
+/// sequences (one packed entry for a packed batch) for the group's heads.
+Choice attentionOverGroup(const BackwardPlan &plan, int g, int device, const std::string &arch,
                           CUstream stream) {
   const UlyssesShape &s = plan.problem.shape;
+  const HeadGroups &groups = plan.problem.groupHeads;
   const PieceExchange &in = *plan.toHeads, &back = *plan.toShards;
   int64_t entries = s.packed() ? 1 : s.batch, rows = s.totalRows(0) / entries;
-  int64_t hq = s.headsPerRank(0), hkv = s.headsPerRank(1), dim = s.headDim;
+  int64_t hq = groups[g], hkv = groups[g] * s.headsPerRank(1) / s.headsPerRank(0);
   ScalarType type = scalarOf(plan.problem.config.dtype);
-  auto rowsView = [&](CUdeviceptr at, int64_t heads) {
-    return TensorView::contiguous(at, type, {entries, rows, heads, dim}, device);
+  using K = UlyssesTensor;
+  auto rowsView = [&](CUdeviceptr base, K kind) {
+    return TensorView::contiguous(base + headGroupOffset(s, kind, groups, g), type,
+                                  {entries, rows, kind == K::queryRows ? hq : hkv, s.headDim},
+                                  device);
   };
   attention::BackwardOptions o;
   o.causal = plan.problem.config.causal;
   o.scale = plan.problem.scale;
   o.arch = arch;
   if (s.packed()) {
-    int64_t count = int64_t(s.cuSeqlensQ.size()), longest = 0;
-    for (const UlyssesShape::Sequence &q : s.sequences(0)) longest = std::max(longest, q.length);
+    int64_t count = int64_t(s.cuSeqlensQ.size());
     o.cuSeqlensQ = TensorView::contiguous(plan.cu->q->ptr(), ScalarType::I32, {count}, device);
     o.cuSeqlensK = TensorView::contiguous(plan.cu->k->ptr(), ScalarType::I32, {count}, device);
-    o.maxSeqlenQ = o.maxSeqlenK = longest;
-    for (const UlyssesShape::Sequence &k : s.sequences(1))
-      o.maxSeqlenK = std::max(o.maxSeqlenK, k.length);
+    for (const UlyssesShape::Sequence &q : s.sequences(0)) o.maxSeqlenQ = std::max(o.maxSeqlenQ, q.length);
+    for (const UlyssesShape::Sequence &k : s.sequences(1)) o.maxSeqlenK = std::max(o.maxSeqlenK, k.length);
   }
+  TensorView lse = TensorView::contiguous(
+      in.destination(kLse) + headGroupOffset(s, K::logSumExp, groups, g), ScalarType::F32,
+      {entries, hq, rows}, device);
   return attention::backward(
-      rowsView(in.destination(kQ), hq), rowsView(in.destination(kK), hkv),
-      rowsView(in.destination(kV), hkv), rowsView(in.destination(kOut), hq),
-      TensorView::contiguous(in.destination(kLse), ScalarType::F32, {entries, hq, rows}, device),
-      rowsView(in.destination(kDout), hq), rowsView(back.source(kDq), hq),
-      rowsView(back.source(kDk), hkv), rowsView(back.source(kDv), hkv), o, stream);
+      rowsView(in.destination(kQ), K::queryRows), rowsView(in.destination(kK), K::keyValueRows),
+      rowsView(in.destination(kV), K::keyValueRows), rowsView(in.destination(kOut), K::queryRows),
+      lse, rowsView(in.destination(kDout), K::queryRows),
+      rowsView(back.source(kDq), K::queryRows), rowsView(back.source(kDk), K::keyValueRows),
+      rowsView(back.source(kDv), K::keyValueRows), o, stream);
 }
 
 } // namespace
@@ -126,6 +156,9 @@ Choice sp_attention::backward(Communicator &comm, const TensorView &q, const Ten
     if (o.placement != Placement::ulysses)
       throw Error("the backward takes placement ulysses (zig-zag has a forward only)");
     problem = spProblemOf(comm, q, k, v, out, o, choice.arch);
+    if (o.groups == 0)
+      problem.groupHeads = backwardHeadGroups(
+          problem.shape, rt::Driver::get().multiprocessors(comm.device()));
     requireShardLse(lse, "lse", problem.shape);
     for (auto [view, name, like] : {std::tuple{&dout, "dout", &q}, {&dq, "dq", &q},
                                     {&dk, "dk", &k}, {&dv, "dv", &v}}) {
@@ -146,9 +179,12 @@ Choice sp_attention::backward(Communicator &comm, const TensorView &q, const Ten
                t == kLse ? shardBytes(s, UlyssesTensor::logSumExp)
                          : s.inputElements(t == kK || t == kV ? 1 : 0) * s.elementBytes,
                stream);
-  plan.toHeads->run(stream);
-  Choice attention = attentionOverHeads(plan, comm.device(), choice.arch, stream);
-  plan.toShards->run(stream);
+  Choice attention;
+  plan.pipeline->run(stream, *plan.toHeads, *plan.toShards, [&](int g, CUstream on) {
+    bool compiled = attention.compiled;
+    attention = attentionOverGroup(plan, g, comm.device(), choice.arch, on);
+    attention.compiled = attention.compiled || compiled;
+  });
   int64_t qBytes = s.inputElements(0) * s.elementBytes, kvBytes = s.inputElements(1) * s.elementBytes;
   copyDevice(dq.data, plan.toShards->destination(kDq), qBytes, stream);
   int64_t replicas = kvReplicas(s);
@@ -162,8 +198,10 @@ Choice sp_attention::backward(Communicator &comm, const TensorView &q, const Ten
                                stream);
   }
   choice.compiled = attention.compiled;
-  choice.config = fmt::format("sp_attention ulysses backward exchanged transport={} ({}) "
-                              "ranks={} kv_replicas={} | {}",
+  choice.config = fmt::format("sp_attention ulysses backward pipelined group_heads={} "
+                              "attention_streams={} transport={} ({}) ranks={} kv_replicas={} | {}",
+                              fmt::join(plan.problem.groupHeads, ","),
+                              plan.problem.attentionStreams,
                               transportName(plan.transport), why, s.ranks, replicas,
                               attention.config);
   return choice;

@@ -36,26 +36,38 @@ struct ForwardPlan : SpPlan {
   std::unique_ptr<PieceExchange> lseHeads;
   std::unique_ptr<UlyssesAttentionForm> run;
   std::unique_ptr<PieceExchange> toHeads, toShards;
-  std::vector<rt::LaunchArg> attentionArgs;
+  std::unique_ptr<PartPipeline> pipeline;
+  /// Per head group of the exchanged form: its attention launch.
+  std::vector<std::vector<rt::LaunchArg>> groupArgs;
   std::unique_ptr<ZigZagAttention> zigzag;
 };
 
-/// The exchanged form: q, k, v to the head layout in one exchange, one
-/// attention launch over the rank's heads, O and the LSE back in another.
+/// The exchanged form: q, k, v to the head layout, attention, O and the
+/// LSE back, by head groups that pipeline (PartPipeline): group g + 1
+/// arrives and group g - 1 returns while group g is attended.
 void makeExchangedForm(ForwardPlan &plan, Communicator &comm) {
   const UlyssesShape &s = plan.problem.shape;
+  const HeadGroups &groups = plan.problem.groupHeads;
   using K = UlyssesTensor;
-  HeadGroups all = {s.headsPerRank(0)};
   plan.toHeads = std::make_unique<PieceExchange>(
-      comm, toHeadsPlan(s, {K::queryRows, K::keyValueRows, K::keyValueRows}, all), plan.transport);
+      comm, toHeadsPlan(s, {K::queryRows, K::keyValueRows, K::keyValueRows}, groups, true),
+      plan.transport);
   plan.toShards = std::make_unique<PieceExchange>(
-      comm, toShardsPlan(s, {K::queryRows, K::logSumExp}, all), plan.transport);
+      comm, toShardsPlan(s, {K::queryRows, K::logSumExp}, groups, true), plan.transport);
+  plan.pipeline = std::make_unique<PartPipeline>(static_cast<int>(groups.size()),
+                                                 plan.problem.attentionStreams);
   PieceExchange &in = *plan.toHeads, &out = *plan.toShards;
-  plan.attentionArgs = wholeSequenceArgs(plan.problem, *plan.cu, s.headsPerRank(0),
-                                         s.headsPerRank(1), in.destination(0), in.destination(1),
-                                         in.destination(2), out.source(0), out.source(1))
-                           .list();
-  plan.form = "exchanged";
+  for (int g = 0; g < static_cast<int>(groups.size()); ++g) {
+    auto at = [&](CUdeviceptr base, K kind) { return base + headGroupOffset(s, kind, groups, g); };
+    plan.groupArgs.push_back(
+        wholeSequenceArgs(plan.problem, *plan.cu, groups[g],
+                          groups[g] * s.headsPerRank(1) / s.headsPerRank(0),
+                          at(in.destination(0), K::queryRows), at(in.destination(1), K::keyValueRows),
+                          at(in.destination(2), K::keyValueRows), at(out.source(0), K::queryRows),
+                          at(out.source(1), K::logSumExp))
+            .list());
+  }
+  plan.form = groups.size() > 1 ? "pipelined" : "unfused";
 }
 
 ForwardPlan &planFor(Communicator &comm, SequenceParallelProblem problem, Transport transport,
@@ -145,14 +157,15 @@ Choice runForward(Communicator &comm, const TensorView &q, const TensorView &k,
   }
   const TensorView *inputs[3] = {&q, &k, &v};
   if (plan.toHeads) {
-    choice.config = fmt::format("sp_attention ulysses exchanged transport={} ({}) ranks={} | {}",
+    choice.config = fmt::format("sp_attention ulysses {} exchanged group_heads={} transport={} ({}) "
+                                "ranks={} | {}",
+                                plan.form, fmt::join(plan.problem.groupHeads, ","),
                                 transportName(plan.transport), why, s.ranks, kernelConfig);
     for (int t = 0; t < 3; ++t)
       copyDevice(plan.toHeads->source(t), inputs[t]->data, s.inputElements(t) * s.elementBytes,
                  stream);
-    plan.toHeads->run(stream);
-    plan.kernel->launch(plan.attentionArgs, stream);
-    plan.toShards->run(stream);
+    plan.pipeline->run(stream, *plan.toHeads, *plan.toShards,
+                       [&](int g, CUstream on) { plan.kernel->launch(plan.groupArgs[g], on); });
     copyDevice(out.data, plan.toShards->destination(0), outBytes, stream);
     if (lse)
       copyDevice(lse->data, plan.toShards->destination(1),

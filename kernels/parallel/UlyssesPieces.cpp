@@ -47,7 +47,7 @@ std::vector<Entry> entriesOf(const UlyssesShape &s) {
 /// layout; `toHeads` says which way they go.
 std::vector<Piece> piecesBetween(const UlyssesShape &s, UlyssesTensor kind,
                                  const HeadGroups &groups, int shardRank, int headRank,
-                                 bool toHeads) {
+                                 bool toHeads, int group) {
   int n = s.ranks, t = tensorOf(kind);
   int64_t eb = elementBytesOf(s, kind), dim = s.headDim;
   // Replicated K/V gradients come back one copy per replica.
@@ -62,6 +62,7 @@ std::vector<Piece> piecesBetween(const UlyssesShape &s, UlyssesTensor kind,
     else pieces.push_back({headOffset, headPitch, copyAt + shardOffset, shardPitch, width, height});
   };
   for (int g = 0; g < static_cast<int>(groups.size()); ++g) {
+    if (group >= 0 && g != group) continue;
     GroupHeads heads = groupHeads(s, kind, groups, g);
     int64_t groupAt = headGroupOffset(s, kind, groups, g);
     int64_t firstHead = s.firstHead(t, headRank) + heads.first;
@@ -115,17 +116,19 @@ int64_t tessel::kernels::headLayoutBytes(const UlyssesShape &s, UlyssesTensor ki
 }
 
 std::vector<Piece> tessel::kernels::toHeadsPieces(const UlyssesShape &s, UlyssesTensor kind,
-                                                  const HeadGroups &groups, int src, int dst) {
-  return piecesBetween(s, kind, groups, src, dst, /*toHeads=*/true);
+                                                  const HeadGroups &groups, int src, int dst,
+                                                  int group) {
+  return piecesBetween(s, kind, groups, src, dst, /*toHeads=*/true, group);
 }
 
 std::vector<Piece> tessel::kernels::toShardsPieces(const UlyssesShape &s, UlyssesTensor kind,
-                                                   const HeadGroups &groups, int src, int dst) {
-  return piecesBetween(s, kind, groups, dst, src, /*toHeads=*/false);
+                                                   const HeadGroups &groups, int src, int dst,
+                                                   int group) {
+  return piecesBetween(s, kind, groups, dst, src, /*toHeads=*/false, group);
 }
 
 ExchangePlan tessel::kernels::toHeadsPlan(const UlyssesShape &s, std::vector<UlyssesTensor> kinds,
-                                          HeadGroups groups) {
+                                          HeadGroups groups, bool partPerGroup) {
   validateUlysses(s);
   validateHeadGroups(s, groups);
   ExchangePlan plan;
@@ -134,14 +137,15 @@ ExchangePlan tessel::kernels::toHeadsPlan(const UlyssesShape &s, std::vector<Uly
     plan.sourceBytes.push_back(shardBytes(s, kind));
     plan.destinationBytes.push_back(headLayoutBytes(s, kind, groups));
   }
-  plan.pieces = [s, kinds, groups](int t, int src, int dst) {
-    return toHeadsPieces(s, kinds[t], groups, src, dst);
+  plan.parts = partPerGroup ? static_cast<int>(groups.size()) : 1;
+  plan.pieces = [s, kinds, groups, partPerGroup](int t, int src, int dst, int part) {
+    return toHeadsPieces(s, kinds[t], groups, src, dst, partPerGroup ? part : -1);
   };
   return plan;
 }
 
 ExchangePlan tessel::kernels::toShardsPlan(const UlyssesShape &s, std::vector<UlyssesTensor> kinds,
-                                           HeadGroups groups) {
+                                           HeadGroups groups, bool partPerGroup) {
   validateUlysses(s);
   validateHeadGroups(s, groups);
   ExchangePlan plan;
@@ -151,8 +155,9 @@ ExchangePlan tessel::kernels::toShardsPlan(const UlyssesShape &s, std::vector<Ul
     int64_t copies = kind == UlyssesTensor::keyValueRows ? kvReplicas(s) : 1;
     plan.destinationBytes.push_back(copies * shardBytes(s, kind));
   }
-  plan.pieces = [s, kinds, groups](int t, int src, int dst) {
-    return toShardsPieces(s, kinds[t], groups, src, dst);
+  plan.parts = partPerGroup ? static_cast<int>(groups.size()) : 1;
+  plan.pieces = [s, kinds, groups, partPerGroup](int t, int src, int dst, int part) {
+    return toShardsPieces(s, kinds[t], groups, src, dst, partPerGroup ? part : -1);
   };
   return plan;
 }

@@ -98,6 +98,19 @@ TEST_CASE("the Ulysses plans put every element where the element model says") {
         runOnHost(plan, shards, heads, /*throughMessages=*/false);
         runOnHost(plan, shards, packed, /*throughMessages=*/true);
         CHECK(heads == packed);
+        // A part per head group moves the same bytes, each exactly once.
+        ExchangePlan parted = toHeadsPlan(s, kinds, groups, /*partPerGroup=*/true);
+        CHECK(parted.parts == int(groups.size()));
+        HostBuffers byParts = emptyBuffers(parted, true);
+        runOnHost(parted, shards, byParts, true);
+        CHECK(byParts == heads);
+        for (int src = 0; src < ranks; ++src)
+          for (int dst = 0; dst < ranks; ++dst) {
+            int64_t sum = 0;
+            for (int part = 0; part < parted.parts; ++part)
+              sum += messageBytes(parted, src, dst, part);
+            CHECK(sum == messageBytes(plan, src, dst));
+          }
         for (int r = 0; r < ranks; ++r) {
           // Rows tensors: group g holds [rows, heads of g, D].
           for (int t : {0, 1}) {
@@ -146,7 +159,8 @@ TEST_CASE("the Ulysses plans' way back inverts the way there, replicas one copy 
     for (const UlyssesShape &s : shapesFor(ranks))
       for (const HeadGroups &groups : groupsFor(s)) {
         INFO(describe(s, groups));
-        ExchangePlan there = toHeadsPlan(s, kinds, groups), back = toShardsPlan(s, kinds, groups);
+        ExchangePlan there = toHeadsPlan(s, kinds, groups),
+                     back = toShardsPlan(s, kinds, groups, /*partPerGroup=*/true);
         HostBuffers shards = numberedShards(s, kinds);
         HostBuffers heads = emptyBuffers(there, true);
         runOnHost(there, shards, heads, false);
@@ -172,14 +186,14 @@ TEST_CASE("exchange plans that reach past a buffer are refused, naming the piece
   plan.ranks = 2;
   plan.sourceBytes = {64};
   plan.destinationBytes = {64};
-  plan.pieces = [](int, int src, int dst) {
+  plan.pieces = [](int, int src, int dst, int) {
     return std::vector<Piece>{{0, 16, src == 1 && dst == 0 ? 56 : 0, 16, 16, 1}};
   };
-  CHECK_THROWS_WITH(validatePlan(plan), Catch::Contains("tensor 0, rank 1 to rank 0") &&
+  CHECK_THROWS_WITH(validatePlan(plan), Catch::Contains("tensor 0, part 0, rank 1 to rank 0") &&
                                             Catch::Contains("reaches past"));
-  plan.pieces = [](int, int, int) { return std::vector<Piece>{{0, 8, 0, 16, 16, 2}}; };
+  plan.pieces = [](int, int, int, int) { return std::vector<Piece>{{0, 8, 0, 16, 16, 2}}; };
   CHECK_THROWS_WITH(validatePlan(plan), Catch::Contains("pitch below its width"));
-  plan.pieces = [](int, int, int) { return std::vector<Piece>{{0, 16, 0, 16, 16, 4}}; };
+  plan.pieces = [](int, int, int, int) { return std::vector<Piece>{{0, 16, 0, 16, 16, 4}}; };
   validatePlan(plan);
   CHECK(messageBytes(plan, 0, 1) == 64);
 }

@@ -117,12 +117,14 @@ struct LibraryCall {
   const SpProblem &sp;
   UlyssesExchange &x;
   DeviceBuffer out, lse, dq, dk, dv;
+  /// Head groups (0: the library's rule) and attention streams.
+  int groups = 0, streams = 2;
   LibraryCall(Communicator &comm, const SpProblem &sp, UlyssesExchange &x)
       : comm(comm), sp(sp), x(x), out(sp.shape.inputElements(0) * sp.shape.elementBytes),
         lse(sp.shape.localRows(0) * sp.shape.headsQ * 4),
         dq(sp.shape.inputElements(0) * sp.shape.elementBytes),
         dk(sp.shape.inputElements(1) * sp.shape.elementBytes),
-        dv(sp.shape.inputElements(1) * sp.shape.elementBytes) {}
+        dv(sp.shape.inputElements(1) * sp.shape.elementBytes), streams(sp.attentionStreams) {}
   TensorView view(CUdeviceptr at, int tensor) const {
     const UlyssesShape &s = sp.shape;
     ScalarType t = sp.config.dtype == DType::bf16 ? ScalarType::BF16 : ScalarType::F16;
@@ -136,7 +138,8 @@ struct LibraryCall {
     o.causal = sp.config.causal;
     o.cuSeqlensQ = s.cuSeqlensQ;
     o.cuSeqlensK = s.cuSeqlensK;
-    o.attentionStreams = sp.attentionStreams;
+    o.attentionStreams = streams;
+    o.groups = groups;
     o.transport = sp.transport;
     return o;
   }
@@ -243,6 +246,22 @@ void benchForms(Communicator &comm, const SpProblem &sp, UlyssesAttention &ulyss
   std::string trainingConfig = call.train(stream);
   comm.barrier();
   double training = slowestRank(comm, medianOnStream(stream, reps, [&] { call.train(stream); }));
+  // The training step's head groups and streams, each where the heads
+  // divide: what the rule picks among.
+  std::vector<std::tuple<int, int, double>> sweep;
+  for (int groups : {1, 2, 4})
+    for (int streams : {1, 2}) {
+      if (s.headsPerRank(0) % groups || s.headsPerRank(1) % groups || (groups == 1 && streams > 1))
+        continue;
+      call.groups = groups;
+      call.streams = streams;
+      call.train(stream);
+      comm.barrier();
+      sweep.emplace_back(groups, streams,
+                         slowestRank(comm, medianOnStream(stream, reps, [&] { call.train(stream); })));
+    }
+  call.groups = 0;
+  call.streams = sp.attentionStreams;
   // The pipelined form's attention launches without the exchanges: what
   // overlapping could at best reach.
   UlyssesAttentionForm &pipelined = ulysses.pipelined();
@@ -289,6 +308,10 @@ void benchForms(Communicator &comm, const SpProblem &sp, UlyssesAttention &ulyss
              n, "sp_attention::forward + backward", training, 3.5 * flops / training / 1e9,
              training / singleTraining, trainingConfig, "one GPU, attention::forward + backward",
              singleTraining, 3.5 * flops / singleTraining / 1e9);
+  for (const auto &[groups, streams, ms] : sweep)
+    fmt::print("  {:44} {:8.3f} ms  {:7.1f} TFLOP/s  {:.2f} of one GPU\n",
+               fmt::format("  groups={} attention_streams={}", groups, streams), ms,
+               3.5 * flops / ms / 1e9, ms / singleTraining);
 }
 
 int runRank(const Params &params, bool bench, int reps) {

@@ -249,9 +249,10 @@ struct Options {
   /// end to end. Empty: a fixed batch.
   std::vector<int32_t> cuSeqlensQ, cuSeqlensK;
   /// Head groups per rank whose exchange overlaps the attention of the
-  /// group before (the pipelined form); 1 runs exchange, attention and
-  /// exchange back in turn; 0 picks 4, 2 or 1, the most the rank's heads
-  /// divide into.
+  /// group before (the pipelined forms, forward and backward); 1 runs
+  /// exchange, attention and exchange back in turn; 0 picks 4, 2 or 1: in
+  /// the forward the most the rank's heads divide into, in the backward the
+  /// most that still give each group's kernel 1.5 waves of key blocks.
   int groups = 0;
   /// Streams the groups' attention takes turns on (1 to 8).
   int attentionStreams = 2;

@@ -48,9 +48,12 @@ struct ExchangePlan {
   int ranks = 1;
   /// Per tensor: bytes of every rank's source and destination buffers.
   std::vector<int64_t> sourceBytes, destinationBytes;
-  /// What rank `dst` takes from rank `src`'s source of tensor t (the same
-  /// answer on every rank).
-  std::function<std::vector<Piece>(int t, int src, int dst)> pieces;
+  /// Parts that can move on their own (head groups, so that work on one
+  /// overlaps the next one's exchange).
+  int parts = 1;
+  /// What rank `dst` takes from rank `src`'s source of tensor t in part
+  /// `part` (the same answer on every rank).
+  std::function<std::vector<Piece>(int t, int src, int dst, int part)> pieces;
   int tensors() const { return static_cast<int>(sourceBytes.size()); }
 };
 
@@ -58,9 +61,9 @@ struct ExchangePlan {
 /// reaches past a buffer, has a pitch below its width, or is negative.
 void validatePlan(const ExchangePlan &plan);
 
-/// Bytes of the message rank `src` sends rank `dst` (the pieces of every
-/// tensor, in tensor order, each packed row after row).
-int64_t messageBytes(const ExchangePlan &plan, int src, int dst);
+/// Bytes of the message rank `src` sends rank `dst` in part `part` (the
+/// pieces of every tensor, in tensor order, each packed row after row).
+int64_t messageBytes(const ExchangePlan &plan, int src, int dst, int part = 0);
 
 /// The plan on host buffers: buffers[rank][tensor] (sources as given,
 /// destinations written). With `throughMessages` the pieces are packed per
@@ -93,9 +96,12 @@ public:
   /// This rank's destination of tensor t, written by run().
   CUdeviceptr destination(int t) const;
   Transport transport() const { return how; }
-  /// Moves every piece, on `stream` (collective: every rank calls it in
-  /// the same order). Sources may be overwritten by work queued after it.
-  void run(CUstream stream);
+  int parts() const { return plan.parts; }
+  /// Moves the pieces of part `part` (-1: of every part), on `stream`
+  /// (collective: every rank queues the same runs in the same order, on
+  /// one stream or streams ordered between them). The part's sources may
+  /// be overwritten by work queued after it.
+  void run(CUstream stream, int part = -1);
 
 private:
   rt::Communicator &comm;
@@ -107,15 +113,39 @@ private:
   std::unique_ptr<rt::SymmetricBuffer> flags;
   uint32_t epoch = 0;
   std::unique_ptr<CopyLanes> lanes;
-  /// nccl: the packed messages, offsets per peer (ranks + 1 entries).
+  /// nccl: the packed messages, each part's and peer's at its own offset
+  /// (sendAt[part][peer], ranks + 1 entries a part), so parts in flight
+  /// at once use separate bytes.
   std::unique_ptr<rt::DeviceBuffer> sendBuffer, receiveBuffer;
-  std::vector<int64_t> sendAt, receiveAt;
-  /// The plan's pieces of this rank, made once: into[src][t] what it takes
-  /// from `src`, outOf[dst][t] what `dst` takes from it.
-  std::vector<std::vector<std::vector<Piece>>> into, outOf;
+  std::vector<std::vector<int64_t>> sendAt, receiveAt;
+  /// The plan's pieces of this rank, made once: into[part][src][t] what it
+  /// takes from `src`, outOf[part][dst][t] what `dst` takes from it.
+  std::vector<std::vector<std::vector<std::vector<Piece>>>> into, outOf;
 
-  void runCopyEngine(CUstream stream);
-  void runNccl(CUstream stream);
+  void runCopyEngine(CUstream stream, int part);
+  void runNccl(CUstream stream, int part);
+};
+
+/// Work in parts between two exchanges, overlapped: part g of `in` moves
+/// on a lane of its own, `work(g, s)` is queued once it has arrived, and
+/// part g of `out` moves on another lane once that work is done, while
+/// part g + 1 is worked on. The parts' work takes turns over `workStreams`
+/// streams (1: `stream` itself), so that a part's first blocks fill the
+/// SMs its predecessor's last blocks leave idle. Queued on `stream`: work
+/// queued after run() follows all of it.
+class PartPipeline {
+public:
+  PartPipeline(int parts, int workStreams = 1);
+  ~PartPipeline();
+  PartPipeline(const PartPipeline &) = delete;
+  PartPipeline &operator=(const PartPipeline &) = delete;
+  void run(CUstream stream, PieceExchange &in, PieceExchange &out,
+           const std::function<void(int, CUstream)> &work);
+
+private:
+  int parts, workStreams;
+  std::unique_ptr<CopyLanes> lanes; // 0: in, 1: out, then the work streams
+  std::vector<CUevent> workDone;
 };
 
 } // namespace tessel::kernels

@@ -48,19 +48,21 @@ int64_t headLayoutBytes(const UlyssesShape &s, UlyssesTensor kind, const HeadGro
 int64_t headGroupOffset(const UlyssesShape &s, UlyssesTensor kind, const HeadGroups &groups,
                         int g);
 
-/// The pieces rank `dst` takes from rank `src`: of its shard into its head
-/// layout (toHeads), or of the head layout back into shards (toShards; for
-/// keyValueRows with replicas, into copy src % replicas of the shard).
+/// The pieces of head group `group` (-1: of every group) rank `dst` takes
+/// from rank `src`: of its shard into its head layout (toHeads), or of the
+/// head layout back into shards (toShards; for keyValueRows with replicas,
+/// into copy src % replicas of the shard).
 std::vector<Piece> toHeadsPieces(const UlyssesShape &s, UlyssesTensor kind,
-                                 const HeadGroups &groups, int src, int dst);
+                                 const HeadGroups &groups, int src, int dst, int group = -1);
 std::vector<Piece> toShardsPieces(const UlyssesShape &s, UlyssesTensor kind,
-                                  const HeadGroups &groups, int src, int dst);
+                                  const HeadGroups &groups, int src, int dst, int group = -1);
 
-/// Plans over several tensors at once (one message per peer under NCCL).
+/// Plans over several tensors at once (one message per peer under NCCL);
+/// with `partPerGroup` each head group is a part of its own (PartPipeline).
 ExchangePlan toHeadsPlan(const UlyssesShape &s, std::vector<UlyssesTensor> kinds,
-                         HeadGroups groups);
+                         HeadGroups groups, bool partPerGroup = false);
 ExchangePlan toShardsPlan(const UlyssesShape &s, std::vector<UlyssesTensor> kinds,
-                          HeadGroups groups);
+                          HeadGroups groups, bool partPerGroup = false);
 
 } // namespace tessel::kernels
 
