@@ -205,3 +205,25 @@ Choice sp_attention::forward(Communicator &comm, const TensorView &q, const Tens
 }
 
 void sp_attention::release(Communicator &comm) { releasePlans(comm); }
+
+namespace {
+std::mutex processMutex;
+std::unique_ptr<Communicator> processComm;
+} // namespace
+
+Communicator &sp_attention::processCommunicator() {
+  std::lock_guard<std::mutex> lock(processMutex);
+  if (!processComm) processComm = Communicator::fromEnvironment();
+  return *processComm;
+}
+
+sp_attention::RankPlace sp_attention::placeOf(const Communicator &comm) {
+  return {comm.rank(), comm.size(), comm.device()};
+}
+
+void sp_attention::releaseProcessCommunicator() {
+  std::lock_guard<std::mutex> lock(processMutex);
+  if (!processComm) return;
+  releasePlans(*processComm);
+  processComm.reset();
+}

@@ -251,6 +251,7 @@ void benchForms(Communicator &comm, const SpProblem &sp, UlyssesAttention &ulyss
   std::vector<std::tuple<int, int, double>> sweep;
   for (int groups : {1, 2, 4})
     for (int streams : {1, 2}) {
+      // (The backward's part always runs on one stream.)
       if (s.headsPerRank(0) % groups || s.headsPerRank(1) % groups || (groups == 1 && streams > 1))
         continue;
       call.groups = groups;

@@ -1,7 +1,10 @@
 //===- tessel_torch.cpp - Tessel's attention as PyTorch operators ---------===//
 //
-// torch.ops.tessel.attention_fwd / attention_bwd and the decode operators
-// paged_decode / mla_decode over an installed libtessel.so. Tensors cross
+// torch.ops.tessel.attention_fwd / attention_bwd, the decode operators
+// paged_decode / mla_decode, and sequence-parallel attention
+// sp_attention_fwd / sp_attention_bwd (over a Tessel communicator of the
+// processes torchrun started, beside torch.distributed) over an installed
+// libtessel.so. Tensors cross
 // as DLPack views (no copies), on PyTorch's current CUDA stream; the
 // workspaces (the backward pass's accumulators, the decode splits' partial
 // outputs) come from PyTorch's caching allocator, so that a call neither
@@ -16,6 +19,7 @@
 #include <tessel/Tessel.h>
 
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -39,7 +43,8 @@ CUstream currentStream(const at::Tensor &t) {
   return reinterpret_cast<CUstream>(c10::cuda::getCurrentCUDAStream(t.get_device()).stream());
 }
 
-thread_local std::string lastForward, lastBackward, lastPaged, lastMla;
+thread_local std::string lastForward, lastBackward, lastPaged, lastMla, lastSpForward,
+    lastSpBackward;
 
 std::string text(const tessel::Choice &c) {
   return c.arch + " " + c.config + (c.compiled ? " (compiled by this call)" : "");
@@ -153,10 +158,75 @@ at::Tensor mlaDecode(const at::Tensor &q, const at::Tensor &cache, const at::Ten
   return out;
 }
 
+/// This process's place among the ranks torchrun started: the library's
+/// process communicator, made by the first sequence-parallel call (or
+/// sp_init) from torchrun's variables.
+tessel::rt::Communicator &spCommunicator() {
+  return *translated([] { return &tessel::sp_attention::processCommunicator(); });
+}
+
+std::tuple<int64_t, int64_t, int64_t> spInit() {
+  tessel::sp_attention::RankPlace p = tessel::sp_attention::placeOf(spCommunicator());
+  return {p.rank, p.size, p.device};
+}
+
+/// Frees the calls' exchanges and the communicator (collective).
+void spRelease() {
+  translated([] {
+    tessel::sp_attention::releaseProcessCommunicator();
+    return 0;
+  });
+}
+
+tessel::sp_attention::Options spOptions(bool causal, double scale) {
+  tessel::sp_attention::Options options;
+  options.causal = causal;
+  options.scale = scale;
+  return options;
+}
+
+/// Each rank's shards [batch, seqlen / N, heads, head_dim]: O and the
+/// LSE [batch, heads_q, seqlen / N] of its rows.
+std::tuple<at::Tensor, at::Tensor> spAttentionForward(const at::Tensor &q, const at::Tensor &k,
+                                                      const at::Tensor &v, bool causal,
+                                                      double scale) {
+  at::Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+  at::Tensor out = at::empty_like(qc);
+  at::Tensor lse = at::empty({q.size(0), q.size(2), q.size(1)}, q.options().dtype(at::kFloat));
+  tessel::rt::Communicator &c = spCommunicator();
+  lastSpForward = translated([&] {
+    return text(tessel::sp_attention::forward(c, viewOf(qc, "q"), viewOf(kc, "k"),
+                                              viewOf(vc, "v"), viewOf(out, "out"),
+                                              viewOf(lse, "lse"), spOptions(causal, scale),
+                                              currentStream(q)));
+  });
+  return {out, lse};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor>
+spAttentionBackward(const at::Tensor &dout, const at::Tensor &q, const at::Tensor &k,
+                    const at::Tensor &v, const at::Tensor &out, const at::Tensor &lse, bool causal,
+                    double scale) {
+  at::Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+  at::Tensor oc = out.contiguous(), doc = dout.contiguous(), lc = lse.contiguous();
+  at::Tensor dq = at::empty_like(qc), dk = at::empty_like(kc), dv = at::empty_like(vc);
+  tessel::rt::Communicator &c = spCommunicator();
+  lastSpBackward = translated([&] {
+    return text(tessel::sp_attention::backward(
+        c, viewOf(qc, "q"), viewOf(kc, "k"), viewOf(vc, "v"), viewOf(oc, "out"), viewOf(lc, "lse"),
+        viewOf(doc, "dout"), viewOf(dq, "dq"), viewOf(dk, "dk"), viewOf(dv, "dv"),
+        spOptions(causal, scale), currentStream(q)));
+  });
+  return {dq, dk, dv};
+}
+
 /// What the calls of this thread last ran: "arch config", for a user who
 /// wants to see the library's choice. In order: attention_fwd,
-/// attention_bwd, paged_decode, mla_decode ("" for one not called yet).
-std::vector<std::string> lastChoices() { return {lastForward, lastBackward, lastPaged, lastMla}; }
+/// attention_bwd, paged_decode, mla_decode, sp_attention_fwd,
+/// sp_attention_bwd ("" for one not called yet).
+std::vector<std::string> lastChoices() {
+  return {lastForward, lastBackward, lastPaged, lastMla, lastSpForward, lastSpBackward};
+}
 } // namespace
 
 TORCH_LIBRARY(tessel, m) {
@@ -167,6 +237,10 @@ TORCH_LIBRARY(tessel, m) {
         "Tensor lengths, float scale, float k_scale=1.0, float v_scale=1.0) -> Tensor");
   m.def("mla_decode(Tensor q, Tensor cache, Tensor block_table, Tensor lengths, float scale) "
         "-> Tensor");
+  m.def("sp_attention_fwd(Tensor q, Tensor k, Tensor v, bool causal, float scale) "
+        "-> (Tensor, Tensor)");
+  m.def("sp_attention_bwd(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
+        "bool causal, float scale) -> (Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(tessel, CUDA, m) {
@@ -174,11 +248,18 @@ TORCH_LIBRARY_IMPL(tessel, CUDA, m) {
   m.impl("attention_bwd", &attentionBackward);
   m.impl("paged_decode", &pagedDecode);
   m.impl("mla_decode", &mlaDecode);
+  m.impl("sp_attention_fwd", &spAttentionForward);
+  m.impl("sp_attention_bwd", &spAttentionBackward);
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   module.def("last_choices", &lastChoices,
              "the target and configuration the last attention_fwd, attention_bwd, paged_decode "
              "and mla_decode calls of this thread ran, in that order");
+  module.def("sp_init", &spInit,
+             "joins the sequence-parallel job torchrun started (once); returns (rank, world "
+             "size, device)");
+  module.def("sp_release", &spRelease,
+             "frees the sequence-parallel calls' exchanges and the communicator (collective)");
   module.def("version", [] { return std::string(tessel::version()); });
 }

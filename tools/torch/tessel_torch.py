@@ -5,11 +5,22 @@
     out = tessel_torch.attention(q, k, v, causal=True)   # BSHD, f16/bf16, autograd
     out = tessel_torch.paged_decode(q, k_cache, v_cache, block_table, lengths)
     out = tessel_torch.mla_decode(q, cache, block_table, lengths)
+    out = tessel_torch.sp_attention(q, k, v, causal=True)   # under torchrun: sequence shards
+
 
 `load` builds the C++ extension (tessel_torch.cpp) with
 torch.utils.cpp_extension against the installed headers and libtessel.so
 (once; later calls reuse the build), which registers
-torch.ops.tessel.attention_fwd, attention_bwd, paged_decode and mla_decode.
+torch.ops.tessel.attention_fwd, attention_bwd, paged_decode, mla_decode,
+sp_attention_fwd and sp_attention_bwd, each with a fake (meta)
+implementation so that torch.compile traces them without running them.
+
+Sequence-parallel attention runs in the processes torchrun starts, one per
+GPU, beside torch.distributed: each rank passes its shard of the sequence
+[batch, seq / N, heads, head_dim] (1/N of every sequence, in rank order)
+and gets its shard of the output; Tessel's own communicator (made from
+torchrun's variables on the first call, or by sp_init()) moves the shards
+between the GPUs on torch's current stream. It is differentiable.
 
 Decode attention is one query token per sequence against a paged KV cache
 (inference only, no autograd): block_table int32 [batch, max_pages] names
@@ -48,7 +59,31 @@ def load(prefix, verbose=False):
         with_cuda=False,
         verbose=verbose,
     )
+    _register_fakes()
     return _module
+
+
+def _register_fakes():
+    """Shapes and dtypes of each operator's results without running it (what
+    torch.compile and FakeTensor tracing call)."""
+    def fake_forward(q, k, v, causal, scale):
+        b, s, h, _ = q.shape
+        return q.new_empty(q.shape), q.new_empty((b, h, s), dtype=torch.float32)
+
+    def fake_backward(dout, q, k, v, out, lse, causal, scale):
+        return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+    for name, fake in (("attention_fwd", fake_forward), ("attention_bwd", fake_backward),
+                       ("sp_attention_fwd", fake_forward), ("sp_attention_bwd", fake_backward)):
+        torch.library.register_fake("tessel::" + name)(fake)
+
+    @torch.library.register_fake("tessel::paged_decode")
+    def _(q, k_cache, v_cache, block_table, lengths, scale, k_scale=1.0, v_scale=1.0):
+        return q.new_empty(q.shape)
+
+    @torch.library.register_fake("tessel::mla_decode")
+    def _(q, cache, block_table, lengths, scale):
+        return q.new_empty((q.shape[0], q.shape[1], 512))
 
 
 class _Attention(torch.autograd.Function):
@@ -74,6 +109,45 @@ def attention(q, k, v, causal=False, scale=None):
     return _Attention.apply(q, k, v, causal, scale)
 
 
+class _SpAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, causal, scale):
+        out, lse = torch.ops.tessel.sp_attention_fwd(q, k, v, causal, scale)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.causal, ctx.scale = causal, scale
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, out, lse = ctx.saved_tensors
+        dq, dk, dv = torch.ops.tessel.sp_attention_bwd(dout, q, k, v, out, lse, ctx.causal,
+                                                       ctx.scale)
+        return dq, dk, dv, None, None
+
+
+def sp_attention(q, k, v, causal=False, scale=None):
+    """Sequence-parallel (Ulysses) attention over the ranks torchrun started:
+    q [batch, seq / N, heads_q, head_dim], k and v [batch, seq / N, heads_kv,
+    head_dim], each rank's 1/N of every sequence; returns the rank's shard of
+    softmax(scale q k^T) v over the whole sequences. Collective: every rank
+    calls it with the same shapes, in the same order. Differentiable."""
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1])
+    return _SpAttention.apply(q, k, v, causal, scale)
+
+
+def sp_init():
+    """Joins the job torchrun started (once; the first sp_attention call does
+    it too); returns (rank, world size, device)."""
+    return _module.sp_init()
+
+
+def sp_release():
+    """Frees sp_attention's exchanges and the communicator; collective (every
+    rank calls it, before the processes end)."""
+    _module.sp_release()
+
+
 def paged_decode(q, k_cache, v_cache, block_table, lengths, scale=None, k_scale=1.0,
                  v_scale=1.0):
     """GQA decode attention over a paged KV cache: out [batch, heads_q,
@@ -95,7 +169,7 @@ def mla_decode(q, cache, block_table, lengths, scale=None):
 
 
 def last_choices():
-    """[attention_fwd, attention_bwd, paged_decode, mla_decode]: the target
-    and kernel configuration the last calls of this thread ran ("" for an
-    operator not called yet)."""
+    """[attention_fwd, attention_bwd, paged_decode, mla_decode,
+    sp_attention_fwd, sp_attention_bwd]: the target and kernel configuration
+    the last calls of this thread ran ("" for an operator not called yet)."""
     return _module.last_choices()

@@ -254,7 +254,8 @@ struct Options {
   /// the forward the most the rank's heads divide into, in the backward the
   /// most that still give each group's kernel 1.5 waves of key blocks.
   int groups = 0;
-  /// Streams the groups' attention takes turns on (1 to 8).
+  /// Streams the forward's head groups take turns on (1 to 8; the
+  /// backward's run on one: its kernels fill the SMs).
   int attentionStreams = 2;
   /// How the shards move: "symmetric" (the copy engines pull from peers'
   /// symmetric memory: one node, peer access), "nccl" (grouped
@@ -289,6 +290,19 @@ Choice backward(rt::Communicator &comm, const TensorView &q, const TensorView &k
                 const TensorView &v, const TensorView &out, const TensorView &lse,
                 const TensorView &dout, const TensorView &dq, const TensorView &dk,
                 const TensorView &dv, const Options &options = {}, CUstream stream = nullptr);
+/// The communicator of this process's rank in the job its launcher
+/// (torchrun, tessel's own) describes in the environment
+/// (rt::Communicator::fromEnvironment), made on first use and kept for the
+/// process: for callers that hold none of their own, such as PyTorch's
+/// operators. Its rank, world size and device without Communicator.h.
+rt::Communicator &processCommunicator();
+struct RankPlace {
+  int rank, size, device;
+};
+RankPlace placeOf(const rt::Communicator &comm);
+/// Frees processCommunicator()'s plans and the communicator (collective),
+/// when there is one.
+void releaseProcessCommunicator();
 /// Frees what the calls made for `comm` (their exchanges' symmetric
 /// memory, forward's and backward's), collectively: every rank calls it, before destroying the
 /// communicator. Without it they live until the process ends.
