@@ -3,6 +3,7 @@
 #include "tessel/dsl/Compile.h"
 #include "tessel/kernels/basic/Basic.h"
 #include "tessel/kernels/parallel/ExchangeFlags.h"
+#include "tessel/kernels/parallel/PeerTileCopy.h"
 #include "tessel/kernels/parallel/SequenceShards.h"
 #include "tessel/runtime/Driver.h"
 #include "tessel/runtime/Error.h"
@@ -140,10 +141,10 @@ UlyssesExchange::UlyssesExchange(Communicator &c, const UlyssesShape &s,
   }
   for (int t = 0; t < 3; ++t) {
     inputs[t] = std::make_unique<SymmetricBuffer>(c, shape.inputElements(t) * s.elementBytes);
-    outputs[t] = std::make_unique<DeviceBuffer>(shape.outputElements(t) * s.elementBytes);
+    outputs[t] = std::make_unique<SymmetricBuffer>(c, shape.outputElements(t) * s.elementBytes);
   }
   headOutput = std::make_unique<SymmetricBuffer>(c, shape.outputElements(0) * s.elementBytes);
-  sequenceOutput = std::make_unique<DeviceBuffer>(shape.inputElements(0) * s.elementBytes);
+  sequenceOutput = std::make_unique<SymmetricBuffer>(c, shape.inputElements(0) * s.elementBytes);
   flags = std::make_unique<SymmetricBuffer>(
       c, sizeof(uint32_t) * (arrivalBase() + groups * arrivalStride()));
   lanes = std::make_unique<CopyLanes>(3 * s.ranks, groups);
@@ -168,7 +169,7 @@ UlyssesExchange::UlyssesExchange(Communicator &c, const UlyssesShape &s,
 UlyssesExchange::~UlyssesExchange() = default;
 
 CUdeviceptr UlyssesExchange::output(int tensor, int group) const {
-  return outputs[tensor]->ptr() +
+  return outputs[tensor]->local() +
          shape.totalRows(tensor) * groupFirst(tensor, group) * shape.headDim * shape.elementBytes;
 }
 
@@ -241,7 +242,145 @@ void UlyssesExchange::pullBack(int s, int g) {
              all * dim * eb, mine * dim * eb, q.length / n, lane(s, 0));
 }
 
+void UlyssesExchange::setPeerTransfer(PeerTransfer how) {
+  transfer = how;
+  tileCopy.reset();
+  if (how == PeerTransfer::copyEngine) return;
+  auto refuse = [&](const std::string &why) {
+    transfer = PeerTransfer::copyEngine;
+    throw Error("Ulysses: kernel transfers " + why);
+  };
+  if (shape.packed())
+    refuse("take a fixed batch; a packed batch's sequences go by the copy engines");
+  if (how == PeerTransfer::kernelPush && shape.headsKV % shape.ranks)
+    refuse(fmt::format("push whole K/V heads per rank; heads_kv={} over {} ranks replicates them "
+                       "(pull instead)",
+                       shape.headsKV, shape.ranks));
+  // The largest tile that divides a shard's rows and every group's columns.
+  int64_t rows = 64, cols = 128;
+  while (rows >= 8 && shape.localSeq() % rows) rows /= 2;
+  for (int t = 0; t < 2; ++t)
+    for (int g = 0; g < groups; ++g)
+      while (cols >= 8 && groupHeads(t, g) * shape.headDim % cols) cols /= 2;
+  if (rows < 8 || cols < 8)
+    refuse(fmt::format("need shards of a multiple of 8 rows and heads of a multiple of 8 "
+                       "elements; seqlen/N = {}, head_dim = {}",
+                       shape.localSeq(), shape.headDim));
+  Driver::get().setDevice(comm.device());
+  Program program = peerTileCopy({shape.elementBytes == 2 ? DType::f16 : DType::f32, rows, cols,
+                                  128, how == PeerTransfer::kernelPush});
+  tileCopy = std::make_unique<Kernel>(
+      compile(program, {nativeArch(Driver::get().computeCapability())}));
+  // Loaded now: a module load waits for running kernels.
+  tileCopy->loadedKernel().resourceUsage();
+}
+
+UlyssesExchange::PeerTransfer UlyssesExchange::usePreferredTransfer() {
+  for (PeerTransfer how : {PeerTransfer::kernelPush, PeerTransfer::kernelPull}) {
+    try {
+      setPeerTransfer(how);
+      return how;
+    } catch (const Error &) {
+      // This shape cannot take it; the next one is tried.
+    }
+  }
+  setPeerTransfer(PeerTransfer::copyEngine);
+  return transfer;
+}
+
+/// Every rank's copy of a symmetric buffer at `offset`, as a launch
+/// argument of `shape`.
+static rt::LaunchArg everyRank(const SymmetricBuffer &b, int ranks, int64_t offset,
+                               std::vector<int64_t> shape) {
+  std::vector<CUdeviceptr> all;
+  for (int r = 0; r < ranks; ++r) all.push_back(b.peer(r) + offset);
+  return rt::LaunchArg::symmetric(b.local() + offset, all, std::move(shape));
+}
+
+/// The symbols of one peerTileCopy launch, in its order.
+struct TileMoves {
+  int64_t rows, cols, entries, ranks;
+  int64_t srcRows, srcPitch, srcEntry, srcRank, srcRow, srcColRank, srcCol;
+  int64_t dstRows, dstPitch, dstEntry, dstRank, dstRow, dstColRank, dstCol;
+  std::vector<rt::LaunchArg> args(rt::LaunchArg src, rt::LaunchArg dst) const {
+    std::vector<rt::LaunchArg> a;
+    for (int64_t v : {rows, cols, entries, ranks, srcRows, srcPitch, srcEntry, srcRank, srcRow,
+                      srcColRank, srcCol, dstRows, dstPitch, dstEntry, dstRank, dstRow, dstColRank,
+                      dstCol})
+      a.push_back(rt::LaunchArg::integer(v));
+    a.push_back(std::move(src));
+    a.push_back(std::move(dst));
+    return a;
+  }
+};
+
+void UlyssesExchange::moveAllWithKernel(CUstream stream) {
+  // Pull, tile (e, s): rows e*S/N + .. of source s's [rows/N, H, D] input,
+  // columns of this rank's heads of the group, into rows e*S + s*S/N + ..
+  // Push, tile (e, d): rows e*S/N + .. of this rank's input, columns of d's
+  // heads of the group, into rows e*S + me*S/N + .. of d's output.
+  int n = shape.ranks, me = comm.localRank();
+  int64_t dim = shape.headDim, local = shape.localSeq(), eb = shape.elementBytes;
+  bool push = transfer == PeerTransfer::kernelPush;
+  for (int t = 0; t < 3; ++t)
+    for (int g = 0; g < groups; ++g) {
+      int64_t all = shape.heads(t) * dim, cols = groupHeads(t, g) * dim;
+      int64_t inGroup = groupFirst(t, g) * dim, rows = shape.localRows(t);
+      int64_t groupAt = shape.totalRows(t) * groupFirst(t, g) * dim * eb;
+      std::vector<int64_t> outShape = {shape.totalRows(t), cols};
+      if (push) {
+        TileMoves m{local, cols, shape.batch, n, rows, all, local, 0, 0,
+                    shape.headsPerRank(t) * dim, inGroup, shape.totalRows(t), cols,
+                    shape.seqlen, 0, me * local, 0, 0};
+        tileCopy->launch(m.args(rt::LaunchArg::buffer(inputs[t]->local(), {rows, all}),
+                                everyRank(*outputs[t], n, groupAt, outShape)),
+                         stream);
+        continue;
+      }
+      TileMoves m{local, cols, shape.batch, n, rows, all, local, 0, 0, 0,
+                  shape.firstHead(t, me) * dim + inGroup, shape.totalRows(t), cols, shape.seqlen,
+                  local, 0, 0, 0};
+      tileCopy->launch(m.args(everyRank(*inputs[t], n, 0, {rows, all}),
+                              rt::LaunchArg::buffer(output(t, g), outShape)),
+                       stream);
+    }
+}
+
+void UlyssesExchange::moveBackAllWithKernel(CUstream stream) {
+  // Pull, tile (e, s): rows e*S + me*S/N + .. of s's group g of O' [rows,
+  // heads of g, D] into rows e*S/N + .. of O [rows/N, Hq, D] at the
+  // columns of s's heads of the group. Push, tile (e, d): rows e*S +
+  // d*S/N + .. of this rank's O' into d's O at this rank's columns.
+  int n = shape.ranks, me = comm.localRank();
+  int64_t dim = shape.headDim, local = shape.localSeq(), all = shape.headsQ * dim;
+  int64_t perRank = shape.headsPerRank(0) * dim, total = shape.totalRows(0);
+  bool push = transfer == PeerTransfer::kernelPush;
+  for (int g = 0; g < groups; ++g) {
+    int64_t cols = groupHeads(0, g) * dim, inGroup = groupFirst(0, g) * dim;
+    int64_t at = total * groupFirst(0, g) * dim * shape.elementBytes;
+    std::vector<int64_t> sequenceShape = {shape.localRows(0), all};
+    if (push) {
+      TileMoves m{local, cols, shape.batch, n, total, cols, shape.seqlen, local, 0, 0, 0,
+                  shape.localRows(0), all, local, 0, 0, 0, me * perRank + inGroup};
+      tileCopy->launch(m.args(rt::LaunchArg::buffer(headOutput->local() + at, {total, cols}),
+                              everyRank(*sequenceOutput, n, 0, sequenceShape)),
+                       stream);
+      continue;
+    }
+    TileMoves m{local, cols, shape.batch, n, total, cols, shape.seqlen, 0, me * local, 0, 0,
+                shape.localRows(0), all, local, 0, 0, perRank, inGroup};
+    tileCopy->launch(m.args(everyRank(*headOutput, n, at, {total, cols}),
+                            rt::LaunchArg::buffer(result(), sequenceShape)),
+                     stream);
+  }
+}
+
 void UlyssesExchange::forward(CUstream stream) {
+  if (tileCopy) {
+    epoch = startExchangeCall(comm, *flags, epoch, stream);
+    moveAllWithKernel(stream);
+    return finishExchangeCall(comm, *flags, epoch, stream);
+  }
   begin(stream);
   int n = shape.ranks, me = comm.localRank();
   for (int i = 0; i < n; ++i) // ring order, own shard first
@@ -251,6 +390,11 @@ void UlyssesExchange::forward(CUstream stream) {
 }
 
 void UlyssesExchange::reverse(CUstream stream) {
+  if (tileCopy) {
+    epoch = startExchangeCall(comm, *flags, epoch, stream);
+    moveBackAllWithKernel(stream);
+    return finishExchangeCall(comm, *flags, epoch, stream);
+  }
   begin(stream);
   int n = shape.ranks, me = comm.localRank();
   for (int i = 0; i < n; ++i)

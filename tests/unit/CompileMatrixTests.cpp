@@ -17,6 +17,8 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include "tessel/kernels/parallel/PeerTileCopy.h"
+
 #include <regex>
 #include <sstream>
 #include <unistd.h>
@@ -53,6 +55,28 @@ TEST_CASE("scaled_add compiles for every target") {
 TEST_CASE("column_slice compiles for every target") {
   compileEverywhere("column_slice", {});
   compileEverywhere("column_slice", {{"dtype", "f32"}, {"block_cols", "64"}, {"block_rows", "8"}});
+}
+
+// The exchange's SM-driven pulls read peers' copies through peer(), the
+// rank chosen per block; ptxas takes them on every target.
+TEST_CASE("peer_tile_copy compiles for every target, its source a per-block peer") {
+  for (DType t : {DType::f16, DType::f32})
+    for (bool push : {false, true})
+    for (std::string arch : {"sm_80", "sm_90a", "sm_100a"}) {
+      Program program = peerTileCopy({t, 64, 128, 128, push});
+      Kernel k = compile(program, {arch, ""});
+      INFO(arch);
+      CHECK(k.cubin().size() > 0);
+      CHECK(k.spillBytes() == 0);
+      auto ptx = std::filesystem::temp_directory_path() /
+                 fmt::format("tessel-peer-tile-copy-{}-{}.ptx", arch, ::getpid());
+      std::ofstream(ptx) << k.ptx();
+      CHECK(std::system(fmt::format("{} -arch={} {} -o /dev/null", TESSEL_PTXAS, arch,
+                                    ptx.string()).c_str()) == 0);
+      std::filesystem::remove(ptx);
+      // One symmetric tensor: every rank's address comes with the launch.
+      CHECK(k.spec().params.size() == 20);
+    }
 }
 
 TEST_CASE("row_softmax compiles for every target") {

@@ -29,10 +29,12 @@ namespace {
 // and seqlen.
 const Params kAllToAllDefaults = {{"batch", "2"},     {"seqlen", "1024"}, {"heads_q", "8"},
                                   {"heads_kv", "4"},   {"head_dim", "128"}, {"dtype", "bf16"},
-                                  {"seqlens", ""},     {"seqlens_k", ""},   {"local", "kernel"}};
+                                  {"seqlens", ""},     {"seqlens_k", ""},   {"local", "kernel"},
+                                  {"transfer", "auto"}};
 const Params kAllToAllBenchShape = {{"batch", "2"},   {"seqlen", "8192"}, {"heads_q", "32"},
                                     {"heads_kv", "8"}, {"head_dim", "128"}, {"dtype", "bf16"},
-                                    {"seqlens", ""},   {"seqlens_k", ""}, {"local", "kernel"}};
+                                    {"seqlens", ""},   {"seqlens_k", ""}, {"local", "kernel"},
+                                    {"transfer", "auto"}};
 
 UlyssesShape shapeFrom(const Params &given, const Params &defaults, int ranks) {
   Params p = mergeParams(given, scaledUlyssesDefaults(defaults, ranks, 1, 1), "all2all");
@@ -138,9 +140,25 @@ bool distinctDevices(Communicator &comm) {
 int runRank(const Params &params, bool bench, int reps) {
   auto comm = Communicator::fromEnvironment();
   UlyssesShape s = shapeFrom(params, bench ? kAllToAllBenchShape : kAllToAllDefaults, comm->size());
-  UlyssesExchange x(*comm, s, 1,
-                    localShardParam(mergeParams(params, bench ? kAllToAllBenchShape
-                                                              : kAllToAllDefaults, "all2all")));
+  Params merged = mergeParams(params, bench ? kAllToAllBenchShape : kAllToAllDefaults, "all2all");
+  UlyssesExchange x(*comm, s, 1, localShardParam(merged));
+  // `transfer`: the peers' pieces pulled by the copy engines (copy), or
+  // moved by thread blocks, pulled (kernel_pull) or pushed (kernel_push);
+  // auto takes the exchange's preferred one for the shape.
+  using Transfer = UlyssesExchange::PeerTransfer;
+  Transfer transfer = Transfer::copyEngine;
+  if (merged.at("transfer") == "auto") {
+    transfer = x.usePreferredTransfer();
+  } else {
+    transfer = choiceParam<Transfer>(merged, "transfer",
+                                     {{"copy", Transfer::copyEngine},
+                                      {"kernel_pull", Transfer::kernelPull},
+                                      {"kernel_push", Transfer::kernelPush}});
+    x.setPeerTransfer(transfer);
+  }
+  const char *how = transfer == Transfer::copyEngine   ? "copy-engine pull"
+                    : transfer == Transfer::kernelPull ? "kernel pull     "
+                                                       : "kernel push     ";
   fillInputs(x, s, comm->rank());
   Driver &d = Driver::get();
   std::string ncclWhy;
@@ -163,6 +181,15 @@ int runRank(const Params &params, bool bench, int reps) {
         differs += download(reference->output(t), bytes) != out;
       }
     }
+    // The way back: Q's head layout as the attention output, returned,
+    // must be the rank's own Q shard.
+    int64_t headBytes = s.outputElements(0) * s.elementBytes;
+    TESSEL_CU(d, cuMemcpyAsync, x.attentionOutput(), x.output(0), headBytes, comm->stream());
+    x.reverse(comm->stream());
+    TESSEL_CU(d, cuStreamSynchronize, comm->stream());
+    int64_t shardBytes = s.inputElements(0) * s.elementBytes;
+    bool roundTrip = download(x.result(), shardBytes) == download(x.input(0), shardBytes);
+    bad += !roundTrip;
     // A kernel reads the next rank's Q shard through peer().
     int64_t peerBad = readPeerInput(*comm, x, s, rank);
     // Symmetric memory comes and goes without leaking.
@@ -173,10 +200,13 @@ int runRank(const Params &params, bool bench, int reps) {
     TESSEL_CU(d, cuMemGetInfo, &after, &total);
     int64_t grown = int64_t(before) - int64_t(after);
     bool ok = bad == 0 && peerBad == 0 && differs == 0 && grown <= (4 << 20);
-    fmt::print("rank {} (device {}): all2all {}: {} "
-               "misplaced elements; a kernel reading rank {}'s input through peer(): {} wrong "
+    fmt::print("rank {} (device {}): all2all {}, {}: {} "
+               "misplaced elements, the way back {}; a kernel reading rank {}'s input through peer(): {} wrong "
                "words; {}; 1000 symmetric alloc/free cycles grew device use by {} bytes — {}\n",
-               rank, comm->device(), shapeText(s), bad, (rank + 1) % s.ranks, peerBad,
+               rank, comm->device(), shapeText(s),
+               how, bad,
+               roundTrip ? "returns the shard" : "DOES NOT return the shard",
+               (rank + 1) % s.ranks, peerBad,
                reference ? (differs ? "DIFFERS from NCCL's all-to-all"
                                     : "bit-identical to NCCL's all-to-all")
                          : "NCCL not compared: " + ncclWhy,
@@ -200,7 +230,7 @@ int runRank(const Params &params, bool bench, int reps) {
                "of Q, K, V per rank, {:.1f} MiB leaving each GPU); median of {}, slowest rank:\n",
                s.ranks, shapeText(s), sent / 1048576.0,
                leaving / 1048576.0, reps);
-    fmt::print("  tessel copy-engine pull         {:8.3f} ms  {:7.1f} GB/s\n", tessel,
+    fmt::print("  tessel {}         {:8.3f} ms  {:7.1f} GB/s\n", how, tessel,
                leaving / tessel / 1e6);
     fmt::print("  its handshakes alone, no data   {:8.3f} ms\n", fixed);
     if (reference) {

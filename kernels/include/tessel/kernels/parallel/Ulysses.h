@@ -147,8 +147,25 @@ public:
   /// attentionOutput(g)) goes back to O [B, S/N, Hq, D] (result()), the
   /// inverse exchange, pulled and flagged the same way.
   CUdeviceptr attentionOutput(int group = 0) const;
-  CUdeviceptr result() const { return sequenceOutput->ptr(); }
+  CUdeviceptr result() const { return sequenceOutput->local(); }
   void reverse(CUstream stream);
+  /// Who moves the peers' pieces in forward() and reverse(): the copy
+  /// engines pulling, one 2-D copy per (source, sequence); or thread blocks
+  /// (peerTileCopy: every peer's tiles in flight at once, one launch per
+  /// tensor and head group) pulling from the peers, or pushing to them.
+  enum class PeerTransfer { copyEngine, kernelPull, kernelPush };
+  /// Switches forward() and reverse() to `how`; throws tessel::Error
+  /// saying why the kernel cannot take this shape (a packed batch, shards
+  /// that are not whole tiles; for pushes, K/V heads replicated over the
+  /// ranks). pipeline() keeps the copy engines.
+  void setPeerTransfer(PeerTransfer how);
+  PeerTransfer peerTransfer() const { return transfer; }
+  /// The measured winner for this shape: kernel pushes where they can run,
+  /// else kernel pulls, else the copy engines (on 4 H100s, b2 hq32 hkv8
+  /// d128: pushes 0.195 ms at 8k tokens against the copy engines' 0.273,
+  /// the same at 32k; on 2, 0.200 against 0.225 and 0.736 against 0.936).
+  /// Sets it and returns it.
+  PeerTransfer usePreferredTransfer();
   /// A call's handshakes alone (every rank ready, every rank read), no
   /// data: the fixed cost of a call, for benchmarks.
   void handshakes(CUstream stream) {
@@ -190,9 +207,10 @@ private:
   /// Per Q and K/V: prefix sums of the groups' heads (groups + 1 entries).
   std::array<std::vector<int64_t>, 2> firstInGroup;
   std::array<std::unique_ptr<rt::SymmetricBuffer>, 3> inputs;
-  std::array<std::unique_ptr<rt::DeviceBuffer>, 3> outputs;
+  /// Symmetric, for kernel pushes to write into.
+  std::array<std::unique_ptr<rt::SymmetricBuffer>, 3> outputs;
   std::unique_ptr<rt::SymmetricBuffer> headOutput;
-  std::unique_ptr<rt::DeviceBuffer> sequenceOutput;
+  std::unique_ptr<rt::SymmetricBuffer> sequenceOutput;
   /// Per rank: 'ready' epochs from each peer, 'read' epochs, then per group
   /// 'output ready' epochs, then per group 'arrived' epochs (written by the
   /// rank's own copy streams).
@@ -205,6 +223,12 @@ private:
   std::unique_ptr<CopyLanes> attentionLanes;
   /// The own shard's copy kernel (LocalShard::kernel).
   std::unique_ptr<Kernel> localCopy;
+  /// The kernel transfers: the tile copy.
+  PeerTransfer transfer = PeerTransfer::copyEngine;
+  std::unique_ptr<Kernel> tileCopy;
+  /// Every tensor's (group's) pieces as one launch each.
+  void moveAllWithKernel(CUstream stream);
+  void moveBackAllWithKernel(CUstream stream);
   /// Rows [rows, pitch] from column `first` of `src`, `cols` wide, into
   /// dst [rows, cols]: the copy engine or localCopy.
   void copyColumns(CUdeviceptr src, int64_t pitch, int64_t first, CUdeviceptr dst, int64_t cols,
