@@ -242,7 +242,7 @@ void UlyssesExchange::pullBack(int s, int g) {
              all * dim * eb, mine * dim * eb, q.length / n, lane(s, 0));
 }
 
-void UlyssesExchange::setPeerTransfer(PeerTransfer how) {
+void UlyssesExchange::setPeerTransfer(PeerTransfer how, std::array<int64_t, 3> tile) {
   transfer = how;
   tileCopy.reset();
   if (how == PeerTransfer::copyEngine) return;
@@ -256,8 +256,10 @@ void UlyssesExchange::setPeerTransfer(PeerTransfer how) {
     refuse(fmt::format("push whole K/V heads per rank; heads_kv={} over {} ranks replicates them "
                        "(pull instead)",
                        shape.headsKV, shape.ranks));
-  // The largest tile that divides a shard's rows and every group's columns.
-  int64_t rows = 64, cols = 128;
+  // The largest tile (of the one asked for) that divides a shard's rows
+  // and every group's columns.
+  int64_t rows = tile[0] ? tile[0] : 64, cols = tile[1] ? tile[1] : 128;
+  int threads = tile[2] ? static_cast<int>(tile[2]) : 128;
   while (rows >= 8 && shape.localSeq() % rows) rows /= 2;
   for (int t = 0; t < 2; ++t)
     for (int g = 0; g < groups; ++g)
@@ -266,9 +268,13 @@ void UlyssesExchange::setPeerTransfer(PeerTransfer how) {
     refuse(fmt::format("need shards of a multiple of 8 rows and heads of a multiple of 8 "
                        "elements; seqlen/N = {}, head_dim = {}",
                        shape.localSeq(), shape.headDim));
+  if ((tile[0] && rows != tile[0]) || (tile[1] && cols != tile[1]))
+    refuse(fmt::format("tiles of {}x{} do not divide seqlen/N = {} rows and the head groups' "
+                       "columns",
+                       tile[0], tile[1], shape.localSeq()));
   Driver::get().setDevice(comm.device());
   Program program = peerTileCopy({shape.elementBytes == 2 ? DType::f16 : DType::f32, rows, cols,
-                                  128, how == PeerTransfer::kernelPush});
+                                  threads, how == PeerTransfer::kernelPush});
   tileCopy = std::make_unique<Kernel>(
       compile(program, {nativeArch(Driver::get().computeCapability())}));
   // Loaded now: a module load waits for running kernels.

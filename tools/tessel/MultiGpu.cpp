@@ -30,11 +30,11 @@ namespace {
 const Params kAllToAllDefaults = {{"batch", "2"},     {"seqlen", "1024"}, {"heads_q", "8"},
                                   {"heads_kv", "4"},   {"head_dim", "128"}, {"dtype", "bf16"},
                                   {"seqlens", ""},     {"seqlens_k", ""},   {"local", "kernel"},
-                                  {"transfer", "auto"}};
+                                  {"transfer", "auto"}, {"tile", ""}};
 const Params kAllToAllBenchShape = {{"batch", "2"},   {"seqlen", "8192"}, {"heads_q", "32"},
                                     {"heads_kv", "8"}, {"head_dim", "128"}, {"dtype", "bf16"},
                                     {"seqlens", ""},   {"seqlens_k", ""}, {"local", "kernel"},
-                                    {"transfer", "auto"}};
+                                    {"transfer", "auto"}, {"tile", ""}};
 
 UlyssesShape shapeFrom(const Params &given, const Params &defaults, int ranks) {
   Params p = mergeParams(given, scaledUlyssesDefaults(defaults, ranks, 1, 1), "all2all");
@@ -154,7 +154,13 @@ int runRank(const Params &params, bool bench, int reps) {
                                      {{"copy", Transfer::copyEngine},
                                       {"kernel_pull", Transfer::kernelPull},
                                       {"kernel_push", Transfer::kernelPush}});
-    x.setPeerTransfer(transfer);
+    // `tile`: ROWSxCOLSxTHREADS of the kernel transfers.
+    std::array<int64_t, 3> tile = {0, 0, 0};
+    if (!merged.at("tile").empty() &&
+        std::sscanf(merged.at("tile").c_str(), "%ldx%ldx%ld", &tile[0], &tile[1], &tile[2]) != 3)
+      throw Error(fmt::format("parameter tile={}: use ROWSxCOLSxTHREADS, as 64x128x128",
+                              merged.at("tile")));
+    x.setPeerTransfer(transfer, tile);
   }
   const char *how = transfer == Transfer::copyEngine   ? "copy-engine pull"
                     : transfer == Transfer::kernelPull ? "kernel pull     "

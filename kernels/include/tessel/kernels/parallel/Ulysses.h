@@ -158,7 +158,9 @@ public:
   /// saying why the kernel cannot take this shape (a packed batch, shards
   /// that are not whole tiles; for pushes, K/V heads replicated over the
   /// ranks). pipeline() keeps the copy engines.
-  void setPeerTransfer(PeerTransfer how);
+  /// `tile` overrides the tile (rows, columns, threads; 0 picks), which
+  /// must divide the shards' rows and the groups' columns.
+  void setPeerTransfer(PeerTransfer how, std::array<int64_t, 3> tile = {0, 0, 0});
   PeerTransfer peerTransfer() const { return transfer; }
   /// The measured winner for this shape: kernel pushes where they can run,
   /// else kernel pulls, else the copy engines (on 4 H100s, b2 hq32 hkv8
