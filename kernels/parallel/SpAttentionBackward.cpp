@@ -8,8 +8,9 @@
 // returns them to the shards. Head groups pipeline (PartPipeline): group
 // g + 1 arrives and group g - 1 returns while group g's backward runs. A K/V
 // head replicated over several ranks comes back once per replica; the
-// replicas' gradients are summed in f32 (scaled_add), as one GPU's backward
-// sums the query heads that share a K/V head.
+// replicas' gradients are added in f32 and rounded to the gradient's type
+// after each addition (scaled_add): one rounding for two replicas, R - 1
+// for R.
 //
 //===----------------------------------------------------------------------===//
 #include "SpAttentionProblem.h"
@@ -38,6 +39,10 @@ struct BackwardPlan : SpPlan {
   std::unique_ptr<DeviceSeqlens> cu;
   std::unique_ptr<PieceExchange> toHeads, toShards;
   std::unique_ptr<PartPipeline> pipeline;
+  /// The attention backward's f32 accumulators, made with the plan (the
+  /// largest group's), so that no call allocates between its exchanges.
+  std::unique_ptr<rt::DeviceBuffer> workspace;
+  size_t workspaceBytes = 0;
   /// y += x for the replicas of a K/V head's gradient.
   std::shared_ptr<Kernel> sumReplicas;
 };
@@ -59,6 +64,72 @@ HeadGroups backwardHeadGroups(const UlyssesShape &s, int sms) {
   return evenHeadGroups(s, 1);
 }
 
+void copyDevice(CUdeviceptr to, CUdeviceptr from, int64_t bytes, CUstream stream) {
+  rt::Driver &d = rt::Driver::get();
+  TESSEL_CU(d, cuMemcpyAsync, to, from, size_t(bytes), stream);
+}
+
+/// The attention backward's views and options over head group g of the
+/// head layout: the whole sequences (one packed entry for a packed batch)
+/// for the group's heads.
+struct GroupCall {
+  TensorView q, k, v, out, lse, dout, dq, dk, dv;
+  attention::BackwardOptions options;
+};
+GroupCall groupCall(const BackwardPlan &plan, int g, int device, const std::string &arch) {
+  const UlyssesShape &s = plan.problem.shape;
+  const HeadGroups &groups = plan.problem.groupHeads;
+  const PieceExchange &in = *plan.toHeads, &back = *plan.toShards;
+  int64_t entries = s.packed() ? 1 : s.batch;
+  int64_t hq = groups[g], hkv = groups[g] * s.headsPerRank(1) / s.headsPerRank(0);
+  ScalarType type = scalarOf(plan.problem.config.dtype);
+  using K = UlyssesTensor;
+  auto rowsView = [&](CUdeviceptr base, K kind) {
+    bool query = kind == K::queryRows;
+    return TensorView::contiguous(base + headGroupOffset(s, kind, groups, g), type,
+                                  {entries, s.totalRows(query ? 0 : 1) / entries,
+                                   query ? hq : hkv, s.headDim},
+                                  device);
+  };
+  GroupCall call;
+  attention::BackwardOptions &o = call.options;
+  o.causal = plan.problem.config.causal;
+  o.scale = plan.problem.scale;
+  o.arch = arch;
+  if (s.packed()) {
+    int64_t count = int64_t(s.cuSeqlensQ.size());
+    o.cuSeqlensQ = TensorView::contiguous(plan.cu->q->ptr(), ScalarType::I32, {count}, device);
+    o.cuSeqlensK = TensorView::contiguous(plan.cu->k->ptr(), ScalarType::I32, {count}, device);
+    for (const UlyssesShape::Sequence &q : s.sequences(0))
+      o.maxSeqlenQ = std::max(o.maxSeqlenQ, q.length);
+    for (const UlyssesShape::Sequence &k : s.sequences(1))
+      o.maxSeqlenK = std::max(o.maxSeqlenK, k.length);
+  }
+  if (plan.workspace) {
+    o.workspace = plan.workspace->ptr();
+    o.workspaceBytes = plan.workspaceBytes;
+  }
+  call.q = rowsView(in.destination(kQ), K::queryRows);
+  call.k = rowsView(in.destination(kK), K::keyValueRows);
+  call.v = rowsView(in.destination(kV), K::keyValueRows);
+  call.out = rowsView(in.destination(kOut), K::queryRows);
+  call.dout = rowsView(in.destination(kDout), K::queryRows);
+  call.lse = TensorView::contiguous(
+      in.destination(kLse) + headGroupOffset(s, K::logSumExp, groups, g), ScalarType::F32,
+      {entries, hq, s.totalRows(0) / entries}, device);
+  call.dq = rowsView(back.source(kDq), K::queryRows);
+  call.dk = rowsView(back.source(kDk), K::keyValueRows);
+  call.dv = rowsView(back.source(kDv), K::keyValueRows);
+  return call;
+}
+
+Choice attentionOverGroup(const BackwardPlan &plan, int g, int device, const std::string &arch,
+                          CUstream stream) {
+  GroupCall c = groupCall(plan, g, device, arch);
+  return attention::backward(c.q, c.k, c.v, c.out, c.lse, c.dout, c.dq, c.dk, c.dv, c.options,
+                             stream);
+}
+
 BackwardPlan &planFor(Communicator &comm, SequenceParallelProblem problem, Transport transport,
                       const std::string &arch, const std::string &description) {
   CommunicatorPlans &plans = plansOf(comm);
@@ -69,7 +140,6 @@ BackwardPlan &planFor(Communicator &comm, SequenceParallelProblem problem, Trans
   made->problem = std::move(problem);
   made->transport = transport;
   const UlyssesShape &s = made->problem.shape;
-  made->cu = std::make_unique<DeviceSeqlens>(s);
   using K = UlyssesTensor;
   const HeadGroups &groups = made->problem.groupHeads;
   made->toHeads = std::make_unique<PieceExchange>(
@@ -87,6 +157,13 @@ BackwardPlan &planFor(Communicator &comm, SequenceParallelProblem problem, Trans
   // tokens two streams taking turns ran 1.07-1.17x slower causal (mixed,
   // within 5%, full).
   made->pipeline = std::make_unique<PartPipeline>(static_cast<int>(groups.size()), 1);
+  made->cu = std::make_unique<DeviceSeqlens>(s);
+  for (int g = 0; g < static_cast<int>(groups.size()); ++g) {
+    GroupCall c = groupCall(*made, g, comm.device(), arch);
+    made->workspaceBytes =
+        std::max(made->workspaceBytes, attention::backwardWorkspaceBytes(c.q, c.k, c.options));
+  }
+  made->workspace = std::make_unique<rt::DeviceBuffer>(std::max<size_t>(made->workspaceBytes, 16));
   if (kvReplicas(s) > 1) {
     ScaledAddConfig add;
     add.dtype = made->problem.config.dtype;
@@ -98,49 +175,6 @@ BackwardPlan &planFor(Communicator &comm, SequenceParallelProblem problem, Trans
   }
   slot = std::move(made);
   return static_cast<BackwardPlan &>(*slot);
-}
-
-void copyDevice(CUdeviceptr to, CUdeviceptr from, int64_t bytes, CUstream stream) {
-  rt::Driver &d = rt::Driver::get();
-  TESSEL_CU(d, cuMemcpyAsync, to, from, size_t(bytes), stream);
-}
-
-/// The attention backward over head group g of the head layout: the whole
-/// sequences (one packed entry for a packed batch) for the group's heads.
-Choice attentionOverGroup(const BackwardPlan &plan, int g, int device, const std::string &arch,
-                          CUstream stream) {
-  const UlyssesShape &s = plan.problem.shape;
-  const HeadGroups &groups = plan.problem.groupHeads;
-  const PieceExchange &in = *plan.toHeads, &back = *plan.toShards;
-  int64_t entries = s.packed() ? 1 : s.batch, rows = s.totalRows(0) / entries;
-  int64_t hq = groups[g], hkv = groups[g] * s.headsPerRank(1) / s.headsPerRank(0);
-  ScalarType type = scalarOf(plan.problem.config.dtype);
-  using K = UlyssesTensor;
-  auto rowsView = [&](CUdeviceptr base, K kind) {
-    return TensorView::contiguous(base + headGroupOffset(s, kind, groups, g), type,
-                                  {entries, rows, kind == K::queryRows ? hq : hkv, s.headDim},
-                                  device);
-  };
-  attention::BackwardOptions o;
-  o.causal = plan.problem.config.causal;
-  o.scale = plan.problem.scale;
-  o.arch = arch;
-  if (s.packed()) {
-    int64_t count = int64_t(s.cuSeqlensQ.size());
-    o.cuSeqlensQ = TensorView::contiguous(plan.cu->q->ptr(), ScalarType::I32, {count}, device);
-    o.cuSeqlensK = TensorView::contiguous(plan.cu->k->ptr(), ScalarType::I32, {count}, device);
-    for (const UlyssesShape::Sequence &q : s.sequences(0)) o.maxSeqlenQ = std::max(o.maxSeqlenQ, q.length);
-    for (const UlyssesShape::Sequence &k : s.sequences(1)) o.maxSeqlenK = std::max(o.maxSeqlenK, k.length);
-  }
-  TensorView lse = TensorView::contiguous(
-      in.destination(kLse) + headGroupOffset(s, K::logSumExp, groups, g), ScalarType::F32,
-      {entries, hq, rows}, device);
-  return attention::backward(
-      rowsView(in.destination(kQ), K::queryRows), rowsView(in.destination(kK), K::keyValueRows),
-      rowsView(in.destination(kV), K::keyValueRows), rowsView(in.destination(kOut), K::queryRows),
-      lse, rowsView(in.destination(kDout), K::queryRows),
-      rowsView(back.source(kDq), K::queryRows), rowsView(back.source(kDk), K::keyValueRows),
-      rowsView(back.source(kDv), K::keyValueRows), o, stream);
 }
 
 } // namespace
@@ -182,11 +216,23 @@ Choice sp_attention::backward(Communicator &comm, const TensorView &q, const Ten
                          : s.inputElements(t == kK || t == kV ? 1 : 0) * s.elementBytes,
                stream);
   Choice attention;
+  std::string failure;
   plan.pipeline->run(stream, *plan.toHeads, *plan.toShards, [&](int g, CUstream on) {
-    bool compiled = attention.compiled;
-    attention = attentionOverGroup(plan, g, comm.device(), choice.arch, on);
-    attention.compiled = attention.compiled || compiled;
+    // A failing group's rank still runs every exchange, so that no peer
+    // waits on it for ever; the ranks learn of it below.
+    if (!failure.empty()) return;
+    try {
+      bool compiled = attention.compiled;
+      attention = attentionOverGroup(plan, g, comm.device(), choice.arch, on);
+      attention.compiled = attention.compiled || compiled;
+    } catch (const Error &e) {
+      failure = e.what();
+    }
   });
+  std::vector<std::string> failures = comm.node().allGather(failure);
+  for (size_t r = 0; r < failures.size(); ++r)
+    if (!failures[r].empty())
+      throw Error(fmt::format("sp_attention::backward: rank {}: {}", r, failures[r]));
   int64_t qBytes = s.inputElements(0) * s.elementBytes, kvBytes = s.inputElements(1) * s.elementBytes;
   copyDevice(dq.data, plan.toShards->destination(kDq), qBytes, stream);
   int64_t replicas = kvReplicas(s);

@@ -2,6 +2,7 @@
 #include "SpAttentionProblem.h"
 #include "common/LibraryCalls.h"
 #include "tessel/runtime/Communicator.h"
+#include "tessel/runtime/Driver.h"
 
 #include <fmt/format.h>
 
@@ -143,6 +144,35 @@ void tessel::kernels::requireShardLse(const TensorView &lse, const char *what,
   requireShape(lse, what, {entries, s.headsQ, s.totalRows(0) / entries / s.ranks});
 }
 
+/// Past one node the node channel reaches only this node's ranks: every
+/// rank's verdict (ok, and a hash of its problem) goes round through NCCL,
+/// so that a rank elsewhere that failed, or disagrees, is an error here too
+/// before any exchange starts.
+static void agreeAcrossNodes(Communicator &comm, const char *call, bool ok,
+                             const std::string &description) {
+  rt::Driver &d = rt::Driver::get();
+  d.setDevice(comm.device());
+  int64_t mine[2] = {ok ? 1 : 0, int64_t(std::hash<std::string>{}(description))};
+  std::vector<int64_t> all(2 * comm.size());
+  rt::DeviceBuffer send(sizeof mine), receive(all.size() * sizeof(int64_t));
+  send.upload(mine, sizeof mine);
+  rt::Nccl &nccl = rt::Nccl::get();
+  TESSEL_NCCL(nccl, ncclAllGather, reinterpret_cast<void *>(send.ptr()),
+              reinterpret_cast<void *>(receive.ptr()), 2, ncclInt64, comm.nccl(), comm.stream());
+  TESSEL_CU(d, cuStreamSynchronize, comm.stream());
+  TESSEL_CU(d, cuMemcpyDtoH, all.data(), receive.ptr(), all.size() * sizeof(int64_t));
+  for (int r = 0; r < comm.size(); ++r) {
+    if (!all[2 * r])
+      throw Error(fmt::format("{}: rank {} (of another node) refused the problem; its own error "
+                              "says why",
+                              call, r));
+    if (all[2 * r + 1] != all[1])
+      throw Error(fmt::format("{}: the ranks call with different problems: rank {} differs from "
+                              "rank 0 (this rank's: {})",
+                              call, r, description));
+  }
+}
+
 std::string tessel::kernels::agreeOnProblem(Communicator &comm, const char *call,
                                             const std::function<std::string()> &check) {
   std::string mine, description;
@@ -153,14 +183,24 @@ std::string tessel::kernels::agreeOnProblem(Communicator &comm, const char *call
     mine = std::string("error ") + e.what();
   }
   std::vector<std::string> all = comm.node().allGather(mine);
-  for (size_t r = 0; r < all.size(); ++r)
+  std::string local; // this node's verdict: "" when every rank agrees
+  for (size_t r = 0; r < all.size() && local.empty(); ++r)
     if (all[r].rfind("error ", 0) == 0)
-      throw Error(fmt::format("{}: rank {}: {}", call, r, all[r].substr(6)));
-  for (size_t r = 0; r < all.size(); ++r)
+      local = fmt::format("{}: rank {}: {}", call, r, all[r].substr(6));
+  for (size_t r = 0; r < all.size() && local.empty(); ++r)
     if (all[r] != all[0])
-      throw Error(fmt::format("{}: the ranks call with different problems: rank 0 with {}, rank "
-                              "{} with {}",
-                              call, all[0].substr(3), r, all[r].substr(3)));
+      local = fmt::format("{}: the ranks call with different problems: rank 0 with {}, rank {} "
+                          "with {}",
+                          call, all[0].substr(3), r, all[r].substr(3));
+  // Every rank of the job joins the round across nodes, failing or not.
+  if (comm.size() != comm.localSize()) {
+    try {
+      agreeAcrossNodes(comm, call, local.empty(), description);
+    } catch (const Error &e) {
+      if (local.empty()) throw;
+    }
+  }
+  if (!local.empty()) throw Error(local);
   return description;
 }
 

@@ -282,15 +282,23 @@ void UlyssesExchange::setPeerTransfer(PeerTransfer how, std::array<int64_t, 3> t
 }
 
 UlyssesExchange::PeerTransfer UlyssesExchange::usePreferredTransfer() {
+  // The ranks must move the pieces alike (a rank that pushes never pulls
+  // what a pulling peer left for it): each says the best it can run, and
+  // all take the least of them.
+  PeerTransfer best = PeerTransfer::copyEngine;
   for (PeerTransfer how : {PeerTransfer::kernelPush, PeerTransfer::kernelPull}) {
     try {
       setPeerTransfer(how);
-      return how;
+      best = how;
+      break;
     } catch (const Error &) {
       // This shape cannot take it; the next one is tried.
     }
   }
-  setPeerTransfer(PeerTransfer::copyEngine);
+  PeerTransfer agreed = best;
+  for (const std::string &other : comm.node().allGather(std::to_string(int(best))))
+    agreed = std::min(agreed, static_cast<PeerTransfer>(std::stoi(other)));
+  if (agreed != transfer) setPeerTransfer(agreed);
   return transfer;
 }
 

@@ -31,12 +31,12 @@ struct WholeProblem {
 };
 
 /// Single-GPU attention forward and backward over the whole problem.
-WholeProblem singleGpu(const SpCase &c, int device, CUstream stream) {
+WholeProblem singleGpu(const SpCase &c, int device, CUstream stream, int seed) {
   const DType t = DType::bf16;
   bool packed = !c.cuSeqlens.empty();
   int64_t total = packed ? c.cuSeqlens.back() : c.batch * c.seqlen;
   int64_t batch = packed ? 1 : c.batch, len = total / batch;
-  std::mt19937_64 rng(c.seqlen * 17 + c.headsQ * 3 + c.headsKv + c.causal);
+  std::mt19937_64 rng(c.seqlen * 17 + c.headsQ * 3 + c.headsKv + c.causal + 1000 * seed);
   WholeProblem w{HostTensor(t, {total, c.headsQ, c.headDim}),
                  HostTensor(t, {total, c.headsKv, c.headDim}),
                  HostTensor(t, {total, c.headsKv, c.headDim}),
@@ -112,7 +112,7 @@ struct RankResult {
 };
 
 RankResult runRank(rt::Communicator &comm, const SpCase &c, const WholeProblem &w,
-                   const std::vector<int64_t> &rows, const std::string &transport) {
+                   const std::vector<int64_t> &rows, const std::string &transport, int groups) {
   const DType t = DType::bf16;
   const int device = comm.device();
   bool packed = !c.cuSeqlens.empty();
@@ -136,6 +136,7 @@ RankResult runRank(rt::Communicator &comm, const SpCase &c, const WholeProblem &
   opt.causal = c.causal;
   opt.cuSeqlensQ = c.cuSeqlens;
   opt.transport = transport;
+  opt.groups = groups;
   CUstream stream = comm.stream();
   r.forwardConfig = sp_attention::forward(comm, qView(*q), kvView(*k), kvView(*v), qView(*o),
                                           lseView, opt, stream)
@@ -188,16 +189,27 @@ TEST_CASE("one rank of sp_attention::backward (run by the case below)", "[.sp_ba
     fmt::print("skipped: the NCCL transport needs a GPU per rank (NCCL refuses two ranks on one "
                "device); the symmetric transport runs alone\n");
   for (const SpCase &c : cases) {
-    WholeProblem w = singleGpu(c, comm->device(), comm->stream());
     std::vector<int64_t> rows = shardRows(c, comm->size(), comm->rank());
-    RankResult symmetric = runRank(*comm, c, w, rows, "symmetric");
-    checkAgainstOneGpu(*comm, c, symmetric, w, rows);
-    if (!gpuPerRank) continue;
-    RankResult nccl = runRank(*comm, c, w, rows, "nccl");
-    checkAgainstOneGpu(*comm, c, nccl, w, rows);
-    // The same bytes through either transport: the forward is identical.
-    CHECK(nccl.o.bytes == symmetric.o.bytes);
-    CHECK(nccl.lse.bytes == symmetric.lse.bytes);
+    // Two head groups where the rank's heads split so (the pipeline's
+    // parts), else the rule's.
+    int ranks = comm->size();
+    bool halves = c.headsKv % ranks == 0 && c.headsQ / ranks % 2 == 0 && c.headsKv / ranks % 2 == 0;
+    for (int groups : {0, halves ? 2 : 0}) {
+      // Two calls of one plan, on different data: nothing of the first
+      // (buffers, epochs) leaks into the second.
+      for (int seed : {1, 2}) {
+        WholeProblem w = singleGpu(c, comm->device(), comm->stream(), seed);
+        RankResult symmetric = runRank(*comm, c, w, rows, "symmetric", groups);
+        checkAgainstOneGpu(*comm, c, symmetric, w, rows);
+        if (!gpuPerRank) continue;
+        RankResult nccl = runRank(*comm, c, w, rows, "nccl", groups);
+        checkAgainstOneGpu(*comm, c, nccl, w, rows);
+        // The same bytes through either transport: the forward is identical.
+        CHECK(nccl.o.bytes == symmetric.o.bytes);
+        CHECK(nccl.lse.bytes == symmetric.lse.bytes);
+      }
+      if (!halves) break;
+    }
   }
   // Problems the backward cannot run are errors on every rank before
   // anything moves.

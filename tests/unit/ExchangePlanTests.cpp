@@ -54,7 +54,8 @@ uint32_t at(const std::vector<uint8_t> &buffer, int64_t element) {
 }
 
 /// The shapes: a fixed batch (MHA, GQA split over the ranks, one K/V head
-/// replicated), and a packed batch with an empty sequence.
+/// replicated), and packed batches with an empty sequence, keys as long as
+/// the queries or not.
 std::vector<UlyssesShape> shapesFor(int ranks) {
   std::vector<UlyssesShape> shapes;
   UlyssesShape s;
@@ -68,6 +69,9 @@ std::vector<UlyssesShape> shapesFor(int ranks) {
   s.batch = 1, s.seqlen = 0, s.headsQ = 2 * ranks, s.headsKV = ranks;
   s.cuSeqlensQ = s.cuSeqlensK = {0, 2 * ranks, 2 * ranks, 5 * ranks};
   shapes.push_back(s);
+  // Keys of other lengths than the queries (cross-attention, a cache).
+  s.cuSeqlensK = {0, 3 * ranks, 4 * ranks, 4 * ranks};
+  shapes.push_back(s);
   return shapes;
 }
 
@@ -79,8 +83,9 @@ std::vector<HeadGroups> groupsFor(const UlyssesShape &s) {
 }
 
 std::string describe(const UlyssesShape &s, const HeadGroups &g) {
-  return fmt::format("ranks={} batch={} seqlen={} heads={}/{} packed={} groups={}", s.ranks,
-                     s.batch, s.seqlen, s.headsQ, s.headsKV, s.packed(), g.size());
+  return fmt::format("ranks={} batch={} seqlen={} heads={}/{} packed={} rows={}/{} groups={}",
+                     s.ranks, s.batch, s.seqlen, s.headsQ, s.headsKV, s.packed(), s.totalRows(0),
+                     s.totalRows(1), g.size());
 }
 
 } // namespace

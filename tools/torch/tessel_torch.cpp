@@ -43,8 +43,17 @@ CUstream currentStream(const at::Tensor &t) {
   return reinterpret_cast<CUstream>(c10::cuda::getCurrentCUDAStream(t.get_device()).stream());
 }
 
-thread_local std::string lastForward, lastBackward, lastPaged, lastMla, lastSpForward,
-    lastSpBackward;
+/// What the operators last ran, in this process (autograd runs backward
+/// operators on threads of its own, so a thread's own record would miss
+/// them).
+std::mutex choicesMutex;
+std::string lastForward, lastBackward, lastPaged, lastMla, lastSpForward, lastSpBackward;
+
+/// `slot` = text, under the lock.
+void record(std::string &slot, std::string text) {
+  std::lock_guard<std::mutex> lock(choicesMutex);
+  slot = std::move(text);
+}
 
 std::string text(const tessel::Choice &c) {
   return c.arch + " " + c.config + (c.compiled ? " (compiled by this call)" : "");
@@ -68,11 +77,11 @@ std::tuple<at::Tensor, at::Tensor> attentionForward(const at::Tensor &q, const a
   tessel::attention::ForwardOptions options;
   options.causal = causal;
   options.scale = scale;
-  lastForward = translated([&] {
+  record(lastForward, translated([&] {
     return text(tessel::attention::forward(viewOf(qc, "q"), viewOf(kc, "k"), viewOf(vc, "v"),
                                       viewOf(out, "out"), viewOf(lse, "lse"), options,
                                       currentStream(q)));
-  });
+  }));
   return {out, lse};
 }
 
@@ -91,12 +100,12 @@ attentionBackward(const at::Tensor &dout, const at::Tensor &q, const at::Tensor 
   at::Tensor workspace = at::empty({int64_t(bytes)}, q.options().dtype(at::kByte));
   options.workspace = reinterpret_cast<uint64_t>(workspace.data_ptr());
   options.workspaceBytes = bytes;
-  lastBackward = translated([&] {
+  record(lastBackward, translated([&] {
     return text(tessel::attention::backward(qv, kv, viewOf(vc, "v"), viewOf(oc, "out"),
                                        viewOf(lc, "lse"), viewOf(doc, "dout"), viewOf(dq, "dq"),
                                        viewOf(dk, "dk"), viewOf(dv, "dv"), options,
                                        currentStream(q)));
-  });
+  }));
   return {dq, dk, dv};
 }
 
@@ -131,10 +140,10 @@ at::Tensor pagedDecode(const at::Tensor &q, const at::Tensor &kCache, const at::
   size_t bytes =
       translated([&] { return tessel::decode::pagedWorkspaceBytes(qv, kv, tv, options); });
   at::Tensor workspace = decodeWorkspace(bytes, q, options);
-  lastPaged = translated([&] {
+  record(lastPaged, translated([&] {
     return text(tessel::decode::paged(qv, kv, viewOf(vc, "v_cache"), tv, viewOf(lc, "lengths"),
                                       viewOf(out, "out"), options, currentStream(q)));
-  });
+  }));
   return out;
 }
 
@@ -151,10 +160,10 @@ at::Tensor mlaDecode(const at::Tensor &q, const at::Tensor &cache, const at::Ten
                      tv = viewOf(tc, "block_table");
   size_t bytes = translated([&] { return tessel::decode::mlaWorkspaceBytes(qv, cv, tv, options); });
   at::Tensor workspace = decodeWorkspace(bytes, q, options);
-  lastMla = translated([&] {
+  record(lastMla, translated([&] {
     return text(tessel::decode::mla(qv, cv, tv, viewOf(lc, "lengths"), viewOf(out, "out"), options,
                                     currentStream(q)));
-  });
+  }));
   return out;
 }
 
@@ -194,12 +203,12 @@ std::tuple<at::Tensor, at::Tensor> spAttentionForward(const at::Tensor &q, const
   at::Tensor out = at::empty_like(qc);
   at::Tensor lse = at::empty({q.size(0), q.size(2), q.size(1)}, q.options().dtype(at::kFloat));
   tessel::rt::Communicator &c = spCommunicator();
-  lastSpForward = translated([&] {
+  record(lastSpForward, translated([&] {
     return text(tessel::sp_attention::forward(c, viewOf(qc, "q"), viewOf(kc, "k"),
                                               viewOf(vc, "v"), viewOf(out, "out"),
                                               viewOf(lse, "lse"), spOptions(causal, scale),
                                               currentStream(q)));
-  });
+  }));
   return {out, lse};
 }
 
@@ -211,20 +220,21 @@ spAttentionBackward(const at::Tensor &dout, const at::Tensor &q, const at::Tenso
   at::Tensor oc = out.contiguous(), doc = dout.contiguous(), lc = lse.contiguous();
   at::Tensor dq = at::empty_like(qc), dk = at::empty_like(kc), dv = at::empty_like(vc);
   tessel::rt::Communicator &c = spCommunicator();
-  lastSpBackward = translated([&] {
+  record(lastSpBackward, translated([&] {
     return text(tessel::sp_attention::backward(
         c, viewOf(qc, "q"), viewOf(kc, "k"), viewOf(vc, "v"), viewOf(oc, "out"), viewOf(lc, "lse"),
         viewOf(doc, "dout"), viewOf(dq, "dq"), viewOf(dk, "dk"), viewOf(dv, "dv"),
         spOptions(causal, scale), currentStream(q)));
-  });
+  }));
   return {dq, dk, dv};
 }
 
-/// What the calls of this thread last ran: "arch config", for a user who
+/// What the calls of this process last ran: "arch config", for a user who
 /// wants to see the library's choice. In order: attention_fwd,
 /// attention_bwd, paged_decode, mla_decode, sp_attention_fwd,
 /// sp_attention_bwd ("" for one not called yet).
 std::vector<std::string> lastChoices() {
+  std::lock_guard<std::mutex> lock(choicesMutex);
   return {lastForward, lastBackward, lastPaged, lastMla, lastSpForward, lastSpBackward};
 }
 } // namespace
@@ -254,8 +264,9 @@ TORCH_LIBRARY_IMPL(tessel, CUDA, m) {
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   module.def("last_choices", &lastChoices,
-             "the target and configuration the last attention_fwd, attention_bwd, paged_decode "
-             "and mla_decode calls of this thread ran, in that order");
+             "the target and configuration the last attention_fwd, attention_bwd, paged_decode, "
+             "mla_decode, sp_attention_fwd and sp_attention_bwd calls of this process ran, in that "
+             "order");
   module.def("sp_init", &spInit,
              "joins the sequence-parallel job torchrun started (once); returns (rank, world "
              "size, device)");

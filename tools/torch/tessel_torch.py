@@ -65,7 +65,10 @@ def load(prefix, verbose=False):
 
 def _register_fakes():
     """Shapes and dtypes of each operator's results without running it (what
-    torch.compile and FakeTensor tracing call)."""
+    torch.compile and FakeTensor tracing call). Torch before 2.4 has no
+    register_fake: the operators then run eagerly only."""
+    if not hasattr(torch.library, "register_fake"):
+        return
     def fake_forward(q, k, v, causal, scale):
         b, s, h, _ = q.shape
         return q.new_empty(q.shape), q.new_empty((b, h, s), dtype=torch.float32)
@@ -171,5 +174,5 @@ def mla_decode(q, cache, block_table, lengths, scale=None):
 def last_choices():
     """[attention_fwd, attention_bwd, paged_decode, mla_decode,
     sp_attention_fwd, sp_attention_bwd]: the target and kernel configuration
-    the last calls of this thread ran ("" for an operator not called yet)."""
+    the last calls of this process ran ("" for an operator not called yet)."""
     return _module.last_choices()

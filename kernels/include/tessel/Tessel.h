@@ -284,8 +284,11 @@ Choice forward(rt::Communicator &comm, const TensorView &q, const TensorView &k,
 /// and lse in one exchange), Tessel's attention backward runs over the
 /// whole sequences for the rank's heads, and dq, dk, dv come back; a K/V
 /// head replicated over several ranks (heads_kv < N) gets the sum of its
-/// replicas' gradients. Collective, checked on every rank before anything
-/// moves, like forward().
+/// replicas' gradients (added in f32, rounded after each addition).
+/// Collective, checked on every rank before anything moves, like
+/// forward(); a failure on one rank once the exchanges have started (the
+/// attention backward's compile, say) lets the exchanges finish and is then
+/// an error on every rank (the ranks meet on the host once per call).
 Choice backward(rt::Communicator &comm, const TensorView &q, const TensorView &k,
                 const TensorView &v, const TensorView &out, const TensorView &lse,
                 const TensorView &dout, const TensorView &dq, const TensorView &dk,

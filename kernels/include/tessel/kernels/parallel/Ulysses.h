@@ -157,7 +157,10 @@ public:
   /// Switches forward() and reverse() to `how`; throws tessel::Error
   /// saying why the kernel cannot take this shape (a packed batch, shards
   /// that are not whole tiles; for pushes, K/V heads replicated over the
-  /// ranks). pipeline() keeps the copy engines.
+  /// ranks). pipeline() keeps the copy engines. Pushes write a peer's
+  /// outputs (result() on the way back) once that peer's stream has reached
+  /// the same call: work reading them on other streams must be joined to
+  /// the exchange's stream before its next call.
   /// `tile` overrides the tile (rows, columns, threads; 0 picks), which
   /// must divide the shards' rows and the groups' columns.
   void setPeerTransfer(PeerTransfer how, std::array<int64_t, 3> tile = {0, 0, 0});
@@ -166,7 +169,8 @@ public:
   /// else kernel pulls, else the copy engines (on 4 H100s, b2 hq32 hkv8
   /// d128: pushes 0.195 ms at 8k tokens against the copy engines' 0.273,
   /// the same at 32k; on 2, 0.200 against 0.225 and 0.736 against 0.936).
-  /// Sets it and returns it.
+  /// Sets it and returns it; collective (the ranks take the least any of
+  /// them can run, in the order copy engines, pulls, pushes).
   PeerTransfer usePreferredTransfer();
   /// A call's handshakes alone (every rank ready, every rank read), no
   /// data: the fixed cost of a call, for benchmarks.
