@@ -35,6 +35,21 @@ void tessel::kernels::finishExchangeCall(Communicator &comm, SymmetricBuffer &fl
   announceAndAwait(ops, comm.size(), comm.localRank(), /*base=*/comm.size(), epoch);
 }
 
+void tessel::kernels::copyPitched(CUdeviceptr src, int64_t srcPitch, CUdeviceptr dst,
+                                  int64_t dstPitch, int64_t width, int64_t rows, CUstream stream) {
+  if (width == 0 || rows == 0) return;
+  Driver &d = Driver::get();
+  CUDA_MEMCPY2D copy{};
+  copy.srcMemoryType = copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  copy.srcDevice = src;
+  copy.srcPitch = srcPitch;
+  copy.dstDevice = dst;
+  copy.dstPitch = dstPitch;
+  copy.WidthInBytes = width;
+  copy.Height = rows;
+  TESSEL_CU(d, cuMemcpy2DAsync, &copy, stream);
+}
+
 CopyLanes::CopyLanes(int count, int marksPer) : marksPerLane(marksPer) {
   Driver &d = Driver::get();
   TESSEL_CU(d, cuEventCreate, &forkEvent, CU_EVENT_DISABLE_TIMING);

@@ -183,22 +183,6 @@ CUdeviceptr PieceExchange::source(int t) const {
 
 CUdeviceptr PieceExchange::destination(int t) const { return destinations[t]->ptr(); }
 
-/// One 2-D device copy of a piece, skipped when empty.
-static void copyPiece(CUdeviceptr src, int64_t srcPitch, CUdeviceptr dst, int64_t dstPitch,
-                      int64_t width, int64_t height, CUstream stream) {
-  if (width == 0 || height == 0) return;
-  Driver &d = Driver::get();
-  CUDA_MEMCPY2D copy{};
-  copy.srcMemoryType = copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-  copy.srcDevice = src;
-  copy.srcPitch = srcPitch;
-  copy.dstDevice = dst;
-  copy.dstPitch = dstPitch;
-  copy.WidthInBytes = width;
-  copy.Height = height;
-  TESSEL_CU(d, cuMemcpy2DAsync, &copy, stream);
-}
-
 void PieceExchange::run(CUstream stream, int part) {
   if (part < -1 || part >= plan.parts)
     throw Error(fmt::format("exchange: part {} of {}", part, plan.parts));
@@ -217,7 +201,7 @@ void PieceExchange::runCopyEngine(CUstream stream, int part) {
     int src = (me + i) % n;
     for (int t = 0; t < plan.tensors(); ++t)
       for (const Piece &p : into[part][src][t])
-        copyPiece(symmetricSources[t]->peer(src) + p.srcOffset, p.srcPitch,
+        copyPitched(symmetricSources[t]->peer(src) + p.srcOffset, p.srcPitch,
                   destination(t) + p.dstOffset, p.dstPitch, p.width, p.height, (*lanes)[src]);
   }
   lanes->join(stream);
@@ -228,7 +212,7 @@ void PieceExchange::runNccl(CUstream stream, int part) {
   int n = plan.ranks, me = comm.rank();
   for (int t = 0; t < plan.tensors(); ++t) // own pieces, directly
     for (const Piece &p : into[part][me][t])
-      copyPiece(source(t) + p.srcOffset, p.srcPitch, destination(t) + p.dstOffset, p.dstPitch,
+      copyPitched(source(t) + p.srcOffset, p.srcPitch, destination(t) + p.dstOffset, p.dstPitch,
                 p.width, p.height, stream);
   const std::vector<int64_t> &sends = sendAt[part], &receives = receiveAt[part];
   for (int dst = 0; dst < n; ++dst) {
@@ -236,7 +220,7 @@ void PieceExchange::runNccl(CUstream stream, int part) {
     int64_t at = sends[dst];
     for (int t = 0; t < plan.tensors(); ++t)
       for (const Piece &p : outOf[part][dst][t]) {
-        copyPiece(source(t) + p.srcOffset, p.srcPitch, sendBuffer->ptr() + at, p.width, p.width,
+        copyPitched(source(t) + p.srcOffset, p.srcPitch, sendBuffer->ptr() + at, p.width, p.width,
                   p.height, stream);
         at += p.bytes();
       }
@@ -261,7 +245,7 @@ void PieceExchange::runNccl(CUstream stream, int part) {
     int64_t at = receives[src];
     for (int t = 0; t < plan.tensors(); ++t)
       for (const Piece &p : into[part][src][t]) {
-        copyPiece(receiveBuffer->ptr() + at, p.width, destination(t) + p.dstOffset, p.dstPitch,
+        copyPitched(receiveBuffer->ptr() + at, p.width, destination(t) + p.dstOffset, p.dstPitch,
                   p.width, p.height, stream);
         at += p.bytes();
       }

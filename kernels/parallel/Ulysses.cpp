@@ -189,26 +189,11 @@ void UlyssesExchange::end(CUstream stream) {
   finishExchangeCall(comm, *flags, epoch, stream);
 }
 
-/// One 2-D copy of `rows` rows of `width` bytes.
-static void copyRows(CUdeviceptr src, int64_t srcPitch, CUdeviceptr dst, int64_t dstPitch,
-                     int64_t width, int64_t rows, CUstream stream) {
-  Driver &d = Driver::get();
-  CUDA_MEMCPY2D copy{};
-  copy.srcMemoryType = copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-  copy.srcDevice = src;
-  copy.srcPitch = srcPitch;
-  copy.dstDevice = dst;
-  copy.dstPitch = dstPitch;
-  copy.WidthInBytes = width;
-  copy.Height = rows;
-  TESSEL_CU(d, cuMemcpy2DAsync, &copy, stream);
-}
-
 void UlyssesExchange::copyColumns(CUdeviceptr src, int64_t pitch, int64_t first, CUdeviceptr dst,
                                   int64_t cols, int64_t rows, CUstream stream, bool local) {
   int64_t eb = shape.elementBytes;
   if (!local || !localCopy || rows == 0)
-    return copyRows(src + first * eb, pitch * eb, dst, cols * eb, cols * eb, rows, stream);
+    return copyPitched(src + first * eb, pitch * eb, dst, cols * eb, cols * eb, rows, stream);
   localCopy->launch({LaunchArg::integer(rows), LaunchArg::integer(pitch), LaunchArg::integer(first),
                      LaunchArg::integer(cols), LaunchArg::buffer(src, {rows, pitch}),
                      LaunchArg::buffer(dst, {rows, cols})},
@@ -237,7 +222,7 @@ void UlyssesExchange::pullBack(int s, int g) {
   int64_t all = shape.headsQ, mine = groupHeads(0, g);
   CUdeviceptr source = headOutput->peer(s) + shape.totalRows(0) * groupFirst(0, g) * dim * eb;
   for (const UlyssesShape::Sequence &q : shape.sequences(0))
-    copyRows(source + ((q.start + me * (q.length / n)) * mine) * dim * eb, mine * dim * eb,
+    copyPitched(source + ((q.start + me * (q.length / n)) * mine) * dim * eb, mine * dim * eb,
              result() + (q.start / n * all + s * shape.headsPerRank(0) + groupFirst(0, g)) * dim * eb,
              all * dim * eb, mine * dim * eb, q.length / n, lane(s, 0));
 }
@@ -497,15 +482,9 @@ void NcclUlysses::forward(CUstream stream, bool packing) {
       for (int t = 0; t < 3; ++t) {
         int64_t all = shape.heads(t), mine = shape.headsPerRank(t), first = shape.firstHead(t, r);
         for (const UlyssesShape::Sequence &q : shape.sequences(t)) {
-          CUDA_MEMCPY2D copy{};
-          copy.srcMemoryType = copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-          copy.srcDevice = exchange.input(t) + (q.start / n * all + first) * dim * eb;
-          copy.srcPitch = all * dim * eb;
-          copy.dstDevice = chunk(send->ptr(), r, t, q.start / n);
-          copy.dstPitch = mine * dim * eb;
-          copy.WidthInBytes = mine * dim * eb;
-          copy.Height = q.length / n;
-          TESSEL_CU(d, cuMemcpy2DAsync, &copy, stream);
+          copyPitched(exchange.input(t) + (q.start / n * all + first) * dim * eb, all * dim * eb,
+                      chunk(send->ptr(), r, t, q.start / n), mine * dim * eb, mine * dim * eb,
+                      q.length / n, stream);
         }
       }
   Nccl &nccl = Nccl::get();

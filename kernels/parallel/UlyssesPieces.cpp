@@ -127,37 +127,35 @@ std::vector<Piece> tessel::kernels::toShardsPieces(const UlyssesShape &s, Ulysse
   return piecesBetween(s, kind, groups, dst, src, /*toHeads=*/false, group);
 }
 
-ExchangePlan tessel::kernels::toHeadsPlan(const UlyssesShape &s, std::vector<UlyssesTensor> kinds,
-                                          HeadGroups groups, bool partPerGroup) {
+/// A plan over `kinds`, either way: shards to the head layout or back.
+static ExchangePlan ulyssesPlan(const UlyssesShape &s, std::vector<UlyssesTensor> kinds,
+                                HeadGroups groups, bool partPerGroup, bool toHeads) {
   validateUlysses(s);
   validateHeadGroups(s, groups);
   ExchangePlan plan;
   plan.ranks = s.ranks;
   for (UlyssesTensor kind : kinds) {
-    plan.sourceBytes.push_back(shardBytes(s, kind));
-    plan.destinationBytes.push_back(headLayoutBytes(s, kind, groups));
+    int64_t shard = shardBytes(s, kind), heads = headLayoutBytes(s, kind, groups);
+    // Replicated K/V heads come back one copy per replica.
+    int64_t copies = !toHeads && kind == UlyssesTensor::keyValueRows ? kvReplicas(s) : 1;
+    plan.sourceBytes.push_back(toHeads ? shard : heads);
+    plan.destinationBytes.push_back(toHeads ? heads : copies * shard);
   }
   plan.parts = partPerGroup ? static_cast<int>(groups.size()) : 1;
-  plan.pieces = [s, kinds, groups, partPerGroup](int t, int src, int dst, int part) {
-    return toHeadsPieces(s, kinds[t], groups, src, dst, partPerGroup ? part : -1);
+  plan.pieces = [s, kinds, groups, partPerGroup, toHeads](int t, int src, int dst, int part) {
+    int group = partPerGroup ? part : -1;
+    return toHeads ? toHeadsPieces(s, kinds[t], groups, src, dst, group)
+                   : toShardsPieces(s, kinds[t], groups, src, dst, group);
   };
   return plan;
 }
 
+ExchangePlan tessel::kernels::toHeadsPlan(const UlyssesShape &s, std::vector<UlyssesTensor> kinds,
+                                          HeadGroups groups, bool partPerGroup) {
+  return ulyssesPlan(s, std::move(kinds), std::move(groups), partPerGroup, /*toHeads=*/true);
+}
+
 ExchangePlan tessel::kernels::toShardsPlan(const UlyssesShape &s, std::vector<UlyssesTensor> kinds,
                                            HeadGroups groups, bool partPerGroup) {
-  validateUlysses(s);
-  validateHeadGroups(s, groups);
-  ExchangePlan plan;
-  plan.ranks = s.ranks;
-  for (UlyssesTensor kind : kinds) {
-    plan.sourceBytes.push_back(headLayoutBytes(s, kind, groups));
-    int64_t copies = kind == UlyssesTensor::keyValueRows ? kvReplicas(s) : 1;
-    plan.destinationBytes.push_back(copies * shardBytes(s, kind));
-  }
-  plan.parts = partPerGroup ? static_cast<int>(groups.size()) : 1;
-  plan.pieces = [s, kinds, groups, partPerGroup](int t, int src, int dst, int part) {
-    return toShardsPieces(s, kinds[t], groups, src, dst, partPerGroup ? part : -1);
-  };
-  return plan;
+  return ulyssesPlan(s, std::move(kinds), std::move(groups), partPerGroup, /*toHeads=*/false);
 }

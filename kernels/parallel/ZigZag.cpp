@@ -53,21 +53,14 @@ void ZigZagKvGather::end(CUstream stream) {
 }
 
 void ZigZagKvGather::pull(int source) {
-  Driver &d = Driver::get();
   int64_t chunk = shape.chunk(), row = shape.headsKV * shape.headDim * shape.elementBytes;
   for (int t = 0; t < 2; ++t)
     for (int local = 0; local < 2; ++local) {
       // Rows local*C .. of every batch of the source's input, to rows
       // c*C .. of every batch of the whole sequence: one 2-D copy.
-      CUDA_MEMCPY2D copy{};
-      copy.srcMemoryType = copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-      copy.srcDevice = inputs[t]->peer(source) + local * chunk * row;
-      copy.srcPitch = 2 * chunk * row;
-      copy.dstDevice = gathered(t) + shape.globalChunk(source, local) * chunk * row;
-      copy.dstPitch = shape.seqlen * row;
-      copy.WidthInBytes = chunk * row;
-      copy.Height = shape.batch;
-      TESSEL_CU(d, cuMemcpy2DAsync, &copy, (*lanes)[source]);
+      copyPitched(inputs[t]->peer(source) + local * chunk * row, 2 * chunk * row,
+                  gathered(t) + shape.globalChunk(source, local) * chunk * row,
+                  shape.seqlen * row, chunk * row, shape.batch, (*lanes)[source]);
     }
 }
 

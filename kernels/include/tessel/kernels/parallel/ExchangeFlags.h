@@ -63,6 +63,12 @@ struct StreamFlagOps {
   }
 };
 
+/// One 2-D device copy on `stream`: `rows` rows of `width` bytes, `srcPitch`
+/// and `dstPitch` bytes apart (skipped when empty). The exchanges' pieces
+/// are such copies.
+void copyPitched(CUdeviceptr src, int64_t srcPitch, CUdeviceptr dst, int64_t dstPitch,
+                 int64_t width, int64_t rows, CUstream stream);
+
 /// Streams for an exchange's copies (one per source, or per source and
 /// tensor, so that the copy engines work on all at once), forked from the
 /// caller's stream when a call begins and joined to it when it ends, with
