@@ -130,12 +130,9 @@ Choice attentionOverGroup(const BackwardPlan &plan, int g, int device, const std
                              stream);
 }
 
-BackwardPlan &planFor(Communicator &comm, SequenceParallelProblem problem, Transport transport,
-                      const std::string &arch, const std::string &description) {
-  CommunicatorPlans &plans = plansOf(comm);
-  std::lock_guard<std::mutex> lock(plans.mutex);
-  std::unique_ptr<SpPlan> &slot = plans.byProblem["backward " + description];
-  if (slot) return static_cast<BackwardPlan &>(*slot);
+std::unique_ptr<BackwardPlan> makeBackwardPlan(Communicator &comm,
+                                               SequenceParallelProblem problem,
+                                               Transport transport, const std::string &arch) {
   auto made = std::make_unique<BackwardPlan>();
   made->problem = std::move(problem);
   made->transport = transport;
@@ -173,8 +170,7 @@ BackwardPlan &planFor(Communicator &comm, SequenceParallelProblem problem, Trans
                      [&] { return scaledAdd(add); }, compiled);
     made->sumReplicas->loadedKernel().resourceUsage();
   }
-  slot = std::move(made);
-  return static_cast<BackwardPlan &>(*slot);
+  return made;
 }
 
 } // namespace
@@ -207,7 +203,9 @@ Choice sp_attention::backward(Communicator &comm, const TensorView &q, const Ten
     return fmt::format("{} transport={}", describeSpProblem(problem, false, choice.arch),
                        transportName(transport));
   });
-  BackwardPlan &plan = planFor(comm, std::move(problem), transport, choice.arch, description);
+  BackwardPlan &plan = planOf<BackwardPlan>(comm, "backward " + description, [&] {
+    return makeBackwardPlan(comm, std::move(problem), transport, choice.arch);
+  });
   const UlyssesShape &s = plan.problem.shape;
   const TensorView *inputs[6] = {&q, &k, &v, &out, &dout, &lse};
   for (int t = 0; t < 6; ++t)

@@ -70,13 +70,9 @@ void makeExchangedForm(ForwardPlan &plan, Communicator &comm) {
   plan.form = groups.size() > 1 ? "pipelined" : "unfused";
 }
 
-ForwardPlan &planFor(Communicator &comm, SequenceParallelProblem problem, Transport transport,
-                     bool zigzag, bool withLse, const std::string &arch,
-                     const std::string &description, bool &compiled) {
-  CommunicatorPlans &plans = plansOf(comm);
-  std::lock_guard<std::mutex> lock(plans.mutex);
-  std::unique_ptr<SpPlan> &slot = plans.byProblem["forward " + description];
-  if (slot) return static_cast<ForwardPlan &>(*slot);
+std::unique_ptr<ForwardPlan> makeForwardPlan(Communicator &comm, SequenceParallelProblem problem,
+                                             Transport transport, bool zigzag, bool withLse,
+                                             const std::string &arch, bool &compiled) {
   auto made = std::make_unique<ForwardPlan>();
   made->problem = std::move(problem);
   made->arch = arch;
@@ -87,8 +83,7 @@ ForwardPlan &planFor(Communicator &comm, SequenceParallelProblem problem, Transp
     made->form = "gathered";
     made->zigzag = std::make_unique<ZigZagAttention>(comm, made->problem);
     compiled = true;
-    slot = std::move(made);
-    return static_cast<ForwardPlan &>(*slot);
+    return made;
   }
   const AttentionConfig &c = made->problem.config;
   made->kernel = cachedKernel(
@@ -115,8 +110,7 @@ ForwardPlan &planFor(Communicator &comm, SequenceParallelProblem problem, Transp
   // Loaded now: a module load waits for running kernels, which may spin on
   // flags that this rank's streams have yet to write.
   made->kernel->loadedKernel().resourceUsage();
-  slot = std::move(made);
-  return static_cast<ForwardPlan &>(*slot);
+  return made;
 }
 
 void copyDevice(CUdeviceptr to, CUdeviceptr from, int64_t bytes, CUstream stream) {
@@ -141,8 +135,10 @@ Choice runForward(Communicator &comm, const TensorView &q, const TensorView &k,
     return fmt::format("{} transport={}{}", describeSpProblem(problem, zigzag, choice.arch),
                        transportName(transport), lse ? " lse" : "");
   });
-  ForwardPlan &plan = planFor(comm, std::move(problem), transport, zigzag, lse != nullptr,
-                              choice.arch, description, choice.compiled);
+  ForwardPlan &plan = planOf<ForwardPlan>(comm, "forward " + description, [&] {
+    return makeForwardPlan(comm, std::move(problem), transport, zigzag, lse != nullptr,
+                           choice.arch, choice.compiled);
+  });
   const UlyssesShape &s = plan.problem.shape;
   std::string kernelConfig = fmt::format("flash_attention_fwd variant=registers {}",
                                          attentionSettings().describe(plan.problem.config));

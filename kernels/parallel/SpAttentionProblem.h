@@ -34,6 +34,16 @@ struct CommunicatorPlans {
   std::map<std::string, std::unique_ptr<SpPlan>> byProblem;
 };
 CommunicatorPlans &plansOf(const rt::Communicator &comm);
+/// `comm`'s plan for `key`, made by `make` (collective: every rank makes
+/// it at the same call) the first time, under the communicator's lock.
+template <class Plan, class Make>
+Plan &planOf(const rt::Communicator &comm, const std::string &key, Make &&make) {
+  CommunicatorPlans &plans = plansOf(comm);
+  std::lock_guard<std::mutex> lock(plans.mutex);
+  std::unique_ptr<SpPlan> &slot = plans.byProblem[key];
+  if (!slot) slot = make();
+  return static_cast<Plan &>(*slot);
+}
 /// Frees `comm`'s plans, in the same order on every rank (collective).
 void releasePlans(const rt::Communicator &comm);
 

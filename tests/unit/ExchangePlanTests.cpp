@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fmt/format.h>
+#include <functional>
 
 using namespace tessel;
 using namespace tessel::kernels;
@@ -43,7 +44,8 @@ HostBuffers emptyBuffers(const ExchangePlan &plan, bool destinations) {
   HostBuffers out(plan.ranks);
   for (int r = 0; r < plan.ranks; ++r)
     for (int t = 0; t < plan.tensors(); ++t)
-      out[r].emplace_back((destinations ? plan.destinationBytes : plan.sourceBytes)[t], 0);
+      out[r].emplace_back(
+          (destinations ? plan.destinationBytes : plan.sourceBytes)[t], 0);
   return out;
 }
 
@@ -60,7 +62,8 @@ std::vector<UlyssesShape> shapesFor(int ranks) {
   std::vector<UlyssesShape> shapes;
   UlyssesShape s;
   s.ranks = ranks, s.elementBytes = 4, s.headDim = 4;
-  s.batch = 2, s.seqlen = 4 * ranks, s.headsQ = 2 * ranks, s.headsKV = 2 * ranks;
+  s.batch = 2, s.seqlen = 4 * ranks, s.headsQ = 2 * ranks,
+  s.headsKV = 2 * ranks;
   shapes.push_back(s);
   s.headsKV = ranks;
   shapes.push_back(s);
@@ -83,122 +86,150 @@ std::vector<HeadGroups> groupsFor(const UlyssesShape &s) {
 }
 
 std::string describe(const UlyssesShape &s, const HeadGroups &g) {
-  return fmt::format("ranks={} batch={} seqlen={} heads={}/{} packed={} rows={}/{} groups={}",
-                     s.ranks, s.batch, s.seqlen, s.headsQ, s.headsKV, s.packed(), s.totalRows(0),
-                     s.totalRows(1), g.size());
+  return fmt::format(
+      "ranks={} batch={} seqlen={} heads={}/{} packed={} rows={}/{} groups={}",
+      s.ranks, s.batch, s.seqlen, s.headsQ, s.headsKV, s.packed(),
+      s.totalRows(0), s.totalRows(1), g.size());
+}
+
+const Kinds kinds = {UlyssesTensor::queryRows, UlyssesTensor::keyValueRows,
+                     UlyssesTensor::logSumExp};
+
+/// `check` on every shape at 1, 2, 4 and 8 ranks with each of its head
+/// groupings, the case named in any failure.
+void forEachCase(const std::function<void(const UlyssesShape &,
+                                          const HeadGroups &)> &check) {
+  for (int ranks : {1, 2, 4, 8})
+    for (const UlyssesShape &s : shapesFor(ranks))
+      for (const HeadGroups &groups : groupsFor(s)) {
+        INFO(describe(s, groups));
+        check(s, groups);
+      }
 }
 
 } // namespace
 
 TEST_CASE("the Ulysses plans put every element where the element model says") {
-  const Kinds kinds = {UlyssesTensor::queryRows, UlyssesTensor::keyValueRows,
-                       UlyssesTensor::logSumExp};
-  for (int ranks : {1, 2, 4, 8})
-    for (const UlyssesShape &s : shapesFor(ranks))
-      for (const HeadGroups &groups : groupsFor(s)) {
-        INFO(describe(s, groups));
-        ExchangePlan plan = toHeadsPlan(s, kinds, groups);
-        HostBuffers shards = numberedShards(s, kinds);
-        HostBuffers heads = emptyBuffers(plan, true), packed = emptyBuffers(plan, true);
-        runOnHost(plan, shards, heads, /*throughMessages=*/false);
-        runOnHost(plan, shards, packed, /*throughMessages=*/true);
-        CHECK(heads == packed);
-        // A part per head group moves the same bytes, each exactly once.
-        ExchangePlan parted = toHeadsPlan(s, kinds, groups, /*partPerGroup=*/true);
-        CHECK(parted.parts == int(groups.size()));
-        HostBuffers byParts = emptyBuffers(parted, true);
-        runOnHost(parted, shards, byParts, true);
-        CHECK(byParts == heads);
-        for (int src = 0; src < ranks; ++src)
-          for (int dst = 0; dst < ranks; ++dst) {
-            int64_t sum = 0;
-            for (int part = 0; part < parted.parts; ++part)
-              sum += messageBytes(parted, src, dst, part);
-            CHECK(sum == messageBytes(plan, src, dst));
-          }
-        for (int r = 0; r < ranks; ++r) {
-          // Rows tensors: group g holds [rows, heads of g, D].
-          for (int t : {0, 1}) {
-            int64_t first = 0;
-            for (int g = 0; g < int(groups.size()); ++g) {
-              int64_t count = t == 0 ? groups[g] : groups[g] * s.headsPerRank(1) / s.headsPerRank(0);
-              int64_t base = headGroupOffset(s, kinds[t], groups, g) / 4;
-              for (int64_t row = 0; row < s.totalRows(t); ++row)
-                for (int64_t h = 0; h < count; ++h)
-                  for (int64_t d = 0; d < s.headDim; ++d) {
-                    UlyssesSource src = ulyssesSource(s, t, r, row, first + h, d);
-                    uint32_t got = at(heads[r][t], base + (row * count + h) * s.headDim + d);
-                    REQUIRE(got == at(shards[src.rank][t], src.offset));
-                  }
-              first += count;
+  forEachCase([](const UlyssesShape &s, const HeadGroups &groups) {
+    int ranks = s.ranks;
+    ExchangePlan plan = toHeadsPlan(s, kinds, groups);
+    HostBuffers shards = numberedShards(s, kinds);
+    HostBuffers heads = emptyBuffers(plan, true),
+                packed = emptyBuffers(plan, true);
+    runOnHost(plan, shards, heads, /*throughMessages=*/false);
+    runOnHost(plan, shards, packed, /*throughMessages=*/true);
+    CHECK(heads == packed);
+    // A part per head group moves the same bytes, each exactly once.
+    ExchangePlan parted = toHeadsPlan(s, kinds, groups, /*partPerGroup=*/true);
+    CHECK(parted.parts == int(groups.size()));
+    HostBuffers byParts = emptyBuffers(parted, true);
+    runOnHost(parted, shards, byParts, true);
+    CHECK(byParts == heads);
+    for (int src = 0; src < ranks; ++src)
+      for (int dst = 0; dst < ranks; ++dst) {
+        int64_t sum = 0;
+        for (int part = 0; part < parted.parts; ++part)
+          sum += messageBytes(parted, src, dst, part);
+        CHECK(sum == messageBytes(plan, src, dst));
+      }
+    for (int r = 0; r < ranks; ++r) {
+      // Rows tensors: group g holds [rows, heads of g, D].
+      for (int t : {0, 1}) {
+        int64_t first = 0;
+        for (int g = 0; g < int(groups.size()); ++g) {
+          int64_t count =
+              t == 0 ? groups[g]
+                     : groups[g] * s.headsPerRank(1) / s.headsPerRank(0);
+          int64_t base = headGroupOffset(s, kinds[t], groups, g) / 4;
+          for (int64_t row = 0; row < s.totalRows(t); ++row)
+            for (int64_t h = 0; h < count; ++h)
+              for (int64_t d = 0; d < s.headDim; ++d) {
+                UlyssesSource src = ulyssesSource(s, t, r, row, first + h, d);
+                uint32_t got =
+                    at(heads[r][t], base + (row * count + h) * s.headDim + d);
+                REQUIRE(got == at(shards[src.rank][t], src.offset));
+              }
+          first += count;
+        }
+      }
+      // Log-sum-exp: group g holds [batch, heads of g, rows of an entry];
+      // head h of the group is the rank's query head first + h.
+      int64_t entries = s.packed() ? 1 : s.batch,
+              rows = s.totalRows(0) / entries;
+      int64_t first = 0;
+      for (int g = 0; g < int(groups.size()); ++g) {
+        int64_t base =
+            headGroupOffset(s, UlyssesTensor::logSumExp, groups, g) / 4;
+        for (int64_t e = 0; e < entries; ++e)
+          for (int64_t h = 0; h < groups[g]; ++h)
+            for (int64_t row = 0; row < rows; ++row) {
+              // The model's source of the same row as a rows tensor
+              // says which rank holds it and at which shard row.
+              UlyssesSource src =
+                  ulyssesSource(s, 0, r, e * rows + row, first + h, 0);
+              int64_t shardRow =
+                  src.offset / (s.headsQ * s.headDim) - e * rows / ranks;
+              int64_t head = s.firstHead(0, r) + first + h;
+              uint32_t want =
+                  at(shards[src.rank][2],
+                     (e * s.headsQ + head) * (rows / ranks) + shardRow);
+              REQUIRE(at(heads[r][2],
+                         base + (e * groups[g] + h) * rows + row) == want);
             }
-          }
-          // Log-sum-exp: group g holds [batch, heads of g, rows of an entry];
-          // head h of the group is the rank's query head first + h.
-          int64_t entries = s.packed() ? 1 : s.batch, rows = s.totalRows(0) / entries;
-          int64_t first = 0;
-          for (int g = 0; g < int(groups.size()); ++g) {
-            int64_t base = headGroupOffset(s, UlyssesTensor::logSumExp, groups, g) / 4;
-            for (int64_t e = 0; e < entries; ++e)
-              for (int64_t h = 0; h < groups[g]; ++h)
-                for (int64_t row = 0; row < rows; ++row) {
-                  // The model's source of the same row as a rows tensor
-                  // says which rank holds it and at which shard row.
-                  UlyssesSource src = ulyssesSource(s, 0, r, e * rows + row, first + h, 0);
-                  int64_t shardRow = src.offset / (s.headsQ * s.headDim) - e * rows / ranks;
-                  int64_t head = s.firstHead(0, r) + first + h;
-                  uint32_t want =
-                      at(shards[src.rank][2], (e * s.headsQ + head) * (rows / ranks) + shardRow);
-                  REQUIRE(at(heads[r][2], base + (e * groups[g] + h) * rows + row) == want);
-                }
-            first += groups[g];
-          }
-        }
+        first += groups[g];
       }
+    }
+  });
 }
 
-TEST_CASE("the Ulysses plans' way back inverts the way there, replicas one copy each") {
-  const Kinds kinds = {UlyssesTensor::queryRows, UlyssesTensor::keyValueRows,
-                       UlyssesTensor::logSumExp};
-  for (int ranks : {1, 2, 4, 8})
-    for (const UlyssesShape &s : shapesFor(ranks))
-      for (const HeadGroups &groups : groupsFor(s)) {
-        INFO(describe(s, groups));
-        ExchangePlan there = toHeadsPlan(s, kinds, groups),
-                     back = toShardsPlan(s, kinds, groups, /*partPerGroup=*/true);
-        HostBuffers shards = numberedShards(s, kinds);
-        HostBuffers heads = emptyBuffers(there, true);
-        runOnHost(there, shards, heads, false);
-        HostBuffers returned = emptyBuffers(back, true);
-        runOnHost(back, heads, returned, true);
-        int64_t replicas = kvReplicas(s);
-        CHECK(back.destinationBytes[1] == replicas * shardBytes(s, UlyssesTensor::keyValueRows));
-        for (int r = 0; r < ranks; ++r) {
-          CHECK(returned[r][0] == shards[r][0]);
-          CHECK(returned[r][2] == shards[r][2]);
-          // Copy i of K/V holds each head j from the rank j * replicas + i
-          // that held it: every copy is the whole shard.
-          int64_t bytes = shardBytes(s, UlyssesTensor::keyValueRows);
-          for (int64_t i = 0; i < replicas; ++i)
-            CHECK(std::equal(shards[r][1].begin(), shards[r][1].end(),
-                             returned[r][1].begin() + i * bytes));
-        }
-      }
+TEST_CASE("the Ulysses plans' way back inverts the way there, replicas one "
+          "copy each") {
+  forEachCase([](const UlyssesShape &s, const HeadGroups &groups) {
+    int ranks = s.ranks;
+    ExchangePlan there = toHeadsPlan(s, kinds, groups),
+                 back = toShardsPlan(s, kinds, groups, /*partPerGroup=*/true);
+    HostBuffers shards = numberedShards(s, kinds);
+    HostBuffers heads = emptyBuffers(there, true);
+    runOnHost(there, shards, heads, false);
+    HostBuffers returned = emptyBuffers(back, true);
+    runOnHost(back, heads, returned, true);
+    int64_t replicas = kvReplicas(s);
+    CHECK(back.destinationBytes[1] ==
+          replicas * shardBytes(s, UlyssesTensor::keyValueRows));
+    for (int r = 0; r < ranks; ++r) {
+      CHECK(returned[r][0] == shards[r][0]);
+      CHECK(returned[r][2] == shards[r][2]);
+      // Copy i of K/V holds each head j from the rank j * replicas + i
+      // that held it: every copy is the whole shard.
+      int64_t bytes = shardBytes(s, UlyssesTensor::keyValueRows);
+      for (int64_t i = 0; i < replicas; ++i)
+        CHECK(std::equal(shards[r][1].begin(), shards[r][1].end(),
+                         returned[r][1].begin() + i * bytes));
+    }
+  });
 }
 
-TEST_CASE("exchange plans that reach past a buffer are refused, naming the piece") {
+TEST_CASE(
+    "exchange plans that reach past a buffer are refused, naming the piece") {
   ExchangePlan plan;
   plan.ranks = 2;
   plan.sourceBytes = {64};
   plan.destinationBytes = {64};
   plan.pieces = [](int, int src, int dst, int) {
-    return std::vector<Piece>{{0, 16, src == 1 && dst == 0 ? 56 : 0, 16, 16, 1}};
+    return std::vector<Piece>{
+        {0, 16, src == 1 && dst == 0 ? 56 : 0, 16, 16, 1}};
   };
-  CHECK_THROWS_WITH(validatePlan(plan), Catch::Contains("tensor 0, part 0, rank 1 to rank 0") &&
-                                            Catch::Contains("reaches past"));
-  plan.pieces = [](int, int, int, int) { return std::vector<Piece>{{0, 8, 0, 16, 16, 2}}; };
-  CHECK_THROWS_WITH(validatePlan(plan), Catch::Contains("pitch below its width"));
-  plan.pieces = [](int, int, int, int) { return std::vector<Piece>{{0, 16, 0, 16, 16, 4}}; };
+  CHECK_THROWS_WITH(validatePlan(plan),
+                    Catch::Contains("tensor 0, part 0, rank 1 to rank 0") &&
+                        Catch::Contains("reaches past"));
+  plan.pieces = [](int, int, int, int) {
+    return std::vector<Piece>{{0, 8, 0, 16, 16, 2}};
+  };
+  CHECK_THROWS_WITH(validatePlan(plan),
+                    Catch::Contains("pitch below its width"));
+  plan.pieces = [](int, int, int, int) {
+    return std::vector<Piece>{{0, 16, 0, 16, 16, 4}};
+  };
   validatePlan(plan);
   CHECK(messageBytes(plan, 0, 1) == 64);
 }
