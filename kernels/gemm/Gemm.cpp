@@ -9,31 +9,37 @@ using namespace tessel;
 using kernels::GemmConfig;
 
 namespace {
+/// Scales a fragment of the product, [rows, cols] at (row, col) of C, on
+/// its way out; empty for an unscaled gemm.
+using ScaleTile = std::function<void(const Buffer &tile, Expr row, Expr col)>;
+
 /// Where a block's accumulator lives and how it leaves: `accumulator`
 /// allocates and clears it, `store` writes it to the output tile at (row,
-/// col).
+/// col), each fragment scaled by `scale` when there is one.
 struct Accumulation {
   std::function<Buffer()> accumulator;
   GemmInstruction instruction = GemmInstruction::automatic;
   /// `add`: the block holds one K slice's partial product, added into C
   /// (split-K) rather than stored.
-  std::function<void(const Buffer &acc, const Tensor &out, Expr row, Expr col, bool add)> store;
+  std::function<void(const Buffer &acc, const Tensor &out, Expr row, Expr col, bool add,
+                     const ScaleTile &scale)>
+      store;
 };
 
-/// Multiplies the block's product by its scales (one of each per tensor, or
-/// scale_a per row and scale_b per column); windows of the scale vectors
-/// read 0 past M or N, where nothing is stored.
-void scaleProduct(const GemmConfig &c, const Buffer &acc, const Tensor &scaleA,
+/// Multiplies a fragment of the product by its scales (one of each per
+/// tensor, or scale_a per row and scale_b per column); windows of the scale
+/// vectors read 0 past M or N, where nothing is stored.
+void scaleProduct(const GemmConfig &c, const Buffer &tile, const Tensor &scaleA,
                   const Tensor &scaleB, Expr row, Expr col) {
-  const int64_t bm = c.blockM, bn = c.blockN;
+  const int64_t rows = tile.shape()[0], cols = tile.shape()[1];
   if (c.scale == kernels::GemmScale::tensor) {
     Buffer sa = scaleA.tile({0}, {1}), sb = scaleB.tile({0}, {1});
     Expr factor = sa(0) * sb(0);
-    parallel(bm, bn, [&](Expr i, Expr j) { acc(i, j) = acc(i, j) * factor; });
+    parallel(rows, cols, [&](Expr i, Expr j) { tile(i, j) = tile(i, j) * factor; });
     return;
   }
-  Buffer sa = scaleA.tile({row}, {bm}), sb = scaleB.tile({col}, {bn});
-  parallel(bm, bn, [&](Expr i, Expr j) { acc(i, j) = acc(i, j) * (sa(i) * sb(j)); });
+  Buffer sa = scaleA.tile({row}, {rows}), sb = scaleB.tile({col}, {cols});
+  parallel(rows, cols, [&](Expr i, Expr j) { tile(i, j) = tile(i, j) * (sa(i) * sb(j)); });
 }
 
 /// acc += partial * a_scale[row] * b_scale[column / 128]: one K block's
@@ -114,10 +120,13 @@ void checkTypes(const GemmConfig &c) {
     throw Error(fmt::format("a gemm of {} inputs accumulates in f32: out is f16, bf16 or f32, not "
                             "i32",
                             name(c.in)));
-  if ((integer || fp8) && (c.transposeA || !c.transposeB))
+  // tcgen05.mma reads 8-bit operands either way round; wgmma and mma.sync
+  // K-major only.
+  if ((integer || fp8) && (c.transposeA || !c.transposeB) &&
+      c.instruction != GemmInstruction::tcgen05)
     throw Error(fmt::format("a gemm of {} inputs reads both operands K-major, as the 8-bit tensor-core "
-                            "instructions do: A as [M, K] (transpose_a = 0) and B as [N, K] "
-                            "(transpose_b = 1)",
+                            "instructions before sm_100a do: A as [M, K] (transpose_a = 0) and B "
+                            "as [N, K] (transpose_b = 1)",
                             name(c.in)));
 }
 
@@ -167,10 +176,15 @@ Program tiledGemm(const GemmConfig &c, const Accumulation &how) {
   auto body = [&](Expr bx, Expr by, Expr split = Expr(0)) {
     Expr firstK = split * perSplit;
     Expr steps = splits > 1 ? max(min(perSplit, kTiles - firstK), Expr(0)) : kTiles;
+    ScaleTile scale;
+    if (scaleA && !blockScaled)
+      scale = [&](const Buffer &tile, Expr row, Expr col) {
+        scaleProduct(c, tile, *scaleA, *scaleB, row, col);
+      };
     if (blockScaled) {
       Buffer acc = how.accumulator();
       blockScaledLoop(c, {a, b, *scaleA, *scaleB}, acc, bx * bn, by * bm, firstK, steps);
-      how.store(acc, out, by * bm, bx * bn, splits > 1);
+      how.store(acc, out, by * bm, bx * bn, splits > 1, scale);
       return;
     }
     Buffer as = alloc_shared(c.transposeA ? std::vector<int64_t>{bk, bm} : std::vector<int64_t>{bm, bk},
@@ -186,8 +200,7 @@ Program tiledGemm(const GemmConfig &c, const Accumulation &how) {
       gemm(as, bs, acc, {.transpose_a = c.transposeA, .transpose_b = c.transposeB,
                          .policy = c.policy, .instruction = how.instruction});
     });
-    if (scaleA) scaleProduct(c, acc, *scaleA, *scaleB, by * bm, bx * bn);
-    how.store(acc, out, by * bm, bx * bn, splits > 1);
+    how.store(acc, out, by * bm, bx * bn, splits > 1, scale);
   };
   if (c.persistent && cm != 1)
     throw Error("a persistent gemm runs without clusters (cluster_m = 1)");
@@ -242,7 +255,9 @@ Program tessel::kernels::gemm(const GemmConfig &c) {
                            return acc;
                          },
                          c.instruction,
-                         [&](const Buffer &acc, const Tensor &out, Expr row, Expr col, bool add) {
+                         [&](const Buffer &acc, const Tensor &out, Expr row, Expr col, bool add,
+                             const ScaleTile &scale) {
+                           if (scale) scale(acc, row, col);
                            Buffer tile = out.tile({row, col}, {bm, bn});
                            if (!c.tmaStore) {
                              if (add) atomic_add(tile, acc, MemoryOrder::relaxed);
@@ -260,23 +275,27 @@ Program tessel::kernels::gemm(const GemmConfig &c) {
                          }});
   }
   // sm_100a: the accumulator in tensor memory, the tcgen05.mma instructions
-  // reading both operands from shared memory; the epilogue moves it out in
-  // column chunks through registers (a whole [128, 256] f32 tile would be
-  // 256 registers a thread).
+  // (kind::f16, f8f6f4 or i8 by the inputs) reading both operands from
+  // shared memory; the epilogue moves it out in column chunks through
+  // registers (a whole [128, 256] f32 tile would be 256 registers a
+  // thread), scaling each chunk.
   if (bm != 128 || c.threads % 128 || bn % (c.threads / 128))
     throw Error(fmt::format("a tcgen05 gemm takes block_m = 128 (every tensor-memory lane) and "
                             "whole warpgroups that split block_n; got block_m = {}, block_n = {}, "
                             "threads = {}",
                             bm, bn, c.threads));
   const int64_t chunk = std::min<int64_t>(bn, 32 * (c.threads / 128));
+  // kind::i8 accumulates in s32 tensor memory, every float kind in f32.
+  const DType accType = c.in == DType::i8 ? DType::i32 : DType::f32;
   return tiledGemm(c, {[&] {
-                         Buffer acc = alloc_tmem({bm, bn}, DType::f32, "acc");
+                         Buffer acc = alloc_tmem({bm, bn}, accType, "acc");
                          clear(acc);
                          return acc;
                        },
                        GemmInstruction::tcgen05,
-                       [&](const Buffer &acc, const Tensor &out, Expr row, Expr col, bool add) {
-                         Buffer part = alloc_fragment({bm, chunk}, DType::f32, "acc_part");
+                       [&](const Buffer &acc, const Tensor &out, Expr row, Expr col, bool add,
+                           const ScaleTile &scale) {
+                         Buffer part = alloc_fragment({bm, chunk}, accType, "acc_part");
                          // tma_store: each chunk through one shared tile and
                          // a TMA store (reduce-add for split-K); the next
                          // chunk's write waits only for the copy engine to
@@ -285,6 +304,7 @@ Program tessel::kernels::gemm(const GemmConfig &c) {
                          if (c.tmaStore) staged = alloc_shared({bm, chunk}, c.out, "c_chunk");
                          for (int64_t at = 0; at < bn; at += chunk) {
                            copy(acc.tile({0, at}, {bm, chunk}), part);
+                           if (scale) scale(part, row, col + at);
                            Buffer tile = out.tile({row, col + at}, {bm, chunk});
                            if (!staged) {
                              if (add) atomic_add(tile, part, MemoryOrder::relaxed);

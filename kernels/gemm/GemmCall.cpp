@@ -137,6 +137,8 @@ Choice tessel::gemm(const TensorView &a, const TensorView &b, const TensorView &
   bool eightBit = rt::scalarBytes(a.dtype) == 1;
   if (!o.config && choice.arch == "sm_90a" && eightBit)
     config = eightBitConfig(config, m, n, rt::Driver::get().multiprocessors(device));
+  else if (!o.config && config.instruction == GemmInstruction::tcgen05 && eightBit)
+    config.blockK = 128; // 128 bytes of K: one swizzle row, four kind::f8f6f4/i8 MMAs
   else if (!o.config && choice.arch == "sm_90a" && config.out != DType::f32) {
     // A 16-bit C goes out through a shared tile and a TMA store (5-10%
     // faster at 4096-8192 on an H100), which leaves room for 3 stages; an

@@ -84,38 +84,45 @@ TESSEL_EMU_HD inline unsigned swizzle_address(unsigned address, int mode) {
   return address ^ (((address >> 7) & mask) << 4);
 }
 
-/// Byte address (before the swizzle) of element (mn, k) of a 16-bit operand
+/// Byte address (before the swizzle) of element (mn, k) of an operand of
+/// `bytes`-byte elements (2 for kind::f16, 1 for kind::f8f6f4 and i8)
 /// described by a tcgen05 shared-memory descriptor: start, leading and
 /// stride byte offsets, swizzle mode (0 none, 2 128 B, 4 64 B, 6 32 B),
-/// K-major (K contiguous) or MN-major. The canonical layouts, with T = 8
-/// elements (16 bytes) and S the swizzle width in bytes:
+/// K-major (K contiguous) or MN-major. The canonical layouts, with T =
+/// 16 / bytes elements (16 bytes) and S the swizzle width in bytes:
 ///   K-major, swizzled:  rows S bytes apart in 8-row groups SBO apart, K contiguous
-///   K-major, none:      8x8 core matrices, rows 16 B apart, LBO along K, SBO along MN
-///   MN-major, swizzled: S/2 elements along MN contiguous, panels LBO apart along MN,
+///   K-major, none:      8 x 16-byte core matrices, rows 16 B apart, LBO along K, SBO along MN
+///   MN-major, swizzled: S / bytes elements along MN contiguous, panels LBO apart along MN,
 ///                       K rows S bytes apart in 8-row groups SBO apart
 ///   MN-major, none:     T along MN contiguous, groups SBO apart; K rows 16 B apart,
 ///                       8-row groups LBO apart
 TESSEL_EMU_HD inline unsigned operand_address(unsigned start, unsigned lbo, unsigned sbo, int mode,
-                                              bool mn_major, int mn, int k) {
+                                              bool mn_major, int mn, int k, int bytes = 2) {
   unsigned s = mode == 2 ? 128u : mode == 4 ? 64u : mode == 6 ? 32u : 0u;
-  unsigned a;
+  unsigned t = 16u / bytes, a;
   if (!mn_major) {
-    if (s) a = start + (mn / 8) * sbo + (mn % 8) * s + k * 2;
-    else a = start + (mn / 8) * sbo + (k / 8) * lbo + (mn % 8) * 16 + (k % 8) * 2;
+    if (s) a = start + (mn / 8) * sbo + (mn % 8) * s + k * bytes;
+    else a = start + (mn / 8) * sbo + (k / t) * lbo + (mn % 8) * 16 + (k % t) * bytes;
   } else {
     if (s) {
-      unsigned panel = s / 2;
-      a = start + (mn / panel) * lbo + (k / 8) * sbo + (k % 8) * s + (mn % panel) * 2;
+      unsigned panel = s / bytes;
+      a = start + (mn / panel) * lbo + (k / 8) * sbo + (k % 8) * s + (mn % panel) * bytes;
     } else {
-      a = start + (mn / 8) * sbo + (k / 8) * lbo + (k % 8) * 16 + (mn % 8) * 2;
+      a = start + (mn / t) * sbo + (k / 8) * lbo + (k % 8) * 16 + (mn % t) * bytes;
     }
   }
   return swizzle_address(a, static_cast<int>(mode));
 }
 
-/// The fields of a kind::f16 instruction descriptor.
+/// The tcgen05.mma kinds, as the compiler numbers them (tilenv::Tcgen05Kind).
+enum Kind { kind_f16 = 0, kind_f8f6f4 = 1, kind_i8 = 2 };
+/// Bytes of an operand element and K of one instruction (32 bytes of K).
+TESSEL_EMU_HD inline int operand_bytes(int kind) { return kind == kind_f16 ? 2 : 1; }
+TESSEL_EMU_HD inline int instruction_k(int kind) { return 32 / operand_bytes(kind); }
+
+/// The fields of a kind::f16, f8f6f4 or i8 instruction descriptor.
 struct InstrDesc {
-  int d_type, a_type, b_type; // D: 0 f16, 1 f32; A, B: 0 f16, 1 bf16
+  int d_type, a_type, b_type; // D: 0 f16, 1 f32, 2 s32; A, B: the kind's formats
   bool a_mn_major, b_mn_major;
   int m, n;
 };
@@ -210,6 +217,11 @@ __device__ inline unsigned short shared_u16(unsigned address) {
   unsigned short v;
   asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(address));
   return v;
+}
+__device__ inline unsigned char shared_u8(unsigned address) {
+  unsigned short v;
+  asm volatile("ld.shared.u8 %0, [%1];" : "=h"(v) : "r"(address));
+  return static_cast<unsigned char>(v);
 }
 __device__ inline float as_float(unsigned short bits, bool bf16) {
   if (bf16) return __uint_as_float(static_cast<unsigned>(bits) << 16);
@@ -319,35 +331,76 @@ __device__ inline void tcgen05_st(int shape, int num, bool unpack, int offset, u
   }
 }
 
+/// An operand element's value: kind::f16 f16 (format 0) or bf16 (1),
+/// kind::f8f6f4 e4m3 (0) or e5m2 (1), kind::i8 u8 (0) or s8 (1). Every
+/// 8-bit value is exact in a float, and so is each product of two.
+__device__ inline float element_value(int kind, int format, unsigned bits) {
+  if (kind == kind_f16) return as_float(static_cast<unsigned short>(bits), format == 1);
+  if (kind == kind_i8)
+    return format == 1 ? static_cast<float>(static_cast<signed char>(bits))
+                       : static_cast<float>(bits & 0xFF);
+  if (format == 1) {
+    f8e5m2 v;
+    v.bits = static_cast<unsigned char>(bits);
+    return static_cast<float>(v);
+  }
+  f8e4m3 v;
+  v.bits = static_cast<unsigned char>(bits);
+  return static_cast<float>(v);
+}
+
 /// One operand element of an MMA from its shared-memory descriptor.
-__device__ inline float operand(const SmemDesc &d, bool mn_major, int mn, int k, bool bf16) {
-  return as_float(shared_u16(operand_address(d.start, d.lbo, d.sbo, d.mode, mn_major, mn, k)), bf16);
+__device__ inline float operand(const SmemDesc &d, int kind, int format, bool mn_major, int mn,
+                                int k) {
+  int bytes = operand_bytes(kind);
+  unsigned address = operand_address(d.start, d.lbo, d.sbo, d.mode, mn_major, mn, k, bytes);
+  return element_value(kind, format, bytes == 2 ? shared_u16(address) : shared_u8(address));
 }
 
 /// Where the MMA's A comes from: shared memory through a descriptor (ss),
 /// or tensor memory (ts: row m in lane m + the address's lane, K packed two
-/// 16-bit values a column from the address's column).
+/// 16-bit values a column from the address's column; kind::f16 only).
 struct OperandA {
   bool in_tmem;
   SmemDesc desc;
   int lane0, column0;
 };
 
-__device__ inline float a_element(const OperandA &a, bool mn_major, int m, int k, bool bf16) {
-  if (!a.in_tmem) return operand(a.desc, mn_major, m, k, bf16);
+__device__ inline float a_element(const OperandA &a, int kind, int format, bool mn_major, int m,
+                                  int k) {
+  if (!a.in_tmem) return operand(a.desc, kind, format, mn_major, m, k);
   unsigned cellA = image(block_allocation().sm, a.lane0 + m, a.column0 + k / 2);
-  return as_float(static_cast<unsigned short>(k % 2 ? cellA >> 16 : cellA & 0xFFFF), bf16);
+  return as_float(static_cast<unsigned short>(k % 2 ? cellA >> 16 : cellA & 0xFFFF), format == 1);
 }
 
-/// tcgen05.mma.cta_group::1.kind::f16, by the issuing thread: D[m, n] (+)=
-/// sum over 16 k of A[m, k] B[k, n] in fp32.
-__device__ inline void mma(unsigned d, const OperandA &a, unsigned long long b_desc,
+/// The checks of an instruction descriptor against its kind.
+__device__ inline void check_formats(int kind, const InstrDesc &x) {
+  if (kind == kind_f16) {
+    if (x.d_type > 1) fail("tcgen05.mma kind::f16: D is f16 (0) or f32 (1)", x.d_type, 1);
+    if (x.a_type > 1 || x.a_type != x.b_type)
+      fail("tcgen05.mma kind::f16: A and B both f16 (0) or both bf16 (1)", x.a_type, x.b_type);
+  } else if (kind == kind_f8f6f4) {
+    if (x.d_type > 1) fail("tcgen05.mma kind::f8f6f4: D is f16 (0) or f32 (1)", x.d_type, 1);
+    if (x.a_type > 1 || x.b_type > 1)
+      fail("tcgen05.mma kind::f8f6f4 emulation: A and B e4m3 (0) or e5m2 (1)", x.a_type, x.b_type);
+  } else if (kind == kind_i8) {
+    if (x.d_type != 2) fail("tcgen05.mma kind::i8: D is s32 (2)", x.d_type, 2);
+    if (x.a_type > 1 || x.b_type > 1)
+      fail("tcgen05.mma kind::i8: A and B u8 (0) or s8 (1)", x.a_type, x.b_type);
+  } else {
+    fail("tcgen05.mma emulation: an unknown kind", kind, 0);
+  }
+  if (x.d_type == 0) fail("tcgen05.mma emulation: only an f32 or s32 accumulator", x.d_type, 1);
+}
+
+/// tcgen05.mma.cta_group::1.kind::{f16, f8f6f4, i8}, by the issuing thread:
+/// D[m, n] (+)= sum over one instruction's K of A[m, k] B[k, n], in fp32 (or
+/// exactly in s32 for kind::i8).
+__device__ inline void mma(int kind, unsigned d, const OperandA &a, unsigned long long b_desc,
                            unsigned idesc, bool accumulate) {
   InstrDesc x = decode_instr_desc(idesc);
   SmemDesc b = decode_smem_desc(b_desc);
-  if (x.d_type != 1) fail("tcgen05.mma emulation: only an f32 accumulator (D type 1)", x.d_type, 1);
-  if (x.a_type > 1 || x.a_type != x.b_type)
-    fail("tcgen05.mma kind::f16: A and B both f16 (0) or both bf16 (1)", x.a_type, x.b_type);
+  check_formats(kind, x);
   if (x.m != 128) fail("tcgen05.mma emulation: M = 128 only (every TMEM lane)", x.m, 128);
   if (x.n < 16 || x.n > 256 || x.n % 16)
     fail("tcgen05.mma M = 128: N from 16 to 256 in steps of 16", x.n, 256);
@@ -356,6 +409,7 @@ __device__ inline void mma(unsigned d, const OperandA &a, unsigned long long b_d
   if ((b.mode & 1) || (!a.in_tmem && (a.desc.mode & 1)))
     fail("tcgen05 shared-memory descriptor with an odd swizzle mode", b.mode, 0);
   if (a.in_tmem) {
+    if (kind != kind_f16) fail("tcgen05.mma: A in tensor memory only for kind::f16 here", kind, 0);
     if (x.a_mn_major) fail("tcgen05.mma: A in tensor memory is K-major (bit 15 clear)", 1, 0);
     if (a.lane0 != 0) fail("tcgen05.mma: A in tensor memory starts at lane 0", a.lane0, 0);
     if (outside_allocation(a.column0, a.column0 + 8))
@@ -367,30 +421,38 @@ __device__ inline void mma(unsigned d, const OperandA &a, unsigned long long b_d
   if (outside_allocation(column0, column0 + x.n))
     fail("tcgen05.mma: D's columns outside the block's tensor-memory allocation", column0 + x.n,
          allocation_end());
-  bool bf16 = x.a_type == 1;
+  const int k_count = instruction_k(kind);
   unsigned sm = block_allocation().sm;
   for (int m = 0; m < x.m; ++m) {
-    float row[16];
-    for (int k = 0; k < 16; ++k) row[k] = a_element(a, x.a_mn_major, m, k, bf16);
+    float row[32];
+    for (int k = 0; k < k_count; ++k) row[k] = a_element(a, kind, x.a_type, x.a_mn_major, m, k);
     for (int n = 0; n < x.n; ++n) {
       unsigned &cellD = image(sm, m, column0 + n);
+      if (kind == kind_i8) {
+        int acc = accumulate ? static_cast<int>(cellD) : 0;
+        for (int k = 0; k < k_count; ++k)
+          acc += static_cast<int>(row[k]) *
+                 static_cast<int>(operand(b, kind, x.b_type, x.b_mn_major, n, k));
+        cellD = static_cast<unsigned>(acc);
+        continue;
+      }
       float acc = accumulate ? __uint_as_float(cellD) : 0.0f;
-      for (int k = 0; k < 16; ++k) acc += row[k] * operand(b, x.b_mn_major, n, k, bf16);
+      for (int k = 0; k < k_count; ++k) acc += row[k] * operand(b, kind, x.b_type, x.b_mn_major, n, k);
       cellD = __float_as_uint(acc);
     }
   }
 }
 
 /// The ss form: A and B in shared memory.
-__device__ inline void tcgen05_mma(unsigned d, unsigned long long a_desc,
+__device__ inline void tcgen05_mma(int kind, unsigned d, unsigned long long a_desc,
                                    unsigned long long b_desc, unsigned idesc, bool accumulate) {
-  mma(d, OperandA{false, decode_smem_desc(a_desc), 0, 0}, b_desc, idesc, accumulate);
+  mma(kind, d, OperandA{false, decode_smem_desc(a_desc), 0, 0}, b_desc, idesc, accumulate);
 }
 
 /// The ts form: A in tensor memory at address `a`.
-__device__ inline void tcgen05_mma(unsigned d, unsigned a, unsigned long long b_desc,
+__device__ inline void tcgen05_mma(int kind, unsigned d, unsigned a, unsigned long long b_desc,
                                    unsigned idesc, bool accumulate) {
-  mma(d, OperandA{true, SmemDesc{}, static_cast<int>(a >> 16), static_cast<int>(a & 0xFFFF)},
+  mma(kind, d, OperandA{true, SmemDesc{}, static_cast<int>(a >> 16), static_cast<int>(a & 0xFFFF)},
       b_desc, idesc, accumulate);
 }
 

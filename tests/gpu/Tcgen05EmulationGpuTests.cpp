@@ -82,6 +82,53 @@ TEST_CASE("the emulated sm_100a gemm matches the reference", "[gpu][tcgen05]") {
   }
 }
 
+// 8-bit inputs on tcgen05: kind::f8f6f4 (e4m3 and e5m2, each scale, f32 and
+// 16-bit outputs) and kind::i8 into s32 tensor memory, against the float64
+// reference of the values the device holds. K tiles of 128 bytes (four MMAs)
+// and of 64 (a 64-byte swizzle), K past the last tile, MN-major operands
+// (which tcgen05 reads as they are, unlike wgmma), warp-specialized and not,
+// and the epilogue's scaled chunks through a TMA store.
+TEST_CASE("8-bit gemms built for sm_100a match the reference", "[gpu][tcgen05][fp8]") {
+  if (!hopper()) return;
+  CompileOptions emulated{kEmulated};
+  for (std::string ws : {"off", "on"}) {
+    for (std::string in : {"e4m3", "e5m2"})
+      for (std::string scale : {"none", "tensor", "row"})
+        CHECK(checkEmulatedGemm({{"warp_specialize", ws}, {"in", in}, {"out", "bf16"},
+                                 {"scale", scale}, {"transpose_b", "1"}, {"block_k", "128"},
+                                 {"M", "300"}, {"N", "200"}, {"K", "160"}},
+                                emulated)
+                  .passed);
+    CHECK(checkEmulatedGemm({{"warp_specialize", ws}, {"in", "e4m3"}, {"out", "f32"},
+                             {"scale", "row"}, {"transpose_b", "1"}, {"block_k", "64"},
+                             {"block_n", "128"}, {"threads", "256"}, {"M", "130"}, {"N", "250"},
+                             {"K", "200"}},
+                            emulated)
+              .passed);
+    CHECK(checkEmulatedGemm({{"warp_specialize", ws}, {"in", "i8"}, {"out", "i32"},
+                             {"transpose_b", "1"}, {"block_k", "128"}, {"M", "256"}, {"N", "256"},
+                             {"K", "384"}},
+                            emulated)
+              .passed);
+  }
+  // MN-major operands: A [K, M], B [K, N] (a row-major weight).
+  for (auto [ta, tb] : {std::pair{"1", "1"}, {"0", "0"}, {"1", "0"}})
+    CHECK(checkEmulatedGemm({{"in", "e4m3"}, {"out", "f16"}, {"scale", "tensor"},
+                             {"transpose_a", ta}, {"transpose_b", tb}, {"block_k", "128"},
+                             {"M", "200"}, {"N", "256"}, {"K", "256"}},
+                            emulated)
+              .passed);
+  CHECK(checkEmulatedGemm({{"in", "i8"}, {"out", "i32"}, {"transpose_b", "0"}, {"block_k", "128"},
+                           {"M", "128"}, {"N", "144"}, {"K", "200"}},
+                          emulated)
+            .passed);
+  CHECK(checkEmulatedGemm({{"in", "e5m2"}, {"out", "bf16"}, {"scale", "tensor"},
+                           {"transpose_b", "1"}, {"block_k", "128"}, {"tma_store", "1"},
+                           {"M", "300"}, {"N", "256"}, {"K", "256"}},
+                          emulated)
+            .passed);
+}
+
 // The seed's bug: warpgroup 1 of a 2-warpgroup copy out of tensor memory
 // started at twice the right column. tessel-tmem-allocation records the step
 // on each copy; doubling it on the first epilogue copy (columns 0-63, so

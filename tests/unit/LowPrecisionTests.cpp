@@ -371,6 +371,45 @@ TEST_CASE("FP8 and i8 gemms run on mma.sync m16n8k32 on sm_89", "[fp8]") {
   CHECK_FALSE(rt::runsThroughPtx("sm_89", 89));
 }
 
+// sm_100a: 8-bit gemms are tcgen05.mma kind::f8f6f4 (e4m3, e5m2) and kind::i8
+// into tensor memory, K-major or MN-major, plain and warp-specialized, with
+// no spills; the emulated build is the same kernel for sm_90a. Block scales
+// are wgmma's (promotion in registers), an error here that says so.
+TEST_CASE("FP8 and i8 gemms run on tcgen05.mma on sm_100a", "[fp8][tcgen05]") {
+  const harness::LibraryKernel &entry = harness::findKernel("gemm");
+  struct Case {
+    const char *in, *out, *scale, *kind;
+    bool kMajor;
+  };
+  for (Case c : {Case{"e4m3", "bf16", "tensor", "f8f6f4", true},
+                 Case{"e5m2", "f32", "row", "f8f6f4", true},
+                 Case{"e4m3", "f16", "none", "f8f6f4", false},
+                 Case{"i8", "i32", "none", "i8", true}})
+    for (std::string ws : {"off", "on"}) {
+      INFO(c.in << " -> " << c.out << " scale=" << c.scale << " warp_specialize=" << ws
+                << (c.kMajor ? " K-major" : " MN-major"));
+      harness::Params p = {{"in", c.in},          {"out", c.out},     {"scale", c.scale},
+                           {"transpose_b", c.kMajor ? "1" : "0"}, {"block_k", "128"},
+                           {"warp_specialize", ws}};
+      Program program = entry.build(harness::withDefaults(entry, p, "sm_100a"));
+      Kernel k = compile(program, {"sm_100a", ""});
+      CHECK(k.ptx().find(std::string("tcgen05.mma.cta_group::1.kind::") + c.kind) !=
+            std::string::npos);
+      CHECK(k.ptx().find("kind::f16") == std::string::npos);
+      CHECK(k.ptx().find("wgmma") == std::string::npos);
+      CHECK(k.ptx().find("mma.sync") == std::string::npos);
+      CHECK(k.spillBytes() == 0);
+      Program emulatedProgram = entry.build(harness::withDefaults(entry, p, "sm_100a-emu"));
+      Kernel emulated = compile(emulatedProgram, {"sm_100a-emu", ""});
+      CHECK(emulated.cuda().find(std::string("tessel::emu::tcgen05_mma(tessel::emu::kind_") +
+                                 c.kind) != std::string::npos);
+    }
+  harness::Params block = {{"in", "e4m3"}, {"out", "bf16"}, {"scale", "block"},
+                           {"transpose_b", "1"}, {"block_k", "128"}, {"block_n", "128"}};
+  CHECK_THAT(errorOf([&] { entry.build(harness::withDefaults(entry, block, "sm_100a")); }),
+             Catch::Contains("a block-scaled gemm"));
+}
+
 TEST_CASE("the FP8 cast programs compile for every target", "[fp8]") {
   for (const char *arch : {"sm_80", "sm_89", "sm_90a", "sm_100a"}) {
     INFO(arch);

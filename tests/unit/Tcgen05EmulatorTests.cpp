@@ -69,6 +69,15 @@ TEST_CASE("the emulator decodes the compiler's tcgen05 descriptors") {
   CHECK((!d.a_mn_major && d.b_mn_major));
   d = emu::decode_instr_desc(layout::tcgen05InstrDescriptor(64, 8, false, false, true, false));
   CHECK((d.m == 64 && d.n == 8 && d.d_type == 0 && d.a_type == 0 && d.a_mn_major && !d.b_mn_major));
+  // kind::f8f6f4 e5m2 into f32 and kind::i8 s8 into s32.
+  d = emu::decode_instr_desc(layout::tcgen05InstrDescriptor(
+      128, 128, {layout::Tcgen05Kind::f8f6f4, 1, 1, 1}, true, false));
+  CHECK((d.m == 128 && d.n == 128 && d.d_type == 1 && d.a_type == 1 && d.b_type == 1));
+  CHECK((d.a_mn_major && !d.b_mn_major));
+  d = emu::decode_instr_desc(layout::tcgen05InstrDescriptor(
+      128, 64, {layout::Tcgen05Kind::i8, 1, 1, 2}, false, false));
+  CHECK((d.n == 64 && d.d_type == 2 && d.a_type == 1 && d.b_type == 1));
+  CHECK((emu::instruction_k(emu::kind_f16) == 16 && emu::instruction_k(emu::kind_i8) == 32));
   for (int swizzle : {0, 32, 64, 128}) {
     emu::SmemDesc s = emu::decode_smem_desc(*layout::tcgen05SmemDescriptor(0x4400, 8192, 1024, swizzle));
     CHECK((s.start == 0x4400 && s.lbo == 8192 && s.sbo == 1024 && s.version == 1));
@@ -82,34 +91,41 @@ TEST_CASE("the emulator decodes the compiler's tcgen05 descriptors") {
 // shared layout stored there.
 TEST_CASE("the emulator's canonical layouts find every element the shared layout stored") {
   namespace emu = tessel::emu;
-  for (int64_t swizzle : {32, 64, 128}) {
-    // K-major A [128 rows, 64 k] and MN-major B [64 k, 256 columns] of f16.
-    for (bool mnMajor : {false, true}) {
-      llvm::SmallVector<int64_t> shape = mnMajor ? llvm::SmallVector<int64_t>{64, 256}
-                                                 : llvm::SmallVector<int64_t>{128, 64};
-      layout::SharedLayout l(shape, 2, swizzle, 0);
-      const unsigned base = 2048; // 1024-byte aligned, as swizzled buffers are
-      int64_t w = l.getPanelWidth();
-      unsigned lbo = mnMajor ? static_cast<unsigned>(l.getRows() * swizzle) : 16;
-      unsigned sbo = static_cast<unsigned>(8 * swizzle);
-      int mode = swizzle == 128 ? 2 : swizzle == 64 ? 4 : 6;
-      int64_t mnExtent = mnMajor ? shape[1] : shape[0], kExtent = mnMajor ? shape[0] : shape[1];
-      int mismatches = 0;
-      for (int64_t k0 = 0; k0 < kExtent; k0 += 16) {
-        // The k-step's start: element (k0, 0) MN-major, (0, k0) K-major.
-        int64_t row = mnMajor ? k0 : 0, col = mnMajor ? 0 : k0;
-        unsigned start = base + static_cast<unsigned>(((col / w * l.getRows() + row) * w + col % w) * 2);
-        for (int64_t mn = 0; mn < mnExtent; ++mn)
-          for (int k = 0; k < 16; ++k) {
-            unsigned got = emu::operand_address(start, lbo, sbo, mode, mnMajor, static_cast<int>(mn), k);
-            llvm::SmallVector<int64_t> coord = mnMajor ? llvm::SmallVector<int64_t>{k0 + k, mn}
-                                                       : llvm::SmallVector<int64_t>{mn, k0 + k};
-            unsigned want = base + static_cast<unsigned>(l.apply(coord) * 2);
-            mismatches += got != want;
-          }
+  // 16-bit operands (kind::f16) and 8-bit ones (kind::f8f6f4, i8): one
+  // instruction reads 32 bytes of K either way.
+  for (int bytes : {2, 1})
+    for (int64_t swizzle : {32, 64, 128}) {
+      // K-major A [128 rows, K] and MN-major B [K, 256 columns].
+      const int64_t kTile = 128 / bytes, kStep = 32 / bytes;
+      for (bool mnMajor : {false, true}) {
+        llvm::SmallVector<int64_t> shape = mnMajor ? llvm::SmallVector<int64_t>{kTile, 256}
+                                                   : llvm::SmallVector<int64_t>{128, kTile};
+        layout::SharedLayout l(shape, bytes, swizzle, 0);
+        const unsigned base = 2048; // 1024-byte aligned, as swizzled buffers are
+        int64_t w = l.getPanelWidth();
+        unsigned lbo = mnMajor ? static_cast<unsigned>(l.getRows() * swizzle) : 16;
+        unsigned sbo = static_cast<unsigned>(8 * swizzle);
+        int mode = swizzle == 128 ? 2 : swizzle == 64 ? 4 : 6;
+        int64_t mnExtent = mnMajor ? shape[1] : shape[0], kExtent = mnMajor ? shape[0] : shape[1];
+        int mismatches = 0;
+        for (int64_t k0 = 0; k0 < kExtent; k0 += kStep) {
+          // The k-step's start: element (k0, 0) MN-major, (0, k0) K-major.
+          int64_t row = mnMajor ? k0 : 0, col = mnMajor ? 0 : k0;
+          unsigned start =
+              base + static_cast<unsigned>(((col / w * l.getRows() + row) * w + col % w) * bytes);
+          for (int64_t mn = 0; mn < mnExtent; ++mn)
+            for (int k = 0; k < kStep; ++k) {
+              unsigned got = emu::operand_address(start, lbo, sbo, mode, mnMajor,
+                                                  static_cast<int>(mn), k, bytes);
+              llvm::SmallVector<int64_t> coord = mnMajor ? llvm::SmallVector<int64_t>{k0 + k, mn}
+                                                         : llvm::SmallVector<int64_t>{mn, k0 + k};
+              unsigned want = base + static_cast<unsigned>(l.apply(coord) * bytes);
+              mismatches += got != want;
+            }
+        }
+        INFO(bytes << "-byte elements, swizzle " << swizzle
+                   << (mnMajor ? " MN-major" : " K-major"));
+        CHECK(mismatches == 0);
       }
-      INFO("swizzle " << swizzle << (mnMajor ? " MN-major" : " K-major"));
-      CHECK(mismatches == 0);
     }
-  }
 }

@@ -28,6 +28,13 @@ TEST_CASE("tcgen05 instruction descriptors follow the PTX ISA's table") {
   // and 16, N>>3 = 1 at bit 17, M>>4 = 4 at bit 24.
   CHECK(tcgen05InstrDescriptor(64, 8, false, false, true, true) ==
         ((1u << 15) | (1u << 16) | (1u << 17) | (4u << 24)));
+  // kind::f8f6f4 e4m3 x e5m2 -> f32, M 128, N 256 (the PTX ISA's table:
+  // A format 0 in bits 7-9, B format 1 at bit 10); kind::i8 s8 -> s32, D
+  // format 2 in bits 4-5, both operands 1 (signed).
+  CHECK(tcgen05InstrDescriptor(128, 256, {Tcgen05Kind::f8f6f4, 0, 1, 1}, false, false) ==
+        ((1u << 4) | (1u << 10) | (32u << 17) | (8u << 24)));
+  CHECK(tcgen05InstrDescriptor(128, 64, {Tcgen05Kind::i8, 1, 1, 2}, false, true) ==
+        ((2u << 4) | (1u << 7) | (1u << 10) | (1u << 16) | (8u << 17) | (8u << 24)));
   CHECK(tcgen05ShapeError(128, 256).empty());
   CHECK(tcgen05ShapeError(64, 8).empty());
   CHECK(tcgen05ShapeError(256, 128) == "m=256: cta_group::1 MMAs are 64 or 128 rows");
@@ -62,6 +69,10 @@ tile.kernel @tcgen05(%out: memref<?xf32, #tile.space<global>>) grid(%bx) = affin
   %b = tilenv.tcgen05_smem_desc %slot lbo = 16 sbo = 1024 swizzle = 64
   tilenv.tcgen05_mma %taddr, %a, %b, %id accumulate(%true) : i64
   tilenv.tcgen05_mma %taddr, %taddr, %b, %id accumulate(%true) : i32
+  %id8 = tilenv.tcgen05_idesc m = 128 n = 256 f8E4M3FN -> f32
+  tilenv.tcgen05_mma %taddr, %a, %b, %id8 accumulate(%true) kind f8f6f4 : i64
+  %idi = tilenv.tcgen05_idesc m = 128 n = 64 i8 -> i32 trans_b
+  tilenv.tcgen05_mma %taddr, %a, %b, %idi accumulate(%true) kind i8 : i64
   tilenv.tcgen05_commit %slot
   tilenv.tcgen05_cp %a -> %taddr s128x256b
   tilenv.tcgen05_cp %a -> %taddr s4x256b
@@ -97,6 +108,8 @@ TEST_CASE("every tcgen05 op prints as PTX that ptxas accepts for sm_100a") {
   rt::Binary binary = rt::compileCuda(source, "sm_100a");
   CHECK(binary.cubin.size() > 0);
   CHECK(binary.ptx.find("tcgen05.mma.cta_group::1.kind::f16") != std::string::npos);
+  CHECK(binary.ptx.find("tcgen05.mma.cta_group::1.kind::f8f6f4") != std::string::npos);
+  CHECK(binary.ptx.find("tcgen05.mma.cta_group::1.kind::i8") != std::string::npos);
   CHECK(binary.ptx.find("tcgen05.ld.sync.aligned.32x32b.x128.b32") != std::string::npos);
   // Hopper has no tcgen05: the same source is an error there, naming it.
   CHECK_THROWS_WITH(rt::compileCuda(source, "sm_90a"), Catch::Contains("tcgen05"));

@@ -107,17 +107,33 @@ std::string tessel::layout::tcgen05ShapeError(int m, int n) {
   return "";
 }
 
-uint32_t tessel::layout::tcgen05InstrDescriptor(int m, int n, bool bf16, bool f32Accumulator,
+const char *tessel::layout::name(Tcgen05Kind kind) {
+  switch (kind) {
+  case Tcgen05Kind::f16: return "f16";
+  case Tcgen05Kind::f8f6f4: return "f8f6f4";
+  case Tcgen05Kind::i8: return "i8";
+  }
+  return "";
+}
+
+uint32_t tessel::layout::tcgen05InstrDescriptor(int m, int n, Tcgen05Formats formats,
                                                 bool transposeA, bool transposeB) {
   uint32_t d = 0;
-  d |= uint32_t(f32Accumulator ? 1 : 0) << 4;
-  d |= uint32_t(bf16 ? 1 : 0) << 7;
-  d |= uint32_t(bf16 ? 1 : 0) << 10;
+  d |= uint32_t(formats.d & 3) << 4;
+  d |= uint32_t(formats.a & 7) << 7;
+  d |= uint32_t(formats.b & 7) << 10;
   d |= uint32_t(transposeA) << 15;
   d |= uint32_t(transposeB) << 16;
   d |= uint32_t(n >> 3) << 17;
   d |= uint32_t(m >> 4) << 24;
   return d;
+}
+
+uint32_t tessel::layout::tcgen05InstrDescriptor(int m, int n, bool bf16, bool f32Accumulator,
+                                                bool transposeA, bool transposeB) {
+  int type = bf16 ? 1 : 0;
+  return tcgen05InstrDescriptor(m, n, {Tcgen05Kind::f16, type, type, f32Accumulator ? 1 : 0},
+                                transposeA, transposeB);
 }
 
 std::optional<uint64_t> tessel::layout::tcgen05SmemDescriptor(uint32_t address,

@@ -67,7 +67,8 @@ LogicalResult CudaEmitter::emitTcgen05Emulated(Operation &op) {
       .Case([&](tilenv::Tcgen05MmaOp o) {
         bool aInTmem = o.getA().getType().isInteger(32);
         std::string a = aInTmem ? u32(o.getA()) : "(unsigned long long)" + name(o.getA());
-        return call("tcgen05_mma", u32(o.getD()) + ", " + a + ", (unsigned long long)" +
+        return call("tcgen05_mma", "tessel::emu::kind_" + tilenv::stringifyTcgen05Kind(o.getKind()).str() + ", " +
+                                       u32(o.getD()) + ", " + a + ", (unsigned long long)" +
                                        name(o.getDescB()) + ", " + u32(o.getIdesc()) + ", " +
                                        name(o.getAccumulate()));
       })
@@ -112,9 +113,13 @@ LogicalResult CudaEmitter::emitTcgen05(Operation &op) {
         return asmStatement("tcgen05.fence::after_thread_sync");
       })
       .Case([&](tilenv::Tcgen05InstrDescOp o) {
-        uint32_t d = layout::tcgen05InstrDescriptor(
-            static_cast<int>(o.getM()), static_cast<int>(o.getN()), o.getOperandType().isBF16(),
-            o.getAccType().isF32(), o.getTransA(), o.getTransB());
+        std::string why;
+        std::optional<layout::Tcgen05Formats> formats =
+            tilenv::tcgen05Formats(o.getOperandType(), o.getAccType(), why);
+        if (!formats) return LogicalResult(o.emitOpError(why));
+        uint32_t d = layout::tcgen05InstrDescriptor(static_cast<int>(o.getM()),
+                                                    static_cast<int>(o.getN()), *formats,
+                                                    o.getTransA(), o.getTransB());
         line() << "const " << declare(o.getResult()) << " = int(" << llvm::format_hex(d, 10)
                << "u);\n";
         return success();
@@ -130,7 +135,7 @@ LogicalResult CudaEmitter::emitTcgen05(Operation &op) {
       })
       .Case([&](tilenv::Tcgen05MmaOp o) {
         bool aInTmem = o.getA().getType().isInteger(32);
-        asmWithOperands(target::tcgen05MmaPtx(aInTmem), "",
+        asmWithOperands(target::tcgen05MmaPtx(aInTmem, tilenv::stringifyTcgen05Kind(o.getKind()).str()), "",
                         r(o.getD()) + ", \"" + (aInTmem ? "r" : "l") + "\"(" + name(o.getA()) +
                             "), \"l\"(" + name(o.getDescB()) + "), " + r(o.getIdesc()) +
                             ", \"r\"(int(" + name(o.getAccumulate()) + "))");

@@ -29,10 +29,10 @@ std::string target::tcgen05StorePtx(layout::TmemShape shape, int num, bool unpac
   return text + ", " + registerList(1, registers) + ";";
 }
 
-std::string target::tcgen05MmaPtx(bool aInTmem) {
+std::string target::tcgen05MmaPtx(bool aInTmem, const std::string &kind) {
   // enable-input-d is a predicate.
-  return std::string("{\\n.reg .pred p;\\nsetp.ne.b32 p, %4, 0;\\n"
-                     "tcgen05.mma.cta_group::1.kind::f16 [%0], ") +
+  return "{\\n.reg .pred p;\\nsetp.ne.b32 p, %4, 0;\\ntcgen05.mma.cta_group::1.kind::" + kind +
+         " [%0], " +
          (aInTmem ? "[%1]" : "%1") + ", %2, %3, p;\\n}";
 }
 

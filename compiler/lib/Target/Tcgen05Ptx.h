@@ -23,10 +23,10 @@ std::string tcgen05LoadPtx(layout::TmemShape shape, int num, bool pack,
 /// tcgen05.st: the address %0, then the registers %1 ...
 std::string tcgen05StorePtx(layout::TmemShape shape, int num, bool unpack,
                             std::optional<int64_t> offset, int registers);
-/// tcgen05.mma kind::f16: D address %0, A (descriptor, or tensor-memory
-/// address with `aInTmem`) %1, B descriptor %2, instruction descriptor %3,
-/// and %4 nonzero to accumulate.
-std::string tcgen05MmaPtx(bool aInTmem);
+/// tcgen05.mma of `kind` ("f16", "f8f6f4", "i8"): D address %0, A
+/// (descriptor, or tensor-memory address with `aInTmem`) %1, B descriptor
+/// %2, instruction descriptor %3, and %4 nonzero to accumulate.
+std::string tcgen05MmaPtx(bool aInTmem, const std::string &kind);
 /// tcgen05.cp of a shared-memory matrix: address %0, descriptor %1; `shape`
 /// as the PTX ISA writes it ("128x256b").
 std::string tcgen05CopyPtx(const std::string &shape);

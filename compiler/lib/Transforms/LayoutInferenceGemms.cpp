@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "LayoutInference.h"
+#include "tessel/Dialect/TileNV/TileNVDialect.h"
 #include "tessel/Transforms/BufferUtils.h"
 #include "tessel/Transforms/Remarks.h"
 
@@ -78,13 +79,21 @@ LogicalResult LayoutInference::placeTcgen05Gemm(GemmOp gemm) {
     return gemm.emitError("a gemm into tensor memory is tcgen05.mma, not ")
            << stringifyGemmInstruction(*forced);
   Type in = a.getElementType();
-  if (!in.isF16() && !in.isBF16())
-    return gemm.emitError("tcgen05 gemm needs f16 or bf16 operands, got ") << in;
-  if (!c.getElementType().isF32())
-    return gemm.emitError("tcgen05 gemm accumulates in f32 tensor memory, got ")
+  std::string why;
+  std::optional<layout::Tcgen05Formats> formats =
+      tilenv::tcgen05Formats(in, c.getElementType(), why);
+  if (!formats) return gemm.emitError("a tcgen05 gemm: ") << why;
+  // f16 and f32 accumulators are both kind::f16's, but tensor memory holds
+  // the gemm's accumulator as f32 (or s32).
+  if (formats->d == 0)
+    return gemm.emitError("a tcgen05 gemm accumulates in f32 tensor memory, got ")
            << c.getElementType();
   if (isFragment(gemm.getA()))
     return gemm.emitError("tcgen05 gemm takes A from shared or tensor memory, not registers");
+  int64_t elementBytes = in.getIntOrFloatBitWidth() / 8;
+  if (inTmem(gemm.getA()) && elementBytes != 2)
+    return gemm.emitError("a tcgen05 operand A in tensor memory is 16-bit (f16 or bf16); ")
+           << in << " operands are read from shared memory";
   if (inTmem(gemm.getA())) {
     // The ts form: A [128, K] in tensor memory, row m in lane m, K packed
     // two values to a column.
@@ -104,9 +113,12 @@ LogicalResult LayoutInference::placeTcgen05Gemm(GemmOp gemm) {
   if (n % 16 || n < 16 || n > 256)
     return gemm.emitError("tcgen05.mma with M = 128 takes N from 16 to 256 in steps of 16; got N = ")
            << n;
-  if (k % 16)
-    return gemm.emitError("gemm K (") << k << ") must be a multiple of 16, the K of tcgen05.mma "
-                                      << "for 16-bit operands";
+  // One instruction reads 32 bytes of K.
+  int64_t kStep = 32 / elementBytes;
+  if (k % kStep)
+    return gemm.emitError("gemm K (") << k << ") must be a multiple of " << kStep
+                                      << ", the K of tcgen05.mma kind::" << layout::name(formats->kind)
+                                      << " for " << in << " operands";
   // One thread issues the MMAs (a one-warp role may); the kernel's
   // warpgroups reach the 128 lanes.
   if (kernel.getThreads() % 128)

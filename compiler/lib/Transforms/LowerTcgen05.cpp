@@ -14,9 +14,10 @@
 //    through registers the same way, 32 at a time (not tcgen05.cp). tcgen05.wait::ld/st completes the warp's part and
 //    tcgen05.fence::before_thread_sync orders it before the barrier
 //    tessel-insert-barriers puts between it and a later MMA.
-//  - A gemm into tensor memory is tcgen05.mma.cta_group::1.kind::f16 from
-//    shared-memory descriptors, issued by the first thread of the code that
-//    runs it, one per K step of 16 (D overwritten on the first when the gemm
+//  - A gemm into tensor memory is tcgen05.mma.cta_group::1 from
+//    shared-memory descriptors, of the operands' kind (kind::f16, f8f6f4 or
+//    i8), issued by the first thread of the code that runs it, one per 32
+//    bytes of K (D overwritten on the first when the gemm
 //    clears it); tcgen05.commit arrives on the gemm's own mbarrier and every
 //    thread waits for its phase, then fences (fence::after_thread_sync), so
 //    the gemm is complete when the tile op is, as wgmma's is. An
@@ -230,6 +231,13 @@ void TileLowering::lowerTcgen05Gemm(GemmOp op) {
   int64_t k = op.getTransposeA() ? aType.getDimSize(0) : aType.getDimSize(1);
   Type operandType = aType.getElementType();
   bool aMnMajor = op.getTransposeA(), bMnMajor = !op.getTransposeB();
+  std::string why;
+  std::optional<layout::Tcgen05Formats> formats =
+      tilenv::tcgen05Formats(operandType, c->element, why);
+  if (!formats) return fail(op, why);
+  // One instruction reads 32 bytes of K.
+  int64_t kStep = 32 / (operandType.getIntOrFloatBitWidth() / 8);
+  tilenv::Tcgen05Kind kind = tilenv::toDialect(formats->kind);
 
   // Ordered after the barrier that published the operands and the
   // accumulator's earlier readers.
@@ -239,22 +247,22 @@ void TileLowering::lowerTcgen05Gemm(GemmOp op) {
     guard(eq(threadId, zeroIdx));
     Value idesc = tilenv::Tcgen05InstrDescOp::create(
         b, loc, b.getI32Type(), b.getI64IntegerAttr(128), b.getI64IntegerAttr(n),
-        TypeAttr::get(operandType), TypeAttr::get(b.getF32Type()),
+        TypeAttr::get(operandType), TypeAttr::get(c->element),
         aMnMajor ? b.getUnitAttr() : UnitAttr(), bMnMajor ? b.getUnitAttr() : UnitAttr());
     Value d = tmemAddress(*c, zeroIdx, zeroIdx);
     Value always = arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1);
-    unrolledFor(k / 16, [&](Value kStep) {
-      Value k0 = mul(kStep, idx(16));
+    unrolledFor(k / kStep, [&](Value step) {
+      Value k0 = mul(step, idx(kStep));
       Value accumulate =
           op.getClearAccum()
-              ? arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, kStep, idx(0)).getResult()
+              ? arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, step, idx(0)).getResult()
               : always;
       Value descA = aTmem ? tmemAddress(*aTmem, zeroIdx, k0)
                     : aMnMajor ? operandDescriptor(a, *la, true, k0, zeroIdx, true)
                                : operandDescriptor(a, *la, false, zeroIdx, k0, true);
       Value descB = bMnMajor ? operandDescriptor(bOp, *lb, true, k0, zeroIdx, true)
                              : operandDescriptor(bOp, *lb, false, zeroIdx, k0, true);
-      tilenv::Tcgen05MmaOp::create(b, loc, d, descA, descB, idesc, accumulate);
+      tilenv::Tcgen05MmaOp::create(b, loc, d, descA, descB, idesc, accumulate, kind);
     });
   }
   if (!op.getIssueOnly()) completeMmas(op);

@@ -2,7 +2,8 @@
 //
 // The 8-bit tensor-core instructions (wgmma's e4m3/e5m2/s8/u8 forms,
 // mma.sync m16n8k32) read both operands K-major: A as [M, K] and B as
-// [N, K]; unlike the 16-bit forms they have no transposed layout. A gemm
+// [N, K]; unlike the 16-bit forms they have no transposed layout (sm_100a's
+// tcgen05.mma has: a gemm into tensor memory keeps its operands). A gemm
 // whose 8-bit operand sits in shared memory the other way round ([K, M] A,
 // [K, N] B, as a row-major weight is stored) gets a K-major copy of it,
 // written by element code before the gemm each time it runs, and a remark
@@ -61,6 +62,8 @@ struct TesselKMajorOperands : tessel::impl::TesselKMajorOperandsBase<TesselKMajo
     SmallVector<GemmOp> gemms;
     kernel.walk([&](GemmOp gemm) {
       auto a = llvm::cast<MemRefType>(gemm.getA().getType());
+      auto c = llvm::cast<MemRefType>(gemm.getC().getType());
+      if (getMemorySpace(c) == MemorySpace::tmem) return;
       if (a.getElementTypeBitWidth() == 8 && (gemm.getTransposeA() || !gemm.getTransposeB()))
         gemms.push_back(gemm);
     });

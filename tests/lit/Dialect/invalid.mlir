@@ -693,3 +693,19 @@ tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
   // expected-error @+1 {{an arrival on every block's barrier needs a kernel launched in clusters of several blocks (cluster)}}
   tile.mbarrier_arrive %bars[%c0] {cluster} : memref<1xi64, #tile.space<shared>>
 }
+
+// -----
+
+tile.kernel @mma_kind(%d: i32, %a: i64) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %true = arith.constant true
+  %id = tilenv.tcgen05_idesc m = 128 n = 64 f8E4M3FN -> f32
+  // expected-error @+1 {{is kind::f16 but its descriptor's 'f8E4M3FN' operands are kind::f8f6f4}}
+  tilenv.tcgen05_mma %d, %a, %a, %id accumulate(%true) : i64
+}
+
+// -----
+
+tile.kernel @mma_i8_acc() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  // expected-error @+1 {{kind::i8 accumulates in i32 (s32), not 'f32'}}
+  %id = tilenv.tcgen05_idesc m = 128 n = 64 i8 -> f32
+}

@@ -69,14 +69,30 @@ struct TmemIssue {
 };
 std::vector<TmemIssue> splitColumnRun(TmemShape shape, int columns);
 
-/// Why (m, n) is not a shape of tcgen05.mma.cta_group::1.kind::f16 (m 64 or
-/// 128, n 8 .. 256 in steps of 8), or "" when it is.
+/// Why (m, n) is not a shape of tcgen05.mma.cta_group::1 (m 64 or 128, n 8
+/// .. 256 in steps of 8), or "" when it is.
 std::string tcgen05ShapeError(int m, int n);
 
-/// The 32-bit instruction descriptor of a kind::f16 tcgen05.mma (the PTX
-/// ISA's instruction-descriptor table): D type in bits 4-5 (f16 0, f32 1), A
-/// and B types in 7-9 and 10-12 (f16 0, bf16 1), MN-major A and B in bits 15
-/// and 16, n >> 3 in 17-22 and m >> 4 in 24-28.
+/// The kinds of tcgen05.mma by operand type: kind::f16 (f16, bf16),
+/// kind::f8f6f4 (e4m3, e5m2) and kind::i8 (s8, u8). An instruction reads 32
+/// bytes of K: 16 values of 16 bits, 32 of 8.
+enum class Tcgen05Kind { f16, f8f6f4, i8 };
+/// The instruction descriptor's type fields: A and B (bits 7-9, 10-12:
+/// kind::f16 f16 0 bf16 1; kind::f8f6f4 e4m3 0 e5m2 1; kind::i8 u8 0 s8 1)
+/// and D (bits 4-5: f16 0, f32 1, s32 2).
+struct Tcgen05Formats {
+  Tcgen05Kind kind;
+  int a, b, d;
+};
+/// The PTX spelling of a kind ("f16", "f8f6f4", "i8").
+const char *name(Tcgen05Kind kind);
+
+/// The 32-bit instruction descriptor of a tcgen05.mma (the PTX ISA's
+/// instruction-descriptor table for kind::f16, f8f6f4 and i8): the formats,
+/// MN-major A and B in bits 15 and 16, n >> 3 in 17-22 and m >> 4 in 24-28.
+uint32_t tcgen05InstrDescriptor(int m, int n, Tcgen05Formats formats, bool transposeA,
+                                bool transposeB);
+/// The kind::f16 descriptor of f16 or bf16 operands.
 uint32_t tcgen05InstrDescriptor(int m, int n, bool bf16, bool f32Accumulator, bool transposeA,
                                 bool transposeB);
 

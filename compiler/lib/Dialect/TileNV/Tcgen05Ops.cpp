@@ -23,14 +23,66 @@ static LogicalResult verifyColumns(Operation *op, int64_t columns) {
 LogicalResult Tcgen05AllocOp::verify() { return verifyColumns(*this, getColumns()); }
 LogicalResult Tcgen05DeallocOp::verify() { return verifyColumns(*this, getColumns()); }
 
+std::optional<layout::Tcgen05Formats> tessel::tilenv::tcgen05Formats(Type operand, Type acc,
+                                                                      std::string &why) {
+  using layout::Tcgen05Kind;
+  std::optional<Tcgen05Kind> kind;
+  int format = 0;
+  if (operand.isF16() || operand.isBF16()) {
+    kind = Tcgen05Kind::f16;
+    format = operand.isBF16() ? 1 : 0;
+  } else if (llvm::isa<Float8E4M3FNType, Float8E5M2Type>(operand)) {
+    kind = Tcgen05Kind::f8f6f4;
+    format = llvm::isa<Float8E5M2Type>(operand) ? 1 : 0;
+  } else if (operand.isInteger(8)) {
+    kind = Tcgen05Kind::i8;
+    format = operand.isUnsignedInteger() ? 0 : 1;
+  }
+  llvm::raw_string_ostream os(why);
+  if (!kind) {
+    os << "tcgen05.mma multiplies f16 or bf16 (kind::f16), e4m3 or e5m2 (kind::f8f6f4) or 8-bit "
+          "integers (kind::i8), not '"
+       << operand << "'";
+    return std::nullopt;
+  }
+  bool integer = *kind == Tcgen05Kind::i8;
+  if (integer ? !acc.isInteger(32) : !acc.isF32() && !acc.isF16()) {
+    os << "kind::" << layout::name(*kind) << " accumulates in "
+       << (integer ? "i32 (s32)" : "f32 or f16") << ", not '" << acc << "'";
+    return std::nullopt;
+  }
+  int d = integer ? 2 : acc.isF32() ? 1 : 0;
+  return layout::Tcgen05Formats{*kind, format, format, d};
+}
+
+Tcgen05Kind tessel::tilenv::toDialect(layout::Tcgen05Kind kind) {
+  switch (kind) {
+  case layout::Tcgen05Kind::f16: return Tcgen05Kind::f16;
+  case layout::Tcgen05Kind::f8f6f4: return Tcgen05Kind::f8f6f4;
+  case layout::Tcgen05Kind::i8: return Tcgen05Kind::i8;
+  }
+  return Tcgen05Kind::f16;
+}
+
 LogicalResult Tcgen05InstrDescOp::verify() {
   std::string why = layout::tcgen05ShapeError(static_cast<int>(getM()), static_cast<int>(getN()));
   if (!why.empty()) return emitOpError(why);
-  Type operand = getOperandType(), acc = getAccType();
-  if (!operand.isF16() && !operand.isBF16())
-    return emitOpError("kind::f16 multiplies f16 or bf16, not ") << operand;
-  if (!acc.isF32() && !acc.isF16())
-    return emitOpError("kind::f16 accumulates in f32 or f16, not ") << acc;
+  if (!tcgen05Formats(getOperandType(), getAccType(), why))
+    return emitOpError(why);
+  return success();
+}
+
+LogicalResult Tcgen05MmaOp::verify() {
+  // The kind in the opcode must be the one the descriptor's types select.
+  auto desc = getIdesc().getDefiningOp<Tcgen05InstrDescOp>();
+  if (!desc) return success();
+  std::string why;
+  std::optional<layout::Tcgen05Formats> formats =
+      tcgen05Formats(desc.getOperandType(), desc.getAccType(), why);
+  if (formats && toDialect(formats->kind) != getKind())
+    return emitOpError("is kind::") << stringifyTcgen05Kind(getKind()) << " but its descriptor's "
+                                    << desc.getOperandType() << " operands are kind::"
+                                    << layout::name(formats->kind);
   return success();
 }
 

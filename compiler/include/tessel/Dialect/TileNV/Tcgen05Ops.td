@@ -46,10 +46,12 @@ def TileNV_Tcgen05FenceAfterOp : TileNV_Op<"tcgen05_fence_after"> {
 }
 
 def TileNV_Tcgen05InstrDescOp : TileNV_Op<"tcgen05_idesc", [Pure]> {
-  let summary = "the instruction descriptor of a kind::f16 tcgen05.mma";
+  let summary = "the instruction descriptor of a tcgen05.mma";
   let description = [{
-    D = A x B with A [m, 16] and B [16, n] of `operand_type` (f16 or bf16),
-    D of `acc_type` (f32 or f16); `trans_a`/`trans_b` mark MN-major operands.
+    D = A x B with A [m, k] and B [k, n] of `operand_type`, 32 bytes of K:
+    f16 or bf16 (kind::f16, k 16), e4m3 or e5m2 (kind::f8f6f4, k 32), both
+    D of `acc_type` f32 or f16; i8 or ui8 (kind::i8, k 32) into i32.
+    `trans_a`/`trans_b` mark MN-major operands.
     cta_group::1 shapes: m 64 or 128, n 8 .. 256 in steps of 8 (16 for m
     128 with A in tensor memory is the caller's rule).
   }];
@@ -79,18 +81,23 @@ def TileNV_Tcgen05SmemDescOp : TileNV_Op<"tcgen05_smem_desc", [Pure]> {
 }
 
 def TileNV_Tcgen05MmaOp : TileNV_Op<"tcgen05_mma"> {
-  let summary = "tcgen05.mma.cta_group::1.kind::f16: D (+)= A x B, D in tensor memory";
+  let summary = "tcgen05.mma.cta_group::1: D (+)= A x B, D in tensor memory";
   let description = [{
-    Issued by one thread, asynchronously. `a` is a shared-memory descriptor
+    Issued by one thread, asynchronously, of `kind` (f16 by default,
+    f8f6f4 or i8), which must be the kind of the descriptor's types. `a` is a shared-memory descriptor
     (i64, the "ss" form) or a tensor-memory address (i32, "ts"); B is always
     in shared memory. With `accumulate` false D = A x B (the first K step).
     Completion: tilenv.tcgen05_commit on an mbarrier.
   }];
   let arguments = (ins I32:$d, AnyTypeOf<[I64, I32]>:$a, I64:$desc_b, I32:$idesc,
-                       I1:$accumulate);
+                       I1:$accumulate,
+                       DefaultValuedAttr<TileNV_Tcgen05Kind,
+                                         "::tessel::tilenv::Tcgen05Kind::f16">:$kind);
   let assemblyFormat = [{
-    $d `,` $a `,` $desc_b `,` $idesc `accumulate` `(` $accumulate `)` attr-dict `:` type($a)
+    $d `,` $a `,` $desc_b `,` $idesc `accumulate` `(` $accumulate `)` (`kind` $kind^)? attr-dict
+    `:` type($a)
   }];
+  let hasVerifier = 1;
 }
 
 def TileNV_Tcgen05CommitOp : TileNV_Op<"tcgen05_commit"> {

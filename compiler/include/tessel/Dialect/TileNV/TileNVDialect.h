@@ -3,10 +3,20 @@
 #define TESSEL_DIALECT_TILENV_TILENVDIALECT_H
 
 #include "tessel/Dialect/Tile/TileDialect.h"
+#include "tessel/Layout/TmemLayout.h"
 
 #include "tessel/Dialect/TileNV/TileNVEnums.h.inc"
 #include "tessel/Dialect/TileNV/TileNVDialect.h.inc"
 #define GET_OP_CLASSES
 #include "tessel/Dialect/TileNV/TileNVOps.h.inc"
+
+namespace tessel::tilenv {
+/// The tcgen05.mma kind and instruction-descriptor formats of `operand` x
+/// `operand` into `acc`; nothing, with `why` set, for a pair no kind takes.
+std::optional<layout::Tcgen05Formats> tcgen05Formats(mlir::Type operand, mlir::Type acc,
+                                                     std::string &why);
+/// The dialect's spelling of a layout kind.
+Tcgen05Kind toDialect(layout::Tcgen05Kind kind);
+} // namespace tessel::tilenv
 
 #endif

@@ -17,4 +17,9 @@ def TileNV_TmemCopyShape : I32EnumAttr<"TmemCopyShape", "tcgen05.cp shape", [
   let cppNamespace = "::tessel::tilenv";
 }
 
+def TileNV_Tcgen05Kind : I32EnumAttr<"Tcgen05Kind", "tcgen05.mma kind", [
+    I32EnumAttrCase<"f16", 0>, I32EnumAttrCase<"f8f6f4", 1>, I32EnumAttrCase<"i8", 2>]> {
+  let cppNamespace = "::tessel::tilenv";
+}
+
 #endif
