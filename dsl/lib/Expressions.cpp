@@ -25,8 +25,8 @@ using namespace tessel::detail;
 //===----------------------------------------------------------------------===//
 
 const char *tessel::name(DType t) {
-  static const char *names[] = {"f16", "bf16", "f32",   "f64", "i32",    "i64",
-                                "index", "i1", "i8", "u8", "f8e4m3", "f8e5m2"};
+  static const char *names[] = {"f16", "bf16", "f32",    "f64",    "i32",   "i64", "index",
+                                "i1",  "i8",   "u8",     "f8e4m3", "f8e5m2", "ue8m0"};
   return names[static_cast<int>(t)];
 }
 
@@ -35,6 +35,7 @@ int64_t tessel::byteSize(DType t) {
   case DType::f16: case DType::bf16: return 2;
   case DType::f64: case DType::i64: return 8;
   case DType::i1: case DType::i8: case DType::u8: case DType::f8e4m3: case DType::f8e5m2:
+  case DType::ue8m0:
     return 1;
   default: return 4;
   }
@@ -55,6 +56,7 @@ Type tessel::detail::toMlir(MLIRContext *ctx, DType t) {
   case DType::u8: return b.getIntegerType(8, /*isSigned=*/false);
   case DType::f8e4m3: return b.getType<Float8E4M3FNType>();
   case DType::f8e5m2: return b.getType<Float8E5M2Type>();
+  case DType::ue8m0: return b.getType<Float8E8M0FNUType>();
   }
   return {};
 }
@@ -71,12 +73,13 @@ static DType fromMlir(Type t) {
   if (t.isInteger(8)) return DType::i8;
   if (llvm::isa<Float8E4M3FNType>(t)) return DType::f8e4m3;
   if (llvm::isa<Float8E5M2Type>(t)) return DType::f8e5m2;
+  if (llvm::isa<Float8E8M0FNUType>(t)) return DType::ue8m0;
   return DType::index;
 }
 
 bool tessel::detail::isFloat(DType t) {
   return t == DType::f16 || t == DType::bf16 || t == DType::f32 || t == DType::f64 ||
-         t == DType::f8e4m3 || t == DType::f8e5m2;
+         t == DType::f8e4m3 || t == DType::f8e5m2 || t == DType::ue8m0;
 }
 
 //===----------------------------------------------------------------------===//

@@ -80,10 +80,11 @@ int32_t saturatedInteger(float v, int32_t lo, int32_t hi) {
 void requireHostForm(DType t) {
   switch (t) {
   case DType::f32: case DType::f16: case DType::bf16: case DType::f8e4m3: case DType::f8e5m2:
-  case DType::i32: case DType::i8: case DType::u8: return;
+  case DType::ue8m0: case DType::i32: case DType::i8: case DType::u8: return;
   default:
-    throw Error(fmt::format("host tensors hold f32, f16, bf16, f8e4m3, f8e5m2, i32, i8 and u8, "
-                            "not {}", name(t)));
+    throw Error(fmt::format("host tensors hold f32, f16, bf16, f8e4m3, f8e5m2, ue8m0, i32, i8 "
+                            "and u8, not {}",
+                            name(t)));
   }
 }
 
@@ -117,6 +118,11 @@ float encode(DType t, float v, char *out) {
     *out = char(c);
     return rt::fromE5M2(c);
   }
+  case DType::ue8m0: {
+    uint8_t c = rt::toUE8M0(v);
+    *out = char(c);
+    return rt::fromUE8M0(c);
+  }
   case DType::f16:
   case DType::bf16: {
     uint16_t h = t == DType::f16 ? toF16(v) : toBf16(v);
@@ -144,6 +150,7 @@ float decodeOne(DType t, const char *in) {
   case DType::u8: return float(uint8_t(*in));
   case DType::f8e4m3: return rt::fromE4M3(uint8_t(*in));
   case DType::f8e5m2: return rt::fromE5M2(uint8_t(*in));
+  case DType::ue8m0: return rt::fromUE8M0(uint8_t(*in));
   case DType::f16:
   case DType::bf16: {
     uint16_t h;
@@ -169,6 +176,8 @@ HostTensor::HostTensor(DType t, std::vector<int64_t> s) : type(t), shape(std::mo
   }
   values.assign(n, 0);
   bytes.assign(n * byteSize(t), '\0');
+  // ue8m0 has no zero: its zero bytes hold 2^-127, which `values` says.
+  if (t == DType::ue8m0) decode();
 }
 
 HostTensor::HostTensor(DType t, std::vector<int64_t> s, const std::vector<float> &init)
@@ -191,6 +200,8 @@ void HostTensor::decode() {
 void tessel::testing::randomize(HostTensor &t, std::mt19937_64 &rng) {
   if (t.type == DType::i8) return randomize(t, rng, INT8_MIN, INT8_MAX);
   if (t.type == DType::u8) return randomize(t, rng, 0, UINT8_MAX);
+  // Scales near 1, as an MX block of values of magnitude about 1 has.
+  if (t.type == DType::ue8m0) return randomize(t, rng, 0x1p-8f, 0x1p8f);
   randomize(t, rng, -1, 1);
 }
 
@@ -204,6 +215,22 @@ void tessel::testing::randomize(HostTensor &t, std::mt19937_64 &rng, float lo, f
       throw Error(fmt::format("randomize: no {} value lies in [{}, {}]", name(t.type), lo, hi));
     std::uniform_int_distribution<int32_t> dist{int32_t(first), int32_t(last)};
     for (size_t i = 0; i < t.values.size(); ++i) t.set(i, float(dist(rng)));
+    return;
+  }
+  if (t.type == DType::ue8m0) {
+    // Powers of two, uniform in the exponent: a uniform real in [lo, hi]
+    // rounded up would almost always land in the top one or two binades.
+    int first = 0, last = rt::kUE8M0MaxCode;
+    while (first <= last && !(rt::fromUE8M0(uint8_t(first)) >= lo)) ++first;
+    while (first <= last && !(rt::fromUE8M0(uint8_t(last)) <= hi)) --last;
+    if (first > last)
+      throw Error(fmt::format("randomize: no {} value lies in [{}, {}]", name(t.type), lo, hi));
+    std::uniform_int_distribution<int> dist{first, last};
+    for (size_t i = 0; i < t.values.size(); ++i) {
+      uint8_t code = uint8_t(dist(rng));
+      t.bytes[i] = char(code);
+      t.values[i] = rt::fromUE8M0(code);
+    }
     return;
   }
   std::uniform_real_distribution<float> dist(lo, hi);
@@ -280,7 +307,9 @@ double tessel::testing::toleranceFor(DType t) {
   case DType::f8e4m3: return 0x1p-4;
   case DType::f8e5m2: return 0x1p-3;
   // Integers are exact: a reference models the kernel's own conversions.
-  case DType::i8: case DType::u8: return 1e-6;
+  // So is ue8m0, whose one rounding (up, to a power of two) may double a
+  // value: no tolerance that allows that would check anything.
+  case DType::i8: case DType::u8: case DType::ue8m0: return 1e-6;
   default: return 1e-2;
   }
 }

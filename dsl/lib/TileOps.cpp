@@ -97,8 +97,19 @@ void tessel::gemm(const Buffer &a, const Buffer &b, const Buffer &c, GemmOptions
   tile::WarpPolicy policy = o.policy == WarpPolicy::full_row   ? tile::WarpPolicy::full_row
                             : o.policy == WarpPolicy::full_col ? tile::WarpPolicy::full_col
                                                                : tile::WarpPolicy::square;
+  Value scaleA, scaleB;
+  if (o.scale_a || o.scale_b) {
+    if (!o.scale_a || !o.scale_b)
+      fail(loc, "a block-scaled gemm takes both scale_a and scale_b");
+    for (auto [scales, which] : {std::pair{&*o.scale_a, "scale_a"}, std::pair{&*o.scale_b, "scale_b"}})
+      if (scales->space() != Space::shared)
+        fail(loc, fmt::format("gemm {} is in {} memory; block scales are read from shared memory",
+                              which, spaceName(scales->space())));
+    scaleA = o.scale_a->value();
+    scaleB = o.scale_b->value();
+  }
   auto op = tile::GemmOp::create(p.builder(), p.location(loc), a.value(), b.value(), c.value(),
-                                 UnitAttr(), UnitAttr(), UnitAttr(),
+                                 scaleA, scaleB, UnitAttr(), UnitAttr(), UnitAttr(),
                                  tile::WarpPolicyAttr::get(ctx, policy),
                                  tile::GemmInstructionAttr(), DenseI64ArrayAttr(), UnitAttr());
   if (o.instruction != GemmInstruction::automatic)

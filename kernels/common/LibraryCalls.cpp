@@ -64,6 +64,7 @@ DType tessel::kernels::dtypeOf(rt::ScalarType t) {
   case rt::ScalarType::U8: return DType::u8;
   case rt::ScalarType::F8E4M3: return DType::f8e4m3;
   case rt::ScalarType::F8E5M2: return DType::f8e5m2;
+  case rt::ScalarType::UE8M0: return DType::ue8m0;
   }
   return DType::f32;
 }
@@ -82,6 +83,7 @@ rt::ScalarType tessel::kernels::scalarOf(DType t) {
   case DType::u8: return rt::ScalarType::U8;
   case DType::f8e4m3: return rt::ScalarType::F8E4M3;
   case DType::f8e5m2: return rt::ScalarType::F8E5M2;
+  case DType::ue8m0: return rt::ScalarType::UE8M0;
   }
   return rt::ScalarType::F32;
 }

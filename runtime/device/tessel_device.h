@@ -125,6 +125,43 @@ struct f8e5m2 {
   }
 };
 
+// OCP MX scale factors (E8M0, torch's float8_e8m0fnu): 2^(bits - 127), no
+// sign, zero or infinity; 0xff is NaN. Encoding rounds |f| up to the next
+// power of two (an MX quantiser's rule for a block's scale, so that
+// amax / scale never exceeds the element format's largest value) and
+// saturates: the PTX `cvt.rp.satfinite.ue8m0x2.f32` rule, which the
+// sm_100/110/120 families run in hardware and earlier targets compute here
+// bit for bit the same. As the CUDA toolkit's emulation of the instruction
+// (cuda_fp8.hpp, __nv_cvt_float_to_e8m0) reads it: the sign is ignored,
+// |f| <= 2^-127 (zeros included) gives 0x00, |f| > 2^127 and infinities
+// give 0xfe (2^127), NaN gives 0xff.
+struct ue8m0 {
+  unsigned char bits;
+  ue8m0() = default;
+  __device__ explicit ue8m0(float f) {
+#if defined(__CUDA_ARCH_FAMILY_SPECIFIC__) && __CUDA_ARCH_FAMILY_SPECIFIC__ >= 1000 &&          \
+    __CUDA_ARCH_FAMILY_SPECIFIC__ < 1300
+    unsigned short pair;
+    asm("cvt.rp.satfinite.ue8m0x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(0.0f), "f"(f));
+    bits = static_cast<unsigned char>(pair);
+#else
+    unsigned x = __float_as_uint(f) & 0x7fffffffu;
+    // Adding a mantissa of ones carries into the exponent field exactly
+    // when some mantissa bit is set, which rounds a normal float up to its
+    // power of two; subnormals above 2^-127 become 2^-126 (code 1) the same
+    // way, and infinity and the floats past 2^127 reach 0xff and saturate.
+    unsigned code = x <= 0x00400000u ? 0u : (x + 0x007fffffu) >> 23;
+    bits = static_cast<unsigned char>(x > 0x7f800000u ? 0xffu : code > 0xfeu ? 0xfeu : code);
+#endif
+  }
+  // The code is a float's exponent field, except 0x00 (2^-127, a float
+  // subnormal) and 0xff (NaN, which the field would read as infinity).
+  __device__ explicit operator float() const {
+    if (bits == 0xff) return __uint_as_float(0x7fc00000u);
+    return __uint_as_float(bits ? static_cast<unsigned>(bits) << 23 : 0x00400000u);
+  }
+};
+
 // The DSL's integer division: rounded toward negative infinity (-7 / 4 = -2)
 // and up (ceil_div(-7, 4) = -1), for either sign of either operand.
 template <typename T> __device__ inline T floor_div(T a, T b) {

@@ -115,20 +115,29 @@ TESSEL_EMU_HD inline unsigned operand_address(unsigned start, unsigned lbo, unsi
 }
 
 /// The tcgen05.mma kinds, as the compiler numbers them (tilenv::Tcgen05Kind).
-enum Kind { kind_f16 = 0, kind_f8f6f4 = 1, kind_i8 = 2 };
+enum Kind { kind_f16 = 0, kind_f8f6f4 = 1, kind_i8 = 2, kind_mxf8f6f4 = 3 };
+/// The tcgen05.cp shapes, as the compiler numbers them (tilenv::TmemCopyShape).
+enum CopyShape { cp_128x256b = 0, cp_4x256b = 1, cp_128x128b = 2, cp_32x128b_warpx4 = 3 };
+
 /// Bytes of an operand element and K of one instruction (32 bytes of K).
 TESSEL_EMU_HD inline int operand_bytes(int kind) { return kind == kind_f16 ? 2 : 1; }
 TESSEL_EMU_HD inline int instruction_k(int kind) { return 32 / operand_bytes(kind); }
 
-/// The fields of a kind::f16, f8f6f4 or i8 instruction descriptor.
+/// The fields of an instruction descriptor. kind::mxf8f6f4 has no D type:
+/// bits 4-5 are B's scale-factor id, 29-30 A's, bit 23 says ue8m0 scales.
 struct InstrDesc {
   int d_type, a_type, b_type; // D: 0 f16, 1 f32, 2 s32; A, B: the kind's formats
   bool a_mn_major, b_mn_major;
   int m, n;
+  int a_scale_id, b_scale_id;
+  bool ue8m0_scales;
 };
 TESSEL_EMU_HD inline InstrDesc decode_instr_desc(unsigned d) {
   InstrDesc x;
   x.d_type = (d >> 4) & 3;
+  x.b_scale_id = (d >> 4) & 3;
+  x.a_scale_id = (d >> 29) & 3;
+  x.ue8m0_scales = (d >> 23) & 1;
   x.a_type = (d >> 7) & 7;
   x.b_type = (d >> 10) & 7;
   x.a_mn_major = (d >> 15) & 1;
@@ -383,6 +392,12 @@ __device__ inline void check_formats(int kind, const InstrDesc &x) {
     if (x.d_type > 1) fail("tcgen05.mma kind::f8f6f4: D is f16 (0) or f32 (1)", x.d_type, 1);
     if (x.a_type > 1 || x.b_type > 1)
       fail("tcgen05.mma kind::f8f6f4 emulation: A and B e4m3 (0) or e5m2 (1)", x.a_type, x.b_type);
+  } else if (kind == kind_mxf8f6f4) {
+    if (!x.ue8m0_scales) fail("tcgen05.mma kind::mxf8f6f4: ue8m0 scales (bit 23 set)", 0, 1);
+    if (x.a_type > 1 || x.b_type > 1)
+      fail("tcgen05.mma kind::mxf8f6f4 emulation: A and B e4m3 (0) or e5m2 (1)", x.a_type,
+           x.b_type);
+    return; // f32, no D type field
   } else if (kind == kind_i8) {
     if (x.d_type != 2) fail("tcgen05.mma kind::i8: D is s32 (2)", x.d_type, 2);
     if (x.a_type > 1 || x.b_type > 1)
@@ -393,11 +408,38 @@ __device__ inline void check_formats(int kind, const InstrDesc &x) {
   if (x.d_type == 0) fail("tcgen05.mma emulation: only an f32 or s32 accumulator", x.d_type, 1);
 }
 
-/// tcgen05.mma.cta_group::1.kind::{f16, f8f6f4, i8}, by the issuing thread:
-/// D[m, n] (+)= sum over one instruction's K of A[m, k] B[k, n], in fp32 (or
-/// exactly in s32 for kind::i8).
+/// A ue8m0 scale's value: 2^(bits - 127), 0xFF NaN (0x00 is 2^-127, a
+/// float denormal).
+__device__ inline float ue8m0_value(unsigned bits) {
+  bits &= 0xFF;
+  return __uint_as_float(bits == 0xFF ? 0x7FC00000u : bits == 0 ? 0x00400000u : bits << 23);
+}
+
+/// The ue8m0 scale of row (or column) `i` from the scale columns at
+/// `address` (lane 0): lane i % 32, column i / 32, the byte `id` picks; the
+/// copies tcgen05.cp .warpx4 put in the other lane quarters must agree.
+__device__ inline float block_scale(unsigned address, int i, int id, const char *which) {
+  int column = static_cast<int>(address & 0xFFFF) + i / 32;
+  if ((address >> 16) != 0) fail("tcgen05.mma: scale addresses start at lane 0", address >> 16, 0);
+  if (outside_allocation(column, column + 1))
+    fail(which, column, allocation_end());
+  unsigned sm = block_allocation().sm;
+  unsigned byte = (image(sm, i % 32, column) >> (8 * id)) & 0xFF;
+  for (int quarter = 1; quarter < 4; ++quarter)
+    if (((image(sm, i % 32 + 32 * quarter, column) >> (8 * id)) & 0xFF) != byte)
+      fail("tcgen05.mma block scale: the lane quarters' copies differ (scales are copied to all "
+           "four, as tcgen05.cp .warpx4 does)",
+           i, quarter);
+  return ue8m0_value(byte);
+}
+
+/// tcgen05.mma.cta_group::1.kind::{f16, f8f6f4, i8, mxf8f6f4}, by the
+/// issuing thread: D[m, n] (+)= sum over one instruction's K of A[m, k]
+/// B[k, n], in fp32 (exactly in s32 for kind::i8), times A's row scale and
+/// B's column scale for kind::mxf8f6f4 (`scale_a`, `scale_b`).
 __device__ inline void mma(int kind, unsigned d, const OperandA &a, unsigned long long b_desc,
-                           unsigned idesc, bool accumulate) {
+                           unsigned idesc, bool accumulate, unsigned scale_a = 0,
+                           unsigned scale_b = 0) {
   InstrDesc x = decode_instr_desc(idesc);
   SmemDesc b = decode_smem_desc(b_desc);
   check_formats(kind, x);
@@ -422,10 +464,14 @@ __device__ inline void mma(int kind, unsigned d, const OperandA &a, unsigned lon
     fail("tcgen05.mma: D's columns outside the block's tensor-memory allocation", column0 + x.n,
          allocation_end());
   const int k_count = instruction_k(kind);
+  const bool scaled = kind == kind_mxf8f6f4;
   unsigned sm = block_allocation().sm;
   for (int m = 0; m < x.m; ++m) {
     float row[32];
     for (int k = 0; k < k_count; ++k) row[k] = a_element(a, kind, x.a_type, x.a_mn_major, m, k);
+    float row_scale = scaled ? block_scale(scale_a, m, x.a_scale_id,
+                                           "tcgen05.mma: A's scales outside the allocation")
+                             : 1.0f;
     for (int n = 0; n < x.n; ++n) {
       unsigned &cellD = image(sm, m, column0 + n);
       if (kind == kind_i8) {
@@ -436,9 +482,12 @@ __device__ inline void mma(int kind, unsigned d, const OperandA &a, unsigned lon
         cellD = static_cast<unsigned>(acc);
         continue;
       }
-      float acc = accumulate ? __uint_as_float(cellD) : 0.0f;
-      for (int k = 0; k < k_count; ++k) acc += row[k] * operand(b, kind, x.b_type, x.b_mn_major, n, k);
-      cellD = __float_as_uint(acc);
+      float sum = 0.0f;
+      for (int k = 0; k < k_count; ++k) sum += row[k] * operand(b, kind, x.b_type, x.b_mn_major, n, k);
+      if (scaled)
+        sum *= row_scale * block_scale(scale_b, n, x.b_scale_id,
+                                       "tcgen05.mma: B's scales outside the allocation");
+      cellD = __float_as_uint((accumulate ? __uint_as_float(cellD) : 0.0f) + sum);
     }
   }
 }
@@ -447,6 +496,15 @@ __device__ inline void mma(int kind, unsigned d, const OperandA &a, unsigned lon
 __device__ inline void tcgen05_mma(int kind, unsigned d, unsigned long long a_desc,
                                    unsigned long long b_desc, unsigned idesc, bool accumulate) {
   mma(kind, d, OperandA{false, decode_smem_desc(a_desc), 0, 0}, b_desc, idesc, accumulate);
+}
+
+/// The block-scaled ss form (kind::mxf8f6f4): scales at `scale_a`, `scale_b`.
+__device__ inline void tcgen05_mma(int kind, unsigned d, unsigned long long a_desc,
+                                   unsigned long long b_desc, unsigned idesc, bool accumulate,
+                                   unsigned scale_a, unsigned scale_b) {
+  if (kind != kind_mxf8f6f4) fail("tcgen05.mma: scale addresses for a kind without scales", kind, 3);
+  mma(kind, d, OperandA{false, decode_smem_desc(a_desc), 0, 0}, b_desc, idesc, accumulate, scale_a,
+      scale_b);
 }
 
 /// The ts form: A in tensor memory at address `a`.
@@ -463,8 +521,28 @@ __device__ inline void tcgen05_commit(unsigned barrier) {
   mbarrier_arrive(barrier);
 }
 
-__device__ inline void tcgen05_cp(unsigned, unsigned long long) {
-  fail("tcgen05.cp is not emulated", 0, 0);
+/// tcgen05.cp.cta_group::1 by the issuing thread, synchronously. The
+/// .32x128b.warpx4 shape: 32 rows of 16 bytes from the descriptor's matrix
+/// (rows 16 bytes apart in 8-row core matrices SBO apart, swizzled as the
+/// descriptor says) into lanes 0-31 of 4 columns from `address`, copied to
+/// the three other lane quarters. Other shapes trap.
+__device__ inline void tcgen05_cp(unsigned address, unsigned long long desc, int shape) {
+  if (shape != cp_32x128b_warpx4)
+    fail("tcgen05.cp emulation: only the .32x128b.warpx4 shape", shape, cp_32x128b_warpx4);
+  SmemDesc s = decode_smem_desc(desc);
+  if (s.version != 1) fail("tcgen05 shared-memory descriptor without version 1 in bits 46-47", s.version, 1);
+  if ((address >> 16) != 0) fail("tcgen05.cp .warpx4 starts at lane 0", address >> 16, 0);
+  int column0 = static_cast<int>(address & 0xFFFF);
+  if (outside_allocation(column0, column0 + 4))
+    fail("tcgen05.cp: columns outside the block's tensor-memory allocation", column0 + 4,
+         allocation_end());
+  unsigned sm = block_allocation().sm;
+  for (int r = 0; r < 32; ++r)
+    for (int c = 0; c < 4; ++c) {
+      unsigned at = s.start + (r / 8) * s.sbo + (r % 8) * 16 + 4 * c;
+      unsigned word = shared_u32(swizzle_address(at, s.mode));
+      for (int quarter = 0; quarter < 4; ++quarter) image(sm, r + 32 * quarter, column0 + c) = word;
+    }
 }
 
 #endif // TESSEL_EMU_TABLES_ONLY

@@ -77,7 +77,7 @@ bool tessel::rt::decodeSpec(const std::string &text, KernelSpec &out) {
     int type = 0;
     size_t rank = 0;
     if (!(is >> p.isBuffer >> type >> p.peers) || !count(rank)) return false;
-    if (type < 0 || type > static_cast<int>(ScalarType::F8E5M2)) return false;
+    if (type < 0 || type > static_cast<int>(ScalarType::UE8M0)) return false;
     p.type = static_cast<ScalarType>(type);
     p.shape.resize(rank);
     for (int64_t &e : p.shape)

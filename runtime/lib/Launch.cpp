@@ -62,7 +62,7 @@ void tessel::rt::clearAsync(CUdeviceptr ptr, size_t bytes, CUstream stream) {
 int tessel::rt::scalarBytes(ScalarType t) {
   switch (t) {
   case ScalarType::I1: case ScalarType::I8: case ScalarType::U8: case ScalarType::F8E4M3:
-  case ScalarType::F8E5M2: return 1;
+  case ScalarType::F8E5M2: case ScalarType::UE8M0: return 1;
   case ScalarType::F16: case ScalarType::BF16: return 2;
   case ScalarType::I32: case ScalarType::Index: case ScalarType::F32: return 4;
   case ScalarType::I64: case ScalarType::F64: return 8;
@@ -71,8 +71,8 @@ int tessel::rt::scalarBytes(ScalarType t) {
 }
 
 const char *tessel::rt::scalarName(ScalarType t) {
-  static const char *names[] = {"i1",  "i32", "i64", "index", "f16",    "bf16",
-                                "f32", "f64", "i8",  "u8",    "f8e4m3", "f8e5m2"};
+  static const char *names[] = {"i1",  "i32", "i64", "index", "f16",    "bf16",  "f32",
+                                "f64", "i8",  "u8",  "f8e4m3", "f8e5m2", "ue8m0"};
   return names[static_cast<int>(t)];
 }
 

@@ -2,7 +2,9 @@
 //
 // Integer arithmetic on the float's bits, unlike the device header's
 // software path (which scales by a power of two and rounds with
-// cvt.rni), so that each checks the other.
+// cvt.rni), so that each checks the other. For UE8M0 both work on the
+// bits: here the exponent field and a test of the mantissa, there the
+// carry out of adding a mantissa of ones.
 //
 //===----------------------------------------------------------------------===//
 #include "tessel/runtime/LowPrecision.h"
@@ -81,8 +83,26 @@ float tessel::rt::fromE4M3(uint8_t code) {
   return decodeFinite<3, 7>(code);
 }
 
+uint8_t tessel::rt::toUE8M0(float f) {
+  uint32_t a = bitsOf(f) & 0x7fffffff; // the sign is ignored
+  if (a > 0x7f800000) return kUE8M0NaNCode;
+  // A normal float's exponent field is its UE8M0 code, one more when a
+  // mantissa bit is set (rounding up). Subnormals are below 2^-126: those
+  // above 2^-127 round up to it (code 1), the rest to 2^-127 (code 0).
+  uint32_t field = a >> 23, mantissa = a & 0x7fffff;
+  uint32_t code = field ? field + (mantissa != 0) : mantissa > 0x400000 ? 1 : 0;
+  return uint8_t(code > kUE8M0MaxCode ? kUE8M0MaxCode : code);
+}
+
 float tessel::rt::fromE5M2(uint8_t code) {
   if ((code & 0x7f) == 0x7c) return floatOf((uint32_t(code & 0x80) << 24) | 0x7f800000);
   if ((code & 0x7f) > 0x7c) return quietNaN(code);
   return decodeFinite<2, 15>(code);
+}
+
+float tessel::rt::fromUE8M0(uint8_t code) {
+  if (code == kUE8M0NaNCode) return floatOf(0x7fc00000);
+  // 2^-127 is a float subnormal; every other code is a normal float's
+  // exponent field.
+  return code ? floatOf(uint32_t(code) << 23) : floatOf(0x400000);
 }

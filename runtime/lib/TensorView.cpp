@@ -50,7 +50,10 @@ std::string TensorView::str() const {
 
 // Type codes of DLPack releases newer than the dlpack.h Tessel builds
 // with (Debian's is 0.6), numbered as DLPack 1.1's include/dlpack/dlpack.h
-// numbers DLDataTypeCode: kDLBool came in 0.8, the 8-bit floats in 1.1.
+// (github.com/dmlc/dlpack, tag v1.1) numbers DLDataTypeCode: kDLBool came
+// in 0.8, the 8-bit floats (kDLFloat8_e3m4 = 7 through kDLFloat8_e8m0fnu =
+// 14) in 1.1, which also numbers float6_e2m3fn 15, float6_e3m2fn 16 and
+// float4_e2m1fn 17.
 namespace {
 enum : uint8_t {
   kBoolCode = 6,
@@ -65,8 +68,8 @@ enum : uint8_t {
 };
 
 /// DLPack's name for an 8-bit float code Tessel has no type for (each
-/// differs from e4m3fn or e5m2 in its bias, its NaN or infinity codes or
-/// its field widths, so a kernel would read other values).
+/// differs from e4m3fn, e5m2 or e8m0fnu in its bias, its NaN or infinity
+/// codes or its field widths, so a kernel would read other values).
 const char *otherFloat8(uint8_t code) {
   switch (code) {
   case kFloat8E3M4: return "float8_e3m4";
@@ -74,7 +77,6 @@ const char *otherFloat8(uint8_t code) {
   case kFloat8E4M3B11Fnuz: return "float8_e4m3b11fnuz";
   case kFloat8E4M3Fnuz: return "float8_e4m3fnuz";
   case kFloat8E5M2Fnuz: return "float8_e5m2fnuz";
-  case kFloat8E8M0Fnu: return "float8_e8m0fnu";
   default: return nullptr;
   }
 }
@@ -85,8 +87,8 @@ static ScalarType dlpackType(const DLDataType &t) {
     throw Error(fmt::format("DLPack tensor with {} lanes per element: Tessel takes one", t.lanes));
   auto unsupported = [&]() -> ScalarType {
     throw Error(fmt::format("DLPack dtype (code {}, {} bits) is not supported: Tessel takes f16, "
-                            "bf16, f32, f64, i8, u8, i32, i64, bool, float8_e4m3fn and "
-                            "float8_e5m2",
+                            "bf16, f32, f64, i8, u8, i32, i64, bool, float8_e4m3fn, "
+                            "float8_e5m2 and float8_e8m0fnu",
                             int(t.code), int(t.bits)));
   };
   switch (t.code) {
@@ -104,11 +106,14 @@ static ScalarType dlpackType(const DLDataType &t) {
   case kBoolCode: return t.bits == 8 ? ScalarType::I1 : unsupported(); // bool is one byte
   case kFloat8E4M3Fn: return t.bits == 8 ? ScalarType::F8E4M3 : unsupported();
   case kFloat8E5M2: return t.bits == 8 ? ScalarType::F8E5M2 : unsupported();
+  case kFloat8E8M0Fnu: return t.bits == 8 ? ScalarType::UE8M0 : unsupported();
   default:
     if (const char *name = otherFloat8(t.code))
       throw Error(fmt::format("DLPack dtype {} (code {}) is not supported: of the 8-bit floats "
-                              "Tessel takes float8_e4m3fn (code {}) and float8_e5m2 (code {})",
-                              name, int(t.code), int(kFloat8E4M3Fn), int(kFloat8E5M2)));
+                              "Tessel takes float8_e4m3fn (code {}), float8_e5m2 (code {}) and "
+                              "float8_e8m0fnu (code {})",
+                              name, int(t.code), int(kFloat8E4M3Fn), int(kFloat8E5M2),
+                              int(kFloat8E8M0Fnu)));
     return unsupported();
   }
 }

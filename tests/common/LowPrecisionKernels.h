@@ -1,8 +1,9 @@
 //===- LowPrecisionKernels.h - FP8 conversions as DSL programs --*- C++ -*-===//
 //
-// Element-wise casts between f32 and the FP8 types: the unit tests compile
-// them for every target, the GPU tests compare what they write with the
-// host's conversions (tessel/runtime/LowPrecision.h) bit for bit.
+// Element-wise casts between f32 and the FP8 types (and the ue8m0 scale
+// type): the unit tests compile them for every target, the GPU tests
+// compare what they write with the host's conversions
+// (tessel/runtime/LowPrecision.h) bit for bit.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TESSEL_TESTS_LOWPRECISIONKERNELS_H
@@ -48,6 +49,40 @@ inline Program fp8Decode() {
       ys(i) = cast(as(i), DType::f32);
       zs(i) = cast(bs(i), DType::f32);
     });
+  });
+  return p;
+}
+
+/// s[i] = ue8m0(x[i]), y[i] = float(ue8m0(x[i])) over N elements: the
+/// encode, and f32 -> ue8m0 -> f32 within element code.
+inline Program ue8m0Encode() {
+  Program p("ue8m0_encode");
+  Expr n = p.sym("N");
+  Tensor x = p.tensor("x", {n}, DType::f32);
+  Tensor s = p.tensor("s", {n}, DType::ue8m0);
+  Tensor y = p.tensor("y", {n}, DType::f32);
+  p.kernel({ceil_div(n, 1024)}, 256, [&](Expr bx) {
+    Buffer xs = x.tile({bx * 1024}, {1024});
+    Buffer ss = s.tile({bx * 1024}, {1024});
+    Buffer ys = y.tile({bx * 1024}, {1024});
+    parallel(1024, [&](Expr i) {
+      ss(i) = cast(xs(i), DType::ue8m0);
+      ys(i) = cast(cast(xs(i), DType::ue8m0), DType::f32);
+    });
+  });
+  return p;
+}
+
+/// x[i] = float(s[i]) over N elements.
+inline Program ue8m0Decode() {
+  Program p("ue8m0_decode");
+  Expr n = p.sym("N");
+  Tensor s = p.tensor("s", {n}, DType::ue8m0);
+  Tensor x = p.tensor("x", {n}, DType::f32);
+  p.kernel({ceil_div(n, 1024)}, 256, [&](Expr bx) {
+    Buffer ss = s.tile({bx * 1024}, {1024});
+    Buffer xs = x.tile({bx * 1024}, {1024});
+    parallel(1024, [&](Expr i) { xs(i) = cast(ss(i), DType::f32); });
   });
   return p;
 }

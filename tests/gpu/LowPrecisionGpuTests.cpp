@@ -9,7 +9,9 @@
 // run it, for sm_80, whose PTX the driver compiles for the device with the
 // header's software encoder in it; so both device paths meet the host's.
 // The library's quantize kernel and tessel::quantize, on both paths too:
-// codes and scales bit for bit against the host's same arithmetic.
+// codes and scales bit for bit against the host's same arithmetic. Last,
+// the ue8m0 scale type's casts the same way (hardware cvt.rp on sm_100a,
+// the header's software encoder below it).
 //
 //===----------------------------------------------------------------------===//
 #include <catch2/catch.hpp>
@@ -249,4 +251,102 @@ TEST_CASE("tessel::quantize takes the granularity from the scales' shape", "[gpu
       CHECK(scale[5 * groups] == 0x1p-126f);
       CHECK(std::all_of(&q[5 * cols], &q[6 * cols], [](uint8_t c) { return c == 0; }));
     }
+}
+
+namespace {
+/// Float bit patterns to encode as ue8m0: the special values, every code's
+/// value and the floats either side of it, the midpoints between powers
+/// of two, of both signs, then random patterns, half of them anywhere and
+/// half with a mantissa of few bits (near a power of two).
+std::vector<uint32_t> ue8m0Inputs() {
+  std::vector<uint32_t> in = {0x00000000, 0x80000000, 0x00000001, 0x80000001, 0x00400000,
+                              0x003fffff, 0x00400001, 0x00600000, 0x007fffff, 0x00800000,
+                              0x7f000000, 0x7f000001, 0x7f7fffff, 0xff7fffff, 0x7f800000,
+                              0xff800000, 0x7fc00000, 0xffc00000, 0x7f800001, 0xff800001,
+                              0x7fbfffff, 0xffffffff, 0x7fc00001};
+  auto add = [&](float v) {
+    for (float s : {v, -v}) in.push_back(std::bit_cast<uint32_t>(s));
+  };
+  for (unsigned c = 0; c <= rt::kUE8M0MaxCode; ++c) {
+    float v = rt::fromUE8M0(uint8_t(c));
+    for (float u : {v, std::nextafter(v, 0.0f), std::nextafter(v, INFINITY), 1.5f * v}) add(u);
+  }
+  std::mt19937_64 rng(20261127);
+  for (int i = 0; i < (1 << 20); ++i) {
+    uint32_t bits = uint32_t(rng());
+    in.push_back(i % 2 ? bits & 0xff80000fu : bits);
+  }
+  return in;
+}
+} // namespace
+
+// On sm_100a (hardware cvt.rp.satfinite.ue8m0x2) and below it (the device
+// header's software encoder), and f32 -> ue8m0 -> f32 in element code.
+TEST_CASE("ue8m0 casts on the device encode as the host does, bit for bit", "[gpu][fp8][ue8m0]") {
+  std::vector<uint32_t> in = ue8m0Inputs();
+  const int64_t n = int64_t(in.size());
+  testing::HostTensor x(DType::f32, {n});
+  std::memcpy(x.bytes.data(), in.data(), in.size() * 4); // NaN payloads as they are
+  x.decode();
+  for (const std::string &arch : targets()) {
+    Program p = test::ue8m0Encode();
+    Kernel k = compile(p, {arch});
+    testing::HostTensor s(DType::ue8m0, {n}), y(DType::f32, {n});
+    testing::DeviceRun run;
+    run.args.push_back(rt::LaunchArg::integer(n));
+    run.addTensor(x, false);
+    run.addTensor(s, true); // 0xff: NaN, which only a NaN encodes to
+    run.addTensor(y, true);
+    k.launch(run.args);
+    testing::synchronize();
+    run.download(2, s);
+    run.download(3, y);
+    int64_t wrong = 0, wrongTrip = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      float v = std::bit_cast<float>(in[i]);
+      uint8_t got = uint8_t(s.bytes[i]), want = rt::toUE8M0(v);
+      if (got != want && ++wrong <= 10)
+        FAIL_CHECK(fmt::format("ue8m0 on {}: {} encodes as 0x{:02x}, the host's is 0x{:02x}", arch,
+                               show(in[i]), got, want));
+      float back = rt::fromUE8M0(want);
+      bool same = std::isnan(back) ? std::isnan(y.values[i]) : y.values[i] == back;
+      if (!same && ++wrongTrip <= 10)
+        FAIL_CHECK(fmt::format("ue8m0 on {}: {} comes back as {}, the host's is {}", arch,
+                               show(in[i]), y.values[i], back));
+    }
+    fmt::print("ue8m0 encode on {}: {} values, {} differ from the host, {} round trips differ\n",
+               arch, n, wrong, wrongTrip);
+    CHECK(wrong == 0);
+    CHECK(wrongTrip == 0);
+  }
+}
+
+TEST_CASE("ue8m0 casts on the device decode every code as the host does", "[gpu][fp8][ue8m0]") {
+  testing::HostTensor s(DType::ue8m0, {256});
+  for (int c = 0; c < 256; ++c) s.bytes[c] = char(c);
+  s.decode();
+  for (const std::string &arch : targets()) {
+    Program p = test::ue8m0Decode();
+    Kernel k = compile(p, {arch});
+    testing::HostTensor x(DType::f32, {256});
+    testing::DeviceRun run;
+    run.args.push_back(rt::LaunchArg::integer(256));
+    run.addTensor(s, false);
+    run.addTensor(x, true);
+    k.launch(run.args);
+    testing::synchronize();
+    run.download(2, x);
+    int wrong = 0;
+    for (int c = 0; c < 256; ++c) {
+      uint32_t got = std::bit_cast<uint32_t>(x.values[c]);
+      uint32_t want = std::bit_cast<uint32_t>(rt::fromUE8M0(uint8_t(c)));
+      // 0xff decodes to some NaN; its bits are the device's to choose.
+      bool same = c == 0xff ? std::isnan(x.values[c]) : got == want;
+      if (!same && ++wrong <= 10)
+        FAIL_CHECK(fmt::format("ue8m0 on {}: code 0x{:02x} decodes as {}, the host's is {}", arch,
+                               c, show(got), show(want)));
+    }
+    fmt::print("ue8m0 decode on {}: 256 codes, {} differ from the host\n", arch, wrong);
+    CHECK(wrong == 0);
+  }
 }

@@ -5,7 +5,8 @@
 // every midpoint between neighbours encoded, the special values, and
 // millions of random floats. Then 8-bit DLPack import, host tensors of the
 // 8-bit types, and the FP8 cast programs the GPU tests run compiled for
-// each target.
+// each target. Last, the same for the ue8m0 scale type (round up, checked
+// against a frexp oracle).
 //
 //===----------------------------------------------------------------------===//
 #include <catch2/catch.hpp>
@@ -255,7 +256,7 @@ TEST_CASE("DLPack tensors of 8-bit types become views", "[fp8][views]") {
   };
   for (Refused r : {Refused{7, "float8_e3m4"}, Refused{8, "float8_e4m3 "},
                     Refused{9, "float8_e4m3b11fnuz"}, Refused{11, "float8_e4m3fnuz"},
-                    Refused{13, "float8_e5m2fnuz"}, Refused{14, "float8_e8m0fnu"}}) {
+                    Refused{13, "float8_e5m2fnuz"}}) {
     DLManagedTensor t = deviceTensor({r.code, 8, 1}, shape);
     CHECK_THAT(errorOf([&] { rt::fromDLPack(t); }),
                Catch::Contains(r.name) && Catch::Contains("float8_e4m3fn (code 10)") &&
@@ -424,5 +425,224 @@ TEST_CASE("the FP8 cast programs compile for every target", "[fp8]") {
     CHECK((e.ptx().find("cvt.rn.satfinite.e5m2x2.f32") != std::string::npos) == hardware);
     CHECK(e.spec().params.size() == 4);
     CHECK(d.spec().params.size() == 5);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// ue8m0, the OCP MX scale type
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The code `cvt.rp.satfinite.ue8m0x2.f32` gives, from frexp in double
+/// rather than the float's bits: 0xff for NaN, else the exponent of the
+/// smallest power of two at least |v| (2^-127 at least, 2^127 at most)
+/// plus 127.
+uint8_t ue8m0Oracle(float v) {
+  if (std::isnan(v)) return 0xff;
+  double a = std::fabs(double(v));
+  if (a <= std::ldexp(1.0, -127)) return 0x00; // zeros too
+  if (a > std::ldexp(1.0, 127)) return 0xfe;   // infinities too
+  int e;
+  double m = std::frexp(a, &e); // a = m * 2^e, m in [0.5, 1)
+  return uint8_t((m == 0.5 ? e - 1 : e) + 127);
+}
+} // namespace
+
+TEST_CASE("every ue8m0 code decodes to 2^(code - 127), 0xff to NaN", "[fp8][ue8m0]") {
+  for (unsigned c = 0; c < 256; ++c) {
+    float got = rt::fromUE8M0(uint8_t(c));
+    INFO("code 0x" << std::hex << c << ": " << hexOf(got));
+    if (c == 0xff) {
+      CHECK(std::isnan(got));
+      continue;
+    }
+    CHECK(double(got) == std::ldexp(1.0, int(c) - 127));
+    CHECK_FALSE(std::signbit(got));
+  }
+  CHECK(rt::fromUE8M0(0x7f) == 1.0f);
+  CHECK(rt::fromUE8M0(0x80) == 2.0f);
+  CHECK(rt::fromUE8M0(0x7e) == 0.5f);
+  CHECK(rt::fromUE8M0(0xfe) == rt::kUE8M0Max);
+  CHECK(rt::fromUE8M0(0xfe) == std::ldexp(1.0f, 127));
+  // 2^-127 is a float subnormal (only half of FLT_MIN), not zero.
+  CHECK(bitsOf(rt::fromUE8M0(0x00)) == 0x00400000u);
+  CHECK(rt::fromUE8M0(0x00) == rt::kUE8M0Min);
+  CHECK(rt::fromUE8M0(0x01) == std::numeric_limits<float>::min());
+}
+
+TEST_CASE("ue8m0 encoding rounds up to the next power of two and saturates", "[fp8][ue8m0]") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // Each code's value, and the floats next to it: just above rounds up to
+  // the next code, just below to this one, anywhere between two powers of
+  // two (the midpoint 1.5 * 2^k too) to the upper one. The sign is ignored.
+  for (unsigned c = 0; c <= rt::kUE8M0MaxCode; ++c) {
+    float v = rt::fromUE8M0(uint8_t(c));
+    uint8_t next = uint8_t(c < rt::kUE8M0MaxCode ? c + 1 : c);
+    INFO("code 0x" << std::hex << c << ": " << hexOf(v));
+    for (float s : {1.0f, -1.0f}) {
+      CHECK(rt::toUE8M0(s * v) == c);
+      CHECK(rt::toUE8M0(s * std::nextafter(v, INFINITY)) == next);
+      CHECK(rt::toUE8M0(s * std::nextafter(v, 0.0f)) == c);
+      CHECK(rt::toUE8M0(s * v * 1.5f) == next);
+      CHECK(rt::toUE8M0(s * std::nextafter(2 * v, 0.0f)) == next);
+    }
+  }
+  // Everything up to 2^-127 (zeros, the smallest subnormals) is code 0;
+  // above it, the subnormals round up to 2^-126.
+  for (float small : {0.0f, -0.0f, std::numeric_limits<float>::denorm_min(), 0x1p-140f,
+                      0x1p-128f, std::nextafter(0x1p-127f, 0.0f), 0x1p-127f})
+    for (float s : {1.0f, -1.0f}) {
+      INFO(hexOf(s * small));
+      CHECK(rt::toUE8M0(s * small) == 0x00);
+    }
+  for (float sub : {std::nextafter(0x1p-127f, 1.0f), 0x1.8p-127f,
+                    std::nextafter(std::numeric_limits<float>::min(), 0.0f),
+                    std::numeric_limits<float>::min()}) {
+    INFO(hexOf(sub));
+    CHECK(rt::toUE8M0(sub) == 0x01);
+  }
+  // Past 2^127 everything saturates to it, infinities too.
+  for (float big : {std::nextafter(0x1p127f, INFINITY), 0x1.8p127f,
+                    std::numeric_limits<float>::max(), INFINITY})
+    for (float s : {1.0f, -1.0f}) {
+      INFO(hexOf(s * big));
+      CHECK(rt::toUE8M0(s * big) == rt::kUE8M0MaxCode);
+    }
+  // Every NaN, of either sign and any payload, is 0xff.
+  for (uint32_t bits : {bitsOf(nan), bitsOf(-nan), 0x7f800001u, 0xff800001u, 0x7fbfffffu,
+                        0x7fffffffu, 0xffffffffu, 0x7fc00001u})
+    CHECK(rt::toUE8M0(floatOf(bits)) == rt::kUE8M0NaNCode);
+  // Scales as an MX quantiser computes them, amax / 448 for E4M3 elements:
+  // rounded up, so amax / scale stays at most 448.
+  CHECK(rt::toUE8M0(1.0f) == 0x7f);
+  CHECK(rt::toUE8M0(3.0f) == 0x81);    // 4, not the nearer 2
+  CHECK(rt::toUE8M0(1.0001f) == 0x80); // 2
+  CHECK(rt::toUE8M0(0.3f) == 0x7e);    // 0.5
+  for (float amax : {1.0f, 448.0f, 449.0f, 1000.0f, 0.01f, 3e20f, 7e-30f}) {
+    float scale = rt::fromUE8M0(rt::toUE8M0(amax / 448.0f));
+    INFO(amax);
+    CHECK(amax / scale <= 448.0f);
+    CHECK(amax / scale > 224.0f);
+  }
+  // Random floats against the oracle: any bit pattern, and patterns whose
+  // exponent is near the ends of the range or near 1.
+  std::mt19937_64 rng(20261127);
+  std::uniform_int_distribution<int> exponent(0, 255);
+  int failures = 0;
+  for (int i = 0; i < 4'000'000 && failures < 10; ++i) {
+    uint32_t bits = uint32_t(rng());
+    if (i % 2) bits = (bits & 0x807fffffu) | (uint32_t(exponent(rng)) << 23);
+    if (i % 8 == 1) bits &= 0xff800000u | uint32_t(rng() & 0xf); // mantissas of few bits
+    float v = floatOf(bits);
+    uint8_t want = ue8m0Oracle(v), got = rt::toUE8M0(v);
+    if (got != want) {
+      ++failures;
+      FAIL_CHECK(fmt::format("ue8m0 of {}: 0x{:02x}, rounded up it is 0x{:02x}", hexOf(v), got,
+                             want));
+    }
+  }
+  CHECK(failures == 0);
+}
+
+TEST_CASE("every ue8m0 code survives a round trip through float", "[fp8][ue8m0]") {
+  for (unsigned c = 0; c < 256; ++c) {
+    INFO("code 0x" << std::hex << c);
+    CHECK(rt::toUE8M0(rt::fromUE8M0(uint8_t(c))) == c);
+    // And through the host tensor that stores it.
+    testing::HostTensor t(DType::ue8m0, {1});
+    t.set(0, rt::fromUE8M0(uint8_t(c)));
+    CHECK(uint8_t(t.bytes[0]) == c);
+    CHECK(bitsOf(t.values[0]) == bitsOf(rt::fromUE8M0(uint8_t(c))));
+  }
+}
+
+TEST_CASE("DLPack float8_e8m0fnu tensors become ue8m0 views", "[fp8][ue8m0][views]") {
+  int64_t shape[] = {16};
+  // kDLFloat8_e8m0fnu = 14 in DLPack 1.1's include/dlpack/dlpack.h.
+  DLManagedTensor t = deviceTensor({14, 8, 1}, shape);
+  TensorView v = rt::fromDLPack(t);
+  CHECK(v.dtype == ScalarType::UE8M0);
+  CHECK(v.str() == "ue8m0[16] on device 0");
+  CHECK(rt::scalarBytes(ScalarType::UE8M0) == 1);
+  CHECK(std::string(rt::scalarName(ScalarType::UE8M0)) == "ue8m0");
+  // Another width of the code is refused; so are the 8-bit floats Tessel
+  // has no type for, by a message that names the three it has.
+  DLManagedTensor wide = deviceTensor({14, 16, 1}, shape);
+  CHECK_THAT(errorOf([&] { rt::fromDLPack(wide); }),
+             Catch::Contains("(code 14, 16 bits) is not supported") &&
+                 Catch::Contains("float8_e8m0fnu"));
+  DLManagedTensor fnuz = deviceTensor({13, 8, 1}, shape);
+  CHECK_THAT(errorOf([&] { rt::fromDLPack(fnuz); }),
+             Catch::Contains("float8_e5m2fnuz") && Catch::Contains("float8_e8m0fnu (code 14)"));
+}
+
+TEST_CASE("host tensors of ue8m0 hold scales as the device stores them", "[fp8][ue8m0]") {
+  using testing::HostTensor;
+  CHECK(std::string(name(DType::ue8m0)) == "ue8m0");
+  CHECK(byteSize(DType::ue8m0) == 1);
+  // No zero: zero bytes are 2^-127, and `values` says so.
+  HostTensor zeros(DType::ue8m0, {3});
+  CHECK(zeros.bytes == std::string(3, '\0'));
+  CHECK(zeros.values == std::vector<float>(3, 0x1p-127f));
+  HostTensor s(DType::ue8m0, {7}, {1.0f, 3.0f, -0.3f, 0.0f, 1e30f, INFINITY, NAN});
+  CHECK(std::vector<float>(s.values.begin(), s.values.begin() + 6) ==
+        std::vector<float>{1.0f, 4.0f, 0.5f, 0x1p-127f, 0x1p100f, 0x1p127f});
+  CHECK(std::isnan(s.values[6]));
+  CHECK(s.bytes == std::string("\x7f\x81\x7e\x00\xe3\xfe\xff", 7));
+  CHECK(testing::roundTo(DType::ue8m0, 5.0f) == 8.0f);
+
+  // decode() reads every code back.
+  HostTensor all(DType::ue8m0, {256});
+  for (int c = 0; c < 256; ++c) all.bytes[c] = char(c);
+  all.decode();
+  for (int c = 0; c < 256; ++c) {
+    INFO("byte " << c);
+    CHECK(bitsOf(all.values[c]) == bitsOf(rt::fromUE8M0(uint8_t(c))));
+  }
+
+  // Random scales are powers of two around 1, every exponent in [-8, 8]
+  // about equally often; with bounds, the powers of two within them.
+  std::mt19937_64 rng(5);
+  HostTensor r(DType::ue8m0, {17 * 400});
+  testing::randomize(r, rng);
+  std::vector<int> seen(17);
+  for (int64_t k = 0; k < r.size(); ++k) {
+    int e = int(uint8_t(r.bytes[k])) - 127;
+    REQUIRE((e >= -8 && e <= 8));
+    CHECK(r.values[k] == std::ldexp(1.0f, e));
+    ++seen[e + 8];
+  }
+  auto [fewest, most] = std::minmax_element(seen.begin(), seen.end());
+  CHECK((*fewest > 300 && *most < 500));
+  testing::randomize(r, rng, 3.0f, 40.0f); // 4, 8, 16, 32
+  auto [lo, hi] = std::minmax_element(r.values.begin(), r.values.end());
+  CHECK((*lo == 4.0f && *hi == 32.0f));
+  CHECK_THAT(errorOf([&] { testing::randomize(r, rng, 3.0f, 3.5f); }),
+             Catch::Contains("no ue8m0 value lies in [3, 3.5]"));
+
+  // Exact, as a reference computes scales with rt::toUE8M0.
+  CHECK(testing::toleranceFor(DType::ue8m0) == 1e-6);
+  CHECK(harness::dtypeParam({{"dtype", "ue8m0"}}, "dtype") == DType::ue8m0);
+}
+
+TEST_CASE("the ue8m0 cast programs compile for every target", "[fp8][ue8m0]") {
+  for (const char *arch : {"sm_80", "sm_89", "sm_90a", "sm_100a", "sm_100a-emu"}) {
+    INFO(arch);
+    Program enc = test::ue8m0Encode(), dec = test::ue8m0Decode();
+    Kernel e = compile(enc, {.arch = arch});
+    Kernel d = compile(dec, {.arch = arch});
+    CHECK_THAT(e.cuda(), Catch::Contains("tessel::ue8m0"));
+    CHECK_THAT(d.cuda(), Catch::Contains("tessel::ue8m0"));
+    // sm_100a converts in hardware; the others (the emulated sm_100a is an
+    // sm_90a build) through the device header's software encoder.
+    bool hardware = std::string(arch) == "sm_100a";
+    CHECK((e.ptx().find("cvt.rp.satfinite.ue8m0x2.f32") != std::string::npos) == hardware);
+    REQUIRE(e.spec().params.size() == 4);
+    CHECK(e.spec().params[2].type == ScalarType::UE8M0);
+    CHECK(d.spec().params[1].type == ScalarType::UE8M0);
+    // A cached kernel's spec keeps the type (specs store its number).
+    rt::KernelSpec decoded;
+    REQUIRE(rt::decodeSpec(rt::encodeSpec(e.spec()), decoded));
+    CHECK(decoded.params[2].type == ScalarType::UE8M0);
   }
 }

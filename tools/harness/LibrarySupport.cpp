@@ -33,12 +33,13 @@ double tessel::harness::realParam(const Params &p, const std::string &key) {
 }
 
 DType tessel::harness::dtypeParam(const Params &p, const std::string &key) {
-  // The 8-bit types by their DType names, and the FP8 formats by their
-  // usual short names too.
+  // The 8-bit types (the ue8m0 scale type too) by their DType names, and
+  // the FP8 formats by their usual short names too.
   kernels::Choices<DType> choices = kernels::dtypeChoices();
   for (auto [word, t] : std::initializer_list<std::pair<const char *, DType>>{
            {"i8", DType::i8}, {"u8", DType::u8}, {"i32", DType::i32}, {"f8e4m3", DType::f8e4m3},
-           {"f8e5m2", DType::f8e5m2}, {"e4m3", DType::f8e4m3}, {"e5m2", DType::f8e5m2}}) {
+           {"f8e5m2", DType::f8e5m2}, {"e4m3", DType::f8e4m3}, {"e5m2", DType::f8e5m2},
+           {"ue8m0", DType::ue8m0}}) {
     bool listed = false;
     for (const auto &choice : choices) listed |= choice.first == word;
     if (!listed) choices.emplace_back(word, t);

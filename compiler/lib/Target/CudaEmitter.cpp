@@ -33,6 +33,7 @@ std::string CudaEmitter::typeName(Type t) {
   if (t.isInteger(8)) return "tessel::i8";
   if (llvm::isa<Float8E4M3FNType>(t)) return "tessel::f8e4m3";
   if (llvm::isa<Float8E5M2Type>(t)) return "tessel::f8e5m2";
+  if (llvm::isa<Float8E8M0FNUType>(t)) return "tessel::ue8m0";
   if (t.isInteger(16)) return "short";
   if (t.isF32()) return "float";
   if (t.isF64()) return "double";
@@ -62,6 +63,7 @@ FailureOr<rt::ScalarType> CudaEmitter::scalarType(Type t) {
   if (t.isInteger(8)) return rt::ScalarType::I8;
   if (llvm::isa<Float8E4M3FNType>(t)) return rt::ScalarType::F8E4M3;
   if (llvm::isa<Float8E5M2Type>(t)) return rt::ScalarType::F8E5M2;
+  if (llvm::isa<Float8E8M0FNUType>(t)) return rt::ScalarType::UE8M0;
   return failure();
 }
 

@@ -2,12 +2,12 @@
 //
 // What a test of a Tessel kernel needs around its launch, as the project's
 // own tests use it: host tensors that hold their elements rounded exactly
-// as the device stores them (f32, f16, bf16, the FP8 formats, i8, u8,
-// i32), random inputs, device buffers uploaded from them or poisoned so
-// that an element the kernel never writes shows, downloads, the relative
-// error of an output against a float64 reference with a default tolerance
-// per type, and a synchronisation that reports a kernel fault as a
-// tessel::Error.
+// as the device stores them (f32, f16, bf16, the FP8 formats, the ue8m0
+// scale type, i8, u8, i32), random inputs, device buffers uploaded from
+// them or poisoned so that an element the kernel never writes shows,
+// downloads, the relative error of an output against a float64 reference
+// with a default tolerance per type, and a synchronisation that reports a
+// kernel fault as a tessel::Error.
 //
 //   testing::HostTensor x(DType::bf16, {n}), y(DType::f32, {n});
 //   testing::randomize(x, rng);
@@ -47,8 +47,10 @@ float fromF16(uint16_t code);
 /// The value an element of type `t` holds when a kernel stores `v` into it:
 /// f32 as it is; f16, bf16 and the FP8 formats rounded to nearest even
 /// (FP8 saturating to its largest finite value, infinities too, as
-/// cvt.rn.satfinite does: tessel/runtime/LowPrecision.h); i32, i8 and u8
-/// truncated toward zero and saturated to the type's range (NaN gives 0).
+/// cvt.rn.satfinite does: tessel/runtime/LowPrecision.h); ue8m0 |v|
+/// rounded up to a power of two in [2^-127, 2^127] (NaN stays NaN, as
+/// cvt.rp.satfinite.ue8m0x2 does); i32, i8 and u8 truncated toward zero
+/// and saturated to the type's range (NaN gives 0).
 /// Throws tessel::Error for a type without a host form (f64, i64, index,
 /// i1).
 float roundTo(DType t, float v);
@@ -56,8 +58,8 @@ float roundTo(DType t, float v);
 /// A row-major host tensor of a kernel's element type. `bytes` is what the
 /// device stores (what an upload copies and a download fills), `values`
 /// the same elements as floats, so that a reference computes with exactly
-/// the inputs the kernel reads. Types: f32, f16, bf16, f8e4m3, f8e5m2, i8,
-/// u8, i32.
+/// the inputs the kernel reads. Types: f32, f16, bf16, f8e4m3, f8e5m2,
+/// ue8m0, i8, u8, i32.
 struct HostTensor {
   /// The element type, as the kernel's parameter declares it.
   DType type;
@@ -68,8 +70,9 @@ struct HostTensor {
   /// Every element's bytes as the device stores them.
   std::string bytes;
 
-  /// Zeros of type `t`. Throws tessel::Error for a type without a host
-  /// form or a negative extent.
+  /// Zeros of type `t` (all bytes zero: for ue8m0, which has no zero,
+  /// 2^-127). Throws tessel::Error for a type without a host form or a
+  /// negative extent.
   HostTensor(DType t, std::vector<int64_t> shape);
   /// Elements from `init` (one per element), each rounded to `t`.
   HostTensor(DType t, std::vector<int64_t> shape, const std::vector<float> &init);
@@ -82,18 +85,20 @@ struct HostTensor {
 };
 
 /// Uniform values over the type's usual range, rounded to the type: [-1, 1]
-/// for floats and i32, every value of i8 and u8.
+/// for floats and i32, every value of i8 and u8; for ue8m0, scales around
+/// 1: each power of two from 2^-8 to 2^8 equally likely.
 void randomize(HostTensor &t, std::mt19937_64 &rng);
 /// Uniform values in [lo, hi] rounded to the type; for i8 and u8 each whole
-/// number in [lo, hi] and the type's range equally likely (an Error when
-/// there is none).
+/// number in [lo, hi] and the type's range equally likely, for ue8m0 each
+/// power of two in [lo, hi] and the type's range (an Error when there is
+/// none).
 void randomize(HostTensor &t, std::mt19937_64 &rng, float lo, float hi);
 
 /// A device buffer (on the thread's current device) holding `t`'s bytes.
 std::unique_ptr<rt::DeviceBuffer> upload(const HostTensor &t);
 /// A device buffer of `t`'s size with every byte 0xff: NaN in every float
-/// type (FP8 included), so an element a kernel leaves unwritten makes the
-/// relative error infinite; -1 in i8 and i32, 255 in u8.
+/// type (FP8 and ue8m0 included), so an element a kernel leaves unwritten
+/// makes the relative error infinite; -1 in i8 and i32, 255 in u8.
 std::unique_ptr<rt::DeviceBuffer> poisoned(const HostTensor &t);
 /// Copies `t`'s bytes into `buffer` (which must be at least as large).
 void upload(const HostTensor &t, rt::DeviceBuffer &buffer);
@@ -124,9 +129,10 @@ double relativeError(const std::vector<float> &out, const std::vector<double> &r
 double relativeError(const HostTensor &out, const std::vector<double> &ref);
 /// The relative error a check of an output of type `t` allows against a
 /// float64 reference: 1e-5 for f32; 2^-4 for f8e4m3 and 2^-3 for f8e5m2
-/// (half an ulp, one rounding to the type); 1e-6 for i8 and u8 (exact: the
-/// reference models the kernel's conversions); 1e-2 otherwise (f16, bf16,
-/// i32).
+/// (half an ulp, one rounding to the type); 1e-6 for i8, u8 and ue8m0
+/// (exact: the reference models the kernel's conversions, for ue8m0 with
+/// rt::toUE8M0, since one rounding up to a power of two may double a
+/// value); 1e-2 otherwise (f16, bf16, i32).
 double toleranceFor(DType t);
 
 /// Waits for everything launched on the current device; a kernel that

@@ -22,6 +22,7 @@
 #include <climits>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <source_location>
 #include <string>
 #include <vector>
@@ -39,9 +40,13 @@ namespace tessel {
 using SrcLoc = std::source_location;
 
 /// f8e4m3 is OCP FP8 E4M3 (finite, max 448, NaN 0x7f; torch's float8_e4m3fn),
-/// f8e5m2 is E5M2 (IEEE-like, max 57344). u8 values are moved by copies and
-/// gemms; element code reads and writes them as i32.
-enum class DType { f16, bf16, f32, f64, i32, i64, index, i1, i8, u8, f8e4m3, f8e5m2 };
+/// f8e5m2 is E5M2 (IEEE-like, max 57344). ue8m0 is the OCP MX scale type
+/// (torch's float8_e8m0fnu): 2^(bits - 127), no sign, zero or infinity,
+/// 0xff NaN; casts to it round up to a power of two (an MX block's scale,
+/// so that amax / scale stays within the element format's range). u8
+/// values are moved by copies and gemms; element code reads and writes
+/// them as i32.
+enum class DType { f16, bf16, f32, f64, i32, i64, index, i1, i8, u8, f8e4m3, f8e5m2, ue8m0 };
 enum class Space { global, shared, fragment, local, tmem };
 enum class MemoryOrder { relaxed, acquire, release, acq_rel, seq_cst };
 const char *name(DType t);
@@ -460,6 +465,11 @@ struct GemmOptions {
   /// done (hand-scheduled warp specialization). Otherwise the gemm is
   /// complete when the op is.
   bool issue_only = false;
+  /// MX block scales (tcgen05, FP8 operands): shared ue8m0 tiles of 512-byte
+  /// atoms, scale_a [K / 128, 512] and scale_b [K / 128, ceil(N / 128) *
+  /// 512], the scale of row r and K block j (of 32) at byte 16 (r % 32) + 4
+  /// (r / 32 % 4) + j of its atom (see tile.gemm).
+  std::optional<Buffer> scale_a, scale_b;
 };
 void gemm(const Buffer &a, const Buffer &b, const Buffer &c, GemmOptions options = {},
           SrcLoc loc = SrcLoc::current());

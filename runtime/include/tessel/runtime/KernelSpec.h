@@ -16,7 +16,7 @@
 namespace tessel::rt {
 
 /// New types are appended: a cached kernel's spec stores the numbers.
-enum class ScalarType { I1, I32, I64, Index, F16, BF16, F32, F64, I8, U8, F8E4M3, F8E5M2 };
+enum class ScalarType { I1, I32, I64, Index, F16, BF16, F32, F64, I8, U8, F8E4M3, F8E5M2, UE8M0 };
 
 /// Bytes of one value in generated code (index is a 32-bit int).
 int scalarBytes(ScalarType t);

@@ -1,9 +1,9 @@
 //===- LowPrecision.h - host FP8 conversions --------------------*- C++ -*-===//
 //
-// The host's side of the 8-bit float types (ScalarType::F8E4M3, F8E5M2):
-// the codes a kernel's `f8e4m3(float)` / `f8e5m2(float)` produce and the
-// floats they stand for, so that inputs are prepared and outputs checked
-// bit for bit.
+// The host's side of the 8-bit float types (ScalarType::F8E4M3, F8E5M2,
+// UE8M0): the codes a kernel's `f8e4m3(float)` / `f8e5m2(float)` /
+// `ue8m0(float)` produce and the floats they stand for, so that inputs are
+// prepared and outputs checked bit for bit.
 //
 // Formats (OCP 8-bit floating point, "FP8 Formats for Deep Learning",
 // arXiv:2209.05433):
@@ -39,6 +39,25 @@
 // Decoding is exact (every code is a float); NaN codes give a quiet NaN of
 // the code's sign.
 //
+// UE8M0 (OCP Microscaling Formats (MX) v1.0, the E8M0 scale; DLPack's and
+// torch's float8_e8m0fnu): no sign and no mantissa, the code b stands for
+// 2^(b - 127), so 0x00 is 2^-127 and 0xfe is 2^127; 0xff is NaN; there is
+// no zero and no infinity. Encoding follows PTX
+// `cvt.rp.satfinite.ue8m0x2.f32`, which the sm_100/110/120 families run in
+// hardware and the device header computes in software below that:
+//   - .rp: round up, toward +infinity, to the next power of two (a power
+//     of two stays itself). An MX quantiser rounds its block's scale up, so
+//     that amax / scale never exceeds the element format's largest value;
+//     rounding to nearest could make it up to 1.5 times that.
+//   - The sign is ignored: -x encodes as x does, as in the CUDA toolkit's
+//     emulation of the instruction (cuda_fp8.hpp, __nv_cvt_float_to_e8m0
+//     with cudaRoundPosInf and __NV_SATFINITE, which converts |x|), the
+//     rule tests/gpu/LowPrecisionGpuTests.cpp checks the device against.
+//   - |x| <= 2^-127, zeros and subnormals included, gives 0x00 (2^-127 is
+//     the smallest value, and rounding up reaches it).
+//   - .satfinite: |x| > 2^127 and +-infinity give 0xfe (2^127); NaN gives
+//     0xff.
+//
 //===----------------------------------------------------------------------===//
 #ifndef TESSEL_RUNTIME_LOWPRECISION_H
 #define TESSEL_RUNTIME_LOWPRECISION_H
@@ -54,13 +73,24 @@ inline constexpr uint8_t kE4M3MaxCode = 0x7e;
 inline constexpr uint8_t kE5M2MaxCode = 0x7b;
 /// The code every NaN encodes to.
 inline constexpr uint8_t kFp8NaNCode = 0x7f;
+/// UE8M0's largest value (2^127) and its code, its smallest (2^-127, code
+/// 0x00), and its NaN.
+inline constexpr float kUE8M0Max = 0x1p127f;
+inline constexpr float kUE8M0Min = 0x1p-127f;
+inline constexpr uint8_t kUE8M0MaxCode = 0xfe;
+inline constexpr uint8_t kUE8M0NaNCode = 0xff;
 
 /// Round to nearest even, saturating as `cvt.rn.satfinite` does.
 uint8_t toE4M3(float f);
 uint8_t toE5M2(float f);
+/// |f| rounded up to a power of two, saturating as
+/// `cvt.rp.satfinite.ue8m0x2.f32` does.
+uint8_t toUE8M0(float f);
 /// The exact value of a code.
 float fromE4M3(uint8_t code);
 float fromE5M2(uint8_t code);
+/// 2^(code - 127); 0xff is NaN.
+float fromUE8M0(uint8_t code);
 
 } // namespace tessel::rt
 

@@ -49,11 +49,12 @@ struct TensorView {
 };
 
 /// A view of a DLPack tensor (kDLCUDA memory, one lane): f16, bf16, f32,
-/// f64, i8, u8, i32, i64, bool, and DLPack 1.1's float8_e4m3fn (F8E4M3)
-/// and float8_e5m2 (F8E5M2); the other 8-bit floats (e4m3 with
-/// infinities, the fnuz variants, e3m4, e8m0) are refused by name. The
-/// tensor stays owned by its producer: keep it alive while the view is
-/// used. Throws tessel::Error naming what is not supported.
+/// f64, i8, u8, i32, i64, bool, and DLPack 1.1's float8_e4m3fn (F8E4M3),
+/// float8_e5m2 (F8E5M2) and float8_e8m0fnu (UE8M0, MX scales); the other
+/// 8-bit floats (e4m3 with infinities, the fnuz variants, e3m4) are
+/// refused by name. The tensor stays owned by its producer: keep it alive
+/// while the view is used. Throws tessel::Error naming what is not
+/// supported.
 TensorView fromDLPack(const DLManagedTensor &tensor);
 
 } // namespace tessel::rt

@@ -41,7 +41,7 @@ T choiceParam(const Params &p, const std::string &key,
 }
 
 /// A type by its DType name (the kernels' dtype choices and i8, u8, f8e4m3,
-/// f8e5m2), or e4m3 / e5m2 for the FP8 formats.
+/// f8e5m2, ue8m0), or e4m3 / e5m2 for the FP8 formats.
 DType dtypeParam(const Params &p, const std::string &key);
 WarpPolicy policyParam(const Params &p, const std::string &key);
 WarpSpecialize warpSpecializeParam(const Params &p, const std::string &key);
