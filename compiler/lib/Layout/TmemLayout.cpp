@@ -112,6 +112,7 @@ const char *tessel::layout::name(Tcgen05Kind kind) {
   case Tcgen05Kind::f16: return "f16";
   case Tcgen05Kind::f8f6f4: return "f8f6f4";
   case Tcgen05Kind::i8: return "i8";
+  case Tcgen05Kind::mxf8f6f4: return "mxf8f6f4";
   }
   return "";
 }
@@ -119,7 +120,8 @@ const char *tessel::layout::name(Tcgen05Kind kind) {
 uint32_t tessel::layout::tcgen05InstrDescriptor(int m, int n, Tcgen05Formats formats,
                                                 bool transposeA, bool transposeB) {
   uint32_t d = 0;
-  d |= uint32_t(formats.d & 3) << 4;
+  if (formats.kind == Tcgen05Kind::mxf8f6f4) d |= uint32_t(1) << 23; // ue8m0 scales
+  else d |= uint32_t(formats.d & 3) << 4;
   d |= uint32_t(formats.a & 7) << 7;
   d |= uint32_t(formats.b & 7) << 10;
   d |= uint32_t(transposeA) << 15;

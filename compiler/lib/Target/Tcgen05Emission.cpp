@@ -36,6 +36,17 @@ static const char *emulatedShape(tilenv::TmemShape shape) {
   return "";
 }
 
+/// A tcgen05.cp shape as the PTX ISA writes it.
+static std::string copyShapePtx(tilenv::TmemCopyShape shape) {
+  switch (shape) {
+  case tilenv::TmemCopyShape::s128x256b: return "128x256b";
+  case tilenv::TmemCopyShape::s4x256b: return "4x256b";
+  case tilenv::TmemCopyShape::s128x128b: return "128x128b";
+  case tilenv::TmemCopyShape::s32x128b_warpx4: return "32x128b.warpx4";
+  }
+  return "";
+}
+
 // sm_100a-emu: each op a call into tessel_tcgen05_emu.h; the descriptors
 // are the real ones, which the emulated MMA decodes.
 LogicalResult CudaEmitter::emitTcgen05Emulated(Operation &op) {
@@ -67,14 +78,18 @@ LogicalResult CudaEmitter::emitTcgen05Emulated(Operation &op) {
       .Case([&](tilenv::Tcgen05MmaOp o) {
         bool aInTmem = o.getA().getType().isInteger(32);
         std::string a = aInTmem ? u32(o.getA()) : "(unsigned long long)" + name(o.getA());
-        return call("tcgen05_mma", "tessel::emu::kind_" + tilenv::stringifyTcgen05Kind(o.getKind()).str() + ", " +
-                                       u32(o.getD()) + ", " + a + ", (unsigned long long)" +
-                                       name(o.getDescB()) + ", " + u32(o.getIdesc()) + ", " +
-                                       name(o.getAccumulate()));
+        std::string args = "tessel::emu::kind_" + tilenv::stringifyTcgen05Kind(o.getKind()).str() +
+                           ", " + u32(o.getD()) + ", " + a + ", (unsigned long long)" +
+                           name(o.getDescB()) + ", " + u32(o.getIdesc()) + ", " +
+                           name(o.getAccumulate());
+        if (o.getScaleA()) args += ", " + u32(o.getScaleA()) + ", " + u32(o.getScaleB());
+        return call("tcgen05_mma", args);
       })
       .Case([&](tilenv::Tcgen05CommitOp o) { return call("tcgen05_commit", u32(o.getBarrier())); })
       .Case([&](tilenv::Tcgen05CpOp o) {
-        return call("tcgen05_cp", u32(o.getAddress()) + ", (unsigned long long)" + name(o.getDesc()));
+        return call("tcgen05_cp", u32(o.getAddress()) + ", (unsigned long long)" +
+                                      name(o.getDesc()) + ", " +
+                                      std::to_string(static_cast<int>(o.getShape())));
       })
       .Case([&](tilenv::Tcgen05LdOp o) {
         return move("tcgen05_ld", o.getShape(), o.getNum(), o.getPack(), o.getOffset(),
@@ -115,7 +130,7 @@ LogicalResult CudaEmitter::emitTcgen05(Operation &op) {
       .Case([&](tilenv::Tcgen05InstrDescOp o) {
         std::string why;
         std::optional<layout::Tcgen05Formats> formats =
-            tilenv::tcgen05Formats(o.getOperandType(), o.getAccType(), why);
+            tilenv::tcgen05Formats(o.getOperandType(), o.getAccType(), why, o.getBlockScaled());
         if (!formats) return LogicalResult(o.emitOpError(why));
         uint32_t d = layout::tcgen05InstrDescriptor(static_cast<int>(o.getM()),
                                                     static_cast<int>(o.getN()), *formats,
@@ -135,10 +150,15 @@ LogicalResult CudaEmitter::emitTcgen05(Operation &op) {
       })
       .Case([&](tilenv::Tcgen05MmaOp o) {
         bool aInTmem = o.getA().getType().isInteger(32);
-        asmWithOperands(target::tcgen05MmaPtx(aInTmem, tilenv::stringifyTcgen05Kind(o.getKind()).str()), "",
-                        r(o.getD()) + ", \"" + (aInTmem ? "r" : "l") + "\"(" + name(o.getA()) +
-                            "), \"l\"(" + name(o.getDescB()) + "), " + r(o.getIdesc()) +
-                            ", \"r\"(int(" + name(o.getAccumulate()) + "))");
+        bool scaled = o.getKind() == tilenv::Tcgen05Kind::mxf8f6f4;
+        std::string text =
+            scaled ? target::tcgen05BlockScaledMmaPtx(aInTmem)
+                   : target::tcgen05MmaPtx(aInTmem, tilenv::stringifyTcgen05Kind(o.getKind()).str());
+        std::string operands = r(o.getD()) + ", \"" + (aInTmem ? "r" : "l") + "\"(" +
+                               name(o.getA()) + "), \"l\"(" + name(o.getDescB()) + "), " +
+                               r(o.getIdesc()) + ", \"r\"(int(" + name(o.getAccumulate()) + "))";
+        if (scaled) operands += ", " + r(o.getScaleA()) + ", " + r(o.getScaleB());
+        asmWithOperands(text, "", operands);
         return success();
       })
       .Case([&](tilenv::Tcgen05CommitOp o) {
@@ -146,7 +166,7 @@ LogicalResult CudaEmitter::emitTcgen05(Operation &op) {
         return success();
       })
       .Case([&](tilenv::Tcgen05CpOp o) {
-        std::string shape = tilenv::stringifyTmemCopyShape(o.getShape()).drop_front().str();
+        std::string shape = copyShapePtx(o.getShape());
         asmWithOperands(target::tcgen05CopyPtx(shape), "",
                         r(o.getAddress()) + ", \"l\"(" + name(o.getDesc()) + ")");
         return success();

@@ -36,6 +36,12 @@ std::string target::tcgen05MmaPtx(bool aInTmem, const std::string &kind) {
          (aInTmem ? "[%1]" : "%1") + ", %2, %3, p;\\n}";
 }
 
+std::string target::tcgen05BlockScaledMmaPtx(bool aInTmem) {
+  return std::string("{\\n.reg .pred p;\\nsetp.ne.b32 p, %4, 0;\\n"
+                     "tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.scale_vec::1X [%0], ") +
+         (aInTmem ? "[%1]" : "%1") + ", %2, %3, [%5], [%6], p;\\n}";
+}
+
 std::string target::tcgen05CopyPtx(const std::string &shape) {
   return "tcgen05.cp.cta_group::1." + shape + " [%0], %1;";
 }

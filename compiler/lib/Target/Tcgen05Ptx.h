@@ -27,8 +27,11 @@ std::string tcgen05StorePtx(layout::TmemShape shape, int num, bool unpack,
 /// (descriptor, or tensor-memory address with `aInTmem`) %1, B descriptor
 /// %2, instruction descriptor %3, and %4 nonzero to accumulate.
 std::string tcgen05MmaPtx(bool aInTmem, const std::string &kind);
+/// tcgen05.mma kind::mxf8f6f4.block_scale.scale_vec::1X: as tcgen05MmaPtx,
+/// then the tensor-memory addresses of A's scales %5 and B's %6.
+std::string tcgen05BlockScaledMmaPtx(bool aInTmem);
 /// tcgen05.cp of a shared-memory matrix: address %0, descriptor %1; `shape`
-/// as the PTX ISA writes it ("128x256b").
+/// as the PTX ISA writes it ("128x256b", "32x128b.warpx4").
 std::string tcgen05CopyPtx(const std::string &shape);
 /// alloc (shared word %0, columns %1), dealloc (address %0, columns %1) and
 /// commit (mbarrier %0).

@@ -80,9 +80,14 @@ LogicalResult LayoutInference::placeTcgen05Gemm(GemmOp gemm) {
            << stringifyGemmInstruction(*forced);
   Type in = a.getElementType();
   std::string why;
+  bool scaled = static_cast<bool>(gemm.getScaleA());
   std::optional<layout::Tcgen05Formats> formats =
-      tilenv::tcgen05Formats(in, c.getElementType(), why);
+      tilenv::tcgen05Formats(in, c.getElementType(), why, scaled);
   if (!formats) return gemm.emitError("a tcgen05 gemm: ") << why;
+  for (Value scales : {gemm.getScaleA(), gemm.getScaleB()})
+    if (scales && getRootBuffer(scales) != scales && !scales.getDefiningOp<StageOp>())
+      return gemm.emitError("block scales are whole shared buffers (tcgen05.cp reads them by "
+                            "descriptor), not windows of one");
   // f16 and f32 accumulators are both kind::f16's, but tensor memory holds
   // the gemm's accumulator as f32 (or s32).
   if (formats->d == 0)
@@ -263,9 +268,9 @@ LogicalResult LayoutInference::placeEightBitGemm(GemmOp gemm) {
   if (failed(checkGemmExtents(gemm, m, n, k, 32, /*aInRegisters=*/false, threads / 32)))
     return failure();
   // Integer products run on mma.sync m16n8k32 before sm_90a (or when asked
-  // for); FP8 ones too from sm_89 on (sm_89 itself has no wgmma); the
-  // tcgen05 forms (sm_100a) are not implemented: an error rather than a
-  // silent fallback.
+  // for); FP8 ones too from sm_89 on (sm_89 itself has no wgmma); on
+  // sm_100a a register accumulator is an error that points at tensor
+  // memory (placeTcgen05Gemm), rather than a silent fallback.
   std::optional<GemmInstruction> forced = gemm.getInstruction();
   bool mmaSyncTakes = integer || target.computeCapability >= 89;
   bool beforeWgmma = target.computeCapability < 90;
@@ -276,6 +281,11 @@ LogicalResult LayoutInference::placeEightBitGemm(GemmOp gemm) {
     return gemm.emitError("a gemm of ")
            << in << " operands runs on mma.sync from sm_89 and on wgmma on sm_90a; target "
            << target.arch;
+  if (target.computeCapability >= 100 && (!forced || *forced != GemmInstruction::wgmma))
+    return gemm.emitError("a gemm of ")
+           << in << " operands runs on tcgen05.mma (kind::"
+           << (integer ? "i8" : "f8f6f4") << ") on " << target.arch
+           << ", whose accumulator is in tensor memory: allocate it with alloc_tmem";
   if (target.computeCapability != 90 || (forced && *forced != GemmInstruction::wgmma))
     return gemm.emitError("a gemm of ")
            << in << " operands runs on wgmma (sm_90a) only; target " << target.arch
@@ -294,6 +304,9 @@ LogicalResult LayoutInference::placeEightBitGemm(GemmOp gemm) {
 
 LogicalResult LayoutInference::placeGemm(GemmOp gemm) {
   if (inTmem(gemm.getC())) return placeTcgen05Gemm(gemm);
+  if (gemm.getScaleA())
+    return gemm.emitError("block scales are tcgen05.mma's (kind::mxf8f6f4, sm_100a): a "
+                          "block-scaled gemm accumulates in tensor memory (alloc_tmem)");
   auto a = llvm::cast<MemRefType>(gemm.getA().getType());
   auto c = llvm::cast<MemRefType>(gemm.getC().getType());
   int64_t m = c.getDimSize(0), n = c.getDimSize(1);

@@ -231,13 +231,16 @@ void TileLowering::lowerTcgen05Gemm(GemmOp op) {
   int64_t k = op.getTransposeA() ? aType.getDimSize(0) : aType.getDimSize(1);
   Type operandType = aType.getElementType();
   bool aMnMajor = op.getTransposeA(), bMnMajor = !op.getTransposeB();
+  const bool scaled = static_cast<bool>(op.getScaleA());
   std::string why;
   std::optional<layout::Tcgen05Formats> formats =
-      tilenv::tcgen05Formats(operandType, c->element, why);
+      tilenv::tcgen05Formats(operandType, c->element, why, scaled);
   if (!formats) return fail(op, why);
   // One instruction reads 32 bytes of K.
   int64_t kStep = 32 / (operandType.getIntOrFloatBitWidth() / 8);
   tilenv::Tcgen05Kind kind = tilenv::toDialect(formats->kind);
+  std::optional<BlockScaleColumns> scales;
+  if (scaled && !(scales = blockScaleColumns(op, n))) return;
 
   // Ordered after the barrier that published the operands and the
   // accumulator's earlier readers.
@@ -248,8 +251,10 @@ void TileLowering::lowerTcgen05Gemm(GemmOp op) {
     Value idesc = tilenv::Tcgen05InstrDescOp::create(
         b, loc, b.getI32Type(), b.getI64IntegerAttr(128), b.getI64IntegerAttr(n),
         TypeAttr::get(operandType), TypeAttr::get(c->element),
-        aMnMajor ? b.getUnitAttr() : UnitAttr(), bMnMajor ? b.getUnitAttr() : UnitAttr());
+        aMnMajor ? b.getUnitAttr() : UnitAttr(), bMnMajor ? b.getUnitAttr() : UnitAttr(),
+        scaled ? b.getUnitAttr() : UnitAttr());
     Value d = tmemAddress(*c, zeroIdx, zeroIdx);
+    if (scales) copyBlockScales(op, *scales, k / 128);
     Value always = arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1);
     unrolledFor(k / kStep, [&](Value step) {
       Value k0 = mul(step, idx(kStep));
@@ -262,10 +267,64 @@ void TileLowering::lowerTcgen05Gemm(GemmOp op) {
                                : operandDescriptor(a, *la, false, zeroIdx, k0, true);
       Value descB = bMnMajor ? operandDescriptor(bOp, *lb, true, k0, zeroIdx, true)
                              : operandDescriptor(bOp, *lb, false, zeroIdx, k0, true);
-      tilenv::Tcgen05MmaOp::create(b, loc, d, descA, descB, idesc, accumulate, kind);
+      if (!scales) {
+        tilenv::Tcgen05MmaOp::create(b, loc, d, descA, descB, idesc, accumulate, Value(), Value(),
+                                     kind);
+        return;
+      }
+      // K step s reads byte s % 4 of its group's scale columns (group s / 4,
+      // 4 columns of A's scales, 4 a 128-column atom of B's).
+      Value group = divC(step, 4), id = i32(remC(step, 4));
+      Value scaleA = add32(tmemBase, i32(add(idx(scales->aColumn), mul(group, idx(4)))));
+      Value scaleB = add32(tmemBase, i32(add(idx(scales->bColumn),
+                                             mul(group, idx(4 * scales->bAtoms)))));
+      Value ids = arith::OrIOp::create(b, loc, shl32(id, 29), shl32(id, 4));
+      Value stepDesc = arith::OrIOp::create(b, loc, idesc, ids);
+      tilenv::Tcgen05MmaOp::create(b, loc, d, descA, descB, stepDesc, accumulate, scaleA, scaleB,
+                                   kind);
     });
   }
   if (!op.getIssueOnly()) completeMmas(op);
+}
+
+Value TileLowering::i32(Value index) {
+  return arith::IndexCastOp::create(b, loc, b.getI32Type(), index);
+}
+Value TileLowering::add32(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+Value TileLowering::shl32(Value x, int64_t bits) {
+  return arith::ShLIOp::create(b, loc, x, arith::ConstantIntOp::create(b, loc, b.getI32Type(), bits));
+}
+
+std::optional<TileLowering::BlockScaleColumns> TileLowering::blockScaleColumns(GemmOp op,
+                                                                               int64_t n) {
+  auto a = op->getAttrOfType<IntegerAttr>("scale_a_column");
+  auto bColumn = op->getAttrOfType<IntegerAttr>("scale_b_column");
+  if (!a || !bColumn) {
+    fail(op, "block scales have no tensor-memory columns; run tessel-tmem-allocation");
+    return std::nullopt;
+  }
+  return BlockScaleColumns{a.getInt(), bColumn.getInt(), (n + 127) / 128};
+}
+
+void TileLowering::copyBlockScales(GemmOp op, const BlockScaleColumns &columns, int64_t groups) {
+  // Each 512-byte atom (128 rows x 4 K blocks) is one tcgen05.cp
+  // .32x128b.warpx4: 32 rows of 16 bytes, 16 bytes apart (a canonical
+  // layout without swizzle: rows 16 B apart in 8-row core matrices 128 B
+  // apart), into lanes 0-31 of 4 columns and copied to every lane quarter,
+  // so that row r's scale lands in lane r % 32 (+ 32 w), column r / 32,
+  // byte j. Issued by the MMA thread, so the MMAs after it read them.
+  Access sa = resolve(op.getScaleA()), sb = resolve(op.getScaleB());
+  auto copyAtom = [&](const Access &from, int64_t atom, int64_t column) {
+    Value start = sharedAddress(from, idx(atom * 512));
+    Value desc = tilenv::Tcgen05SmemDescOp::create(b, loc, b.getI64Type(), start, 16, 128, 0);
+    tilenv::Tcgen05CpOp::create(b, loc, desc, add32(tmemBase, i32(idx(column))),
+                                tilenv::TmemCopyShape::s32x128b_warpx4);
+  };
+  for (int64_t g = 0; g < groups; ++g) {
+    copyAtom(sa, g, columns.aColumn + 4 * g);
+    for (int64_t j = 0; j < columns.bAtoms; ++j)
+      copyAtom(sb, g * columns.bAtoms + j, columns.bColumn + 4 * (g * columns.bAtoms + j));
+  }
 }
 
 void TileLowering::completeMmas(Operation *op) {

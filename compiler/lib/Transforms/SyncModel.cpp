@@ -50,8 +50,7 @@ void sync::collectAccesses(Operation *op, const TargetInfo &target,
         bool asyncOperands = o.getInstruction() == GemmInstruction::wgmma ||
                              o.getInstruction() == GemmInstruction::tcgen05;
         Proxy proxy = asyncOperands ? Proxy::async : Proxy::generic;
-        note(o.getA(), false, proxy);
-        note(o.getB(), false, proxy);
+        for (Value read : o.getOperandsRead()) note(read, false, proxy);
         bool mma = o.getInstruction() == GemmInstruction::tcgen05;
         if (Access *a = note(o.getC(), false)) a->mmaAccumulator = mma;
         if (Access *a = note(o.getC(), true)) a->mmaAccumulator = mma;

@@ -223,7 +223,7 @@ static void collectAccesses(Operation *op, AccessState &acc) {
         })
         .Case([&](FillOp o) { noteTmemOrWhole(o, o.getDest(), true); })
         .Case([&](GemmOp o) {
-          note(o.getA(), false), note(o.getB(), false);
+          for (Value read : o.getOperandsRead()) note(read, false);
           if (o.getInstruction() == GemmInstruction::tcgen05) {
             if (Value root = orderedRoot(o.getC())) acc.mma.insert(root.getAsOpaquePointer());
             return;
@@ -396,7 +396,7 @@ static DenseSet<Value> asyncProxyReads(KernelOp kernel, const TargetInfo &target
     if (auto gemm = llvm::dyn_cast<GemmOp>(op);
         gemm && (gemm.getInstruction() == GemmInstruction::wgmma ||
                  gemm.getInstruction() == GemmInstruction::tcgen05))
-      note(gemm.getA()), note(gemm.getB());
+      for (Value read : gemm.getOperandsRead()) note(read);
     if (auto copy = llvm::dyn_cast<CopyOp>(op); copy && isTmaStore(copy, target))
       note(copy.getSource());
     if (auto atomic = llvm::dyn_cast<AtomicAddOp>(op); atomic && atomic.getTma())

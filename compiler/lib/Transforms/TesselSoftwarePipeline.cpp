@@ -50,7 +50,7 @@ static bool readByAsyncProxy(PipelinePlan &plan) {
         gemm.getInstruction() != GemmInstruction::tcgen05)
       return;
     for (PipelineLoad &load : plan.loads)
-      for (Value operand : {gemm.getA(), gemm.getB()})
+      for (Value operand : gemm.getOperandsRead())
         found |= getRootBuffer(operand) == load.buffer.getResult();
   });
   return found;

@@ -4,7 +4,8 @@
 // columns (32 to 512). Giving each buffer a power-of-two share, widest
 // first, keeps every buffer aligned to its width (the MMA's accumulator
 // columns and the 16-lane load shapes address whole aligned runs) and the
-// sum a simple bound to check.
+// sum a simple bound to check. A block-scaled gemm's scales get buffers
+// of their own here, recorded on the gemm as columns.
 //
 //===----------------------------------------------------------------------===//
 #include "tessel/Layout/TmemLayout.h"
@@ -62,12 +63,43 @@ LogicalResult annotateAccess(Operation *op, Value tmem, int64_t threads) {
   return success();
 }
 
+/// A block-scaled gemm's scales in tensor memory: buffers of their own,
+/// placed with the others, whose columns the gemm records.
+struct ScaleBuffers {
+  GemmOp gemm;
+  AllocOp a, b;
+};
+
+/// Tensor-memory buffers for each block-scaled gemm's scales, at the
+/// kernel's top: 4 columns of A's per K group of 128, 4 per 128-column atom
+/// of B's (tcgen05.cp puts an atom's 128 rows in 32 lanes x 4 columns,
+/// copied to every lane quarter, one byte per K block).
+SmallVector<ScaleBuffers> addScaleBuffers(KernelOp kernel) {
+  SmallVector<ScaleBuffers> scales;
+  OpBuilder top = OpBuilder::atBlockBegin(&kernel.getBody().front());
+  kernel.walk([&](GemmOp gemm) {
+    if (!gemm.getScaleA()) return;
+    auto scaleA = llvm::cast<MemRefType>(gemm.getScaleA().getType());
+    auto scaleB = llvm::cast<MemRefType>(gemm.getScaleB().getType());
+    int64_t groups = scaleA.getDimSize(0);
+    auto buffer = [&](int64_t atoms, StringRef name) {
+      return AllocOp::create(top, gemm.getLoc(),
+                             getTileMemRefType({128, 4 * atoms}, top.getI32Type(), MemorySpace::tmem),
+                             IntegerAttr(), Attribute(), top.getStringAttr(name), IntegerAttr());
+    };
+    scales.push_back({gemm, buffer(groups, "scale_a_tmem"),
+                      buffer(groups * (scaleB.getDimSize(1) / 512), "scale_b_tmem")});
+  });
+  return scales;
+}
+
 struct TesselTmemAllocation : tessel::impl::TesselTmemAllocationBase<TesselTmemAllocation> {
   using Base::Base;
   void runOnOperation() override {
     KernelOp kernel = getOperation();
     std::optional<TargetInfo> target = lookupTarget(arch, kernel);
     if (!target) return signalPassFailure();
+    SmallVector<ScaleBuffers> scales = addScaleBuffers(kernel);
     SmallVector<std::pair<AllocOp, int64_t>> buffers; // with their share of columns
     kernel.walk([&](AllocOp alloc) {
       if (getMemorySpace(alloc.getType()) != MemorySpace::tmem) return;
@@ -101,6 +133,10 @@ struct TesselTmemAllocation : tessel::impl::TesselTmemAllocationBase<TesselTmemA
     for (auto &[alloc, share] : buffers) {
       alloc.setOffsetAttr(b.getI64IntegerAttr(column));
       column += share;
+    }
+    for (ScaleBuffers &x : scales) {
+      x.gemm->setAttr("scale_a_column", x.a.getOffsetAttr());
+      x.gemm->setAttr("scale_b_column", x.b.getOffsetAttr());
     }
     kernel->setAttr("tmem_columns",
                     b.getI64IntegerAttr(*layout::tmemAllocationColumns(static_cast<int>(total))));

@@ -233,6 +233,20 @@ private:
   void copyTmem(tile::CopyOp op);
   void fillTmem(tile::FillOp op);
   void lowerTcgen05Gemm(tile::GemmOp op);
+  /// Where a block-scaled gemm's scales sit in tensor memory (the columns
+  /// tessel-tmem-allocation gave them) and how many 128-column atoms B's
+  /// take per K group.
+  struct BlockScaleColumns {
+    int64_t aColumn, bColumn, bAtoms;
+  };
+  std::optional<BlockScaleColumns> blockScaleColumns(tile::GemmOp op, int64_t n);
+  /// tcgen05.cp of the gemm's shared scale atoms, `groups` of them (K /
+  /// 128) for A and groups x bAtoms for B, into their columns.
+  void copyBlockScales(tile::GemmOp op, const BlockScaleColumns &columns, int64_t groups);
+  /// i32 arithmetic on tensor-memory addresses and descriptors.
+  mlir::Value i32(mlir::Value index);
+  mlir::Value add32(mlir::Value x, mlir::Value y);
+  mlir::Value shl32(mlir::Value x, int64_t bits);
   /// The issuing thread commits the MMAs issued so far to `op`'s barrier;
   /// every thread waits for them and fences.
   void completeMmas(mlir::Operation *op);

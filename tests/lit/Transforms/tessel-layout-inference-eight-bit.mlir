@@ -21,7 +21,7 @@
 // ADA-LABEL: tile.kernel @fp8
 // ADA: tile.alloc {layout = #tile.fragment<[128, 128]
 // ADA: tile.gemm {{.*}}instruction = #tile.instr<mma_sync>{{.*}}warps = array<i64: 8, 1>
-// BLACKWELL: error: a gemm of 'f8E4M3FN' operands runs on wgmma (sm_90a) only; target sm_100a
+// BLACKWELL: error: a gemm of 'f8E4M3FN' operands runs on tcgen05.mma (kind::f8f6f4) on sm_100a, whose accumulator is in tensor memory: allocate it with alloc_tmem
 tile.kernel @fp8() grid(%bx) = affine_map<() -> (1)> threads(256) {
   %a = tile.alloc : memref<128x64xf8E4M3FN, #s>
   %b = tile.alloc : memref<128x64xf8E4M3FN, #s>

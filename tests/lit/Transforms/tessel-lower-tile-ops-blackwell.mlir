@@ -186,3 +186,32 @@ tile.kernel @wait_then_tmem() grid(%bx) = affine_map<() -> (1)> threads(128) att
   %bars = tile.alloc : memref<1xi64, #tile.space<shared>>
   tile.mbarrier_wait %bars[%c0] parity %c0 : memref<1xi64, #tile.space<shared>>
 }
+
+// -----
+
+// A block-scaled gemm (kind::mxf8f6f4), K 256 = two groups of 4 scale
+// blocks, N 256 = two atoms of B's scales: thread 0 copies each 512-byte
+// atom (no swizzle, rows 16 B apart, 8-row core matrices 128 B apart) into
+// its 4 scale columns by tcgen05.cp .32x128b.warpx4 (group 0: A's at 256, B's
+// at 288 and 292; group 1: 260, 296 and 300), then one MMA per 32 of K,
+// its descriptor carrying the step's scale-factor ids (bits 29-30 and 4-5)
+// and its scale addresses the group's columns.
+// SM100-LABEL: tile.kernel @block_scaled
+// SM100: scf.if
+// SM100: tilenv.tcgen05_idesc m = 128 n = 256 f8E4M3FN -> f32 block_scaled
+// SM100: %[[A0:.*]] = tilenv.tcgen05_smem_desc %{{.*}} lbo = 16 sbo = 128 swizzle = 0
+// SM100-NEXT: %[[C256:.*]] = arith.constant 256 : index
+// SM100: tilenv.tcgen05_cp %[[A0]] -> %{{.*}} s32x128b_warpx4
+// SM100-COUNT-5: tilenv.tcgen05_cp
+// SM100: scf.for
+// SM100: arith.ori
+// SM100: tilenv.tcgen05_mma {{.*}} scales({{.*}}) kind mxf8f6f4 : i64
+// SM100: tilenv.tcgen05_commit
+tile.kernel @block_scaled() grid(%bx) = affine_map<() -> (1)> threads(128) attributes {tmem_columns = 512 : i64} {
+  %a = tile.alloc {layout = #tile.shared<[128, 256], elem = 1, swizzle = 128, pad = 0>} : memref<128x256xf8E4M3FN, #tile.space<shared>>
+  %b = tile.alloc {layout = #tile.shared<[256, 256], elem = 1, swizzle = 128, pad = 0>} : memref<256x256xf8E4M3FN, #tile.space<shared>>
+  %sa = tile.alloc {layout = #tile.shared<[2, 512], elem = 1, swizzle = 0, pad = 0>} : memref<2x512xf8E8M0FNU, #tile.space<shared>>
+  %sb = tile.alloc {layout = #tile.shared<[2, 1024], elem = 1, swizzle = 0, pad = 0>} : memref<2x1024xf8E8M0FNU, #tile.space<shared>>
+  %acc = tile.alloc {offset = 0 : i64} : memref<128x256xf32, #tile.space<tmem>>
+  tile.gemm %a, %b, %acc scales(%sa, %sb : memref<2x512xf8E8M0FNU, #tile.space<shared>>, memref<2x1024xf8E8M0FNU, #tile.space<shared>>) {instruction = #tile.instr<tcgen05>, warps = array<i64: 1, 1>, scale_a_column = 256 : i64, scale_b_column = 288 : i64, transpose_b, clear_accum} : memref<128x256xf8E4M3FN, #tile.space<shared>>, memref<256x256xf8E4M3FN, #tile.space<shared>>, memref<128x256xf32, #tile.space<tmem>>
+}

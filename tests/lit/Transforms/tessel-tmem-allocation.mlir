@@ -128,3 +128,23 @@ tile.kernel @alias_too_wide() grid(%bx) = affine_map<() -> (1)> threads(128) {
   // expected-error @+1 {{the alias needs 128 columns; its source has 64}}
   %p = tile.tmem_alias %s : memref<128x64xf32, #tile.space<tmem>> -> memref<128x128xf32, #tile.space<tmem>>
 }
+
+// -----
+
+// A block-scaled gemm (K 256: two groups of 4 scale blocks, N 256: two
+// 128-column atoms of B's) gets scale buffers of its own: A's 2 x 4 columns
+// and B's 2 x 2 x 4 (each -> 32), placed after the accumulator, their
+// columns recorded on the gemm.
+// CHECK-LABEL: tile.kernel @block_scaled
+// CHECK-SAME: tmem_columns = 512
+// CHECK: tile.alloc {name = "scale_a_tmem", offset = 256 : i64} : memref<128x8xi32, #tile.space<tmem>>
+// CHECK: tile.alloc {name = "scale_b_tmem", offset = 288 : i64} : memref<128x16xi32, #tile.space<tmem>>
+// CHECK: tile.gemm {{.*}} scales({{.*}}) {{{.*}}scale_a_column = 256 : i64, scale_b_column = 288 : i64
+tile.kernel @block_scaled() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc : memref<128x256xf8E4M3FN, #tile.space<shared>>
+  %b = tile.alloc : memref<256x256xf8E4M3FN, #tile.space<shared>>
+  %sa = tile.alloc : memref<2x512xf8E8M0FNU, #tile.space<shared>>
+  %sb = tile.alloc : memref<2x1024xf8E8M0FNU, #tile.space<shared>>
+  %acc = tile.alloc : memref<128x256xf32, #tile.space<tmem>>
+  tile.gemm %a, %b, %acc scales(%sa, %sb : memref<2x512xf8E8M0FNU, #tile.space<shared>>, memref<2x1024xf8E8M0FNU, #tile.space<shared>>) {transpose_b} : memref<128x256xf8E4M3FN, #tile.space<shared>>, memref<256x256xf8E4M3FN, #tile.space<shared>>, memref<128x256xf32, #tile.space<tmem>>
+}

@@ -74,9 +74,10 @@ std::vector<TmemIssue> splitColumnRun(TmemShape shape, int columns);
 std::string tcgen05ShapeError(int m, int n);
 
 /// The kinds of tcgen05.mma by operand type: kind::f16 (f16, bf16),
-/// kind::f8f6f4 (e4m3, e5m2) and kind::i8 (s8, u8). An instruction reads 32
-/// bytes of K: 16 values of 16 bits, 32 of 8.
-enum class Tcgen05Kind { f16, f8f6f4, i8 };
+/// kind::f8f6f4 (e4m3, e5m2) and kind::i8 (s8, u8), and the block-scaled
+/// kind::mxf8f6f4 (e4m3, e5m2 with a ue8m0 scale per 32 of K). An
+/// instruction reads 32 bytes of K: 16 values of 16 bits, 32 of 8.
+enum class Tcgen05Kind { f16, f8f6f4, i8, mxf8f6f4 };
 /// The instruction descriptor's type fields: A and B (bits 7-9, 10-12:
 /// kind::f16 f16 0 bf16 1; kind::f8f6f4 e4m3 0 e5m2 1; kind::i8 u8 0 s8 1)
 /// and D (bits 4-5: f16 0, f32 1, s32 2).
@@ -90,6 +91,9 @@ const char *name(Tcgen05Kind kind);
 /// The 32-bit instruction descriptor of a tcgen05.mma (the PTX ISA's
 /// instruction-descriptor table for kind::f16, f8f6f4 and i8): the formats,
 /// MN-major A and B in bits 15 and 16, n >> 3 in 17-22 and m >> 4 in 24-28.
+/// kind::mxf8f6f4 has no D format (f32 always): bits 4-5 and 29-30 are B's
+/// and A's scale-factor ids (the byte of each scale column, 0 here) and bit
+/// 23 says ue8m0 scales.
 uint32_t tcgen05InstrDescriptor(int m, int n, Tcgen05Formats formats, bool transposeA,
                                 bool transposeB);
 /// The kind::f16 descriptor of f16 or bf16 operands.

@@ -395,6 +395,38 @@ LogicalResult GemmOp::verify() {
     return emitOpError("operand A element type ") << a.getElementType()
                                                   << " differs from operand B element type "
                                                   << b.getElementType();
+  if (!getScaleA() && !getScaleB()) return success();
+  return verifyBlockScales(m, n, ka);
+}
+
+LogicalResult GemmOp::verifyBlockScales(int64_t m, int64_t n, int64_t k) {
+  // MX: e4m3/e5m2 operands, one ue8m0 per 32 of K, in 512-byte atoms of 128
+  // rows x 4 K blocks (see the op's description).
+  if (!getScaleA() || !getScaleB())
+    return emitOpError("a block-scaled gemm takes both scale_a and scale_b");
+  Type in = memrefOf(getA()).getElementType();
+  if (!llvm::isa<Float8E4M3FNType, Float8E5M2Type>(in))
+    return emitOpError("block scales (kind::mxf8f6f4) multiply e4m3 or e5m2 operands, not ") << in;
+  if (!memrefOf(getC()).getElementType().isF32())
+    return emitOpError("a block-scaled product accumulates in f32");
+  if (k % 128)
+    return emitOpError("a block-scaled gemm's K (") << k << ") is a multiple of 128: its scales "
+                                                        "come in atoms of 4 K blocks of 32";
+  int64_t groups = k / 128;
+  for (auto [scales, which, rows] : {std::tuple{getScaleA(), "scale_a", m},
+                                     std::tuple{getScaleB(), "scale_b", n}}) {
+    auto type = memrefOf(scales);
+    if (!llvm::isa<Float8E8M0FNUType>(type.getElementType()))
+      return emitOpError(which) << " holds ue8m0 (f8E8M0FNU) scales, not "
+                                << type.getElementType();
+    int64_t atoms = (rows + 127) / 128;
+    if (type.getRank() != 2 || type.getDimSize(0) != groups || type.getDimSize(1) != atoms * 512)
+      return emitOpError(which) << " is " << shapeString(type.getShape()) << "; for " << rows
+                                << (which == StringRef("scale_a") ? " rows" : " columns")
+                                << " and K = " << k << " it is "
+                                << shapeString({groups, atoms * 512})
+                                << " (K / 128 groups of 512-byte atoms, one per 128)";
+  }
   return success();
 }
 

@@ -24,8 +24,22 @@ LogicalResult Tcgen05AllocOp::verify() { return verifyColumns(*this, getColumns(
 LogicalResult Tcgen05DeallocOp::verify() { return verifyColumns(*this, getColumns()); }
 
 std::optional<layout::Tcgen05Formats> tessel::tilenv::tcgen05Formats(Type operand, Type acc,
-                                                                      std::string &why) {
+                                                                      std::string &why,
+                                                                      bool blockScaled) {
   using layout::Tcgen05Kind;
+  if (blockScaled) {
+    llvm::raw_string_ostream os(why);
+    if (!llvm::isa<Float8E4M3FNType, Float8E5M2Type>(operand)) {
+      os << "kind::mxf8f6f4 (block scales) multiplies e4m3 or e5m2 here, not '" << operand << "'";
+      return std::nullopt;
+    }
+    if (!acc.isF32()) {
+      os << "kind::mxf8f6f4 accumulates in f32, not '" << acc << "'";
+      return std::nullopt;
+    }
+    int format = llvm::isa<Float8E5M2Type>(operand) ? 1 : 0;
+    return layout::Tcgen05Formats{Tcgen05Kind::mxf8f6f4, format, format, 1};
+  }
   std::optional<Tcgen05Kind> kind;
   int format = 0;
   if (operand.isF16() || operand.isBF16()) {
@@ -60,6 +74,7 @@ Tcgen05Kind tessel::tilenv::toDialect(layout::Tcgen05Kind kind) {
   case layout::Tcgen05Kind::f16: return Tcgen05Kind::f16;
   case layout::Tcgen05Kind::f8f6f4: return Tcgen05Kind::f8f6f4;
   case layout::Tcgen05Kind::i8: return Tcgen05Kind::i8;
+  case layout::Tcgen05Kind::mxf8f6f4: return Tcgen05Kind::mxf8f6f4;
   }
   return Tcgen05Kind::f16;
 }
@@ -67,18 +82,21 @@ Tcgen05Kind tessel::tilenv::toDialect(layout::Tcgen05Kind kind) {
 LogicalResult Tcgen05InstrDescOp::verify() {
   std::string why = layout::tcgen05ShapeError(static_cast<int>(getM()), static_cast<int>(getN()));
   if (!why.empty()) return emitOpError(why);
-  if (!tcgen05Formats(getOperandType(), getAccType(), why))
+  if (!tcgen05Formats(getOperandType(), getAccType(), why, getBlockScaled()))
     return emitOpError(why);
   return success();
 }
 
 LogicalResult Tcgen05MmaOp::verify() {
   // The kind in the opcode must be the one the descriptor's types select.
+  bool scaled = getKind() == Tcgen05Kind::mxf8f6f4;
+  if (scaled != (getScaleA() && getScaleB()))
+    return emitOpError("kind::mxf8f6f4 and only it reads scale_a and scale_b");
   auto desc = getIdesc().getDefiningOp<Tcgen05InstrDescOp>();
   if (!desc) return success();
   std::string why;
   std::optional<layout::Tcgen05Formats> formats =
-      tcgen05Formats(desc.getOperandType(), desc.getAccType(), why);
+      tcgen05Formats(desc.getOperandType(), desc.getAccType(), why, desc.getBlockScaled());
   if (formats && toDialect(formats->kind) != getKind())
     return emitOpError("is kind::") << stringifyTcgen05Kind(getKind()) << " but its descriptor's "
                                     << desc.getOperandType() << " operands are kind::"

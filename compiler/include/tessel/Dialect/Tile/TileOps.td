@@ -199,7 +199,7 @@ def Tile_FillOp : Tile_Op<"fill"> {
   let hasVerifier = 1;
 }
 
-def Tile_GemmOp : Tile_Op<"gemm"> {
+def Tile_GemmOp : Tile_Op<"gemm", [AttrSizedOperandSegments]> {
   let summary = "C (+)= op(A) x op(B)";
   let description = [{
     A is MxK (KxM with `transpose_a`), B is KxN (NxK with `transpose_b`), C is
@@ -212,15 +212,37 @@ def Tile_GemmOp : Tile_Op<"gemm"> {
     makes it tcgen05.mma; such a gemm is complete when the op is, unless
     `issue_only` (set by tessel-warp-specialize): then its MMAs are issued
     and complete later, through tile.mma_commit and tile.mma_wait.
+
+    Block scales (MX: one ue8m0 scale per 32 of K, OCP's microscaling) come
+    as `scale_a` and `scale_b`, shared tiles of 512-byte atoms, each the
+    scales of 128 rows of A (columns of B) over 128 of K: scale_a [K / 128,
+    512], scale_b [K / 128, ceil(N / 128) * 512], the scale of row r (mod
+    128) and K block j (mod 4) at byte 16 (r % 32) + 4 (r / 32) + j of its
+    atom (the layout tcgen05.cp moves into tensor memory as the MMA reads
+    it). C (+)= sum over K blocks of sa sb (A x B over the block); tcgen05
+    only (kind::mxf8f6f4).
   }];
   let arguments = (ins AnyMemRef:$a, AnyMemRef:$b, AnyMemRef:$c,
+                       Optional<AnyMemRef>:$scale_a, Optional<AnyMemRef>:$scale_b,
                        UnitAttr:$transpose_a, UnitAttr:$transpose_b,
                        UnitAttr:$clear_accum,
                        DefaultValuedAttr<Tile_WarpPolicyAttr, "::tessel::tile::WarpPolicy::square">:$policy,
                        OptionalAttr<Tile_GemmInstructionAttr>:$instruction,
                        OptionalAttr<DenseI64ArrayAttr>:$warps, UnitAttr:$issue_only);
   let assemblyFormat = [{
-    $a `,` $b `,` $c attr-dict `:` type($a) `,` type($b) `,` type($c)
+    $a `,` $b `,` $c (`scales` `(` $scale_a^ `,` $scale_b `:` type($scale_a) `,` type($scale_b) `)`)?
+    attr-dict `:` type($a) `,` type($b) `,` type($c)
+  }];
+  let extraClassDeclaration = [{
+    /// The buffers the gemm reads (C aside): A, B and any block scales.
+    llvm::SmallVector<mlir::Value, 4> getOperandsRead() {
+      llvm::SmallVector<mlir::Value, 4> read = {getA(), getB()};
+      if (getScaleA()) read.push_back(getScaleA());
+      if (getScaleB()) read.push_back(getScaleB());
+      return read;
+    }
+    /// The verifier's checks of the block scales of an [m, n, k] product.
+    mlir::LogicalResult verifyBlockScales(int64_t m, int64_t n, int64_t k);
   }];
   let hasVerifier = 1;
 }

@@ -51,16 +51,19 @@ def TileNV_Tcgen05InstrDescOp : TileNV_Op<"tcgen05_idesc", [Pure]> {
     D = A x B with A [m, k] and B [k, n] of `operand_type`, 32 bytes of K:
     f16 or bf16 (kind::f16, k 16), e4m3 or e5m2 (kind::f8f6f4, k 32), both
     D of `acc_type` f32 or f16; i8 or ui8 (kind::i8, k 32) into i32.
-    `trans_a`/`trans_b` mark MN-major operands.
+    `trans_a`/`trans_b` mark MN-major operands. `block_scaled`: kind::
+    mxf8f6f4 (e4m3 or e5m2 into f32, ue8m0 scales, bit 23), with both
+    scale-factor ids 0; the lowering ORs each K step's ids in.
     cta_group::1 shapes: m 64 or 128, n 8 .. 256 in steps of 8 (16 for m
     128 with A in tensor memory is the caller's rule).
   }];
   let arguments = (ins Tessel_I64Attr:$m, Tessel_I64Attr:$n, TypeAttr:$operand_type,
-                       TypeAttr:$acc_type, UnitAttr:$trans_a, UnitAttr:$trans_b);
+                       TypeAttr:$acc_type, UnitAttr:$trans_a, UnitAttr:$trans_b,
+                       UnitAttr:$block_scaled);
   let results = (outs I32:$result);
   let assemblyFormat = [{
     `m` `=` $m `n` `=` $n $operand_type `->` $acc_type (`trans_a` $trans_a^)?
-    (`trans_b` $trans_b^)? attr-dict
+    (`trans_b` $trans_b^)? (`block_scaled` $block_scaled^)? attr-dict
   }];
   let hasVerifier = 1;
 }
@@ -80,22 +83,26 @@ def TileNV_Tcgen05SmemDescOp : TileNV_Op<"tcgen05_smem_desc", [Pure]> {
   let hasVerifier = 1;
 }
 
-def TileNV_Tcgen05MmaOp : TileNV_Op<"tcgen05_mma"> {
+def TileNV_Tcgen05MmaOp : TileNV_Op<"tcgen05_mma", [AttrSizedOperandSegments]> {
   let summary = "tcgen05.mma.cta_group::1: D (+)= A x B, D in tensor memory";
   let description = [{
     Issued by one thread, asynchronously, of `kind` (f16 by default,
-    f8f6f4 or i8), which must be the kind of the descriptor's types. `a` is a shared-memory descriptor
+    f8f6f4, i8, or the block-scaled mxf8f6f4), which must be the kind of
+    the descriptor's types. kind::mxf8f6f4 (.block_scale.scale_vec::1X)
+    also reads `scale_a` and `scale_b`, the tensor-memory addresses of the
+    ue8m0 scales of A's rows and B's columns (the byte in each 32-bit column
+    chosen by the descriptor's scale-factor ids). `a` is a shared-memory descriptor
     (i64, the "ss" form) or a tensor-memory address (i32, "ts"); B is always
     in shared memory. With `accumulate` false D = A x B (the first K step).
     Completion: tilenv.tcgen05_commit on an mbarrier.
   }];
   let arguments = (ins I32:$d, AnyTypeOf<[I64, I32]>:$a, I64:$desc_b, I32:$idesc,
-                       I1:$accumulate,
+                       I1:$accumulate, Optional<I32>:$scale_a, Optional<I32>:$scale_b,
                        DefaultValuedAttr<TileNV_Tcgen05Kind,
                                          "::tessel::tilenv::Tcgen05Kind::f16">:$kind);
   let assemblyFormat = [{
-    $d `,` $a `,` $desc_b `,` $idesc `accumulate` `(` $accumulate `)` (`kind` $kind^)? attr-dict
-    `:` type($a)
+    $d `,` $a `,` $desc_b `,` $idesc `accumulate` `(` $accumulate `)`
+    (`scales` `(` $scale_a^ `,` $scale_b `)`)? (`kind` $kind^)? attr-dict `:` type($a)
   }];
   let hasVerifier = 1;
 }

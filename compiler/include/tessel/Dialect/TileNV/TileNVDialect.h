@@ -12,9 +12,10 @@
 
 namespace tessel::tilenv {
 /// The tcgen05.mma kind and instruction-descriptor formats of `operand` x
-/// `operand` into `acc`; nothing, with `why` set, for a pair no kind takes.
+/// `operand` into `acc` (block-scaled: kind::mxf8f6f4); nothing, with `why`
+/// set, for a pair no kind takes.
 std::optional<layout::Tcgen05Formats> tcgen05Formats(mlir::Type operand, mlir::Type acc,
-                                                     std::string &why);
+                                                     std::string &why, bool blockScaled = false);
 /// The dialect's spelling of a layout kind.
 Tcgen05Kind toDialect(layout::Tcgen05Kind kind);
 } // namespace tessel::tilenv
