@@ -116,6 +116,14 @@ void checkTypes(const GemmConfig &c) {
                             "128-column scale blocks, without split-K or clusters; got in = {}, "
                             "block_k = {}, block_n = {}",
                             name(c.in), c.blockK, c.blockN));
+  if (c.scale == kernels::GemmScale::mx &&
+      (!fp8 || c.instruction != GemmInstruction::tcgen05 || c.blockK != 128 || c.blockN % 128))
+    throw Error(fmt::format("an MX gemm (scale = mx) multiplies FP8 inputs on tcgen05.mma "
+                            "(sm_100a) in K tiles of one 128-wide scale group (block_k = 128) "
+                            "and column tiles of whole 128-column scale atoms; got in = {}, "
+                            "block_k = {}, block_n = {}{}",
+                            name(c.in), c.blockK, c.blockN,
+                            c.instruction == GemmInstruction::tcgen05 ? "" : ", not tcgen05"));
   if (!integer && c.out == DType::i32)
     throw Error(fmt::format("a gemm of {} inputs accumulates in f32: out is f16, bf16 or f32, not "
                             "i32",
@@ -141,7 +149,13 @@ Program tiledGemm(const GemmConfig &c, const Accumulation &how) {
   Tensor out = p.tensor("C", {m, n}, c.out);
   std::optional<Tensor> scaleA, scaleB;
   const bool blockScaled = c.scale == kernels::GemmScale::block;
-  if (blockScaled) {
+  const bool mx = c.scale == kernels::GemmScale::mx;
+  if (mx) {
+    // cuBLAS's blocked MX layout: one 512-byte atom per 128 rows and 128
+    // of K, which tcgen05.cp moves into tensor memory as it is.
+    scaleA = p.tensor("scale_a", {ceil_div(m, 128), ceil_div(k, 128), 32, 16}, DType::ue8m0);
+    scaleB = p.tensor("scale_b", {ceil_div(n, 128), ceil_div(k, 128), 32, 16}, DType::ue8m0);
+  } else if (blockScaled) {
     // DeepSeek-V3's layout: A's 1 x 128 scales stored K-block-major ([K /
     // 128, M], one contiguous row a K block, as a block's copy reads them),
     // B's 128 x 128 scales [N / 128, K / 128].
@@ -177,7 +191,7 @@ Program tiledGemm(const GemmConfig &c, const Accumulation &how) {
     Expr firstK = split * perSplit;
     Expr steps = splits > 1 ? max(min(perSplit, kTiles - firstK), Expr(0)) : kTiles;
     ScaleTile scale;
-    if (scaleA && !blockScaled)
+    if (scaleA && !blockScaled && !mx)
       scale = [&](const Buffer &tile, Expr row, Expr col) {
         scaleProduct(c, tile, *scaleA, *scaleB, row, col);
       };
@@ -192,13 +206,24 @@ Program tiledGemm(const GemmConfig &c, const Accumulation &how) {
     Buffer bs = alloc_shared(c.transposeB ? std::vector<int64_t>{bn, bk} : std::vector<int64_t>{bk, bn},
                              c.in, "b_tile");
     Buffer acc = how.accumulator();
+    // MX: the K tile's scale atoms, A's one and B's one per 128 columns.
+    std::optional<Buffer> as_scales, bs_scales;
+    if (mx) {
+      as_scales = alloc_shared({32, 16}, DType::ue8m0, "a_scales");
+      bs_scales = alloc_shared({bn / 128, 32, 16}, DType::ue8m0, "b_scales");
+    }
     pipelined(steps, c.stages, {.warp_specialize = c.warpSpecialize, .overlap_mma = c.overlapMma}, [&](Expr step) {
       Expr kt = splits > 1 ? firstK + step : step;
       copy(c.transposeA ? a.tile({kt * bk, by * bm}, {bk, bm}) : a.tile({by * bm, kt * bk}, {bm, bk}), as);
       copy(c.transposeB ? b.tile({bx * bn, kt * bk}, {bn, bk}) : b.tile({kt * bk, bx * bn}, {bk, bn}), bs,
            {.multicast = cm > 1});
+      if (mx) {
+        copy(scaleA->tile({by, kt, 0, 0}, {drop, drop, 32, 16}), *as_scales);
+        copy(scaleB->tile({bx * (bn / 128), kt, 0, 0}, {bn / 128, drop, 32, 16}), *bs_scales);
+      }
       gemm(as, bs, acc, {.transpose_a = c.transposeA, .transpose_b = c.transposeB,
-                         .policy = c.policy, .instruction = how.instruction});
+                         .policy = c.policy, .instruction = how.instruction,
+                         .scale_a = as_scales, .scale_b = bs_scales});
     });
     how.store(acc, out, by * bm, bx * bn, splits > 1, scale);
   };

@@ -94,6 +94,15 @@ GemmScale scaleOf(const GemmCallOptions &o, int64_t m, int64_t n, int64_t k) {
   if (!o.scaleA && !o.scaleB) return GemmScale::none;
   if (!o.scaleA || !o.scaleB)
     throw Error("gemm: give both scaleA and scaleB (or neither): the product is scaled by both");
+  if (o.scaleA->dtype == ScalarType::UE8M0) {
+    // MX: cuBLAS's blocked layout of ue8m0 scales, one per 32 of K.
+    requireView(*o.scaleA, "scaleA", 4, {ScalarType::UE8M0});
+    requireView(*o.scaleB, "scaleB", 4, {ScalarType::UE8M0});
+    int64_t kTiles = (k + 127) / 128;
+    requireShape(*o.scaleA, "scaleA", {(m + 127) / 128, kTiles, 32, 16});
+    requireShape(*o.scaleB, "scaleB", {(n + 127) / 128, kTiles, 32, 16});
+    return GemmScale::mx;
+  }
   if (o.scaleA->shape.size() == 2) {
     requireView(*o.scaleA, "scaleA", 2, {ScalarType::F32});
     requireView(*o.scaleB, "scaleB", 2, {ScalarType::F32});

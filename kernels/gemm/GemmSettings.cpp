@@ -45,7 +45,8 @@ const SettingsTable<GemmConfig> &kernels::gemmSettings() {
                           Choices<GemmScale>{{"none", GemmScale::none},
                                              {"tensor", GemmScale::tensor},
                                              {"row", GemmScale::row},
-                                             {"block", GemmScale::block}})),
+                                             {"block", GemmScale::block},
+                                             {"mx", GemmScale::mx}})),
   });
   return table;
 }

@@ -129,6 +129,35 @@ TEST_CASE("8-bit gemms built for sm_100a match the reference", "[gpu][tcgen05][f
             .passed);
 }
 
+// MXFP8 (scale = mx): a ue8m0 scale per 32 of K for each row of A and
+// column of B, in cuBLAS's blocked layout, moved into tensor memory by
+// tcgen05.cp and applied by kind::mxf8f6f4, against the float64 reference
+// of the scaled products: several K tiles (each its own scale group), M, N
+// and K past their last tile (scales and operands read as zero there), one
+// and two 128-column atoms of B's scales, both formats, warp-specialized or
+// not, and split-K.
+TEST_CASE("MX gemms built for sm_100a match the reference", "[gpu][tcgen05][fp8]") {
+  if (!hopper()) return;
+  CompileOptions emulated{kEmulated};
+  for (std::string ws : {"off", "on"})
+    for (std::string in : {"e4m3", "e5m2"})
+      CHECK(checkEmulatedGemm({{"warp_specialize", ws}, {"in", in}, {"out", "bf16"},
+                               {"scale", "mx"}, {"transpose_b", "1"}, {"block_k", "128"},
+                               {"M", "300"}, {"N", "260"}, {"K", "416"}},
+                              emulated)
+                .passed);
+  CHECK(checkEmulatedGemm({{"in", "e4m3"}, {"out", "f32"}, {"scale", "mx"}, {"transpose_b", "1"},
+                           {"block_k", "128"}, {"block_n", "128"}, {"M", "128"}, {"N", "128"},
+                           {"K", "256"}},
+                          emulated)
+            .passed);
+  CHECK(checkEmulatedGemm({{"in", "e4m3"}, {"out", "f32"}, {"scale", "mx"}, {"transpose_b", "1"},
+                           {"block_k", "128"}, {"split_k", "2"}, {"M", "200"}, {"N", "256"},
+                           {"K", "512"}},
+                          emulated)
+            .passed);
+}
+
 // The seed's bug: warpgroup 1 of a 2-warpgroup copy out of tensor memory
 // started at twice the right column. tessel-tmem-allocation records the step
 // on each copy; doubling it on the first epilogue copy (columns 0-63, so

@@ -411,6 +411,49 @@ TEST_CASE("FP8 and i8 gemms run on tcgen05.mma on sm_100a", "[fp8][tcgen05]") {
              Catch::Contains("a block-scaled gemm"));
 }
 
+// MXFP8 on sm_100a: each K tile's scale atoms come in by TMA beside A and B,
+// the MMA thread moves them into tensor memory with tcgen05.cp
+// .32x128b.warpx4 (one for A's, one per 128 columns of B's) and issues
+// kind::mxf8f6f4.block_scale MMAs, which ptxas assembles; plain and
+// warp-specialized, without spills. Elsewhere MX is an error that names
+// what it needs.
+TEST_CASE("MX gemms are tcgen05.mma kind::mxf8f6f4 with tcgen05.cp on sm_100a", "[fp8][tcgen05]") {
+  const harness::LibraryKernel &entry = harness::findKernel("gemm");
+  for (std::string ws : {"off", "on"})
+    for (std::string bn : {"128", "256"}) {
+      INFO("warp_specialize=" << ws << " block_n=" << bn);
+      harness::Params p = {{"in", "e4m3"},  {"out", "bf16"},       {"scale", "mx"},
+                           {"transpose_b", "1"}, {"block_k", "128"}, {"block_n", bn},
+                           {"warp_specialize", ws}};
+      Program program = entry.build(harness::withDefaults(entry, p, "sm_100a"));
+      Kernel k = compile(program, {"sm_100a", ""});
+      const std::string &ptx = k.ptx();
+      CHECK(ptx.find("tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.scale_vec::1X") !=
+            std::string::npos);
+      auto count = [&](const std::string &what) {
+        int n = 0;
+        for (size_t at = ptx.find(what); at != std::string::npos; at = ptx.find(what, at + 1)) ++n;
+        return n;
+      };
+      CHECK(count("tcgen05.cp.cta_group::1.32x128b.warpx4") == 1 + std::stoi(bn) / 128);
+      CHECK(k.spillBytes() == 0);
+      Program emulatedProgram = entry.build(harness::withDefaults(entry, p, "sm_100a-emu"));
+      Kernel emulated = compile(emulatedProgram, {"sm_100a-emu", ""});
+      CHECK(emulated.cuda().find("tessel::emu::tcgen05_cp(") != std::string::npos);
+      CHECK(emulated.cuda().find("tessel::emu::kind_mxf8f6f4") != std::string::npos);
+    }
+  for (auto [arch, params, why] :
+       {std::tuple{"sm_90a", harness::Params{{"block_k", "128"}}, "not tcgen05"},
+        std::tuple{"sm_100a", harness::Params{{"block_k", "64"}}, "block_k = 64"},
+        std::tuple{"sm_100a", harness::Params{{"block_k", "128"}, {"block_n", "64"}},
+                   "block_n = 64"}}) {
+    harness::Params p = params;
+    p.insert({{"in", "e4m3"}, {"out", "bf16"}, {"scale", "mx"}, {"transpose_b", "1"}});
+    CHECK_THAT(errorOf([&] { entry.build(harness::withDefaults(entry, p, arch)); }),
+               Catch::Contains("an MX gemm (scale = mx)") && Catch::Contains(why));
+  }
+}
+
 TEST_CASE("the FP8 cast programs compile for every target", "[fp8]") {
   for (const char *arch : {"sm_80", "sm_89", "sm_90a", "sm_100a"}) {
     INFO(arch);

@@ -248,6 +248,15 @@ struct GemmProblem {
     randomize(a, rng);
     randomize(b, rng);
     if (scale == "none") return;
+    if (scale == "mx") {
+      // ue8m0 per row (column) and 32 of K, in cuBLAS's blocked layout.
+      std::vector<int64_t> tilesK = {(kk + 127) / 128, 32, 16};
+      scaleA.emplace(DType::ue8m0, std::vector<int64_t>{(m + 127) / 128, tilesK[0], 32, 16});
+      scaleB.emplace(DType::ue8m0, std::vector<int64_t>{(n + 127) / 128, tilesK[0], 32, 16});
+      randomize(*scaleA, rng, 0.25, 4);
+      randomize(*scaleB, rng, 0.25, 4);
+      return;
+    }
     if (scale == "block") {
       // A per 1 x 128 block, K-block-major; B per 128 x 128 block.
       scaleA.emplace(DType::f32, std::vector<int64_t>{(kk + 127) / 128, m});
@@ -263,6 +272,15 @@ struct GemmProblem {
   /// by.
   double scaleOf(int64_t i, int64_t j, int64_t l) const {
     if (!scaleA) return 1;
+    if (scale == "mx") {
+      // Row r's scale of K block j (of 32): atom [r / 128, j / 4], byte
+      // 16 (r % 32) + 4 (r % 128 / 32) + j % 4.
+      int64_t groups = (kk + 127) / 128, block = l / 32;
+      auto at = [&](int64_t r) {
+        return ((r / 128) * groups + block / 4) * 512 + (r % 32) * 16 + (r % 128 / 32) * 4 + block % 4;
+      };
+      return double(scaleA->values[at(i)]) * scaleB->values[at(j)];
+    }
     if (scale == "block") {
       int64_t kBlocks = (kk + 127) / 128;
       return double(scaleA->values[(l / 128) * m + i]) * scaleB->values[(j / 128) * kBlocks + l / 128];
@@ -387,7 +405,7 @@ CheckResult checkGemm(Kernel &k, const Params &p, uint64_t seed) {
   auto &[m, n, kk, ta, tb, in, outType, a, b, c, scale, scaleA, scaleB] = g;
   // Block scales vary along K: each 128-wide K block's product is scaled
   // on its own.
-  const int64_t kBlock = scale == "block" ? 128 : kk;
+  const int64_t kBlock = scale == "block" ? 128 : scale == "mx" ? 32 : kk;
   std::vector<double> ref(m * n, 0.0), part(n);
   for (int64_t i = 0; i < m; ++i)
     for (int64_t l0 = 0; l0 < kk; l0 += kBlock) {

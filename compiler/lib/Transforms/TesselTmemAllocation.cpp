@@ -79,16 +79,17 @@ SmallVector<ScaleBuffers> addScaleBuffers(KernelOp kernel) {
   OpBuilder top = OpBuilder::atBlockBegin(&kernel.getBody().front());
   kernel.walk([&](GemmOp gemm) {
     if (!gemm.getScaleA()) return;
-    auto scaleA = llvm::cast<MemRefType>(gemm.getScaleA().getType());
-    auto scaleB = llvm::cast<MemRefType>(gemm.getScaleB().getType());
-    int64_t groups = scaleA.getDimSize(0);
+    auto a = llvm::cast<MemRefType>(gemm.getA().getType());
+    auto c = llvm::cast<MemRefType>(gemm.getC().getType());
+    int64_t k = gemm.getTransposeA() ? a.getDimSize(0) : a.getDimSize(1);
+    int64_t groups = k / 128, bAtoms = (c.getDimSize(1) + 127) / 128;
     auto buffer = [&](int64_t atoms, StringRef name) {
       return AllocOp::create(top, gemm.getLoc(),
                              getTileMemRefType({128, 4 * atoms}, top.getI32Type(), MemorySpace::tmem),
                              IntegerAttr(), Attribute(), top.getStringAttr(name), IntegerAttr());
     };
     scales.push_back({gemm, buffer(groups, "scale_a_tmem"),
-                      buffer(groups * (scaleB.getDimSize(1) / 512), "scale_b_tmem")});
+                      buffer(groups * bAtoms, "scale_b_tmem")});
   });
   return scales;
 }

@@ -118,7 +118,10 @@ struct GemmCallOptions {
   /// scaleB [N] (per row of A and column of B), or DeepSeek-V3's block
   /// scales: scaleA [ceil(K / 128), M] (1 x 128 blocks, K-block-major) and
   /// scaleB [ceil(N / 128), ceil(K / 128)] (128 x 128 blocks), each K
-  /// block's product promoted into f32 with its scales. Both or neither.
+  /// block's product promoted into f32 with its scales; or MX scales (ue8m0,
+  /// one per 32 of K, sm_100a): scaleA [ceil(M / 128), ceil(K / 128), 32,
+  /// 16] and scaleB the same over N, cuBLAS's (and torch's to_blocked)
+  /// layout. Both or neither.
   std::optional<TensorView> scaleA, scaleB;
   std::string arch;
   /// Tile sizes, stages, threads; types and transposes follow the tensors

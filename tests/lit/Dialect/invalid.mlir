@@ -709,3 +709,26 @@ tile.kernel @mma_i8_acc() grid(%bx) = affine_map<() -> (1)> threads(128) {
   // expected-error @+1 {{kind::i8 accumulates in i32 (s32), not 'f32'}}
   %id = tilenv.tcgen05_idesc m = 128 n = 64 i8 -> f32
 }
+
+// -----
+
+tile.kernel @mx_scale_size() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc : memref<128x256xf8E4M3FN, #tile.space<shared>>
+  %b = tile.alloc : memref<128x256xf8E4M3FN, #tile.space<shared>>
+  %sa = tile.alloc : memref<32x16xf8E8M0FNU, #tile.space<shared>>
+  %sb = tile.alloc : memref<32x16xf8E8M0FNU, #tile.space<shared>>
+  %acc = tile.alloc : memref<128x128xf32, #tile.space<tmem>>
+  // expected-error @+1 {{scale_a is [32, 16], 512 scales; for 128 rows and K = 256 it holds 1024 (K / 128 groups of 512-byte atoms, one per 128)}}
+  tile.gemm %a, %b, %acc scales(%sa, %sb : memref<32x16xf8E8M0FNU, #tile.space<shared>>, memref<32x16xf8E8M0FNU, #tile.space<shared>>) {transpose_b} : memref<128x256xf8E4M3FN, #tile.space<shared>>, memref<128x256xf8E4M3FN, #tile.space<shared>>, memref<128x128xf32, #tile.space<tmem>>
+}
+
+// -----
+
+tile.kernel @mx_operands() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc : memref<128x128xbf16, #tile.space<shared>>
+  %b = tile.alloc : memref<128x128xbf16, #tile.space<shared>>
+  %sa = tile.alloc : memref<32x16xf8E8M0FNU, #tile.space<shared>>
+  %acc = tile.alloc : memref<128x128xf32, #tile.space<tmem>>
+  // expected-error @+1 {{block scales (kind::mxf8f6f4) multiply e4m3 or e5m2 operands, not 'bf16'}}
+  tile.gemm %a, %b, %acc scales(%sa, %sa : memref<32x16xf8E8M0FNU, #tile.space<shared>>, memref<32x16xf8E8M0FNU, #tile.space<shared>>) {transpose_b} : memref<128x128xbf16, #tile.space<shared>>, memref<128x128xbf16, #tile.space<shared>>, memref<128x128xf32, #tile.space<tmem>>
+}

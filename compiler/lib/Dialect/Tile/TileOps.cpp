@@ -419,12 +419,15 @@ LogicalResult GemmOp::verifyBlockScales(int64_t m, int64_t n, int64_t k) {
     if (!llvm::isa<Float8E8M0FNUType>(type.getElementType()))
       return emitOpError(which) << " holds ue8m0 (f8E8M0FNU) scales, not "
                                 << type.getElementType();
+    // Any shape of the right size: the bytes are read in order, atom by
+    // atom ([K / 128, ceil(rows / 128), 512], or [atoms, 32, 16] for one
+    // K group, as cuBLAS's blocked layout tiles them).
     int64_t atoms = (rows + 127) / 128;
-    if (type.getRank() != 2 || type.getDimSize(0) != groups || type.getDimSize(1) != atoms * 512)
-      return emitOpError(which) << " is " << shapeString(type.getShape()) << "; for " << rows
+    if (type.getNumElements() != groups * atoms * 512)
+      return emitOpError(which) << " is " << shapeString(type.getShape()) << ", "
+                                << type.getNumElements() << " scales; for " << rows
                                 << (which == StringRef("scale_a") ? " rows" : " columns")
-                                << " and K = " << k << " it is "
-                                << shapeString({groups, atoms * 512})
+                                << " and K = " << k << " it holds " << groups * atoms * 512
                                 << " (K / 128 groups of 512-byte atoms, one per 128)";
   }
   return success();

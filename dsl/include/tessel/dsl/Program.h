@@ -466,9 +466,10 @@ struct GemmOptions {
   /// complete when the op is.
   bool issue_only = false;
   /// MX block scales (tcgen05, FP8 operands): shared ue8m0 tiles of 512-byte
-  /// atoms, scale_a [K / 128, 512] and scale_b [K / 128, ceil(N / 128) *
-  /// 512], the scale of row r and K block j (of 32) at byte 16 (r % 32) + 4
-  /// (r / 32 % 4) + j of its atom (see tile.gemm).
+  /// atoms, K group by K group, A's one per group, B's one per 128 columns
+  /// ([K / 128, 512] and [K / 128, ceil(N / 128) * 512], or [32, 16] and
+  /// [atoms, 32, 16] for one group), the scale of row r and K block j (of
+  /// 32) at byte 16 (r % 32) + 4 (r / 32 % 4) + j of its atom (see tile.gemm).
   std::optional<Buffer> scale_a, scale_b;
 };
 void gemm(const Buffer &a, const Buffer &b, const Buffer &c, GemmOptions options = {},

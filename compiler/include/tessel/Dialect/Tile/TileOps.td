@@ -215,11 +215,12 @@ def Tile_GemmOp : Tile_Op<"gemm", [AttrSizedOperandSegments]> {
 
     Block scales (MX: one ue8m0 scale per 32 of K, OCP's microscaling) come
     as `scale_a` and `scale_b`, shared tiles of 512-byte atoms, each the
-    scales of 128 rows of A (columns of B) over 128 of K: scale_a [K / 128,
-    512], scale_b [K / 128, ceil(N / 128) * 512], the scale of row r (mod
-    128) and K block j (mod 4) at byte 16 (r % 32) + 4 (r / 32) + j of its
-    atom (the layout tcgen05.cp moves into tensor memory as the MMA reads
-    it). C (+)= sum over K blocks of sa sb (A x B over the block); tcgen05
+    scales of 128 rows of A (columns of B) over 128 of K, in order: K
+    group, then atom (K / 128 x ceil(N / 128) of B's, of any shape that
+    holds them, [K / 128, 512] or [atoms, 32, 16] say), the scale of row r
+    (mod 128) and K block j (mod 4) at byte 16 (r % 32) + 4 (r / 32) + j of
+    its atom (cuBLAS's blocked layout, which tcgen05.cp moves into tensor
+    memory as the MMA reads it). C (+)= sum over K blocks of sa sb (A x B over the block); tcgen05
     only (kind::mxf8f6f4).
   }];
   let arguments = (ins AnyMemRef:$a, AnyMemRef:$b, AnyMemRef:$c,

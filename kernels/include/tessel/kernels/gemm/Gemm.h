@@ -18,8 +18,13 @@ namespace tessel::kernels {
 /// `block` is DeepSeek-V3's recipe: A scaled per 1 x 128 block (scale_a
 /// [ceil(K / 128), M], K-block-major), B per 128 x 128 block (scale_b
 /// [ceil(N / 128), ceil(K / 128)]), each K block's product promoted into
-/// the f32 accumulator with its scales.
-enum class GemmScale { none, tensor, row, block };
+/// the f32 accumulator with its scales. `mx` is OCP's MX (MXFP8, sm_100a's
+/// tcgen05.mma kind::mxf8f6f4): a ue8m0 scale per 32 of K for each row of A
+/// and column of B, applied by the tensor cores, in cuBLAS's blocked layout
+/// (torch's to_blocked): scale_a [ceil(M / 128), ceil(K / 128), 32, 16],
+/// the scale of row r and K block j at [r / 128, j / 4, r % 32, 4 (r % 128
+/// / 32) + j % 4], scale_b the same over N.
+enum class GemmScale { none, tensor, row, block, mx };
 
 /// C = op(A) x op(B); A is [M, K] ([K, M] transposed), B is [K, N] ([N, K]
 /// transposed), C is [M, N], all row-major, M, N, K symbols. Inputs are
