@@ -192,6 +192,52 @@ TEST_CASE("a reduction's result read by every thread: vector softmax", "[gpu][us
   CHECK(r.passed);
 }
 
+// Three warps: a 64-element fragment spreads over two of them and the
+// third holds replicas, so the total of its values must take the missing
+// fourth warp's partial from the warp it replicates, not the identity (the
+// differential fuzzer's seed 4602: a third of Y was off by the second
+// warp's sum).
+TEST_CASE("a reduction over a fragment that three warps replicate", "[gpu][user]") {
+  Program p("replicated_total");
+  Expr m = p.sym("M"), n = p.sym("N");
+  Tensor x = p.tensor("X", {m, n}, DType::f32), y = p.tensor("Y", {m, n}, DType::f32);
+  p.kernel({ceil_div(n, 32), ceil_div(m, 64)}, 96, [&](Expr bx, Expr by) {
+    Buffer w = alloc_shared({64, 32}, DType::f32, "w");
+    copy(x.tile({by * 64, bx * 32}, {64, 32}), w);
+    Buffer r = alloc_fragment({64}, DType::f32, "r"), t = alloc_fragment({1}, DType::f32, "t");
+    reduce_sum(w, r, 1);
+    reduce_sum(r, t, 0);
+    parallel(64, 32, [&](Expr i, Expr j) { w(i, j) = w(i, j) - t(0); });
+    copy(w, y.tile({by * 64, bx * 32}, {64, 32}));
+  });
+  const int64_t rows = 57, cols = 78;
+  std::mt19937_64 rng(4602);
+  HostTensor hx(DType::f32, {rows, cols}), hy(DType::f32, {rows, cols});
+  randomize(hx, rng, -1, 1);
+  std::vector<double> ref(rows * cols);
+  for (int64_t r0 = 0; r0 < rows; r0 += 64)
+    for (int64_t c0 = 0; c0 < cols; c0 += 32) {
+      double total = 0; // the tile's elements past M or N read as zero
+      for (int64_t i = r0; i < std::min(rows, r0 + 64); ++i)
+        for (int64_t j = c0; j < std::min(cols, c0 + 32); ++j) total += hx.values[i * cols + j];
+      for (int64_t i = r0; i < std::min(rows, r0 + 64); ++i)
+        for (int64_t j = c0; j < std::min(cols, c0 + 32); ++j)
+          ref[i * cols + j] = hx.values[i * cols + j] - total;
+    }
+  for (std::string arch : {deviceArch(), std::string("sm_80")}) {
+    if (!rt::archRunsOn(arch, rt::Driver::get().computeCapability())) continue;
+    Kernel k = compile(p, {arch});
+    DeviceRun run;
+    run.args.push_back(rt::LaunchArg::integer(rows));
+    run.args.push_back(rt::LaunchArg::integer(cols));
+    run.addTensor(hx, false);
+    run.addTensor(hy, true);
+    CheckResult r = launchAndCompare(k, run, 3, hy, ref, 1e-5, {});
+    INFO(arch << fmt::format(": rel error {:.3e}", r.relError));
+    CHECK(r.passed);
+  }
+}
+
 TEST_CASE("fragments live one after the other", "[gpu][user]") {
   Program p = test::twoPhases();
   Kernel k = compile(p, {deviceArch()});

@@ -112,16 +112,28 @@ void TileLowering::reduceFragment(ReduceOp op) {
     Value lane = remC(threadId, 32), warp = divC(threadId, 32);
     Value base = arith::AndIOp::create(b, loc, warp, idx(~int64_t(warpMask)));
     // With a warp count that is not a power of two, the layout's last warps
-    // do not exist; they would have held padding only, so their partials
-    // are the identity (and their slots are past the scratch).
+    // do not exist. A missing warp's partial is that of the warp holding
+    // the same elements: the one its replicating warp bits (those that
+    // step no dimension) cleared name, when that warp exists (an element
+    // layout spread over fewer warps, the rest replicas). Otherwise it held
+    // padding only, and its partial is the identity (its slot is past the
+    // scratch).
     int64_t warps = threads / 32;
     bool missingWarps = !llvm::isPowerOf2_64(warps);
+    uint64_t replicaMask = 0;
+    for (auto [i, col] : llvm::enumerate(s.getWarp()))
+      if (!col) replicaMask |= 1ull << i;
     for (int64_t r = 0; r < outRegs; ++r) {
       Value total;
       for (uint64_t sub = 0;; sub = (sub - warpMask) & warpMask) {
         Value w = arith::OrIOp::create(b, loc, base, idx(sub));
-        Value exists = missingWarps ? lt(w, idx(warps)) : Value();
-        if (exists) w = arith::SelectOp::create(b, loc, exists, w, base);
+        Value exists;
+        if (missingWarps) {
+          Value held = arith::AndIOp::create(b, loc, w, idx(~int64_t(replicaMask)));
+          w = arith::SelectOp::create(b, loc, lt(w, idx(warps)), w, held);
+          exists = lt(w, idx(warps));
+          w = arith::SelectOp::create(b, loc, exists, w, base);
+        }
         Value slot = add(mul(add(mul(w, idx(32)), lane), idx(outRegs)), idx(r));
         Value x = memref::LoadOp::create(b, loc, scratch, ValueRange{slot});
         if (exists) x = arith::SelectOp::create(b, loc, exists, x, combine.identity());

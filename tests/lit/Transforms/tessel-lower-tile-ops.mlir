@@ -449,9 +449,12 @@ tile.kernel @reduce_shared_into_fragment(%x: memref<32x32xf32, #g>, %y: memref<3
 // Three warpgroups: the accumulator's layout is four warpgroups' (sixteen
 // warps), the last four warps of which do not exist. A column sum crosses
 // every warp through the scratch buffer; a partial of a warp past the
-// twelfth is the identity (and its slot, past the scratch, is not read).
+// twelfth is that of the warp with its replicating bits cleared (none here:
+// every warp bit steps the rows, so it stays past the twelfth) or else the
+// identity (and its slot, past the scratch, is not read).
 // CHECK-LABEL: tile.kernel @column_sum_three_warpgroups
 // CHECK: tilenv.sync_threads
+// CHECK: arith.cmpi slt, %{{.*}}, %c12{{(_[0-9]+)?}} : index
 // CHECK: %[[EXISTS:.*]] = arith.cmpi slt, %{{.*}}, %c12{{(_[0-9]+)?}} : index
 // CHECK: %[[WARP:.*]] = arith.select %[[EXISTS]], %{{.*}}, %{{.*}} : index
 // CHECK: %[[PARTIAL:.*]] = memref.load
