@@ -120,8 +120,8 @@ enum Kind { kind_f16 = 0, kind_f8f6f4 = 1, kind_i8 = 2, kind_mxf8f6f4 = 3 };
 enum CopyShape { cp_128x256b = 0, cp_4x256b = 1, cp_128x128b = 2, cp_32x128b_warpx4 = 3 };
 
 /// Bytes of an operand element and K of one instruction (32 bytes of K).
-TESSEL_EMU_HD inline int operand_bytes(int kind) { return kind == kind_f16 ? 2 : 1; }
-TESSEL_EMU_HD inline int instruction_k(int kind) { return 32 / operand_bytes(kind); }
+TESSEL_EMU_HD constexpr int operand_bytes(int kind) { return kind == kind_f16 ? 2 : 1; }
+TESSEL_EMU_HD constexpr int instruction_k(int kind) { return 32 / operand_bytes(kind); }
 
 /// The fields of an instruction descriptor. kind::mxf8f6f4 has no D type:
 /// bits 4-5 are B's scale-factor id, 29-30 A's, bit 23 says ue8m0 scales.
@@ -359,9 +359,9 @@ __device__ inline float element_value(int kind, int format, unsigned bits) {
 }
 
 /// One operand element of an MMA from its shared-memory descriptor.
-__device__ inline float operand(const SmemDesc &d, int kind, int format, bool mn_major, int mn,
-                                int k) {
-  int bytes = operand_bytes(kind);
+template <int kind>
+__device__ inline float operand(const SmemDesc &d, int format, bool mn_major, int mn, int k) {
+  constexpr int bytes = operand_bytes(kind);
   unsigned address = operand_address(d.start, d.lbo, d.sbo, d.mode, mn_major, mn, k, bytes);
   return element_value(kind, format, bytes == 2 ? shared_u16(address) : shared_u8(address));
 }
@@ -375,9 +375,9 @@ struct OperandA {
   int lane0, column0;
 };
 
-__device__ inline float a_element(const OperandA &a, int kind, int format, bool mn_major, int m,
-                                  int k) {
-  if (!a.in_tmem) return operand(a.desc, kind, format, mn_major, m, k);
+template <int kind>
+__device__ inline float a_element(const OperandA &a, int format, bool mn_major, int m, int k) {
+  if (!a.in_tmem) return operand<kind>(a.desc, format, mn_major, m, k);
   unsigned cellA = image(block_allocation().sm, a.lane0 + m, a.column0 + k / 2);
   return as_float(static_cast<unsigned short>(k % 2 ? cellA >> 16 : cellA & 0xFFFF), format == 1);
 }
@@ -436,8 +436,11 @@ __device__ inline float block_scale(unsigned address, int i, int id, const char 
 /// tcgen05.mma.cta_group::1.kind::{f16, f8f6f4, i8, mxf8f6f4}, by the
 /// issuing thread: D[m, n] (+)= sum over one instruction's K of A[m, k]
 /// B[k, n], in fp32 (exactly in s32 for kind::i8), times A's row scale and
-/// B's column scale for kind::mxf8f6f4 (`scale_a`, `scale_b`).
-__device__ inline void mma(int kind, unsigned d, const OperandA &a, unsigned long long b_desc,
+/// B's column scale for kind::mxf8f6f4 (`scale_a`, `scale_b`). The kind is
+/// a template argument, so that each kernel carries only its own kind's
+/// code, its K loop unrolled into registers.
+template <int kind>
+__device__ inline void mma(unsigned d, const OperandA &a, unsigned long long b_desc,
                            unsigned idesc, bool accumulate, unsigned scale_a = 0,
                            unsigned scale_b = 0) {
   InstrDesc x = decode_instr_desc(idesc);
@@ -463,55 +466,64 @@ __device__ inline void mma(int kind, unsigned d, const OperandA &a, unsigned lon
   if (outside_allocation(column0, column0 + x.n))
     fail("tcgen05.mma: D's columns outside the block's tensor-memory allocation", column0 + x.n,
          allocation_end());
-  const int k_count = instruction_k(kind);
-  const bool scaled = kind == kind_mxf8f6f4;
+  constexpr int k_count = kind == kind_f16 ? 16 : 32;
+  constexpr bool scaled = kind == kind_mxf8f6f4;
   unsigned sm = block_allocation().sm;
   for (int m = 0; m < x.m; ++m) {
-    float row[32];
-    for (int k = 0; k < k_count; ++k) row[k] = a_element(a, kind, x.a_type, x.a_mn_major, m, k);
-    float row_scale = scaled ? block_scale(scale_a, m, x.a_scale_id,
-                                           "tcgen05.mma: A's scales outside the allocation")
-                             : 1.0f;
+    float row[k_count];
+    for (int k = 0; k < k_count; ++k) row[k] = a_element<kind>(a, x.a_type, x.a_mn_major, m, k);
+    float row_scale = 1.0f;
+    if constexpr (scaled)
+      row_scale = block_scale(scale_a, m, x.a_scale_id, "tcgen05.mma: A's scales outside the allocation");
     for (int n = 0; n < x.n; ++n) {
       unsigned &cellD = image(sm, m, column0 + n);
-      if (kind == kind_i8) {
+      if constexpr (kind == kind_i8) {
         int acc = accumulate ? static_cast<int>(cellD) : 0;
         for (int k = 0; k < k_count; ++k)
           acc += static_cast<int>(row[k]) *
-                 static_cast<int>(operand(b, kind, x.b_type, x.b_mn_major, n, k));
+                 static_cast<int>(operand<kind>(b, x.b_type, x.b_mn_major, n, k));
         cellD = static_cast<unsigned>(acc);
         continue;
       }
-      float sum = 0.0f;
-      for (int k = 0; k < k_count; ++k) sum += row[k] * operand(b, kind, x.b_type, x.b_mn_major, n, k);
-      if (scaled)
+      if constexpr (scaled) {
+        float sum = 0.0f;
+        for (int k = 0; k < k_count; ++k) sum += row[k] * operand<kind>(b, x.b_type, x.b_mn_major, n, k);
         sum *= row_scale * block_scale(scale_b, n, x.b_scale_id,
                                        "tcgen05.mma: B's scales outside the allocation");
-      cellD = __float_as_uint((accumulate ? __uint_as_float(cellD) : 0.0f) + sum);
+        cellD = __float_as_uint((accumulate ? __uint_as_float(cellD) : 0.0f) + sum);
+      } else {
+        float acc = accumulate ? __uint_as_float(cellD) : 0.0f;
+        for (int k = 0; k < k_count; ++k) acc += row[k] * operand<kind>(b, x.b_type, x.b_mn_major, n, k);
+        cellD = __float_as_uint(acc);
+      }
     }
   }
 }
 
 /// The ss form: A and B in shared memory.
-__device__ inline void tcgen05_mma(int kind, unsigned d, unsigned long long a_desc,
+template <int kind>
+__device__ inline void tcgen05_mma(unsigned d, unsigned long long a_desc,
                                    unsigned long long b_desc, unsigned idesc, bool accumulate) {
-  mma(kind, d, OperandA{false, decode_smem_desc(a_desc), 0, 0}, b_desc, idesc, accumulate);
+  static_assert(kind != kind_mxf8f6f4, "kind::mxf8f6f4 reads scale addresses");
+  mma<kind>(d, OperandA{false, decode_smem_desc(a_desc), 0, 0}, b_desc, idesc, accumulate);
 }
 
 /// The block-scaled ss form (kind::mxf8f6f4): scales at `scale_a`, `scale_b`.
-__device__ inline void tcgen05_mma(int kind, unsigned d, unsigned long long a_desc,
+template <int kind>
+__device__ inline void tcgen05_mma(unsigned d, unsigned long long a_desc,
                                    unsigned long long b_desc, unsigned idesc, bool accumulate,
                                    unsigned scale_a, unsigned scale_b) {
-  if (kind != kind_mxf8f6f4) fail("tcgen05.mma: scale addresses for a kind without scales", kind, 3);
-  mma(kind, d, OperandA{false, decode_smem_desc(a_desc), 0, 0}, b_desc, idesc, accumulate, scale_a,
-      scale_b);
+  static_assert(kind == kind_mxf8f6f4, "only kind::mxf8f6f4 reads scale addresses");
+  mma<kind>(d, OperandA{false, decode_smem_desc(a_desc), 0, 0}, b_desc, idesc, accumulate, scale_a,
+            scale_b);
 }
 
 /// The ts form: A in tensor memory at address `a`.
-__device__ inline void tcgen05_mma(int kind, unsigned d, unsigned a, unsigned long long b_desc,
+template <int kind>
+__device__ inline void tcgen05_mma(unsigned d, unsigned a, unsigned long long b_desc,
                                    unsigned idesc, bool accumulate) {
-  mma(kind, d, OperandA{true, SmemDesc{}, static_cast<int>(a >> 16), static_cast<int>(a & 0xFFFF)},
-      b_desc, idesc, accumulate);
+  mma<kind>(d, OperandA{true, SmemDesc{}, static_cast<int>(a >> 16), static_cast<int>(a & 0xFFFF)},
+            b_desc, idesc, accumulate);
 }
 
 /// tcgen05.commit: the thread's MMAs are done (they ran synchronously), so

@@ -271,7 +271,7 @@ TEST_CASE("a gemm with A in tensor memory matches the reference", "[gpu][tcgen05
   if (!hopper()) return;
   Program p = test::tsGemm();
   Kernel k = compile(p, {kEmulated});
-  REQUIRE(k.cuda().find("tessel::emu::tcgen05_mma(") != std::string::npos);
+  REQUIRE(k.cuda().find("tessel::emu::tcgen05_mma<") != std::string::npos);
   std::mt19937_64 rng(11);
   HostTensor hx(DType::bf16, {128, 64}), hw(DType::bf16, {64, 128}), hy(DType::f32, {128, 128});
   randomize(hx, rng);
@@ -334,7 +334,7 @@ TEST_CASE("attention built for sm_100a matches the reference", "[gpu][tcgen05]")
     Params p = withDefaults(entry, overrides, kEmulated);
     Program program = entry.build(p);
     Kernel k = compile(program, {kEmulated});
-    CHECK(k.cuda().find("tessel::emu::tcgen05_mma(") != std::string::npos);
+    CHECK(k.cuda().find("tessel::emu::tcgen05_mma<") != std::string::npos);
     uint64_t seed = std::random_device{}();
     CheckResult r = entry.check(k, p, seed);
     fmt::print("{} for sm_100a (emulated) {}: rel error {:.3e} (tolerance {:.0e}) seed {}\n", name,

@@ -582,7 +582,7 @@ TEST_CASE("the sm_100a gemm is tcgen05 without spills, and its emulation compile
         } else {
           CHECK(k.ptx().find(".target sm_90a") != std::string::npos);
           CHECK(k.ptx().find("tcgen05.") == std::string::npos);
-          CHECK(k.cuda().find("tessel::emu::tcgen05_mma(") != std::string::npos);
+          CHECK(k.cuda().find("tessel::emu::tcgen05_mma<") != std::string::npos);
         }
       }
     }
@@ -603,7 +603,7 @@ TEST_CASE("a tcgen05 gemm with A in tensor memory compiles for sm_100a") {
   CHECK(std::system(cmd.c_str()) == 0);
   std::filesystem::remove(ptx);
   CHECK(k.spillBytes() == 0);
-  CHECK(compile(p, {"sm_100a-emu", ""}).cuda().find("tessel::emu::tcgen05_mma(") != std::string::npos);
+  CHECK(compile(p, {"sm_100a-emu", ""}).cuda().find("tessel::emu::tcgen05_mma<") != std::string::npos);
 }
 
 // A tcgen05 kernel's checks: MMAs into tensor memory, no wgmma, no spills,

@@ -402,7 +402,7 @@ TEST_CASE("FP8 and i8 gemms run on tcgen05.mma on sm_100a", "[fp8][tcgen05]") {
       CHECK(k.spillBytes() == 0);
       Program emulatedProgram = entry.build(harness::withDefaults(entry, p, "sm_100a-emu"));
       Kernel emulated = compile(emulatedProgram, {"sm_100a-emu", ""});
-      CHECK(emulated.cuda().find(std::string("tessel::emu::tcgen05_mma(tessel::emu::kind_") +
+      CHECK(emulated.cuda().find(std::string("tessel::emu::tcgen05_mma<tessel::emu::kind_") +
                                  c.kind) != std::string::npos);
     }
   harness::Params block = {{"in", "e4m3"}, {"out", "bf16"}, {"scale", "block"},

@@ -78,12 +78,14 @@ LogicalResult CudaEmitter::emitTcgen05Emulated(Operation &op) {
       .Case([&](tilenv::Tcgen05MmaOp o) {
         bool aInTmem = o.getA().getType().isInteger(32);
         std::string a = aInTmem ? u32(o.getA()) : "(unsigned long long)" + name(o.getA());
-        std::string args = "tessel::emu::kind_" + tilenv::stringifyTcgen05Kind(o.getKind()).str() +
-                           ", " + u32(o.getD()) + ", " + a + ", (unsigned long long)" +
+        std::string args = u32(o.getD()) + ", " + a + ", (unsigned long long)" +
                            name(o.getDescB()) + ", " + u32(o.getIdesc()) + ", " +
                            name(o.getAccumulate());
         if (o.getScaleA()) args += ", " + u32(o.getScaleA()) + ", " + u32(o.getScaleB());
-        return call("tcgen05_mma", args);
+        // The kind as a template argument: the emulation is specialised.
+        return call("tcgen05_mma<tessel::emu::kind_" +
+                        tilenv::stringifyTcgen05Kind(o.getKind()).str() + ">",
+                    args);
       })
       .Case([&](tilenv::Tcgen05CommitOp o) { return call("tcgen05_commit", u32(o.getBarrier())); })
       .Case([&](tilenv::Tcgen05CpOp o) {
