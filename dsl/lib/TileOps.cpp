@@ -66,6 +66,12 @@ void tessel::clear(const Buffer &dst, SrcLoc loc) {
   fill(dst, isFloat(dst.dtype()) ? Expr(0.0) : Expr(0), loc);
 }
 
+Expr tessel::register_k_position(Expr k) {
+  // The bits of k within its 16: e (bit 0), q (bits 1-2), b (bit 3); the
+  // position's: e, b, q.
+  return (k & ~Expr(15)) | (k & 1) | ((k >> 3 & 1) << 1) | ((k >> 1 & 3) << 2);
+}
+
 void tessel::gemm(const Buffer &a, const Buffer &b, const Buffer &c, GemmOptions o, SrcLoc loc) {
   lastLoc = loc;
   Program &p = Program::current(loc);
@@ -111,7 +117,8 @@ void tessel::gemm(const Buffer &a, const Buffer &b, const Buffer &c, GemmOptions
   auto op = tile::GemmOp::create(p.builder(), p.location(loc), a.value(), b.value(), c.value(),
                                  scaleA, scaleB, UnitAttr(), UnitAttr(), UnitAttr(),
                                  tile::WarpPolicyAttr::get(ctx, policy),
-                                 tile::GemmInstructionAttr(), DenseI64ArrayAttr(), UnitAttr());
+                                 tile::GemmInstructionAttr(), DenseI64ArrayAttr(), UnitAttr(),
+                                 UnitAttr());
   if (o.instruction != GemmInstruction::automatic)
     op.setInstructionAttr(tile::GemmInstructionAttr::get(
         ctx, o.instruction == GemmInstruction::wgmma     ? tile::GemmInstruction::wgmma
@@ -124,6 +131,13 @@ void tessel::gemm(const Buffer &a, const Buffer &b, const Buffer &c, GemmOptions
     if (c.space() != Space::tmem)
       fail(loc, "issue_only is for tcgen05 gemms (accumulator in tensor memory)");
     op.setIssueOnly(true);
+  }
+  if (o.b_register_k_order) {
+    if (a.space() != Space::fragment || byteSize(a.dtype()) != 1 || ka % 16)
+      fail(loc, fmt::format("b_register_k_order says B's K is stored in the order an 8-bit A in "
+                            "registers reads it (K a multiple of 16); A is {} in {} memory, K = {}",
+                            name(a.dtype()), spaceName(a.space()), ka));
+    op.setBRegisterKOrder(true);
   }
 }
 

@@ -215,6 +215,44 @@ template <class T, int N> __device__ inline void fence_pairs(T (&r)[N]) {
   }
 }
 
+// The bits of a 1-byte element (FP8 structs, i8 and u8).
+template <class T> __device__ inline unsigned byte_bits(T v) { return v.bits; }
+__device__ inline unsigned byte_bits(i8 v) { return static_cast<unsigned char>(v); }
+__device__ inline unsigned byte_bits(u8 v) { return v; }
+template <class T> __device__ inline void set_byte_bits(T &v, unsigned bits) {
+  v.bits = static_cast<unsigned char>(bits);
+}
+__device__ inline void set_byte_bits(i8 &v, unsigned bits) { v = static_cast<i8>(bits); }
+__device__ inline void set_byte_bits(u8 &v, unsigned bits) { v = static_cast<u8>(bits); }
+
+// Four 1-byte elements to a 32-bit register, the first in the low byte.
+template <class T> __device__ inline unsigned pack_quad(T b0, T b1, T b2, T b3) {
+  return byte_bits(b0) | (byte_bits(b1) << 8) | (byte_bits(b2) << 16) | (byte_bits(b3) << 24);
+}
+
+// An 8-bit A operand in registers (an accumulator-shaped fragment) as the
+// tensor cores take it: of each 16 elements, registers {0, 1, 4, 5},
+// {2, 3, 6, 7}, {8, 9, 12, 13} and {10, 11, 14, 15} (the pairs at 2q and
+// 8 + 2q of K, in rows g and g + 8, read as four consecutive K values;
+// the gemm's B is stored with K permuted to match). The words are formed
+// here, before a wgmma fence, as fence_pairs does for 16-bit operands.
+template <class T, int N> __device__ inline void fence_quads(T (&r)[N]) {
+  static_assert(N % 16 == 0, "8-bit operand arrays hold whole 16-element groups");
+#pragma unroll
+  for (int g = 0; g < N; g += 16) {
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      int i = g + 8 * (w / 2) + 2 * (w % 2);
+      unsigned word = pack_quad(r[i], r[i + 1], r[i + 4], r[i + 5]);
+      asm volatile("" : "+r"(word)::"memory");
+      set_byte_bits(r[i], word);
+      set_byte_bits(r[i + 1], word >> 8);
+      set_byte_bits(r[i + 4], word >> 16);
+      set_byte_bits(r[i + 5], word >> 24);
+    }
+  }
+}
+
 // Raw moves of 4, 8 or 16 aligned bytes.
 template <int Bytes> __device__ inline void copy_bytes(void *dst, const void *src);
 template <> __device__ inline void copy_bytes<16>(void *dst, const void *src) {

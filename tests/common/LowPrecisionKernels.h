@@ -13,6 +13,42 @@
 
 namespace tessel::test {
 
+/// How the 8-bit two-product program stores V: as [N, 64] (the compiler
+/// gives the second product a K-major copy with K in register order), or
+/// already as [64, N] in register K order (register_k_position).
+enum class EightBitV { rows, registerOrder };
+
+/// o = sum over key blocks of P v, P = exp(s - rowmax_block(s)) in `type`
+/// (e4m3 or e5m2) and s = q k^T, for 64 query rows and N keys, 64 a step,
+/// on 128 threads: FP8 attention's two products, the second reading its
+/// 8-bit A from registers (the scores' accumulator layout).
+inline Program eightBitTwoProducts(DType type, EightBitV vLayout) {
+  Program p("eight_bit_two_products");
+  Expr n = p.sym("N");
+  bool rows = vLayout == EightBitV::rows;
+  Tensor q = p.tensor("q", {64, 64}, type), k = p.tensor("k", {n, 64}, type);
+  Tensor v = rows ? p.tensor("v", {n, 64}, type) : p.tensor("vt", {64, n}, type);
+  Tensor o = p.tensor("o", {64, 64}, DType::f32);
+  p.kernel({1}, 128, [&](Expr) {
+    Buffer qs = alloc_shared({64, 64}, type), ks = alloc_shared({64, 64}, type);
+    Buffer vs = alloc_shared({64, 64}, type);
+    Buffer s = alloc_fragment({64, 64}, DType::f32, "s"), m = alloc_fragment({64}, DType::f32);
+    Buffer pr = alloc_fragment({64, 64}, type, "p"), acc = alloc_fragment({64, 64}, DType::f32);
+    copy(q.tile({0, 0}, {64, 64}), qs);
+    fill(acc, 0.0);
+    pipelined(ceil_div(n, 64), 2, [&](Expr kt) {
+      copy(k.tile({kt * 64, 0}, {64, 64}), ks);
+      copy(rows ? v.tile({kt * 64, 0}, {64, 64}) : v.tile({0, kt * 64}, {64, 64}), vs);
+      gemm(qs, ks, s, {.transpose_b = true, .clear_accum = true});
+      reduce_max(s, m, 1);
+      parallel(64, 64, [&](Expr i, Expr j) { pr(i, j) = cast(exp(s(i, j) - m(i)), type); });
+      gemm(pr, vs, acc, {.transpose_b = !rows, .b_register_k_order = !rows});
+    });
+    copy(acc, o.tile({0, 0}, {64, 64}));
+  });
+  return p;
+}
+
 /// e4m3[i] = f8e4m3(x[i]), e5m2[i] = f8e5m2(x[i]) over N elements.
 inline Program fp8Encode() {
   Program p("fp8_encode");

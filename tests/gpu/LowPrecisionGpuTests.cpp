@@ -350,3 +350,84 @@ TEST_CASE("ue8m0 casts on the device decode every code as the host does", "[gpu]
     CHECK(wrong == 0);
   }
 }
+
+// FP8 attention's two products: P (the scores' accumulator, converted to
+// FP8 in registers) is the second product's A, whose registers hold K
+// values in another order than the instructions read (tile.gemm's
+// b_register_k_order). With V stored [N, 64] the compiler copies it K-major
+// with K permuted; with V^T already stored in that order the program reads
+// it as it is. Against a float64 reference of the same FP8 inputs and P
+// rounded as the kernel rounds it; a K value paired with the wrong row of V
+// would be off by the whole product. wgmma on sm_90a, mma.sync on sm_89
+// (through its PTX).
+TEST_CASE("FP8 attention's two products read P from registers", "[gpu][fp8]") {
+  int cc = rt::Driver::get().computeCapability();
+  std::vector<std::string> archs = {rt::nativeArch(cc)};
+  if (archs[0] != "sm_89" && rt::archRunsOn("sm_89", cc)) archs.push_back("sm_89");
+  const int64_t keys = 192;
+  for (DType type : {DType::f8e4m3, DType::f8e5m2})
+    for (test::EightBitV layout : {test::EightBitV::rows, test::EightBitV::registerOrder}) {
+      bool rows = layout == test::EightBitV::rows;
+      std::mt19937_64 rng(int(type) * 2 + rows);
+      testing::HostTensor q(type, {64, 64}), kt(type, {keys, 64}), v(type, {keys, 64});
+      testing::randomize(q, rng, -2, 2);
+      testing::randomize(kt, rng, -2, 2);
+      testing::randomize(v, rng);
+      // V^T with key c(p) at position p of each 16: p = (q, b, e) bits.
+      testing::HostTensor vt(type, {64, keys});
+      for (int64_t c = 0; c < 64; ++c)
+        for (int64_t p = 0; p < keys; ++p) {
+          int64_t key = (p & ~int64_t{15}) | (p & 1) | ((p >> 1 & 1) << 3) | ((p >> 2 & 3) << 1);
+          vt.set(c * keys + p, v.values[key * 64 + c]);
+        }
+      std::vector<double> ref(64 * 64, 0.0);
+      for (int64_t i = 0; i < 64; ++i)
+        for (int64_t block = 0; block < keys; block += 64) {
+          std::vector<double> s(64, 0.0);
+          for (int64_t j = 0; j < 64; ++j)
+            for (int64_t c = 0; c < 64; ++c)
+              s[j] += double(q.values[i * 64 + c]) * kt.values[(block + j) * 64 + c];
+          double mx = *std::max_element(s.begin(), s.end());
+          for (int64_t j = 0; j < 64; ++j) {
+            double pj = testing::roundTo(type, float(std::exp(s[j] - mx)));
+            for (int64_t c = 0; c < 64; ++c) ref[i * 64 + c] += pj * v.values[(block + j) * 64 + c];
+          }
+        }
+      for (const std::string &arch : archs) {
+        Program p = test::eightBitTwoProducts(type, layout);
+        Kernel k = compile(p, {arch, ""});
+        testing::HostTensor o(DType::f32, {64, 64});
+        testing::DeviceRun run;
+        run.args.push_back(rt::LaunchArg::integer(keys));
+        run.addTensor(q, false);
+        run.addTensor(kt, false);
+        run.addTensor(rows ? v : vt, false);
+        run.addTensor(o, true);
+        // mma.sync's f32 sums of FP8 products are exact here (0 on an
+        // H100). wgmma's FP8 sums keep fewer bits: the scores are off by
+        // about 1e-3, and exp (the hardware approximation) moves some P
+        // to the neighbouring FP8 value, 1/16 or 1/8 away (4e-4 to 9e-3 on
+        // an H100).
+        double tolerance = arch == "sm_89" ? 1e-5 : 3e-2;
+        CheckResult r = launchAndCompare(k, run, 4, o, ref, tolerance, {});
+        INFO(fmt::format("{} {} V {}: rel error {:.3e}", arch, name(type),
+                         rows ? "[N, 64]" : "^T in register order", r.relError));
+        CHECK(r.passed);
+        if (rows) continue;
+        // The order matters: V^T stored in plain key order is far off.
+        testing::HostTensor plain(type, {64, keys});
+        for (int64_t c = 0; c < 64; ++c)
+          for (int64_t key = 0; key < keys; ++key)
+            plain.set(c * keys + key, v.values[key * 64 + c]);
+        testing::DeviceRun misordered;
+        misordered.args.push_back(rt::LaunchArg::integer(keys));
+        misordered.addTensor(q, false);
+        misordered.addTensor(kt, false);
+        misordered.addTensor(plain, false);
+        misordered.addTensor(o, true);
+        CheckResult wrong = launchAndCompare(k, misordered, 4, o, ref, tolerance, {});
+        INFO(fmt::format("V^T in plain order: rel error {:.3e}", wrong.relError));
+        CHECK(wrong.relError > 0.1);
+      }
+    }
+}

@@ -372,6 +372,62 @@ TEST_CASE("FP8 and i8 gemms run on mma.sync m16n8k32 on sm_89", "[fp8]") {
   CHECK_FALSE(rt::runsThroughPtx("sm_89", 89));
 }
 
+// FP8 attention's second product reads its 8-bit A from registers, laid
+// out as the scores' accumulator: wgmma's register-A form (k32, four values
+// a register, the words formed before the fence) on sm_90a, mma.sync
+// m16n8k32 on sm_89. B is read with K in register order: a compiler copy
+// (and a remark that says how to skip it) for V stored [N, 64], none where
+// the program says V^T is stored that way.
+TEST_CASE("an 8-bit A in registers reads B in register K order", "[fp8]") {
+  for (DType type : {DType::f8e4m3, DType::f8e5m2})
+    for (test::EightBitV v : {test::EightBitV::rows, test::EightBitV::registerOrder})
+      for (std::string arch : {"sm_90a", "sm_89"}) {
+        bool rows = v == test::EightBitV::rows;
+        std::string t = type == DType::f8e4m3 ? "e4m3" : "e5m2";
+        INFO(arch << " " << t << (rows ? " V rows" : " V^T in register order"));
+        CompileOptions options{arch};
+        options.printWarnings = false;
+        Program program = test::eightBitTwoProducts(type, v);
+        Kernel k = compile(program, options);
+        // The register-A form lists its A words between braces after the
+        // accumulator's 32 registers.
+        std::string product = arch == "sm_90a"
+                                  ? "m64n64k32.f32." + t + "." + t + " {%0,"
+                                  : "mma.sync.aligned.m16n8k32.row.col.f32." + t;
+        CHECK(k.cuda().find(product) != std::string::npos);
+        if (arch == "sm_90a") {
+          CHECK(k.cuda().find("%31}, {%32, %33, %34, %35}") != std::string::npos);
+          CHECK(k.cuda().find("tessel::fence_quads(") != std::string::npos);
+        }
+        CHECK(k.cuda().find("tessel::pack_quad(") != std::string::npos);
+        bool remarked = false;
+        for (const Remark &r : k.remarks())
+          remarked |= r.message.find("with K in register order") != std::string::npos;
+        CHECK(remarked == rows);
+        CHECK(k.spillBytes() == 0);
+      }
+  // The permutation: k = 16 g + 8 b + 2 q + e at 16 g + 4 q + 2 b + e.
+  for (int64_t g : {0, 1, 5})
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t q = 0; q < 4; ++q)
+        for (int64_t e = 0; e < 2; ++e) {
+          int64_t position = -1;
+          CHECK(register_k_position(Expr(16 * g + 8 * b + 2 * q + e)).isConstant(&position));
+          CHECK(position == 16 * g + 4 * q + 2 * b + e);
+        }
+  // Only an 8-bit A in registers takes B in register order.
+  Program wrong("register_order_on_shared_a");
+  Tensor x = wrong.tensor("x", {64, 64}, DType::f8e4m3);
+  wrong.kernel({1}, 128, [&](Expr) {
+    Buffer a = alloc_shared({64, 64}, DType::f8e4m3), b = alloc_shared({64, 64}, DType::f8e4m3);
+    Buffer c = alloc_fragment({64, 64}, DType::f32);
+    copy(x.tile({0, 0}, {64, 64}), a);
+    copy(x.tile({0, 0}, {64, 64}), b);
+    CHECK_THAT(errorOf([&] { gemm(a, b, c, {.transpose_b = true, .b_register_k_order = true}); }),
+               Catch::Contains("b_register_k_order") && Catch::Contains("shared memory"));
+  });
+}
+
 // sm_100a: 8-bit gemms are tcgen05.mma kind::f8f6f4 (e4m3, e5m2) and kind::i8
 // into tensor memory, K-major or MN-major, plain and warp-specialized, with
 // no spills; the emulated build is the same kernel for sm_90a. Block scales

@@ -126,9 +126,16 @@ private:
     return name(array) + "[" + name(base) + " + " + std::to_string(i) + "]";
   }
   /// The i-th 32-bit register of an operand array: an element of an i32
-  /// array, or elements 2i and 2i + 1 of a 16-bit one packed together.
+  /// array, elements 2i and 2i + 1 of a 16-bit one packed together, or four
+  /// elements of an 8-bit one, in the order tessel::fence_quads states.
   std::string pairSlot(Value array, Value base, int64_t i) {
-    if (llvm::cast<MemRefType>(array.getType()).getElementType().getIntOrFloatBitWidth() != 16)
+    unsigned bits = llvm::cast<MemRefType>(array.getType()).getElementType().getIntOrFloatBitWidth();
+    if (bits == 8) {
+      int64_t first = 8 * (i / 2) + 2 * (i % 2);
+      return "tessel::pack_quad(" + slot(array, base, first) + ", " + slot(array, base, first + 1) +
+             ", " + slot(array, base, first + 4) + ", " + slot(array, base, first + 5) + ")";
+    }
+    if (bits != 16)
       return slot(array, base, i);
     return "tessel::pack_pair(" + slot(array, base, 2 * i) + ", " + slot(array, base, 2 * i + 1) +
            ")";

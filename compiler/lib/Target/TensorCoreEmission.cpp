@@ -80,14 +80,22 @@ bool CudaEmitter::printedInPlace(Value constant) {
 
 LogicalResult CudaEmitter::emitWgmmaRegA(tilenv::WgmmaRegAOp o) {
   int64_t n = o.getN(), regs = n / 2;
-  const char *accConstraint = overwrites(o.getAccumulate()) ? "\"=f\"" : "\"+f\"";
-  std::string t = ptxType(o.getOperandType());
+  Type operand = o.getOperandType();
+  // 8-bit operands: k32, no transposed B; integers into s32 registers.
+  bool eightBit = operand.getIntOrFloatBitWidth() == 8, integer = operand.isInteger(8);
+  const char *reg = integer ? "r" : "f";
+  std::string accConstraint =
+      std::string("\"") + (overwrites(o.getAccumulate()) ? "=" : "+") + reg + "\"";
+  std::string t = ptxType(operand);
   std::string list;
   for (int64_t i = 0; i < regs; ++i) list += (i ? ", %" : "%") + std::to_string(i);
+  std::string operandScales =
+      integer ? "" : eightBit ? ", 1, 1" : ", 1, 1, " + std::to_string(o.getTransB() ? 1 : 0);
   line() << "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" << regs + 5
-         << ", 0;\\nwgmma.mma_async.sync.aligned.m64n" << n << "k16.f32." << t << "." << t << " {"
-         << list << "}, {%" << regs << ", %" << regs + 1 << ", %" << regs + 2 << ", %" << regs + 3
-         << "}, %" << regs + 4 << ", p, 1, 1, " << (o.getTransB() ? 1 : 0) << ";\\n}\"\n";
+         << ", 0;\\nwgmma.mma_async.sync.aligned.m64n" << n << "k" << (eightBit ? 32 : 16) << "."
+         << (integer ? "s32" : "f32") << "." << t << "." << t << " {" << list << "}, {%" << regs
+         << ", %" << regs + 1 << ", %" << regs + 2 << ", %" << regs + 3 << "}, %" << regs + 4
+         << ", p" << operandScales << ";\\n}\"\n";
   line() << "    : ";
   for (int64_t i = 0; i < regs; ++i) {
     os << (i ? ", " : "") << accConstraint << "(" << slot(o.getAcc(), o.getBase(), i) << ")";
@@ -112,8 +120,10 @@ LogicalResult CudaEmitter::emitWgmmaFence(tilenv::WgmmaFenceOp o) {
     op->walk([&](tilenv::WgmmaRegAOp product) { operands.insert(product.getA()); });
   for (Value a : operands) {
     unsigned bits = llvm::cast<MemRefType>(a.getType()).getElementType().getIntOrFloatBitWidth();
-    line() << (bits == 16 ? "tessel::fence_pairs(" : "tessel::fence_registers(") << name(a)
-           << ");\n";
+    line() << (bits == 16  ? "tessel::fence_pairs("
+               : bits == 8 ? "tessel::fence_quads("
+                           : "tessel::fence_registers(")
+           << name(a) << ");\n";
   }
   return asmStatement("wgmma.fence.sync.aligned");
 }

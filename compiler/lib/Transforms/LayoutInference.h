@@ -87,7 +87,7 @@ private:
   /// FP8 and 8-bit integer operands: wgmma k32, both operands K-major.
   LogicalResult placeEightBitGemm(GemmOp gemm);
   /// 8-bit integer operands on mma.sync m16n8k32.
-  LogicalResult placeEightBitMmaSync(GemmOp gemm, int64_t m, int64_t n);
+  LogicalResult placeEightBitMmaSync(GemmOp gemm, int64_t m, int64_t n, int64_t k);
   /// Places `gemm` on wgmma with the first warpgroup grid of `policy` that
   /// splits [m, n]; false when none does.
   FailureOr<bool> placeOnWgmma(GemmOp gemm, int64_t m, int64_t n, int64_t k, WarpPolicy policy,

@@ -233,12 +233,16 @@ static LogicalResult checkGemmExtents(GemmOp gemm, int64_t m, int64_t n, int64_t
   return success();
 }
 
-LogicalResult LayoutInference::placeEightBitMmaSync(GemmOp gemm, int64_t m, int64_t n) {
+LogicalResult LayoutInference::placeEightBitMmaSync(GemmOp gemm, int64_t m, int64_t n,
+                                                    int64_t k) {
   int64_t warps = threads / 32;
-  for (auto [wm, wn] : warpGrids(warps, m, n, gemm.getPolicy())) {
+  for (auto [wm, wn] : warpGrids(warps, m, n, effectivePolicy(gemm))) {
     if (m % (wm * 16) || n % (wn * 8) || !splitsEvenly(m, n, wm, wn)) continue;
     gemm.setInstructionAttr(GemmInstructionAttr::get(ctx, GemmInstruction::mma_sync));
     gemm.setWarpsAttr(DenseI64ArrayAttr::get(ctx, {wm, wn}));
+    if (isFragment(gemm.getA()) &&
+        failed(assign(gemm.getA(), FragmentLayout::mmaAccumulator(m, k, wm, 1), gemm)))
+      return failure();
     return assign(gemm.getC(), FragmentLayout::mmaAccumulator(m, n, wm, wn), gemm);
   }
   return gemm.emitError("gemm tile [")
@@ -256,16 +260,26 @@ LogicalResult LayoutInference::placeEightBitGemm(GemmOp gemm) {
   if (integer ? !acc.isInteger(32) : !acc.isF32())
     return gemm.emitError("a gemm of ") << in << " operands accumulates in "
                                         << (integer ? "i32" : "f32") << ", got " << acc;
-  if (isFragment(gemm.getA()) ||
-      getMemorySpace(a) != MemorySpace::shared ||
+  // A may come from registers, accumulator-shaped (FP8 attention's P x V),
+  // read with K in register order (tessel-k-major-operands permuted B).
+  bool aInRegisters = isFragment(gemm.getA());
+  if ((!aInRegisters && getMemorySpace(a) != MemorySpace::shared) ||
       getMemorySpace(llvm::cast<MemRefType>(gemm.getB().getType())) != MemorySpace::shared)
-    return gemm.emitError("a gemm of ") << in << " operands reads A and B from shared memory";
+    return gemm.emitError("a gemm of ")
+           << in << " operands reads B from shared memory and A from shared memory or registers";
+  if (aInRegisters && !gemm.getBRegisterKOrder())
+    return gemm.emitError("a gemm of ")
+           << in << " operands with A in registers reads B with K in register order "
+           << "(b_register_k_order, which tessel-k-major-operands arranges)";
   // 8-bit wgmma has no transposed form: both operands are K-major.
   if (gemm.getTransposeA() || !gemm.getTransposeB())
     return gemm.emitError("a gemm of ")
            << in << " operands reads both operands K-major (8-bit wgmma has no transposed "
            << "form): A as [M, K] without transpose_a, B as [N, K] with transpose_b";
-  if (failed(checkGemmExtents(gemm, m, n, k, 32, /*aInRegisters=*/false, threads / 32)))
+  if (aInRegisters && gemm.getPolicy() == WarpPolicy::full_col)
+    return gemm.emitError("a gemm operand A in registers splits the warps along M; use policy "
+                          "full_row (or square)");
+  if (failed(checkGemmExtents(gemm, m, n, k, 32, aInRegisters, threads / 32)))
     return failure();
   // Integer products run on mma.sync m16n8k32 before sm_90a (or when asked
   // for); FP8 ones too from sm_89 on (sm_89 itself has no wgmma); on
@@ -276,7 +290,7 @@ LogicalResult LayoutInference::placeEightBitGemm(GemmOp gemm) {
   bool beforeWgmma = target.computeCapability < 90;
   if (mmaSyncTakes &&
       (forced == GemmInstruction::mma_sync || (!forced && beforeWgmma)))
-    return placeEightBitMmaSync(gemm, m, n);
+    return placeEightBitMmaSync(gemm, m, n, k);
   if (!integer && beforeWgmma)
     return gemm.emitError("a gemm of ")
            << in << " operands runs on mma.sync from sm_89 and on wgmma on sm_90a; target "
@@ -292,7 +306,7 @@ LogicalResult LayoutInference::placeEightBitGemm(GemmOp gemm) {
            << (forced ? ", instruction " + stringifyGemmInstruction(*forced).str() : "");
   if (threads % 128)
     return gemm.emitError("wgmma runs on whole warpgroups: ") << threads << " threads";
-  FailureOr<bool> placed = placeOnWgmma(gemm, m, n, k, gemm.getPolicy(), /*aInRegisters=*/false);
+  FailureOr<bool> placed = placeOnWgmma(gemm, m, n, k, effectivePolicy(gemm), aInRegisters);
   if (failed(placed)) return failure();
   if (!*placed)
     return gemm.emitError("gemm tile [")

@@ -108,9 +108,13 @@ void TileLowering::lowerMmaSync(GemmOp op) {
     });
   }
   // An A fragment already holds the instruction's A registers: for k-step
-  // ks and 16-row tile mi, 8 elements from 8 * ks + mi * k / 2 (its layout is
-  // the accumulator layout of [m, k], column tiles before row tiles).
+  // ks and 16-row tile mi, 8 (16 of 8 bits) elements from 8 * ks + mi * k /
+  // 2 (its layout is the accumulator layout of [m, k], column tiles before
+  // row tiles; 8-bit ones are read with B in register K order).
   bool aInRegisters = a.isFragment();
+  if (aInRegisters && getElementBytes(operandType) == 1 && !op.getBRegisterKOrder())
+    return fail(op, "an 8-bit A in registers needs B with K in register order "
+                    "(b_register_k_order; run tessel-k-major-operands)");
   Value aRegs = aInRegisters ? a.root : allocLocal(mTiles * 4, b.getI32Type());
   Value bRegs = allocLocal(std::max<int64_t>(nTiles, 2) * 2, b.getI32Type());
   auto address = [&](const Access &x, Value r, Value col) {
@@ -147,7 +151,8 @@ void TileLowering::lowerMmaSync(GemmOp op) {
     unrolledFor(mTiles, [&](Value mi) {
       unrolledFor(nTiles, [&](Value nj) {
         Value accBase = mul(add(nj, mul(mi, idx(nTiles))), idx(4));
-        Value aBase = aInRegisters ? add(mul(kStep, idx(8)), mul(mi, idx(k / 2))) : mul(mi, idx(4));
+        Value aBase = aInRegisters ? add(mul(kStep, idx(kStepElements / 2)), mul(mi, idx(k / 2)))
+                                   : mul(mi, idx(4));
         tilenv::MmaSyncOp::create(b, loc, c.root, accBase, aRegs, aBase, bRegs,
                                   mul(nj, idx(2)), TypeAttr::get(operandType));
       });
@@ -209,11 +214,15 @@ void TileLowering::lowerWgmma(GemmOp op) {
   // ones start while the rest of A is still being converted. That splits
   // the group, so a gemm that stays in flight while an earlier one is
   // waited for (overtakesAWaitedGemm) packs all of A before its fence.
+  // An 8-bit A's words are formed before the fence (tessel::fence_quads)
+  // in any case.
   Value aWords = a.root;
-  bool packFirst = aInRegisters && packAFirst.contains(op);
+  bool packFirst = aInRegisters && packAFirst.contains(op) &&
+                   a.elementType.getIntOrFloatBitWidth() == 16;
+  if (aInRegisters && a.elementType.getIntOrFloatBitWidth() == 8 && !op.getBRegisterKOrder())
+    return fail(op, "an 8-bit A in registers needs B with K in register order "
+                    "(b_register_k_order; run tessel-k-major-operands)");
   if (packFirst) {
-    if (a.elementType.getIntOrFloatBitWidth() != 16)
-      return fail(op, "wgmma takes A from registers only as f16 or bf16");
     aWords = allocLocal(mTiles * k / 4, b.getI32Type());
     unrolledFor(mTiles * k / 4, [&](Value word) {
       Value lo = memref::LoadOp::create(b, loc, a.root, ValueRange{mul(word, idx(2))});
@@ -236,9 +245,9 @@ void TileLowering::lowerWgmma(GemmOp op) {
       };
       if (aInRegisters) {
         // The thread's A registers for (ks, mi), as for mma.sync: 8
-        // elements, or 4 packed words.
+        // 16-bit or 16 8-bit elements, or 4 packed words.
         Value aBase = packFirst ? add(mul(kStep, idx(4)), mul(mi, idx(k / 4)))
-                                : add(mul(kStep, idx(8)), mul(mi, idx(k / 2)));
+                                : add(mul(kStep, idx(kStepElements / 2)), mul(mi, idx(k / 2)));
         tilenv::WgmmaRegAOp::create(b, loc, c.root, mul(mi, idx(tileRegisters)), aWords, aBase, descB(),
                                     b.getI64IntegerAttr(tileN), TypeAttr::get(a.elementType),
                                     bMnMajor ? b.getUnitAttr() : UnitAttr(), accumulate);

@@ -732,3 +732,12 @@ tile.kernel @mx_operands() grid(%bx) = affine_map<() -> (1)> threads(128) {
   // expected-error @+1 {{block scales (kind::mxf8f6f4) multiply e4m3 or e5m2 operands, not 'bf16'}}
   tile.gemm %a, %b, %acc scales(%sa, %sa : memref<32x16xf8E8M0FNU, #tile.space<shared>>, memref<32x16xf8E8M0FNU, #tile.space<shared>>) {transpose_b} : memref<128x128xbf16, #tile.space<shared>>, memref<128x128xbf16, #tile.space<shared>>, memref<128x128xf32, #tile.space<tmem>>
 }
+
+// -----
+
+tile.kernel @register_order_b_of_shared_a() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc : memref<64x64xf8E4M3FN, #tile.space<shared>>
+  %acc = tile.alloc : memref<64x64xf32, #tile.space<fragment>>
+  // expected-error @+1 {{b_register_k_order matches B's K to an 8-bit A in registers; A is 'f8E4M3FN' in shared memory}}
+  tile.gemm %a, %a, %acc {transpose_b, b_register_k_order} : memref<64x64xf8E4M3FN, #tile.space<shared>>, memref<64x64xf8E4M3FN, #tile.space<shared>>, memref<64x64xf32, #tile.space<fragment>>
+}

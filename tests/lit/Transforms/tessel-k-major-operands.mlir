@@ -55,3 +55,52 @@ tile.kernel @unchanged() grid(%bx) = affine_map<() -> (1)> threads(128) {
   %h = tile.alloc : memref<64x64xbf16, #s>
   tile.gemm %h, %h, %acc {transpose_a} : memref<64x64xbf16, #s>, memref<64x64xbf16, #s>, memref<64x64xf32, #f>
 }
+
+// -----
+
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// An FP8 A in registers (P of FP8 attention) with V stored [K, N]: B's copy
+// is transposed and K is permuted to the registers' order (position p of
+// each 16 holds key (p & ~15) | (p & 1) | ((p >> 1) & 1) << 3 | ((p >> 2) &
+// 3) << 1), and the gemm says so.
+// CHECK-LABEL: tile.kernel @register_a
+// CHECK-NEXT: %[[T:.*]] = tile.alloc {name = "b_k_major"} : memref<64x64xf8E4M3FN, #tile.space<shared>>
+// CHECK: %[[V:.*]] = tile.alloc : memref<64x64xf8E4M3FN, #tile.space<shared>>
+// CHECK: tile.parallel (%[[N:.*]], %[[P:.*]]) in [64, 64] {
+// CHECK: arith.andi %[[P]], %c-16
+// CHECK: arith.ori
+// CHECK: arith.ori
+// CHECK: %[[K:.*]] = arith.ori
+// CHECK-NEXT: %[[E:.*]] = memref.load %[[V]][%[[K]], %[[N]]]
+// CHECK-NEXT: memref.store %[[E]], %[[T]][%[[N]], %[[P]]]
+// CHECK: tile.gemm %{{.*}}, %[[T]], %{{.*}} {b_register_k_order, transpose_b}
+tile.kernel @register_a() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %p = tile.alloc : memref<64x64xf8E4M3FN, #f>
+  %v = tile.alloc : memref<64x64xf8E4M3FN, #s>
+  %acc = tile.alloc : memref<64x64xf32, #f>
+  // expected-remark @+1 {{operand B is stored [K, N] and 8-bit tensor-core instructions read it K-major only: element code copies it into a 64 x 64 shared tile with K in register order before each gemm (4096 bytes); store B [N, K] in that order (register_k_position) and set b_register_k_order to skip the copy}}
+  tile.gemm %p, %v, %acc : memref<64x64xf8E4M3FN, #f>, memref<64x64xf8E4M3FN, #s>, memref<64x64xf32, #f>
+}
+
+// -----
+
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// B stored [N, K] but in plain K order: a permuted copy, not transposed;
+// B already in register order: nothing.
+// CHECK-LABEL: tile.kernel @register_a_k_major
+// CHECK: tile.parallel
+// CHECK: tile.gemm {{.*}} {b_register_k_order, transpose_b}
+// CHECK-NOT: tile.parallel
+// CHECK: tile.gemm {{.*}} {b_register_k_order, transpose_b}
+tile.kernel @register_a_k_major() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %p = tile.alloc : memref<64x32xi8, #f>
+  %v = tile.alloc : memref<64x32xi8, #s>
+  %acc = tile.alloc : memref<64x64xi32, #f>
+  // expected-remark @+1 {{operand A is 8-bit in registers, read four consecutive K values a register where a thread holds pairs 8 apart: element code copies B into a 64 x 32 shared tile with K in register order}}
+  tile.gemm %p, %v, %acc {transpose_b} : memref<64x32xi8, #f>, memref<64x32xi8, #s>, memref<64x64xi32, #f>
+  tile.gemm %p, %v, %acc {transpose_b, b_register_k_order} : memref<64x32xi8, #f>, memref<64x32xi8, #s>, memref<64x64xi32, #f>
+}

@@ -28,9 +28,14 @@ def TesselKMajorOperands : Pass<"tessel-k-major-operands", "::tessel::tile::Kern
     K-major shared copy of that operand (allocated at the kernel's top),
     written by a `tile.parallel` just before the gemm, and a remark at the
     gemm saying what the copy costs and how to store the operand instead.
-    Post: every 8-bit gemm reads shared operands K-major.
+    An 8-bit A in registers reads K in register order (tile.gemm's
+    `b_register_k_order`): its B, unless the gemm says it is stored that
+    way, gets a copy with K permuted to match, and the attribute.
+    Post: every 8-bit gemm reads shared operands K-major, and B in register
+    order where A is in registers.
   }];
-  let dependentDialects = ["::tessel::tile::TileDialect", "::mlir::memref::MemRefDialect"];
+  let dependentDialects = ["::tessel::tile::TileDialect", "::mlir::memref::MemRefDialect",
+                           "::mlir::arith::ArithDialect"];
 }
 
 def TesselTmemAccumulators : Pass<"tessel-tmem-accumulators", "::tessel::tile::KernelOp"> {

@@ -395,6 +395,14 @@ LogicalResult GemmOp::verify() {
     return emitOpError("operand A element type ") << a.getElementType()
                                                   << " differs from operand B element type "
                                                   << b.getElementType();
+  if (getBRegisterKOrder()) {
+    if (a.getElementTypeBitWidth() != 8 || spaceOf(getA()) != MemorySpace::fragment)
+      return emitOpError("b_register_k_order matches B's K to an 8-bit A in registers; A is ")
+             << a.getElementType() << " in " << stringifyMemorySpace(spaceOf(getA()))
+             << " memory";
+    if (ka % 16)
+      return emitOpError("b_register_k_order permutes K within groups of 16; K is ") << ka;
+  }
   if (!getScaleA() && !getScaleB()) return success();
   return verifyBlockScales(m, n, ka);
 }

@@ -471,7 +471,19 @@ struct GemmOptions {
   /// [atoms, 32, 16] for one group), the scale of row r and K block j (of
   /// 32) at byte 16 (r % 32) + 4 (r / 32 % 4) + j of its atom (see tile.gemm).
   std::optional<Buffer> scale_a, scale_b;
+  /// An 8-bit A in registers (an accumulator-shaped fragment) is read with
+  /// K permuted within each 16: a thread's pairs at 2q and 8 + 2q (q = lane
+  /// % 4) go to the instruction as the four values at 4q. B's K must be
+  /// permuted the same way; the compiler copies B so (a remark says what
+  /// it costs) unless B is already stored with logical k = 8 b + 2 q + e
+  /// at position 4 q + 2 b + e of each 16 (b, e in {0, 1}), which this
+  /// option says (register_k_position gives the position).
+  bool b_register_k_order = false;
 };
+/// Where logical K index k of a B stored for an 8-bit A in registers sits
+/// (GemmOptions::b_register_k_order): k = 16 g + 8 b + 2 q + e at
+/// 16 g + 4 q + 2 b + e.
+Expr register_k_position(Expr k);
 void gemm(const Buffer &a, const Buffer &b, const Buffer &c, GemmOptions options = {},
           SrcLoc loc = SrcLoc::current());
 void reduce_sum(const Buffer &src, const Buffer &dst, int dim, bool clear = true,

@@ -222,6 +222,16 @@ def Tile_GemmOp : Tile_Op<"gemm", [AttrSizedOperandSegments]> {
     its atom (cuBLAS's blocked layout, which tcgen05.cp moves into tensor
     memory as the MMA reads it). C (+)= sum over K blocks of sa sb (A x B over the block); tcgen05
     only (kind::mxf8f6f4).
+
+    An 8-bit A in registers is an accumulator-shaped fragment (the scores
+    of FlashAttention's first product, converted): a thread holds, in each
+    16 of K, the pairs at 2q and 8 + 2q (q = lane % 4), while the 8-bit
+    instructions read four consecutive K values a register, at 4q. The
+    product is the same when B's K is permuted to match, so B is then read
+    in the register order: with `b_register_k_order`, the stored B holds
+    logical k = 8 b + 2 q + e (b, e in {0, 1}) at position 4 q + 2 b + e of
+    each 16 of K. tessel-k-major-operands makes such a copy of B (and sets
+    the attribute) unless the gemm already says B is stored that way.
   }];
   let arguments = (ins AnyMemRef:$a, AnyMemRef:$b, AnyMemRef:$c,
                        Optional<AnyMemRef>:$scale_a, Optional<AnyMemRef>:$scale_b,
@@ -229,7 +239,8 @@ def Tile_GemmOp : Tile_Op<"gemm", [AttrSizedOperandSegments]> {
                        UnitAttr:$clear_accum,
                        DefaultValuedAttr<Tile_WarpPolicyAttr, "::tessel::tile::WarpPolicy::square">:$policy,
                        OptionalAttr<Tile_GemmInstructionAttr>:$instruction,
-                       OptionalAttr<DenseI64ArrayAttr>:$warps, UnitAttr:$issue_only);
+                       OptionalAttr<DenseI64ArrayAttr>:$warps, UnitAttr:$issue_only,
+                       UnitAttr:$b_register_k_order);
   let assemblyFormat = [{
     $a `,` $b `,` $c (`scales` `(` $scale_a^ `,` $scale_b `:` type($scale_a) `,` type($scale_b) `)`)?
     attr-dict `:` type($a) `,` type($b) `,` type($c)
