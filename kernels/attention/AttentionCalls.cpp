@@ -19,6 +19,8 @@ using rt::ScalarType;
 
 namespace {
 const std::initializer_list<ScalarType> kHalfTypes = {ScalarType::F16, ScalarType::BF16};
+const std::initializer_list<ScalarType> kForwardTypes = {ScalarType::F16, ScalarType::BF16,
+                                                         ScalarType::F8E4M3, ScalarType::F8E5M2};
 
 /// The extents every attention call reads off its views.
 struct Problem {
@@ -29,22 +31,25 @@ struct Problem {
   int device;
 };
 
-/// Checks q, k, v, out (and lse) against each other and the options.
+/// Checks q, k, v, out (and lse) against each other and the options; the
+/// forward also takes FP8 inputs (`forward`), with out in bf16.
 Problem checkProblem(const TensorView &q, const TensorView &k, const TensorView &v,
-                     const TensorView &out, const TensorView &lse, const attention::Options &o) {
+                     const TensorView &out, const TensorView &lse, const attention::Options &o,
+                     bool forward = false) {
   if (o.cuSeqlensQ.has_value() != o.cuSeqlensK.has_value())
     throw Error("packed sequences need both cuSeqlensQ and cuSeqlensK");
-  requireView(q, "q", 4, kHalfTypes);
+  requireView(q, "q", 4, forward ? kForwardTypes : kHalfTypes);
+  DType outType = attentionOutputType(dtypeOf(q.dtype));
   requireView(k, "k", 4, {q.dtype});
   requireView(v, "v", 4, {q.dtype});
-  requireView(out, "out", 4, {q.dtype});
+  requireView(out, "out", 4, {scalarOf(outType)});
   Problem p{q.shape[0], q.shape[1], k.shape[1], q.shape[2], k.shape[2], q.shape[3],
             dtypeOf(q.dtype), o.cuSeqlensQ.has_value(), o.scale, 0};
   AttentionArgs args;
   args.q = {p.dtype, q.shape};
   args.k = {p.dtype, k.shape};
   args.v = {p.dtype, v.shape};
-  args.o = {p.dtype, out.shape};
+  args.o = {outType, out.shape};
   // The shapes only: cu_seqlens live on the device and are read by the
   // kernels, not copied back here (that would synchronize the stream).
   if (p.varlen) {
@@ -155,9 +160,17 @@ LaunchArg f32View(uint64_t base, size_t offset, std::vector<int64_t> shape, int 
 Choice attention::forward(const TensorView &q, const TensorView &k, const TensorView &v,
                           const TensorView &out, const TensorView &lse,
                           const ForwardOptions &o, CUstream stream) {
-  Problem p = checkProblem(q, k, v, out, lse, o);
+  Problem p = checkProblem(q, k, v, out, lse, o, /*forward=*/true);
   p.device = commonDevice({&q, &k, &v, &out, &lse});
   if (p.varlen) commonDevice({&q, &*o.cuSeqlensQ, &*o.cuSeqlensK});
+  bool fp8 = attentionOutputType(p.dtype) != p.dtype;
+  for (double s : {o.qScale, o.kScale, o.vScale})
+    if (!(s > 0) || std::isinf(s))
+      throw Error(fmt::format("qScale, kScale and vScale are positive finite FP8 scales; got {}, "
+                              "{}, {}", o.qScale, o.kScale, o.vScale));
+  if (!fp8 && (o.qScale != 1 || o.kScale != 1 || o.vScale != 1))
+    throw Error(fmt::format("qScale, kScale and vScale scale FP8 inputs; these are {}",
+                            name(p.dtype)));
   Choice choice;
   choice.arch = targetFor(o.arch, p.device);
   AttentionConfig c = o.config.value_or(AttentionConfig{});
@@ -165,6 +178,9 @@ Choice attention::forward(const TensorView &q, const TensorView &k, const Tensor
   c.headDim = p.headDim;
   c.causal = o.causal;
   c.varlen = p.varlen;
+  // FP8 on wgmma and mma.sync reads V rearranged once by fp8Values, not
+  // V tile by V tile in each block (tcgen05 reads V as it is stored).
+  if (!o.config) c.vTransposed = fp8 && !p.varlen && !isBlackwell(choice.arch);
   if (c.streamedShards || c.queryOffset)
     throw Error("attention::forward runs whole sequences: streamedShards and queryOffset are for "
                 "the sequence-parallel kernels");
@@ -213,8 +229,43 @@ Choice attention::forward(const TensorView &q, const TensorView &k, const Tensor
   if (p.varlen)
     args.packed = {o.cuSeqlensQ->shape[0], o.maxSeqlenQ, LaunchArg::view(*o.cuSeqlensQ),
                    LaunchArg::view(*o.cuSeqlensK)};
+  if (fp8) {
+    args.scale = p.scale * o.qScale * o.kScale;
+    args.vScale = o.vScale;
+  }
+  if (!c.vTransposed) {
+    kernel->launch(args.list(), stream);
+    return choice;
+  }
+  // V rearranged into the workspace, then the forward on it.
+  std::vector<int64_t> vtShape = {p.batch, p.headsKv, p.headDim, (p.seqK + 15) / 16 * 16};
+  size_t vtBytes = size_t(p.batch * p.headsKv * p.headDim) * size_t(vtShape[3]);
+  rt::ScopedDevice onDevice(p.device);
+  rt::Driver::get().makeCurrent();
+  StreamScratch scratch(o.workspace, o.workspaceBytes, vtBytes, stream,
+                        "this FP8 forward pass (forwardWorkspaceBytes)");
+  TensorView vt = TensorView::contiguous(scratch.base(), v.dtype, vtShape, p.device);
+  bool compiledNow = false;
+  std::shared_ptr<Kernel> rearrange =
+      cachedKernel(fmt::format("attention_fp8_values {} head_dim={}", name(p.dtype), p.headDim),
+                   choice.arch, [&] { return fp8Values(p.dtype, p.headDim); }, compiledNow);
+  choice.compiled = choice.compiled || compiledNow;
+  rearrange->launch({LaunchArg::integer(p.batch), LaunchArg::integer(p.seqK),
+                     LaunchArg::integer(p.headsKv), LaunchArg::view(v), LaunchArg::view(vt)},
+                    stream);
+  args.v = LaunchArg::view(vt);
   kernel->launch(args.list(), stream);
   return choice;
+}
+
+size_t attention::forwardWorkspaceBytes(const TensorView &q, const TensorView &k,
+                                        const ForwardOptions &o) {
+  DType dtype = dtypeOf(q.dtype);
+  if (attentionOutputType(dtype) == dtype || o.cuSeqlensQ || q.shape.size() != 4 ||
+      k.shape.size() != 4)
+    return 0;
+  int64_t keys = (k.shape[1] + 15) / 16 * 16;
+  return size_t(k.shape[0] * k.shape[2] * k.shape[3]) * size_t(keys);
 }
 
 size_t attention::backwardWorkspaceBytes(const TensorView &q, const TensorView &k,

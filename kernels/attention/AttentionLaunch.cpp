@@ -44,6 +44,7 @@ std::vector<LaunchArg> AttentionForwardArgs::list() const {
     out.push_back(packed->cuSeqlensQ);
     out.push_back(packed->cuSeqlensK);
   }
+  if (vScale) out.push_back(LaunchArg::real(*vScale));
   return out;
 }
 

@@ -81,7 +81,10 @@ struct AttentionInputs {
   Expr batch, seqQ, seqK, headsQ, headsKv, scale;
   Tensor q, k, v;
 
-  static AttentionInputs declare(Program &p, DType dtype, int64_t headDim) {
+  /// With `vTransposed`, V is [batch, heads_kv, head_dim, seqlen_k rounded
+  /// up to 16] (AttentionConfig::vTransposed).
+  static AttentionInputs declare(Program &p, DType dtype, int64_t headDim,
+                                 bool vTransposed = false) {
     // Braced initialisers run left to right: the parameters keep this order.
     Expr batch = p.sym("batch"), seqQ = p.sym("seqlen_q"), seqK = p.sym("seqlen_k");
     Expr headsQ = p.sym("heads_q"), headsKv = p.sym("heads_kv");
@@ -94,7 +97,9 @@ struct AttentionInputs {
             scale,
             p.tensor("Q", {batch, seqQ, headsQ, headDim}, dtype),
             p.tensor("K", {batch, seqK, headsKv, headDim}, dtype),
-            p.tensor("V", {batch, seqK, headsKv, headDim}, dtype)};
+            vTransposed
+                ? p.tensor("V", {batch, headsKv, headDim, ceil_div(seqK, 16) * 16}, dtype)
+                : p.tensor("V", {batch, seqK, headsKv, headDim}, dtype)};
   }
 };
 

@@ -38,9 +38,12 @@ void tessel::kernels::validateAttention(DType dtype, int64_t headDim, bool varle
     if (t->shape.size() != 4)
       throw Error(fmt::format("{} has shape {}; attention tensors are [batch, seqlen, heads, "
                               "head_dim]", name, shapeText(t->shape)));
-    if (t->dtype != dtype)
-      throw Error(fmt::format("{} is {} but the kernel was built for {}", name, tessel::name(t->dtype),
-                              tessel::name(dtype)));
+    DType expected = t == &a.o ? attentionOutputType(dtype) : dtype;
+    if (t->dtype != expected)
+      throw Error(fmt::format("{} is {} but the kernel was built for {}{}", name,
+                              tessel::name(t->dtype), tessel::name(expected),
+                              expected != dtype ? fmt::format(" (O of {} inputs)", tessel::name(dtype))
+                                                : std::string()));
     if (t->shape[3] != headDim)
       throw Error(fmt::format("{} has head_dim {} but the kernel was built for head_dim {}", name,
                               t->shape[3], headDim));

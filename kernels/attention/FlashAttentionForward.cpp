@@ -26,7 +26,12 @@ namespace {
 // and what a kernel keeps beside its tiles (mbarriers, reduction scratch).
 const int64_t kSharedBytes = 232448, kSharedSlack = 1024;
 
+bool isFp8(DType t) { return t == DType::f8e4m3 || t == DType::f8e5m2; }
+
 void checkConfig(const AttentionConfig &c) {
+  if (byteSize(c.dtype) == 1 && !isFp8(c.dtype))
+    throw Error(fmt::format("flash attention forward takes f16, bf16, f8e4m3 or f8e5m2 inputs, not {}",
+                            name(c.dtype)));
   if (c.headDim != 64 && c.headDim != 128 && c.headDim != 256)
     throw Error(fmt::format("flash attention forward supports head_dim 64, 128 and 256, not {}",
                             c.headDim));
@@ -36,6 +41,10 @@ void checkConfig(const AttentionConfig &c) {
   if (c.tmaStore && c.varlen)
     throw Error("flash attention forward: tma_store writes whole [block_m, head_dim] tiles of O; "
                 "a packed (varlen) batch's tile would reach into the next sequence's rows");
+  if (c.vTransposed && (!isFp8(c.dtype) || c.varlen || c.streamedShards))
+    throw Error("flash attention forward: v_transposed (V as [batch, heads_kv, head_dim, keys] in "
+                "register order) is for FP8 inputs of fixed-length batches without streamed "
+                "shards");
   if (c.streamedShards && (c.overlap || c.varlen))
     throw Error("flash attention forward: streamed shards work without `overlap` and `varlen`");
 }
@@ -62,14 +71,17 @@ struct Arrivals {
 class ForwardBlock {
 public:
   ForwardBlock(const AttentionConfig &c, int64_t blockN, const ForwardTensors &tensors,
-               const std::optional<Arrivals> &arrivals, Expr queryOffset, const ForwardTile &tile)
+               const std::optional<Arrivals> &arrivals, Expr queryOffset, Expr vScale,
+               const ForwardTile &tile)
       : c(c), d(c.headDim), bm(c.blockM), bn(blockN), tensors(tensors), arrivals(arrivals),
-        queryOffset(queryOffset), tile(tile), sq(tile.queries), sk(tile.keys), row0(tile.row0),
+        queryOffset(queryOffset), vScale(vScale), tile(tile), sq(tile.queries), sk(tile.keys),
+        row0(tile.row0),
         qkv(ForwardOperands::allocate(c, bm, bn)),
         s(alloc_fragment({bm, bn}, DType::f32, "scores")),
         pr(alloc_fragment({bm, bn}, c.dtype, "probs")),
         acc(alloc_fragment({bm, d}, DType::f32, "out_acc")),
-        softmax(OnlineSoftmax::allocate(bm, "rescale", /*shiftByBlock=*/c.overlap)) {}
+        softmax(OnlineSoftmax::allocate(bm, "rescale", /*shiftByBlock=*/c.overlap,
+                                        /*pBias=*/isFp8(c.dtype) ? 8 : 0)) {}
 
   void build() {
     // The queries' rows (at their key position, the last shard for any
@@ -114,7 +126,18 @@ private:
     parallel(bm, d, [&](Expr i, Expr j) { acc(i, j) = acc(i, j) * softmax.factor(i); });
   }
 
-  void accumulateOutput() const { gemm(pr, qkv.v, acc, {.policy = WarpPolicy::full_row}); }
+  void accumulateOutput() const {
+    gemm(pr, qkv.v, acc,
+         {.transpose_b = c.vTransposed, .policy = WarpPolicy::full_row,
+          .b_register_k_order = c.vTransposed});
+  }
+
+  /// The V tile of keys [col0, col0 + block_n): rows of V, or columns of
+  /// V^T in register order.
+  void loadValues(Expr col0) const {
+    if (!c.vTransposed) return copy(sk.rows(tensors.in.v, col0, tile.kvHead, bn, d), qkv.v);
+    copy(tensors.in.v.tile({sk.batch, tile.kvHead, 0, col0}, {drop, drop, d, bn}), qkv.v);
+  }
 
   void walkKeys(Expr blocks, const PipelineOptions &loop) const {
     pipelined(blocks, c.stages, loop, [&](Expr kt) {
@@ -125,7 +148,7 @@ private:
       if (arrivals)
         if_(col0 % arrivals->shardRows == 0, [&] { waitForShard(col0); });
       copy(sk.rows(tensors.in.k, col0, tile.kvHead, bn, d), qkv.k);
-      copy(sk.rows(tensors.in.v, col0, tile.kvHead, bn, d), qkv.v);
+      loadValues(col0);
       scores(qkv.k);
       probabilities(col0, [&] { rescaleOutput(); });
       accumulateOutput();
@@ -146,7 +169,7 @@ private:
     pipelined(blocks, c.stages, loop, [&](Expr kt) {
       Expr col0 = kt * bn;
       copy(sk.rows(tensors.in.k, col0 + bn, tile.kvHead, bn, d), qkv.k);
-      copy(sk.rows(tensors.in.v, col0, tile.kvHead, bn, d), qkv.v);
+      loadValues(col0);
       auto step = [&](bool next) {
         if (next) scores(qkv.k);
         rescaleOutput();
@@ -171,16 +194,23 @@ private:
   /// O / l (the epilogue, which nothing overlaps), then the log-sum-exp.
   void epilogue() const {
     softmax.reciprocalSums();
+    if (isFp8(c.dtype))
+      parallel(bm, [&](Expr i) { softmax.factor(i) = softmax.factor(i) * vScale; });
     rescaleOutput();
     if (c.tmaStore) {
       // O is staged in a tile of its own where one fits beside the stages:
       // Q's tile is then written only by its load, which the producer can
       // issue for the next tile under this one's epilogue. Else (head_dim
       // 256, or three stages at 128) in Q's tile, which is done with.
+      DType outType = attentionOutputType(c.dtype);
       int64_t tileBytes = bm * d * byteSize(c.dtype), block = bn * d * byteSize(c.dtype);
+      int64_t outBytes = bm * d * byteSize(outType);
       int64_t staged = tileBytes + c.stages * 2 * block + (c.overlap ? block : 0);
-      Buffer out = staged + tileBytes + kSharedSlack <= kSharedBytes
-                       ? alloc_shared({bm, d}, c.dtype, "o_tile")
+      if (outType != c.dtype && staged + outBytes + kSharedSlack > kSharedBytes)
+        throw Error("flash attention forward: tma_store stages O in a tile of its own for FP8 "
+                    "inputs, which does not fit beside the stages; use fewer stages");
+      Buffer out = staged + outBytes + kSharedSlack <= kSharedBytes
+                       ? alloc_shared({bm, d}, outType, "o_tile")
                        : qkv.q;
       copy(acc, out);
       copy(out, sq.rows(tensors.o, row0, tile.head, bm, d));
@@ -195,6 +225,7 @@ private:
   const ForwardTensors &tensors;
   const std::optional<Arrivals> &arrivals;
   Expr queryOffset; // key position of query row 0
+  Expr vScale;      // FP8: V's scale, which multiplies O
   const ForwardTile &tile;
   const Sequence &sq, &sk;
   Expr row0;
@@ -215,8 +246,9 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
   std::optional<Arrivals> arrivals = Arrivals::declare(p, c);
   // Key position of query row 0 (0 unless given).
   Expr queryOffset = c.queryOffset ? p.sym("query_offset") : Expr(0);
+  Expr vScale = isFp8(c.dtype) ? p.scalar("v_scale", DType::f32) : Expr(1.0);
   launchForwardGrid(p, c, tensors, c.blockM, [&](const ForwardTile &tile) {
-    ForwardBlock(c, bn, tensors, arrivals, queryOffset, tile).build();
+    ForwardBlock(c, bn, tensors, arrivals, queryOffset, vScale, tile).build();
   });
   return p;
 }

@@ -39,11 +39,24 @@ Program tessel::kernels::flashAttentionForwardTcgen05(const AttentionConfig &c, 
                             c.threads));
   if (c.overlap || c.streamedShards || c.queryOffset)
     throw Error("the tcgen05 attention forward has no `overlap`, streamed shards or query offset");
+  // FP8: kind::f8f6f4 for both products, P through shared memory (the ts
+  // form's A in tensor memory is 16-bit).
+  bool fp8 = c.dtype == DType::f8e4m3 || c.dtype == DType::f8e5m2;
+  if (byteSize(c.dtype) == 1 && !fp8)
+    throw Error(fmt::format("the tcgen05 attention forward takes f16, bf16, f8e4m3 or f8e5m2 "
+                            "inputs, not {}", name(c.dtype)));
+  if (c.vTransposed)
+    throw Error("v_transposed is the register kernel's (wgmma reads FP8 V K-major only); "
+                "tcgen05.mma reads V as it is stored");
+  if (fp8 && pInTmem)
+    throw Error("the ts attention forward keeps P in tensor memory, which tcgen05.mma reads as "
+                "16-bit only; FP8 inputs take variant=ss");
   Program p(c.varlen ? "flash_attention_varlen_fwd" : "flash_attention_fwd");
   // S (block_n columns) and O (head_dim) share the block's 512 columns.
   const int64_t d = c.headDim, bm = c.blockM, bn = forwardKeyBlock(c);
   const int64_t chunk = 64; // O columns rescaled and stored at a time: 32 a thread
   ForwardTensors tensors = ForwardTensors::declare(p, c, d);
+  Expr vScale = fp8 ? p.scalar("v_scale", DType::f32) : Expr(1.0);
   launchForwardGrid(p, c, tensors, bm, [&](const ForwardTile &tile) {
     const Sequence &sq = tile.queries, &sk = tile.keys;
     Expr row0 = tile.row0;
@@ -59,7 +72,7 @@ Program tessel::kernels::flashAttentionForwardTcgen05(const AttentionConfig &c, 
     Buffer s = alloc_fragment({bm, bn}, DType::f32, "scores_regs");
     Buffer pr = alloc_fragment({bm, bn}, c.dtype, "probs");
     Buffer part = alloc_fragment({bm, chunk}, DType::f32, "out_part");
-    OnlineSoftmax softmax = OnlineSoftmax::allocate(bm, "rescale");
+    OnlineSoftmax softmax = OnlineSoftmax::allocate(bm, "rescale", false, fp8 ? 8 : 0);
 
     copy(sq.rows(tensors.in.q, row0, tile.head, bm, d), qkv.q);
     softmax.begin(tensors.in.scale, oTmem);
@@ -84,6 +97,7 @@ Program tessel::kernels::flashAttentionForwardTcgen05(const AttentionConfig &c, 
     });
     Buffer out = sq.rows(tensors.o, row0, tile.head, bm, d);
     softmax.reciprocalSums();
+    if (fp8) parallel(bm, [&](Expr i) { softmax.factor(i) = softmax.factor(i) * vScale; });
     for (int64_t at = 0; at < d; at += chunk) {
       copy(oTmem.tile({0, at}, {bm, chunk}), part);
       parallel(bm, chunk, [&](Expr i, Expr j) { part(i, j) = part(i, j) * softmax.factor(i); });

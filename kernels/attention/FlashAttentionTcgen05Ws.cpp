@@ -52,6 +52,9 @@ constexpr int64_t kScoreChunk = 32;  // and of S (the softmax holds more beside 
 constexpr int64_t kSoftmaxRegisters = 184, kCorrectionRegisters = 72, kIssueRegisters = 72;
 
 void checkConfig(const AttentionConfig &c, int64_t bn) {
+  if (byteSize(c.dtype) == 1 || c.vTransposed)
+    throw Error(fmt::format("the warp-specialized tcgen05 attention forward (variant=ws) takes f16 "
+                            "and bf16 inputs, not {}; FP8 runs on variant=ss", name(c.dtype)));
   if (c.persistent)
     throw Error("a persistent attention forward is the register kernel's (variant=registers)");
   if (c.tmaStore)

@@ -27,8 +27,8 @@ struct ForwardTensors {
   Batch seqs;
 
   static ForwardTensors declare(Program &p, const AttentionConfig &c, int64_t headDim) {
-    AttentionInputs in = AttentionInputs::declare(p, c.dtype, headDim);
-    Tensor o = p.tensor("O", {in.batch, in.seqQ, in.headsQ, headDim}, c.dtype);
+    AttentionInputs in = AttentionInputs::declare(p, c.dtype, headDim, c.vTransposed);
+    Tensor o = p.tensor("O", {in.batch, in.seqQ, in.headsQ, headDim}, attentionOutputType(c.dtype));
     Tensor lse = p.tensor("LSE", {in.batch, in.headsQ, in.seqQ}, DType::f32);
     Batch seqs = Batch::declare(p, c.varlen, in.batch, in.seqQ, "max_seqlen_q");
     return {in, o, lse, seqs};
@@ -82,7 +82,8 @@ struct ForwardOperands {
   static ForwardOperands allocate(const AttentionConfig &c, int64_t blockM, int64_t blockN) {
     Buffer q = alloc_shared({blockM, c.headDim}, c.dtype, "q_tile");
     Buffer k = alloc_shared({blockN, c.headDim}, c.dtype, "k_tile");
-    Buffer v = alloc_shared({blockN, c.headDim}, c.dtype, "v_tile");
+    Buffer v = c.vTransposed ? alloc_shared({c.headDim, blockN}, c.dtype, "v_t_tile")
+                             : alloc_shared({blockN, c.headDim}, c.dtype, "v_tile");
     return {q, k, v};
   }
 };

@@ -4,13 +4,15 @@
 using namespace tessel;
 using namespace tessel::kernels;
 
-OnlineSoftmax OnlineSoftmax::allocate(int64_t rows, const char *factorName, bool shiftByBlock) {
+OnlineSoftmax OnlineSoftmax::allocate(int64_t rows, const char *factorName, bool shiftByBlock,
+                                      int pBias) {
   OnlineSoftmax s;
   s.rowMax = alloc_fragment({rows}, DType::f32, "row_max");
   s.rowSum = alloc_fragment({rows}, DType::f32, "row_sum");
   s.blockMax = alloc_fragment({rows}, DType::f32, "tile_max");
   s.factor = alloc_fragment({rows}, DType::f32, factorName);
   s.shiftByBlock = shiftByBlock;
+  s.pBias = pBias;
   return s;
 }
 
@@ -43,7 +45,8 @@ void OnlineSoftmax::advance() const {
 void OnlineSoftmax::exponentiate(const Buffer &s, const Buffer &p) const {
   const Buffer &shift = shiftByBlock ? blockMax : rowMax;
   parallel(s.shape()[0], s.shape()[1], [&](Expr i, Expr j) {
-    s(i, j) = exp2(s(i, j) * scaleLog2 - shift(i));
+    s(i, j) = pBias ? exp2(s(i, j) * scaleLog2 - (shift(i) - Expr(double(pBias))))
+                    : exp2(s(i, j) * scaleLog2 - shift(i));
     p(i, j) = cast(s(i, j), p.dtype());
   });
   reduce_sum(s, rowSum, 1, /*clear=*/false);
@@ -65,6 +68,9 @@ void OnlineSoftmax::reciprocalSums() const {
 
 void OnlineSoftmax::storeLse(const Sequence &sq, const Tensor &lse, Expr head, Expr row) const {
   int64_t rows = rowMax.shape()[0];
-  parallel(rows, [&](Expr i) { blockMax(i) = rowMax(i) / kLog2e + log(rowSum(i)); });
+  parallel(rows, [&](Expr i) {
+    Expr m = pBias ? rowMax(i) - Expr(double(pBias)) : rowMax(i);
+    blockMax(i) = m / kLog2e + log(rowSum(i));
+  });
   sq.store(blockMax, sq.vector(lse, head, row, rows), row);
 }

@@ -53,9 +53,15 @@ struct OnlineSoftmax {
   // by m itself.
   bool shiftByBlock = false;
   Expr scaleLog2 = 0; // scale * log2(e), set by begin()
+  // P (and l with it) is 2^pBias times the probabilities: an FP8 P in
+  // (0, 256] keeps FP8's normal range down to 2^-14 of the row's maximum,
+  // where (0, 1] would round the small ones to FP8's subnormals or zero.
+  // O / l is unchanged; the log-sum-exp takes it off.
+  int pBias = 0;
 
   /// The four fragments of `rows` f32 elements, `factor` named `factorName`.
-  static OnlineSoftmax allocate(int64_t rows, const char *factorName, bool shiftByBlock = false);
+  static OnlineSoftmax allocate(int64_t rows, const char *factorName, bool shiftByBlock = false,
+                                int pBias = 0);
 
   /// Starts every row: m = -inf, l = 0, and `output` (the O accumulator,
   /// where given) zeroed; `scale` is the softmax scale.

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include <catch2/catch.hpp>
 
+#include "ErrorOf.h"
 #include "GpuHelpers.h"
 #include "ScopedCacheDir.h"
 #include "tessel/harness/LibrarySupport.h"
@@ -366,6 +367,87 @@ TEST_CASE("tessel::attention forward and backward match the reference", "[gpu][a
   checkAttention(2, {130}, 4, 4, 128, true, DType::bf16); // MHA: dK/dV written directly
   checkAttention(1, {150}, 2, 1, 128, true, DType::f16);
   checkAttention(1, {77, 200, 5}, 4, 2, 64, true, DType::bf16); // packed sequences
+}
+
+// FP8 attention through the call: q, k, v in e4m3 or e5m2 with per-tensor
+// scales, out in bf16. Fixed-length batches read V rearranged by the
+// call's own kernel (into its own or the caller's workspace), packed ones
+// permute each V tile in shared memory; both against float64 attention of
+// the scaled FP8 values. P is rounded to FP8 in the kernel, which the
+// reference does not model: toleranceFor's half an ulp.
+TEST_CASE("tessel::attention::forward on FP8 views with scales", "[gpu][api]") {
+  std::string arch = rt::nativeArch(rt::Driver::get().computeCapability());
+  if (arch != "sm_90a" && arch != "sm_89") {
+    WARN("SKIPPED: FP8 attention runs on wgmma (sm_90a) and mma.sync (sm_89); this is " << arch);
+    return;
+  }
+  struct Case {
+    DType t;
+    int64_t batch;
+    std::vector<int64_t> lens;
+    int64_t headsQ, headsKv, d;
+    bool causal, ownWorkspace;
+  };
+  for (const Case &c : {Case{DType::f8e4m3, 2, {300}, 4, 2, 128, false, false},
+                        Case{DType::f8e4m3, 1, {1000}, 2, 2, 64, true, true},
+                        Case{DType::f8e5m2, 1, {517}, 4, 1, 128, true, false},
+                        Case{DType::f8e4m3, 1, {77, 300, 16}, 4, 2, 128, true, false}}) {
+    bool packed = c.lens.size() > 1;
+    int64_t rows = 0;
+    for (int64_t l : c.lens) rows += l;
+    int64_t tb = packed ? 1 : c.batch, seq = packed ? rows : c.lens[0];
+    std::vector<int64_t> perSeq = packed ? c.lens : std::vector<int64_t>(c.batch, c.lens[0]);
+    std::mt19937_64 rng(seq * 3 + c.d + c.causal);
+    Tensor2 q(c.t, {tb, seq, c.headsQ, c.d}, &rng), k(c.t, {tb, seq, c.headsKv, c.d}, &rng),
+        v(c.t, {tb, seq, c.headsKv, c.d}, &rng);
+    Tensor2 o(DType::bf16, q.host.shape), lse(DType::f32, {tb, c.headsQ, seq});
+    Tensor2 cu(DType::i32, {int64_t(perSeq.size()) + 1});
+    cu.host.set(0, 0);
+    for (size_t b = 0, at = 0; b < perSeq.size(); ++b) cu.host.set(b + 1, float(at += perSeq[b]));
+    cu.device.upload(cu.host.bytes.data(), cu.host.bytes.size());
+    attention::ForwardOptions fo;
+    fo.causal = c.causal;
+    fo.qScale = 0.5, fo.kScale = 1.5, fo.vScale = 0.75;
+    if (packed) {
+      fo.cuSeqlensQ = fo.cuSeqlensK = cu.view();
+      fo.maxSeqlenQ = fo.maxSeqlenK = *std::max_element(c.lens.begin(), c.lens.end());
+    }
+    size_t bytes = attention::forwardWorkspaceBytes(q.view(), k.view(), fo);
+    CHECK(bytes == (packed ? 0 : size_t(tb * c.headsKv * c.d * ((seq + 15) / 16 * 16))));
+    std::optional<rt::DeviceBuffer> workspace;
+    if (c.ownWorkspace) {
+      workspace.emplace(bytes);
+      fo.workspace = workspace->ptr(), fo.workspaceBytes = bytes;
+    }
+    Stream stream;
+    Choice f = attention::forward(q.view(), k.view(), v.view(), o.view(), lse.view(), fo, stream.s);
+    stream.sync();
+    o.fetch();
+    lse.fetch();
+    AttentionReference ref{c.headsQ, c.headsKv, c.d, c.causal,
+                           fo.qScale * fo.kScale / std::sqrt(double(c.d)), {}, {}, {}, {}, {}};
+    ref.run(q.host, k.host, v.host, q.host, packed ? int64_t(c.lens.size()) : c.batch, perSeq,
+            perSeq);
+    for (double &x : ref.o) x *= fo.vScale;
+    double oError = relativeError(o.host.values, ref.o);
+    double lseError = relativeError(lse.host.values, ref.lse);
+    std::string what = fmt::format("{} lens={} heads {}/{} d={} causal={}: {} O {:.2e} LSE {:.2e}",
+                                   name(c.t), fmt::join(c.lens, ","), c.headsQ, c.headsKv, c.d,
+                                   c.causal, f.config, oError, lseError);
+    fmt::print("fp8 attention call {}\n", what);
+    INFO(what);
+    CHECK(oError < toleranceFor(c.t));
+    CHECK(lseError < 1e-3);
+    CHECK((f.config.find("v_transposed=1") != std::string::npos) == !packed);
+  }
+  // The scales are FP8's: bf16 inputs with them are an error.
+  Tensor2 q(DType::bf16, {1, 64, 2, 64}), o(DType::bf16, {1, 64, 2, 64}), lse(DType::f32, {1, 2, 64});
+  attention::ForwardOptions scaled;
+  scaled.vScale = 2;
+  CHECK_THAT(test::errorOf([&] {
+               attention::forward(q.view(), q.view(), q.view(), o.view(), lse.view(), scaled);
+             }),
+             Catch::Contains("scale FP8 inputs"));
 }
 
 TEST_CASE("tessel::attention::forward takes 192-row tiles at head_dim 64 on sm_90a", "[gpu][api]") {

@@ -428,6 +428,56 @@ TEST_CASE("an 8-bit A in registers reads B in register K order", "[fp8]") {
   });
 }
 
+// The FP8 attention forward: both products on FP8 tensor cores on each
+// target, P x V reading P from registers on wgmma and mma.sync, V either
+// rearranged beforehand (v_transposed, no remark) or permuted in shared
+// memory by the compiler (a remark says so); on sm_100a the ss form with
+// kind::f8f6f4. What it does not take is an error that says so.
+TEST_CASE("the FP8 attention forward compiles to FP8 tensor-core products", "[fp8]") {
+  const harness::LibraryKernel &entry = harness::findKernel("flash_attention_fwd");
+  auto build = [&](const std::string &arch, harness::Params p) {
+    Program program = entry.build(harness::withDefaults(entry, p, arch));
+    CompileOptions options{arch};
+    options.printWarnings = false;
+    return compile(program, options);
+  };
+  auto remarked = [](const Kernel &k) {
+    for (const Remark &r : k.remarks())
+      if (r.message.find("with K in register order") != std::string::npos) return true;
+    return false;
+  };
+  for (std::string dtype : {"e4m3", "e5m2"})
+    for (std::string transposed : {"0", "1"}) {
+      INFO(dtype << " v_transposed=" << transposed);
+      Kernel k = build("sm_90a", {{"dtype", dtype}, {"v_transposed", transposed}, {"causal", "1"}});
+      CHECK(k.ptx().find("wgmma.mma_async.sync.aligned.m64n128k32.f32." + dtype + "." + dtype) !=
+            std::string::npos);
+      CHECK(k.cuda().find("tessel::fence_quads(") != std::string::npos);
+      CHECK(k.spillBytes() == 0);
+      CHECK(remarked(k) == (transposed == "0"));
+    }
+  Kernel ada = build("sm_89", {{"dtype", "e4m3"}, {"v_transposed", "1"}});
+  CHECK(ada.ptx().find("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32") != std::string::npos);
+  Kernel blackwell = build("sm_100a", {{"dtype", "e4m3"}});
+  CHECK(blackwell.ptx().find("tcgen05.mma.cta_group::1.kind::f8f6f4") != std::string::npos);
+  CHECK(blackwell.ptx().find("kind::f16") == std::string::npos);
+  CHECK(blackwell.spillBytes() == 0);
+  CHECK_THAT(errorOf([&] { build("sm_100a", {{"dtype", "e4m3"}, {"variant", "ts"}}); }),
+             Catch::Contains("FP8 inputs take variant=ss"));
+  CHECK_THAT(errorOf([&] { build("sm_90a", {{"v_transposed", "1"}}); }),
+             Catch::Contains("v_transposed"));
+  CHECK_THAT(errorOf([&] {
+               build("sm_90a", {{"dtype", "e4m3"}, {"v_transposed", "1"}, {"varlen", "1"}});
+             }),
+             Catch::Contains("fixed-length"));
+  // V rearranged for it: transposed, keys permuted, on every target.
+  const harness::LibraryKernel &values = harness::findKernel("attention_fp8_values");
+  for (std::string arch : {"sm_80", "sm_90a", "sm_100a"}) {
+    Program program = values.build(harness::withDefaults(values, {}, arch));
+    CHECK_NOTHROW(compile(program, {arch, ""}));
+  }
+}
+
 // sm_100a: 8-bit gemms are tcgen05.mma kind::f8f6f4 (e4m3, e5m2) and kind::i8
 // into tensor memory, K-major or MN-major, plain and warp-specialized, with
 // no spills; the emulated build is the same kernel for sm_90a. Block scales

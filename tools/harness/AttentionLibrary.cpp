@@ -130,7 +130,8 @@ struct AttentionShape {
   }
   AttentionArgs args(DType t) const {
     AttentionArgs a;
-    a.q = a.o = {t, {tensorBatch(), seqQ, headsQ, headDim}};
+    a.q = {t, {tensorBatch(), seqQ, headsQ, headDim}};
+    a.o = {attentionOutputType(t), a.q.shape};
     a.k = a.v = {t, {tensorBatch(), seqK, headsKv, headDim}};
     if (varlen) {
       for (int64_t b = 0; b <= batch; ++b) {
@@ -190,11 +191,14 @@ void referenceForward(const AttentionShape &s, const HostTensor &q, const HostTe
 
 struct ForwardInputs {
   HostTensor q, k, v, o, lse, cuQ, cuK;
+  /// V as a v_transposed kernel takes it (an empty tensor otherwise).
+  HostTensor vt{DType::f32, {0}};
   /// Streamed shards: every shard's flag already at epoch 1.
   HostTensor arrivals;
   ForwardInputs(const AttentionShape &s, DType t)
       : q(t, {s.tensorBatch(), s.seqQ, s.headsQ, s.headDim}),
-        k(t, {s.tensorBatch(), s.seqK, s.headsKv, s.headDim}), v(k), o(q),
+        k(t, {s.tensorBatch(), s.seqK, s.headsKv, s.headDim}), v(k),
+        o(attentionOutputType(t), {s.tensorBatch(), s.seqQ, s.headsQ, s.headDim}),
         lse(DType::f32, {s.tensorBatch(), s.headsQ, s.seqQ}), cuQ(DType::i32, {s.batch + 1}),
         cuK(cuQ), arrivals(DType::i32, {std::max<int64_t>(s.shards, 1)}) {
     for (int64_t i = 0; i < s.shards; ++i) arrivals.set(i, 1);
@@ -206,13 +210,41 @@ struct ForwardInputs {
   }
 };
 
+/// V^T in register order, [batch, heads_kv, head_dim, seqlen_k rounded up
+/// to 16], zeros past seqlen_k (AttentionConfig::vTransposed).
+HostTensor registerOrderValues(const AttentionShape &s, const HostTensor &v) {
+  int64_t keys = (s.seqK + 15) / 16 * 16;
+  HostTensor vt(v.type, {s.tensorBatch(), s.headsKv, s.headDim, keys});
+  for (int64_t b = 0; b < s.tensorBatch(); ++b)
+    for (int64_t h = 0; h < s.headsKv; ++h)
+      for (int64_t c = 0; c < s.headDim; ++c)
+        for (int64_t p = 0; p < keys; ++p) {
+          int64_t key = (p & ~int64_t{15}) | (p & 1) | ((p >> 1 & 1) << 3) | ((p >> 2 & 3) << 1);
+          int64_t at = ((b * s.headsKv + h) * s.headDim + c) * keys + p;
+          vt.set(at, key < s.seqK ? v.values[s.kAt(b, key, h) + c] : 0.0f);
+        }
+  return vt;
+}
+
 /// Checked, random forward inputs (outputs left zero).
+/// V's scale in the FP8 forward's checks and benchmarks: not 1, so that a
+/// kernel that ignores it fails.
+constexpr double kFp8VScale = 0.75;
+
 ForwardInputs randomForwardInputs(const AttentionShape &s, DType t, std::mt19937_64 &rng) {
   validateAttention(t, s.headDim, s.varlen, s.args(t));
   ForwardInputs x(s, t);
   randomize(x.q, rng, -2, 2);
   randomize(x.k, rng, -2, 2);
   randomize(x.v, rng);
+  return x;
+}
+
+/// The forward's inputs for a kernel built with `c`.
+ForwardInputs forwardInputsFor(const AttentionConfig &c, const AttentionShape &s, DType t,
+                               std::mt19937_64 &rng) {
+  ForwardInputs x = randomForwardInputs(s, t, rng);
+  if (c.vTransposed) x.vt = registerOrderValues(s, x.v);
   return x;
 }
 
@@ -224,7 +256,7 @@ void forwardArgs(DeviceRun &run, const AttentionShape &s, ForwardInputs &t, bool
   a.headsQ = s.headsQ, a.headsKv = s.headsKv, a.scale = s.scale;
   a.q = run.addTensor(t.q, false);
   a.k = run.addTensor(t.k, false);
-  a.v = run.addTensor(t.v, false);
+  a.v = run.addTensor(t.vt.size() ? t.vt : t.v, false);
   a.o = run.addTensor(t.o, poison);
   a.lse = run.addTensor(t.lse, poison);
   if (s.shards) a.streamed = {s.seqK / s.shards, s.shards, 1, 1, run.addTensor(t.arrivals, false)};
@@ -232,6 +264,7 @@ void forwardArgs(DeviceRun &run, const AttentionShape &s, ForwardInputs &t, bool
   if (s.varlen)
     a.packed = {s.batch + 1, s.maxLen(s.lenQ), run.addTensor(t.cuQ, false),
                 run.addTensor(t.cuK, false)};
+  if (attentionOutputType(t.q.type) != t.q.type) a.vScale = kFp8VScale;
   run.args = a.list();
 }
 
@@ -239,9 +272,15 @@ CheckResult checkForward(Kernel &kernel, const Params &p, uint64_t seed) {
   std::mt19937_64 rng(seed);
   AttentionShape s(p);
   DType t = dtypeParam(p, "dtype");
-  ForwardInputs x = randomForwardInputs(s, t, rng);
+  ForwardInputs x = forwardInputsFor(attentionConfig(p), s, t, rng);
   std::vector<double> o, lse;
   referenceForward(s, x.q, x.k, x.v, o, lse);
+  // FP8: O is V's scale times the product of the FP8 values; P is rounded
+  // to FP8 in the kernel (not in the reference), about 3% (e4m3) or 5%
+  // (e5m2) per probability, which toleranceFor allows (half an ulp).
+  bool fp8 = attentionOutputType(t) != t;
+  if (fp8)
+    for (double &value : o) value *= kFp8VScale;
   DeviceRun run;
   forwardArgs(run, s, x, /*poison=*/true);
   CheckResult r;
@@ -263,12 +302,14 @@ BenchResult benchForward(Kernel &kernel, const Params &p, int reps) {
   static std::mutex lastMutex;
   static std::unique_ptr<std::pair<std::string, ForwardInputs>> last;
   std::lock_guard<std::mutex> lock(lastMutex);
-  std::string key = fmt::format("{} lengths {} / {} shards {}", s.str(t), fmt::join(s.lenQ, ","),
-                                fmt::join(s.lenK, ","), s.shards);
+  std::string key = fmt::format("{} lengths {} / {} shards {} v_transposed {}", s.str(t),
+                                fmt::join(s.lenQ, ","), fmt::join(s.lenK, ","), s.shards,
+                                attentionConfig(p).vTransposed);
   if (!last || last->first != key) {
     last.reset();
     std::mt19937_64 rng(1);
-    last = std::make_unique<std::pair<std::string, ForwardInputs>>(key, randomForwardInputs(s, t, rng));
+    last = std::make_unique<std::pair<std::string, ForwardInputs>>(
+        key, forwardInputsFor(attentionConfig(p), s, t, rng));
   }
   ForwardInputs &x = last->second;
   DeviceRun run;
@@ -528,6 +569,43 @@ Params runShapeDefaults() {
           {"seqlens_k", ""}, {"heads_q", "4"}, {"heads_kv", "2"}, {"scale", "0"}};
 }
 
+/// fp8Values's run: V of the run's shape, its rearranged copy bit for bit
+/// against registerOrderValues (padding keys zero).
+struct Fp8ValuesRun {
+  AttentionShape s;
+  DType t;
+  HostTensor v, vt;
+  DeviceRun run;
+  Fp8ValuesRun(const Params &p, uint64_t seed, bool poison)
+      : s(p), t(dtypeParam(p, "dtype")), v(t, {s.batch, s.seqK, s.headsKv, s.headDim}),
+        vt(t, {s.batch, s.headsKv, s.headDim, (s.seqK + 15) / 16 * 16}) {
+    std::mt19937_64 rng(seed);
+    randomize(v, rng);
+    for (int64_t n : {s.batch, s.seqK, s.headsKv}) run.args.push_back(rt::LaunchArg::integer(n));
+    run.addTensor(v, false);
+    run.addTensor(vt, poison);
+  }
+};
+
+CheckResult checkFp8Values(Kernel &kernel, const Params &p, uint64_t seed) {
+  Fp8ValuesRun x(p, seed, /*poison=*/true);
+  HostTensor expected = registerOrderValues(x.s, x.v);
+  std::vector<double> ref(expected.values.begin(), expected.values.end());
+  CheckResult r;
+  r.shape = fmt::format("batch={} seqlen_k={} heads_kv={} d={} {}", x.s.batch, x.s.seqK,
+                        x.s.headsKv, x.s.headDim, name(x.t));
+  return launchAndCompare(kernel, x.run, 4, x.vt, ref, 1e-7, r);
+}
+
+BenchResult benchFp8Values(Kernel &kernel, const Params &p, int reps) {
+  Fp8ValuesRun x(p, 1, /*poison=*/false);
+  BenchResult r;
+  r.ms = kernel.loadedFor(x.run.args).time({x.run.args}, 10, reps);
+  r.gbps = double(x.v.bytes.size() + x.vt.bytes.size()) / r.ms / 1e6;
+  r.shape = fmt::format("batch={} seqlen_k={} heads_kv={} d={} {}", x.s.batch, x.s.seqK,
+                        x.s.headsKv, x.s.headDim, name(x.t));
+  return r;
+}
 } // namespace
 
 std::vector<LibraryKernel> tessel::harness::attentionKernels() {
@@ -580,6 +658,17 @@ std::vector<LibraryKernel> tessel::harness::attentionKernels() {
        {{"dtype", "head_dim", "causal", "varlen"},
         {"batch", "heads_q", "seqlen_q", "seqlen_k"},
         attentionForwardCandidates, packedIsUntunable}},
+      {"attention_fp8_values",
+       "V [batch, seqlen_k, heads_kv, head_dim] (FP8) rearranged for the FP8 forward's "
+       "v_transposed: transposed, keys of each 16 in register order",
+       {{"dtype", "e4m3"}, {"head_dim", "128"}, {"batch", "2"}, {"seqlen_q", "300"},
+        {"seqlen_k", "300"}, {"seqlens_q", "300"}, {"seqlens_k", ""}, {"heads_q", "2"},
+        {"heads_kv", "2"}, {"scale", "0"}, {"causal", "0"}, {"varlen", "0"}},
+       [](const Params &p) {
+         return fp8Values(dtypeParam(p, "dtype"),
+                          parseInteger(p.at("head_dim"), 16, 1024, "head_dim"));
+       },
+       checkFp8Values, benchFp8Values},
       {"flash_attention_bwd",
        "dQ, dK, dV of attention: preprocess (delta), main kernel with region atomic_add of dQ, "
        "postprocess; GQA dK/dV by atomics or split slices",

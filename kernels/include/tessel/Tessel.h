@@ -72,6 +72,16 @@ struct ForwardOptions : Options {
   /// kernels::chooseForwardSchedule (the query tile, and K ahead of V, turns
   /// or the persistent walk at 8k keys and more on sm_90a).
   bool tuned = true;
+  /// FP8 inputs (f8e4m3, f8e5m2; out is bf16): per-tensor scales, q ~=
+  /// qScale x the FP8 values and so on. qScale and kScale multiply the
+  /// softmax scale, vScale the output.
+  double qScale = 1, kScale = 1, vScale = 1;
+  /// FP8 on sm_89 and sm_90a, fixed-length batches: device memory for V
+  /// rearranged as the kernel reads it (forwardWorkspaceBytes; the keys of
+  /// each 16 permuted, V^T); without it the call allocates and frees it on
+  /// `stream` (cuMemAllocAsync).
+  uint64_t workspace = 0;
+  size_t workspaceBytes = 0;
 };
 struct BackwardOptions : Options {
   std::optional<kernels::AttentionBackwardConfig> config;
@@ -88,9 +98,16 @@ struct BackwardOptions : Options {
 };
 
 /// out = softmax(scale * q k^T) v, lse its natural log-sum-exp per row.
+/// f16, bf16 (out the same) or FP8 (f8e4m3, f8e5m2: out bf16, with the
+/// options' per-tensor scales) inputs.
 Choice forward(const TensorView &q, const TensorView &k, const TensorView &v,
                const TensorView &out, const TensorView &lse, const ForwardOptions &options = {},
                CUstream stream = nullptr);
+
+/// Bytes of workspace forward() may need for these shapes: FP8 inputs of a
+/// fixed-length batch, V rearranged (0 otherwise; sm_100a uses none).
+size_t forwardWorkspaceBytes(const TensorView &q, const TensorView &k,
+                             const ForwardOptions &options = {});
 
 /// dq, dk, dv (in q's dtype) from the forward's inputs, its out and lse,
 /// and the upstream gradient dout.

@@ -39,6 +39,11 @@ enum class GridOrder { automatic, blocks, heads };
 /// heads_q, seqlen_q] (f32, natural log). Every extent is a run-time symbol;
 /// heads_q must be a multiple of heads_kv (GQA groups of heads_q / heads_kv).
 struct AttentionConfig {
+  /// Q, K and V's type; O's is attentionOutputType's. FP8 (f8e4m3,
+  /// f8e5m2; the register kernel, sm_89 and sm_90a) takes per-tensor
+  /// scales: Q's and K's multiply the softmax scale (the caller folds them
+  /// in), V's is the kernel's last parameter, v_scale (f32), which
+  /// multiplies O.
   DType dtype = DType::bf16;
   int64_t headDim = 128;
   /// blockN 0: 128 keys per step, 64 at head_dim 256 (where two score
@@ -100,7 +105,16 @@ struct AttentionConfig {
   /// bottom right when query_offset = seqlen_k - seqlen_q). Not with
   /// `varlen`.
   bool queryOffset = false;
+  /// FP8, fixed-length batches: V arrives transposed, [batch, heads_kv,
+  /// head_dim, seqlen_k rounded up to 16], the keys of each 16 in the order
+  /// in which P x V reads P from registers (key 8 b + 2 q + e at 4 q + 2 b
+  /// + e; tile.gemm's b_register_k_order) and zeros past seqlen_k, as
+  /// fp8Values() writes it. Without it, each block copies each V tile into
+  /// that order in shared memory, element by element (a remark says so).
+  bool vTransposed = false;
 };
+/// O's type for inputs of `dtype`: bf16 for FP8, else the inputs' own.
+DType attentionOutputType(DType dtype);
 /// The key rows a forward step takes (registers, ss and ts forms): blockN,
 /// or where that is 0 the kernels' choice, 128, and 64 at head_dim over 128
 /// (where two score tiles of 128 columns and the accumulator exceed the
@@ -138,6 +152,12 @@ void chooseForwardSchedule(AttentionConfig &config, const std::string &arch, int
 GridOrder chooseCausalGridOrder(int64_t streamBytes, int64_t l2Bytes);
 /// O = softmax(scale * Q K^T) V and its log-sum-exp.
 Program flashAttentionForward(const AttentionConfig &config);
+/// V [batch, seqlen_k, heads_kv, head_dim] (FP8) as a forward built with
+/// AttentionConfig::vTransposed reads it: VT [batch, heads_kv, head_dim,
+/// seqlen_k rounded up to 16], the keys of each 16 in register order
+/// (register_k_position), zeros past seqlen_k. Parameters: batch,
+/// seqlen_k, heads_kv, V, VT.
+Program fp8Values(DType dtype, int64_t headDim);
 /// The same on sm_100a: S and O accumulate in tensor memory through
 /// tcgen05.mma, P goes through shared memory (`ss`) or back into tensor
 /// memory as the A operand of P x V (`ts`, `pInTmem`). block_m 128, 256
@@ -179,6 +199,8 @@ struct AttentionForwardArgs {
     rt::LaunchArg cuSeqlensQ, cuSeqlensK;
   };
   std::optional<Packed> packed;
+  /// FP8 kernels: V's scale, the last argument.
+  std::optional<double> vScale;
 
   /// Where O and LSE stand in list().
   static constexpr size_t kOutIndex = 9, kLseIndex = 10;
