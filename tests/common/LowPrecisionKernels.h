@@ -49,9 +49,11 @@ inline Program eightBitTwoProducts(DType type, EightBitV vLayout) {
   return p;
 }
 
-/// e4m3[i] = f8e4m3(x[i]), e5m2[i] = f8e5m2(x[i]) over N elements.
-inline Program fp8Encode() {
-  Program p("fp8_encode");
+/// e4m3[i] = f8e4m3(x[i]), e5m2[i] = f8e5m2(x[i]) over N elements; with
+/// `inRegisters`, between fragments (where the conversions go in pairs,
+/// tilenv.convert_pair), else in global memory, one at a time.
+inline Program fp8Encode(bool inRegisters = false) {
+  Program p(inRegisters ? "fp8_encode_in_registers" : "fp8_encode");
   Expr n = p.sym("N");
   Tensor x = p.tensor("x", {n}, DType::f32);
   Tensor e4m3 = p.tensor("e4m3", {n}, DType::f8e4m3);
@@ -60,10 +62,22 @@ inline Program fp8Encode() {
     Buffer xs = x.tile({bx * 1024}, {1024});
     Buffer as = e4m3.tile({bx * 1024}, {1024});
     Buffer bs = e5m2.tile({bx * 1024}, {1024});
+    if (!inRegisters) {
+      parallel(1024, [&](Expr i) {
+        as(i) = cast(xs(i), DType::f8e4m3);
+        bs(i) = cast(xs(i), DType::f8e5m2);
+      });
+      return;
+    }
+    Buffer xf = alloc_fragment({1024}, DType::f32), af = alloc_fragment({1024}, DType::f8e4m3);
+    Buffer bf = alloc_fragment({1024}, DType::f8e5m2);
+    copy(xs, xf);
     parallel(1024, [&](Expr i) {
-      as(i) = cast(xs(i), DType::f8e4m3);
-      bs(i) = cast(xs(i), DType::f8e5m2);
+      af(i) = cast(xf(i), DType::f8e4m3);
+      bf(i) = cast(xf(i), DType::f8e5m2);
     });
+    copy(af, as);
+    copy(bf, bs);
   });
   return p;
 }

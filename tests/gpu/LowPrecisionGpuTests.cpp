@@ -90,31 +90,34 @@ TEST_CASE("FP8 casts on the device encode as the host does, bit for bit", "[gpu]
   testing::HostTensor x(DType::f32, {n});
   std::memcpy(x.bytes.data(), in.data(), in.size() * 4); // NaN payloads as they are
   x.decode();
-  for (const std::string &arch : targets()) {
-    Program p = test::fp8Encode();
-    Kernel k = compile(p, {arch});
-    testing::HostTensor e4m3(DType::f8e4m3, {n}), e5m2(DType::f8e5m2, {n});
-    testing::DeviceRun run;
-    run.args.push_back(rt::LaunchArg::integer(n));
-    run.addTensor(x, false);
-    run.addTensor(e4m3, true); // 0xff: a NaN code no encoding gives
-    run.addTensor(e5m2, true);
-    k.launch(run.args);
-    testing::synchronize();
-    run.download(2, e4m3);
-    run.download(3, e5m2);
-    for (auto [f, out] : {std::pair{&formats[0], &e4m3}, std::pair{&formats[1], &e5m2}}) {
-      int64_t wrong = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        uint8_t got = uint8_t(out->bytes[i]), want = f->encode(std::bit_cast<float>(in[i]));
-        if (got != want && ++wrong <= 10)
-          FAIL_CHECK(fmt::format("{} on {}: {} encodes as 0x{:02x}, the host's is 0x{:02x}",
-                                 f->name, arch, show(in[i]), got, want));
+  for (const std::string &arch : targets())
+    for (bool inRegisters : {false, true}) {
+      Program p = test::fp8Encode(inRegisters);
+      Kernel k = compile(p, {arch});
+      testing::HostTensor e4m3(DType::f8e4m3, {n}), e5m2(DType::f8e5m2, {n});
+      testing::DeviceRun run;
+      run.args.push_back(rt::LaunchArg::integer(n));
+      run.addTensor(x, false);
+      run.addTensor(e4m3, true); // 0xff: a NaN code no encoding gives
+      run.addTensor(e5m2, true);
+      k.launch(run.args);
+      testing::synchronize();
+      run.download(2, e4m3);
+      run.download(3, e5m2);
+      for (auto [f, out] : {std::pair{&formats[0], &e4m3}, std::pair{&formats[1], &e5m2}}) {
+        int64_t wrong = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          uint8_t got = uint8_t(out->bytes[i]), want = f->encode(std::bit_cast<float>(in[i]));
+          if (got != want && ++wrong <= 10)
+            FAIL_CHECK(fmt::format("{} on {}{}: {} encodes as 0x{:02x}, the host's is 0x{:02x}",
+                                   f->name, arch, inRegisters ? " in registers" : "",
+                                   show(in[i]), got, want));
+        }
+        fmt::print("{} encode on {}{}: {} values, {} differ from the host\n", f->name, arch,
+                   inRegisters ? " in registers (paired)" : "", n, wrong);
+        CHECK(wrong == 0);
       }
-      fmt::print("{} encode on {}: {} values, {} differ from the host\n", f->name, arch, n, wrong);
-      CHECK(wrong == 0);
     }
-  }
 }
 
 TEST_CASE("FP8 casts on the device decode every code as the host does", "[gpu][fp8]") {

@@ -453,6 +453,7 @@ TEST_CASE("the FP8 attention forward compiles to FP8 tensor-core products", "[fp
       CHECK(k.ptx().find("wgmma.mma_async.sync.aligned.m64n128k32.f32." + dtype + "." + dtype) !=
             std::string::npos);
       CHECK(k.cuda().find("tessel::fence_quads(") != std::string::npos);
+      CHECK(k.cuda().find("tessel::convert_pair(") != std::string::npos);
       CHECK(k.spillBytes() == 0);
       CHECK(remarked(k) == (transposed == "0"));
     }
@@ -574,6 +575,14 @@ TEST_CASE("the FP8 cast programs compile for every target", "[fp8]") {
     CHECK((e.ptx().find("cvt.rn.satfinite.e5m2x2.f32") != std::string::npos) == hardware);
     CHECK(e.spec().params.size() == 4);
     CHECK(d.spec().params.size() == 5);
+    // Between fragments the conversions go in pairs: one cvt for two
+    // values from sm_89 on, and each value by itself on sm_80.
+    Program paired = test::fp8Encode(/*inRegisters=*/true);
+    Kernel r = compile(paired, {.arch = arch});
+    CHECK(r.cuda().find("tessel::convert_pair(") != std::string::npos);
+    CHECK(r.cuda().find("tessel::f8e4m3(") == std::string::npos);
+    CHECK((r.ptx().find("cvt.rn.satfinite.e4m3x2.f32") != std::string::npos) == hardware);
+    CHECK(r.spillBytes() == 0);
   }
 }
 

@@ -172,6 +172,13 @@ std::optional<LogicalResult> CudaEmitter::emitTensorCore(Operation &op) {
       })
       .Case([&](tilenv::WgmmaOp o) { return emitWgmma(o); })
       .Case([&](tilenv::WgmmaRegAOp o) { return emitWgmmaRegA(o); })
+      .Case([&](tilenv::ConvertPairOp o) {
+        std::string type = typeName(o.getLoResult().getType());
+        line() << type << " " << name(o.getLoResult()) << ", " << name(o.getHiResult()) << ";\n";
+        line() << "tessel::convert_pair(" << name(o.getLo()) << ", " << name(o.getHi()) << ", "
+               << name(o.getLoResult()) << ", " << name(o.getHiResult()) << ");\n";
+        return success();
+      })
       .Case([&](tilenv::UnpackPairOp o) {
         std::string type = typeName(o.getLo().getType());
         line() << type << " " << name(o.getLo()) << ", " << name(o.getHi()) << ";\n";

@@ -2,7 +2,8 @@
 //
 // Part of tessel-lower-tile-ops. An element loop over fragments becomes an
 // unrolled loop over each thread's registers (the logical index of register
-// r from its layout); over memory alone, a thread-strided loop. A pipelined
+// r from its layout; two registers an iteration where FP8 conversions can
+// go in pairs); over memory alone, a thread-strided loop. A pipelined
 // loop that no pipelining pass took becomes a plain scf.for.
 //
 //===----------------------------------------------------------------------===//
@@ -25,6 +26,143 @@ using layout::LinearMap;
 // Element loops and pipelines
 //===----------------------------------------------------------------------===//
 
+/// Which loop dimensions index each fragment access of `body`, read before
+/// the indices are replaced (~0u for an index that is not a loop variable).
+static DenseMap<Operation *, SmallVector<unsigned>> fragmentAccessDims(Block &body) {
+  DenseMap<Operation *, SmallVector<unsigned>> accessDims;
+  body.walk([&](Operation *nested) {
+    auto [memref, indices] = getElementAccess(nested);
+    if (!memref || llvm::isa<AtomicAddOp>(nested)) return;
+    SmallVector<unsigned> &dims = accessDims[nested];
+    for (Value i : indices) {
+      auto arg = llvm::dyn_cast<BlockArgument>(i);
+      dims.push_back(arg && arg.getOwner() == &body ? arg.getArgNumber() : ~0u);
+    }
+  });
+  return accessDims;
+}
+
+/// Whether `t` is a conversion tilenv.convert_pair takes two at a time.
+static bool isPairableConversion(Operation *op) {
+  auto t = llvm::dyn_cast<arith::TruncFOp>(op);
+  return t && t.getIn().getType().isF32() &&
+         llvm::isa<Float8E4M3FNType, Float8E5M2Type>(t.getType());
+}
+
+/// Whether the element loop `op` over layout `l` may run two registers an
+/// iteration, their ops interleaved, with its FP8 conversions in pairs:
+/// it has one to pair, every register is inside the extents and owned by
+/// its thread (no guards), and its body is straight-line code that touches
+/// only fragments (the two elements' ops may then interleave: a parallel
+/// loop's elements are independent, and no other memory is involved).
+static bool pairsConversions(ParallelOp op, const FragmentLayout &l, bool owned) {
+  if (l.getNumRegisters() < 2 || l.getNumRegisters() % 2 || !owned) return false;
+  if (!llvm::all_of(op.getExtents(), [](int64_t e) { return llvm::isPowerOf2_64(e); }))
+    return false;
+  bool conversion = false;
+  for (Operation &inner : op.getBody().front()) {
+    if (inner.getNumRegions()) return false;
+    conversion |= isPairableConversion(&inner);
+    Value memref = getElementAccess(&inner).first;
+    if (memref) {
+      if (!llvm::isa<memref::LoadOp, memref::StoreOp>(inner) ||
+          getMemorySpace(llvm::cast<MemRefType>(memref.getType())) != MemorySpace::fragment)
+        return false;
+    } else if (!isMemoryEffectFree(&inner)) {
+      return false;
+    }
+  }
+  return conversion;
+}
+
+void TileLowering::lowerRegisterAccess(Operation *nested, const FragmentLayout &l,
+                                       ArrayRef<unsigned> dims, Value r, Value owner) {
+  Value memref = getElementAccess(nested).first;
+  if (!memref) return;
+  // Everything an access builds goes right before it: the point the
+  // previous access left may be an op erased since, or one moved into an
+  // owner's conditional.
+  b.setInsertionPoint(nested);
+  auto type = llvm::cast<MemRefType>(memref.getType());
+  if (getMemorySpace(type) != MemorySpace::fragment) {
+    if (owner && !llvm::isa<memref::LoadOp>(nested)) {
+      auto ifOp = scf::IfOp::create(b, loc, owner, /*withElseRegion=*/false);
+      nested->moveBefore(ifOp.thenBlock()->getTerminator());
+    }
+    return;
+  }
+  auto it = storage.find(memref);
+  auto fragAttr = llvm::cast<FragmentLayoutAttr>(it->second.second);
+  if (llvm::is_contained(dims, ~0u)) {
+    // A broadcast read (layout inference checked that every thread holds
+    // the whole fragment): the register of the element itself.
+    auto ld = llvm::dyn_cast<memref::LoadOp>(nested);
+    std::optional<Value> reg =
+        ld ? replicatedRegister(fragAttr.getLayout(), ld.getIndices()) : std::nullopt;
+    if (!reg) {
+      fail(nested, "a fragment read at an index other than the loop's own must be held whole "
+                   "by every thread; run tessel-layout-inference");
+      return;
+    }
+    Value v = memref::LoadOp::create(b, loc, it->second.first, ValueRange{*reg});
+    ld.getResult().replaceAllUsesWith(v);
+    nested->erase();
+    return;
+  }
+  std::optional<LinearMap> map;
+  if (!(map = l.registerMapTo(fragAttr.getLayout(), dims))) {
+    fail(nested, "a fragment in this parallel loop does not follow the loop's layout; run "
+                 "tessel-layout-inference");
+    return;
+  }
+  Value reg = applyMap(*map, r);
+  if (auto ld = llvm::dyn_cast<memref::LoadOp>(nested)) {
+    Value v = memref::LoadOp::create(b, loc, it->second.first, ValueRange{reg});
+    ld.getResult().replaceAllUsesWith(v);
+  } else {
+    auto st = llvm::cast<memref::StoreOp>(nested);
+    memref::StoreOp::create(b, loc, st.getValue(), it->second.first, ValueRange{reg});
+  }
+  nested->erase();
+}
+
+void TileLowering::lowerParallelPairs(ParallelOp op, const FragmentLayout &l) {
+  Block &body = op.getBody().front();
+  DenseMap<Operation *, SmallVector<unsigned>> accessDims = fragmentAccessDims(body);
+  unrolledFor(l.getNumRegisters() / 2, [&](Value pair) {
+    OpBuilder::InsertionGuard g(b);
+    Value r[2] = {mul(pair, idx(2)), add(mul(pair, idx(2)), idx(1))};
+    IRMapping mapping[2];
+    for (int e = 0; e < 2; ++e)
+      for (auto [arg, c] : llvm::zip(body.getArguments(), coordsAt(op.getLayoutAttr(), r[e])))
+        mapping[e].map(arg, c);
+    // The two elements' ops, interleaved, each with the original it copies.
+    SmallVector<std::pair<Operation *, Operation *>> copies[2];
+    for (Operation &inner : body)
+      for (int e = 0; e < 2; ++e)
+        copies[e].push_back({&inner, b.clone(inner, mapping[e])});
+    SmallVector<std::pair<Operation *, Operation *>> conversions;
+    for (auto [first, second] : llvm::zip(copies[0], copies[1]))
+      if (isPairableConversion(first.second))
+        conversions.push_back({first.second, second.second});
+    for (int e = 0; e < 2; ++e)
+      for (auto [original, copy] : copies[e])
+        lowerRegisterAccess(copy, l, accessDims.lookup(original), r[e], Value());
+    // Each pair at its second conversion, which follows the first and comes
+    // before every use of either.
+    for (auto [first, second] : conversions) {
+      b.setInsertionPoint(second);
+      auto converted = tilenv::ConvertPairOp::create(
+          b, loc, first->getResult(0).getType(), first->getResult(0).getType(),
+          first->getOperand(0), second->getOperand(0));
+      first->getResult(0).replaceAllUsesWith(converted.getLoResult());
+      second->getResult(0).replaceAllUsesWith(converted.getHiResult());
+      first->erase();
+      second->erase();
+    }
+  });
+}
+
 void TileLowering::lowerParallel(ParallelOp op) {
   Block &body = op.getBody().front();
   auto splice = [&](ArrayRef<Value> index) {
@@ -37,21 +175,12 @@ void TileLowering::lowerParallel(ParallelOp op) {
 
   // Each thread runs the points its registers hold.
   FragmentLayout l = attr.getLayout();
+  Value threadOwner = threadOwns(l);
+  if (pairsConversions(op, l, !threadOwner && !registerOwns(l, zeroIdx)))
+    return lowerParallelPairs(op, l);
   SmallVector<Operation *> bodyOps;
   for (Operation &inner : body) bodyOps.push_back(&inner);
-  // Which loop dimensions index each fragment access, read before the
-  // indices are replaced.
-  DenseMap<Operation *, SmallVector<unsigned>> accessDims;
-  body.walk([&](Operation *nested) {
-    auto [memref, indices] = getElementAccess(nested);
-    if (!memref || llvm::isa<AtomicAddOp>(nested)) return;
-    SmallVector<unsigned> &dims = accessDims[nested];
-    for (Value i : indices) {
-      auto arg = llvm::dyn_cast<BlockArgument>(i);
-      dims.push_back(arg && arg.getOwner() == &body ? arg.getArgNumber() : ~0u);
-    }
-  });
-  Value threadOwner = threadOwns(l);
+  DenseMap<Operation *, SmallVector<unsigned>> accessDims = fragmentAccessDims(body);
   unrolledFor(l.getNumRegisters(), [&](Value r) {
     OpBuilder::InsertionGuard g(b);
     SmallVector<Value> coords = coordsAt(attr, r);
@@ -60,58 +189,10 @@ void TileLowering::lowerParallel(ParallelOp op) {
     splice(coords);
     // Fragment accesses become register accesses; side effects outside the
     // thread happen once, in the element's owner.
-    for (Operation *inner : bodyOps) {
+    for (Operation *inner : bodyOps)
       inner->walk([&](Operation *nested) {
-        Value memref = getElementAccess(nested).first;
-        if (!memref) return;
-        // Everything an access builds goes right before it: the point the
-        // previous access left may be an op erased since, or one moved into
-        // an owner's conditional.
-        b.setInsertionPoint(nested);
-        auto type = llvm::cast<MemRefType>(memref.getType());
-        if (getMemorySpace(type) != MemorySpace::fragment) {
-          if (owner && !llvm::isa<memref::LoadOp>(nested)) {
-            auto ifOp = scf::IfOp::create(b, loc, owner, /*withElseRegion=*/false);
-            nested->moveBefore(ifOp.thenBlock()->getTerminator());
-          }
-          return;
-        }
-        SmallVector<unsigned> dims = accessDims.lookup(nested);
-        auto it = storage.find(memref);
-        auto fragAttr = llvm::cast<FragmentLayoutAttr>(it->second.second);
-        if (llvm::is_contained(dims, ~0u)) {
-          // A broadcast read (layout inference checked that every thread
-          // holds the whole fragment): the register of the element itself.
-          auto ld = llvm::dyn_cast<memref::LoadOp>(nested);
-          std::optional<Value> reg =
-              ld ? replicatedRegister(fragAttr.getLayout(), ld.getIndices()) : std::nullopt;
-          if (!reg) {
-            fail(nested, "a fragment read at an index other than the loop's own must be "
-                         "held whole by every thread; run tessel-layout-inference");
-            return;
-          }
-          Value v = memref::LoadOp::create(b, loc, it->second.first, ValueRange{*reg});
-          ld.getResult().replaceAllUsesWith(v);
-          nested->erase();
-          return;
-        }
-        std::optional<LinearMap> map;
-        if (!(map = l.registerMapTo(fragAttr.getLayout(), dims))) {
-          fail(nested, "a fragment in this parallel loop does not follow the loop's layout; "
-                       "run tessel-layout-inference");
-          return;
-        }
-        Value reg = applyMap(*map, r);
-        if (auto ld = llvm::dyn_cast<memref::LoadOp>(nested)) {
-          Value v = memref::LoadOp::create(b, loc, it->second.first, ValueRange{reg});
-          ld.getResult().replaceAllUsesWith(v);
-        } else {
-          auto st = llvm::cast<memref::StoreOp>(nested);
-          memref::StoreOp::create(b, loc, st.getValue(), it->second.first, ValueRange{reg});
-        }
-        nested->erase();
+        lowerRegisterAccess(nested, l, accessDims.lookup(nested), r, owner);
       });
-    }
   });
 }
 

@@ -262,6 +262,13 @@ private:
   /// contiguous registers where the target has them.
   void atomicAddFragment(tile::AtomicAddOp op, const Access &src, const Access &dst);
   void lowerParallel(tile::ParallelOp op);
+  /// An element loop two registers an iteration, FP8 conversions paired.
+  void lowerParallelPairs(tile::ParallelOp op, const layout::FragmentLayout &l);
+  /// A load or store of an element loop's body for register `r` (`dims`:
+  /// the loop dimensions that index it): a fragment's becomes a register
+  /// access; another memory's runs under `owner`, where given.
+  void lowerRegisterAccess(mlir::Operation *nested, const layout::FragmentLayout &l,
+                           llvm::ArrayRef<unsigned> dims, mlir::Value r, mlir::Value owner);
   void lowerPipelined(tile::PipelinedOp op);
   void lowerRole(tile::RoleOp op);
   void lowerCopyAsync(tile::CopyAsyncOp op);

@@ -471,3 +471,44 @@ tile.kernel @column_sum_three_warpgroups(%out: memref<64xf32, #g>) grid(%bx) = a
   tile.reduce sum %acc -> %col dim = 0 clear : memref<192x64xf32, #f> -> memref<64xf32, #f>
   tile.copy %col, %out : memref<64xf32, #f>, memref<64xf32, #g>
 }
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// FP8 conversions of an element loop that touches fragments only go in
+// pairs: two registers an iteration, their ops interleaved, one
+// tilenv.convert_pair for both conversions. A loop that also writes shared
+// memory converts one register at a time.
+// CHECK-LABEL: tile.kernel @fp8_conversions_in_pairs
+// CHECK: scf.for %[[P:.*]] = %c0{{.*}} to %c16{{.*}} step %c1
+// CHECK: arith.muli %[[P]], %c2
+// CHECK: %[[LO:.*]] = memref.load %{{.*}} : memref<32xf32, #tile.space<local>>
+// CHECK: %[[HI:.*]] = memref.load %{{.*}} : memref<32xf32, #tile.space<local>>
+// CHECK: %[[A:.*]], %[[B:.*]] = tilenv.convert_pair %[[LO]], %[[HI]] : f8E4M3FN
+// CHECK: memref.store %[[A]], %{{.*}} : memref<32xf8E4M3FN, #tile.space<local>>
+// CHECK: memref.store %[[B]], %{{.*}} : memref<32xf8E4M3FN, #tile.space<local>>
+// CHECK-NOT: tilenv.convert_pair
+// CHECK: arith.truncf %{{.*}} : f32 to f8E5M2
+// CHECK-NOT: tilenv.convert_pair
+tile.kernel @fp8_conversions_in_pairs(%x: memref<64x64xf8E4M3FN, #g>, %y: memref<64x64xf8E5M2, #g>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc : memref<64x64xbf16, #s>
+  %acc = tile.alloc : memref<64x64xf32, #f>
+  tile.gemm %a, %a, %acc {transpose_b, clear_accum} : memref<64x64xbf16, #s>, memref<64x64xbf16, #s>, memref<64x64xf32, #f>
+  %p = tile.alloc : memref<64x64xf8E4M3FN, #f>
+  tile.parallel (%i, %j) in [64, 64] {
+    %v = memref.load %acc[%i, %j] : memref<64x64xf32, #f>
+    %c = arith.truncf %v : f32 to f8E4M3FN
+    memref.store %c, %p[%i, %j] : memref<64x64xf8E4M3FN, #f>
+  }
+  tile.copy %p, %x : memref<64x64xf8E4M3FN, #f>, memref<64x64xf8E4M3FN, #g>
+  %t = tile.alloc : memref<64x64xf8E5M2, #s>
+  tile.parallel (%i, %j) in [64, 64] {
+    %v = memref.load %acc[%i, %j] : memref<64x64xf32, #f>
+    %c = arith.truncf %v : f32 to f8E5M2
+    memref.store %c, %t[%i, %j] : memref<64x64xf8E5M2, #s>
+  }
+  tile.copy %t, %y : memref<64x64xf8E5M2, #s>, memref<64x64xf8E5M2, #g>
+}

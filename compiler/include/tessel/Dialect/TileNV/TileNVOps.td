@@ -363,6 +363,22 @@ def TileNV_PackPairOp : TileNV_Op<"pack_pair", [Pure, AllTypesMatch<["lo", "hi"]
   let assemblyFormat = "$lo `,` $hi attr-dict `:` type($lo)";
 }
 
+def TileNV_ConvertPairOp : TileNV_Op<"convert_pair", [Pure, AllTypesMatch<["lo", "hi"]>,
+                                                       AllTypesMatch<["lo_result", "hi_result"]>]> {
+  let summary = "two f32 values to FP8 in one conversion";
+  let description = [{
+    `arith.truncf` of each (round to nearest even, saturating), as one
+    `cvt.rn.satfinite.e4m3x2.f32` (or `.e5m2x2`) from sm_89 on: the
+    conversion's throughput is per instruction, so pairs take half the
+    time of single values. tessel-lower-tile-ops pairs the conversions of
+    an element loop's two neighbouring registers.
+  }];
+  let arguments = (ins F32:$lo, F32:$hi);
+  let results = (outs AnyTypeOf<[F8E4M3FN, F8E5M2]>:$lo_result,
+                      AnyTypeOf<[F8E4M3FN, F8E5M2]>:$hi_result);
+  let assemblyFormat = "$lo `,` $hi attr-dict `:` type($lo_result)";
+}
+
 def TileNV_UnpackPairOp : TileNV_Op<"unpack_pair", [Pure, AllTypesMatch<["lo", "hi"]>]> {
   let summary = "the two 16-bit floats of a 32-bit register, `lo` from the low half";
   let description = [{
