@@ -29,8 +29,16 @@ tile.kernel @k() grid(%bx) = affine_map<()[s0] -> (s0)> threads(128) {
 
 // -----
 
-// expected-error @+1 {{threads must be positive, got 0}}
+// expected-error @+1 {{threads must be positive and at most 1024 (a CUDA block's limit), got 0}}
 tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(0) {
+
+}
+
+// -----
+
+// More threads than a block holds (2^32 + 128: passes walk every warp).
+// expected-error @+1 {{threads must be positive and at most 1024 (a CUDA block's limit), got 4294967424}}
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(4294967424) {
 
 }
 
@@ -476,7 +484,7 @@ tile.kernel @k(%a: memref<64xf32, #tile.space<global>>) grid(%bx) = affine_map<(
 // -----
 
 // Signed attributes: a negative count is caught, not read as 2^64 - 32.
-// expected-error @+1 {{threads must be positive, got -32}}
+// expected-error @+1 {{threads must be positive and at most 1024 (a CUDA block's limit), got -32}}
 tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(-32) {
 }
 

@@ -105,8 +105,11 @@ LogicalResult KernelOp::verify() {
     return emitOpError("grid map has ") << grid.getNumSymbols()
                                         << " symbols but the kernel has " << numSymbols
                                         << " index parameters";
-  if (getThreads() <= 0)
-    return emitOpError("threads must be positive, got ") << getThreads();
+  // A CUDA block holds at most 1024 threads; passes that walk the threads'
+  // warps or registers rely on it.
+  if (getThreads() <= 0 || getThreads() > 1024)
+    return emitOpError("threads must be positive and at most 1024 (a CUDA block's limit), got ")
+           << getThreads();
   if (std::optional<ArrayRef<int64_t>> cluster = getCluster()) {
     if (cluster->size() != grid.getNumResults())
       return emitOpError("cluster has ") << cluster->size() << " extents but the grid has "
