@@ -245,13 +245,22 @@ Choice attention::forward(const TensorView &q, const TensorView &k, const Tensor
   StreamScratch scratch(o.workspace, o.workspaceBytes, vtBytes, stream,
                         "this FP8 forward pass (forwardWorkspaceBytes)");
   TensorView vt = TensorView::contiguous(scratch.base(), v.dtype, vtShape, p.device);
+  // The rearrangement moves 4-byte words of both.
+  if (v.data % 4)
+    throw Error(fmt::format("v at 0x{:x} is not 4-byte aligned; FP8 attention reads it in words",
+                            v.data));
+  TensorView vWords = TensorView::contiguous(v.data, ScalarType::I32,
+                                             {p.batch, p.seqK, p.headsKv, p.headDim / 4}, p.device);
+  TensorView vtWords = TensorView::contiguous(
+      scratch.base(), ScalarType::I32, {p.batch, p.headsKv, p.headDim, vtShape[3] / 4}, p.device);
   bool compiledNow = false;
   std::shared_ptr<Kernel> rearrange =
       cachedKernel(fmt::format("attention_fp8_values {} head_dim={}", name(p.dtype), p.headDim),
                    choice.arch, [&] { return fp8Values(p.dtype, p.headDim); }, compiledNow);
   choice.compiled = choice.compiled || compiledNow;
   rearrange->launch({LaunchArg::integer(p.batch), LaunchArg::integer(p.seqK),
-                     LaunchArg::integer(p.headsKv), LaunchArg::view(v), LaunchArg::view(vt)},
+                     LaunchArg::integer(p.headsKv), LaunchArg::view(vWords),
+                     LaunchArg::view(vtWords)},
                     stream);
   args.v = LaunchArg::view(vt);
   kernel->launch(args.list(), stream);

@@ -156,7 +156,8 @@ Program flashAttentionForward(const AttentionConfig &config);
 /// AttentionConfig::vTransposed reads it: VT [batch, heads_kv, head_dim,
 /// seqlen_k rounded up to 16], the keys of each 16 in register order
 /// (register_k_position), zeros past seqlen_k. Parameters: batch,
-/// seqlen_k, heads_kv, V, VT.
+/// seqlen_k, heads_kv, V, VT, both tensors' bytes seen as i32 words (V
+/// [..., head_dim / 4], VT [..., keys / 4]).
 Program fp8Values(DType dtype, int64_t headDim);
 /// The same on sm_100a: S and O accumulate in tensor memory through
 /// tcgen05.mma, P goes through shared memory (`ss`) or back into tensor
