@@ -128,26 +128,20 @@ struct f8e5m2 {
 // Two f32 values to FP8 in one conversion (cvt's e4m3x2 / e5m2x2 forms,
 // which take the first operand into the high byte), as the constructors
 // convert each: the same bits, half the conversions.
-__device__ inline void convert_pair(float lo, float hi, f8e4m3 &a, f8e4m3 &b) {
+template <class T> struct is_e4m3 { static constexpr bool value = false; };
+template <> struct is_e4m3<f8e4m3> { static constexpr bool value = true; };
+template <class T> __device__ inline void convert_pair(float lo, float hi, T &a, T &b) {
 #if __CUDA_ARCH__ >= 890
   unsigned short pair;
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(hi), "f"(lo));
+  if constexpr (is_e4m3<T>::value)
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(hi), "f"(lo));
+  else
+    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(hi), "f"(lo));
   a.bits = static_cast<unsigned char>(pair);
   b.bits = static_cast<unsigned char>(pair >> 8);
 #else
-  a = f8e4m3(lo);
-  b = f8e4m3(hi);
-#endif
-}
-__device__ inline void convert_pair(float lo, float hi, f8e5m2 &a, f8e5m2 &b) {
-#if __CUDA_ARCH__ >= 890
-  unsigned short pair;
-  asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(hi), "f"(lo));
-  a.bits = static_cast<unsigned char>(pair);
-  b.bits = static_cast<unsigned char>(pair >> 8);
-#else
-  a = f8e5m2(lo);
-  b = f8e5m2(hi);
+  a = T(lo);
+  b = T(hi);
 #endif
 }
 
