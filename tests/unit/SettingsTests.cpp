@@ -84,6 +84,19 @@ TEST_CASE("the small kernels' settings are their harness parameters") {
   checkHarnessReads(rowLogSumExpSettings(), "row_lse");
   checkHarnessReads(tmaScaleSettings(), "tma_scale");
   checkHarnessReads(quantizeSettings(), "quantize");
+  checkHarnessReads(weightGemmSettings(), "weight_gemm");
+  checkHarnessReads(weightDequantizeSettings(), "weight_dequantize");
+}
+
+TEST_CASE("every weight_gemm setting round-trips through its table") {
+  checkRoundTrip(weightGemmSettings(),
+                 {{"weights", "int8"}, {"in", "f16"}, {"out", "f32"}, {"group", "64"},
+                  {"zeros", "1"}, {"block_n", "128"}, {"block_m", "32"}, {"block_k", "64"},
+                  {"stages", "3"}, {"threads", "256"}, {"split_k", "4"},
+                  {"instruction", "mma_sync"}});
+  checkRoundTrip(weightDequantizeSettings(), {{"weights", "int8"}, {"in", "f16"}, {"group", "32"},
+                                              {"zeros", "1"}, {"block_k", "512"}, {"rows", "8"},
+                                              {"threads", "256"}});
 }
 
 TEST_CASE("every quantize setting round-trips through its table") {

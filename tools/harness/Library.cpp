@@ -575,6 +575,7 @@ const std::vector<LibraryKernel> &tessel::harness::library() {
     std::vector<LibraryKernel> kernels = all;
     for (LibraryKernel &k : attentionKernels()) kernels.push_back(std::move(k));
     for (LibraryKernel &k : decodeKernels()) kernels.push_back(std::move(k));
+    for (LibraryKernel &k : weightGemmKernels()) kernels.push_back(std::move(k));
     return kernels;
   }();
   return withAttention;

@@ -173,6 +173,37 @@ struct QuantizeOptions {
 Choice quantize(const TensorView &x, const TensorView &q, const TensorView &scales,
                 const QuantizeOptions &options = {}, CUstream stream = nullptr);
 
+/// Weight-only quantised GEMM: y [M, N] = x [M, K] w^T, x f16 or bf16, y
+/// f16, bf16 or f32, and w stored as integer codes: u8 [N, K / 2] holds
+/// two int4 codes a byte (k even in the low nibble, codes 0-15, zero point
+/// 8), i8 [N, K] int8 codes (zero point 0). scales [K / group, N] (x's
+/// type, group 32, 64 or 128) and optional zeros of the same shape: weight
+/// (n, k) is (c - z) * s with s and z of group k / group, computed in f32
+/// and rounded to x's type (GPTQ's and AWQ's layout of scales and zeros;
+/// kernels::WeightGemmConfig says exactly what is computed).
+struct WeightGemmOptions {
+  std::optional<TensorView> zeros;
+  std::string arch;
+  /// The fused kernel's tiles and K split (format, types, group and zeros
+  /// follow the tensors; split_k > 1 sums in f32). Without it: from 256
+  /// tokens the weights are dequantised into a dense [N, K] matrix and
+  /// multiplied by tessel::gemm; below, the fused kernel with tiles and a
+  /// K split chosen for the GPU.
+  std::optional<kernels::WeightGemmConfig> config;
+  /// Device scratch (weightGemmWorkspaceBytes()); without it a call that
+  /// needs some allocates and frees on its stream.
+  uint64_t workspace = 0;
+  size_t workspaceBytes = 0;
+};
+Choice weight_gemm(const TensorView &x, const TensorView &w, const TensorView &scales,
+                   const TensorView &y, const WeightGemmOptions &options = {},
+                   CUstream stream = nullptr);
+/// Bytes of scratch weight_gemm() needs for these tensors: the dense
+/// weights on the many-token path, f32 sums where K is split for a 16-bit
+/// y, else 0.
+size_t weightGemmWorkspaceBytes(const TensorView &x, const TensorView &w, const TensorView &scales,
+                                const TensorView &y, const WeightGemmOptions &options = {});
+
 namespace decode {
 
 /// Decode attention: one query token per sequence against a paged KV cache.

@@ -14,5 +14,6 @@
 #include "tessel/kernels/basic/Basic.h"
 #include "tessel/kernels/decode/Decode.h"
 #include "tessel/kernels/gemm/Gemm.h"
+#include "tessel/kernels/gemm/WeightGemm.h"
 
 #endif

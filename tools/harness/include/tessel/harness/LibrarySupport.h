@@ -12,6 +12,7 @@
 
 #include "tessel/Testing.h"
 #include "tessel/harness/Library.h"
+#include "tessel/kernels/gemm/WeightGemm.h"
 #include "tessel/runtime/Driver.h"
 
 #include <fmt/format.h>
@@ -91,6 +92,14 @@ std::function<Program(const Params &)> builtFrom(const kernels::SettingsTable<Co
 std::vector<LibraryKernel> attentionKernels();
 /// paged_decode and mla_decode (DecodeLibrary.cpp).
 std::vector<LibraryKernel> decodeKernels();
+/// The [N, K] weights that int4 codes (u8 [N, K / 2]) or int8 codes (i8
+/// [N, K]) with scales (and zeros) [K / group, N] stand for, each (c - z) *
+/// s in f32 rounded to `activations` (kernels::WeightGemmConfig).
+std::vector<float> dequantizeWeights(kernels::WeightFormat format, DType activations,
+                                     const HostTensor &codes, const HostTensor &scales,
+                                     const HostTensor *zeros);
+/// weight_gemm and weight_dequantize (WeightGemmLibrary.cpp).
+std::vector<LibraryKernel> weightGemmKernels();
 
 } // namespace tessel::harness
 
