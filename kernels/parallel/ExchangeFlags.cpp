@@ -1,13 +1,68 @@
 //===- ExchangeFlags.cpp - the epoch flag protocol of an exchange ---------===//
 #include "tessel/kernels/parallel/ExchangeFlags.h"
+#include "tessel/dsl/Compile.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
 
 using namespace tessel;
 using namespace tessel::kernels;
 using namespace tessel::rt;
 
-static StreamFlagOps streamOps(Communicator &comm, SymmetricBuffer &flags, CUstream stream) {
-  return {stream, [&flags](int owner, int slot) { return flags.peer(owner) + 4 * slot; },
-          comm.localRank()};
+Program tessel::kernels::exchangeHandshake() {
+  Program p("exchange_handshake");
+  Expr slots = p.sym("slots"), ranks = p.sym("ranks"), me = p.sym("me"), base = p.sym("base"),
+       epoch = p.sym("epoch");
+  Tensor flags = p.tensor("flags", {slots}, DType::i32);
+  // Block r announces to rank r and waits for rank r's announcement: the
+  // protocol of announceAndAwait, every peer's store and wait at once.
+  p.kernel({ranks}, 32, [&](Expr r) {
+    signal(peer(flags, r), {base + me}, epoch);
+    wait(flags, {base + r}, epoch);
+  });
+  return p;
+}
+
+namespace {
+/// This process's handshake kernel on `device`, compiled and loaded once
+/// (never unloaded: exchanges live until exit, past the driver's own end).
+Kernel &handshakeKernel(int device) {
+  static std::mutex mutex;
+  static auto &kernels = *new std::map<int, std::unique_ptr<Kernel>>;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::unique_ptr<Kernel> &kernel = kernels[device];
+  if (!kernel) {
+    Driver &d = Driver::get();
+    d.setDevice(device);
+    Program program = exchangeHandshake();
+    kernel = std::make_unique<Kernel>(compile(program, {nativeArch(d.computeCapability())}));
+    kernel->loadedKernel().resourceUsage();
+  }
+  return *kernel;
+}
+
+/// The handshake of `epoch` in slots [base, base + N) of every rank's flags.
+void handshake(Communicator &comm, SymmetricBuffer &flags, int base, uint32_t epoch,
+               CUstream stream) {
+  int n = comm.size();
+  std::vector<CUdeviceptr> peers;
+  for (int r = 0; r < n; ++r) peers.push_back(flags.peer(r));
+  int64_t slots = int64_t(flags.bytes() / sizeof(uint32_t));
+  std::vector<LaunchArg> args;
+  for (int64_t v : {slots, int64_t(n), int64_t(comm.localRank()), int64_t(base), int64_t(epoch)})
+    args.push_back(LaunchArg::integer(v));
+  args.push_back(LaunchArg::symmetric(flags.local(), peers, {slots}));
+  handshakeKernel(comm.device()).launch(args, stream);
+}
+} // namespace
+
+std::unique_ptr<SymmetricBuffer> tessel::kernels::exchangeFlags(Communicator &comm, size_t bytes) {
+  // Loaded before the allocation, which every rank makes together: no rank
+  // loads a module (which waits for running kernels) while another's
+  // handshake spins.
+  handshakeKernel(comm.device());
+  return std::make_unique<SymmetricBuffer>(comm, bytes);
 }
 
 uint32_t tessel::kernels::startExchangeCall(Communicator &comm, SymmetricBuffer &flags,
@@ -24,15 +79,13 @@ uint32_t tessel::kernels::startExchangeCall(Communicator &comm, SymmetricBuffer 
     TESSEL_CU(d, cuStreamSynchronize, stream);
     comm.barrier();
   }
-  StreamFlagOps ops = streamOps(comm, flags, stream);
-  announceAndAwait(ops, comm.size(), comm.localRank(), /*base=*/0, next.epoch);
+  handshake(comm, flags, /*base=*/0, next.epoch, stream);
   return next.epoch;
 }
 
 void tessel::kernels::finishExchangeCall(Communicator &comm, SymmetricBuffer &flags,
                                          uint32_t epoch, CUstream stream) {
-  StreamFlagOps ops = streamOps(comm, flags, stream);
-  announceAndAwait(ops, comm.size(), comm.localRank(), /*base=*/comm.size(), epoch);
+  handshake(comm, flags, /*base=*/comm.size(), epoch, stream);
 }
 
 void tessel::kernels::copyPitched(CUdeviceptr src, int64_t srcPitch, CUdeviceptr dst,

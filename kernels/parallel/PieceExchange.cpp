@@ -155,7 +155,7 @@ PieceExchange::PieceExchange(Communicator &c, ExchangePlan p, Transport t)
       }
     }
   if (how == Transport::copyEngine) {
-    flags = std::make_unique<SymmetricBuffer>(c, sizeof(uint32_t) * 2 * n);
+    flags = exchangeFlags(c, sizeof(uint32_t) * 2 * n);
     lanes = std::make_unique<CopyLanes>(n);
     return;
   }

@@ -145,8 +145,7 @@ UlyssesExchange::UlyssesExchange(Communicator &c, const UlyssesShape &s,
   }
   headOutput = std::make_unique<SymmetricBuffer>(c, shape.outputElements(0) * s.elementBytes);
   sequenceOutput = std::make_unique<SymmetricBuffer>(c, shape.inputElements(0) * s.elementBytes);
-  flags = std::make_unique<SymmetricBuffer>(
-      c, sizeof(uint32_t) * (arrivalBase() + groups * arrivalStride()));
+  flags = exchangeFlags(c, sizeof(uint32_t) * (arrivalBase() + groups * arrivalStride()));
   lanes = std::make_unique<CopyLanes>(3 * s.ranks, groups);
   if (local == LocalShard::kernel) {
     // Whole blocks of columns: every slice is a multiple of head_dim wide.

@@ -37,7 +37,7 @@ ZigZagKvGather::ZigZagKvGather(Communicator &c, const ZigZagShape &s) : comm(c),
     inputs[t] = std::make_unique<SymmetricBuffer>(c, s.batch * 2 * s.chunk() * row);
     outputs[t] = std::make_unique<DeviceBuffer>(s.batch * s.seqlen * row);
   }
-  flags = std::make_unique<SymmetricBuffer>(c, 4 * (arrivalBase() + 2 * s.ranks));
+  flags = exchangeFlags(c, 4 * (arrivalBase() + 2 * s.ranks));
   lanes = std::make_unique<CopyLanes>(s.ranks, 1);
 }
 

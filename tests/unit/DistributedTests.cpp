@@ -10,6 +10,7 @@
 #include "tessel/runtime/Distributed.h"
 #include "tessel/runtime/Error.h"
 #include "tessel/runtime/Nccl.h"
+#include "tessel/dsl/Compile.h"
 #include "tessel/kernels/parallel/ExchangeFlags.h"
 #include "tessel/kernels/parallel/Ulysses.h"
 
@@ -437,4 +438,22 @@ TEST_CASE("without the read announcement the model sees inputs overwritten early
     });
   for (std::thread &t : threads) t.join();
   CHECK(mismatches > 0);
+}
+
+// On the GPUs the same protocol is one kernel: block r publishes the epoch
+// into rank r's flags (a release store at system scope, over NVLink) and
+// waits for rank r's (an acquire load), every peer at once.
+TEST_CASE("the exchange handshake publishes with release and awaits with acquire on every target") {
+  Program p = tessel::kernels::exchangeHandshake();
+  for (const char *arch : {"sm_80", "sm_90a", "sm_100a"}) {
+    INFO(arch);
+    Kernel k = compile(p, {arch, ""});
+    const std::string &ptx = k.ptx();
+    CHECK(ptx.find("st.release.sys.global.u32") != std::string::npos);
+    CHECK(ptx.find("ld.acquire.sys.global.u32") != std::string::npos);
+    // The peer's address comes from the symmetric launch argument.
+    std::vector<std::string> names;
+    for (const ParamInfo &info : k.params()) names.push_back(info.name);
+    CHECK(names == std::vector<std::string>{"slots", "ranks", "me", "base", "epoch", "flags"});
+  }
 }

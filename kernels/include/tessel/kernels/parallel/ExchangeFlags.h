@@ -9,18 +9,23 @@
 // kEpochLimit the ranks meet on the host, zero the flags and start over at 1.
 //
 // The protocol is written once over `Ops` (store(owner, slot, value) and
-// waitAtLeast(slot, value)): the exchange passes stream memory operations,
-// the CPU model in the tests passes atomics and threads.
+// waitAtLeast(slot, value)) for the CPU model in the tests (atomics and
+// threads); on the GPUs one small kernel runs it (exchangeHandshake), each
+// of its blocks storing to one peer and waiting for that peer, all at once.
+// Stream memory operations did the same one after another: 4N of them a
+// call, 0.043 ms of a 0.19 ms exchange at four H100s.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TESSEL_KERNELS_PARALLEL_EXCHANGEFLAGS_H
 #define TESSEL_KERNELS_PARALLEL_EXCHANGEFLAGS_H
 
+#include "tessel/dsl/Program.h"
 #include "tessel/runtime/Communicator.h"
 #include "tessel/runtime/Driver.h"
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 
 namespace tessel::kernels {
 
@@ -45,23 +50,6 @@ void announceAndAwait(Ops &ops, int ranks, int me, int base, uint32_t epoch) {
   for (int r = 0; r < ranks; ++r) ops.store(r, base + me, epoch);
   for (int r = 0; r < ranks; ++r) ops.waitAtLeast(base + r, epoch);
 }
-
-/// Ops through stream memory operations on `stream`: `flag(owner, slot)`
-/// is the address, as mapped here, of slot `slot` of rank `owner`'s flags
-/// (writes are fenced system-wide; waits compare unsigned).
-struct StreamFlagOps {
-  CUstream stream;
-  std::function<CUdeviceptr(int, int)> flag;
-  int me;
-  void store(int owner, int slot, uint32_t value) {
-    rt::Driver &d = rt::Driver::get();
-    TESSEL_CU(d, cuStreamWriteValue32, stream, flag(owner, slot), value, 0);
-  }
-  void waitAtLeast(int slot, uint32_t value) {
-    rt::Driver &d = rt::Driver::get();
-    TESSEL_CU(d, cuStreamWaitValue32, stream, flag(me, slot), value, CU_STREAM_WAIT_VALUE_GEQ);
-  }
-};
 
 /// One 2-D device copy on `stream`: `rows` rows of `width` bytes, `srcPitch`
 /// and `dstPitch` bytes apart (skipped when empty). The exchanges' pieces
@@ -96,6 +84,19 @@ private:
   std::vector<CUevent> joinEvents, marks;
   int marksPerLane;
 };
+
+/// The handshake kernel: symbols slots, ranks, me, base, epoch, then the
+/// flags [slots] (i32, LaunchArg::symmetric). Block r stores `epoch` into
+/// slot base + me of rank r's flags (release, system scope, after the
+/// stream's earlier work) and waits until slot base + r of this rank's
+/// reaches it (traps after 10 s, a rank that never came).
+Program exchangeHandshake();
+
+/// An exchange's flags: a zeroed symmetric buffer of `bytes`, allocated by
+/// every rank together once this process has the handshake kernel loaded
+/// for the communicator's device (a module load waits for running
+/// kernels, and a peer's handshake may already be spinning).
+std::unique_ptr<rt::SymmetricBuffer> exchangeFlags(rt::Communicator &comm, size_t bytes);
 
 /// The start of an exchange's call on `stream`, with `flags` (symmetric)
 /// holding 'ready' epochs in slots [0, N) and 'read' epochs in [N, 2N):
