@@ -30,6 +30,49 @@ DType codeType(WeightFormat f) { return f == WeightFormat::int4 ? DType::u8 : DT
 /// The zero point of codes stored without one: int4's are 0-15 about 8.
 double defaultZero(WeightFormat f) { return f == WeightFormat::int4 ? 8.0 : 0.0; }
 
+/// A kernel's quantised weights: codes, and scales and zeros per group.
+struct WeightTensors {
+  WeightFormat format;
+  DType activations;
+  int64_t group;
+  Tensor codes, scales;
+  std::optional<Tensor> zeros;
+
+  WeightTensors(Program &p, WeightFormat f, DType activations, int64_t group, bool withZeros,
+                Expr n, Expr k)
+      : format(f), activations(activations), group(group),
+        codes(p.tensor("w", codeShape(f, n, k), codeType(f))),
+        scales(p.tensor("scales", {k / group, n}, activations)) {
+    if (withZeros) zeros = p.tensor("zeros", {k / group, n}, activations);
+  }
+};
+
+/// Shared tiles of `rows` weight rows and `columns` of K: the codes, and
+/// the scales (and zeros) of the groups they span.
+struct WeightTiles {
+  const WeightTensors &from;
+  int64_t rows, columns, groups;
+  Buffer codes, scales;
+  std::optional<Buffer> zeros;
+
+  WeightTiles(const WeightTensors &t, int64_t rows, int64_t columns)
+      : from(t), rows(rows), columns(columns), groups(std::max<int64_t>(1, columns / t.group)),
+        codes(alloc_shared({rows, codeColumns(t.format, columns)}, codeType(t.format), "w_codes")),
+        scales(alloc_shared({groups, rows}, t.activations, "w_scales")) {
+    if (t.zeros) zeros = alloc_shared({groups, rows}, t.activations, "w_zeros");
+  }
+  /// Copies the tiles of weight rows from `row` and K tile `kTile`.
+  void load(Expr row, Expr kTile) const {
+    int64_t bytes = codeColumns(from.format, columns);
+    copy(from.codes.tile({row, kTile * bytes}, {rows, bytes}), codes);
+    Expr firstGroup = kTile * columns / from.group;
+    copy(from.scales.tile({firstGroup, row}, {groups, rows}), scales);
+    if (zeros) copy(from.zeros->tile({firstGroup, row}, {groups, rows}), *zeros);
+  }
+  /// Element (i, j) of the tiles dequantised, in the activations' type.
+  Expr value(Expr i, Expr j) const;
+};
+
 /// The f32 value (c - z) * s of code column j (a logical K index) of
 /// `codes` row i, where `codes` holds the bytes of that row's K range; `z`
 /// is the zero point, a tensor's (an f32 expression) or, without one, the
@@ -60,6 +103,15 @@ Expr dequantized(WeightFormat f, const Buffer &codes, Expr i, Expr j, std::optio
   return unbias(bitcast(bits, DType::f32), kTwo23, unit) * (s * inverse);
 }
 
+Expr WeightTiles::value(Expr i, Expr j) const {
+  Expr g = groups > 1 ? j / from.group : Expr(0);
+  Expr s = cast(scales(g, i), DType::f32);
+  std::optional<Expr> z;
+  if (zeros) z = cast((*zeros)(g, i), DType::f32);
+  return cast(dequantized(from.format, codes, i, j, z, defaultZero(from.format), s),
+              from.activations);
+}
+
 void checkConfig(const WeightGemmConfig &c) {
   if (c.activations != DType::f16 && c.activations != DType::bf16)
     throw Error(fmt::format("weight_gemm: activations are f16 or bf16, got {}", name(c.activations)));
@@ -86,45 +138,25 @@ Program kernels::weightGemm(const WeightGemmConfig &c) {
   Program p("weight_gemm");
   Expr m = p.sym("M"), n = p.sym("N"), k = p.sym("K");
   Tensor x = p.tensor("x", {m, k}, c.activations);
-  Tensor w = p.tensor("w", codeShape(c.format, n, k), codeType(c.format));
-  Expr groups = k / c.group;
-  Tensor scales = p.tensor("scales", {groups, n}, c.activations);
-  std::optional<Tensor> zeros;
-  if (c.zeros) zeros = p.tensor("zeros", {groups, n}, c.activations);
+  WeightTensors w(p, c.format, c.activations, c.group, c.zeros, n, k);
   Tensor y = p.tensor("y", {m, n}, c.out);
   const int64_t bn = c.blockN, bm = c.blockM, bk = c.blockK;
-  // The scale rows a step reads: one per group it spans, or the one group
-  // it lies in.
-  const int64_t stepGroups = std::max<int64_t>(1, bk / c.group);
   Expr kTiles = ceil_div(k, bk);
   Expr perSplit = ceil_div(kTiles, Expr(c.splitK));
   p.kernel({ceil_div(n, bn), ceil_div(m, bm), Expr(c.splitK)}, c.threads,
            [&](Expr bx, Expr by, Expr split) {
     Expr firstK = split * perSplit;
     Expr steps = max(min(perSplit, kTiles - firstK), Expr(0));
-    Buffer codes = alloc_shared({bn, codeColumns(c.format, bk)}, codeType(c.format), "w_codes");
+    WeightTiles tiles(w, bn, bk);
     Buffer tokens = alloc_shared({bm, bk}, c.activations, "x_tile");
-    Buffer stepScales = alloc_shared({stepGroups, bn}, c.activations, "w_scales");
-    std::optional<Buffer> stepZeros;
-    if (zeros) stepZeros = alloc_shared({stepGroups, bn}, c.activations, "w_zeros");
     Buffer weights = alloc_fragment({bn, bk}, c.activations, "w");
     Buffer acc = alloc_fragment({bn, bm}, DType::f32, "acc");
     clear(acc);
     pipelined(steps, c.stages, [&](Expr step) {
       Expr kt = firstK + step;
-      copy(w.tile({bx * bn, kt * codeColumns(c.format, bk)}, {bn, codeColumns(c.format, bk)}), codes);
+      tiles.load(bx * bn, kt);
       copy(x.tile({by * bm, kt * bk}, {bm, bk}), tokens);
-      Expr firstGroup = kt * bk / c.group;
-      copy(scales.tile({firstGroup, bx * bn}, {stepGroups, bn}), stepScales);
-      if (zeros) copy(zeros->tile({firstGroup, bx * bn}, {stepGroups, bn}), *stepZeros);
-      parallel(bn, bk, [&](Expr i, Expr j) {
-        Expr g = stepGroups > 1 ? j / c.group : Expr(0);
-        Expr s = cast(stepScales(g, i), DType::f32);
-        std::optional<Expr> z;
-        if (stepZeros) z = cast((*stepZeros)(g, i), DType::f32);
-        weights(i, j) = cast(dequantized(c.format, codes, i, j, z, defaultZero(c.format), s),
-                             c.activations);
-      });
+      parallel(bn, bk, [&](Expr i, Expr j) { weights(i, j) = tiles.value(i, j); });
       gemm(weights, tokens, acc,
            {.transpose_b = true, .policy = WarpPolicy::full_row, .instruction = c.instruction});
     });
@@ -149,30 +181,14 @@ Program kernels::weightDequantize(const WeightDequantizeConfig &c) {
                             c.blockK, c.group));
   Program p("weight_dequantize");
   Expr n = p.sym("N"), k = p.sym("K");
-  Tensor w = p.tensor("w", codeShape(c.format, n, k), codeType(c.format));
-  Expr groups = k / c.group;
-  Tensor scales = p.tensor("scales", {groups, n}, c.activations);
-  std::optional<Tensor> zeros;
-  if (c.zeros) zeros = p.tensor("zeros", {groups, n}, c.activations);
+  WeightTensors w(p, c.format, c.activations, c.group, c.zeros, n, k);
   Tensor dense = p.tensor("dense", {n, k}, c.activations);
-  const int64_t rows = c.rows, bk = c.blockK, stepGroups = bk / c.group;
+  const int64_t rows = c.rows, bk = c.blockK;
   p.kernel({ceil_div(k, bk), ceil_div(n, rows)}, c.threads, [&](Expr bx, Expr by) {
-    Buffer codes = alloc_shared({rows, codeColumns(c.format, bk)}, codeType(c.format), "w_codes");
-    Buffer tileScales = alloc_shared({stepGroups, rows}, c.activations, "w_scales");
-    std::optional<Buffer> tileZeros;
-    if (zeros) tileZeros = alloc_shared({stepGroups, rows}, c.activations, "w_zeros");
+    WeightTiles tiles(w, rows, bk);
     Buffer values = alloc_fragment({rows, bk}, c.activations, "values");
-    copy(w.tile({by * rows, bx * codeColumns(c.format, bk)}, {rows, codeColumns(c.format, bk)}), codes);
-    copy(scales.tile({bx * stepGroups, by * rows}, {stepGroups, rows}), tileScales);
-    if (zeros) copy(zeros->tile({bx * stepGroups, by * rows}, {stepGroups, rows}), *tileZeros);
-    parallel(rows, bk, [&](Expr i, Expr j) {
-      Expr g = j / c.group;
-      Expr s = cast(tileScales(g, i), DType::f32);
-      std::optional<Expr> z;
-      if (tileZeros) z = cast((*tileZeros)(g, i), DType::f32);
-      values(i, j) = cast(dequantized(c.format, codes, i, j, z, defaultZero(c.format), s),
-                          c.activations);
-    });
+    tiles.load(by * rows, bx);
+    parallel(rows, bk, [&](Expr i, Expr j) { values(i, j) = tiles.value(i, j); });
     copy(values, dense.tile({by * rows, bx * bk}, {rows, bk}));
   });
   return p;

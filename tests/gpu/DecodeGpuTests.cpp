@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include <catch2/catch.hpp>
 
+#include "LibraryChecks.h"
 #include "ScopedCacheDir.h"
 #include "tessel/Tessel.h"
 #include "tessel/kernels/Tuned.h"
@@ -29,18 +30,7 @@ namespace {
 std::string nativeTarget() { return rt::nativeArch(rt::Driver::get().computeCapability()); }
 
 void checkDecode(const std::string &name, const Params &overrides, std::string arch = "") {
-  if (arch.empty()) arch = nativeTarget();
-  const LibraryKernel &entry = findKernel(name);
-  Params p = withDefaults(entry, overrides, arch);
-  Program program = entry.build(p);
-  Kernel k = compile(program, {arch, ""});
-  uint64_t seed = std::random_device{}();
-  CheckResult r = entry.check(k, p, seed);
-  std::string line = fmt::format("{} on {} {}: rel error {:.3e} (tolerance {:.0e}) seed {}", name,
-                                 arch, r.shape, r.relError, r.tolerance, seed);
-  fmt::print("{}\n", line);
-  INFO(line);
-  CHECK(r.passed);
+  test::checkLibraryKernel(name, overrides, arch.empty() ? nativeTarget() : arch);
 }
 
 /// The targets whose code runs on this GPU: its own, and sm_80's (through

@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include "GpuHelpers.h"
+#include "LibraryChecks.h"
 #include "tessel/Tessel.h"
 #include "tessel/harness/LibrarySupport.h"
 #include "tessel/runtime/Driver.h"
@@ -24,20 +25,6 @@ using namespace tessel::harness;
 namespace {
 std::string nativeTarget() { return rt::nativeArch(rt::Driver::get().computeCapability()); }
 
-void checkWeights(const std::string &kernel, const Params &overrides, const std::string &arch) {
-  const LibraryKernel &entry = findKernel(kernel);
-  Params p = withDefaults(entry, overrides, arch);
-  Program program = entry.build(p);
-  Kernel k = compile(program, {arch, ""});
-  uint64_t seed = std::random_device{}();
-  CheckResult r = entry.check(k, p, seed);
-  std::string line = fmt::format("{} on {} {}: rel error {:.3e} (tolerance {:.0e}) seed {}", kernel,
-                                 arch, r.shape, r.relError, r.tolerance, seed);
-  fmt::print("{}\n", line);
-  INFO(line);
-  CHECK(r.passed);
-}
-
 /// The instructions that take a register A on `arch`'s GPU.
 std::vector<std::string> instructionsOn(const std::string &arch) {
   if (arch == "sm_90a") return {"wgmma", "mma_sync"};
@@ -51,32 +38,32 @@ TEST_CASE("weight_gemm matches the reference", "[gpu][weights]") {
     for (const char *format : {"int4", "int8"}) {
       // A token, a block's worth, a ragged count past one block; N past a
       // tile; groups smaller than, equal to and spanning steps.
-      checkWeights("weight_gemm", {{"weights", format}, {"instruction", instruction}, {"M", "1"}},
+      test::checkLibraryKernel("weight_gemm", {{"weights", format}, {"instruction", instruction}, {"M", "1"}},
                    arch);
-      checkWeights("weight_gemm",
+      test::checkLibraryKernel("weight_gemm",
                    {{"weights", format}, {"instruction", instruction}, {"M", "37"}, {"N", "200"},
                     {"block_m", "32"}, {"zeros", "1"}, {"group", "32"}},
                    arch);
-      checkWeights("weight_gemm",
+      test::checkLibraryKernel("weight_gemm",
                    {{"weights", format}, {"instruction", instruction}, {"M", "16"}, {"K", "1536"},
                     {"block_k", "64"}, {"in", "f16"}, {"out", "f16"}, {"zeros", "1"}},
                    arch);
       // K split three ways, the last slice short, adding into f32.
-      checkWeights("weight_gemm",
+      test::checkLibraryKernel("weight_gemm",
                    {{"weights", format}, {"instruction", instruction}, {"M", "9"}, {"K", "1280"},
                     {"split_k", "3"}, {"out", "f32"}, {"group", "64"}},
                    arch);
     }
   // sm_80's code on a later GPU.
   if (arch != "sm_80")
-    checkWeights("weight_gemm", {{"M", "20"}, {"block_m", "32"}, {"zeros", "1"}}, "sm_80");
+    test::checkLibraryKernel("weight_gemm", {{"M", "20"}, {"block_m", "32"}, {"zeros", "1"}}, "sm_80");
 }
 
 TEST_CASE("weight_dequantize gives the host's weights bit for bit", "[gpu][weights]") {
   for (const char *format : {"int4", "int8"})
     for (const char *zeros : {"0", "1"})
       for (const char *group : {"32", "128"})
-        checkWeights("weight_dequantize",
+        test::checkLibraryKernel("weight_dequantize",
                      {{"weights", format}, {"zeros", zeros}, {"group", group}, {"N", "77"}},
                      nativeTarget());
 }
