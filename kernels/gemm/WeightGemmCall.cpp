@@ -50,6 +50,9 @@ WeightProblem problemOf(const TensorView &x, const TensorView &w, const TensorVi
                             p.format == WeightFormat::int4 ? "int4 (u8, two codes a byte)" : "int8",
                             p.format == WeightFormat::int4 ? "K / 2" : "K",
                             p.format == WeightFormat::int4 && p.k % 2 ? ", and K must be even" : ""));
+  if (p.k == 0)
+    throw Error(fmt::format("x is {}: weight_gemm needs K > 0 (its weights come in groups of K)",
+                            x.str()));
   int64_t groups = scales.shape[0];
   if (groups < 1 || p.k % groups || scales.shape[1] != p.n)
     throw Error(fmt::format("scales is {}: it is [K / group, N] = [K / group, {}] with K = {} a "
@@ -114,6 +117,11 @@ size_t tessel::weightGemmWorkspaceBytes(const TensorView &x, const TensorView &w
 Choice tessel::weight_gemm(const TensorView &x, const TensorView &w, const TensorView &scales,
                            const TensorView &y, const WeightGemmOptions &o, CUstream stream) {
   WeightProblem p = problemOf(x, w, scales, y, o);
+  if (p.m == 0 || p.n == 0) {
+    Choice none;
+    none.config = fmt::format("weight_gemm: nothing to compute (M = {}, N = {})", p.m, p.n);
+    return none;
+  }
   int device = o.zeros ? commonDevice({&x, &w, &scales, &y, &*o.zeros})
                        : commonDevice({&x, &w, &scales, &y});
   Choice choice;

@@ -61,6 +61,13 @@ TEST_CASE("weight_gemm says which view is wrong and why", "[views][weights]") {
   o.zeros = view(ScalarType::BF16, {8, 320});
   o.zeros->device = 1;
   CHECK_THAT(error(x, w, scales, y, o), Catch::Contains("tensors on devices 0 and 1"));
+  CHECK_THAT(error(view(ScalarType::BF16, {4, 0}), view(ScalarType::U8, {320, 0}),
+                   view(ScalarType::BF16, {0, 320}), y),
+             Catch::Contains("weight_gemm needs K > 0"));
+  // No tokens: nothing runs (no driver is touched), and the choice says so.
+  Choice none = tessel::weight_gemm(view(ScalarType::BF16, {0, 1024}), w, scales,
+                                    view(ScalarType::BF16, {0, 320}));
+  CHECK(none.config == "weight_gemm: nothing to compute (M = 0, N = 320)");
 }
 
 TEST_CASE("weight_gemm asks for scratch by its path", "[views][weights]") {
