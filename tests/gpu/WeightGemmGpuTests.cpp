@@ -48,6 +48,12 @@ TEST_CASE("weight_gemm matches the reference", "[gpu][weights]") {
                    {{"weights", format}, {"instruction", instruction}, {"M", "16"}, {"K", "1536"},
                     {"block_k", "64"}, {"in", "f16"}, {"out", "f16"}, {"zeros", "1"}},
                    arch);
+      // K not a whole number of steps: the last step's codes, scales and
+      // tokens past K read as zeros.
+      test::checkLibraryKernel("weight_gemm",
+                               {{"weights", format}, {"instruction", instruction}, {"M", "3"},
+                                {"K", "1120"}, {"group", "32"}, {"zeros", "1"}},
+                               arch);
       // K split three ways, the last slice short, adding into f32.
       test::checkLibraryKernel("weight_gemm",
                    {{"weights", format}, {"instruction", instruction}, {"M", "9"}, {"K", "1280"},
