@@ -38,11 +38,21 @@ Program tessel::kernels::peerTileCopy(const PeerTileCopyConfig &c) {
   Expr dstRows = p.sym("dst_rows"), dstPitch = p.sym("dst_pitch");
   Expr dstEntry = p.sym("dst_entry"), dstRank = p.sym("dst_rank"), dstFirstRow = p.sym("dst_row");
   Expr dstColRank = p.sym("dst_col_rank"), dstFirstCol = p.sym("dst_col");
+  // The rank the blocks start at (this one's): rank r's blocks visit the
+  // peers in the order r, r + 1, ..., so that at any moment each rank
+  // writes into (or reads from) a different peer.
+  Expr firstRank = p.sym("first_rank");
   Tensor src = p.tensor("src", {srcRows, srcPitch}, c.dtype);
   Tensor dst = p.tensor("dst", {dstRows, dstPitch}, c.dtype);
-  p.kernel({ceil_div(rows, c.blockRows), ceil_div(cols, c.blockCols), entries * ranks}, c.threads,
-           [&](Expr bx, Expr by, Expr bz) {
-             Expr e = bz / ranks, s = bz % ranks;
+  // The rank varies fastest over the blocks, which start in launch order:
+  // the blocks running at any moment copy to (or from) every peer at
+  // once, not all to one peer, whose NVLink port every rank would then be
+  // writing into together (on 4 H100s the all-to-all went from 214 to 311
+  // GB/s at 32k tokens).
+  p.kernel({ranks * ceil_div(rows, c.blockRows), ceil_div(cols, c.blockCols), entries}, c.threads,
+           [&](Expr bx, Expr by, Expr e) {
+             Expr s = (bx % ranks + firstRank) % ranks;
+             bx = bx / ranks;
              Buffer tile = alloc_shared({c.blockRows, c.blockCols}, c.dtype, "tile");
              std::vector<Expr> from = {srcEntry * e + srcRank * s + srcFirstRow + bx * c.blockRows,
                                        srcColRank * s + srcFirstCol + by * c.blockCols};

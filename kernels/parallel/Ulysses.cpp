@@ -300,11 +300,12 @@ struct TileMoves {
   int64_t rows, cols, entries, ranks;
   int64_t srcRows, srcPitch, srcEntry, srcRank, srcRow, srcColRank, srcCol;
   int64_t dstRows, dstPitch, dstEntry, dstRank, dstRow, dstColRank, dstCol;
+  int64_t firstRank;
   std::vector<rt::LaunchArg> args(rt::LaunchArg src, rt::LaunchArg dst) const {
     std::vector<rt::LaunchArg> a;
     for (int64_t v : {rows, cols, entries, ranks, srcRows, srcPitch, srcEntry, srcRank, srcRow,
                       srcColRank, srcCol, dstRows, dstPitch, dstEntry, dstRank, dstRow, dstColRank,
-                      dstCol})
+                      dstCol, firstRank})
       a.push_back(rt::LaunchArg::integer(v));
     a.push_back(std::move(src));
     a.push_back(std::move(dst));
@@ -329,7 +330,7 @@ void UlyssesExchange::moveAllWithKernel(CUstream stream) {
       if (push) {
         TileMoves m{local, cols, shape.batch, n, rows, all, local, 0, 0,
                     shape.headsPerRank(t) * dim, inGroup, shape.totalRows(t), cols,
-                    shape.seqlen, 0, me * local, 0, 0};
+                    shape.seqlen, 0, me * local, 0, 0, me};
         tileCopy->launch(m.args(rt::LaunchArg::buffer(inputs[t]->local(), {rows, all}),
                                 everyRank(*outputs[t], n, groupAt, outShape)),
                          stream);
@@ -337,7 +338,7 @@ void UlyssesExchange::moveAllWithKernel(CUstream stream) {
       }
       TileMoves m{local, cols, shape.batch, n, rows, all, local, 0, 0, 0,
                   shape.firstHead(t, me) * dim + inGroup, shape.totalRows(t), cols, shape.seqlen,
-                  local, 0, 0, 0};
+                  local, 0, 0, 0, me};
       tileCopy->launch(m.args(everyRank(*inputs[t], n, 0, {rows, all}),
                               rt::LaunchArg::buffer(output(t, g), outShape)),
                        stream);
@@ -359,14 +360,14 @@ void UlyssesExchange::moveBackAllWithKernel(CUstream stream) {
     std::vector<int64_t> sequenceShape = {shape.localRows(0), all};
     if (push) {
       TileMoves m{local, cols, shape.batch, n, total, cols, shape.seqlen, local, 0, 0, 0,
-                  shape.localRows(0), all, local, 0, 0, 0, me * perRank + inGroup};
+                  shape.localRows(0), all, local, 0, 0, 0, me * perRank + inGroup, me};
       tileCopy->launch(m.args(rt::LaunchArg::buffer(headOutput->local() + at, {total, cols}),
                               everyRank(*sequenceOutput, n, 0, sequenceShape)),
                        stream);
       continue;
     }
     TileMoves m{local, cols, shape.batch, n, total, cols, shape.seqlen, 0, me * local, 0, 0,
-                shape.localRows(0), all, local, 0, 0, perRank, inGroup};
+                shape.localRows(0), all, local, 0, 0, perRank, inGroup, me};
     tileCopy->launch(m.args(everyRank(*headOutput, n, at, {total, cols}),
                             rt::LaunchArg::buffer(result(), sequenceShape)),
                      stream);

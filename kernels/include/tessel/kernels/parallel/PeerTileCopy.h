@@ -7,7 +7,8 @@
 // the Ulysses exchange (UlyssesExchange::PeerTransfer). Launch arguments
 // in order: the symbols rows, cols, entries, ranks, src_rows, src_pitch,
 // src_entry, src_rank, src_row, src_col_rank, src_col, dst_rows,
-// dst_pitch, dst_entry, dst_rank, dst_row, dst_col_rank, dst_col; then src
+// dst_pitch, dst_entry, dst_rank, dst_row, dst_col_rank, dst_col,
+// first_rank (the peer this rank's blocks start at); then src
 // and dst (the peer side as LaunchArg::symmetric). rows and cols must be
 // whole tiles.
 //
