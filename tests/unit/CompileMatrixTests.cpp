@@ -74,8 +74,10 @@ TEST_CASE("peer_tile_copy compiles for every target, its source a per-block peer
       CHECK(std::system(fmt::format("{} -arch={} {} -o /dev/null", TESSEL_PTXAS, arch,
                                     ptx.string()).c_str()) == 0);
       std::filesystem::remove(ptx);
-      // One symmetric tensor: every rank's address comes with the launch.
-      CHECK(k.spec().params.size() == 20);
+      // 19 symbols (first_rank last) and two tensors, one of them
+      // symmetric: every rank's address comes with the launch.
+      CHECK(k.spec().params.size() == 21);
+      CHECK(k.params()[18].name == "first_rank");
     }
 }
 
