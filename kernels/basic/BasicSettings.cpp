@@ -17,6 +17,14 @@ const SettingsTable<ScaledAddConfig> &kernels::scaledAddSettings() {
   return table;
 }
 
+const SettingsTable<PartialSumConfig> &kernels::partialSumSettings() {
+  using C = PartialSumConfig;
+  static const SettingsTable<C> table({fixed(choiceSetting("dtype", &C::dtype, dtypeChoices())),
+                                       integerSetting("block", &C::block),
+                                       integerSetting("threads", &C::threads)});
+  return table;
+}
+
 const SettingsTable<ColumnSliceConfig> &kernels::columnSliceSettings() {
   using C = ColumnSliceConfig;
   static const SettingsTable<C> table({fixed(choiceSetting("dtype", &C::dtype, dtypeChoices())),

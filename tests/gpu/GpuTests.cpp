@@ -50,6 +50,14 @@ TEST_CASE("scaled_add matches the reference", "[gpu]") {
   checkKernel("scaled_add", {{"block", "512"}, {"threads", "64"}, {"N", "77777"}});
 }
 
+TEST_CASE("partial_sum adds its parts in f32", "[gpu]") {
+  for (std::string dtype : {"f32", "f16", "bf16"})
+    for (std::string parts : {"1", "2", "4", "7"})
+      for (std::string n : {"1", "2047", "1000003"})
+        checkKernel("partial_sum", {{"dtype", dtype}, {"P", parts}, {"N", n}});
+  checkKernel("partial_sum", {{"block", "1000"}, {"threads", "100"}, {"P", "3"}, {"N", "77777"}});
+}
+
 TEST_CASE("column_slice copies a column slice of rows exactly", "[gpu]") {
   checkKernel("column_slice", {});
   // Rows that are not whole blocks; a slice at the end of the rows.

@@ -52,6 +52,12 @@ TEST_CASE("scaled_add compiles for every target") {
   compileEverywhere("scaled_add", {{"dtype", "f16"}, {"block", "100"}});
 }
 
+TEST_CASE("partial_sum compiles for every target") {
+  compileEverywhere("partial_sum", {});
+  compileEverywhere("partial_sum", {{"dtype", "f32"}, {"block", "1000"}, {"threads", "100"}});
+  compileEverywhere("partial_sum", {{"dtype", "f16"}, {"block", "512"}, {"threads", "64"}});
+}
+
 TEST_CASE("column_slice compiles for every target") {
   compileEverywhere("column_slice", {});
   compileEverywhere("column_slice", {{"dtype", "f32"}, {"block_cols", "64"}, {"block_rows", "8"}});

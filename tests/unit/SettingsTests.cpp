@@ -79,6 +79,7 @@ TEST_CASE("every attention setting round-trips through its table") {
 
 TEST_CASE("the small kernels' settings are their harness parameters") {
   checkHarnessReads(scaledAddSettings(), "scaled_add");
+  checkHarnessReads(partialSumSettings(), "partial_sum");
   checkHarnessReads(columnSliceSettings(), "column_slice");
   checkHarnessReads(rowSoftmaxSettings(), "row_softmax");
   checkHarnessReads(rowLogSumExpSettings(), "row_lse");

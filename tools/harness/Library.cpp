@@ -66,6 +66,25 @@ CheckResult checkScaledAdd(Kernel &k, const Params &p, uint64_t seed) {
   return r;
 }
 
+CheckResult checkPartialSum(Kernel &k, const Params &p, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  int64_t parts = intParam(p, "P"), n = intParam(p, "N");
+  DType t = dtypeParam(p, "dtype");
+  HostTensor x(t, {parts, n}), y(t, {n});
+  randomize(x, rng);
+  std::vector<double> ref(n, 0.0);
+  for (int64_t s = 0; s < parts; ++s)
+    for (int64_t i = 0; i < n; ++i) ref[i] += x.values[s * n + i];
+  CheckResult r;
+  r.shape = fmt::format("P={} N={} {}", parts, n, name(t));
+  DeviceRun run;
+  run.args.push_back(rt::LaunchArg::integer(parts));
+  run.args.push_back(rt::LaunchArg::integer(n));
+  run.addTensor(x, false);
+  run.addTensor(y, /*poison=*/true);
+  return launchAndCompare(k, run, 3, y, ref, toleranceFor(t), r);
+}
+
 CheckResult checkColumnSlice(Kernel &k, const Params &p, uint64_t seed) {
   std::mt19937_64 rng(seed);
   int64_t rows = intParam(p, "rows"), pitch = intParam(p, "pitch"), first = intParam(p, "first"),
@@ -536,6 +555,9 @@ const std::vector<LibraryKernel> &tessel::harness::library() {
       {"scaled_add", "y = alpha * x + y (vectors, length N at run time)",
        defaultsFrom(scaledAddSettings(), {{"N", "1000003"}}), builtFrom(scaledAddSettings(), scaledAdd),
        checkScaledAdd},
+      {"partial_sum", "y = the sum over p of x [P, N] in f32, rounded once (P, N at run time)",
+       defaultsFrom(partialSumSettings(), {{"P", "4"}, {"N", "1000003"}}),
+       builtFrom(partialSumSettings(), partialSum), checkPartialSum},
       {"column_slice", "dst = src[:, first : first + cols], [rows, pitch] rows in (all at run time)",
        defaultsFrom(columnSliceSettings(),
                     {{"rows", "1001"}, {"pitch", "4096"}, {"first", "512"}, {"cols", "1024"}}),

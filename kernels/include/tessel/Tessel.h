@@ -364,6 +364,55 @@ void release(rt::Communicator &comm);
 
 } // namespace sp_attention
 
+namespace tp {
+
+/// Tensor-parallel linear layers over the ranks of a job, each GEMM's
+/// communication overlapped with its compute. With N ranks:
+///  - allgather_gemm (a column-parallel layer): every rank holds m rows of
+///    the activations, a [m, K]; c [N * m, n] = gather(a) op(b), the
+///    gathered rows in rank order (rank r's at rows r * m);
+///  - gemm_reducescatter (a row-parallel layer): every rank holds a [M, K]
+///    (its slice of the inner dimension) and b [K, n] (op(b)); c [M / N, n]
+///    is rank r's rows, [r * M / N, (r + 1) * M / N), of the sum over ranks
+///    of a op(b).
+/// a and c are contiguous; a f16 or bf16, b a's type (op(b) as tessel::gemm
+/// takes it), c a's type or f32. The calls are collective: every rank calls
+/// with the same shapes and options, in the same order; every rank's checks
+/// run, and a failure on any rank is an error on all, before anything
+/// moves. A rank's calls follow each other on its device (one at a time per
+/// communicator), on any streams.
+///
+/// The symmetric transport (one node, peer access) works in N steps of m
+/// rows. allgather_gemm multiplies its own rows at once while the copy
+/// engines pull the peers' rows from symmetric memory, each step's GEMM
+/// starting when its rows have arrived. gemm_reducescatter computes the
+/// partial rows of the next rank first and its own last; the copy engines
+/// push each finished partial into its rank's symmetric memory while the
+/// next is computed, and once every rank's have arrived, partial_sum adds
+/// them in f32 (in rank order, rounded once). The nccl transport runs the
+/// collective and the whole GEMM one after the other.
+struct Options {
+  bool transposeB = false;
+  std::string arch;
+  /// The GEMM's tiles; without it each step's GEMM is tessel::gemm's
+  /// choice for its shape.
+  std::optional<kernels::GemmConfig> config;
+  /// "symmetric", "nccl" or "" ($TESSEL_EXCHANGE, else symmetric where
+  /// every rank shares the node and reaches every peer, else nccl).
+  std::string transport;
+};
+/// Returns the transport, why it was chosen, and the GEMM's configuration.
+Choice allgather_gemm(rt::Communicator &comm, const TensorView &a, const TensorView &b,
+                      const TensorView &c, const Options &options = {}, CUstream stream = nullptr);
+Choice gemm_reducescatter(rt::Communicator &comm, const TensorView &a, const TensorView &b,
+                          const TensorView &c, const Options &options = {},
+                          CUstream stream = nullptr);
+/// Frees what the calls made for `comm` (symmetric memory), collectively,
+/// as sp_attention::release does (the two share the communicator's plans).
+void release(rt::Communicator &comm);
+
+} // namespace tp
+
 } // namespace tessel
 
 #endif

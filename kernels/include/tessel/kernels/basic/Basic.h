@@ -23,6 +23,18 @@ Program scaledAdd(const ScaledAddConfig &config);
 /// Its settings: dtype, block, threads.
 const SettingsTable<ScaledAddConfig> &scaledAddSettings();
 
+/// y [N] = the sum over p of x [P, N] (P and N symbols): partial results
+/// of several ranks or splits added in f32, in order of p, and rounded to
+/// dtype once (a reduce-scatter's reduction).
+struct PartialSumConfig {
+  DType dtype = DType::bf16;
+  int64_t block = 2048; // elements per thread block
+  int threads = 256;
+};
+Program partialSum(const PartialSumConfig &config);
+/// Its settings: dtype, block, threads.
+const SettingsTable<PartialSumConfig> &partialSumSettings();
+
 /// dst = src[:, first : first + cols] with src [rows, pitch] and dst
 /// [rows, cols] row-major (all four symbols; cols a multiple of blockCols):
 /// the local part of an exchange, which copy engines do slowly on narrow

@@ -1,0 +1,331 @@
+//===- TensorParallel.cpp - tessel::tp's overlapped GEMMs -----------------===//
+//
+// The two halves of a tensor-parallel MLP, each GEMM split into one step per
+// rank's rows so that the copy engines move one step's rows while the SMs
+// multiply another's:
+//
+//  allgather_gemm: own rows first (no wait); the copy engines publish a
+//    into symmetric memory, the ranks meet (the epoch handshake), and each
+//    peer's rows are pulled on a lane of their own; step s multiplies rank
+//    (me + s)'s rows once its lane has them.
+//  gemm_reducescatter: step s computes the partial rows of rank
+//    (me + 1 + s), its own last; each peer's partial is pushed by a copy
+//    lane into that rank's inbox while the next step runs; after the ranks
+//    meet (every push landed), partial_sum adds the inbox in rank order.
+//
+// Symmetric buffers are used on alternate calls (by parity): a rank can
+// start its next call, and overwrite a buffer, while a slower peer still
+// reads the last one; it cannot get two calls ahead, since each call's
+// handshake needs every peer's, which follows that peer's previous call.
+//
+//===----------------------------------------------------------------------===//
+#include "SpAttentionProblem.h"
+#include "common/LibraryCalls.h"
+#include "tessel/kernels/parallel/ExchangeFlags.h"
+#include "tessel/runtime/Communicator.h"
+#include "tessel/runtime/Driver.h"
+#include "tessel/runtime/Nccl.h"
+
+#include <fmt/format.h>
+
+using namespace tessel;
+using namespace tessel::kernels;
+using rt::Communicator;
+using rt::Driver;
+using rt::ScalarType;
+
+namespace {
+
+enum class Layer { allGather, reduceScatter };
+
+/// What every rank must agree on: rows of a step (m), the inner and outer
+/// extents of the GEMM each step runs, the types and the transport.
+struct TpProblem {
+  Layer layer;
+  int ranks = 1;
+  int64_t m = 0, k = 0, n = 0;
+  ScalarType in = ScalarType::BF16, out = ScalarType::BF16;
+  Transport transport = Transport::copyEngine;
+  std::string why, arch;
+  int64_t inBytes() const { return rt::scalarBytes(in); }
+  int64_t outBytes() const { return rt::scalarBytes(out); }
+  /// One step's rows of a (allgather) or of the partial (reducescatter).
+  int64_t stepBytes() const {
+    return layer == Layer::allGather ? m * k * inBytes() : m * n * outBytes();
+  }
+};
+
+const char *callName(Layer l) {
+  return l == Layer::allGather ? "tp::allgather_gemm" : "tp::gemm_reducescatter";
+}
+
+std::string describe(const TpProblem &p, const tp::Options &o) {
+  return fmt::format("{} ranks={} m={} k={} n={} in={} out={} transpose_b={} arch={} transport={}{}",
+                     callName(p.layer), p.ranks, p.m, p.k, p.n, name(dtypeOf(p.in)),
+                     name(dtypeOf(p.out)), o.transposeB ? 1 : 0, p.arch,
+                     transportName(p.transport),
+                     o.config ? " config=" + gemmSettings().describe(*o.config) : "");
+}
+
+/// This rank's views as one problem; throws naming the view and rule.
+TpProblem problemOf(Communicator &comm, Layer layer, const TensorView &a, const TensorView &b,
+                    const TensorView &c, const tp::Options &o) {
+  TpProblem p;
+  p.layer = layer;
+  p.ranks = comm.size();
+  requireView(a, "a", 2, {ScalarType::BF16, ScalarType::F16});
+  requireView(b, "b", 2, {a.dtype});
+  requireView(c, "c", 2, {a.dtype, ScalarType::F32});
+  int device = commonDevice({&a, &b, &c});
+  if (device != comm.device())
+    throw Error(fmt::format("the tensors are on device {}, the communicator's rank on device {}",
+                            device, comm.device()));
+  p.in = a.dtype;
+  p.out = c.dtype;
+  p.k = a.shape[1];
+  int64_t bk = o.transposeB ? b.shape[1] : b.shape[0];
+  p.n = o.transposeB ? b.shape[0] : b.shape[1];
+  if (bk != p.k)
+    throw Error(fmt::format("a is {} and b is {}{}: a has {} columns but op(b) has {} rows",
+                            a.str(), b.str(), o.transposeB ? " (transposed)" : "", p.k, bk));
+  if (layer == Layer::allGather) {
+    p.m = a.shape[0];
+    requireShape(c, "c", {p.ranks * p.m, p.n});
+  } else {
+    if (a.shape[0] % p.ranks)
+      throw Error(fmt::format("a is {}: its {} rows do not split into {} ranks' equal shares",
+                              a.str(), a.shape[0], p.ranks));
+    p.m = a.shape[0] / p.ranks;
+    requireShape(c, "c", {p.m, p.n});
+  }
+  if (p.k == 0 && p.m * p.n > 0)
+    throw Error(fmt::format("a is {}: K = 0 leaves c undefined", a.str()));
+  p.arch = targetFor(o.arch, device);
+  p.transport = chooseTransport(comm, o.transport, p.why);
+  return p;
+}
+
+/// A contiguous [rows, cols] view at `address`.
+TensorView matrixAt(CUdeviceptr address, ScalarType t, int64_t rows, int64_t cols, int device) {
+  return TensorView::contiguous(address, t, {rows, cols}, device);
+}
+
+/// One rank's buffers for one problem.
+struct TpPlan : SpPlan {
+  TpProblem problem;
+  Communicator *comm = nullptr;
+  /// Symmetric: allgather, the published rows (2 x [m, k]); reducescatter,
+  /// the inbox of every rank's partial (2 x [N, m, n]). Empty for nccl.
+  std::unique_ptr<rt::SymmetricBuffer> shared, flags;
+  /// allgather: the gathered rows [N, m, k]; reducescatter: the partials
+  /// that leave, [N, m, n] (nccl: the whole [N * m, n]).
+  std::unique_ptr<rt::DeviceBuffer> local;
+  std::unique_ptr<CopyLanes> lanes; // one per rank: its rows' moves
+  std::vector<CUevent> computed;    // reducescatter: each peer's partial
+  CUevent lastCall = nullptr;       // the end of this plan's last call
+  uint32_t epoch = 0;
+  uint64_t calls = 0;
+  std::shared_ptr<Kernel> sum;
+
+  ~TpPlan() override {
+    Driver &d = Driver::get();
+    // No peer's copy into or out of this rank's symmetric memory may still
+    // run when the buffers' destructors (collective) unmap it.
+    d.setDevice(comm->device());
+    d.api().cuCtxSynchronize();
+    for (CUevent e : computed) d.api().cuEventDestroy(e);
+    if (lastCall) d.api().cuEventDestroy(lastCall);
+  }
+};
+
+std::unique_ptr<TpPlan> makePlan(Communicator &comm, const TpProblem &p, bool &compiled) {
+  auto plan = std::make_unique<TpPlan>();
+  plan->problem = p;
+  plan->comm = &comm;
+  Driver &d = Driver::get();
+  d.setDevice(comm.device());
+  TESSEL_CU(d, cuEventCreate, &plan->lastCall, CU_EVENT_DISABLE_TIMING);
+  int64_t step = p.stepBytes();
+  plan->local = std::make_unique<rt::DeviceBuffer>(size_t(std::max<int64_t>(p.ranks * step, 1)));
+  if (p.transport == Transport::nccl) return plan;
+  plan->flags = exchangeFlags(comm, 2 * size_t(p.ranks) * sizeof(uint32_t));
+  int64_t sharedBytes = p.layer == Layer::allGather ? 2 * step : 2 * p.ranks * step;
+  plan->shared = std::make_unique<rt::SymmetricBuffer>(comm, size_t(std::max<int64_t>(sharedBytes, 1)));
+  plan->lanes = std::make_unique<CopyLanes>(p.ranks, 1);
+  if (p.layer == Layer::reduceScatter) {
+    plan->computed.resize(p.ranks);
+    for (CUevent &e : plan->computed) TESSEL_CU(d, cuEventCreate, &e, CU_EVENT_DISABLE_TIMING);
+    PartialSumConfig sum;
+    sum.dtype = dtypeOf(p.out);
+    plan->sum = cachedKernel(fmt::format("partial_sum {}", partialSumSettings().describe(sum)),
+                             p.arch, [&] { return partialSum(sum); }, compiled);
+    // Loaded now: a module load waits for running kernels, and a peer's
+    // handshake may soon spin on this rank's.
+    plan->sum->loadedKernel().resourceUsage();
+  }
+  return plan;
+}
+
+GemmCallOptions gemmOptions(const tp::Options &o) {
+  GemmCallOptions g;
+  g.transposeB = o.transposeB;
+  g.arch = o.arch;
+  g.config = o.config;
+  return g;
+}
+
+ncclDataType_t ncclTypeOf(ScalarType t) {
+  return t == ScalarType::BF16 ? ncclBfloat16 : t == ScalarType::F16 ? ncclFloat16 : ncclFloat32;
+}
+
+/// The collective and the whole GEMM, one after the other.
+Choice runNccl(Communicator &comm, TpPlan &plan, const TensorView &a, const TensorView &b,
+               const TensorView &c, const tp::Options &o, CUstream stream) {
+  const TpProblem &p = plan.problem;
+  rt::Nccl &nccl = rt::Nccl::get();
+  ncclComm_t nc = comm.nccl();
+  int device = comm.device();
+  Choice g;
+  if (p.layer == Layer::allGather) {
+    nccl.check(nccl.api().ncclAllGather(reinterpret_cast<const void *>(a.data),
+                                        reinterpret_cast<void *>(plan.local->ptr()),
+                                        size_t(p.m * p.k), ncclTypeOf(p.in), nc, stream),
+               "ncclAllGather", nc);
+    g = gemm(matrixAt(plan.local->ptr(), p.in, p.ranks * p.m, p.k, device), b, c, gemmOptions(o),
+             stream);
+  } else {
+    g = gemm(a, b, matrixAt(plan.local->ptr(), p.out, p.ranks * p.m, p.n, device), gemmOptions(o),
+             stream);
+    nccl.check(nccl.api().ncclReduceScatter(reinterpret_cast<const void *>(plan.local->ptr()),
+                                            reinterpret_cast<void *>(c.data), size_t(p.m * p.n),
+                                            ncclTypeOf(p.out), ncclSum, nc, stream),
+               "ncclReduceScatter", nc);
+  }
+  return g;
+}
+
+/// allgather_gemm over the copy engines (see the file comment).
+Choice runAllGather(Communicator &comm, TpPlan &plan, const TensorView &a, const TensorView &b,
+                    const TensorView &c, const tp::Options &o, CUstream stream) {
+  const TpProblem &p = plan.problem;
+  Driver &d = Driver::get();
+  CopyLanes &lanes = *plan.lanes;
+  const int n = p.ranks, me = comm.localRank(), device = comm.device();
+  const int64_t step = p.stepBytes(), parity = int64_t(plan.calls++ & 1);
+  TESSEL_CU(d, cuStreamWaitEvent, stream, plan.lastCall, 0);
+  lanes.fork(stream);
+  // The own rows first: this GEMM loads its module before any handshake of
+  // this call can spin.
+  auto cRows = [&](int r) {
+    return matrixAt(c.data + uint64_t(r * p.m * p.n * p.outBytes()), p.out, p.m, p.n, device);
+  };
+  Choice g = gemm(a, b, cRows(me), gemmOptions(o), stream);
+  CUstream own = lanes[me];
+  CUdeviceptr published = plan.shared->local() + uint64_t(parity * step);
+  TESSEL_CU(d, cuMemcpyAsync, published, a.data, size_t(step), own);
+  plan.epoch = startExchangeCall(comm, *plan.flags, plan.epoch, own);
+  lanes.mark(me, 0);
+  for (int s = 1; s < n; ++s) {
+    int src = (me + s) % n;
+    lanes.waitForMark(lanes[src], me, 0);
+    TESSEL_CU(d, cuMemcpyAsync, plan.local->ptr() + uint64_t(src * step),
+              plan.shared->peer(src) + uint64_t(parity * step), size_t(step), lanes[src]);
+    lanes.mark(src, 0);
+  }
+  for (int s = 1; s < n; ++s) {
+    int src = (me + s) % n;
+    lanes.waitForMark(stream, src, 0);
+    gemm(matrixAt(plan.local->ptr() + uint64_t(src * step), p.in, p.m, p.k, device), b, cRows(src),
+         gemmOptions(o), stream);
+  }
+  lanes.join(stream);
+  TESSEL_CU(d, cuEventRecord, plan.lastCall, stream);
+  return g;
+}
+
+/// gemm_reducescatter over the copy engines (see the file comment).
+Choice runReduceScatter(Communicator &comm, TpPlan &plan, const TensorView &a, const TensorView &b,
+                        const TensorView &c, const tp::Options &o, CUstream stream) {
+  const TpProblem &p = plan.problem;
+  Driver &d = Driver::get();
+  CopyLanes &lanes = *plan.lanes;
+  const int n = p.ranks, me = comm.localRank(), device = comm.device();
+  const int64_t step = p.stepBytes(), parity = int64_t(plan.calls++ & 1);
+  // Rank q's partial for rank `to` lands at inbox(to, q).
+  auto inbox = [&](CUdeviceptr base, int from) {
+    return base + uint64_t((parity * n + from) * step);
+  };
+  TESSEL_CU(d, cuStreamWaitEvent, stream, plan.lastCall, 0);
+  lanes.fork(stream);
+  Choice g;
+  for (int s = 0; s < n; ++s) {
+    int to = (me + 1 + s) % n;
+    TensorView rows = matrixAt(a.data + uint64_t(to * p.m * p.k * p.inBytes()), p.in, p.m, p.k,
+                               device);
+    CUdeviceptr target = to == me ? inbox(plan.shared->local(), me)
+                                  : plan.local->ptr() + uint64_t(to * step);
+    Choice made = gemm(rows, b, matrixAt(target, p.out, p.m, p.n, device), gemmOptions(o), stream);
+    if (s == 0) g = made;
+    if (to == me) continue;
+    TESSEL_CU(d, cuEventRecord, plan.computed[to], stream);
+    TESSEL_CU(d, cuStreamWaitEvent, lanes[to], plan.computed[to], 0);
+    TESSEL_CU(d, cuMemcpyAsync, inbox(plan.shared->peer(to), me), target, size_t(step), lanes[to]);
+    lanes.mark(to, 0);
+  }
+  // Every push of this rank done, then every rank's.
+  CUstream own = lanes[me];
+  for (int r = 0; r < n; ++r)
+    if (r != me) lanes.waitForMark(own, r, 0);
+  plan.epoch = startExchangeCall(comm, *plan.flags, plan.epoch, own);
+  lanes.join(stream);
+  plan.sum->launch({rt::LaunchArg::integer(n), rt::LaunchArg::integer(p.m * p.n),
+                    rt::LaunchArg::buffer(inbox(plan.shared->local(), 0), {n, p.m * p.n}),
+                    rt::LaunchArg::buffer(c.data, {p.m * p.n})},
+                   stream);
+  TESSEL_CU(d, cuEventRecord, plan.lastCall, stream);
+  return g;
+}
+
+Choice runLayer(Communicator &comm, Layer layer, const TensorView &a, const TensorView &b,
+                const TensorView &c, const tp::Options &o, CUstream stream) {
+  TpProblem problem;
+  std::string description = agreeOnProblem(comm, callName(layer), [&] {
+    problem = problemOf(comm, layer, a, b, c, o);
+    return describe(problem, o);
+  });
+  Choice choice;
+  choice.arch = problem.arch;
+  std::string form = fmt::format("{} transport={} ({}) ranks={}", callName(layer),
+                                 transportName(problem.transport), problem.why, problem.ranks);
+  if (problem.m * problem.n == 0) {
+    choice.config = form + " | nothing to compute";
+    return choice;
+  }
+  bool compiled = false;
+  TpPlan &plan = planOf<TpPlan>(comm, description, [&] {
+    return makePlan(comm, problem, compiled);
+  });
+  Driver::get().setDevice(comm.device());
+  Choice g = plan.problem.transport == Transport::nccl ? runNccl(comm, plan, a, b, c, o, stream)
+             : layer == Layer::allGather ? runAllGather(comm, plan, a, b, c, o, stream)
+                                         : runReduceScatter(comm, plan, a, b, c, o, stream);
+  choice.compiled = compiled || g.compiled;
+  choice.config = fmt::format("{} steps={} | {}", form,
+                              plan.problem.transport == Transport::nccl ? 1 : problem.ranks,
+                              g.config);
+  return choice;
+}
+
+} // namespace
+
+Choice tp::allgather_gemm(Communicator &comm, const TensorView &a, const TensorView &b,
+                          const TensorView &c, const Options &o, CUstream stream) {
+  return runLayer(comm, Layer::allGather, a, b, c, o, stream);
+}
+
+Choice tp::gemm_reducescatter(Communicator &comm, const TensorView &a, const TensorView &b,
+                              const TensorView &c, const Options &o, CUstream stream) {
+  return runLayer(comm, Layer::reduceScatter, a, b, c, o, stream);
+}
+
+void tp::release(Communicator &comm) { releasePlans(comm); }
