@@ -27,6 +27,7 @@ export TESSEL_CACHE_DIR="${TESSEL_CACHE_DIR:-$(mktemp -d)}"
 
 runs=(
   "scaled_add --param N=1000"
+  "partial_sum --param P=3 --param N=7777"
   "column_slice --param rows=77 --param pitch=1024 --param first=768 --param cols=256"
   "scaled_add --param dtype=bf16 --param block=512 --param threads=64 --param N=7777"
   "row_softmax --param M=7"

@@ -55,7 +55,7 @@ TEST_CASE("partial_sum adds its parts in f32", "[gpu]") {
     for (std::string parts : {"1", "2", "4", "7"})
       for (std::string n : {"1", "2047", "1000003"})
         checkKernel("partial_sum", {{"dtype", dtype}, {"P", parts}, {"N", n}});
-  checkKernel("partial_sum", {{"block", "1000"}, {"threads", "100"}, {"P", "3"}, {"N", "77777"}});
+  checkKernel("partial_sum", {{"block", "960"}, {"threads", "96"}, {"P", "3"}, {"N", "77777"}});
 }
 
 TEST_CASE("column_slice copies a column slice of rows exactly", "[gpu]") {

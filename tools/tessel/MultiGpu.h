@@ -21,6 +21,11 @@ int allToAllCommand(bool bench, const harness::Params &params, int ranks, int re
 /// attention forward, checked (run) against single-GPU attention over the
 /// gathered tensors, or timed (bench) against it.
 int spAttentionCommand(bool bench, const harness::Params &params, int ranks, int reps);
+/// `tessel run|bench ag_gemm|gemm_rs [--ranks N]`: the tensor-parallel
+/// layers, checked (run) against float64 and the nccl transport, or timed
+/// (bench) against the GEMM and NCCL's collective alone and in turn.
+int tensorParallelCommand(bool bench, bool allGather, const harness::Params &params, int ranks,
+                          int reps);
 /// `defaults` overridden by `given`; an unknown key is an error naming
 /// `command`'s parameters.
 harness::Params mergeParams(const harness::Params &given, const harness::Params &defaults,

@@ -78,7 +78,7 @@ struct Args {
             << "       tessel bench launch [--reps N]   (host time of one launch; a CUDA graph of 100)\n"
             << "       tessel tune KERNEL [--param k=v ...] [--arch A] [--reps N] [--jobs N] [--compile-only]\n"
             << "         (times candidate configurations; --param config=auto then uses the fastest)\n"
-            << "       tessel run|bench all2all|sp_attention [--ranks N] [--param k=v ...]   (one process per GPU)\n"
+            << "       tessel run|bench all2all|sp_attention|ag_gemm|gemm_rs [--ranks N] [--param k=v ...]   (one process per GPU)\n"
             << "       tessel launch -n N -- PROGRAM [ARGS...]   (N local ranks, torchrun's variables)\n";
   std::exit(2);
 }
@@ -240,6 +240,8 @@ int compileCommand(const Args &a) {
 int runCommand(const Args &a) {
   if (a.kernel == "all2all") return allToAllCommand(false, a.params, a.ranks, a.reps);
   if (a.kernel == "sp_attention") return spAttentionCommand(false, a.params, a.ranks, a.reps);
+  if (a.kernel == "ag_gemm" || a.kernel == "gemm_rs")
+    return tensorParallelCommand(false, a.kernel == "ag_gemm", a.params, a.ranks, a.reps);
   const LibraryKernel &entry = findKernel(a.kernel);
   std::string why;
   bool gpu = rt::Driver::available(&why);
@@ -505,6 +507,8 @@ int benchCommand(const Args &a) {
   if (a.kernel == "launch") return launchBenchCommand(a.reps == 30 ? 4000 : a.reps);
   if (a.kernel == "all2all") return allToAllCommand(true, a.params, a.ranks, a.reps);
   if (a.kernel == "sp_attention") return spAttentionCommand(true, a.params, a.ranks, a.reps);
+  if (a.kernel == "ag_gemm" || a.kernel == "gemm_rs")
+    return tensorParallelCommand(true, a.kernel == "ag_gemm", a.params, a.ranks, a.reps);
   const LibraryKernel &entry = findKernel(a.kernel);
   if (!entry.bench) usage("kernel " + entry.name + " has no benchmark");
   // The files and the shapes are read first: a bad one is an error on any
