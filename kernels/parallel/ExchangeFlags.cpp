@@ -103,13 +103,16 @@ void tessel::kernels::copyPitched(CUdeviceptr src, int64_t srcPitch, CUdeviceptr
   TESSEL_CU(d, cuMemcpy2DAsync, &copy, stream);
 }
 
-CopyLanes::CopyLanes(int count, int marksPer) : marksPerLane(marksPer) {
+CopyLanes::CopyLanes(int count, int marksPer, bool urgent) : marksPerLane(marksPer) {
   Driver &d = Driver::get();
+  int lowest = 0, highest = 0;
+  if (urgent) TESSEL_CU(d, cuCtxGetStreamPriorityRange, &lowest, &highest);
   TESSEL_CU(d, cuEventCreate, &forkEvent, CU_EVENT_DISABLE_TIMING);
   lanes.resize(count);
   joinEvents.resize(count);
   marks.resize(count * marksPer);
-  for (CUstream &l : lanes) TESSEL_CU(d, cuStreamCreate, &l, CU_STREAM_NON_BLOCKING);
+  for (CUstream &l : lanes)
+    TESSEL_CU(d, cuStreamCreateWithPriority, &l, CU_STREAM_NON_BLOCKING, urgent ? highest : 0);
   for (CUevent &e : joinEvents) TESSEL_CU(d, cuEventCreate, &e, CU_EVENT_DISABLE_TIMING);
   for (CUevent &e : marks) TESSEL_CU(d, cuEventCreate, &e, CU_EVENT_DISABLE_TIMING);
 }

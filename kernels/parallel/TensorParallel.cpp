@@ -5,9 +5,9 @@
 // multiply another's:
 //
 //  allgather_gemm: own rows first (no wait); the copy engines publish a
-//    into symmetric memory, the ranks meet (the epoch handshake), and each
-//    peer's rows are pulled on a lane of their own; step s multiplies rank
-//    (me + s)'s rows once its lane has them.
+//    into symmetric memory, the ranks meet (the epoch handshake), and the
+//    peers' rows are pulled one after another in step order; step s
+//    multiplies rank (me + s)'s rows once they have arrived.
 //  gemm_reducescatter: step s computes the partial rows of rank
 //    (me + 1 + s), its own last; each peer's partial is pushed by a copy
 //    lane into that rank's inbox while the next step runs; after the ranks
@@ -110,6 +110,11 @@ TensorView matrixAt(CUdeviceptr address, ScalarType t, int64_t rows, int64_t col
   return TensorView::contiguous(address, t, {rows, cols}, device);
 }
 
+/// Streams the steps' GEMMs take turns on: a step's first blocks fill the
+/// SMs its predecessor's last wave leaves idle (a step of 1024 rows by 7168
+/// columns is 1.7 waves of 128 x 256 tiles on an H100).
+constexpr int kWorkStreams = 2;
+
 /// One rank's buffers for one problem.
 struct TpPlan : SpPlan {
   TpProblem problem;
@@ -120,7 +125,12 @@ struct TpPlan : SpPlan {
   /// allgather: the gathered rows [N, m, k]; reducescatter: the partials
   /// that leave, [N, m, n] (nccl: the whole [N * m, n]).
   std::unique_ptr<rt::DeviceBuffer> local;
-  std::unique_ptr<CopyLanes> lanes; // one per rank: its rows' moves
+  /// One per rank (reducescatter: the pushes to it; allgather: this
+  /// rank's pulls, a mark per step), urgent so that the handshakes on them
+  /// start while a step's GEMM still has blocks queued (at default
+  /// priority they waited for its last wave: 0.1-0.25 ms exposed per call
+  /// on H100s); and the streams the steps take turns on.
+  std::unique_ptr<CopyLanes> lanes, work;
   std::vector<CUevent> computed;    // reducescatter: each peer's partial
   CUevent lastCall = nullptr;       // the end of this plan's last call
   uint32_t epoch = 0;
@@ -151,7 +161,8 @@ std::unique_ptr<TpPlan> makePlan(Communicator &comm, const TpProblem &p, bool &c
   plan->flags = exchangeFlags(comm, 2 * size_t(p.ranks) * sizeof(uint32_t));
   int64_t sharedBytes = p.layer == Layer::allGather ? 2 * step : 2 * p.ranks * step;
   plan->shared = std::make_unique<rt::SymmetricBuffer>(comm, size_t(std::max<int64_t>(sharedBytes, 1)));
-  plan->lanes = std::make_unique<CopyLanes>(p.ranks, 1);
+  plan->lanes = std::make_unique<CopyLanes>(p.ranks, p.ranks, /*urgent=*/true);
+  plan->work = std::make_unique<CopyLanes>(kWorkStreams);
   if (p.layer == Layer::reduceScatter) {
     plan->computed.resize(p.ranks);
     for (CUevent &e : plan->computed) TESSEL_CU(d, cuEventCreate, &e, CU_EVENT_DISABLE_TIMING);
@@ -214,31 +225,37 @@ Choice runAllGather(Communicator &comm, TpPlan &plan, const TensorView &a, const
   const int64_t step = p.stepBytes(), parity = int64_t(plan.calls++ & 1);
   TESSEL_CU(d, cuStreamWaitEvent, stream, plan.lastCall, 0);
   lanes.fork(stream);
+  plan.work->fork(stream);
   // The own rows first: this GEMM loads its module before any handshake of
   // this call can spin.
   auto cRows = [&](int r) {
     return matrixAt(c.data + uint64_t(r * p.m * p.n * p.outBytes()), p.out, p.m, p.n, device);
   };
-  Choice g = gemm(a, b, cRows(me), gemmOptions(o), stream);
+  auto work = [&](int s) { return (*plan.work)[s % kWorkStreams]; };
+  Choice g = gemm(a, b, cRows(me), gemmOptions(o), work(0));
   CUstream own = lanes[me];
   CUdeviceptr published = plan.shared->local() + uint64_t(parity * step);
   TESSEL_CU(d, cuMemcpyAsync, published, a.data, size_t(step), own);
   plan.epoch = startExchangeCall(comm, *plan.flags, plan.epoch, own);
-  lanes.mark(me, 0);
+  // One pull after another, in the steps' order: every rank pulls from
+  // its s-th successor at once, so each source serves one puller at a time
+  // and step 1's rows arrive after one pull, not after all of them
+  // (pulling from every peer at once shared the links: none of the
+  // all-gather was hidden at four H100s, M 8192).
   for (int s = 1; s < n; ++s) {
     int src = (me + s) % n;
-    lanes.waitForMark(lanes[src], me, 0);
     TESSEL_CU(d, cuMemcpyAsync, plan.local->ptr() + uint64_t(src * step),
-              plan.shared->peer(src) + uint64_t(parity * step), size_t(step), lanes[src]);
-    lanes.mark(src, 0);
+              plan.shared->peer(src) + uint64_t(parity * step), size_t(step), own);
+    lanes.mark(me, s);
   }
   for (int s = 1; s < n; ++s) {
     int src = (me + s) % n;
-    lanes.waitForMark(stream, src, 0);
+    lanes.waitForMark(work(s), me, s);
     gemm(matrixAt(plan.local->ptr() + uint64_t(src * step), p.in, p.m, p.k, device), b, cRows(src),
-         gemmOptions(o), stream);
+         gemmOptions(o), work(s));
   }
   lanes.join(stream);
+  plan.work->join(stream);
   TESSEL_CU(d, cuEventRecord, plan.lastCall, stream);
   return g;
 }
@@ -257,17 +274,19 @@ Choice runReduceScatter(Communicator &comm, TpPlan &plan, const TensorView &a, c
   };
   TESSEL_CU(d, cuStreamWaitEvent, stream, plan.lastCall, 0);
   lanes.fork(stream);
+  plan.work->fork(stream);
   Choice g;
   for (int s = 0; s < n; ++s) {
     int to = (me + 1 + s) % n;
+    CUstream on = (*plan.work)[s % kWorkStreams];
     TensorView rows = matrixAt(a.data + uint64_t(to * p.m * p.k * p.inBytes()), p.in, p.m, p.k,
                                device);
     CUdeviceptr target = to == me ? inbox(plan.shared->local(), me)
                                   : plan.local->ptr() + uint64_t(to * step);
-    Choice made = gemm(rows, b, matrixAt(target, p.out, p.m, p.n, device), gemmOptions(o), stream);
+    Choice made = gemm(rows, b, matrixAt(target, p.out, p.m, p.n, device), gemmOptions(o), on);
     if (s == 0) g = made;
     if (to == me) continue;
-    TESSEL_CU(d, cuEventRecord, plan.computed[to], stream);
+    TESSEL_CU(d, cuEventRecord, plan.computed[to], on);
     TESSEL_CU(d, cuStreamWaitEvent, lanes[to], plan.computed[to], 0);
     TESSEL_CU(d, cuMemcpyAsync, inbox(plan.shared->peer(to), me), target, size_t(step), lanes[to]);
     lanes.mark(to, 0);
@@ -278,6 +297,7 @@ Choice runReduceScatter(Communicator &comm, TpPlan &plan, const TensorView &a, c
     if (r != me) lanes.waitForMark(own, r, 0);
   plan.epoch = startExchangeCall(comm, *plan.flags, plan.epoch, own);
   lanes.join(stream);
+  plan.work->join(stream);
   plan.sum->launch({rt::LaunchArg::integer(n), rt::LaunchArg::integer(p.m * p.n),
                     rt::LaunchArg::buffer(inbox(plan.shared->local(), 0), {n, p.m * p.n}),
                     rt::LaunchArg::buffer(c.data, {p.m * p.n})},

@@ -63,7 +63,10 @@ void copyPitched(CUdeviceptr src, int64_t srcPitch, CUdeviceptr dst, int64_t dst
 /// an event per lane to mark points in them.
 class CopyLanes {
 public:
-  explicit CopyLanes(int count, int marksPerLane = 0);
+  /// `urgent` lanes have the device's highest stream priority: a kernel on
+  /// one (a handshake) starts as soon as an SM frees, ahead of the blocks
+  /// that default-priority streams (a GEMM's) still have queued.
+  explicit CopyLanes(int count, int marksPerLane = 0, bool urgent = false);
   ~CopyLanes();
   CopyLanes(const CopyLanes &) = delete;
   CopyLanes &operator=(const CopyLanes &) = delete;
