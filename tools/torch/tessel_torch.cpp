@@ -2,8 +2,9 @@
 //
 // torch.ops.tessel.attention_fwd / attention_bwd, the decode operators
 // paged_decode / mla_decode, and sequence-parallel attention
-// sp_attention_fwd / sp_attention_bwd (over a Tessel communicator of the
-// processes torchrun started, beside torch.distributed) over an installed
+// sp_attention_fwd / sp_attention_bwd and the tensor-parallel layers
+// tp_allgather_gemm / tp_gemm_reducescatter (over a Tessel communicator of
+// the processes torchrun started, beside torch.distributed) over an installed
 // libtessel.so. Tensors cross
 // as DLPack views (no copies), on PyTorch's current CUDA stream; the
 // workspaces (the backward pass's accumulators, the decode splits' partial
@@ -47,7 +48,8 @@ CUstream currentStream(const at::Tensor &t) {
 /// operators on threads of its own, so a thread's own record would miss
 /// them).
 std::mutex choicesMutex;
-std::string lastForward, lastBackward, lastPaged, lastMla, lastSpForward, lastSpBackward;
+std::string lastForward, lastBackward, lastPaged, lastMla, lastSpForward, lastSpBackward,
+    lastAllgatherGemm, lastGemmReducescatter;
 
 /// `slot` = text, under the lock.
 void record(std::string &slot, std::string text) {
@@ -229,13 +231,44 @@ spAttentionBackward(const at::Tensor &dout, const at::Tensor &q, const at::Tenso
   return {dq, dk, dv};
 }
 
+/// The tensor-parallel layers over the process communicator, forward only:
+/// allgather_gemm gathers every rank's rows a [m, K] and multiplies them by
+/// the rank's b ([K, n], or [n, K] with transpose_b, as nn.Linear keeps its
+/// weight), c [N * m, n]; gemm_reducescatter multiplies a [M, K] by b and
+/// returns the rank's M / N rows of the sum over ranks.
+at::Tensor tpLayer(const at::Tensor &a, const at::Tensor &b, bool transposeB, bool allGather) {
+  at::Tensor ac = a.contiguous(), bc = b.contiguous();
+  tessel::rt::Communicator &c = spCommunicator();
+  int64_t ranks = tessel::sp_attention::placeOf(c).size;
+  int64_t n = transposeB ? b.size(0) : b.size(1);
+  TORCH_CHECK(allGather || a.size(0) % ranks == 0, "gemm_reducescatter: a's ", a.size(0),
+              " rows do not split into ", ranks, " ranks' equal shares");
+  at::Tensor out = at::empty({allGather ? a.size(0) * ranks : a.size(0) / ranks, n}, a.options());
+  tessel::tp::Options options;
+  options.transposeB = transposeB;
+  record(allGather ? lastAllgatherGemm : lastGemmReducescatter, translated([&] {
+    auto call = allGather ? &tessel::tp::allgather_gemm : &tessel::tp::gemm_reducescatter;
+    return text(call(c, viewOf(ac, "a"), viewOf(bc, "b"), viewOf(out, "out"), options,
+                     currentStream(a)));
+  }));
+  return out;
+}
+at::Tensor tpAllgatherGemm(const at::Tensor &a, const at::Tensor &b, bool transposeB) {
+  return tpLayer(a, b, transposeB, true);
+}
+at::Tensor tpGemmReducescatter(const at::Tensor &a, const at::Tensor &b, bool transposeB) {
+  return tpLayer(a, b, transposeB, false);
+}
+
 /// What the calls of this process last ran: "arch config", for a user who
 /// wants to see the library's choice. In order: attention_fwd,
 /// attention_bwd, paged_decode, mla_decode, sp_attention_fwd,
-/// sp_attention_bwd ("" for one not called yet).
+/// sp_attention_bwd, tp_allgather_gemm, tp_gemm_reducescatter ("" for one
+/// not called yet).
 std::vector<std::string> lastChoices() {
   std::lock_guard<std::mutex> lock(choicesMutex);
-  return {lastForward, lastBackward, lastPaged, lastMla, lastSpForward, lastSpBackward};
+  return {lastForward,   lastBackward,      lastPaged,        lastMla,
+          lastSpForward, lastSpBackward,    lastAllgatherGemm, lastGemmReducescatter};
 }
 } // namespace
 
@@ -251,6 +284,8 @@ TORCH_LIBRARY(tessel, m) {
         "-> (Tensor, Tensor)");
   m.def("sp_attention_bwd(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
         "bool causal, float scale) -> (Tensor, Tensor, Tensor)");
+  m.def("tp_allgather_gemm(Tensor a, Tensor b, bool transpose_b) -> Tensor");
+  m.def("tp_gemm_reducescatter(Tensor a, Tensor b, bool transpose_b) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(tessel, CUDA, m) {
@@ -260,13 +295,15 @@ TORCH_LIBRARY_IMPL(tessel, CUDA, m) {
   m.impl("mla_decode", &mlaDecode);
   m.impl("sp_attention_fwd", &spAttentionForward);
   m.impl("sp_attention_bwd", &spAttentionBackward);
+  m.impl("tp_allgather_gemm", &tpAllgatherGemm);
+  m.impl("tp_gemm_reducescatter", &tpGemmReducescatter);
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   module.def("last_choices", &lastChoices,
              "the target and configuration the last attention_fwd, attention_bwd, paged_decode, "
-             "mla_decode, sp_attention_fwd and sp_attention_bwd calls of this process ran, in that "
-             "order");
+             "mla_decode, sp_attention_fwd, sp_attention_bwd, tp_allgather_gemm and "
+             "tp_gemm_reducescatter calls of this process ran, in that order");
   module.def("sp_init", &spInit,
              "joins the sequence-parallel job torchrun started (once); returns (rank, world "
              "size, device)");

@@ -6,13 +6,16 @@
     out = tessel_torch.paged_decode(q, k_cache, v_cache, block_table, lengths)
     out = tessel_torch.mla_decode(q, cache, block_table, lengths)
     out = tessel_torch.sp_attention(q, k, v, causal=True)   # under torchrun: sequence shards
+    h = tessel_torch.allgather_gemm(x, w1, transpose_w=True)  # under torchrun: TP layers
+    y = tessel_torch.gemm_reducescatter(act, w2, transpose_w=True)
 
 
 `load` builds the C++ extension (tessel_torch.cpp) with
 torch.utils.cpp_extension against the installed headers and libtessel.so
 (once; later calls reuse the build), which registers
 torch.ops.tessel.attention_fwd, attention_bwd, paged_decode, mla_decode,
-sp_attention_fwd and sp_attention_bwd, each with a fake (meta)
+sp_attention_fwd, sp_attention_bwd, tp_allgather_gemm and
+tp_gemm_reducescatter, each with a fake (meta)
 implementation so that torch.compile traces them without running them.
 
 Sequence-parallel attention runs in the processes torchrun starts, one per
@@ -83,6 +86,17 @@ def _register_fakes():
     @torch.library.register_fake("tessel::paged_decode")
     def _(q, k_cache, v_cache, block_table, lengths, scale, k_scale=1.0, v_scale=1.0):
         return q.new_empty(q.shape)
+
+    def world():
+        return int(os.environ.get("WORLD_SIZE", "1"))
+
+    @torch.library.register_fake("tessel::tp_allgather_gemm")
+    def _(a, b, transpose_b):
+        return a.new_empty((a.shape[0] * world(), b.shape[0] if transpose_b else b.shape[1]))
+
+    @torch.library.register_fake("tessel::tp_gemm_reducescatter")
+    def _(a, b, transpose_b):
+        return a.new_empty((a.shape[0] // world(), b.shape[0] if transpose_b else b.shape[1]))
 
     @torch.library.register_fake("tessel::mla_decode")
     def _(q, cache, block_table, lengths, scale):
@@ -171,8 +185,25 @@ def mla_decode(q, cache, block_table, lengths, scale=None):
                                        0.0 if scale is None else float(scale))
 
 
+def allgather_gemm(x, w, transpose_w=False):
+    """A column-parallel linear layer over the ranks torchrun started: x
+    [m, K] is this rank's rows, w its weight [K, n] (or [n, K], nn.Linear's
+    layout, with transpose_w); returns [N * m, n], every rank's rows (in rank
+    order) times w. The gather overlaps the GEMM. Collective; forward only."""
+    return torch.ops.tessel.tp_allgather_gemm(x, w, bool(transpose_w))
+
+
+def gemm_reducescatter(x, w, transpose_w=False):
+    """A row-parallel linear layer over the ranks torchrun started: x [M, K]
+    is this rank's slice of the inner dimension, w [K, n] (or [n, K] with
+    transpose_w); returns this rank's M / N rows of the sum over ranks of
+    x w, the reduction overlapping the GEMM. Collective; forward only."""
+    return torch.ops.tessel.tp_gemm_reducescatter(x, w, bool(transpose_w))
+
+
 def last_choices():
     """[attention_fwd, attention_bwd, paged_decode, mla_decode,
-    sp_attention_fwd, sp_attention_bwd]: the target and kernel configuration
+    sp_attention_fwd, sp_attention_bwd, tp_allgather_gemm,
+    tp_gemm_reducescatter]: the target and kernel configuration
     the last calls of this process ran ("" for an operator not called yet)."""
     return _module.last_choices()
