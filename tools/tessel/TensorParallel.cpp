@@ -65,6 +65,8 @@ TpRun runFrom(bool allGather, const Params &given, bool bench, int ranks) {
                                                               {"f32", DType::f32}});
   r.transposeB = flagParam(p, "transpose_b");
   r.transport = p.at("transport");
+  // The default M grows to a multiple of the ranks; a given one must split.
+  if (ranks > 0 && !given.count("M")) r.m = (r.m + ranks - 1) / ranks * ranks;
   if (ranks > 0 && r.m % ranks)
     throw Error(fmt::format("{}: M={} rows do not split into {} ranks' equal shares", command, r.m,
                             ranks));
