@@ -246,6 +246,37 @@ int benchRank(Communicator &comm, const TpRun &r, int reps) {
   TensorView wholeA = TensorView::contiguous(whole->ptr(), scalarOf(r.in), {r.m, r.k}, device);
   TensorView wholeC = TensorView::contiguous(product.ptr(), scalarOf(r.out), {r.m, r.n}, device);
   double gemmAlone = slowestMedian(comm, reps, [&] { gemm(wholeA, d.bv, wholeC, go, comm.stream()); });
+  // The same GEMM as the layer's N steps of m rows on two streams in turn,
+  // without communication: what splitting it costs.
+  CUstream steps[2];
+  CUevent forked, joined[2];
+  Driver &dr = Driver::get();
+  for (int i = 0; i < 2; ++i) {
+    TESSEL_CU(dr, cuStreamCreate, &steps[i], CU_STREAM_NON_BLOCKING);
+    TESSEL_CU(dr, cuEventCreate, &joined[i], CU_EVENT_DISABLE_TIMING);
+  }
+  TESSEL_CU(dr, cuEventCreate, &forked, CU_EVENT_DISABLE_TIMING);
+  int64_t inBytes = scalarBytes(scalarOf(r.in)), outBytes = scalarBytes(scalarOf(r.out));
+  double stepsAlone = slowestMedian(comm, reps, [&] {
+    TESSEL_CU(dr, cuEventRecord, forked, comm.stream());
+    for (int i = 0; i < 2; ++i) TESSEL_CU(dr, cuStreamWaitEvent, steps[i], forked, 0);
+    for (int s = 0; s < ranks; ++s)
+      gemm(TensorView::contiguous(whole->ptr() + uint64_t(s * m * r.k * inBytes), scalarOf(r.in),
+                                  {m, r.k}, device),
+           d.bv,
+           TensorView::contiguous(product.ptr() + uint64_t(s * m * r.n * outBytes),
+                                  scalarOf(r.out), {m, r.n}, device),
+           go, steps[s % 2]);
+    for (int i = 0; i < 2; ++i) {
+      TESSEL_CU(dr, cuEventRecord, joined[i], steps[i]);
+      TESSEL_CU(dr, cuStreamWaitEvent, comm.stream(), joined[i], 0);
+    }
+  });
+  for (int i = 0; i < 2; ++i) {
+    dr.api().cuStreamDestroy(steps[i]);
+    dr.api().cuEventDestroy(joined[i]);
+  }
+  dr.api().cuEventDestroy(forked);
   std::string why;
   double commAlone = 0, sequential = 0;
   bool nccl = ncclRuns(comm, why);
@@ -277,6 +308,8 @@ int benchRank(Communicator &comm, const TpRun &r, int reps) {
                flops / overlapped / 1e9, config);
     fmt::print("  the GEMM alone             {:8.3f} ms  {:6.0f} TFLOP/s\n", gemmAlone,
                flops / gemmAlone / 1e9);
+    fmt::print("  its {} steps alone          {:8.3f} ms  {:6.0f} TFLOP/s  (no communication)\n",
+               ranks, stepsAlone, flops / stepsAlone / 1e9);
     if (nccl) {
       fmt::print("  NCCL {} {} alone  {:8.3f} ms\n", Nccl::get().version(),
                  r.allGather ? "all-gather    " : "reduce-scatter", commAlone);
