@@ -37,6 +37,11 @@ using rt::ScalarType;
 namespace {
 
 enum class Layer { allGather, reduceScatter };
+/// The scales of 8-bit inputs (tessel::gemm's): none, one each, or a's
+/// rows' and b's columns'.
+enum class Scaling { none, tensor, row };
+
+int64_t roundUp256(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 
 /// What every rank must agree on: rows of a step (m), the inner and outer
 /// extents of the GEMM each step runs, the types and the transport.
@@ -45,13 +50,21 @@ struct TpProblem {
   int ranks = 1;
   int64_t m = 0, k = 0, n = 0;
   ScalarType in = ScalarType::BF16, out = ScalarType::BF16;
+  Scaling scaling = Scaling::none;
   Transport transport = Transport::copyEngine;
   std::string why, arch;
   int64_t inBytes() const { return rt::scalarBytes(in); }
   int64_t outBytes() const { return rt::scalarBytes(out); }
-  /// One step's rows of a (allgather) or of the partial (reducescatter).
+  /// f32 scales of one step's rows of a: m, 1 or none.
+  int64_t scaleRows() const {
+    return scaling == Scaling::row ? m : scaling == Scaling::tensor ? 1 : 0;
+  }
+  /// Where a step's scales start in a step's bytes (allgather).
+  int64_t scalesAt() const { return roundUp256(m * k * inBytes()); }
+  /// One step of allgather's moves (its rows of a, then their scales) or of
+  /// reducescatter's partial.
   int64_t stepBytes() const {
-    return layer == Layer::allGather ? m * k * inBytes() : m * n * outBytes();
+    return layer == Layer::allGather ? scalesAt() + scaleRows() * 4 : m * n * outBytes();
   }
 };
 
@@ -60,9 +73,11 @@ const char *callName(Layer l) {
 }
 
 std::string describe(const TpProblem &p, const tp::Options &o) {
-  return fmt::format("{} ranks={} m={} k={} n={} in={} out={} transpose_b={} arch={} transport={}{}",
+  const char *scales[] = {"none", "tensor", "row"};
+  return fmt::format("{} ranks={} m={} k={} n={} in={} out={} scale={} transpose_b={} arch={} "
+                     "transport={}{}",
                      callName(p.layer), p.ranks, p.m, p.k, p.n, name(dtypeOf(p.in)),
-                     name(dtypeOf(p.out)), o.transposeB ? 1 : 0, p.arch,
+                     name(dtypeOf(p.out)), scales[int(p.scaling)], o.transposeB ? 1 : 0, p.arch,
                      transportName(p.transport),
                      o.config ? " config=" + gemmSettings().describe(*o.config) : "");
 }
@@ -73,9 +88,16 @@ TpProblem problemOf(Communicator &comm, Layer layer, const TensorView &a, const 
   TpProblem p;
   p.layer = layer;
   p.ranks = comm.size();
-  requireView(a, "a", 2, {ScalarType::BF16, ScalarType::F16});
+  requireView(a, "a", 2,
+              {ScalarType::BF16, ScalarType::F16, ScalarType::F8E4M3, ScalarType::F8E5M2});
   requireView(b, "b", 2, {a.dtype});
-  requireView(c, "c", 2, {a.dtype, ScalarType::F32});
+  bool eightBit = rt::scalarBytes(a.dtype) == 1;
+  if (eightBit) requireView(c, "c", 2, {ScalarType::BF16, ScalarType::F16, ScalarType::F32});
+  else requireView(c, "c", 2, {a.dtype, ScalarType::F32});
+  if (eightBit && !o.transposeB)
+    throw Error(fmt::format("a is {}: 8-bit a and b are K-major, b [n, K] with transposeB, as "
+                            "the tensor cores read them",
+                            a.str()));
   int device = commonDevice({&a, &b, &c});
   if (device != comm.device())
     throw Error(fmt::format("the tensors are on device {}, the communicator's rank on device {}",
@@ -97,6 +119,20 @@ TpProblem problemOf(Communicator &comm, Layer layer, const TensorView &a, const 
                               a.str(), a.shape[0], p.ranks));
     p.m = a.shape[0] / p.ranks;
     requireShape(c, "c", {p.m, p.n});
+  }
+  if (o.scaleA || o.scaleB) {
+    if (!o.scaleA || !o.scaleB)
+      throw Error("give both scaleA and scaleB (or neither): the product is scaled by both");
+    requireView(*o.scaleA, "scaleA", 1, {ScalarType::F32});
+    requireView(*o.scaleB, "scaleB", 1, {ScalarType::F32});
+    commonDevice({&a, &*o.scaleA, &*o.scaleB});
+    if (o.scaleA->shape[0] == 1 && o.scaleB->shape[0] == 1) {
+      p.scaling = Scaling::tensor;
+    } else {
+      requireShape(*o.scaleA, "scaleA (a's rows)", {a.shape[0]});
+      requireShape(*o.scaleB, "scaleB (op(b)'s columns)", {p.n});
+      p.scaling = Scaling::row;
+    }
   }
   if (p.k == 0 && p.m * p.n > 0)
     throw Error(fmt::format("a is {}: K = 0 leaves c undefined", a.str()));
@@ -177,12 +213,24 @@ std::unique_ptr<TpPlan> makePlan(Communicator &comm, const TpProblem &p, bool &c
   return plan;
 }
 
-GemmCallOptions gemmOptions(const tp::Options &o) {
+/// A step's GEMM options: the call's, with `scaleA` for the step's rows.
+GemmCallOptions gemmOptions(const tp::Options &o, std::optional<TensorView> scaleA = {}) {
   GemmCallOptions g;
   g.transposeB = o.transposeB;
   g.arch = o.arch;
   g.config = o.config;
+  if (scaleA) {
+    g.scaleA = scaleA;
+    g.scaleB = o.scaleB;
+  }
   return g;
+}
+
+/// `rows` f32 scales at `address`, when there are scales.
+std::optional<TensorView> scalesAt(const TpProblem &p, CUdeviceptr address, int64_t rows,
+                                   int device) {
+  if (p.scaling == Scaling::none) return std::nullopt;
+  return TensorView::contiguous(address, ScalarType::F32, {rows}, device);
 }
 
 ncclDataType_t ncclTypeOf(ScalarType t) {
@@ -198,15 +246,30 @@ Choice runNccl(Communicator &comm, TpPlan &plan, const TensorView &a, const Tens
   int device = comm.device();
   Choice g;
   if (p.layer == Layer::allGather) {
+    // The rows as bytes, then their scales.
+    int64_t rowBytes = p.m * p.k * p.inBytes();
+    CUdeviceptr scales = plan.local->ptr() + uint64_t(roundUp256(p.ranks * rowBytes));
     nccl.check(nccl.api().ncclAllGather(reinterpret_cast<const void *>(a.data),
                                         reinterpret_cast<void *>(plan.local->ptr()),
-                                        size_t(p.m * p.k), ncclTypeOf(p.in), nc, stream),
+                                        size_t(rowBytes), ncclInt8, nc, stream),
                "ncclAllGather", nc);
-    g = gemm(matrixAt(plan.local->ptr(), p.in, p.ranks * p.m, p.k, device), b, c, gemmOptions(o),
-             stream);
+    if (p.scaling != Scaling::none)
+      nccl.check(nccl.api().ncclAllGather(reinterpret_cast<const void *>(o.scaleA->data),
+                                          reinterpret_cast<void *>(scales), size_t(p.scaleRows()),
+                                          ncclFloat32, nc, stream),
+                 "ncclAllGather", nc);
+    if (p.scaling != Scaling::tensor)
+      return gemm(matrixAt(plan.local->ptr(), p.in, p.ranks * p.m, p.k, device), b, c,
+                  gemmOptions(o, scalesAt(p, scales, p.ranks * p.m, device)), stream);
+    // One scale per rank: a GEMM per rank's rows.
+    for (int src = 0; src < p.ranks; ++src)
+      g = gemm(matrixAt(plan.local->ptr() + uint64_t(src * rowBytes), p.in, p.m, p.k, device), b,
+               matrixAt(c.data + uint64_t(src * p.m * p.n * p.outBytes()), p.out, p.m, p.n,
+                        device),
+               gemmOptions(o, scalesAt(p, scales + uint64_t(4 * src), 1, device)), stream);
   } else {
-    g = gemm(a, b, matrixAt(plan.local->ptr(), p.out, p.ranks * p.m, p.n, device), gemmOptions(o),
-             stream);
+    g = gemm(a, b, matrixAt(plan.local->ptr(), p.out, p.ranks * p.m, p.n, device),
+             gemmOptions(o, o.scaleA), stream);
     nccl.check(nccl.api().ncclReduceScatter(reinterpret_cast<const void *>(plan.local->ptr()),
                                             reinterpret_cast<void *>(c.data), size_t(p.m * p.n),
                                             ncclTypeOf(p.out), ncclSum, nc, stream),
@@ -232,10 +295,13 @@ Choice runAllGather(Communicator &comm, TpPlan &plan, const TensorView &a, const
     return matrixAt(c.data + uint64_t(r * p.m * p.n * p.outBytes()), p.out, p.m, p.n, device);
   };
   auto work = [&](int s) { return (*plan.work)[s % kWorkStreams]; };
-  Choice g = gemm(a, b, cRows(me), gemmOptions(o), work(0));
+  Choice g = gemm(a, b, cRows(me), gemmOptions(o, o.scaleA), work(0));
   CUstream own = lanes[me];
   CUdeviceptr published = plan.shared->local() + uint64_t(parity * step);
-  TESSEL_CU(d, cuMemcpyAsync, published, a.data, size_t(step), own);
+  TESSEL_CU(d, cuMemcpyAsync, published, a.data, size_t(p.m * p.k * p.inBytes()), own);
+  if (p.scaling != Scaling::none)
+    TESSEL_CU(d, cuMemcpyAsync, published + uint64_t(p.scalesAt()), o.scaleA->data,
+              size_t(p.scaleRows() * 4), own);
   plan.epoch = startExchangeCall(comm, *plan.flags, plan.epoch, own);
   // One pull after another, in the steps' order: every rank pulls from
   // its s-th successor at once, so each source serves one puller at a time
@@ -251,8 +317,10 @@ Choice runAllGather(Communicator &comm, TpPlan &plan, const TensorView &a, const
   for (int s = 1; s < n; ++s) {
     int src = (me + s) % n;
     lanes.waitForMark(work(s), me, s);
-    gemm(matrixAt(plan.local->ptr() + uint64_t(src * step), p.in, p.m, p.k, device), b, cRows(src),
-         gemmOptions(o), work(s));
+    CUdeviceptr rows = plan.local->ptr() + uint64_t(src * step);
+    gemm(matrixAt(rows, p.in, p.m, p.k, device), b, cRows(src),
+         gemmOptions(o, scalesAt(p, rows + uint64_t(p.scalesAt()), p.scaleRows(), device)),
+         work(s));
   }
   lanes.join(stream);
   plan.work->join(stream);
@@ -283,7 +351,11 @@ Choice runReduceScatter(Communicator &comm, TpPlan &plan, const TensorView &a, c
                                device);
     CUdeviceptr target = to == me ? inbox(plan.shared->local(), me)
                                   : plan.local->ptr() + uint64_t(to * step);
-    Choice made = gemm(rows, b, matrixAt(target, p.out, p.m, p.n, device), gemmOptions(o), on);
+    std::optional<TensorView> scales = o.scaleA;
+    if (p.scaling == Scaling::row)
+      scales = scalesAt(p, o.scaleA->data + uint64_t(4 * to * p.m), p.m, device);
+    Choice made = gemm(rows, b, matrixAt(target, p.out, p.m, p.n, device),
+                       gemmOptions(o, scales), on);
     if (s == 0) g = made;
     if (to == me) continue;
     TESSEL_CU(d, cuEventRecord, plan.computed[to], on);

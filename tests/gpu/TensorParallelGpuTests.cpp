@@ -24,31 +24,56 @@ using namespace tessel::testing;
 
 namespace {
 
+enum class Scales { none, tensor, row };
+
 struct TpCase {
   bool allGather;
   int64_t rowsPerRank, k, n;
   DType in, out;
   bool transposeB;
+  Scales scales = Scales::none;
 };
 
 rt::ScalarType scalar(DType t) {
-  return t == DType::bf16 ? rt::ScalarType::BF16 : t == DType::f16 ? rt::ScalarType::F16
-                                                                  : rt::ScalarType::F32;
+  switch (t) {
+  case DType::bf16: return rt::ScalarType::BF16;
+  case DType::f16: return rt::ScalarType::F16;
+  case DType::f8e4m3: return rt::ScalarType::F8E4M3;
+  case DType::f8e5m2: return rt::ScalarType::F8E5M2;
+  default: return rt::ScalarType::F32;
+  }
 }
 
-/// Rank q's a (ag: [m, k]; rs: [N * m, k]) and b (op(b) [k, n]).
-std::pair<HostTensor, HostTensor> inputsOf(const TpCase &c, int ranks, int q) {
+/// Rank q's a (ag: [m, k]; rs: [N * m, k]), b (op(b) [k, n]) and scales
+/// (a's rows' and b's columns', one each, or none: empty).
+struct RankInputs {
+  HostTensor a, b, scaleA, scaleB;
+};
+RankInputs inputsOf(const TpCase &c, int ranks, int q) {
   std::mt19937_64 rng(1000 + q + 31 * c.k);
-  HostTensor a(c.in, {c.allGather ? c.rowsPerRank : ranks * c.rowsPerRank, c.k});
-  HostTensor b(c.in, c.transposeB ? std::vector<int64_t>{c.n, c.k} : std::vector<int64_t>{c.k, c.n});
-  randomize(a, rng);
-  randomize(b, rng);
-  return {std::move(a), std::move(b)};
+  int64_t rows = c.allGather ? c.rowsPerRank : ranks * c.rowsPerRank;
+  int64_t scaleRows = c.scales == Scales::row ? rows : c.scales == Scales::tensor ? 1 : 0;
+  int64_t scaleCols = c.scales == Scales::row ? c.n : scaleRows;
+  RankInputs x{HostTensor(c.in, {rows, c.k}),
+               HostTensor(c.in, c.transposeB ? std::vector<int64_t>{c.n, c.k}
+                                             : std::vector<int64_t>{c.k, c.n}),
+               HostTensor(DType::f32, {scaleRows}), HostTensor(DType::f32, {scaleCols})};
+  randomize(x.a, rng);
+  randomize(x.b, rng);
+  randomize(x.scaleA, rng, 0.25f, 2.0f);
+  randomize(x.scaleB, rng, 0.25f, 2.0f);
+  return x;
+}
+
+/// Element i of a scale vector: 1 when there are none, its only one for a
+/// tensor's.
+double scaleAt(const HostTensor &s, int64_t i) {
+  return s.size() == 0 ? 1.0 : s.size() == 1 ? s.values[0] : s.values[i];
 }
 
 /// Rank `me`'s c in float64.
 std::vector<double> expected(const TpCase &c, int ranks, int me) {
-  std::vector<std::pair<HostTensor, HostTensor>> all;
+  std::vector<RankInputs> all;
   for (int q = 0; q < ranks; ++q) all.push_back(inputsOf(c, ranks, q));
   auto bAt = [&](const HostTensor &b, int64_t kk, int64_t j) {
     return double(c.transposeB ? b.values[j * c.k + kk] : b.values[kk * c.n + j]);
@@ -60,10 +85,12 @@ std::vector<double> expected(const TpCase &c, int ranks, int me) {
       double sum = 0;
       for (int q = 0; q < ranks; ++q) {
         if (c.allGather && q != me) continue;
-        const HostTensor &a = c.allGather ? all[i / m].first : all[q].first;
+        const RankInputs &from = c.allGather ? all[i / m] : all[q];
         int64_t aRow = c.allGather ? i % m : me * m + i;
+        double partial = 0;
         for (int64_t kk = 0; kk < c.k; ++kk)
-          sum += double(a.values[aRow * c.k + kk]) * bAt(all[q].second, kk, j);
+          partial += double(from.a.values[aRow * c.k + kk]) * bAt(all[q].b, kk, j);
+        sum += partial * scaleAt(from.scaleA, aRow) * scaleAt(all[q].scaleB, j);
       }
       ref[i * c.n + j] = sum;
     }
@@ -72,7 +99,8 @@ std::vector<double> expected(const TpCase &c, int ranks, int me) {
 
 double runCase(rt::Communicator &comm, const TpCase &c, std::string &config) {
   int ranks = comm.size(), me = comm.rank(), device = comm.device();
-  auto [a, b] = inputsOf(c, ranks, me);
+  RankInputs mine = inputsOf(c, ranks, me);
+  const HostTensor &a = mine.a, &b = mine.b;
   int64_t rows = c.allGather ? ranks * c.rowsPerRank : c.rowsPerRank;
   HostTensor out(c.out, {rows, c.n});
   auto ad = upload(a), bd = upload(b), cd = poisoned(out);
@@ -81,6 +109,13 @@ double runCase(rt::Communicator &comm, const TpCase &c, std::string &config) {
   TensorView av = TensorView::contiguous(ad->ptr(), scalar(c.in), a.shape, device);
   TensorView bv = TensorView::contiguous(bd->ptr(), scalar(c.in), b.shape, device);
   TensorView cv = TensorView::contiguous(cd->ptr(), scalar(c.out), out.shape, device);
+  std::unique_ptr<rt::DeviceBuffer> sa, sb;
+  if (c.scales != Scales::none) {
+    sa = upload(mine.scaleA);
+    sb = upload(mine.scaleB);
+    o.scaleA = TensorView::contiguous(sa->ptr(), rt::ScalarType::F32, mine.scaleA.shape, device);
+    o.scaleB = TensorView::contiguous(sb->ptr(), rt::ScalarType::F32, mine.scaleB.shape, device);
+  }
   for (int call = 0; call < 2; ++call) {
     cd->fillBytes(0xff);
     Choice made = c.allGather ? tp::allgather_gemm(comm, av, bv, cv, o, comm.stream())
@@ -103,6 +138,13 @@ TEST_CASE("one rank of the tensor-parallel layers (run by the cases below)", "[.
       {false, 128, 264, 136, DType::f16, DType::f32, true},   // an f32 c: f32 partials
       {false, 1, 64, 8, DType::bf16, DType::bf16, false},     // one row a rank
       {true, 300, 1024, 1000, DType::bf16, DType::f32, false},
+      // FP8, K-major b: row scales (gathered with their rows), one scale
+      // each (every rank its own), none.
+      {true, 200, 256, 264, DType::f8e4m3, DType::bf16, true, Scales::row},
+      {false, 64, 512, 136, DType::f8e4m3, DType::bf16, true, Scales::row},
+      {true, 130, 128, 200, DType::f8e5m2, DType::f32, true, Scales::tensor},
+      {false, 130, 128, 200, DType::f8e4m3, DType::f16, true, Scales::tensor},
+      {true, 64, 256, 128, DType::f8e4m3, DType::bf16, true, Scales::none},
   };
   for (const TpCase &c : cases) {
     std::string config;
@@ -111,7 +153,8 @@ TEST_CASE("one rank of the tensor-parallel layers (run by the cases below)", "[.
                comm->rank(), c.allGather ? "allgather_gemm" : "gemm_reducescatter", c.rowsPerRank,
                c.k, c.n, name(c.in), name(c.out), c.transposeB, error, config);
     INFO(config);
-    CHECK(error < toleranceFor(c.in));
+    // An FP8 product rounds only its output: the output's tolerance.
+    CHECK(error < toleranceFor(c.out == DType::f32 ? DType::bf16 : c.out));
     CHECK(config.find("transport=symmetric") != std::string::npos);
   }
   rt::DeviceBuffer small(1 << 16);
@@ -128,6 +171,15 @@ TEST_CASE("one rank of the tensor-parallel layers (run by the cases below)", "[.
                                            view({8 / comm->size(), 32})),
                     Catch::Contains("rank 0: a is bf16[8, 64]") &&
                         Catch::Contains("op(b) has 48 rows"));
+  // 8-bit operands are K-major.
+  rt::DeviceBuffer bytes(1 << 12);
+  auto fp8 = [&](std::vector<int64_t> shape) {
+    return TensorView::contiguous(bytes.ptr(), rt::ScalarType::F8E4M3, std::move(shape),
+                                  comm->device());
+  };
+  CHECK_THROWS_WITH(tp::allgather_gemm(*comm, fp8({4, 32}), fp8({32, 16}),
+                                       view({4 * comm->size(), 16})),
+                    Catch::Contains("K-major"));
   // Rows that do not split over the ranks.
   CHECK_THROWS_WITH(tp::gemm_reducescatter(*comm, view({comm->size() + 1, 64}), view({64, 32}),
                                            view({1, 32})),

@@ -376,7 +376,10 @@ namespace tp {
 ///    is rank r's rows, [r * M / N, (r + 1) * M / N), of the sum over ranks
 ///    of a op(b).
 /// a and c are contiguous; a f16 or bf16, b a's type (op(b) as tessel::gemm
-/// takes it), c a's type or f32. The calls are collective: every rank calls
+/// takes it), c a's type or f32; or a and b FP8 (f8e4m3, f8e5m2; b [n, K]
+/// with transposeB), c bf16, f16 or f32, with tessel::gemm's optional
+/// scales (the rank's a's rows' and op(b)'s columns', or one each; each
+/// rank's own). The calls are collective: every rank calls
 /// with the same shapes and options, in the same order; every rank's checks
 /// run, and a failure on any rank is an error on all, before anything
 /// moves. A rank's calls follow each other on its device (one at a time per
@@ -397,6 +400,10 @@ struct Options {
   /// The GEMM's tiles; without it each step's GEMM is tessel::gemm's
   /// choice for its shape.
   std::optional<kernels::GemmConfig> config;
+  /// f32 scales of 8-bit inputs, as GemmCallOptions takes them: scaleA
+  /// [rows of a] and scaleB [n], or [1] each. allgather_gemm gathers every
+  /// rank's scaleA with its rows.
+  std::optional<TensorView> scaleA, scaleB;
   /// "symmetric", "nccl" or "" ($TESSEL_EXCHANGE, else symmetric where
   /// every rank shares the node and reaches every peer, else nccl).
   std::string transport;
