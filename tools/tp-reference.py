@@ -11,8 +11,18 @@
 # by one with CUDA events; the median per rank, then the slowest rank's (all_reduce MAX).
 # Random inputs (scaled by 0.1, never zeros), the same tensors every iteration.
 #
+# FP8 (--dtype e4m3): operands are float8_e4m3fn (random bf16 * 0.5, cast), with f32 row-wise
+# scales (random in [0.5, 2]), output bf16, through torch._scaled_mm (cuBLASLt; both operands
+# K-major, weights stored [out, in] as nn.Linear does, passed as w.t(): column-major mat2):
+#   ag_gemm: x_shard [M/N, H] + scale_x [M/N, 1], w [I/N, H] + scale_w [1, I/N]; the fp8 rows are
+#            gathered as uint8 (all_gather_into_tensor -> [M, H]) and the scales too (-> [M, 1]);
+#            comm_ms is the two gathers together. Then _scaled_mm(full, w.t()) -> [M, I/N] bf16.
+#   gemm_rs: a [M, I/N] + scale_a [M, 1], w2 [H, I/N] + scale_w2 [1, H]; _scaled_mm(a, w2.t())
+#            -> partial [M, H] bf16, then reduce_scatter_tensor (sum, bf16) -> [M/N, H].
+# Its REF lines carry an extra field after the layer: `REF tp layer=ag_gemm dtype=e4m3 ranks=...`.
+#
 #   torchrun --standalone --nproc_per_node=N tools/tp-reference.py [--tokens 4096,8192]
-#            [--hidden 8192] [--intermediate 28672] [--dtype bf16] [--reps 30]
+#            [--hidden 8192] [--intermediate 28672] [--dtype bf16|fp16|fp32|e4m3] [--reps 30]
 # Rank 0 prints one machine-readable REF line per (layer, M), then a human summary.
 import argparse
 import os
@@ -41,7 +51,9 @@ except ImportError:  # a checkout without ../shared/bench: the same helper, loca
         times.sort()
         return times[len(times) // 2]
 
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
+          "e4m3": torch.float8_e4m3fn}
+F8 = torch.float8_e4m3fn
 
 
 def timed(fn, reps):
@@ -81,6 +93,46 @@ def gemm_rs(m, h, i_local, world, dtype, reps):
             partial.numel() * partial.element_size())
 
 
+def rand_fp8(*shape):
+    return (torch.randn(*shape, device="cuda", dtype=torch.bfloat16) * 0.5).to(F8)
+
+
+def rand_scale(*shape):  # f32 row-wise scales, [rows, 1] or [1, cols], contiguous
+    return torch.empty(*shape, device="cuda", dtype=torch.float32).uniform_(0.5, 2.0)
+
+
+def scaled_mm(a, b_t, sa, sb):  # a [M, K] row-major, b_t [K, N] column-major -> bf16 [M, N]
+    return torch._scaled_mm(a, b_t, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+
+
+def ag_gemm_fp8(m, h, i_local, world, dtype, reps):
+    x_shard, scale_x = rand_fp8(m // world, h), rand_scale(m // world, 1)
+    w, scale_w = rand_fp8(i_local, h), rand_scale(1, i_local)  # [I/N, H]: K-major
+    x_u8 = x_shard.view(torch.uint8)
+    full_u8 = torch.empty(m, h, device="cuda", dtype=torch.uint8)
+    full, full_scales = full_u8.view(F8), torch.empty(m, 1, device="cuda", dtype=torch.float32)
+
+    def comm():
+        dist.all_gather_into_tensor(full_u8, x_u8)
+        dist.all_gather_into_tensor(full_scales, scale_x)
+    gemm = lambda: scaled_mm(full, w.t(), full_scales, scale_w)
+    both = lambda: (comm(), gemm())
+    return (timed(both, reps), timed(gemm, reps), timed(comm, reps),
+            full_u8.numel() + full_scales.numel() * full_scales.element_size())
+
+
+def gemm_rs_fp8(m, h, i_local, world, dtype, reps):
+    a, scale_a = rand_fp8(m, i_local), rand_scale(m, 1)
+    w2, scale_w2 = rand_fp8(h, i_local), rand_scale(1, h)  # [H, I/N]: K-major
+    out = torch.empty(m // world, h, device="cuda", dtype=torch.bfloat16)
+    gemm = lambda: scaled_mm(a, w2.t(), scale_a, scale_w2)
+    partial = gemm()  # [M, H] bf16, for the collective timed alone
+    comm = lambda: dist.reduce_scatter_tensor(out, partial, op=dist.ReduceOp.SUM)
+    both = lambda: dist.reduce_scatter_tensor(out, gemm(), op=dist.ReduceOp.SUM)
+    return (timed(both, reps), timed(gemm, reps), timed(comm, reps),
+            partial.numel() * partial.element_size())
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--tokens", default="4096,8192")
@@ -102,16 +154,19 @@ def main():
         nccl = ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl)
         print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, NCCL {nccl}, "
               f"{world} ranks, {args.dtype}, {args.reps} reps", flush=True)
+    fp8 = dtype == F8
+    layers = (("ag_gemm", ag_gemm_fp8 if fp8 else ag_gemm, h, i_local),
+              ("gemm_rs", gemm_rs_fp8 if fp8 else gemm_rs, i_local, h))
+    tag = f" dtype={args.dtype}" if fp8 else ""  # the bf16/fp16/fp32 lines keep their form
     rows = []
     for m in (int(s) for s in args.tokens.split(",")):
         assert m % world == 0, "tokens must divide by the world size"
-        for layer, run, k, n in (("ag_gemm", ag_gemm, h, i_local),
-                                 ("gemm_rs", gemm_rs, i_local, h)):
+        for layer, run, k, n in layers:
             whole, gemm, comm, nbytes = run(m, h, i_local, world, dtype, args.reps)
             torch.cuda.empty_cache()
             rows.append((layer, m, k, n, whole, gemm, comm, nbytes))
             if rank == 0:
-                print(f"REF tp layer={layer} ranks={world} M={m} K={k} N={n} torch_ms={whole:.4f} "
+                print(f"REF tp layer={layer}{tag} ranks={world} M={m} K={k} N={n} torch_ms={whole:.4f} "
                       f"gemm_ms={gemm:.4f} comm_ms={comm:.4f}", flush=True)
     if rank == 0:
         print(f"\nTensor-parallel baseline, {world} ranks, H={h}, I={args.intermediate}, "

@@ -61,10 +61,12 @@ struct TpProblem {
   }
   /// Where a step's scales start in a step's bytes (allgather).
   int64_t scalesAt() const { return roundUp256(m * k * inBytes()); }
-  /// One step of allgather's moves (its rows of a, then their scales) or of
+  /// One step of allgather's moves (its rows of a, then their scales; whole
+  /// 256 bytes, so that every step's rows are aligned for TMA) or of
   /// reducescatter's partial.
   int64_t stepBytes() const {
-    return layer == Layer::allGather ? scalesAt() + scaleRows() * 4 : m * n * outBytes();
+    return layer == Layer::allGather ? roundUp256(scalesAt() + scaleRows() * 4)
+                                     : m * n * outBytes();
   }
 };
 
@@ -134,6 +136,20 @@ TpProblem problemOf(Communicator &comm, Layer layer, const TensorView &a, const 
       p.scaling = Scaling::row;
     }
   }
+  // Each step's views start m rows into a caller's tensor (allgather: c;
+  // reducescatter: a): at 16-byte boundaries, as the GEMM reads them, or
+  // no step could run on some rank.
+  auto requireStepAligned = [&](const TensorView &v, const char *what, int64_t bytes) {
+    if (bytes % 16)
+      throw Error(fmt::format("{} is {}: each rank's {} rows of it are {} bytes, not a multiple "
+                              "of 16, so the steps' views would not be 16-byte aligned",
+                              what, v.str(), p.m, bytes));
+  };
+  if (layer == Layer::allGather) {
+    requireStepAligned(c, "c", p.m * p.n * p.outBytes());
+  } else {
+    requireStepAligned(a, "a", p.m * p.k * p.inBytes());
+  }
   if (p.k == 0 && p.m * p.n > 0)
     throw Error(fmt::format("a is {}: K = 0 leaves c undefined", a.str()));
   p.arch = targetFor(o.arch, device);
@@ -161,6 +177,9 @@ struct TpPlan : SpPlan {
   /// allgather: the gathered rows [N, m, k]; reducescatter: the partials
   /// that leave, [N, m, n] (nccl: the whole [N * m, n]).
   std::unique_ptr<rt::DeviceBuffer> local;
+  /// reducescatter with row scales: each step's scales, 256 bytes aligned
+  /// (a step's rows of scaleA start at m * 4 bytes, which need not be).
+  std::unique_ptr<rt::DeviceBuffer> stepScales;
   /// One per rank (reducescatter: the pushes to it; allgather: this
   /// rank's pulls, a mark per step), urgent so that the handshakes on them
   /// start while a step's GEMM still has blocks queued (at default
@@ -194,6 +213,8 @@ std::unique_ptr<TpPlan> makePlan(Communicator &comm, const TpProblem &p, bool &c
   int64_t step = p.stepBytes();
   plan->local = std::make_unique<rt::DeviceBuffer>(size_t(std::max<int64_t>(p.ranks * step, 1)));
   if (p.transport == Transport::nccl) return plan;
+  if (p.layer == Layer::reduceScatter && p.scaling == Scaling::row)
+    plan->stepScales = std::make_unique<rt::DeviceBuffer>(size_t(p.ranks * roundUp256(p.m * 4)));
   plan->flags = exchangeFlags(comm, 2 * size_t(p.ranks) * sizeof(uint32_t));
   int64_t sharedBytes = p.layer == Layer::allGather ? 2 * step : 2 * p.ranks * step;
   plan->shared = std::make_unique<rt::SymmetricBuffer>(comm, size_t(std::max<int64_t>(sharedBytes, 1)));
@@ -341,6 +362,9 @@ Choice runReduceScatter(Communicator &comm, TpPlan &plan, const TensorView &a, c
     return base + uint64_t((parity * n + from) * step);
   };
   TESSEL_CU(d, cuStreamWaitEvent, stream, plan.lastCall, 0);
+  const int64_t scalePitch = roundUp256(p.m * 4);
+  if (plan.stepScales)
+    copyPitched(o.scaleA->data, p.m * 4, plan.stepScales->ptr(), scalePitch, p.m * 4, n, stream);
   lanes.fork(stream);
   plan.work->fork(stream);
   Choice g;
@@ -353,7 +377,7 @@ Choice runReduceScatter(Communicator &comm, TpPlan &plan, const TensorView &a, c
                                   : plan.local->ptr() + uint64_t(to * step);
     std::optional<TensorView> scales = o.scaleA;
     if (p.scaling == Scaling::row)
-      scales = scalesAt(p, o.scaleA->data + uint64_t(4 * to * p.m), p.m, device);
+      scales = scalesAt(p, plan.stepScales->ptr() + uint64_t(to * scalePitch), p.m, device);
     Choice made = gemm(rows, b, matrixAt(target, p.out, p.m, p.n, device),
                        gemmOptions(o, scales), on);
     if (s == 0) g = made;

@@ -142,6 +142,7 @@ TEST_CASE("one rank of the tensor-parallel layers (run by the cases below)", "[.
       // each (every rank its own), none.
       {true, 200, 256, 264, DType::f8e4m3, DType::bf16, true, Scales::row},
       {false, 64, 512, 136, DType::f8e4m3, DType::bf16, true, Scales::row},
+      {false, 77, 128, 136, DType::f8e4m3, DType::bf16, true, Scales::row}, // 308-byte scale rows
       {true, 130, 128, 200, DType::f8e5m2, DType::f32, true, Scales::tensor},
       {false, 130, 128, 200, DType::f8e4m3, DType::f16, true, Scales::tensor},
       {true, 64, 256, 128, DType::f8e4m3, DType::bf16, true, Scales::none},
@@ -180,6 +181,11 @@ TEST_CASE("one rank of the tensor-parallel layers (run by the cases below)", "[.
   CHECK_THROWS_WITH(tp::allgather_gemm(*comm, fp8({4, 32}), fp8({32, 16}),
                                        view({4 * comm->size(), 16})),
                     Catch::Contains("K-major"));
+  // Steps that would start off a 16-byte boundary: 3 rows of 20 bf16
+  // columns are 120 bytes.
+  CHECK_THROWS_WITH(tp::allgather_gemm(*comm, view({3, 64}), view({64, 20}),
+                                       view({3 * comm->size(), 20})),
+                    Catch::Contains("not a multiple of 16"));
   // Rows that do not split over the ranks.
   CHECK_THROWS_WITH(tp::gemm_reducescatter(*comm, view({comm->size() + 1, 64}), view({64, 32}),
                                            view({1, 32})),

@@ -31,17 +31,20 @@ namespace {
 // hidden size, N the rank's columns; gemm_rs: K the rank's slice, N the
 // hidden size). The checked defaults are ragged; the bench's are Llama-70B's
 // MLP at four ranks.
-const Params kTpDefaults = {{"M", "1000"},   {"K", "392"},      {"N", "520"},
-                            {"dtype", "bf16"}, {"out", ""},      {"transpose_b", "0"},
-                            {"transport", ""}};
-const Params kTpBenchShape = {{"M", "8192"},   {"K", "8192"},     {"N", "7168"},
-                              {"dtype", "bf16"}, {"out", ""},       {"transpose_b", "0"},
-                              {"transport", ""}};
+// dtype e4m3 or e5m2: FP8 a and b (b K-major: transpose_b defaults to 1)
+// with `scale` row (the default), tensor or none; out defaults to bf16.
+const Params kTpDefaults = {{"M", "1000"},   {"K", "392"}, {"N", "520"},      {"dtype", "bf16"},
+                            {"out", ""},       {"scale", ""}, {"transpose_b", ""}, {"transport", ""}};
+const Params kTpBenchShape = {{"M", "8192"},   {"K", "8192"}, {"N", "7168"},      {"dtype", "bf16"},
+                              {"out", ""},       {"scale", ""}, {"transpose_b", ""}, {"transport", ""}};
+
+enum class Scales { none, tensor, row };
 
 struct TpRun {
   bool allGather = true;
   int64_t m = 0, k = 0, n = 0; // M all ranks' rows
   DType in = DType::bf16, out = DType::bf16;
+  Scales scales = Scales::none;
   bool transposeB = false;
   std::string transport;
   int64_t rowsPerRank(int ranks) const { return m / ranks; }
@@ -58,11 +61,21 @@ TpRun runFrom(bool allGather, const Params &given, bool bench, int ranks) {
   r.m = get("M", 0);
   r.k = get("K", 1);
   r.n = get("N", 0);
-  r.in = choiceParam<DType>(p, "dtype", {{"bf16", DType::bf16}, {"f16", DType::f16}});
-  r.out = p.at("out").empty() ? r.in
+  r.in = choiceParam<DType>(p, "dtype",
+                            {{"bf16", DType::bf16}, {"f16", DType::f16}, {"e4m3", DType::f8e4m3},
+                             {"e5m2", DType::f8e5m2}});
+  bool eightBit = r.in == DType::f8e4m3 || r.in == DType::f8e5m2;
+  r.out = p.at("out").empty() ? (eightBit ? DType::bf16 : r.in)
                               : choiceParam<DType>(p, "out", {{"bf16", DType::bf16},
                                                               {"f16", DType::f16},
                                                               {"f32", DType::f32}});
+  if (p.at("scale").empty()) p["scale"] = eightBit ? "row" : "none";
+  r.scales = choiceParam<Scales>(
+      p, "scale", {{"none", Scales::none}, {"tensor", Scales::tensor}, {"row", Scales::row}});
+  if (r.scales != Scales::none && !eightBit)
+    throw Error(fmt::format("{}: scale={} scales 8-bit inputs; dtype={} has none", command,
+                            p.at("scale"), p.at("dtype")));
+  if (p.at("transpose_b").empty()) p["transpose_b"] = eightBit ? "1" : "0";
   r.transposeB = flagParam(p, "transpose_b");
   r.transport = p.at("transport");
   // The default M grows to a multiple of the ranks; a given one must split.
@@ -77,17 +90,27 @@ TpRun runFrom(bool allGather, const Params &given, bool bench, int ranks) {
 /// [M / R, K] rows; gemm_rs: its [M, K] slice) and b ([K, N], or [N, K]
 /// transposed).
 struct RankInputs {
-  HostTensor a, b;
+  HostTensor a, b, scaleA, scaleB; // scales: [rows], [N]; [1] each; or empty
 };
 RankInputs inputsOf(const TpRun &r, int ranks, int q) {
   std::mt19937_64 rng(0x7e55e1 + 977 * uint64_t(q));
   int64_t aRows = r.allGather ? r.m / ranks : r.m;
+  int64_t scaleRows = r.scales == Scales::row ? aRows : r.scales == Scales::tensor ? 1 : 0;
   RankInputs x{HostTensor(r.in, {aRows, r.k}),
                HostTensor(r.in, r.transposeB ? std::vector<int64_t>{r.n, r.k}
-                                             : std::vector<int64_t>{r.k, r.n})};
+                                             : std::vector<int64_t>{r.k, r.n}),
+               HostTensor(DType::f32, {scaleRows}),
+               HostTensor(DType::f32, {r.scales == Scales::row ? r.n : scaleRows})};
   testing::randomize(x.a, rng);
   testing::randomize(x.b, rng);
+  testing::randomize(x.scaleA, rng, 0.25f, 2.0f);
+  testing::randomize(x.scaleB, rng, 0.25f, 2.0f);
   return x;
+}
+
+/// Scale i of `s`: 1 without scales, the only one of a tensor's.
+double scaleAt(const HostTensor &s, int64_t i) {
+  return s.size() == 0 ? 1.0 : s.size() == 1 ? s.values[0] : s.values[i];
 }
 
 double bAt(const TpRun &r, const HostTensor &b, int64_t kk, int64_t j) {
@@ -103,14 +126,14 @@ std::vector<double> referenceRows(const TpRun &r, int ranks, int me,
   for (int64_t row : rows)
     for (int64_t j = 0; j < r.n; ++j) {
       double sum = 0;
-      if (r.allGather) {
-        const HostTensor &a = all[row / m].a;
+      for (int q = 0; q < ranks; ++q) {
+        if (r.allGather && q != me) continue;
+        const RankInputs &from = r.allGather ? all[row / m] : all[q];
+        int64_t aRow = r.allGather ? row % m : me * m + row;
+        double partial = 0;
         for (int64_t kk = 0; kk < r.k; ++kk)
-          sum += double(a.values[(row % m) * r.k + kk]) * bAt(r, all[me].b, kk, j);
-      } else {
-        for (int q = 0; q < ranks; ++q)
-          for (int64_t kk = 0; kk < r.k; ++kk)
-            sum += double(all[q].a.values[(me * m + row) * r.k + kk]) * bAt(r, all[q].b, kk, j);
+          partial += double(from.a.values[aRow * r.k + kk]) * bAt(r, all[q].b, kk, j);
+        sum += partial * scaleAt(from.scaleA, aRow) * scaleAt(all[q].scaleB, j);
       }
       ref.push_back(sum);
     }
@@ -118,13 +141,28 @@ std::vector<double> referenceRows(const TpRun &r, int ranks, int me,
 }
 
 ScalarType scalarOf(DType t) {
-  return t == DType::bf16 ? ScalarType::BF16 : t == DType::f16 ? ScalarType::F16 : ScalarType::F32;
+  switch (t) {
+  case DType::bf16: return ScalarType::BF16;
+  case DType::f16: return ScalarType::F16;
+  case DType::f8e4m3: return ScalarType::F8E4M3;
+  case DType::f8e5m2: return ScalarType::F8E5M2;
+  default: return ScalarType::F32;
+  }
 }
 
 struct DeviceInputs {
-  std::unique_ptr<DeviceBuffer> a, b, c;
+  std::unique_ptr<DeviceBuffer> a, b, c, scaleA, scaleB;
   TensorView av, bv, cv;
+  std::optional<TensorView> sa, sb;
 };
+
+/// `host` (f32 scales) on the device, and its view, when there are any.
+void uploadScales(const HostTensor &host, int device, std::unique_ptr<DeviceBuffer> &buffer,
+                  std::optional<TensorView> &view) {
+  if (host.size() == 0) return;
+  buffer = testing::upload(host);
+  view = TensorView::contiguous(buffer->ptr(), ScalarType::F32, host.shape, device);
+}
 DeviceInputs deviceInputs(const TpRun &r, int ranks, int device, const RankInputs &mine) {
   DeviceInputs d;
   d.a = testing::upload(mine.a);
@@ -134,6 +172,8 @@ DeviceInputs deviceInputs(const TpRun &r, int ranks, int device, const RankInput
   d.av = TensorView::contiguous(d.a->ptr(), scalarOf(r.in), mine.a.shape, device);
   d.bv = TensorView::contiguous(d.b->ptr(), scalarOf(r.in), mine.b.shape, device);
   d.cv = TensorView::contiguous(d.c->ptr(), scalarOf(r.out), {cRows, r.n}, device);
+  uploadScales(mine.scaleA, device, d.scaleA, d.sa);
+  uploadScales(mine.scaleB, device, d.scaleB, d.sb);
   return d;
 }
 
@@ -142,6 +182,8 @@ Choice callLayer(Communicator &comm, const TpRun &r, const DeviceInputs &d,
   tp::Options o;
   o.transposeB = r.transposeB;
   o.transport = transport;
+  o.scaleA = d.sa;
+  o.scaleB = d.sb;
   return r.allGather ? tp::allgather_gemm(comm, d.av, d.bv, d.cv, o, comm.stream())
                      : tp::gemm_reducescatter(comm, d.av, d.bv, d.cv, o, comm.stream());
 }
@@ -183,7 +225,8 @@ int checkRank(Communicator &comm, const TpRun &r) {
   };
   std::string config, ncclConfig, why;
   double error = errorOf(r.transport, config);
-  double tolerance = testing::toleranceFor(r.out == DType::f32 ? r.in : r.out);
+  // A product of 16-bit or FP8 inputs rounds only into c.
+  double tolerance = testing::toleranceFor(r.out == DType::f32 ? DType::bf16 : r.out);
   bool ok = error < tolerance;
   std::string nccl = "NCCL not compared: ";
   if (ncclRuns(comm, why)) {
@@ -202,18 +245,23 @@ int checkRank(Communicator &comm, const TpRun &r) {
   return ok ? 0 : 1;
 }
 
-/// Random bf16/f16 bits in about [-1, 1], made on the host quickly.
-std::unique_ptr<DeviceBuffer> randomHalves(int64_t count, uint64_t seed, DType t) {
-  std::vector<uint16_t> bits(count);
+/// `count` random elements of type t (finite, about [-2, 2]), made on the
+/// host quickly.
+std::unique_ptr<DeviceBuffer> randomValues(int64_t count, uint64_t seed, DType t) {
+  bool eightBit = t == DType::f8e4m3 || t == DType::f8e5m2;
+  std::vector<uint16_t> halves(eightBit ? 0 : count);
+  std::vector<uint8_t> bytes(eightBit ? count : 0);
   uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (uint16_t &b : bits) {
+  for (int64_t i = 0; i < count; ++i) {
     x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    uint16_t sign = uint16_t((x >> 63) << 15);
-    b = t == DType::bf16 ? uint16_t(sign | (0x3c00 + ((x >> 20) & 0x3ff))) // [2^-7, 1)
-                         : uint16_t(sign | (0x2000 + ((x >> 20) & 0x1bff)));
+    uint16_t sign = uint16_t((x >> 63) << 15), bits = uint16_t(x >> 20);
+    if (t == DType::bf16) halves[i] = uint16_t(sign | (0x3c00 + (bits & 0x3ff))); // [2^-7, 2)
+    else if (t == DType::f16) halves[i] = uint16_t(sign | (0x2000 + (bits & 0x1bff)));
+    else bytes[i] = uint8_t((sign >> 8) | (0x20 + (bits & 0x1f))); // e4m3 [2^-3, 1), e5m2 [2^-7, 0.5)
   }
-  auto buffer = std::make_unique<DeviceBuffer>(size_t(count) * 2);
-  buffer->upload(bits.data(), size_t(count) * 2);
+  auto buffer = std::make_unique<DeviceBuffer>(size_t(count) * (eightBit ? 1 : 2));
+  if (eightBit) buffer->upload(bytes.data(), size_t(count));
+  else buffer->upload(halves.data(), size_t(count) * 2);
   return buffer;
 }
 
@@ -227,7 +275,7 @@ double slowestMedian(Communicator &comm, int reps, const std::function<void()> &
 int benchRank(Communicator &comm, const TpRun &r, int reps) {
   int ranks = comm.size(), me = comm.rank(), device = comm.device();
   int64_t m = r.m / ranks, aRows = r.allGather ? m : r.m, cRows = r.allGather ? r.m : m;
-  auto a = randomHalves(aRows * r.k, 2 * me + 1, r.in), b = randomHalves(r.k * r.n, 2 * me + 2, r.in);
+  auto a = randomValues(aRows * r.k, 2 * me + 1, r.in), b = randomValues(r.k * r.n, 2 * me + 2, r.in);
   DeviceBuffer c(size_t(cRows * r.n) * scalarBytes(scalarOf(r.out)));
   DeviceInputs d;
   d.av = TensorView::contiguous(a->ptr(), scalarOf(r.in), {aRows, r.k}, device);
@@ -236,13 +284,28 @@ int benchRank(Communicator &comm, const TpRun &r, int reps) {
                                              : std::vector<int64_t>{r.k, r.n},
                                 device);
   d.cv = TensorView::contiguous(c.ptr(), scalarOf(r.out), {cRows, r.n}, device);
+  // Scales as the check's (random, [0.25, 2)), for this rank and the whole.
+  TpRun whole1 = r;
+  whole1.allGather = false;
+  RankInputs scales = inputsOf(whole1, 1, me);
+  uploadScales(scales.scaleB, device, d.scaleB, d.sb);
+  HostTensor rankScales(DType::f32, {r.scales == Scales::row ? aRows : scales.scaleA.size()});
+  for (int64_t i = 0; i < rankScales.size(); ++i) rankScales.set(i, scales.scaleA.values[i]);
+  uploadScales(rankScales, device, d.scaleA, d.sa);
+  std::unique_ptr<DeviceBuffer> wholeScaleBuffer;
+  std::optional<TensorView> wholeScales;
+  uploadScales(scales.scaleA, device, wholeScaleBuffer, wholeScales);
   std::string config;
   double overlapped = slowestMedian(comm, reps, [&] { config = callLayer(comm, r, d, r.transport).config; });
   // The whole GEMM alone: all M rows against this rank's b.
-  auto whole = randomHalves(r.m * r.k, 99, r.in);
+  auto whole = randomValues(r.m * r.k, 99, r.in);
   DeviceBuffer product(size_t(r.m * r.n) * scalarBytes(scalarOf(r.out)));
   GemmCallOptions go;
   go.transposeB = r.transposeB;
+  if (wholeScales) {
+    go.scaleA = wholeScales;
+    go.scaleB = d.sb;
+  }
   TensorView wholeA = TensorView::contiguous(whole->ptr(), scalarOf(r.in), {r.m, r.k}, device);
   TensorView wholeC = TensorView::contiguous(product.ptr(), scalarOf(r.out), {r.m, r.n}, device);
   double gemmAlone = slowestMedian(comm, reps, [&] { gemm(wholeA, d.bv, wholeC, go, comm.stream()); });
@@ -260,13 +323,18 @@ int benchRank(Communicator &comm, const TpRun &r, int reps) {
   double stepsAlone = slowestMedian(comm, reps, [&] {
     TESSEL_CU(dr, cuEventRecord, forked, comm.stream());
     for (int i = 0; i < 2; ++i) TESSEL_CU(dr, cuStreamWaitEvent, steps[i], forked, 0);
-    for (int s = 0; s < ranks; ++s)
+    for (int s = 0; s < ranks; ++s) {
+      GemmCallOptions step = go;
+      if (r.scales == Scales::row)
+        step.scaleA = TensorView::contiguous(wholeScales->data + uint64_t(4 * s * m),
+                                             ScalarType::F32, {m}, device);
       gemm(TensorView::contiguous(whole->ptr() + uint64_t(s * m * r.k * inBytes), scalarOf(r.in),
                                   {m, r.k}, device),
            d.bv,
            TensorView::contiguous(product.ptr() + uint64_t(s * m * r.n * outBytes),
                                   scalarOf(r.out), {m, r.n}, device),
-           go, steps[s % 2]);
+           step, steps[s % 2]);
+    }
     for (int i = 0; i < 2; ++i) {
       TESSEL_CU(dr, cuEventRecord, joined[i], steps[i]);
       TESSEL_CU(dr, cuStreamWaitEvent, comm.stream(), joined[i], 0);
@@ -287,9 +355,8 @@ int benchRank(Communicator &comm, const TpRun &r, int reps) {
     commAlone = slowestMedian(comm, reps, [&] {
       if (r.allGather)
         n.check(n.api().ncclAllGather(reinterpret_cast<void *>(a->ptr()),
-                                      reinterpret_cast<void *>(whole->ptr()), size_t(m * r.k),
-                                      r.in == DType::f16 ? ncclFloat16 : ncclBfloat16, nc,
-                                      comm.stream()),
+                                      reinterpret_cast<void *>(whole->ptr()),
+                                      size_t(m * r.k * inBytes), ncclInt8, nc, comm.stream()),
                 "ncclAllGather", nc);
       else
         n.check(n.api().ncclReduceScatter(reinterpret_cast<void *>(product.ptr()),
