@@ -185,20 +185,73 @@ def mla_decode(q, cache, block_table, lengths, scale=None):
                                        0.0 if scale is None else float(scale))
 
 
+def _gathered(x):
+    """Every rank's rows of x, in rank order (torch.distributed)."""
+    import torch.distributed as dist
+    full = x.new_empty((x.shape[0] * dist.get_world_size(),) + tuple(x.shape[1:]))
+    dist.all_gather_into_tensor(full, x.contiguous())
+    return full
+
+
+class _AllgatherGemm(torch.autograd.Function):
+    # y = gather(x) op(w). Backward: dx is rank's rows of the sum over ranks
+    # of dy op(w)^T, the other layer (gemm_reducescatter) on dy; dw from the
+    # gathered x.
+    @staticmethod
+    def forward(ctx, x, w, transpose_w):
+        ctx.save_for_backward(x, w)
+        ctx.transpose_w = transpose_w
+        return torch.ops.tessel.tp_allgather_gemm(x, w, transpose_w)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, w = ctx.saved_tensors
+        dy = dy.contiguous()
+        # op(w)^T is w itself when transposed ([n, K]), else w^T.
+        dx = torch.ops.tessel.tp_gemm_reducescatter(dy, w if ctx.transpose_w else w.t().contiguous(),
+                                                    False)
+        full = _gathered(x)
+        dw = dy.t() @ full if ctx.transpose_w else full.t() @ dy
+        return dx, dw, None
+
+
+class _GemmReducescatter(torch.autograd.Function):
+    # y = rank's rows of the sum over ranks of x op(w). Backward: dx =
+    # gather(dy) op(w)^T, the other layer (allgather_gemm) on dy; dw from the
+    # gathered dy.
+    @staticmethod
+    def forward(ctx, x, w, transpose_w):
+        ctx.save_for_backward(x, w)
+        ctx.transpose_w = transpose_w
+        return torch.ops.tessel.tp_gemm_reducescatter(x, w, transpose_w)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, w = ctx.saved_tensors
+        dy = dy.contiguous()
+        dx = torch.ops.tessel.tp_allgather_gemm(dy, w if ctx.transpose_w else w.t().contiguous(),
+                                                False)
+        full = _gathered(dy)
+        dw = full.t() @ x if ctx.transpose_w else x.t() @ full
+        return dx, dw, None
+
+
 def allgather_gemm(x, w, transpose_w=False):
     """A column-parallel linear layer over the ranks torchrun started: x
     [m, K] is this rank's rows, w its weight [K, n] (or [n, K], nn.Linear's
     layout, with transpose_w); returns [N * m, n], every rank's rows (in rank
-    order) times w. The gather overlaps the GEMM. Collective; forward only."""
-    return torch.ops.tessel.tp_allgather_gemm(x, w, bool(transpose_w))
+    order) times w. The gather overlaps the GEMM. Collective. Differentiable:
+    dx runs gemm_reducescatter on dy, dw gathers x (torch.distributed)."""
+    return _AllgatherGemm.apply(x, w, bool(transpose_w))
 
 
 def gemm_reducescatter(x, w, transpose_w=False):
     """A row-parallel linear layer over the ranks torchrun started: x [M, K]
     is this rank's slice of the inner dimension, w [K, n] (or [n, K] with
     transpose_w); returns this rank's M / N rows of the sum over ranks of
-    x w, the reduction overlapping the GEMM. Collective; forward only."""
-    return torch.ops.tessel.tp_gemm_reducescatter(x, w, bool(transpose_w))
+    x w, the reduction overlapping the GEMM. Collective. Differentiable: dx
+    runs allgather_gemm on dy, dw gathers dy (torch.distributed)."""
+    return _GemmReducescatter.apply(x, w, bool(transpose_w))
 
 
 def last_choices():
