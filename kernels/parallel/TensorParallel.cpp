@@ -60,12 +60,12 @@ struct TpProblem {
     return scaling == Scaling::row ? m : scaling == Scaling::tensor ? 1 : 0;
   }
   /// Where a step's scales start in a step's bytes (allgather).
-  int64_t scalesAt() const { return roundUp256(m * k * inBytes()); }
+  int64_t scaleOffset() const { return roundUp256(m * k * inBytes()); }
   /// One step of allgather's moves (its rows of a, then their scales; whole
   /// 256 bytes, so that every step's rows are aligned for TMA) or of
   /// reducescatter's partial.
   int64_t stepBytes() const {
-    return layer == Layer::allGather ? roundUp256(scalesAt() + scaleRows() * 4)
+    return layer == Layer::allGather ? roundUp256(scaleOffset() + scaleRows() * 4)
                                      : m * n * outBytes();
   }
 };
@@ -149,6 +149,7 @@ TpProblem problemOf(Communicator &comm, Layer layer, const TensorView &a, const 
     requireStepAligned(c, "c", p.m * p.n * p.outBytes());
   } else {
     requireStepAligned(a, "a", p.m * p.k * p.inBytes());
+    requireStepAligned(c, "c (each step's partial)", p.m * p.n * p.outBytes());
   }
   if (p.k == 0 && p.m * p.n > 0)
     throw Error(fmt::format("a is {}: K = 0 leaves c undefined", a.str()));
@@ -211,7 +212,11 @@ std::unique_ptr<TpPlan> makePlan(Communicator &comm, const TpProblem &p, bool &c
   d.setDevice(comm.device());
   TESSEL_CU(d, cuEventCreate, &plan->lastCall, CU_EVENT_DISABLE_TIMING);
   int64_t step = p.stepBytes();
-  plan->local = std::make_unique<rt::DeviceBuffer>(size_t(std::max<int64_t>(p.ranks * step, 1)));
+  // nccl: also a 256-byte slot per rank for one scale each (a GEMM's scale
+  // views are 16-byte aligned).
+  int64_t slots = p.transport == Transport::nccl ? p.ranks * 256 : 0;
+  plan->local = std::make_unique<rt::DeviceBuffer>(
+      size_t(std::max<int64_t>(p.ranks * step + slots, 1)));
   if (p.transport == Transport::nccl) return plan;
   if (p.layer == Layer::reduceScatter && p.scaling == Scaling::row)
     plan->stepScales = std::make_unique<rt::DeviceBuffer>(size_t(p.ranks * roundUp256(p.m * 4)));
@@ -282,12 +287,15 @@ Choice runNccl(Communicator &comm, TpPlan &plan, const TensorView &a, const Tens
     if (p.scaling != Scaling::tensor)
       return gemm(matrixAt(plan.local->ptr(), p.in, p.ranks * p.m, p.k, device), b, c,
                   gemmOptions(o, scalesAt(p, scales, p.ranks * p.m, device)), stream);
-    // One scale per rank: a GEMM per rank's rows.
+    // One scale per rank: a GEMM per rank's rows, its scale moved to an
+    // aligned slot.
+    CUdeviceptr slots = plan.local->ptr() + uint64_t(p.ranks * p.stepBytes());
+    copyPitched(scales, 4, slots, 256, 4, p.ranks, stream);
     for (int src = 0; src < p.ranks; ++src)
       g = gemm(matrixAt(plan.local->ptr() + uint64_t(src * rowBytes), p.in, p.m, p.k, device), b,
                matrixAt(c.data + uint64_t(src * p.m * p.n * p.outBytes()), p.out, p.m, p.n,
                         device),
-               gemmOptions(o, scalesAt(p, scales + uint64_t(4 * src), 1, device)), stream);
+               gemmOptions(o, scalesAt(p, slots + uint64_t(256 * src), 1, device)), stream);
   } else {
     g = gemm(a, b, matrixAt(plan.local->ptr(), p.out, p.ranks * p.m, p.n, device),
              gemmOptions(o, o.scaleA), stream);
@@ -299,6 +307,44 @@ Choice runNccl(Communicator &comm, TpPlan &plan, const TensorView &a, const Tens
   return g;
 }
 
+/// One call of a plan on `stream`: it starts after the plan's last call,
+/// its lanes and work streams fork from `stream` and join it again, and
+/// its end is marked for the next call, also when a step throws (a GEMM
+/// that cannot compile): no stream of the plan runs on past the call.
+class CallScope {
+public:
+  CallScope(TpPlan &plan, CUstream stream) : plan(plan), stream(stream) {
+    TESSEL_CU(Driver::get(), cuStreamWaitEvent, stream, plan.lastCall, 0);
+  }
+  CallScope(const CallScope &) = delete;
+  CallScope &operator=(const CallScope &) = delete;
+  /// The call's parity: which half of the symmetric buffers it uses.
+  int64_t fork() {
+    plan.lanes->fork(stream);
+    plan.work->fork(stream);
+    forked = true;
+    return int64_t(plan.calls++ & 1);
+  }
+  void join() {
+    if (!forked) return;
+    forked = false;
+    plan.lanes->join(stream);
+    plan.work->join(stream);
+  }
+  ~CallScope() {
+    try {
+      join();
+      TESSEL_CU(Driver::get(), cuEventRecord, plan.lastCall, stream);
+    } catch (const Error &) {
+    }
+  }
+
+private:
+  TpPlan &plan;
+  CUstream stream;
+  bool forked = false;
+};
+
 /// allgather_gemm over the copy engines (see the file comment).
 Choice runAllGather(Communicator &comm, TpPlan &plan, const TensorView &a, const TensorView &b,
                     const TensorView &c, const tp::Options &o, CUstream stream) {
@@ -306,10 +352,8 @@ Choice runAllGather(Communicator &comm, TpPlan &plan, const TensorView &a, const
   Driver &d = Driver::get();
   CopyLanes &lanes = *plan.lanes;
   const int n = p.ranks, me = comm.localRank(), device = comm.device();
-  const int64_t step = p.stepBytes(), parity = int64_t(plan.calls++ & 1);
-  TESSEL_CU(d, cuStreamWaitEvent, stream, plan.lastCall, 0);
-  lanes.fork(stream);
-  plan.work->fork(stream);
+  CallScope call(plan, stream);
+  const int64_t step = p.stepBytes(), parity = call.fork();
   // The own rows first: this GEMM loads its module before any handshake of
   // this call can spin.
   auto cRows = [&](int r) {
@@ -321,7 +365,7 @@ Choice runAllGather(Communicator &comm, TpPlan &plan, const TensorView &a, const
   CUdeviceptr published = plan.shared->local() + uint64_t(parity * step);
   TESSEL_CU(d, cuMemcpyAsync, published, a.data, size_t(p.m * p.k * p.inBytes()), own);
   if (p.scaling != Scaling::none)
-    TESSEL_CU(d, cuMemcpyAsync, published + uint64_t(p.scalesAt()), o.scaleA->data,
+    TESSEL_CU(d, cuMemcpyAsync, published + uint64_t(p.scaleOffset()), o.scaleA->data,
               size_t(p.scaleRows() * 4), own);
   plan.epoch = startExchangeCall(comm, *plan.flags, plan.epoch, own);
   // One pull after another, in the steps' order: every rank pulls from
@@ -340,12 +384,10 @@ Choice runAllGather(Communicator &comm, TpPlan &plan, const TensorView &a, const
     lanes.waitForMark(work(s), me, s);
     CUdeviceptr rows = plan.local->ptr() + uint64_t(src * step);
     gemm(matrixAt(rows, p.in, p.m, p.k, device), b, cRows(src),
-         gemmOptions(o, scalesAt(p, rows + uint64_t(p.scalesAt()), p.scaleRows(), device)),
+         gemmOptions(o, scalesAt(p, rows + uint64_t(p.scaleOffset()), p.scaleRows(), device)),
          work(s));
   }
-  lanes.join(stream);
-  plan.work->join(stream);
-  TESSEL_CU(d, cuEventRecord, plan.lastCall, stream);
+  call.join();
   return g;
 }
 
@@ -356,17 +398,16 @@ Choice runReduceScatter(Communicator &comm, TpPlan &plan, const TensorView &a, c
   Driver &d = Driver::get();
   CopyLanes &lanes = *plan.lanes;
   const int n = p.ranks, me = comm.localRank(), device = comm.device();
-  const int64_t step = p.stepBytes(), parity = int64_t(plan.calls++ & 1);
+  const int64_t step = p.stepBytes(), scalePitch = roundUp256(p.m * 4);
+  CallScope call(plan, stream);
+  // Each step's row scales at an aligned place, before the steps fork.
+  if (plan.stepScales)
+    copyPitched(o.scaleA->data, p.m * 4, plan.stepScales->ptr(), scalePitch, p.m * 4, n, stream);
+  const int64_t parity = call.fork();
   // Rank q's partial for rank `to` lands at inbox(to, q).
   auto inbox = [&](CUdeviceptr base, int from) {
     return base + uint64_t((parity * n + from) * step);
   };
-  TESSEL_CU(d, cuStreamWaitEvent, stream, plan.lastCall, 0);
-  const int64_t scalePitch = roundUp256(p.m * 4);
-  if (plan.stepScales)
-    copyPitched(o.scaleA->data, p.m * 4, plan.stepScales->ptr(), scalePitch, p.m * 4, n, stream);
-  lanes.fork(stream);
-  plan.work->fork(stream);
   Choice g;
   for (int s = 0; s < n; ++s) {
     int to = (me + 1 + s) % n;
@@ -392,13 +433,11 @@ Choice runReduceScatter(Communicator &comm, TpPlan &plan, const TensorView &a, c
   for (int r = 0; r < n; ++r)
     if (r != me) lanes.waitForMark(own, r, 0);
   plan.epoch = startExchangeCall(comm, *plan.flags, plan.epoch, own);
-  lanes.join(stream);
-  plan.work->join(stream);
+  call.join();
   plan.sum->launch({rt::LaunchArg::integer(n), rt::LaunchArg::integer(p.m * p.n),
                     rt::LaunchArg::buffer(inbox(plan.shared->local(), 0), {n, p.m * p.n}),
                     rt::LaunchArg::buffer(c.data, {p.m * p.n})},
                    stream);
-  TESSEL_CU(d, cuEventRecord, plan.lastCall, stream);
   return g;
 }
 
@@ -421,10 +460,19 @@ Choice runLayer(Communicator &comm, Layer layer, const TensorView &a, const Tens
   TpPlan &plan = planOf<TpPlan>(comm, description, [&] {
     return makePlan(comm, problem, compiled);
   });
-  Driver::get().setDevice(comm.device());
-  Choice g = plan.problem.transport == Transport::nccl ? runNccl(comm, plan, a, b, c, o, stream)
-             : layer == Layer::allGather ? runAllGather(comm, plan, a, b, c, o, stream)
-                                         : runReduceScatter(comm, plan, a, b, c, o, stream);
+  Driver &d = Driver::get();
+  d.setDevice(comm.device());
+  Choice g;
+  if (plan.problem.transport == Transport::nccl) {
+    // After the plan's last call, whose buffers this one reuses (the
+    // caller may change streams between calls).
+    TESSEL_CU(d, cuStreamWaitEvent, stream, plan.lastCall, 0);
+    g = runNccl(comm, plan, a, b, c, o, stream);
+    TESSEL_CU(d, cuEventRecord, plan.lastCall, stream);
+  } else {
+    g = layer == Layer::allGather ? runAllGather(comm, plan, a, b, c, o, stream)
+                                  : runReduceScatter(comm, plan, a, b, c, o, stream);
+  }
   choice.compiled = compiled || g.compiled;
   choice.config = fmt::format("{} steps={} | {}", form,
                               plan.problem.transport == Transport::nccl ? 1 : problem.ranks,

@@ -231,7 +231,8 @@ spAttentionBackward(const at::Tensor &dout, const at::Tensor &q, const at::Tenso
   return {dq, dk, dv};
 }
 
-/// The tensor-parallel layers over the process communicator, forward only:
+/// The tensor-parallel layers over the process communicator (tessel_torch.py
+/// makes them differentiable, each backward the other layer):
 /// allgather_gemm gathers every rank's rows a [m, K] and multiplies them by
 /// the rank's b ([K, n], or [n, K] with transpose_b, as nn.Linear keeps its
 /// weight), c [N * m, n]; gemm_reducescatter multiplies a [M, K] by b and
@@ -241,8 +242,8 @@ at::Tensor tpLayer(const at::Tensor &a, const at::Tensor &b, bool transposeB, bo
   tessel::rt::Communicator &c = spCommunicator();
   int64_t ranks = tessel::sp_attention::placeOf(c).size;
   int64_t n = transposeB ? b.size(0) : b.size(1);
-  TORCH_CHECK(allGather || a.size(0) % ranks == 0, "gemm_reducescatter: a's ", a.size(0),
-              " rows do not split into ", ranks, " ranks' equal shares");
+  // Rows that do not split over the ranks are the library's error, on every
+  // rank (a rank that failed here alone would leave the others waiting).
   at::Tensor out = at::empty({allGather ? a.size(0) * ranks : a.size(0) / ranks, n}, a.options());
   tessel::tp::Options options;
   options.transposeB = transposeB;

@@ -392,7 +392,8 @@ namespace tp {
 /// partial rows of the next rank first and its own last; the copy engines
 /// push each finished partial into its rank's symmetric memory while the
 /// next is computed, and once every rank's have arrived, partial_sum adds
-/// them in f32 (in rank order, rounded once). The nccl transport runs the
+/// them (each partial rounded to c's type, then summed in f32 in rank order
+/// and rounded once more; an f32 c keeps f32 partials). The nccl transport runs the
 /// collective and the whole GEMM one after the other.
 struct Options {
   bool transposeB = false;
