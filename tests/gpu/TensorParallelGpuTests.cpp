@@ -15,6 +15,7 @@
 #include "tessel/runtime/Distributed.h"
 #include "tessel/runtime/Driver.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fmt/format.h>
 #include <random>
@@ -97,7 +98,8 @@ std::vector<double> expected(const TpCase &c, int ranks, int me) {
   return ref;
 }
 
-double runCase(rt::Communicator &comm, const TpCase &c, std::string &config) {
+double runCase(rt::Communicator &comm, const TpCase &c, std::string &config,
+               const std::string &transport = "") {
   int ranks = comm.size(), me = comm.rank(), device = comm.device();
   RankInputs mine = inputsOf(c, ranks, me);
   const HostTensor &a = mine.a, &b = mine.b;
@@ -106,6 +108,7 @@ double runCase(rt::Communicator &comm, const TpCase &c, std::string &config) {
   auto ad = upload(a), bd = upload(b), cd = poisoned(out);
   tp::Options o;
   o.transposeB = c.transposeB;
+  o.transport = transport;
   TensorView av = TensorView::contiguous(ad->ptr(), scalar(c.in), a.shape, device);
   TensorView bv = TensorView::contiguous(bd->ptr(), scalar(c.in), b.shape, device);
   TensorView cv = TensorView::contiguous(cd->ptr(), scalar(c.out), out.shape, device);
@@ -157,6 +160,21 @@ TEST_CASE("one rank of the tensor-parallel layers (run by the cases below)", "[.
     // An FP8 product rounds only its output: the output's tolerance.
     CHECK(error < toleranceFor(c.out == DType::f32 ? DType::bf16 : c.out));
     CHECK(config.find("transport=symmetric") != std::string::npos);
+  }
+  // The nccl transport, where NCCL runs (a GPU per rank): the collective and
+  // the GEMM in turn, FP8 scales gathered (one a rank: a GEMM per rank).
+  std::vector<int> devices = comm->localDevices();
+  std::sort(devices.begin(), devices.end());
+  if (std::adjacent_find(devices.begin(), devices.end()) == devices.end()) {
+    for (const TpCase &c : {cases[0], cases[1], cases[6], cases[9], cases[10]}) {
+      std::string config;
+      double error = runCase(*comm, c, config, "nccl");
+      INFO(config);
+      CHECK(error < toleranceFor(c.out == DType::f32 ? DType::bf16 : c.out));
+      CHECK(config.find("transport=nccl") != std::string::npos);
+    }
+  } else {
+    WARN("the nccl transport is not checked: ranks share a GPU, which NCCL refuses");
   }
   rt::DeviceBuffer small(1 << 16);
   auto view = [&](std::vector<int64_t> shape) {
