@@ -1,7 +1,9 @@
 //===- ExchangeFlags.cpp - the epoch flag protocol of an exchange ---------===//
 #include "tessel/kernels/parallel/ExchangeFlags.h"
 #include "tessel/dsl/Compile.h"
+#include "tessel/kernels/Settings.h"
 
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -10,7 +12,13 @@ using namespace tessel;
 using namespace tessel::kernels;
 using namespace tessel::rt;
 
-Program tessel::kernels::exchangeHandshake() {
+int64_t tessel::kernels::exchangeTimeoutMs() {
+  const char *env = std::getenv("TESSEL_EXCHANGE_TIMEOUT_S");
+  if (!env || !*env) return 600 * 1000;
+  return parseInteger(env, 1, 3600, "TESSEL_EXCHANGE_TIMEOUT_S (seconds)") * 1000;
+}
+
+Program tessel::kernels::exchangeHandshake(int64_t timeoutMs) {
   Program p("exchange_handshake");
   Expr slots = p.sym("slots"), ranks = p.sym("ranks"), me = p.sym("me"), base = p.sym("base"),
        epoch = p.sym("epoch");
@@ -19,7 +27,7 @@ Program tessel::kernels::exchangeHandshake() {
   // protocol of announceAndAwait, every peer's store and wait at once.
   p.kernel({ranks}, 32, [&](Expr r) {
     signal(peer(flags, r), {base + me}, epoch);
-    wait(flags, {base + r}, epoch);
+    wait(flags, {base + r}, epoch, timeoutMs);
   });
   return p;
 }

@@ -457,3 +457,25 @@ TEST_CASE("the exchange handshake publishes with release and awaits with acquire
     CHECK(names == std::vector<std::string>{"slots", "ranks", "me", "base", "epoch", "flags"});
   }
 }
+
+// A rank busy on the host (a checkpoint) must not make its peers' waiting
+// handshakes trap: the default timeout is torch's NCCL watchdog's 10
+// minutes, and TESSEL_EXCHANGE_TIMEOUT_S sets it.
+TEST_CASE("the exchange handshake's timeout is 600 s unless TESSEL_EXCHANGE_TIMEOUT_S says") {
+  ::unsetenv("TESSEL_EXCHANGE_TIMEOUT_S");
+  CHECK(tessel::kernels::exchangeTimeoutMs() == 600000);
+  Program standard = tessel::kernels::exchangeHandshake();
+  CHECK(compile(standard, {"sm_90a", ""}).cuda().find("600000LL") != std::string::npos);
+  ::setenv("TESSEL_EXCHANGE_TIMEOUT_S", "30", 1);
+  CHECK(tessel::kernels::exchangeTimeoutMs() == 30000);
+  Program shorter = tessel::kernels::exchangeHandshake();
+  std::string cuda = compile(shorter, {"sm_90a", ""}).cuda();
+  CHECK(cuda.find("30000LL") != std::string::npos);
+  CHECK(cuda.find("600000LL") == std::string::npos);
+  for (const char *bad : {"0", "3601", "ten"}) {
+    ::setenv("TESSEL_EXCHANGE_TIMEOUT_S", bad, 1);
+    CHECK_THROWS_WITH(tessel::kernels::exchangeTimeoutMs(),
+                      Catch::Contains("TESSEL_EXCHANGE_TIMEOUT_S"));
+  }
+  ::unsetenv("TESSEL_EXCHANGE_TIMEOUT_S");
+}

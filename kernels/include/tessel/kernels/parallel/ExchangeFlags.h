@@ -88,12 +88,19 @@ private:
   int marksPerLane;
 };
 
+/// How long a handshake waits for a peer before its kernel traps (a rank
+/// that never came): $TESSEL_EXCHANGE_TIMEOUT_S seconds (1 to 3600), else
+/// 600, as long as torch's NCCL watchdog waits by default, since a healthy
+/// rank may be busy on the host (a checkpoint, an evaluation) while its
+/// peers' next call already waits. Throws on a malformed value.
+int64_t exchangeTimeoutMs();
+
 /// The handshake kernel: symbols slots, ranks, me, base, epoch, then the
 /// flags [slots] (i32, LaunchArg::symmetric). Block r stores `epoch` into
 /// slot base + me of rank r's flags (release, system scope, after the
 /// stream's earlier work) and waits until slot base + r of this rank's
-/// reaches it (traps after 10 s, a rank that never came).
-Program exchangeHandshake();
+/// reaches it (trapping after `timeoutMs`).
+Program exchangeHandshake(int64_t timeoutMs = exchangeTimeoutMs());
 
 /// An exchange's flags: a zeroed symmetric buffer of `bytes`, allocated by
 /// every rank together once this process has the handshake kernel loaded
