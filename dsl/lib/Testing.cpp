@@ -262,6 +262,29 @@ rt::LaunchArg tessel::testing::launchArg(const rt::DeviceBuffer &buffer, const H
   return rt::LaunchArg::buffer(buffer.ptr(), t.shape);
 }
 
+rt::ScalarType tessel::testing::scalarTypeOf(DType t) {
+  switch (t) {
+  case DType::f16: return rt::ScalarType::F16;
+  case DType::bf16: return rt::ScalarType::BF16;
+  case DType::f32: return rt::ScalarType::F32;
+  case DType::f64: return rt::ScalarType::F64;
+  case DType::i8: return rt::ScalarType::I8;
+  case DType::u8: return rt::ScalarType::U8;
+  case DType::i32: return rt::ScalarType::I32;
+  case DType::i64: return rt::ScalarType::I64;
+  case DType::f8e4m3: return rt::ScalarType::F8E4M3;
+  case DType::f8e5m2: return rt::ScalarType::F8E5M2;
+  case DType::ue8m0: return rt::ScalarType::UE8M0;
+  default: break;
+  }
+  throw Error(fmt::format("a tensor view has no element type {}", name(t)));
+}
+
+TensorView tessel::testing::viewOf(const rt::DeviceBuffer &buffer, const HostTensor &t,
+                                   int device) {
+  return TensorView::contiguous(buffer.ptr(), scalarTypeOf(t.type), t.shape, device);
+}
+
 rt::LaunchArg DeviceRun::addTensor(const HostTensor &t, bool poison) {
   buffers.push_back(poison ? poisoned(t) : upload(t));
   args.push_back(launchArg(*buffers.back(), t));

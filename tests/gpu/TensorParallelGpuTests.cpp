@@ -35,16 +35,6 @@ struct TpCase {
   Scales scales = Scales::none;
 };
 
-rt::ScalarType scalar(DType t) {
-  switch (t) {
-  case DType::bf16: return rt::ScalarType::BF16;
-  case DType::f16: return rt::ScalarType::F16;
-  case DType::f8e4m3: return rt::ScalarType::F8E4M3;
-  case DType::f8e5m2: return rt::ScalarType::F8E5M2;
-  default: return rt::ScalarType::F32;
-  }
-}
-
 /// Rank q's a (ag: [m, k]; rs: [N * m, k]), b (op(b) [k, n]) and scales
 /// (a's rows' and b's columns', one each, or none: empty).
 struct RankInputs {
@@ -109,15 +99,13 @@ double runCase(rt::Communicator &comm, const TpCase &c, std::string &config,
   tp::Options o;
   o.transposeB = c.transposeB;
   o.transport = transport;
-  TensorView av = TensorView::contiguous(ad->ptr(), scalar(c.in), a.shape, device);
-  TensorView bv = TensorView::contiguous(bd->ptr(), scalar(c.in), b.shape, device);
-  TensorView cv = TensorView::contiguous(cd->ptr(), scalar(c.out), out.shape, device);
+  TensorView av = viewOf(*ad, a, device), bv = viewOf(*bd, b, device), cv = viewOf(*cd, out, device);
   std::unique_ptr<rt::DeviceBuffer> sa, sb;
   if (c.scales != Scales::none) {
     sa = upload(mine.scaleA);
     sb = upload(mine.scaleB);
-    o.scaleA = TensorView::contiguous(sa->ptr(), rt::ScalarType::F32, mine.scaleA.shape, device);
-    o.scaleB = TensorView::contiguous(sb->ptr(), rt::ScalarType::F32, mine.scaleB.shape, device);
+    o.scaleA = viewOf(*sa, mine.scaleA, device);
+    o.scaleB = viewOf(*sb, mine.scaleB, device);
   }
   for (int call = 0; call < 2; ++call) {
     cd->fillBytes(0xff);

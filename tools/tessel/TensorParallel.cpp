@@ -140,16 +140,6 @@ std::vector<double> referenceRows(const TpRun &r, int ranks, int me,
   return ref;
 }
 
-ScalarType scalarOf(DType t) {
-  switch (t) {
-  case DType::bf16: return ScalarType::BF16;
-  case DType::f16: return ScalarType::F16;
-  case DType::f8e4m3: return ScalarType::F8E4M3;
-  case DType::f8e5m2: return ScalarType::F8E5M2;
-  default: return ScalarType::F32;
-  }
-}
-
 struct DeviceInputs {
   std::unique_ptr<DeviceBuffer> a, b, c, scaleA, scaleB;
   TensorView av, bv, cv;
@@ -161,7 +151,7 @@ void uploadScales(const HostTensor &host, int device, std::unique_ptr<DeviceBuff
                   std::optional<TensorView> &view) {
   if (host.size() == 0) return;
   buffer = testing::upload(host);
-  view = TensorView::contiguous(buffer->ptr(), ScalarType::F32, host.shape, device);
+  view = testing::viewOf(*buffer, host, device);
 }
 DeviceInputs deviceInputs(const TpRun &r, int ranks, int device, const RankInputs &mine) {
   DeviceInputs d;
@@ -169,9 +159,9 @@ DeviceInputs deviceInputs(const TpRun &r, int ranks, int device, const RankInput
   d.b = testing::upload(mine.b);
   int64_t cRows = r.allGather ? r.m : r.m / ranks;
   d.c = testing::poisoned(HostTensor(r.out, {cRows, r.n}));
-  d.av = TensorView::contiguous(d.a->ptr(), scalarOf(r.in), mine.a.shape, device);
-  d.bv = TensorView::contiguous(d.b->ptr(), scalarOf(r.in), mine.b.shape, device);
-  d.cv = TensorView::contiguous(d.c->ptr(), scalarOf(r.out), {cRows, r.n}, device);
+  d.av = testing::viewOf(*d.a, mine.a, device);
+  d.bv = testing::viewOf(*d.b, mine.b, device);
+  d.cv = testing::viewOf(*d.c, HostTensor(r.out, {cRows, r.n}), device);
   uploadScales(mine.scaleA, device, d.scaleA, d.sa);
   uploadScales(mine.scaleB, device, d.scaleB, d.sb);
   return d;
@@ -276,14 +266,15 @@ int benchRank(Communicator &comm, const TpRun &r, int reps) {
   int ranks = comm.size(), me = comm.rank(), device = comm.device();
   int64_t m = r.m / ranks, aRows = r.allGather ? m : r.m, cRows = r.allGather ? r.m : m;
   auto a = randomValues(aRows * r.k, 2 * me + 1, r.in), b = randomValues(r.k * r.n, 2 * me + 2, r.in);
-  DeviceBuffer c(size_t(cRows * r.n) * scalarBytes(scalarOf(r.out)));
+  const ScalarType in = testing::scalarTypeOf(r.in), out = testing::scalarTypeOf(r.out);
+  DeviceBuffer c(size_t(cRows * r.n) * scalarBytes(out));
   DeviceInputs d;
-  d.av = TensorView::contiguous(a->ptr(), scalarOf(r.in), {aRows, r.k}, device);
-  d.bv = TensorView::contiguous(b->ptr(), scalarOf(r.in),
+  d.av = TensorView::contiguous(a->ptr(), in, {aRows, r.k}, device);
+  d.bv = TensorView::contiguous(b->ptr(), in,
                                 r.transposeB ? std::vector<int64_t>{r.n, r.k}
                                              : std::vector<int64_t>{r.k, r.n},
                                 device);
-  d.cv = TensorView::contiguous(c.ptr(), scalarOf(r.out), {cRows, r.n}, device);
+  d.cv = TensorView::contiguous(c.ptr(), out, {cRows, r.n}, device);
   // Scales as the check's (random, [0.25, 2)), for this rank and the whole.
   TpRun whole1 = r;
   whole1.allGather = false;
@@ -299,15 +290,15 @@ int benchRank(Communicator &comm, const TpRun &r, int reps) {
   double overlapped = slowestMedian(comm, reps, [&] { config = callLayer(comm, r, d, r.transport).config; });
   // The whole GEMM alone: all M rows against this rank's b.
   auto whole = randomValues(r.m * r.k, 99, r.in);
-  DeviceBuffer product(size_t(r.m * r.n) * scalarBytes(scalarOf(r.out)));
+  DeviceBuffer product(size_t(r.m * r.n) * scalarBytes(out));
   GemmCallOptions go;
   go.transposeB = r.transposeB;
   if (wholeScales) {
     go.scaleA = wholeScales;
     go.scaleB = d.sb;
   }
-  TensorView wholeA = TensorView::contiguous(whole->ptr(), scalarOf(r.in), {r.m, r.k}, device);
-  TensorView wholeC = TensorView::contiguous(product.ptr(), scalarOf(r.out), {r.m, r.n}, device);
+  TensorView wholeA = TensorView::contiguous(whole->ptr(), in, {r.m, r.k}, device);
+  TensorView wholeC = TensorView::contiguous(product.ptr(), out, {r.m, r.n}, device);
   double gemmAlone = slowestMedian(comm, reps, [&] { gemm(wholeA, d.bv, wholeC, go, comm.stream()); });
   // The same GEMM as the layer's N steps of m rows on two streams in turn,
   // without communication: what splitting it costs.
@@ -319,8 +310,10 @@ int benchRank(Communicator &comm, const TpRun &r, int reps) {
     TESSEL_CU(dr, cuEventCreate, &joined[i], CU_EVENT_DISABLE_TIMING);
   }
   TESSEL_CU(dr, cuEventCreate, &forked, CU_EVENT_DISABLE_TIMING);
-  int64_t inBytes = scalarBytes(scalarOf(r.in)), outBytes = scalarBytes(scalarOf(r.out));
-  double stepsAlone = slowestMedian(comm, reps, [&] {
+  int64_t inBytes = scalarBytes(in), outBytes = scalarBytes(out);
+  // (A step's row scales are a GEMM's view: 16-byte aligned, or not timed.)
+  bool stepsAligned = r.scales != Scales::row || (4 * m) % 16 == 0;
+  double stepsAlone = !stepsAligned ? 0 : slowestMedian(comm, reps, [&] {
     TESSEL_CU(dr, cuEventRecord, forked, comm.stream());
     for (int i = 0; i < 2; ++i) TESSEL_CU(dr, cuStreamWaitEvent, steps[i], forked, 0);
     for (int s = 0; s < ranks; ++s) {
@@ -328,11 +321,11 @@ int benchRank(Communicator &comm, const TpRun &r, int reps) {
       if (r.scales == Scales::row)
         step.scaleA = TensorView::contiguous(wholeScales->data + uint64_t(4 * s * m),
                                              ScalarType::F32, {m}, device);
-      gemm(TensorView::contiguous(whole->ptr() + uint64_t(s * m * r.k * inBytes), scalarOf(r.in),
+      gemm(TensorView::contiguous(whole->ptr() + uint64_t(s * m * r.k * inBytes), in,
                                   {m, r.k}, device),
            d.bv,
            TensorView::contiguous(product.ptr() + uint64_t(s * m * r.n * outBytes),
-                                  scalarOf(r.out), {m, r.n}, device),
+                                  out, {m, r.n}, device),
            step, steps[s % 2]);
     }
     for (int i = 0; i < 2; ++i) {
@@ -375,8 +368,9 @@ int benchRank(Communicator &comm, const TpRun &r, int reps) {
                flops / overlapped / 1e9, config);
     fmt::print("  the GEMM alone             {:8.3f} ms  {:6.0f} TFLOP/s\n", gemmAlone,
                flops / gemmAlone / 1e9);
-    fmt::print("  its {} steps alone          {:8.3f} ms  {:6.0f} TFLOP/s  (no communication)\n",
-               ranks, stepsAlone, flops / stepsAlone / 1e9);
+    if (stepsAligned)
+      fmt::print("  its {} steps alone          {:8.3f} ms  {:6.0f} TFLOP/s  (no communication)\n",
+                 ranks, stepsAlone, flops / stepsAlone / 1e9);
     if (nccl) {
       fmt::print("  NCCL {} {} alone  {:8.3f} ms\n", Nccl::get().version(),
                  r.allGather ? "all-gather    " : "reduce-scatter", commAlone);

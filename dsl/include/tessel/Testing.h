@@ -26,6 +26,7 @@
 
 #include "tessel/dsl/Program.h"
 #include "tessel/runtime/Launch.h"
+#include "tessel/runtime/TensorView.h"
 
 #include <cstdint>
 #include <memory>
@@ -106,6 +107,12 @@ void upload(const HostTensor &t, rt::DeviceBuffer &buffer);
 void download(const rt::DeviceBuffer &buffer, HostTensor &t);
 /// `buffer` as a kernel's tensor argument of `t`'s shape.
 rt::LaunchArg launchArg(const rt::DeviceBuffer &buffer, const HostTensor &t);
+/// The element type a TensorView names for `t` (f16, bf16, f32, the 8-bit
+/// types, i32...); throws for a type views do not carry.
+rt::ScalarType scalarTypeOf(DType t);
+/// `buffer` as a contiguous view of `t`'s type and shape on `device`: what
+/// the library's calls (tessel::gemm, tessel::tp, ...) take.
+TensorView viewOf(const rt::DeviceBuffer &buffer, const HostTensor &t, int device);
 
 /// A launch's arguments with the device buffers they point to: inputs
 /// uploaded, outputs poisoned. Scalars go into `args` directly
