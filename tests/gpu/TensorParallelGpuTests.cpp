@@ -11,6 +11,7 @@
 
 #include "tessel/Tessel.h"
 #include "tessel/Testing.h"
+#include "tessel/harness/TensorParallel.h"
 #include "tessel/runtime/Communicator.h"
 #include "tessel/runtime/Distributed.h"
 #include "tessel/runtime/Driver.h"
@@ -25,7 +26,9 @@ using namespace tessel::testing;
 
 namespace {
 
-enum class Scales { none, tensor, row };
+using harness::TpRankInputs;
+using harness::TpScales;
+using Scales = TpScales;
 
 struct TpCase {
   bool allGather;
@@ -33,65 +36,15 @@ struct TpCase {
   DType in, out;
   bool transposeB;
   Scales scales = Scales::none;
+  harness::TpShape shape() const { return {allGather, rowsPerRank, k, n, in, transposeB, scales}; }
 };
 
-/// Rank q's a (ag: [m, k]; rs: [N * m, k]), b (op(b) [k, n]) and scales
-/// (a's rows' and b's columns', one each, or none: empty).
-struct RankInputs {
-  HostTensor a, b, scaleA, scaleB;
-};
-RankInputs inputsOf(const TpCase &c, int ranks, int q) {
-  std::mt19937_64 rng(1000 + q + 31 * c.k);
-  int64_t rows = c.allGather ? c.rowsPerRank : ranks * c.rowsPerRank;
-  int64_t scaleRows = c.scales == Scales::row ? rows : c.scales == Scales::tensor ? 1 : 0;
-  int64_t scaleCols = c.scales == Scales::row ? c.n : scaleRows;
-  RankInputs x{HostTensor(c.in, {rows, c.k}),
-               HostTensor(c.in, c.transposeB ? std::vector<int64_t>{c.n, c.k}
-                                             : std::vector<int64_t>{c.k, c.n}),
-               HostTensor(DType::f32, {scaleRows}), HostTensor(DType::f32, {scaleCols})};
-  randomize(x.a, rng);
-  randomize(x.b, rng);
-  randomize(x.scaleA, rng, 0.25f, 2.0f);
-  randomize(x.scaleB, rng, 0.25f, 2.0f);
-  return x;
-}
-
-/// Element i of a scale vector: 1 when there are none, its only one for a
-/// tensor's.
-double scaleAt(const HostTensor &s, int64_t i) {
-  return s.size() == 0 ? 1.0 : s.size() == 1 ? s.values[0] : s.values[i];
-}
-
-/// Rank `me`'s c in float64.
-std::vector<double> expected(const TpCase &c, int ranks, int me) {
-  std::vector<RankInputs> all;
-  for (int q = 0; q < ranks; ++q) all.push_back(inputsOf(c, ranks, q));
-  auto bAt = [&](const HostTensor &b, int64_t kk, int64_t j) {
-    return double(c.transposeB ? b.values[j * c.k + kk] : b.values[kk * c.n + j]);
-  };
-  int64_t m = c.rowsPerRank, rows = c.allGather ? ranks * m : m;
-  std::vector<double> ref(rows * c.n, 0.0);
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < c.n; ++j) {
-      double sum = 0;
-      for (int q = 0; q < ranks; ++q) {
-        if (c.allGather && q != me) continue;
-        const RankInputs &from = c.allGather ? all[i / m] : all[q];
-        int64_t aRow = c.allGather ? i % m : me * m + i;
-        double partial = 0;
-        for (int64_t kk = 0; kk < c.k; ++kk)
-          partial += double(from.a.values[aRow * c.k + kk]) * bAt(all[q].b, kk, j);
-        sum += partial * scaleAt(from.scaleA, aRow) * scaleAt(all[q].scaleB, j);
-      }
-      ref[i * c.n + j] = sum;
-    }
-  return ref;
-}
+constexpr uint64_t kSeed = 1000;
 
 double runCase(rt::Communicator &comm, const TpCase &c, std::string &config,
                const std::string &transport = "") {
   int ranks = comm.size(), me = comm.rank(), device = comm.device();
-  RankInputs mine = inputsOf(c, ranks, me);
+  TpRankInputs mine = harness::tpRankInputs(c.shape(), ranks, me, kSeed);
   const HostTensor &a = mine.a, &b = mine.b;
   int64_t rows = c.allGather ? ranks * c.rowsPerRank : c.rowsPerRank;
   HostTensor out(c.out, {rows, c.n});
@@ -115,7 +68,9 @@ double runCase(rt::Communicator &comm, const TpCase &c, std::string &config,
   }
   TESSEL_CU(rt::Driver::get(), cuStreamSynchronize, comm.stream());
   download(*cd, out);
-  return relativeError(out, expected(c, ranks, me));
+  std::vector<TpRankInputs> all;
+  for (int q = 0; q < ranks; ++q) all.push_back(harness::tpRankInputs(c.shape(), ranks, q, kSeed));
+  return relativeError(out, harness::tpReference(c.shape(), me, all));
 }
 
 } // namespace

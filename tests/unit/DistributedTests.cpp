@@ -13,6 +13,7 @@
 #include "tessel/dsl/Compile.h"
 #include "tessel/kernels/parallel/ExchangeFlags.h"
 #include "tessel/kernels/parallel/Ulysses.h"
+#include "tessel/harness/TensorParallel.h"
 
 #include <fmt/format.h>
 #include <algorithm>
@@ -478,4 +479,29 @@ TEST_CASE("the exchange handshake's timeout is 600 s unless TESSEL_EXCHANGE_TIME
                       Catch::Contains("TESSEL_EXCHANGE_TIMEOUT_S"));
   }
   ::unsetenv("TESSEL_EXCHANGE_TIMEOUT_S");
+}
+
+// The float64 reference the tp layers' checks share, on values worked by hand.
+TEST_CASE("the tp layers' reference gathers rows and sums partials with their scales") {
+  using tessel::harness::TpRankInputs;
+  using tessel::testing::HostTensor;
+  auto t = [](std::vector<int64_t> shape, std::vector<float> v) {
+    return HostTensor(DType::f32, std::move(shape), v);
+  };
+  // allgather_gemm on 2 ranks, one row each: rank 1's c is both ranks' rows
+  // times its b, scaled by the owner's row scale and its column scale.
+  tessel::harness::TpShape ag{true, 1, 2, 1, DType::f32, false, tessel::harness::TpScales::row};
+  std::vector<TpRankInputs> all = {
+      {t({1, 2}, {1, 2}), t({2, 1}, {9, 9}), t({1}, {2}), t({1}, {7})},
+      {t({1, 2}, {3, 4}), t({2, 1}, {5, 6}), t({1}, {0.5f}), t({1}, {3})}};
+  CHECK(tessel::harness::tpReference(ag, 1, all) == std::vector<double>{17 * 2 * 3, 39 * 0.5 * 3});
+  CHECK(tessel::harness::tpReference(ag, 1, all, {1}) == std::vector<double>{39 * 0.5 * 3});
+  // gemm_reducescatter: rank 1's row is the sum of every rank's partial of
+  // that row (b transposed: [n, k]).
+  tessel::harness::TpShape rs{false, 1, 2, 1, DType::f32, true, tessel::harness::TpScales::none};
+  std::vector<TpRankInputs> parts = {
+      {t({2, 2}, {1, 1, 1, 2}), t({1, 2}, {3, 4}), t({0}, {}), t({0}, {})},
+      {t({2, 2}, {0, 0, 2, 1}), t({1, 2}, {1, 1}), t({0}, {}), t({0}, {})}};
+  CHECK(tessel::harness::tpReference(rs, 1, parts) == std::vector<double>{11 + 3});
+  CHECK(tessel::harness::tpReference(rs, 0, parts) == std::vector<double>{7 + 0});
 }

@@ -12,6 +12,7 @@
 #include "tessel/Tessel.h"
 #include "tessel/Testing.h"
 #include "tessel/harness/LibrarySupport.h"
+#include "tessel/harness/TensorParallel.h"
 #include "tessel/runtime/Communicator.h"
 #include "tessel/runtime/Driver.h"
 #include "tessel/runtime/Nccl.h"
@@ -38,7 +39,8 @@ const Params kTpDefaults = {{"M", "1000"},   {"K", "392"}, {"N", "520"},      {"
 const Params kTpBenchShape = {{"M", "8192"},   {"K", "8192"}, {"N", "7168"},      {"dtype", "bf16"},
                               {"out", ""},       {"scale", ""}, {"transpose_b", ""}, {"transport", ""}};
 
-enum class Scales { none, tensor, row };
+using harness::TpRankInputs;
+using Scales = harness::TpScales;
 
 struct TpRun {
   bool allGather = true;
@@ -86,59 +88,12 @@ TpRun runFrom(bool allGather, const Params &given, bool bench, int ranks) {
   return r;
 }
 
-/// Rank q's inputs, the same on every rank that makes them: a (ag_gemm: its
-/// [M / R, K] rows; gemm_rs: its [M, K] slice) and b ([K, N], or [N, K]
-/// transposed).
-struct RankInputs {
-  HostTensor a, b, scaleA, scaleB; // scales: [rows], [N]; [1] each; or empty
-};
-RankInputs inputsOf(const TpRun &r, int ranks, int q) {
-  std::mt19937_64 rng(0x7e55e1 + 977 * uint64_t(q));
-  int64_t aRows = r.allGather ? r.m / ranks : r.m;
-  int64_t scaleRows = r.scales == Scales::row ? aRows : r.scales == Scales::tensor ? 1 : 0;
-  RankInputs x{HostTensor(r.in, {aRows, r.k}),
-               HostTensor(r.in, r.transposeB ? std::vector<int64_t>{r.n, r.k}
-                                             : std::vector<int64_t>{r.k, r.n}),
-               HostTensor(DType::f32, {scaleRows}),
-               HostTensor(DType::f32, {r.scales == Scales::row ? r.n : scaleRows})};
-  testing::randomize(x.a, rng);
-  testing::randomize(x.b, rng);
-  testing::randomize(x.scaleA, rng, 0.25f, 2.0f);
-  testing::randomize(x.scaleB, rng, 0.25f, 2.0f);
-  return x;
+/// The layer as the shared inputs and reference see it.
+harness::TpShape shapeOf(const TpRun &r, int ranks) {
+  return {r.allGather, r.m / ranks, r.k, r.n, r.in, r.transposeB, r.scales};
 }
 
-/// Scale i of `s`: 1 without scales, the only one of a tensor's.
-double scaleAt(const HostTensor &s, int64_t i) {
-  return s.size() == 0 ? 1.0 : s.size() == 1 ? s.values[0] : s.values[i];
-}
-
-double bAt(const TpRun &r, const HostTensor &b, int64_t kk, int64_t j) {
-  return r.transposeB ? b.values[j * r.k + kk] : b.values[kk * r.n + j];
-}
-
-/// Float64 rows `rows` of this rank's c.
-std::vector<double> referenceRows(const TpRun &r, int ranks, int me,
-                                  const std::vector<RankInputs> &all,
-                                  const std::vector<int64_t> &rows) {
-  std::vector<double> ref;
-  int64_t m = r.m / ranks;
-  for (int64_t row : rows)
-    for (int64_t j = 0; j < r.n; ++j) {
-      double sum = 0;
-      for (int q = 0; q < ranks; ++q) {
-        if (r.allGather && q != me) continue;
-        const RankInputs &from = r.allGather ? all[row / m] : all[q];
-        int64_t aRow = r.allGather ? row % m : me * m + row;
-        double partial = 0;
-        for (int64_t kk = 0; kk < r.k; ++kk)
-          partial += double(from.a.values[aRow * r.k + kk]) * bAt(r, all[q].b, kk, j);
-        sum += partial * scaleAt(from.scaleA, aRow) * scaleAt(all[q].scaleB, j);
-      }
-      ref.push_back(sum);
-    }
-  return ref;
-}
+constexpr uint64_t kSeed = 0x7e55e1;
 
 struct DeviceInputs {
   std::unique_ptr<DeviceBuffer> a, b, c, scaleA, scaleB;
@@ -153,7 +108,7 @@ void uploadScales(const HostTensor &host, int device, std::unique_ptr<DeviceBuff
   buffer = testing::upload(host);
   view = testing::viewOf(*buffer, host, device);
 }
-DeviceInputs deviceInputs(const TpRun &r, int ranks, int device, const RankInputs &mine) {
+DeviceInputs deviceInputs(const TpRun &r, int ranks, int device, const TpRankInputs &mine) {
   DeviceInputs d;
   d.a = testing::upload(mine.a);
   d.b = testing::upload(mine.b);
@@ -190,8 +145,9 @@ bool ncclRuns(Communicator &comm, std::string &why) {
 
 int checkRank(Communicator &comm, const TpRun &r) {
   int ranks = comm.size(), me = comm.rank();
-  std::vector<RankInputs> all;
-  for (int q = 0; q < ranks; ++q) all.push_back(inputsOf(r, ranks, q));
+  std::vector<TpRankInputs> all;
+  for (int q = 0; q < ranks; ++q)
+    all.push_back(harness::tpRankInputs(shapeOf(r, ranks), ranks, q, kSeed));
   DeviceInputs d = deviceInputs(r, ranks, comm.device(), all[me]);
   int64_t cRows = r.allGather ? r.m : r.m / ranks;
   // Every row when the float64 reference is cheap, else every 37th.
@@ -199,7 +155,7 @@ int checkRank(Communicator &comm, const TpRun &r) {
   int64_t stride = work < 2e9 ? 1 : 37;
   std::vector<int64_t> rows;
   for (int64_t i = 0; i < cRows; i += stride) rows.push_back(i);
-  std::vector<double> ref = referenceRows(r, ranks, me, all, rows);
+  std::vector<double> ref = harness::tpReference(shapeOf(r, ranks), me, all, rows);
   auto errorOf = [&](const std::string &transport, std::string &config) {
     d.c->fillBytes(0xff);
     // Twice: the second call runs on the other half of the symmetric memory.
@@ -278,7 +234,7 @@ int benchRank(Communicator &comm, const TpRun &r, int reps) {
   // Scales as the check's (random, [0.25, 2)), for this rank and the whole.
   TpRun whole1 = r;
   whole1.allGather = false;
-  RankInputs scales = inputsOf(whole1, 1, me);
+  TpRankInputs scales = harness::tpRankInputs(shapeOf(whole1, 1), 1, me, kSeed);
   uploadScales(scales.scaleB, device, d.scaleB, d.sb);
   HostTensor rankScales(DType::f32, {r.scales == Scales::row ? aRows : scales.scaleA.size()});
   for (int64_t i = 0; i < rankScales.size(); ++i) rankScales.set(i, scales.scaleA.values[i]);
