@@ -91,6 +91,10 @@ multi_runs=(
   "all2all"
   "sp_attention --param causal=1"
   "sp_attention --param heads_kv=8 --param groups=1,3"
+  "ag_gemm"
+  "gemm_rs"
+  "ag_gemm --param dtype=e4m3"
+  "gemm_rs --param dtype=e4m3 --param scale=tensor"
 )
 
 fuzz_programs=${FUZZ_PROGRAMS:-200}
