@@ -54,6 +54,7 @@ runs=(
   "gemm --arch sm_80 --param in=i8 --param out=i32 --param transpose_b=1 --param M=130 --param N=70 --param K=200"
   "quantize --param granularity=block --param k_major_scales=1 --param cols=512 --param M=77"
   "quantize --param cols=1000 --param rows=4 --param threads=128 --param dtype=f16 --param M=45"
+  "quantize --param granularity=mx --param blocked_scales=1 --param cols=64 --param rows=256 --param M=130"
   "gemm --arch sm_100a-emu --param block_n=64 --param warp_specialize=off --param M=130 --param N=70 --param K=72"
   "gemm --arch sm_100a-emu --param out=f32 --param split_k=3 --param tma_store=1 --param M=130 --param N=128 --param K=520"
   "gemm --arch sm_100a-emu --param block_n=64 --param threads=256 --param warp_specialize=on --param M=130 --param N=70 --param K=72"

@@ -71,10 +71,12 @@ const SettingsTable<QuantizeConfig> &kernels::quantizeSettings() {
                            Choices<DType>{{"e4m3", DType::f8e4m3}, {"e5m2", DType::f8e5m2}})),
        fixed(choiceSetting("granularity", &C::granularity,
                            Choices<QuantizeGranularity>{{"row", QuantizeGranularity::row},
-                                                        {"block", QuantizeGranularity::block}})),
+                                                        {"block", QuantizeGranularity::block},
+                                                        {"mx", QuantizeGranularity::mx}})),
        fixed(integerSetting("cols", &C::cols, 1, INT32_MAX)),
        integerSetting("rows", &C::rows, 1, 1024),
        integerSetting("threads", &C::threads, 32, 1024),
-       fixed(flagSetting("k_major_scales", &C::kMajorScales))});
+       fixed(flagSetting("k_major_scales", &C::kMajorScales)),
+       fixed(flagSetting("blocked_scales", &C::blockedScales))});
   return table;
 }

@@ -54,9 +54,13 @@ void DeviceBuffer::fillBytes(unsigned char value) {
 }
 
 void tessel::rt::clearAsync(CUdeviceptr ptr, size_t bytes, CUstream stream) {
+  fillAsync(ptr, bytes, 0, stream);
+}
+
+void tessel::rt::fillAsync(CUdeviceptr ptr, size_t bytes, unsigned char value, CUstream stream) {
   Driver &d = Driver::get();
   d.makeCurrent();
-  TESSEL_CU(d, cuMemsetD8Async, ptr, 0, bytes, stream);
+  TESSEL_CU(d, cuMemsetD8Async, ptr, value, bytes, stream);
 }
 
 int tessel::rt::scalarBytes(ScalarType t) {

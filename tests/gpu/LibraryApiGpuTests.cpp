@@ -28,19 +28,6 @@ using namespace tessel::kernels;
 using namespace tessel::harness;
 
 namespace {
-rt::ScalarType scalarOf(DType t) {
-  switch (t) {
-  case DType::f16: return rt::ScalarType::F16;
-  case DType::bf16: return rt::ScalarType::BF16;
-  case DType::i32: return rt::ScalarType::I32;
-  case DType::f32: return rt::ScalarType::F32;
-  case DType::i8: return rt::ScalarType::I8;
-  case DType::f8e4m3: return rt::ScalarType::F8E4M3;
-  case DType::f8e5m2: return rt::ScalarType::F8E5M2;
-  default: throw Error(std::string("no view type for ") + name(t) + " in these tests");
-  }
-}
-
 /// A host tensor with its device copy, seen as a view.
 struct Tensor2 {
   HostTensor host;
@@ -52,7 +39,7 @@ struct Tensor2 {
     else device.fillBytes(0xff); // NaN poison: every element must be written
   }
   TensorView view() const {
-    return TensorView::contiguous(device.ptr(), scalarOf(host.type), host.shape, device.device());
+    return testing::viewOf(device, host, device.device());
   }
   void fetch() {
     device.download(host.bytes.data(), host.bytes.size());
@@ -358,6 +345,60 @@ TEST_CASE("quantize then a block-scaled gemm make an FP8 linear layer", "[gpu][a
   INFO(quantized.config << " | " << multiplied.config);
   CHECK(exact < 1e-2);
   CHECK(fp8 < 0.1);
+}
+
+// An MXFP8 linear layer from library calls, on sm_100a's block-scaled
+// tcgen05 (under the emulator on Hopper): activations and weights
+// quantized by tessel::quantize into e4m3 with ue8m0 scales per 32 of K,
+// straight into the blocked layout the MX gemm reads, then the gemm into
+// bf16. Ragged M, N and K (K = 224: a partial 128-wide K tile whose
+// padding scales quantize sets to 1.0).
+TEST_CASE("quantize then an MX gemm make an MXFP8 linear layer", "[gpu][api]") {
+  const int64_t m = 200, n = 136, k = 224, kTiles = (k + 127) / 128;
+  std::mt19937_64 rng(13);
+  Tensor2 x(DType::bf16, {m, k}, &rng), w(DType::bf16, {n, k});
+  std::uniform_real_distribution<float> uniform(-1, 1);
+  for (int64_t i = 0; i < n * k; ++i) w.host.set(i, uniform(rng) * (1 + 30 * uniform(rng) * uniform(rng)));
+  w.device.upload(w.host.bytes.data(), w.host.bytes.size());
+  Tensor2 qa(DType::f8e4m3, {m, k}), qb(DType::f8e4m3, {n, k});
+  Tensor2 sa(DType::ue8m0, {(m + 127) / 128, kTiles, 32, 16});
+  Tensor2 sb(DType::ue8m0, {(n + 127) / 128, kTiles, 32, 16});
+  Tensor2 c(DType::bf16, {m, n});
+  Stream stream;
+  Choice qx = tessel::quantize(x.view(), qa.view(), sa.view(), {}, stream.s);
+  Choice qw = tessel::quantize(w.view(), qb.view(), sb.view(), {}, stream.s);
+  GemmCallOptions go;
+  go.arch = "sm_100a-emu";
+  go.transposeB = true;
+  go.scaleA = sa.view();
+  go.scaleB = sb.view();
+  Choice multiplied = tessel::gemm(qa.view(), qb.view(), c.view(), go, stream.s);
+  stream.sync();
+  for (Tensor2 *t : {&qa, &qb, &sa, &sb, &c}) t->fetch();
+  // Row r's scale of K group g in the blocked layout.
+  auto scale = [&](const Tensor2 &s, int64_t r, int64_t g) {
+    return double(s.host.values[((r / 128) * kTiles + g / 4) * 512 + (r % 32) * 16 +
+                                (r % 128) / 32 * 4 + g % 4]);
+  };
+  std::vector<double> dequantised(m * n, 0), original(m * n, 0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t l = 0; l < k; ++l) {
+        double a = double(qa.host.values[i * k + l]) * scale(sa, i, l / 32);
+        double b = double(qb.host.values[j * k + l]) * scale(sb, j, l / 32);
+        dequantised[i * n + j] += a * b;
+        original[i * n + j] += double(x.host.values[i * k + l]) * w.host.values[j * k + l];
+      }
+  double exact = relativeError(c.host.values, dequantised);
+  double mxfp8 = relativeError(c.host.values, original);
+  fmt::print("MXFP8 linear layer {}x{}x{}: {:.2e} against the dequantised operands, {:.2e} "
+             "against the originals ({} | {} | {})\n",
+             m, n, k, exact, mxfp8, qx.config, qw.config, multiplied.config);
+  INFO(qx.config << " | " << multiplied.config);
+  CHECK(qx.config.find("granularity=mx") != std::string::npos);
+  CHECK(multiplied.config.find("scale=mx") != std::string::npos);
+  CHECK(exact < 1e-2);
+  CHECK(mxfp8 < 0.1);
 }
 
 TEST_CASE("tessel::attention forward and backward match the reference", "[gpu][api]") {

@@ -179,7 +179,7 @@ TEST_CASE("quantize gives the host's FP8 codes and scales bit for bit", "[gpu][f
   };
   std::vector<std::string> archs = targets();
   for (const std::string &arch : archs)
-    for (std::string granularity : {"row", "block"})
+    for (std::string granularity : {"row", "block", "mx"})
       for (std::string out : {"e4m3", "e5m2"})
         for (std::string dtype : {"bf16", "f16", "f32"})
           for (std::string cols : {"128", "512", "4096"})
@@ -203,6 +203,81 @@ TEST_CASE("quantize gives the host's FP8 codes and scales bit for bit", "[gpu][f
   check(native, {{"granularity", "row"}, {"cols", "7168"}, {"rows", "1"}, {"M", "77"}});
   check(native, {{"granularity", "row"}, {"cols", "1000"}, {"rows", "4"}, {"threads", "128"},
                  {"dtype", "f16"}, {"out", "e5m2"}, {"M", "45"}});
+  // MX scales in cuBLAS's blocked layout: a partial last atom of rows and
+  // of groups (cols 160: 5 groups), blocks of more rows than an atom (rows
+  // past M then fall past the last atom), and 7168 columns.
+  for (const std::string &arch : archs) {
+    check(arch, {{"granularity", "mx"}, {"blocked_scales", "1"}, {"cols", "160"}, {"M", "300"}});
+    check(arch, {{"granularity", "mx"}, {"blocked_scales", "1"}, {"cols", "64"}, {"rows", "256"},
+                 {"threads", "256"}, {"M", "130"}, {"out", "e5m2"}});
+  }
+  check(native, {{"granularity", "mx"}, {"blocked_scales", "1"}, {"cols", "7168"}, {"rows", "1"},
+                 {"M", "77"}});
+  check(native, {{"granularity", "mx"}, {"cols", "992"}, {"rows", "4"}, {"threads", "128"},
+                 {"dtype", "f32"}, {"M", "45"}});
+}
+
+TEST_CASE("tessel::quantize makes MX scales in the gemm's blocked layout", "[gpu][fp8]") {
+  // ue8m0 scales make MXFP8: a power-of-two scale per 32 elements, rounded
+  // up (no element saturates), in cuBLAS's blocked layout when 4-D, its
+  // padding 1.0.
+  const int64_t m = 200, cols = 96, groups = cols / 32, kTiles = 1;
+  std::mt19937_64 rng(11);
+  testing::HostTensor x(DType::bf16, {m, cols});
+  testing::randomize(x, rng, -1000, 1000);
+  for (int64_t j = 0; j < cols; ++j) x.set(3 * cols + j, 0.0f); // an all-zero row
+  const int64_t blockedBytes = (m + 127) / 128 * kTiles * 512;
+  rt::DeviceBuffer xd(x.bytes.size()), qd(m * cols), sd(blockedBytes);
+  testing::upload(x, xd);
+  qd.fillBytes(0xff);
+  sd.fillBytes(0xff);
+  auto at = [&](const rt::DeviceBuffer &b, rt::ScalarType t, std::vector<int64_t> shape) {
+    return TensorView::contiguous(b.ptr(), t, std::move(shape), b.device());
+  };
+  Choice choice =
+      tessel::quantize(at(xd, rt::ScalarType::BF16, {m, cols}), at(qd, rt::ScalarType::F8E4M3, {m, cols}),
+                       at(sd, rt::ScalarType::UE8M0, {(m + 127) / 128, kTiles, 32, 16}));
+  testing::synchronize();
+  std::vector<uint8_t> q(m * cols), scales(blockedBytes);
+  qd.download(q.data(), q.size());
+  sd.download(scales.data(), scales.size());
+  INFO(choice.config);
+  CHECK(choice.config.find("granularity=mx") != std::string::npos);
+  CHECK(choice.config.find("blocked_scales=1") != std::string::npos);
+  int64_t wrong = 0, padding = 0, badPadding = 0, saturated = 0;
+  std::vector<bool> real(blockedBytes, false);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t g = 0; g < groups; ++g) {
+      int64_t at = ((i / 128) * kTiles + g / 4) * 512 + (i % 32) * 16 + (i % 128) / 32 * 4 + g % 4;
+      real[at] = true;
+      float amax = 0;
+      for (int64_t e = 0; e < 32; ++e)
+        amax = std::fmax(amax, std::fabs(x.values[i * cols + g * 32 + e]));
+      uint8_t code = rt::toUE8M0(amax / rt::kE4M3Max);
+      wrong += scales[at] != code;
+      float inverse = 1.0f / rt::fromUE8M0(code);
+      for (int64_t e = 0; e < 32; ++e) {
+        int64_t j = i * cols + g * 32 + e;
+        uint8_t want = rt::toE4M3(x.values[j] * inverse);
+        wrong += q[j] != want;
+        // Rounded up: no element saturates (448 is reached only by an
+        // element that rounds there).
+        saturated += std::fabs(x.values[j] * inverse) > rt::kE4M3Max * (1 + 0x1p-20f);
+      }
+    }
+  for (int64_t b = 0; b < blockedBytes; ++b)
+    if (!real[b]) {
+      ++padding;
+      badPadding += scales[b] != rt::kUE8M0One;
+    }
+  fmt::print("tessel::quantize {}: {} of {} codes and scales differ; {} padding cells, {} not 1.0\n",
+             choice.config, wrong, m * cols + m * groups, padding, badPadding);
+  CHECK(wrong == 0);
+  CHECK(saturated == 0);
+  CHECK(padding == blockedBytes - m * groups);
+  CHECK(badPadding == 0);
+  // The all-zero row: zero codes and the smallest scale, 2^-127.
+  CHECK(std::all_of(&q[3 * cols], &q[4 * cols], [](uint8_t c) { return c == 0; }));
 }
 
 TEST_CASE("tessel::quantize takes the granularity from the scales' shape", "[gpu][fp8]") {

@@ -58,6 +58,22 @@ TEST_CASE("partial_sum compiles for every target") {
   compileEverywhere("partial_sum", {{"dtype", "f16"}, {"block", "512"}, {"threads", "64"}});
 }
 
+// MX quantisation: ue8m0 scales by cvt.rp.satfinite on sm_100a, the
+// software encoder below; scales stored through element code into the
+// blocked layout.
+TEST_CASE("quantize at MX granularity compiles for every target") {
+  compileEverywhere("quantize", {{"granularity", "mx"}, {"blocked_scales", "1"}});
+  compileEverywhere("quantize", {{"granularity", "mx"}, {"cols", "64"}, {"rows", "256"},
+                                 {"out", "e5m2"}, {"dtype", "f32"}});
+  const LibraryKernel &entry = findKernel("quantize");
+  Program program =
+      entry.build(withDefaults(entry, {{"granularity", "mx"}, {"blocked_scales", "1"}}, "sm_100a"));
+  Kernel k = compile(program, {"sm_100a", ""});
+  CHECK(k.ptx().find("cvt.rp.satfinite.ue8m0x2.f32") != std::string::npos);
+  CHECK(k.ptx().find("cvt.rn.satfinite.e4m3x2.f32") != std::string::npos);
+  CHECK(k.ptx().find(".local") == std::string::npos);
+}
+
 TEST_CASE("column_slice compiles for every target") {
   compileEverywhere("column_slice", {});
   compileEverywhere("column_slice", {{"dtype", "f32"}, {"block_cols", "64"}, {"block_rows", "8"}});

@@ -232,6 +232,25 @@ TEST_CASE("quantize says which view is wrong and why", "[views]") {
   TensorView elsewhere = rows;
   elsewhere.device = 1;
   CHECK_THAT(error(x, q, elsewhere), Catch::Contains("tensors on devices 0 and 1"));
+  // MX (ue8m0) scales: [M, cols / 32] or the gemm's blocked layout.
+  CHECK_THAT(error(x, q, view(ScalarType::UE8M0, {7, 4})),
+             Catch::Contains("scales is ue8m0[7, 4] on device 0: expected shape [7, 16]"));
+  CHECK_THAT(error(x, q, view(ScalarType::UE8M0, {1, 1, 32, 16})),
+             Catch::Contains("scales is ue8m0[1, 1, 32, 16] on device 0: expected shape [1, 4, "
+                             "32, 16]"));
+  CHECK_THAT(error(x, q, view(ScalarType::UE8M0, {7, 16, 1})),
+             Catch::Contains("ue8m0 (MX) scales are [7, 16] (a scale per 32 elements of a row) or "
+                             "[1, 4, 32, 16]"));
+  CHECK_THAT(error(view(ScalarType::BF16, {7, 500}), view(ScalarType::F8E4M3, {7, 500}),
+                   view(ScalarType::UE8M0, {7, 15})),
+             Catch::Contains("x has 500 columns, not a multiple of 32"));
+  TensorView gappy = view(ScalarType::UE8M0, {1, 4, 32, 16});
+  gappy.strides = {4096, 1024, 16, 1}; // atoms 1 KiB apart
+  CHECK_THAT(error(x, q, gappy), Catch::Contains("pass a contiguous copy")); // padding is filled
+  QuantizeOptions kMajor;
+  kMajor.kMajorScales = true;
+  CHECK_THAT(errorOf([&] { tessel::quantize(x, q, view(ScalarType::UE8M0, {7, 16}), kMajor); }),
+             Catch::Contains("kMajorScales lays out 1x128 f32 block scales, not MX scales"));
 }
 
 TEST_CASE("eight threads compile at once and get what one thread gets", "[threads]") {
@@ -321,6 +340,15 @@ TEST_CASE("the configurations the library calls pick compile for every target", 
     CHECK(launchRefused(errorOf([&] {
       tessel::quantize(view(ScalarType::F32, {3, 18432}), view(ScalarType::F8E5M2, {3, 18432}),
                        view(ScalarType::F32, {3, 144}), qo);
+    })));
+    // MX, both scale layouts (the blocked one with padding to fill first).
+    CHECK(launchRefused(errorOf([&] {
+      tessel::quantize(bf16({300, 4096}), view(ScalarType::F8E4M3, {300, 4096}),
+                       view(ScalarType::UE8M0, {300, 128}), qo);
+    })));
+    CHECK(launchRefused(errorOf([&] {
+      tessel::quantize(bf16({300, 7168}), view(ScalarType::F8E4M3, {300, 7168}),
+                       view(ScalarType::UE8M0, {3, 56, 32, 16}), qo);
     })));
   }
 }

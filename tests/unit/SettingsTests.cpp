@@ -103,8 +103,11 @@ TEST_CASE("every weight_gemm setting round-trips through its table") {
 TEST_CASE("every quantize setting round-trips through its table") {
   checkRoundTrip(quantizeSettings(), {{"dtype", "f32"}, {"out", "e5m2"}, {"granularity", "block"},
                                       {"cols", "7168"}, {"rows", "4"}, {"threads", "128"}});
+  checkRoundTrip(quantizeSettings(), {{"granularity", "mx"}, {"blocked_scales", "1"},
+                                      {"cols", "160"}, {"rows", "256"}});
   CHECK(quantizeSettings().describe(QuantizeConfig{}) ==
-        "dtype=bf16 out=e4m3 granularity=row cols=4096 rows=2 threads=256 k_major_scales=0");
+        "dtype=bf16 out=e4m3 granularity=row cols=4096 rows=2 threads=256 k_major_scales=0 "
+        "blocked_scales=0");
   // The types, granularity and row length say what is computed: a tuned
   // record may set the blocking only.
   QuantizeConfig c;
@@ -120,12 +123,23 @@ TEST_CASE("every quantize setting round-trips through its table") {
     return std::string("no error");
   };
   CHECK(error({{"out", "f16"}}) == "parameter out=f16: use one of e4m3, e5m2");
-  CHECK(error({{"granularity", "tensor"}}) == "parameter granularity=tensor: use one of row, block");
+  CHECK(error({{"granularity", "tensor"}}) ==
+        "parameter granularity=tensor: use one of row, block, mx");
   // What the settings can hold but the kernel cannot compute.
   QuantizeConfig blocks;
   blocks.granularity = QuantizeGranularity::block;
   blocks.cols = 1000;
   CHECK_THROWS_WITH(quantize(blocks), Catch::Contains("cols=1000 is not a multiple of 128"));
+  QuantizeConfig mx;
+  mx.granularity = QuantizeGranularity::mx;
+  mx.cols = 1000;
+  CHECK_THROWS_WITH(quantize(mx), Catch::Contains("cols=1000 is not a multiple of 32"));
+  mx.cols = 1024;
+  mx.kMajorScales = true;
+  CHECK_THROWS_WITH(quantize(mx), Catch::Contains("k_major_scales lays out 1x128 block scales"));
+  blocks.cols = 1024;
+  blocks.blockedScales = true;
+  CHECK_THROWS_WITH(quantize(blocks), Catch::Contains("blocked_scales lays out MX scales"));
   QuantizeConfig wide;
   wide.out = DType::bf16;
   CHECK_THROWS_WITH(quantize(wide), Catch::Contains("bf16 is not an FP8 type"));

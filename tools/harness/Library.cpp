@@ -161,28 +161,50 @@ void quantizeInput(HostTensor &x, int64_t m, int64_t cols, int64_t width, std::m
     }
 }
 
+/// The scales a quantize check downloaded, as [M, groups] values:
+/// K-block-major and blocked MX layouts read back into row order.
+std::vector<float> scalesByRow(const HostTensor &scale, int64_t m, int64_t groups, bool kMajor,
+                               bool blocked) {
+  std::vector<float> rows(m * groups);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t g = 0; g < groups; ++g) {
+      int64_t at = kMajor    ? g * m + i
+                   : blocked ? (((i / 128) * ((groups + 3) / 4) + g / 4) * 32 + i % 32) * 16 +
+                                   (i % 128) / 32 * 4 + g % 4
+                             : i * groups + g;
+      rows[i * groups + g] = scale.values[at];
+    }
+  return rows;
+}
+
 /// FP8 quantisation: q bit for bit and the scales exactly against the
 /// host's same f32 arithmetic (kernels::QuantizeConfig; every step is an
 /// exact max or a correctly rounded IEEE division or product on both
 /// sides, so nothing may differ by even an ulp), then q * scale against
 /// x: the largest relative error of any group, so that a tiny group
-/// counts as much as a huge one.
+/// counts as much as a huge one. MX scales are ue8m0 codes, compared
+/// through their exact values.
 CheckResult checkQuantize(Kernel &k, const Params &p, uint64_t seed) {
   std::mt19937_64 rng(seed);
   int64_t m = intParam(p, "M"), cols = intParam(p, "cols");
   DType t = dtypeParam(p, "dtype"), out = dtypeParam(p, "out");
-  bool blocks = p.at("granularity") == "block";
+  const std::string granularity = p.at("granularity");
+  bool mx = granularity == "mx", grouped = granularity != "row";
   bool kMajor = p.count("k_major_scales") && flagParam(p, "k_major_scales");
-  int64_t width = blocks ? kQuantizeBlock : cols, groups = cols / width;
-  if (blocks && cols % kQuantizeBlock)
-    throw Error(fmt::format("quantize: cols={} is not a multiple of 128", cols));
-  // At block granularity the kernel declares x and q [M, cols / 128, 128].
-  std::vector<int64_t> shape = blocks ? std::vector<int64_t>{m, groups, width}
-                                      : std::vector<int64_t>{m, cols};
+  bool blocked = p.count("blocked_scales") && flagParam(p, "blocked_scales");
+  int64_t width = mx ? kMxBlock : grouped ? kQuantizeBlock : cols, groups = cols / width;
+  if (grouped && cols % width)
+    throw Error(fmt::format("quantize: cols={} is not a multiple of {}", cols, width));
+  // At a grouped granularity the kernel declares x and q [M, cols / width,
+  // width].
+  std::vector<int64_t> shape = grouped ? std::vector<int64_t>{m, groups, width}
+                                       : std::vector<int64_t>{m, cols};
   HostTensor x(t, shape), q(out, shape);
-  HostTensor scale(DType::f32, !blocks  ? std::vector<int64_t>{m}
-                               : kMajor ? std::vector<int64_t>{groups, m}
-                                        : std::vector<int64_t>{m, groups});
+  HostTensor scale(mx ? DType::ue8m0 : DType::f32,
+                   !grouped  ? std::vector<int64_t>{m}
+                   : blocked ? std::vector<int64_t>{(m + 127) / 128, (groups + 3) / 4, 32, 16}
+                   : kMajor  ? std::vector<int64_t>{groups, m}
+                             : std::vector<int64_t>{m, groups});
   quantizeInput(x, m, cols, width, rng);
   const float fmax = float(fp8Max(out)), floor = std::ldexp(fmax, -126);
   auto encode = out == DType::f8e4m3 ? rt::toE4M3 : rt::toE5M2;
@@ -193,25 +215,28 @@ CheckResult checkQuantize(Kernel &k, const Params &p, uint64_t seed) {
     const float *xs = &x.values[g * width];
     float amax = 0;
     for (int64_t e = 0; e < width; ++e) amax = std::fmax(amax, std::fabs(xs[e]));
-    float a = std::max(amax, floor), inverse = fmax / a;
-    wantScale[g] = a / fmax;
+    float inverse;
+    if (mx) {
+      wantScale[g] = rt::fromUE8M0(rt::toUE8M0(amax / fmax));
+      inverse = 1.0f / wantScale[g];
+    } else {
+      float a = std::max(amax, floor);
+      inverse = fmax / a;
+      wantScale[g] = a / fmax;
+    }
     for (int64_t e = 0; e < width; ++e) wantCode[g * width + e] = encode(xs[e] * inverse);
   }
   DeviceRun run;
   run.args.push_back(rt::LaunchArg::integer(m));
   run.addTensor(x, false);
-  run.addTensor(q, true); // 0xff: a NaN code in both formats
+  run.addTensor(q, true); // 0xff: a NaN code in both formats (and in ue8m0)
   run.addTensor(scale, true);
   k.launch(run.args);
   synchronize();
   run.download(2, q);
   run.download(3, scale);
-  if (kMajor) { // back to [M, groups], as the checks below read it
-    std::vector<float> rows(m * groups);
-    for (int64_t g = 0; g < groups; ++g)
-      for (int64_t i = 0; i < m; ++i) rows[i * groups + g] = scale.values[g * m + i];
-    scale.values = rows;
-  }
+  // Back to [M, groups], as the checks below read it.
+  scale.values = scalesByRow(scale, m, groups, kMajor, blocked);
   int64_t badCodes = 0, badScales = 0;
   for (int64_t i = 0; i < m * cols; ++i)
     if (uint8_t(q.bytes[i]) != wantCode[i] && ++badCodes <= 5)
@@ -237,7 +262,8 @@ CheckResult checkQuantize(Kernel &k, const Params &p, uint64_t seed) {
   }
   r.shape = fmt::format("M={} cols={} {}->{} per {}: {} of {} codes and {} of {} scales differ "
                         "from the host's",
-                        m, cols, name(t), name(out), blocks ? "128-block" : "row", badCodes,
+                        m, cols, name(t), name(out),
+                        mx ? "32-block (MX)" : grouped ? "128-block" : "row", badCodes,
                         m * cols, badScales, m * groups);
   r.tolerance = toleranceFor(out);
   r.passed = badCodes == 0 && badScales == 0 && r.relError < r.tolerance;

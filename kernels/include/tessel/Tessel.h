@@ -159,7 +159,12 @@ Choice gemm(const TensorView &a, const TensorView &b, const TensorView &c,
 /// scale; x times FP8_MAX / amax, rounded to nearest even and saturated).
 /// The scales' shape says what each covers: [M] a row (per token, what
 /// tessel::gemm's per-row scaleA takes), [M, cols / 128] each 128
-/// consecutive elements of a row (cols a multiple of 128).
+/// consecutive elements of a row (cols a multiple of 128). ue8m0 scales
+/// make MXFP8 (OCP MX v1.0): a power-of-two scale per 32 elements of a row
+/// (cols a multiple of 32), rounded up so that no element saturates,
+/// stored [M, cols / 32] or, 4-D, in cuBLAS's blocked layout [ceil(M /
+/// 128), ceil(cols / 128), 32, 16] that tessel::gemm's MX scaleA and scaleB
+/// take (its padding is set to 1.0).
 struct QuantizeOptions {
   std::string arch;
   /// Block scales as [cols / 128, M] (K-block-major: what GemmCallOptions'

@@ -185,6 +185,8 @@ float timeMedian(const std::function<void(int run)> &work, int warmup, int reps,
 /// what a kernel that adds into its output (a split-K gemm) needs before
 /// each launch.
 void clearAsync(CUdeviceptr ptr, size_t bytes, CUstream stream = nullptr);
+/// Sets `bytes` bytes at `ptr` to `value` on `stream`.
+void fillAsync(CUdeviceptr ptr, size_t bytes, unsigned char value, CUstream stream = nullptr);
 
 /// Whether TMA can read the buffer argument of `map` (row strides in whole
 /// 16-byte units); otherwise why not.

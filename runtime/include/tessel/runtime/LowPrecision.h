@@ -78,6 +78,7 @@ inline constexpr uint8_t kFp8NaNCode = 0x7f;
 inline constexpr float kUE8M0Max = 0x1p127f;
 inline constexpr float kUE8M0Min = 0x1p-127f;
 inline constexpr uint8_t kUE8M0MaxCode = 0xfe;
+inline constexpr uint8_t kUE8M0One = 0x7f; // 2^0
 inline constexpr uint8_t kUE8M0NaNCode = 0xff;
 
 /// Round to nearest even, saturating as `cvt.rn.satfinite` does.

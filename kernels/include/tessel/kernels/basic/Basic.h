@@ -59,11 +59,14 @@ Program rowSoftmax(const SoftmaxConfig &config);
 /// Its settings: dtype, cols, rows, threads.
 const SettingsTable<SoftmaxConfig> &rowSoftmaxSettings();
 
-/// What one quantisation scale covers: a row (per token), or 128
-/// consecutive elements of a row (DeepSeek-V3's 1x128 activation blocks).
-enum class QuantizeGranularity { row, block };
+/// What one quantisation scale covers: a row (per token), 128 consecutive
+/// elements of a row (DeepSeek-V3's 1x128 activation blocks), or 32 (an OCP
+/// MX block: MXFP8, with a ue8m0 scale).
+enum class QuantizeGranularity { row, block, mx };
 /// The elements of a row one scale covers at QuantizeGranularity::block.
 inline constexpr int64_t kQuantizeBlock = 128;
+/// The elements of a row one scale covers at QuantizeGranularity::mx.
+inline constexpr int64_t kMxBlock = 32;
 
 /// FP8 quantisation of x [M, cols] (f32, f16 or bf16; M a symbol) into q
 /// [M, cols] (f8e4m3 or f8e5m2) and f32 scales with x ~= q * scale: per row,
@@ -88,10 +91,24 @@ inline constexpr int64_t kQuantizeBlock = 128;
 /// saturates it to FP8_MAX. An infinite element makes its group's scale
 /// infinite (and the codes zero, its own NaN): quantise finite x.
 ///
+/// At MX granularity (OCP Microscaling v1.0's MXFP8) the scale of each 32
+/// elements is a ue8m0 power of two, rounded up so that no element passes
+/// FP8_MAX, and the elements are multiplied by its exact reciprocal:
+///   s[G]     = ue8m0(amax / FP8_MAX)       (rounded up to a power of two,
+///                                           2^-127 to 2^127; amax 0 gives 2^-127)
+///   q[j]     = fp8(x[j] * (1 / value(s[G])))
+/// (cols a multiple of 32). The scales are stored [M, cols / 32], or, with
+/// blockedScales, in cuBLAS's blocked layout that tessel::gemm's MX scales
+/// take: [ceil(M / 128), ceil(cols / 128), 32, 16], row r's scale of group
+/// g at [r / 128, g / 4, r % 32, (r % 128) / 32 * 4 + g % 4]. The kernel
+/// writes the blocked cells of rows it covers; tessel::quantize first fills
+/// the padding (rows past M, groups past cols / 32) with 1.0, so that the
+/// zeros a gemm reads past M and K are never multiplied by a NaN.
+///
 /// Each thread block reads `rows` whole rows once, 16 bytes a thread at a
-/// time: at block granularity x and q are declared [M, cols / 128, 128]
-/// (the same memory as [M, cols]), so that each block is a dimension the
-/// tile reduces along.
+/// time: at block (and MX) granularity x and q are declared [M, cols / 128,
+/// 128] ([M, cols / 32, 32]), the same memory as [M, cols], so that each
+/// block is a dimension the tile reduces along.
 struct QuantizeConfig {
   DType dtype = DType::bf16; // x
   DType out = DType::f8e4m3; // q
@@ -102,10 +119,15 @@ struct QuantizeConfig {
   /// Block scales stored [cols / 128, M] (K-block-major), the layout the
   /// block-scaled gemm reads A's scales in (a K block's scales contiguous).
   bool kMajorScales = false;
+  /// MX scales in cuBLAS's blocked layout (above), the layout the MX gemm
+  /// reads.
+  bool blockedScales = false;
 };
+/// The elements one scale covers at a grouped granularity (128 or 32).
+int64_t quantizeGroupWidth(QuantizeGranularity granularity);
 Program quantize(const QuantizeConfig &config);
-/// Its settings: dtype, out (e4m3 or e5m2), granularity (row or block),
-/// cols, rows, threads, k_major_scales.
+/// Its settings: dtype, out (e4m3 or e5m2), granularity (row, block or mx),
+/// cols, rows, threads, k_major_scales, blocked_scales.
 const SettingsTable<QuantizeConfig> &quantizeSettings();
 /// The largest finite value of an FP8 type (448 or 57344).
 double fp8Max(DType t);
