@@ -152,6 +152,45 @@ struct Workspace {
   }
 };
 
+/// The device scales of an FP8 forward (ForwardOptions::qDescale, ...),
+/// checked against `sequences` x `headsKv`: each f32, [sequences, heads_kv]
+/// with any non-negative strides, or [1].
+std::optional<std::array<AttentionForwardArgs::Descale, 3>>
+descalesOf(const attention::ForwardOptions &o, bool fp8, int64_t sequences, int64_t headsKv, int device) {
+  const std::optional<TensorView> *views[3] = {&o.qDescale, &o.kDescale, &o.vDescale};
+  int given = int(o.qDescale.has_value()) + o.kDescale.has_value() + o.vDescale.has_value();
+  if (given == 0) return std::nullopt;
+  if (given != 3)
+    throw Error("give qDescale, kDescale and vDescale together (or none): the kernel reads all "
+                "three");
+  if (!fp8) throw Error("qDescale, kDescale and vDescale scale FP8 inputs");
+  std::array<AttentionForwardArgs::Descale, 3> out;
+  const char *names[3] = {"qDescale", "kDescale", "vDescale"};
+  for (int i = 0; i < 3; ++i) {
+    const TensorView &x = **views[i];
+    if (x.dtype != ScalarType::F32)
+      throw Error(fmt::format("{} is {}: descales are f32", names[i], x.str()));
+    if (x.device != device)
+      throw Error(fmt::format("{} is {}: the attention's tensors are on device {}", names[i],
+                              x.str(), device));
+    if (x.shape == std::vector<int64_t>{1}) {
+      out[i] = {x.data, 0, 0, 1};
+      continue;
+    }
+    if (x.shape != std::vector<int64_t>{sequences, headsKv})
+      throw Error(fmt::format("{} is {}: descales are [{}, {}] (sequences, heads_kv) or [1]",
+                              names[i], x.str(), sequences, headsKv));
+    std::vector<int64_t> strides = x.strides.empty() ? x.contiguousStrides() : x.strides;
+    if (strides[0] < 0 || strides[1] < 0)
+      throw Error(fmt::format("{} is {}: descale strides are not negative", names[i], x.str()));
+    if (x.data % 4)
+      throw Error(fmt::format("{} is {}: not 4-byte aligned", names[i], x.str()));
+    int64_t extent = 1 + (sequences - 1) * strides[0] + (headsKv - 1) * strides[1];
+    out[i] = {x.data, strides[0], strides[1], extent};
+  }
+  return out;
+}
+
 LaunchArg f32View(uint64_t base, size_t offset, std::vector<int64_t> shape, int device) {
   return LaunchArg::view(TensorView::contiguous(base + offset, ScalarType::F32, std::move(shape), device));
 }
@@ -171,6 +210,8 @@ Choice attention::forward(const TensorView &q, const TensorView &k, const Tensor
   if (!fp8 && (o.qScale != 1 || o.kScale != 1 || o.vScale != 1))
     throw Error(fmt::format("qScale, kScale and vScale scale FP8 inputs; these are {}",
                             name(p.dtype)));
+  auto descales = descalesOf(o, fp8, p.varlen ? o.cuSeqlensQ->shape[0] - 1 : p.batch, p.headsKv,
+                             p.device);
   Choice choice;
   choice.arch = targetFor(o.arch, p.device);
   AttentionConfig c = o.config.value_or(AttentionConfig{});
@@ -178,6 +219,7 @@ Choice attention::forward(const TensorView &q, const TensorView &k, const Tensor
   c.headDim = p.headDim;
   c.causal = o.causal;
   c.varlen = p.varlen;
+  c.descales = descales.has_value();
   // FP8 on wgmma and mma.sync reads V rearranged once by fp8Values, not
   // V tile by V tile in each block (tcgen05 reads V as it is stored).
   if (!o.config) c.vTransposed = fp8 && !p.varlen && !isBlackwell(choice.arch);
@@ -232,6 +274,7 @@ Choice attention::forward(const TensorView &q, const TensorView &k, const Tensor
   if (fp8) {
     args.scale = p.scale * o.qScale * o.kScale;
     args.vScale = o.vScale;
+    args.descales = descales;
   }
   if (!c.vTransposed) {
     kernel->launch(args.list(), stream);

@@ -45,6 +45,13 @@ std::vector<LaunchArg> AttentionForwardArgs::list() const {
     out.push_back(packed->cuSeqlensK);
   }
   if (vScale) out.push_back(LaunchArg::real(*vScale));
+  if (descales)
+    for (const Descale &x : *descales) {
+      out.push_back(LaunchArg::integer(x.sequenceStride));
+      out.push_back(LaunchArg::integer(x.headStride));
+      out.push_back(LaunchArg::integer(x.extent));
+      out.push_back(LaunchArg::buffer(x.data, {x.extent}));
+    }
   return out;
 }
 

@@ -113,6 +113,7 @@ const SettingsTable<AttentionConfig> &kernels::attentionSettings() {
       flagSetting("persistent", &C::persistent),
       flagSetting("tma_store", &C::tmaStore),
       fixed(flagSetting("v_transposed", &C::vTransposed)),
+      fixed(flagSetting("descales", &C::descales)),
   });
   return table;
 }

@@ -45,6 +45,9 @@ void checkConfig(const AttentionConfig &c) {
     throw Error("flash attention forward: v_transposed (V as [batch, heads_kv, head_dim, keys] in "
                 "register order) is for FP8 inputs of fixed-length batches without streamed "
                 "shards");
+  if (c.descales && !isFp8(c.dtype))
+    throw Error("flash attention forward: descales scale FP8 inputs; these are " +
+                std::string(name(c.dtype)));
   if (c.streamedShards && (c.overlap || c.varlen))
     throw Error("flash attention forward: streamed shards work without `overlap` and `varlen`");
 }
@@ -72,9 +75,10 @@ class ForwardBlock {
 public:
   ForwardBlock(const AttentionConfig &c, int64_t blockN, const ForwardTensors &tensors,
                const std::optional<Arrivals> &arrivals, Expr queryOffset, Expr vScale,
-               const ForwardTile &tile)
+               const ForwardDescales &descales, const ForwardTile &tile)
       : c(c), d(c.headDim), bm(c.blockM), bn(blockN), tensors(tensors), arrivals(arrivals),
-        queryOffset(queryOffset), vScale(vScale), tile(tile), sq(tile.queries), sk(tile.keys),
+        queryOffset(queryOffset), vScale(vScale), descales(descales), tile(tile),
+        sq(tile.queries), sk(tile.keys),
         row0(tile.row0),
         qkv(ForwardOperands::allocate(c, bm, bn)),
         s(alloc_fragment({bm, bn}, DType::f32, "scores")),
@@ -88,7 +92,7 @@ public:
     // past the keys).
     if (arrivals) waitForShard(queryOffset + row0);
     copy(sq.rows(tensors.in.q, row0, tile.head, bm, d), qkv.q);
-    softmax.begin(tensors.in.scale, acc);
+    softmax.begin(descales.scores(tile, tensors.in.scale), acc);
     Expr blocks = keyBlocks(c, tile, bm, bn, queryOffset);
     PipelineOptions loop{.warp_specialize = c.warpSpecialize};
     loop.pingpong = c.pingpong && c.threads == 256 && c.stages >= 2 &&
@@ -194,8 +198,10 @@ private:
   /// O / l (the epilogue, which nothing overlaps), then the log-sum-exp.
   void epilogue() const {
     softmax.reciprocalSums();
-    if (isFp8(c.dtype))
-      parallel(bm, [&](Expr i) { softmax.factor(i) = softmax.factor(i) * vScale; });
+    if (isFp8(c.dtype)) {
+      Expr outScale = descales.values(tile, vScale);
+      parallel(bm, [&](Expr i) { softmax.factor(i) = softmax.factor(i) * outScale; });
+    }
     rescaleOutput();
     if (c.tmaStore) {
       // O is staged in a tile of its own where one fits beside the stages:
@@ -226,6 +232,7 @@ private:
   const std::optional<Arrivals> &arrivals;
   Expr queryOffset; // key position of query row 0
   Expr vScale;      // FP8: V's scale, which multiplies O
+  const ForwardDescales &descales;
   const ForwardTile &tile;
   const Sequence &sq, &sk;
   Expr row0;
@@ -247,8 +254,9 @@ Program tessel::kernels::flashAttentionForward(const AttentionConfig &c) {
   // Key position of query row 0 (0 unless given).
   Expr queryOffset = c.queryOffset ? p.sym("query_offset") : Expr(0);
   Expr vScale = isFp8(c.dtype) ? p.scalar("v_scale", DType::f32) : Expr(1.0);
+  ForwardDescales descales = ForwardDescales::declare(p, c);
   launchForwardGrid(p, c, tensors, c.blockM, [&](const ForwardTile &tile) {
-    ForwardBlock(c, bn, tensors, arrivals, queryOffset, vScale, tile).build();
+    ForwardBlock(c, bn, tensors, arrivals, queryOffset, vScale, descales, tile).build();
   });
   return p;
 }

@@ -57,6 +57,7 @@ Program tessel::kernels::flashAttentionForwardTcgen05(const AttentionConfig &c, 
   const int64_t chunk = 64; // O columns rescaled and stored at a time: 32 a thread
   ForwardTensors tensors = ForwardTensors::declare(p, c, d);
   Expr vScale = fp8 ? p.scalar("v_scale", DType::f32) : Expr(1.0);
+  ForwardDescales descales = ForwardDescales::declare(p, c);
   launchForwardGrid(p, c, tensors, bm, [&](const ForwardTile &tile) {
     const Sequence &sq = tile.queries, &sk = tile.keys;
     Expr row0 = tile.row0;
@@ -75,7 +76,7 @@ Program tessel::kernels::flashAttentionForwardTcgen05(const AttentionConfig &c, 
     OnlineSoftmax softmax = OnlineSoftmax::allocate(bm, "rescale", false, fp8 ? 8 : 0);
 
     copy(sq.rows(tensors.in.q, row0, tile.head, bm, d), qkv.q);
-    softmax.begin(tensors.in.scale, oTmem);
+    softmax.begin(descales.scores(tile, tensors.in.scale), oTmem);
     Expr blocks = keyBlocks(c, tile, bm, bn);
     pipelined(blocks, c.stages, {.warp_specialize = c.warpSpecialize}, [&](Expr kt) {
       Expr col0 = kt * bn;
@@ -97,7 +98,10 @@ Program tessel::kernels::flashAttentionForwardTcgen05(const AttentionConfig &c, 
     });
     Buffer out = sq.rows(tensors.o, row0, tile.head, bm, d);
     softmax.reciprocalSums();
-    if (fp8) parallel(bm, [&](Expr i) { softmax.factor(i) = softmax.factor(i) * vScale; });
+    if (fp8) {
+      Expr outScale = descales.values(tile, vScale);
+      parallel(bm, [&](Expr i) { softmax.factor(i) = softmax.factor(i) * outScale; });
+    }
     for (int64_t at = 0; at < d; at += chunk) {
       copy(oTmem.tile({0, at}, {bm, chunk}), part);
       parallel(bm, chunk, [&](Expr i, Expr j) { part(i, j) = part(i, j) * softmax.factor(i); });

@@ -40,6 +40,47 @@ struct ForwardTensors {
 struct ForwardTile {
   Sequence queries, keys;
   Expr head, kvHead, row0;
+  Expr sequence; // the batch entry, or a packed batch's sequence
+};
+
+/// FP8 scales read on the device (AttentionConfig::descales): Q's, K's and
+/// V's of each (sequence, K/V head), each an f32 tensor with a stride per
+/// sequence and per head (0 broadcasts), declared after v_scale as
+/// <x>_descale_sequence_stride, <x>_descale_head_stride (index symbols),
+/// <x>_descale [extent] for x in q, k, v.
+class ForwardDescales {
+public:
+  static ForwardDescales declare(Program &p, const AttentionConfig &c) {
+    ForwardDescales d;
+    if (!c.descales) return d;
+    for (const char *name : {"q", "k", "v"}) {
+      std::string prefix = std::string(name) + "_descale";
+      Expr sequenceStride = p.sym(prefix + "_sequence_stride");
+      Expr headStride = p.sym(prefix + "_head_stride");
+      Tensor values = p.tensor(prefix, {p.sym(prefix + "_extent")}, DType::f32);
+      d.scales.push_back({values, sequenceStride, headStride});
+    }
+    return d;
+  }
+  /// The softmax scale of the tile's head: `scale` times Q's and K's.
+  Expr scores(const ForwardTile &t, Expr scale) const {
+    return scales.empty() ? scale : scale * at(0, t) * at(1, t);
+  }
+  /// What multiplies O: `vScale` times V's.
+  Expr values(const ForwardTile &t, Expr vScale) const {
+    return scales.empty() ? vScale : vScale * at(2, t);
+  }
+
+private:
+  struct Strided {
+    Tensor values;
+    Expr sequenceStride, headStride;
+  };
+  Expr at(size_t which, const ForwardTile &t) const {
+    const Strided &x = scales[which];
+    return x.values(t.sequence * x.sequenceStride + t.kvHead * x.headStride);
+  }
+  std::vector<Strided> scales; // q, k, v, or none
 };
 
 /// One block per `rows` query rows of a sequence and head (c.persistent: a
@@ -57,7 +98,7 @@ inline void launchForwardGrid(Program &p, const AttentionConfig &c, const Forwar
     // Causal: the last row blocks see the most keys; launching them first
     // leaves the short ones to fill the last wave.
     Expr row0 = (c.causal ? rowBlocks - 1 - bx : bx) * rows;
-    body({sq, sk, h, kvHead, row0});
+    body({sq, sk, h, kvHead, row0, b});
   }, loc, c.persistent);
 }
 

@@ -491,6 +491,127 @@ TEST_CASE("tessel::attention::forward on FP8 views with scales", "[gpu][api]") {
              Catch::Contains("scale FP8 inputs"));
 }
 
+// FP8 scales on the device (ForwardOptions::qDescale, kDescale, vDescale):
+// per (sequence, K/V head) against float64 attention of the scaled values;
+// one scale for every head as [1] and as a [batch, heads_kv] view with
+// strides 0 (a per-tensor scale expanded), each bit for bit what the same
+// power-of-two scales given on the host make; and the errors.
+TEST_CASE("tessel::attention::forward reads FP8 scales from the device", "[gpu][api]") {
+  std::string arch = rt::nativeArch(rt::Driver::get().computeCapability());
+  if (arch != "sm_90a" && arch != "sm_89") {
+    WARN("SKIPPED: FP8 attention runs on wgmma (sm_90a) and mma.sync (sm_89); this is " << arch);
+    return;
+  }
+  const int64_t batch = 2, seq = 300, headsQ = 4, headsKv = 2, d = 128;
+  std::mt19937_64 rng(21);
+  Tensor2 q(DType::f8e4m3, {batch, seq, headsQ, d}, &rng), k(DType::f8e4m3, {batch, seq, headsKv, d}, &rng),
+      v(DType::f8e4m3, {batch, seq, headsKv, d}, &rng);
+  Tensor2 o(DType::bf16, q.host.shape), lse(DType::f32, {batch, headsQ, seq});
+  Tensor2 qs(DType::f32, {batch, headsKv}), ks(DType::f32, {batch, headsKv}), vs(DType::f32, {batch, headsKv});
+  for (Tensor2 *t : {&qs, &ks, &vs}) {
+    randomize(t->host, rng, 0.25f, 2.0f);
+    t->device.upload(t->host.bytes.data(), t->host.bytes.size());
+  }
+  Stream stream;
+  attention::ForwardOptions fo;
+  fo.causal = true;
+  fo.qDescale = qs.view(), fo.kDescale = ks.view(), fo.vDescale = vs.view();
+  Choice f = attention::forward(q.view(), k.view(), v.view(), o.view(), lse.view(), fo, stream.s);
+  stream.sync();
+  o.fetch();
+  lse.fetch();
+  // Q's values times Q's and K's scales, O times V's.
+  HostTensor scaledQ(DType::f32, q.host.shape);
+  scaledQ.values = q.host.values;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < seq; ++i)
+      for (int64_t h = 0; h < headsQ; ++h) {
+        int64_t at = b * headsKv + h / (headsQ / headsKv);
+        for (int64_t e = 0; e < d; ++e)
+          scaledQ.values[((b * seq + i) * headsQ + h) * d + e] *= qs.host.values[at] * ks.host.values[at];
+      }
+  AttentionReference ref{headsQ, headsKv, d, true, 1 / std::sqrt(double(d)), {}, {}, {}, {}, {}};
+  std::vector<int64_t> lens(batch, seq);
+  ref.run(scaledQ, k.host, v.host, scaledQ, batch, lens, lens);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < seq; ++i)
+      for (int64_t h = 0; h < headsQ; ++h)
+        for (int64_t e = 0; e < d; ++e)
+          ref.o[((b * seq + i) * headsQ + h) * d + e] *= vs.host.values[b * headsKv + h / (headsQ / headsKv)];
+  double oError = relativeError(o.host.values, ref.o), lseError = relativeError(lse.host.values, ref.lse);
+  fmt::print("fp8 attention with device scales per head: {} O {:.2e} LSE {:.2e}\n", f.config, oError,
+             lseError);
+  INFO(f.config);
+  CHECK_THAT(f.config, Catch::Contains("descales=1"));
+  CHECK(oError < toleranceFor(DType::f8e4m3));
+  CHECK(lseError < 1e-3);
+  // A kernel that read one head's scales for every head would be off by
+  // the scales' spread: the same run with the first head's everywhere.
+  HostTensor uniformQ(DType::f32, q.host.shape);
+  uniformQ.values = q.host.values;
+  for (float &x : uniformQ.values) x *= qs.host.values[0] * ks.host.values[0];
+  AttentionReference wrong = ref;
+  wrong.run(uniformQ, k.host, v.host, uniformQ, batch, lens, lens);
+  for (double &x : wrong.o) x *= vs.host.values[0];
+  CHECK(relativeError(o.host.values, wrong.o) > 0.1);
+
+  // One scale for every head, on the device, against the host's: scales
+  // that are powers of two multiply exactly either way.
+  Tensor2 one(DType::f32, {3});
+  for (int64_t i = 0; i < 3; ++i) one.host.set(i, std::ldexp(1.0f, int(i) - 1)); // 0.5, 1, 2
+  one.device.upload(one.host.bytes.data(), one.host.bytes.size());
+  auto element = [&](int64_t i, std::vector<int64_t> shape, std::vector<int64_t> strides) {
+    TensorView x = TensorView::contiguous(one.device.ptr() + 4 * i, rt::ScalarType::F32,
+                                          std::move(shape), one.device.device());
+    x.strides = std::move(strides);
+    return x;
+  };
+  attention::ForwardOptions host;
+  host.causal = true;
+  host.qScale = 0.5, host.kScale = 1, host.vScale = 2;
+  Tensor2 oHost(DType::bf16, q.host.shape), oScalar(DType::bf16, q.host.shape),
+      oExpanded(DType::bf16, q.host.shape);
+  attention::forward(q.view(), k.view(), v.view(), oHost.view(), lse.view(), host, stream.s);
+  attention::ForwardOptions scalar;
+  scalar.causal = true;
+  scalar.qDescale = element(0, {1}, {}), scalar.kDescale = element(1, {1}, {}),
+  scalar.vDescale = element(2, {1}, {});
+  attention::forward(q.view(), k.view(), v.view(), oScalar.view(), lse.view(), scalar, stream.s);
+  attention::ForwardOptions expanded;
+  expanded.causal = true;
+  expanded.qDescale = element(0, {batch, headsKv}, {0, 0});
+  expanded.kDescale = element(1, {batch, headsKv}, {0, 0});
+  expanded.vDescale = element(2, {batch, headsKv}, {0, 0});
+  attention::forward(q.view(), k.view(), v.view(), oExpanded.view(), lse.view(), expanded, stream.s);
+  stream.sync();
+  for (Tensor2 *t : {&oHost, &oScalar, &oExpanded}) t->fetch();
+  CHECK(oScalar.host.bytes == oHost.host.bytes);
+  CHECK(oExpanded.host.bytes == oHost.host.bytes);
+
+  // What is refused, before anything runs.
+  auto error = [&](const attention::ForwardOptions &x) {
+    return test::errorOf(
+        [&] { attention::forward(q.view(), k.view(), v.view(), o.view(), lse.view(), x); });
+  };
+  attention::ForwardOptions two;
+  two.qDescale = qs.view(), two.kDescale = ks.view();
+  CHECK_THAT(error(two), Catch::Contains("give qDescale, kDescale and vDescale together"));
+  attention::ForwardOptions shaped = fo;
+  shaped.vDescale = element(0, {headsKv, batch + 1}, {});
+  CHECK_THAT(error(shaped), Catch::Contains("vDescale is f32[2, 3]") &&
+                                Catch::Contains("descales are [2, 2] (sequences, heads_kv) or [1]"));
+  attention::ForwardOptions typed = fo;
+  typed.kDescale = o.view();
+  CHECK_THAT(error(typed), Catch::Contains("kDescale is bf16") && Catch::Contains("descales are f32"));
+  Tensor2 b16(DType::bf16, {1, 64, 2, 64}), ob(DType::bf16, {1, 64, 2, 64}), lb(DType::f32, {1, 2, 64});
+  attention::ForwardOptions onBf16;
+  onBf16.qDescale = onBf16.kDescale = onBf16.vDescale = element(0, {1}, {});
+  CHECK_THAT(test::errorOf([&] {
+               attention::forward(b16.view(), b16.view(), b16.view(), ob.view(), lb.view(), onBf16);
+             }),
+             Catch::Contains("scale FP8 inputs"));
+}
+
 TEST_CASE("tessel::attention::forward takes 192-row tiles at head_dim 64 on sm_90a", "[gpu][api]") {
   bool hopper = rt::nativeArch(rt::Driver::get().computeCapability()) == "sm_90a";
   AttentionOutcome full = runAttention(2, {333}, 4, 2, 64, false, DType::bf16);

@@ -509,3 +509,48 @@ TEST_CASE("FP8 attention's two products read P from registers", "[gpu][fp8]") {
       }
     }
 }
+
+TEST_CASE("FP8 attention forward kernels read per-head scales from the device", "[gpu][fp8]") {
+  // descales=1: Q's, K's and V's scale of each (sequence, K/V head), from
+  // 1/4 to 2, against float64 attention of the scaled values
+  // (checkForward), on every form that runs FP8: wgmma with V rearranged or
+  // permuted in shared memory, packed sequences, GQA under a causal mask,
+  // the persistent walk, sm_89's mma.sync where it runs, and sm_100a's ss
+  // form under the emulator.
+  int cc = rt::Driver::get().computeCapability();
+  std::string native = rt::nativeArch(cc);
+  if (native != "sm_90a" && native != "sm_89") {
+    WARN("SKIPPED: FP8 attention runs on wgmma (sm_90a) and mma.sync (sm_89); this is " << native);
+    return;
+  }
+  const LibraryKernel &entry = findKernel("flash_attention_fwd");
+  auto check = [&](const std::string &arch, Params overrides) {
+    overrides.insert({{"descales", "1"}});
+    Params p = withDefaults(entry, overrides, arch);
+    Program program = entry.build(p);
+    Kernel k = compile(program, {arch, ""});
+    CheckResult r = entry.check(k, p, 5);
+    std::string line = fmt::format("fp8 attention with descales on {}: {}: rel error {:.3e} "
+                                   "(tolerance {:.0e})",
+                                   arch, r.shape, r.relError, r.tolerance);
+    fmt::print("{}\n", line);
+    INFO(line);
+    CHECK(r.passed);
+  };
+  const Params small = {{"batch", "2"}, {"seqlen_q", "200"}, {"seqlen_k", "200"}, {"heads_q", "4"},
+                        {"heads_kv", "2"}};
+  auto with = [&](Params extra) {
+    extra.insert(small.begin(), small.end());
+    return extra;
+  };
+  check(native, with({{"dtype", "e4m3"}, {"v_transposed", "1"}}));
+  check(native, with({{"dtype", "e5m2"}, {"causal", "1"}}));
+  check(native, with({{"dtype", "e4m3"}, {"v_transposed", "1"}, {"persistent", "1"},
+                      {"causal", "1"}}));
+  check(native, {{"dtype", "e4m3"}, {"varlen", "1"}, {"seqlens_q", "3,200,70"},
+                 {"seqlens_k", "5,130,70"}, {"heads_q", "4"}, {"heads_kv", "1"}});
+  if (native != "sm_89" && rt::archRunsOn("sm_89", cc))
+    check("sm_89", with({{"dtype", "e4m3"}, {"v_transposed", "1"}, {"causal", "1"}}));
+  check("sm_100a-emu", {{"dtype", "e4m3"}, {"batch", "1"}, {"seqlen_q", "130"},
+                        {"seqlen_k", "200"}, {"heads_q", "2"}, {"heads_kv", "1"}, {"causal", "1"}});
+}

@@ -161,6 +161,23 @@ TEST_CASE("the FP8 attention forward compiles to FP8 tensor-core products", "[fp
                build("sm_90a", {{"dtype", "e4m3"}, {"v_transposed", "1"}, {"varlen", "1"}});
              }),
              Catch::Contains("fixed-length"));
+  // Scales read on the device per (sequence, K/V head): three more strided
+  // f32 tensors after v_scale, read once per tile, on every FP8 form.
+  for (auto [arch, extra] : {std::pair<std::string, harness::Params>{"sm_90a", {{"v_transposed", "1"}}},
+                             {"sm_90a", {{"persistent", "1"}, {"causal", "1"}}},
+                             {"sm_89", {}},
+                             {"sm_100a", {}}}) {
+    INFO("descales on " << arch);
+    extra.insert({{"dtype", "e4m3"}, {"descales", "1"}});
+    Kernel k = build(arch, extra);
+    std::vector<std::string> names;
+    for (const ParamInfo &param : k.params()) names.push_back(param.name);
+    for (const char *name : {"q_descale", "k_descale", "v_descale"})
+      CHECK(std::find(names.begin(), names.end(), name) != names.end());
+    CHECK(k.spillBytes() == 0);
+  }
+  CHECK_THAT(errorOf([&] { build("sm_90a", {{"descales", "1"}}); }),
+             Catch::Contains("descales scale FP8 inputs; these are bf16"));
   // V rearranged for it: transposed, keys permuted, on every target.
   const harness::LibraryKernel &values = harness::findKernel("attention_fp8_values");
   for (std::string arch : {"sm_80", "sm_90a", "sm_100a"}) {

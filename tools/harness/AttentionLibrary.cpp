@@ -191,6 +191,9 @@ void referenceForward(const AttentionShape &s, const HostTensor &q, const HostTe
 
 struct ForwardInputs {
   HostTensor q, k, v, o, lse, cuQ, cuK;
+  /// FP8 kernels built with descales: Q's, K's and V's scales, f32
+  /// [sequences, heads_kv] (empty otherwise).
+  std::vector<HostTensor> descales;
   /// V as a v_transposed kernel takes it (an empty tensor otherwise).
   HostTensor vt{DType::f32, {0}};
   /// Streamed shards: every shard's flag already at epoch 1.
@@ -240,12 +243,46 @@ ForwardInputs randomForwardInputs(const AttentionShape &s, DType t, std::mt19937
   return x;
 }
 
-/// The forward's inputs for a kernel built with `c`.
+/// The forward's inputs for a kernel built with `c`: with descales, a
+/// scale per (sequence, K/V head) for each of Q, K and V, from 1/4 to 2, so
+/// that a kernel that reads another head's (or none) fails.
 ForwardInputs forwardInputsFor(const AttentionConfig &c, const AttentionShape &s, DType t,
                                std::mt19937_64 &rng) {
   ForwardInputs x = randomForwardInputs(s, t, rng);
   if (c.vTransposed) x.vt = registerOrderValues(s, x.v);
+  if (c.descales)
+    for (int i = 0; i < 3; ++i) {
+      x.descales.emplace_back(DType::f32, std::vector<int64_t>{s.batch, s.headsKv});
+      randomize(x.descales.back(), rng, 0.25f, 2.0f);
+    }
   return x;
+}
+
+/// What a descaled FP8 forward computes, for the reference: Q's values
+/// times Q's and K's scale of their (sequence, K/V head), in f32 so that
+/// nothing is rounded to FP8 again. O is then times V's.
+HostTensor descaledQueries(const AttentionShape &s, const ForwardInputs &x) {
+  HostTensor q(DType::f32, x.q.shape);
+  q.values = x.q.values;
+  const int64_t group = s.headsQ / s.headsKv;
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t h = 0; h < s.headsQ; ++h) {
+      int64_t at = b * s.headsKv + h / group;
+      float scale = x.descales[0].values[at] * x.descales[1].values[at];
+      for (int64_t i = 0; i < s.lenQ[b]; ++i)
+        for (int64_t e = 0; e < s.headDim; ++e) q.values[s.qAt(b, i, h) + e] *= scale;
+    }
+  return q;
+}
+
+void scaleByValueDescales(const AttentionShape &s, const ForwardInputs &x, std::vector<double> &o) {
+  const int64_t group = s.headsQ / s.headsKv;
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t h = 0; h < s.headsQ; ++h) {
+      double scale = x.descales[2].values[b * s.headsKv + h / group];
+      for (int64_t i = 0; i < s.lenQ[b]; ++i)
+        for (int64_t e = 0; e < s.headDim; ++e) o[s.qAt(b, i, h) + e] *= scale;
+    }
 }
 
 /// The forward kernel's arguments over the run's device buffers (one head
@@ -265,6 +302,13 @@ void forwardArgs(DeviceRun &run, const AttentionShape &s, ForwardInputs &t, bool
     a.packed = {s.batch + 1, s.maxLen(s.lenQ), run.addTensor(t.cuQ, false),
                 run.addTensor(t.cuK, false)};
   if (attentionOutputType(t.q.type) != t.q.type) a.vScale = kFp8VScale;
+  if (!t.descales.empty()) {
+    a.descales.emplace();
+    for (size_t i = 0; i < 3; ++i) {
+      run.addTensor(t.descales[i], false);
+      (*a.descales)[i] = {run.buffers.back()->ptr(), s.headsKv, 1, s.batch * s.headsKv};
+    }
+  }
   run.args = a.list();
 }
 
@@ -274,7 +318,12 @@ CheckResult checkForward(Kernel &kernel, const Params &p, uint64_t seed) {
   DType t = dtypeParam(p, "dtype");
   ForwardInputs x = forwardInputsFor(attentionConfig(p), s, t, rng);
   std::vector<double> o, lse;
-  referenceForward(s, x.q, x.k, x.v, o, lse);
+  if (x.descales.empty()) {
+    referenceForward(s, x.q, x.k, x.v, o, lse);
+  } else {
+    referenceForward(s, descaledQueries(s, x), x.k, x.v, o, lse);
+    scaleByValueDescales(s, x, o);
+  }
   // FP8: O is V's scale times the product of the FP8 values; P is rounded
   // to FP8 in the kernel (not in the reference), about 3% (e4m3) or 5%
   // (e5m2) per probability, which toleranceFor allows (half an ulp).

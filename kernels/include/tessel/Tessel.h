@@ -76,6 +76,14 @@ struct ForwardOptions : Options {
   /// qScale x the FP8 values and so on. qScale and kScale multiply the
   /// softmax scale, vScale the output.
   double qScale = 1, kScale = 1, vScale = 1;
+  /// FP8 inputs: scales on the device, read by the kernel (FlashAttention-
+  /// 3's descale tensors): f32 [sequences, heads_kv] each (sequences = the
+  /// batch, or a packed batch's), any strides (0 broadcasts: a per-tensor
+  /// scale expanded), or [1], one scale for every head. All three or none;
+  /// they multiply beside qScale, kScale and vScale, and need no trip to
+  /// the host, so scales a quantisation kernel computes can feed the
+  /// forward inside a CUDA graph.
+  std::optional<TensorView> qDescale, kDescale, vDescale;
   /// FP8 on sm_89 and sm_90a, fixed-length batches: device memory for V
   /// rearranged as the kernel reads it (forwardWorkspaceBytes; the keys of
   /// each 16 permuted, V^T); without it the call allocates and frees it on

@@ -14,6 +14,7 @@
 #include "tessel/kernels/Settings.h"
 #include "tessel/runtime/Launch.h"
 
+#include <array>
 #include <map>
 #include <optional>
 #include <string>
@@ -112,6 +113,15 @@ struct AttentionConfig {
   /// fp8Values() writes it. Without it, each block copies each V tile into
   /// that order in shared memory, element by element (a remark says so).
   bool vTransposed = false;
+  /// FP8: Q's, K's and V's scales read on the device, one per (sequence,
+  /// K/V head) as FlashAttention-3's descale tensors are (per tensor with
+  /// strides 0), so that scales a quantisation kernel computed need no
+  /// trip to the host. Parameters after v_scale, for x in q, k, v:
+  /// x_descale_sequence_stride, x_descale_head_stride (index symbols,
+  /// elements), x_descale [x_descale_extent] (f32); element (b, h) at b *
+  /// sequence stride + h * head stride. Q's and K's multiply the softmax
+  /// scale of the sequence's heads, V's O (beside scale and v_scale).
+  bool descales = false;
 };
 /// O's type for inputs of `dtype`: bf16 for FP8, else the inputs' own.
 DType attentionOutputType(DType dtype);
@@ -200,8 +210,15 @@ struct AttentionForwardArgs {
     rt::LaunchArg cuSeqlensQ, cuSeqlensK;
   };
   std::optional<Packed> packed;
-  /// FP8 kernels: V's scale, the last argument.
+  /// FP8 kernels: V's scale.
   std::optional<double> vScale;
+  /// FP8 kernels built with descales: Q's, K's and V's, each f32 (b, h) at
+  /// data + b * sequenceStride + h * headStride elements.
+  struct Descale {
+    CUdeviceptr data = 0;
+    int64_t sequenceStride = 0, headStride = 0, extent = 1;
+  };
+  std::optional<std::array<Descale, 3>> descales;
 
   /// Where O and LSE stand in list().
   static constexpr size_t kOutIndex = 9, kLseIndex = 10;
