@@ -173,8 +173,13 @@ descalesOf(const attention::ForwardOptions &o, bool fp8, int64_t sequences, int6
     if (x.device != device)
       throw Error(fmt::format("{} is {}: the attention's tensors are on device {}", names[i],
                               x.str(), device));
+    if (x.data % 4)
+      throw Error(fmt::format("{} is {}: not 4-byte aligned", names[i], x.str()));
+    // The kernel reads from the 16-byte boundary at or below the scales.
+    uint64_t base = x.data & ~uint64_t{15};
+    int64_t offset = int64_t(x.data - base) / 4;
     if (x.shape == std::vector<int64_t>{1}) {
-      out[i] = {x.data, 0, 0, 1};
+      out[i] = {base, offset, 0, 0, offset + 1};
       continue;
     }
     if (x.shape != std::vector<int64_t>{sequences, headsKv})
@@ -183,10 +188,8 @@ descalesOf(const attention::ForwardOptions &o, bool fp8, int64_t sequences, int6
     std::vector<int64_t> strides = x.strides.empty() ? x.contiguousStrides() : x.strides;
     if (strides[0] < 0 || strides[1] < 0)
       throw Error(fmt::format("{} is {}: descale strides are not negative", names[i], x.str()));
-    if (x.data % 4)
-      throw Error(fmt::format("{} is {}: not 4-byte aligned", names[i], x.str()));
-    int64_t extent = 1 + (sequences - 1) * strides[0] + (headsKv - 1) * strides[1];
-    out[i] = {x.data, strides[0], strides[1], extent};
+    int64_t extent = offset + 1 + (sequences - 1) * strides[0] + (headsKv - 1) * strides[1];
+    out[i] = {base, offset, strides[0], strides[1], extent};
   }
   return out;
 }

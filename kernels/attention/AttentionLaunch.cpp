@@ -47,6 +47,7 @@ std::vector<LaunchArg> AttentionForwardArgs::list() const {
   if (vScale) out.push_back(LaunchArg::real(*vScale));
   if (descales)
     for (const Descale &x : *descales) {
+      out.push_back(LaunchArg::integer(x.offset));
       out.push_back(LaunchArg::integer(x.sequenceStride));
       out.push_back(LaunchArg::integer(x.headStride));
       out.push_back(LaunchArg::integer(x.extent));

@@ -44,8 +44,10 @@ struct ForwardTile {
 };
 
 /// FP8 scales read on the device (AttentionConfig::descales): Q's, K's and
-/// V's of each (sequence, K/V head), each an f32 tensor with a stride per
-/// sequence and per head (0 broadcasts), declared after v_scale as
+/// V's of each (sequence, K/V head), each an f32 tensor with an offset (its
+/// first scale's element, so that the buffer may start at the 16-byte
+/// boundary below it) and a stride per sequence and per head (0
+/// broadcasts), declared after v_scale as <x>_descale_offset,
 /// <x>_descale_sequence_stride, <x>_descale_head_stride (index symbols),
 /// <x>_descale [extent] for x in q, k, v.
 class ForwardDescales {
@@ -55,10 +57,11 @@ public:
     if (!c.descales) return d;
     for (const char *name : {"q", "k", "v"}) {
       std::string prefix = std::string(name) + "_descale";
+      Expr offset = p.sym(prefix + "_offset");
       Expr sequenceStride = p.sym(prefix + "_sequence_stride");
       Expr headStride = p.sym(prefix + "_head_stride");
       Tensor values = p.tensor(prefix, {p.sym(prefix + "_extent")}, DType::f32);
-      d.scales.push_back({values, sequenceStride, headStride});
+      d.scales.push_back({values, offset, sequenceStride, headStride});
     }
     return d;
   }
@@ -74,11 +77,11 @@ public:
 private:
   struct Strided {
     Tensor values;
-    Expr sequenceStride, headStride;
+    Expr offset, sequenceStride, headStride;
   };
   Expr at(size_t which, const ForwardTile &t) const {
     const Strided &x = scales[which];
-    return x.values(t.sequence * x.sequenceStride + t.kvHead * x.headStride);
+    return x.values(x.offset + t.sequence * x.sequenceStride + t.kvHead * x.headStride);
   }
   std::vector<Strided> scales; // q, k, v, or none
 };

@@ -494,8 +494,9 @@ TEST_CASE("tessel::attention::forward on FP8 views with scales", "[gpu][api]") {
 // FP8 scales on the device (ForwardOptions::qDescale, kDescale, vDescale):
 // per (sequence, K/V head) against float64 attention of the scaled values;
 // one scale for every head as [1] and as a [batch, heads_kv] view with
-// strides 0 (a per-tensor scale expanded), each bit for bit what the same
-// power-of-two scales given on the host make; and the errors.
+// strides 0 (a per-tensor scale expanded), each at an address that is not
+// 16-byte aligned, bit for bit what the same power-of-two scales given on
+// the host make; and the errors.
 TEST_CASE("tessel::attention::forward reads FP8 scales from the device", "[gpu][api]") {
   std::string arch = rt::nativeArch(rt::Driver::get().computeCapability());
   if (arch != "sm_90a" && arch != "sm_89") {
@@ -600,6 +601,10 @@ TEST_CASE("tessel::attention::forward reads FP8 scales from the device", "[gpu][
   shaped.vDescale = element(0, {headsKv, batch + 1}, {});
   CHECK_THAT(error(shaped), Catch::Contains("vDescale is f32[2, 3]") &&
                                 Catch::Contains("descales are [2, 2] (sequences, heads_kv) or [1]"));
+  attention::ForwardOptions odd = fo;
+  odd.qDescale->data += 2;
+  CHECK_THAT(error(odd), Catch::Contains("qDescale is f32[2, 2]") &&
+                             Catch::Contains("not 4-byte aligned"));
   attention::ForwardOptions typed = fo;
   typed.kDescale = o.view();
   CHECK_THAT(error(typed), Catch::Contains("kDescale is bf16") && Catch::Contains("descales are f32"));

@@ -306,7 +306,7 @@ void forwardArgs(DeviceRun &run, const AttentionShape &s, ForwardInputs &t, bool
     a.descales.emplace();
     for (size_t i = 0; i < 3; ++i) {
       run.addTensor(t.descales[i], false);
-      (*a.descales)[i] = {run.buffers.back()->ptr(), s.headsKv, 1, s.batch * s.headsKv};
+      (*a.descales)[i] = {run.buffers.back()->ptr(), 0, s.headsKv, 1, s.batch * s.headsKv};
     }
   }
   run.args = a.list();

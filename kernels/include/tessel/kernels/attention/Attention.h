@@ -117,10 +117,12 @@ struct AttentionConfig {
   /// K/V head) as FlashAttention-3's descale tensors are (per tensor with
   /// strides 0), so that scales a quantisation kernel computed need no
   /// trip to the host. Parameters after v_scale, for x in q, k, v:
-  /// x_descale_sequence_stride, x_descale_head_stride (index symbols,
-  /// elements), x_descale [x_descale_extent] (f32); element (b, h) at b *
-  /// sequence stride + h * head stride. Q's and K's multiply the softmax
-  /// scale of the sequence's heads, V's O (beside scale and v_scale).
+  /// x_descale_offset, x_descale_sequence_stride, x_descale_head_stride
+  /// (index symbols, elements), x_descale [x_descale_extent] (f32); element
+  /// (b, h) at offset + b * sequence stride + h * head stride (the offset
+  /// lets a scale that is not 16-byte aligned be read from the aligned
+  /// buffer below it). Q's and K's multiply the softmax scale of the
+  /// sequence's heads, V's O (beside scale and v_scale).
   bool descales = false;
 };
 /// O's type for inputs of `dtype`: bf16 for FP8, else the inputs' own.
@@ -213,10 +215,11 @@ struct AttentionForwardArgs {
   /// FP8 kernels: V's scale.
   std::optional<double> vScale;
   /// FP8 kernels built with descales: Q's, K's and V's, each f32 (b, h) at
-  /// data + b * sequenceStride + h * headStride elements.
+  /// element offset + b * sequenceStride + h * headStride of the 16-byte
+  /// aligned `data`, `extent` elements in all.
   struct Descale {
     CUdeviceptr data = 0;
-    int64_t sequenceStride = 0, headStride = 0, extent = 1;
+    int64_t offset = 0, sequenceStride = 0, headStride = 0, extent = 1;
   };
   std::optional<std::array<Descale, 3>> descales;
 
