@@ -74,6 +74,32 @@ GemmConfig eightBitConfig(GemmConfig c, int64_t m, int64_t n, int sms) {
   return c;
 }
 
+} // namespace
+
+GemmConfig kernels::chooseGemmConfig(const std::string &arch, const GemmConfig &problem, int64_t m,
+                                     int64_t n, int sms) {
+  GemmConfig config = defaultGemmConfig(arch);
+  config.in = problem.in;
+  config.out = problem.out;
+  config.scale = problem.scale;
+  config.transposeA = problem.transposeA;
+  config.transposeB = problem.transposeB;
+  bool eightBit = byteSize(config.in) == 1;
+  if (arch == "sm_90a" && eightBit)
+    return eightBitConfig(config, m, n, sms);
+  if (config.instruction == GemmInstruction::tcgen05 && eightBit) {
+    config.blockK = 128; // 128 bytes of K: one swizzle row, four kind::f8f6f4/i8 MMAs
+  } else if (arch == "sm_90a" && config.out != DType::f32) {
+    // A 16-bit C goes out through a shared tile and a TMA store (5-10%
+    // faster at 4096-8192 on an H100), which leaves room for 3 stages; an
+    // f32 tile (128 KB) would not fit beside them.
+    config.tmaStore = true;
+    config.stages = 3;
+  }
+  return config;
+}
+
+namespace {
 /// `base` with a record's settings; false (and `base` unchanged) when the
 /// record names a setting or value gemmSettings() does not know. The
 /// settings `tessel tune` does not always vary, when the record leaves them
@@ -139,24 +165,14 @@ Choice tessel::gemm(const TensorView &a, const TensorView &b, const TensorView &
   if (o.scaleA) commonDevice({&a, &*o.scaleA, &*o.scaleB});
   Choice choice;
   choice.arch = targetFor(o.arch, device);
-  GemmConfig config = o.config.value_or(defaultGemmConfig(choice.arch));
+  GemmConfig config = o.config.value_or(GemmConfig{});
   config.in = dtypeOf(a.dtype);
   config.out = dtypeOf(c.dtype);
   config.scale = scale;
-  bool eightBit = rt::scalarBytes(a.dtype) == 1;
-  if (!o.config && choice.arch == "sm_90a" && eightBit)
-    config = eightBitConfig(config, m, n, rt::Driver::get().multiprocessors(device));
-  else if (!o.config && config.instruction == GemmInstruction::tcgen05 && eightBit)
-    config.blockK = 128; // 128 bytes of K: one swizzle row, four kind::f8f6f4/i8 MMAs
-  else if (!o.config && choice.arch == "sm_90a" && config.out != DType::f32) {
-    // A 16-bit C goes out through a shared tile and a TMA store (5-10%
-    // faster at 4096-8192 on an H100), which leaves room for 3 stages; an
-    // f32 tile (128 KB) would not fit beside them.
-    config.tmaStore = true;
-    config.stages = 3;
-  }
   config.transposeA = o.transposeA;
   config.transposeB = o.transposeB;
+  if (!o.config)
+    config = chooseGemmConfig(choice.arch, config, m, n, rt::Driver::get().multiprocessors(device));
   const GemmConfig untuned = config;
   std::string tunedOn;
   if (!o.config && o.tuned) {

@@ -482,3 +482,36 @@ TEST_CASE("attention's schedule without a record follows the measured rules") {
   kernels::chooseBackwardGridOrder(given, 32768, 32, l2);
   CHECK(given.gridOrder == kernels::GridOrder::heads);
 }
+
+// What tessel::gemm runs without a configuration or a record (the rule
+// `tessel bench gemm` and config=library time): 8-bit tiles by C's size
+// against the SMs on sm_90a, a TMA store for a 16-bit C, 128-byte K tiles
+// on tcgen05; f32 C keeps the defaults.
+TEST_CASE("chooseGemmConfig is tessel::gemm's rule per shape", "[views]") {
+  using namespace tessel::kernels;
+  GemmConfig fp8;
+  fp8.in = DType::f8e4m3, fp8.out = DType::bf16, fp8.scale = GemmScale::tensor;
+  fp8.transposeB = true;
+  GemmConfig few = chooseGemmConfig("sm_90a", fp8, 128, 4096, 132);
+  CHECK(std::tuple(few.blockM, few.blockN, few.blockK, few.stages, few.threads) ==
+        std::tuple(64, 32, 128, 8, 128));
+  CHECK(few.transposeB);
+  CHECK(few.scale == GemmScale::tensor);
+  GemmConfig wave = chooseGemmConfig("sm_90a", fp8, 128, 14336, 132);
+  CHECK(std::tuple(wave.blockM, wave.blockN, wave.persistent, wave.tmaStore) ==
+        std::tuple(128, 128, true, true));
+  GemmConfig many = chooseGemmConfig("sm_90a", fp8, 8192, 8192, 132);
+  CHECK(std::tuple(many.blockM, many.blockN, many.stages) == std::tuple(128, 256, 3));
+  GemmConfig bf16;
+  bf16.in = DType::bf16, bf16.out = DType::bf16;
+  GemmConfig sixteen = chooseGemmConfig("sm_90a", bf16, 8192, 8192, 132);
+  CHECK(sixteen.tmaStore);
+  CHECK(sixteen.stages == 3);
+  bf16.out = DType::f32;
+  GemmConfig wide = chooseGemmConfig("sm_90a", bf16, 8192, 8192, 132);
+  CHECK_FALSE(wide.tmaStore);
+  CHECK(wide.stages == defaultGemmConfig("sm_90a").stages);
+  GemmConfig blackwell = chooseGemmConfig("sm_100a", fp8, 8192, 8192, 148);
+  CHECK(blackwell.instruction == GemmInstruction::tcgen05);
+  CHECK(blackwell.blockK == 128);
+}

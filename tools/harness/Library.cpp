@@ -272,6 +272,15 @@ CheckResult checkQuantize(Kernel &k, const Params &p, uint64_t seed) {
   return r;
 }
 
+/// tessel::gemm's own choice for the run's problem (kernels::
+/// chooseGemmConfig), on this GPU's SMs (an H100's 132 without one).
+Params gemmLibraryChoice(const std::string &arch, const Params &problem) {
+  GemmConfig c = gemmSettings().read(problem);
+  int sms = rt::Driver::available() ? rt::Driver::get().multiprocessors(0) : 132;
+  GemmConfig chosen = chooseGemmConfig(arch, c, intParam(problem, "M"), intParam(problem, "N"), sms);
+  return gemmSettings().write(chosen);
+}
+
 /// A gemm run's extents, types and random operands (C = A B, either
 /// operand transposed, scaled per tensor or per row and column), and how
 /// its launches take them.
@@ -614,7 +623,8 @@ const std::vector<LibraryKernel> &tessel::harness::library() {
          return Params{{"instruction", "tcgen05"}, {"block_m", "128"}, {"block_n", "256"},
                        {"block_k", "64"}, {"stages", "3"}};
        },
-       {{"in", "out", "transpose_a", "transpose_b"}, {"M", "N", "K"}, gemmCandidates}},
+       {{"in", "out", "transpose_a", "transpose_b"}, {"M", "N", "K"}, gemmCandidates},
+       gemmLibraryChoice},
       {"row_lse", "lse[i] = log sum_j exp(scale * (Q K^T)[i, j]): online softmax over gemm tiles",
        defaultsFrom(rowLogSumExpSettings(), {{"M", "300"}, {"N", "1000"}}),
        builtFrom(rowLogSumExpSettings(), rowLogSumExp), checkRowLse},

@@ -22,8 +22,27 @@ Params tessel::harness::resolveConfig(const LibraryKernel &k, Params overrides,
                                       std::string *said) {
   auto it = overrides.find("config");
   if (it == overrides.end()) return overrides;
+  if (it->second == "library") {
+    overrides.erase(it);
+    if (!k.libraryChoice)
+      throw Error(fmt::format("config=library: {}'s call has no rule of its own (gemm's has)",
+                              k.name));
+    Params all = withDefaults(k, overrides, arch);
+    std::string applied;
+    for (auto &[key, value] : k.libraryChoice(arch, all)) {
+      if (overrides.count(key) || all.at(key) == value) continue; // the caller's own settings win
+      overrides[key] = value;
+      applied += fmt::format(" {}={}", key, value);
+    }
+    if (said)
+      *said = fmt::format("config=library: the call's own choice:{}",
+                          applied.empty() ? " the defaults" : applied);
+    return overrides;
+  }
   if (it->second != "auto")
-    throw Error(fmt::format("config={}: the only value is auto (the tuned configuration)", it->second));
+    throw Error(fmt::format("config={}: use auto (the tuned configuration) or library (what the "
+                            "library's call picks)",
+                            it->second));
   overrides.erase(it);
   if (!k.tuning.candidates) {
     std::string tunable;

@@ -31,6 +31,7 @@
 #include <cstring>
 #include <random>
 #include <fmt/format.h>
+#include <set>
 #include <fstream>
 #include <iostream>
 
@@ -501,8 +502,25 @@ int benchGemmShapes(const Args &a, const std::vector<GemmShape> &shapes, const s
   return 0;
 }
 
+/// `tessel bench gemm` given only a problem (types, scale, transposes,
+/// extents) times what tessel::gemm runs for it, shape by shape
+/// (config=library), not the settings table's one-size defaults, which a
+/// user would otherwise take for the library's speed.
+Params libraryByDefault(const LibraryKernel &entry, Params params) {
+  static const std::set<std::string> problem = {"in", "out", "scale", "transpose_a",
+                                                "transpose_b", "M", "N", "K"};
+  if (entry.name != "gemm" || params.count("config")) return params;
+  for (auto &[key, value] : params)
+    if (!problem.count(key)) return params;
+  fmt::print("gemm: no tile settings given, so each shape runs what tessel::gemm picks for it "
+             "(config=library; config=auto for a tuned record, or give the settings)\n");
+  params["config"] = "library";
+  return params;
+}
+
 /// Times a kernel at a (possibly large) shape without the CPU reference.
-int benchCommand(const Args &a) {
+int benchCommand(const Args &given) {
+  Args a = given;
   if (a.kernel == "attention") return benchAttention(a);
   if (a.kernel == "launch") return launchBenchCommand(a.reps == 30 ? 4000 : a.reps);
   if (a.kernel == "all2all") return allToAllCommand(true, a.params, a.ranks, a.reps);
@@ -511,6 +529,7 @@ int benchCommand(const Args &a) {
     return tensorParallelCommand(true, a.kernel == "ag_gemm", a.params, a.ranks, a.reps);
   const LibraryKernel &entry = findKernel(a.kernel);
   if (!entry.bench) usage("kernel " + entry.name + " has no benchmark");
+  a.params = libraryByDefault(entry, a.params);
   // The files and the shapes are read first: a bad one is an error on any
   // machine.
   std::optional<ReferenceTimes> reference = readReferences(a);

@@ -69,6 +69,13 @@ Program gemm(const GemmConfig &config);
 /// The tiles tessel::gemm takes on `arch` without a configuration or a
 /// tuned record (before its adjustments for 8-bit inputs and 16-bit C).
 GemmConfig defaultGemmConfig(const std::string &arch);
+/// What tessel::gemm runs for an M x N problem on `arch` with `sms` SMs
+/// when no configuration and no tuned record is given: `problem`'s types,
+/// scale and transposes on defaultGemmConfig's tiles, adjusted for 8-bit
+/// inputs (tiles by C's size against the SMs) and for a 16-bit C (a TMA
+/// store). `tessel bench gemm` times the same per shape (config=library).
+GemmConfig chooseGemmConfig(const std::string &arch, const GemmConfig &problem, int64_t m,
+                            int64_t n, int sms);
 /// GemmConfig as settings: in, out, transpose_a, transpose_b, block_m,
 /// block_n, block_k, stages, threads, swizzle, instruction, warp_specialize,
 /// overlap_mma, cluster_m, persistent, tma_store, policy, split_k, scale.

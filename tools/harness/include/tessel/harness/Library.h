@@ -63,6 +63,11 @@ struct LibraryKernel {
   std::function<Params(const std::string &arch, const Params &overrides)> targetDefaults = {};
   /// Empty for kernels the tuner does not know.
   TuneSpace tuning = {};
+  /// The settings the library's call on views picks for a run's problem
+  /// (its settings, defaults applied) on `arch`, without a configuration
+  /// or a tuned record: what `config=library` runs. Empty for kernels whose
+  /// call has no rule of its own.
+  std::function<Params(const std::string &arch, const Params &problem)> libraryChoice = {};
 };
 
 using kernels::parseInteger;

@@ -24,9 +24,11 @@ namespace tessel::harness {
 std::string shapeBucket(const LibraryKernel &k, const Params &p);
 
 /// `overrides` with `config=auto` replaced by the record for the device
-/// (else for `arch`), under the caller's explicit settings; `said` tells
-/// which record was used, or that none was and the defaults run. Other
-/// values of `config` are an error; without `config`, `overrides` as given.
+/// (else for `arch`), or `config=library` by what the library's call picks
+/// for the problem (LibraryKernel::libraryChoice), under the caller's
+/// explicit settings; `said` tells which record or choice was used, or that
+/// none was and the defaults run. Other values of `config` are an error;
+/// without `config`, `overrides` as given.
 Params resolveConfig(const LibraryKernel &k, Params overrides, const std::string &device,
                      const std::string &arch, std::string *said);
 
