@@ -35,10 +35,10 @@ void tessel::kernels::releasePlans(const Communicator &comm) {
     plans = std::move(it->second);
     registry.erase(it);
   }
-  // Freed one by one in the map's order (by description), the same on
-  // every rank.
+  // Freed one by one, least recently used first: the same order on every
+  // rank.
   std::lock_guard<std::mutex> lock(plans->mutex);
-  while (!plans->byProblem.empty()) plans->byProblem.erase(plans->byProblem.begin());
+  plans->plans.clear();
 }
 
 /// 4, 2 or 1 head groups: the most the rank's query and K/V heads divide

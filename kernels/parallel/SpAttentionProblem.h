@@ -11,6 +11,7 @@
 
 #include "tessel/Tessel.h"
 #include "tessel/kernels/parallel/PieceExchange.h"
+#include "tessel/kernels/parallel/PlanCache.h"
 #include "tessel/kernels/parallel/SequenceParallelAttention.h"
 
 #include <functional>
@@ -21,28 +22,25 @@
 
 namespace tessel::kernels {
 
-/// A plan of either call, kept by problem.
-struct SpPlan {
-  virtual ~SpPlan() = default;
-};
+/// The plans a communicator keeps.
+inline constexpr size_t kPlansKept = 8;
 
-/// One communicator's plans by problem, under a lock of their own: making
-/// a plan is collective, so one lock held across communicators could
-/// deadlock two processes whose threads reach them in different orders.
+/// One communicator's plans, under a lock of their own: making a plan is
+/// collective, so one lock held across communicators could deadlock two
+/// processes whose threads reach them in different orders.
 struct CommunicatorPlans {
   std::mutex mutex;
-  std::map<std::string, std::unique_ptr<SpPlan>> byProblem;
+  PlanCache plans{kPlansKept};
 };
 CommunicatorPlans &plansOf(const rt::Communicator &comm);
 /// `comm`'s plan for `key`, made by `make` (collective: every rank makes
-/// it at the same call) the first time, under the communicator's lock.
+/// it at the same call) the first time, under the communicator's lock;
+/// the least recently used past kPlansKept are freed first.
 template <class Plan, class Make>
 Plan &planOf(const rt::Communicator &comm, const std::string &key, Make &&make) {
   CommunicatorPlans &plans = plansOf(comm);
   std::lock_guard<std::mutex> lock(plans.mutex);
-  std::unique_ptr<SpPlan> &slot = plans.byProblem[key];
-  if (!slot) slot = make();
-  return static_cast<Plan &>(*slot);
+  return static_cast<Plan &>(plans.plans.get(key, [&]() -> std::unique_ptr<SpPlan> { return make(); }));
 }
 /// Frees `comm`'s plans, in the same order on every rank (collective).
 void releasePlans(const rt::Communicator &comm);

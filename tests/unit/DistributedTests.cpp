@@ -12,6 +12,7 @@
 #include "tessel/runtime/Nccl.h"
 #include "tessel/dsl/Compile.h"
 #include "tessel/kernels/parallel/ExchangeFlags.h"
+#include "tessel/kernels/parallel/PlanCache.h"
 #include "tessel/kernels/parallel/Ulysses.h"
 #include "tessel/harness/TensorParallel.h"
 
@@ -504,4 +505,43 @@ TEST_CASE("the tp layers' reference gathers rows and sums partials with their sc
       {t({2, 2}, {0, 0, 2, 1}), t({1, 2}, {1, 1}), t({0}, {}), t({0}, {})}};
   CHECK(tessel::harness::tpReference(rs, 1, parts) == std::vector<double>{11 + 3});
   CHECK(tessel::harness::tpReference(rs, 0, parts) == std::vector<double>{7 + 0});
+}
+
+// The multi-GPU calls' plans: the most recently used kept, the least
+// recently used freed first (before the new plan is made, so its memory is
+// back), and all of them freed in that order by clear().
+TEST_CASE("a plan cache keeps the most recently used plans") {
+  std::vector<std::string> events;
+  struct Counted : kernels::SpPlan {
+    std::vector<std::string> *events;
+    std::string name;
+    Counted(std::vector<std::string> *e, std::string n) : events(e), name(std::move(n)) {}
+    ~Counted() override { events->push_back("free " + name); }
+  };
+  kernels::PlanCache cache(2);
+  auto get = [&](const std::string &key) {
+    kernels::SpPlan &plan = cache.get(key, [&] {
+      events.push_back("make " + key);
+      return std::make_unique<Counted>(&events, key);
+    });
+    CHECK(static_cast<Counted &>(plan).name == key);
+  };
+  get("a");
+  get("b");
+  get("a"); // a is now the most recent
+  get("c"); // frees b, the least recent, before making c
+  get("a");
+  get("d"); // frees c
+  CHECK(cache.size() == 2);
+  cache.clear(); // a, then d
+  CHECK(cache.size() == 0);
+  CHECK(events == std::vector<std::string>{"make a", "make b", "free b", "make c", "free c",
+                                           "make d", "free a", "free d"});
+  // A plan whose making throws leaves nothing behind.
+  kernels::PlanCache one(1);
+  CHECK_THROWS_WITH(one.get("x", []() -> std::unique_ptr<kernels::SpPlan> {
+                      throw Error("cannot plan");
+                    }),
+                    "cannot plan");
+  CHECK(one.size() == 0);
 }

@@ -371,8 +371,14 @@ RankPlace placeOf(const rt::Communicator &comm);
 /// when there is one.
 void releaseProcessCommunicator();
 /// Frees what the calls made for `comm` (their exchanges' symmetric
-/// memory, forward's and backward's), collectively: every rank calls it, before destroying the
-/// communicator. Without it they live until the process ends.
+/// memory, forward's and backward's), collectively: every rank calls it,
+/// before destroying the communicator. Without it they live until the
+/// process ends. A communicator keeps the plans of its 8 most recently
+/// used problems (sp_attention's and tp's together,
+/// kernels::kPlansKept); a new problem beyond them frees the least
+/// recently used plan first, at the same call on every rank, so shapes
+/// that change from call to call cost a new plan each time but never
+/// accumulate memory.
 void release(rt::Communicator &comm);
 
 } // namespace sp_attention
