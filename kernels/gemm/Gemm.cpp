@@ -82,7 +82,7 @@ void blockScaledLoop(const GemmConfig &c, const BlockScaledOperands &x, const Bu
     aScales.push_back(alloc_shared({bm}, DType::f32, "a_scales" + suffix));
     partials.push_back(alloc_fragment({bm, bn}, DType::f32, "partial" + suffix));
   }
-  pipelined(steps, c.stages, {.warp_specialize = c.warpSpecialize, .overlap_mma = c.overlapMma},
+  pipelined(steps, c.stages, {.warp_specialize = c.warpSpecialize, .pingpong = c.pingpong, .overlap_mma = c.overlapMma},
             [&](Expr step) {
               for (int64_t h = 0; h < halves; ++h) {
                 Expr kb = (firstK + step) * halves + h; // the K block
@@ -212,7 +212,7 @@ Program tiledGemm(const GemmConfig &c, const Accumulation &how) {
       as_scales = alloc_shared({32, 16}, DType::ue8m0, "a_scales");
       bs_scales = alloc_shared({bn / 128, 32, 16}, DType::ue8m0, "b_scales");
     }
-    pipelined(steps, c.stages, {.warp_specialize = c.warpSpecialize, .overlap_mma = c.overlapMma}, [&](Expr step) {
+    pipelined(steps, c.stages, {.warp_specialize = c.warpSpecialize, .pingpong = c.pingpong, .overlap_mma = c.overlapMma}, [&](Expr step) {
       Expr kt = splits > 1 ? firstK + step : step;
       copy(c.transposeA ? a.tile({kt * bk, by * bm}, {bk, bm}) : a.tile({by * bm, kt * bk}, {bm, bk}), as);
       copy(c.transposeB ? b.tile({bx * bn, kt * bk}, {bn, bk}) : b.tile({kt * bk, bx * bn}, {bk, bn}), bs,

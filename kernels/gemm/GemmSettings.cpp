@@ -36,6 +36,7 @@ const SettingsTable<GemmConfig> &kernels::gemmSettings() {
       choiceSetting("instruction", &C::instruction, instructionChoices()),
       choiceSetting("warp_specialize", &C::warpSpecialize, warpSpecializeChoices()),
       flagSetting("overlap_mma", &C::overlapMma),
+      flagSetting("pingpong", &C::pingpong),
       integerSetting("cluster_m", &C::clusterM, 1, 2),
       flagSetting("persistent", &C::persistent),
       flagSetting("tma_store", &C::tmaStore),

@@ -160,6 +160,14 @@ TEST_CASE("8-bit gemms match the reference", "[gpu]") {
                            {"block_m", "128"}, {"block_n", "128"}, {"block_k", "256"},
                            {"threads", "256"}, {"stages", "2"}, {"tma_store", persistent},
                            {"persistent", persistent}, {"M", s.m}, {"N", s.n}, {"K", s.k}});
+  // The two consumer warpgroups taking turns at the tensor cores, each
+  // one's promotions under the other's wgmmas.
+  for (std::string bk : {"128", "256"})
+    checkKernel("gemm", {{"in", "e4m3"}, {"out", "bf16"}, {"scale", "block"}, {"transpose_b", "1"},
+                         {"block_m", "128"}, {"block_n", "128"}, {"block_k", bk},
+                         {"threads", "256"}, {"stages", bk == "128" ? "4" : "2"}, {"pingpong", "1"},
+                         {"tma_store", "1"}, {"persistent", "1"}, {"M", "300"}, {"N", "384"},
+                         {"K", "1000"}});
   for (Shape s : shapes)
     checkKernel("gemm", {{"in", "i8"}, {"out", "i32"}, {"transpose_b", "1"}, {"M", s.m},
                          {"N", s.n}, {"K", s.k}});

@@ -51,7 +51,7 @@ TEST_CASE("every gemm setting round-trips through its table") {
                                   {"transpose_b", "1"}, {"block_m", "128"}, {"block_n", "256"},
                                   {"block_k", "64"}, {"stages", "4"}, {"threads", "256"},
                                   {"swizzle", "8"}, {"instruction", "wgmma"},
-                                  {"warp_specialize", "on"}, {"overlap_mma", "1"},
+                                  {"warp_specialize", "on"}, {"overlap_mma", "1"}, {"pingpong", "1"},
                                   {"cluster_m", "2"}, {"persistent", "1"}, {"tma_store", "1"},
                                   {"policy", "full_row"}, {"split_k", "4"}});
   checkHarnessReads(gemmSettings(), "gemm");

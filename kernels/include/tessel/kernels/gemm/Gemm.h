@@ -47,6 +47,11 @@ struct GemmConfig {
   /// Warp-specialized sm_90a: each k step's wgmmas run on while the next
   /// step issues (PipelineOptions::overlap_mma).
   bool overlapMma = false;
+  /// Warp-specialized sm_90a with two consumer warpgroups: they take turns
+  /// at the tensor cores (PipelineOptions::pingpong), so that one's
+  /// element-wise work (a block-scaled loop's promotions) runs while the
+  /// other's wgmmas do.
+  bool pingpong = false;
   /// sm_90a and newer: blocks per cluster along M (1 or 2). The blocks of a
   /// cluster take vertically adjacent tiles of one column of C and share
   /// each B tile, loaded once by TMA multicast.
@@ -78,7 +83,8 @@ GemmConfig chooseGemmConfig(const std::string &arch, const GemmConfig &problem, 
                             int64_t n, int sms);
 /// GemmConfig as settings: in, out, transpose_a, transpose_b, block_m,
 /// block_n, block_k, stages, threads, swizzle, instruction, warp_specialize,
-/// overlap_mma, cluster_m, persistent, tma_store, policy, split_k, scale.
+/// overlap_mma, pingpong, cluster_m, persistent, tma_store, policy, split_k,
+/// scale.
 const SettingsTable<GemmConfig> &gemmSettings();
 /// What a gemm multiplies: f16, bf16, FP8 (named e4m3, e5m2 or by their
 /// DType names) and i8; and what it writes: f16, bf16, f32, i32.
