@@ -48,6 +48,8 @@ Program tessel::kernels::flashAttentionForwardTcgen05(const AttentionConfig &c, 
   if (c.vTransposed)
     throw Error("v_transposed is the register kernel's (wgmma reads FP8 V K-major only); "
                 "tcgen05.mma reads V as it is stored");
+  if (c.descales && !fp8)
+    throw Error(fmt::format("descales scale FP8 inputs; these are {}", name(c.dtype)));
   if (fp8 && pInTmem)
     throw Error("the ts attention forward keeps P in tensor memory, which tcgen05.mma reads as "
                 "16-bit only; FP8 inputs take variant=ss");

@@ -55,6 +55,9 @@ void checkConfig(const AttentionConfig &c, int64_t bn) {
   if (byteSize(c.dtype) == 1 || c.vTransposed)
     throw Error(fmt::format("the warp-specialized tcgen05 attention forward (variant=ws) takes f16 "
                             "and bf16 inputs, not {}; FP8 runs on variant=ss", name(c.dtype)));
+  if (c.descales)
+    throw Error("descales scale FP8 inputs, which run on variant=ss, not the warp-specialized "
+                "tcgen05 forward");
   if (c.persistent)
     throw Error("a persistent attention forward is the register kernel's (variant=registers)");
   if (c.tmaStore)

@@ -26,6 +26,12 @@ CommunicatorPlans &tessel::kernels::plansOf(const Communicator &comm) {
   return *plans;
 }
 
+void tessel::kernels::quiesce(const Communicator &comm) {
+  rt::Driver &d = rt::Driver::get();
+  d.setDevice(comm.device());
+  TESSEL_CU(d, cuCtxSynchronize);
+}
+
 void tessel::kernels::releasePlans(const Communicator &comm) {
   std::unique_ptr<CommunicatorPlans> plans;
   {
@@ -38,6 +44,7 @@ void tessel::kernels::releasePlans(const Communicator &comm) {
   // Freed one by one, least recently used first: the same order on every
   // rank.
   std::lock_guard<std::mutex> lock(plans->mutex);
+  if (plans->plans.size()) quiesce(comm);
   plans->plans.clear();
 }
 

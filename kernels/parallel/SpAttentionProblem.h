@@ -22,9 +22,6 @@
 
 namespace tessel::kernels {
 
-/// The plans a communicator keeps.
-inline constexpr size_t kPlansKept = 8;
-
 /// One communicator's plans, under a lock of their own: making a plan is
 /// collective, so one lock held across communicators could deadlock two
 /// processes whose threads reach them in different orders.
@@ -33,14 +30,20 @@ struct CommunicatorPlans {
   PlanCache plans{kPlansKept};
 };
 CommunicatorPlans &plansOf(const rt::Communicator &comm);
+/// Waits for everything on `comm`'s device: a plan's exchanges (copies into
+/// and out of peers' memory, handshake kernels) may still run on the
+/// caller's streams when it is freed, and freeing unmaps their memory.
+void quiesce(const rt::Communicator &comm);
 /// `comm`'s plan for `key`, made by `make` (collective: every rank makes
 /// it at the same call) the first time, under the communicator's lock;
-/// the least recently used past kPlansKept are freed first.
+/// the least recently used past kPlansKept are freed first, once the
+/// device is done with them.
 template <class Plan, class Make>
 Plan &planOf(const rt::Communicator &comm, const std::string &key, Make &&make) {
   CommunicatorPlans &plans = plansOf(comm);
   std::lock_guard<std::mutex> lock(plans.mutex);
-  return static_cast<Plan &>(plans.plans.get(key, [&]() -> std::unique_ptr<SpPlan> { return make(); }));
+  return static_cast<Plan &>(plans.plans.get(
+      key, [&]() -> std::unique_ptr<SpPlan> { return make(); }, [&] { quiesce(comm); }));
 }
 /// Frees `comm`'s plans, in the same order on every rank (collective).
 void releasePlans(const rt::Communicator &comm);

@@ -12,6 +12,7 @@
 #include "tessel/Tessel.h"
 #include "tessel/Testing.h"
 #include "tessel/harness/TensorParallel.h"
+#include "tessel/kernels/parallel/PlanCache.h"
 #include "tessel/runtime/Communicator.h"
 #include "tessel/runtime/Distributed.h"
 #include "tessel/runtime/Driver.h"
@@ -104,9 +105,15 @@ TEST_CASE("one rank of the tensor-parallel layers (run by the cases below)", "[.
     CHECK(error < toleranceFor(c.out == DType::f32 ? DType::bf16 : c.out));
     CHECK(config.find("transport=symmetric") != std::string::npos);
   }
-  // Twelve problems are more than the eight plans a communicator keeps:
-  // the first case's plan was freed on every rank (collectively, at the
-  // same call); calling it again makes a new one.
+  // More problems than the plans a communicator keeps: the first case's
+  // plan is freed on every rank (collectively, at the same call, after
+  // the device is done with it); calling it again makes a new one.
+  for (int64_t rows = 1; rows <= int64_t(kernels::kPlansKept); ++rows) {
+    std::string config;
+    TpCase other = cases[4];
+    other.rowsPerRank = rows;
+    CHECK(runCase(*comm, other, config) < toleranceFor(DType::bf16));
+  }
   {
     std::string config;
     CHECK(runCase(*comm, cases[0], config) < toleranceFor(DType::bf16));

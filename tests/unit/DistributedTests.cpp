@@ -508,8 +508,9 @@ TEST_CASE("the tp layers' reference gathers rows and sums partials with their sc
 }
 
 // The multi-GPU calls' plans: the most recently used kept, the least
-// recently used freed first (before the new plan is made, so its memory is
-// back), and all of them freed in that order by clear().
+// recently used freed first (after waiting for the device, and before the
+// new plan is made, so its memory is back), and all of them freed in that
+// order by clear().
 TEST_CASE("a plan cache keeps the most recently used plans") {
   std::vector<std::string> events;
   struct Counted : kernels::SpPlan {
@@ -520,10 +521,13 @@ TEST_CASE("a plan cache keeps the most recently used plans") {
   };
   kernels::PlanCache cache(2);
   auto get = [&](const std::string &key) {
-    kernels::SpPlan &plan = cache.get(key, [&] {
-      events.push_back("make " + key);
-      return std::make_unique<Counted>(&events, key);
-    });
+    kernels::SpPlan &plan = cache.get(
+        key,
+        [&] {
+          events.push_back("make " + key);
+          return std::make_unique<Counted>(&events, key);
+        },
+        [&] { events.push_back("wait"); });
     CHECK(static_cast<Counted &>(plan).name == key);
   };
   get("a");
@@ -535,13 +539,13 @@ TEST_CASE("a plan cache keeps the most recently used plans") {
   CHECK(cache.size() == 2);
   cache.clear(); // a, then d
   CHECK(cache.size() == 0);
-  CHECK(events == std::vector<std::string>{"make a", "make b", "free b", "make c", "free c",
-                                           "make d", "free a", "free d"});
+  CHECK(events == std::vector<std::string>{"make a", "make b", "wait", "free b", "make c",
+                                           "wait", "free c", "make d", "free a", "free d"});
   // A plan whose making throws leaves nothing behind.
   kernels::PlanCache one(1);
-  CHECK_THROWS_WITH(one.get("x", []() -> std::unique_ptr<kernels::SpPlan> {
-                      throw Error("cannot plan");
-                    }),
+  CHECK_THROWS_WITH(one.get(
+                        "x", []() -> std::unique_ptr<kernels::SpPlan> { throw Error("cannot plan"); },
+                        [] {}),
                     "cannot plan");
   CHECK(one.size() == 0);
 }

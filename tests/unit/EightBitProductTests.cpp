@@ -178,6 +178,10 @@ TEST_CASE("the FP8 attention forward compiles to FP8 tensor-core products", "[fp
   }
   CHECK_THAT(errorOf([&] { build("sm_90a", {{"descales", "1"}}); }),
              Catch::Contains("descales scale FP8 inputs; these are bf16"));
+  CHECK_THAT(errorOf([&] { build("sm_100a", {{"descales", "1"}}); }),
+             Catch::Contains("descales scale FP8 inputs; these are bf16"));
+  CHECK_THAT(errorOf([&] { build("sm_100a", {{"descales", "1"}, {"variant", "ws"}}); }),
+             Catch::Contains("descales scale FP8 inputs, which run on variant=ss"));
   // V rearranged for it: transposed, keys permuted, on every target.
   const harness::LibraryKernel &values = harness::findKernel("attention_fp8_values");
   for (std::string arch : {"sm_80", "sm_90a", "sm_100a"}) {

@@ -8,14 +8,17 @@
     out = tessel_torch.sp_attention(q, k, v, causal=True)   # under torchrun: sequence shards
     h = tessel_torch.allgather_gemm(x, w1, transpose_w=True)  # under torchrun: TP layers
     y = tessel_torch.gemm_reducescatter(act, w2, transpose_w=True)
+    q, s = tessel_torch.quantize(x, "row")                    # FP8: row, block or mx scales
+    y = tessel_torch.scaled_mm(q, w_q, s, w_s)                # y = (q s) (w_q w_s)^T in bf16
 
 
 `load` builds the C++ extension (tessel_torch.cpp) with
 torch.utils.cpp_extension against the installed headers and libtessel.so
 (once; later calls reuse the build), which registers
 torch.ops.tessel.attention_fwd, attention_bwd, paged_decode, mla_decode,
-sp_attention_fwd, sp_attention_bwd, tp_allgather_gemm and
-tp_gemm_reducescatter, each with a fake (meta)
+sp_attention_fwd, sp_attention_bwd, tp_allgather_gemm,
+tp_gemm_reducescatter, quantize and scaled_mm (tessel_torch_lowp.cpp), each
+with a fake (meta)
 implementation so that torch.compile traces them without running them.
 
 Sequence-parallel attention runs in the processes torchrun starts, one per
@@ -52,7 +55,7 @@ def load(prefix, verbose=False):
     cuda_home = cpp_extension.CUDA_HOME or "/usr/local/cuda"
     _module = cpp_extension.load(
         name="tessel_torch",
-        sources=[os.path.join(here, "tessel_torch.cpp")],
+        sources=[os.path.join(here, "tessel_torch.cpp"), os.path.join(here, "tessel_torch_lowp.cpp")],
         extra_include_paths=[os.path.join(prefix, "include"), os.path.join(cuda_home, "include")],
         # Tessel's headers are C++20 (std::source_location).
         extra_cflags=["-O2", "-std=c++20"],
@@ -101,6 +104,22 @@ def _register_fakes():
     @torch.library.register_fake("tessel::mla_decode")
     def _(q, cache, block_table, lengths, scale):
         return q.new_empty((q.shape[0], q.shape[1], 512))
+
+    @torch.library.register_fake("tessel::quantize")
+    def _(x, granularity, dtype):
+        m, k = x.shape
+        if granularity == "row":
+            scales = x.new_empty((m,), dtype=torch.float32)
+        elif granularity == "block":
+            scales = x.new_empty((k // 128, m), dtype=torch.float32)
+        else:
+            scales = x.new_empty(((m + 127) // 128, (k + 127) // 128, 32, 16),
+                                 dtype=torch.float8_e8m0fnu)
+        return x.new_empty((m, k), dtype=dtype), scales
+
+    @torch.library.register_fake("tessel::scaled_mm")
+    def _(a, b, scale_a, scale_b, out_dtype):
+        return a.new_empty((a.shape[0], b.shape[0]), dtype=out_dtype)
 
 
 class _Attention(torch.autograd.Function):
@@ -252,6 +271,22 @@ def gemm_reducescatter(x, w, transpose_w=False):
     x w, the reduction overlapping the GEMM. Collective. Differentiable: dx
     runs allgather_gemm on dy, dw gathers dy (torch.distributed)."""
     return _GemmReducescatter.apply(x, w, bool(transpose_w))
+
+
+def quantize(x, granularity="row", dtype=torch.float8_e4m3fn):
+    """x [M, K] (f32, f16, bf16) into FP8 q [M, K] and scales, x ~= q * scale:
+    "row" f32 [M]; "block" f32 [K / 128, M] (1x128 blocks, K-block-major);
+    "mx" float8_e8m0fnu [ceil(M / 128), ceil(K / 128), 32, 16] (a power of
+    two per 32 of K, cuBLAS's blocked layout). Inference only."""
+    return torch.ops.tessel.quantize(x, granularity, dtype)
+
+
+def scaled_mm(a, b, scale_a, scale_b, out_dtype=torch.bfloat16):
+    """(a scale_a) (b scale_b)^T for FP8 a [M, K] and b [N, K] (nn.Linear's
+    weight layout): scales one element each, [M] and [N], block-scaled
+    [K / 128, M] and [N / 128, K / 128], or MX as quantize gives them (MX
+    runs on sm_100a). Inference only."""
+    return torch.ops.tessel.scaled_mm(a, b, scale_a, scale_b, out_dtype)
 
 
 def last_choices():

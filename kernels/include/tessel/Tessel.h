@@ -373,12 +373,12 @@ void releaseProcessCommunicator();
 /// Frees what the calls made for `comm` (their exchanges' symmetric
 /// memory, forward's and backward's), collectively: every rank calls it,
 /// before destroying the communicator. Without it they live until the
-/// process ends. A communicator keeps the plans of its 8 most recently
+/// process ends. A communicator keeps the plans of its 16 most recently
 /// used problems (sp_attention's and tp's together,
-/// kernels::kPlansKept); a new problem beyond them frees the least
-/// recently used plan first, at the same call on every rank, so shapes
-/// that change from call to call cost a new plan each time but never
-/// accumulate memory.
+/// kernels::kPlansKept); a new problem beyond them waits for the device
+/// and frees the least recently used plan first, at the same call on every
+/// rank, so shapes that change from call to call cost a new plan each
+/// time but never accumulate memory.
 void release(rt::Communicator &comm);
 
 } // namespace sp_attention

@@ -32,13 +32,16 @@ public:
   ~PlanCache() { clear(); }
   /// The plan for `key`, made by `make` when there is none, after freeing
   /// the least recently used plans past the capacity (so their memory is
-  /// back before the new plan takes its own).
-  template <class Make> SpPlan &get(const std::string &key, Make &&make) {
+  /// back before the new plan takes its own); `beforeFreeing` runs first,
+  /// once, when any is freed (the device's work on them must be done).
+  template <class Make, class BeforeFreeing>
+  SpPlan &get(const std::string &key, Make &&make, BeforeFreeing &&beforeFreeing) {
     for (auto it = recent.begin(); it != recent.end(); ++it)
       if (it->first == key) {
         recent.splice(recent.begin(), recent, it);
         return *recent.front().second;
       }
+    if (!recent.empty() && recent.size() >= capacity) beforeFreeing();
     while (!recent.empty() && recent.size() >= capacity) recent.pop_back();
     std::unique_ptr<SpPlan> made = make();
     recent.emplace_front(key, std::move(made));
@@ -54,6 +57,11 @@ private:
   size_t capacity;
   std::list<std::pair<std::string, std::unique_ptr<SpPlan>>> recent; // most recent first
 };
+
+/// The plans a communicator keeps. (Sixteen: a tensor-parallel model has
+/// about four GEMM problems per token count, and a server sees a few token
+/// counts, beside attention's.)
+inline constexpr size_t kPlansKept = 16;
 
 } // namespace tessel::kernels
 

@@ -1,0 +1,112 @@
+//===- tessel_torch_lowp.cpp - FP8 quantisation and gemm as operators -----===//
+//
+// torch.ops.tessel.quantize and torch.ops.tessel.scaled_mm over the installed
+// libtessel.so (tessel::quantize, tessel::gemm on 8-bit views): an FP8 linear
+// layer from PyTorch, per row, per 1x128 block or MX (ue8m0 per 32 of K in
+// cuBLAS's blocked layout), on PyTorch's current stream. Part of the
+// tessel_torch extension (tessel_torch.py builds both sources).
+//
+//===----------------------------------------------------------------------===//
+#include <ATen/DLConvertor.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/extension.h>
+
+#include <tessel/Tessel.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+namespace {
+/// A view of `t` through DLPack (the caller keeps `t` alive).
+tessel::TensorView lowpView(const at::Tensor &t, const char *what) {
+  TORCH_CHECK(t.is_cuda(), what, " must be a CUDA tensor");
+  DLManagedTensor *managed = at::toDLPack(t);
+  std::unique_ptr<DLManagedTensor, void (*)(DLManagedTensor *)> owner(
+      managed, [](DLManagedTensor *m) { m->deleter(m); });
+  try {
+    return tessel::rt::fromDLPack(*managed);
+  } catch (const tessel::Error &e) {
+    throw std::invalid_argument(std::string(what) + ": " + e.what());
+  }
+}
+
+CUstream streamOf(const at::Tensor &t) {
+  return reinterpret_cast<CUstream>(c10::cuda::getCurrentCUDAStream(t.get_device()).stream());
+}
+
+/// Tessel's errors as Python's ValueError, before anything runs.
+template <class F> auto checked(F &&f) {
+  try {
+    return f();
+  } catch (const tessel::Error &e) {
+    throw std::invalid_argument(e.what());
+  }
+}
+
+/// x [M, K] (f32, f16, bf16) into q [M, K] of `dtype` (float8_e4m3fn or
+/// float8_e5m2) and its scales, x ~= q * scale: granularity "row" gives f32
+/// [M]; "block" f32 [K / 128, M] (1x128 blocks, K-block-major: what
+/// scaled_mm takes as a block-scaled A's scales); "mx" float8_e8m0fnu in
+/// cuBLAS's blocked layout [ceil(M / 128), ceil(K / 128), 32, 16] (a
+/// power of two per 32 of K, what scaled_mm takes as MX scales).
+std::tuple<at::Tensor, at::Tensor> quantize(const at::Tensor &x, const std::string &granularity,
+                                            at::ScalarType dtype) {
+  TORCH_CHECK(x.dim() == 2, "x must be [M, K], got ", x.sizes());
+  at::Tensor xc = x.contiguous();
+  int64_t m = xc.size(0), k = xc.size(1);
+  at::Tensor q = at::empty({m, k}, xc.options().dtype(dtype));
+  tessel::QuantizeOptions options;
+  at::Tensor scales;
+  if (granularity == "row") {
+    scales = at::empty({m}, xc.options().dtype(at::kFloat));
+  } else if (granularity == "block") {
+    scales = at::empty({k / 128, m}, xc.options().dtype(at::kFloat));
+    options.kMajorScales = true;
+  } else if (granularity == "mx") {
+    scales = at::empty({(m + 127) / 128, (k + 127) / 128, 32, 16},
+                       xc.options().dtype(at::kFloat8_e8m0fnu));
+  } else {
+    TORCH_CHECK(false, "granularity must be row, block or mx, got ", granularity);
+  }
+  checked([&] {
+    return tessel::quantize(lowpView(xc, "x"), lowpView(q, "q"), lowpView(scales, "scales"),
+                            options, streamOf(x));
+  });
+  return {q, scales};
+}
+
+/// c [M, N] = a [M, K] b [N, K]^T with both FP8 (b as nn.Linear keeps its
+/// weight), scaled as the scales' shapes say (tessel::gemm: one element
+/// each, per row [M] and column [N], block-scaled [K / 128, M] and [N /
+/// 128, K / 128] f32, or MX blocked float8_e8m0fnu), into `out_dtype`
+/// (bfloat16, float16 or float32).
+at::Tensor scaledMm(const at::Tensor &a, const at::Tensor &b, const at::Tensor &scaleA,
+                    const at::Tensor &scaleB, at::ScalarType outDtype) {
+  TORCH_CHECK(a.dim() == 2 && b.dim() == 2, "a and b must be 2-D, got ", a.sizes(), " and ",
+              b.sizes());
+  at::Tensor ac = a.contiguous(), bc = b.contiguous();
+  at::Tensor sa = scaleA.contiguous(), sb = scaleB.contiguous();
+  at::Tensor c = at::empty({ac.size(0), bc.size(0)}, ac.options().dtype(outDtype));
+  tessel::GemmCallOptions options;
+  options.transposeB = true;
+  options.scaleA = lowpView(sa, "scale_a");
+  options.scaleB = lowpView(sb, "scale_b");
+  checked([&] {
+    return tessel::gemm(lowpView(ac, "a"), lowpView(bc, "b"), lowpView(c, "out"), options,
+                        streamOf(a));
+  });
+  return c;
+}
+} // namespace
+
+TORCH_LIBRARY_FRAGMENT(tessel, m) {
+  m.def("quantize(Tensor x, str granularity, ScalarType dtype) -> (Tensor, Tensor)");
+  m.def("scaled_mm(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, ScalarType out_dtype) "
+        "-> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(tessel, CUDA, m) {
+  m.impl("quantize", &quantize);
+  m.impl("scaled_mm", &scaledMm);
+}
