@@ -29,7 +29,10 @@ namespace {
 /// A view of `t` through DLPack; the managed tensor is released at once
 /// (the view borrows `t`, which the caller keeps alive).
 tessel::TensorView viewOf(const at::Tensor &t, const char *what) {
-  TORCH_CHECK(t.is_cuda(), what, " must be a CUDA tensor");
+  // A std exception, not TORCH_CHECK's c10::Error: thrown out of this
+  // extension, that one crashed the process (measured with torch 2.11),
+  // where std::invalid_argument reaches Python as a ValueError.
+  if (!t.is_cuda()) throw std::invalid_argument(std::string(what) + " must be a CUDA tensor");
   DLManagedTensor *managed = at::toDLPack(t);
   std::unique_ptr<DLManagedTensor, void (*)(DLManagedTensor *)> owner(
       managed, [](DLManagedTensor *m) { m->deleter(m); });
@@ -155,8 +158,11 @@ at::Tensor mlaDecode(const at::Tensor &q, const at::Tensor &cache, const at::Ten
   at::Tensor tc = blockTable.contiguous(), lc = lengths.contiguous();
   tessel::decode::MlaOptions options;
   options.scale = scale;
-  TORCH_CHECK(qc.dim() == 3 && qc.size(2) > options.latent, "q must be [batch, heads, ",
-              options.latent, " + rope], got ", qc.sizes());
+  if (qc.dim() != 3 || qc.size(2) <= options.latent)
+    throw std::invalid_argument("q must be [batch, heads, " + std::to_string(options.latent) +
+                                " + rope], got " + std::to_string(qc.dim()) + " dimensions" +
+                                (qc.dim() == 3 ? " of which the last is " + std::to_string(qc.size(2))
+                                               : std::string()));
   at::Tensor out = at::empty({qc.size(0), qc.size(1), options.latent}, qc.options());
   tessel::TensorView qv = viewOf(qc, "q"), cv = viewOf(cc, "cache"),
                      tv = viewOf(tc, "block_table");

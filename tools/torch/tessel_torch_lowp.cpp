@@ -18,9 +18,22 @@
 #include <string>
 
 namespace {
+/// Bad arguments as Python's ValueError (std::invalid_argument), before
+/// anything runs: TORCH_CHECK's c10::Error, thrown out of this extension,
+/// crashed the process (torch 2.11).
+void require(bool ok, const std::string &message) {
+  if (!ok) throw std::invalid_argument(message);
+}
+
+std::string sizesOf(const at::Tensor &t) {
+  std::string out = "[";
+  for (int64_t i = 0; i < t.dim(); ++i) out += (i ? ", " : "") + std::to_string(t.size(i));
+  return out + "]";
+}
+
 /// A view of `t` through DLPack (the caller keeps `t` alive).
 tessel::TensorView lowpView(const at::Tensor &t, const char *what) {
-  TORCH_CHECK(t.is_cuda(), what, " must be a CUDA tensor");
+  require(t.is_cuda(), std::string(what) + " must be a CUDA tensor");
   DLManagedTensor *managed = at::toDLPack(t);
   std::unique_ptr<DLManagedTensor, void (*)(DLManagedTensor *)> owner(
       managed, [](DLManagedTensor *m) { m->deleter(m); });
@@ -35,7 +48,7 @@ CUstream streamOf(const at::Tensor &t) {
   return reinterpret_cast<CUstream>(c10::cuda::getCurrentCUDAStream(t.get_device()).stream());
 }
 
-/// Tessel's errors as Python's ValueError, before anything runs.
+/// Tessel's errors as Python's ValueError too.
 template <class F> auto checked(F &&f) {
   try {
     return f();
@@ -52,7 +65,7 @@ template <class F> auto checked(F &&f) {
 /// power of two per 32 of K, what scaled_mm takes as MX scales).
 std::tuple<at::Tensor, at::Tensor> quantize(const at::Tensor &x, const std::string &granularity,
                                             at::ScalarType dtype) {
-  TORCH_CHECK(x.dim() == 2, "x must be [M, K], got ", x.sizes());
+  require(x.dim() == 2, "x must be [M, K], got " + sizesOf(x));
   at::Tensor xc = x.contiguous();
   int64_t m = xc.size(0), k = xc.size(1);
   at::Tensor q = at::empty({m, k}, xc.options().dtype(dtype));
@@ -67,7 +80,7 @@ std::tuple<at::Tensor, at::Tensor> quantize(const at::Tensor &x, const std::stri
     scales = at::empty({(m + 127) / 128, (k + 127) / 128, 32, 16},
                        xc.options().dtype(at::kFloat8_e8m0fnu));
   } else {
-    TORCH_CHECK(false, "granularity must be row, block or mx, got ", granularity);
+    require(false, "granularity must be row, block or mx, got " + granularity);
   }
   checked([&] {
     return tessel::quantize(lowpView(xc, "x"), lowpView(q, "q"), lowpView(scales, "scales"),
@@ -83,8 +96,8 @@ std::tuple<at::Tensor, at::Tensor> quantize(const at::Tensor &x, const std::stri
 /// (bfloat16, float16 or float32).
 at::Tensor scaledMm(const at::Tensor &a, const at::Tensor &b, const at::Tensor &scaleA,
                     const at::Tensor &scaleB, at::ScalarType outDtype) {
-  TORCH_CHECK(a.dim() == 2 && b.dim() == 2, "a and b must be 2-D, got ", a.sizes(), " and ",
-              b.sizes());
+  require(a.dim() == 2 && b.dim() == 2,
+          "a and b must be 2-D, got " + sizesOf(a) + " and " + sizesOf(b));
   at::Tensor ac = a.contiguous(), bc = b.contiguous();
   at::Tensor sa = scaleA.contiguous(), sb = scaleB.contiguous();
   at::Tensor c = at::empty({ac.size(0), bc.size(0)}, ac.options().dtype(outDtype));
