@@ -19,6 +19,8 @@
 
 #include <tessel/Tessel.h>
 
+#include "tessel_torch_views.h"
+
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -26,26 +28,8 @@
 #include <vector>
 
 namespace {
-/// A view of `t` through DLPack; the managed tensor is released at once
-/// (the view borrows `t`, which the caller keeps alive).
-tessel::TensorView viewOf(const at::Tensor &t, const char *what) {
-  // A std exception, not TORCH_CHECK's c10::Error: thrown out of this
-  // extension, that one crashed the process (measured with torch 2.11),
-  // where std::invalid_argument reaches Python as a ValueError.
-  if (!t.is_cuda()) throw std::invalid_argument(std::string(what) + " must be a CUDA tensor");
-  DLManagedTensor *managed = at::toDLPack(t);
-  std::unique_ptr<DLManagedTensor, void (*)(DLManagedTensor *)> owner(
-      managed, [](DLManagedTensor *m) { m->deleter(m); });
-  try {
-    return tessel::rt::fromDLPack(*managed);
-  } catch (const tessel::Error &e) {
-    throw std::invalid_argument(std::string(what) + ": " + e.what());
-  }
-}
-
-CUstream currentStream(const at::Tensor &t) {
-  return reinterpret_cast<CUstream>(c10::cuda::getCurrentCUDAStream(t.get_device()).stream());
-}
+using torch_views::currentStream;
+using torch_views::viewOf;
 
 /// What the operators last ran, in this process (autograd runs backward
 /// operators on threads of its own, so a thread's own record would miss

@@ -13,11 +13,16 @@
 
 #include <tessel/Tessel.h>
 
+#include "tessel_torch_views.h"
+
 #include <memory>
 #include <stdexcept>
 #include <string>
 
 namespace {
+using torch_views::currentStream;
+using torch_views::viewOf;
+
 /// Bad arguments as Python's ValueError (std::invalid_argument), before
 /// anything runs: TORCH_CHECK's c10::Error, thrown out of this extension,
 /// crashed the process (torch 2.11).
@@ -29,23 +34,6 @@ std::string sizesOf(const at::Tensor &t) {
   std::string out = "[";
   for (int64_t i = 0; i < t.dim(); ++i) out += (i ? ", " : "") + std::to_string(t.size(i));
   return out + "]";
-}
-
-/// A view of `t` through DLPack (the caller keeps `t` alive).
-tessel::TensorView lowpView(const at::Tensor &t, const char *what) {
-  require(t.is_cuda(), std::string(what) + " must be a CUDA tensor");
-  DLManagedTensor *managed = at::toDLPack(t);
-  std::unique_ptr<DLManagedTensor, void (*)(DLManagedTensor *)> owner(
-      managed, [](DLManagedTensor *m) { m->deleter(m); });
-  try {
-    return tessel::rt::fromDLPack(*managed);
-  } catch (const tessel::Error &e) {
-    throw std::invalid_argument(std::string(what) + ": " + e.what());
-  }
-}
-
-CUstream streamOf(const at::Tensor &t) {
-  return reinterpret_cast<CUstream>(c10::cuda::getCurrentCUDAStream(t.get_device()).stream());
 }
 
 /// Tessel's errors as Python's ValueError too.
@@ -83,8 +71,8 @@ std::tuple<at::Tensor, at::Tensor> quantize(const at::Tensor &x, const std::stri
     require(false, "granularity must be row, block or mx, got " + granularity);
   }
   checked([&] {
-    return tessel::quantize(lowpView(xc, "x"), lowpView(q, "q"), lowpView(scales, "scales"),
-                            options, streamOf(x));
+    return tessel::quantize(viewOf(xc, "x"), viewOf(q, "q"), viewOf(scales, "scales"), options,
+                            currentStream(x));
   });
   return {q, scales};
 }
@@ -103,11 +91,11 @@ at::Tensor scaledMm(const at::Tensor &a, const at::Tensor &b, const at::Tensor &
   at::Tensor c = at::empty({ac.size(0), bc.size(0)}, ac.options().dtype(outDtype));
   tessel::GemmCallOptions options;
   options.transposeB = true;
-  options.scaleA = lowpView(sa, "scale_a");
-  options.scaleB = lowpView(sb, "scale_b");
+  options.scaleA = viewOf(sa, "scale_a");
+  options.scaleB = viewOf(sb, "scale_b");
   checked([&] {
-    return tessel::gemm(lowpView(ac, "a"), lowpView(bc, "b"), lowpView(c, "out"), options,
-                        streamOf(a));
+    return tessel::gemm(viewOf(ac, "a"), viewOf(bc, "b"), viewOf(c, "out"), options,
+                        currentStream(a));
   });
   return c;
 }
