@@ -1,10 +1,11 @@
-//===- GpuHelpers.h - streams and a reference gemm for GPU tests -*- C++ -*-===//
+//===- GpuHelpers.h - streams, device tensors, a reference gemm -*- C++ -*-===//
 #ifndef TESSEL_TESTS_COMMON_GPUHELPERS_H
 #define TESSEL_TESTS_COMMON_GPUHELPERS_H
 
 #include "tessel/Testing.h"
 #include "tessel/runtime/Driver.h"
 
+#include <random>
 #include <vector>
 
 namespace tessel::test {
@@ -21,6 +22,28 @@ struct Stream {
   Stream(const Stream &) = delete;
   Stream &operator=(const Stream &) = delete;
   void sync() const { TESSEL_CU(rt::Driver::get(), cuStreamSynchronize, s); }
+};
+
+/// A host tensor with its device copy, seen as a library view: random
+/// (from `rng`, uploaded) or NaN-poisoned (every element must be written).
+struct DeviceTensor {
+  testing::HostTensor host;
+  rt::DeviceBuffer device;
+  DeviceTensor(DType t, std::vector<int64_t> shape, std::mt19937_64 *rng = nullptr)
+      : host(t, shape), device(host.bytes.size()) {
+    if (rng) {
+      testing::randomize(host, *rng);
+      device.upload(host.bytes.data(), host.bytes.size());
+    } else {
+      device.fillBytes(0xff);
+    }
+  }
+  TensorView view() const { return testing::viewOf(device, host, device.device()); }
+  /// The device's bytes back into `host`, decoded.
+  void fetch() {
+    device.download(host.bytes.data(), host.bytes.size());
+    host.decode();
+  }
 };
 
 /// C = A B in float64 for row-major A [m, k] and B [k, n].

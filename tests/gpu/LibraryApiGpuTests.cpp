@@ -28,25 +28,8 @@ using namespace tessel::kernels;
 using namespace tessel::harness;
 
 namespace {
-/// A host tensor with its device copy, seen as a view.
-struct Tensor2 {
-  HostTensor host;
-  rt::DeviceBuffer device;
-  Tensor2(DType t, std::vector<int64_t> shape, std::mt19937_64 *rng = nullptr)
-      : host(t, shape), device(host.bytes.size()) {
-    if (rng) randomize(host, *rng);
-    if (rng) device.upload(host.bytes.data(), host.bytes.size());
-    else device.fillBytes(0xff); // NaN poison: every element must be written
-  }
-  TensorView view() const {
-    return testing::viewOf(device, host, device.device());
-  }
-  void fetch() {
-    device.download(host.bytes.data(), host.bytes.size());
-    host.decode();
-  }
-};
 
+using test::DeviceTensor;
 using test::referenceGemm;
 using test::Stream;
 
@@ -124,11 +107,11 @@ AttentionOutcome runAttention(int64_t batch, std::vector<int64_t> lens, int64_t 
   for (int64_t l : lens) rows += l;
   int64_t tb = packed ? 1 : batch, seq = packed ? rows : lens[0];
   std::vector<int64_t> perSeq = packed ? lens : std::vector<int64_t>(batch, lens[0]);
-  Tensor2 q(t, {tb, seq, headsQ, d}, &rng), k(t, {tb, seq, headsKv, d}, &rng),
+  DeviceTensor q(t, {tb, seq, headsQ, d}, &rng), k(t, {tb, seq, headsKv, d}, &rng),
       v(t, {tb, seq, headsKv, d}, &rng), dO(t, {tb, seq, headsQ, d}, &rng);
-  Tensor2 o(t, q.host.shape), lse(DType::f32, {tb, headsQ, seq}), dq(t, q.host.shape),
+  DeviceTensor o(t, q.host.shape), lse(DType::f32, {tb, headsQ, seq}), dq(t, q.host.shape),
       dk(t, k.host.shape), dv(t, k.host.shape);
-  Tensor2 cu(DType::i32, {int64_t(perSeq.size()) + 1});
+  DeviceTensor cu(DType::i32, {int64_t(perSeq.size()) + 1});
   cu.host.set(0, 0);
   for (size_t b = 0, at = 0; b < perSeq.size(); ++b) cu.host.set(b + 1, float(at += perSeq[b]));
   cu.device.upload(cu.host.bytes.data(), cu.host.bytes.size());
@@ -150,7 +133,7 @@ AttentionOutcome runAttention(int64_t batch, std::vector<int64_t> lens, int64_t 
   Choice b = attention::backward(q.view(), k.view(), v.view(), o.view(), lse.view(), dO.view(),
                                  dq.view(), dk.view(), dv.view(), bo, stream.s);
   stream.sync();
-  for (Tensor2 *x : {&o, &lse, &dq, &dk, &dv}) x->fetch();
+  for (DeviceTensor *x : {&o, &lse, &dq, &dk, &dv}) x->fetch();
   AttentionOutcome r;
   r.what = fmt::format("{} batch={} lens={} heads {}/{} d={} causal={}; {} | {}", name(t), batch,
                        fmt::join(lens, ","), headsQ, headsKv, d, causal, f.config, b.config);
@@ -196,7 +179,7 @@ TEST_CASE("tessel::gemm from eight threads on their own streams", "[gpu][api]") 
       try {
         std::mt19937_64 rng(t);
         int64_t m = 100 + 37 * t, n = 256, kk = 192;
-        Tensor2 a(DType::bf16, {m, kk}, &rng), b(DType::bf16, {kk, n}, &rng), c(DType::f32, {m, n});
+        DeviceTensor a(DType::bf16, {m, kk}, &rng), b(DType::bf16, {kk, n}, &rng), c(DType::f32, {m, n});
         Stream stream;
         for (int rep = 0; rep < 3; ++rep) {
           Choice choice = tessel::gemm(a.view(), b.view(), c.view(), {}, stream.s);
@@ -234,10 +217,10 @@ TEST_CASE("tessel::gemm on FP8 and i8 views with scales", "[gpu][api]") {
                   Shape{2048, 2048, 256}})
     for (bool rows : {false, true}) {
       std::mt19937_64 rng(s.m * 7 + s.n + rows);
-      Tensor2 a(DType::f8e4m3, {s.m, s.k}, &rng), b(DType::f8e4m3, {s.n, s.k}, &rng);
-      Tensor2 c(DType::bf16, {s.m, s.n});
-      Tensor2 sa(DType::f32, {rows ? s.m : 1}), sb(DType::f32, {rows ? s.n : 1});
-      for (Tensor2 *t : {&sa, &sb}) {
+      DeviceTensor a(DType::f8e4m3, {s.m, s.k}, &rng), b(DType::f8e4m3, {s.n, s.k}, &rng);
+      DeviceTensor c(DType::bf16, {s.m, s.n});
+      DeviceTensor sa(DType::f32, {rows ? s.m : 1}), sb(DType::f32, {rows ? s.n : 1});
+      for (DeviceTensor *t : {&sa, &sb}) {
         randomize(t->host, rng, 0.25, 4);
         t->device.upload(t->host.bytes.data(), t->host.bytes.size());
       }
@@ -265,7 +248,7 @@ TEST_CASE("tessel::gemm on FP8 and i8 views with scales", "[gpu][api]") {
     }
   std::mt19937_64 rng(3);
   int64_t m = 700, n = 2048, k = 512;
-  Tensor2 a(DType::i8, {m, k}, &rng), b(DType::i8, {n, k}, &rng), c(DType::i32, {m, n});
+  DeviceTensor a(DType::i8, {m, k}, &rng), b(DType::i8, {n, k}, &rng), c(DType::i32, {m, n});
   GemmCallOptions o;
   o.transposeB = true;
   Stream stream;
@@ -282,123 +265,6 @@ TEST_CASE("tessel::gemm on FP8 and i8 views with scales", "[gpu][api]") {
     }
   INFO(choice.config);
   CHECK(wrong == 0);
-}
-
-// DeepSeek-V3's FP8 linear layer from library calls: activations quantized
-// per 1 x 128 block on the device (scales K-block-major), weights per 128 x
-// 128 block on the host, the block-scaled gemm into bf16. Against the
-// dequantised operands the gemm's error is its own (f32 promotion, a bf16
-// C); against the bf16/f32 originals it is FP8's rounding (about 2^-4 an
-// element, shrinking over K), so a scale in the wrong layout or block
-// shows as an error near 1.
-TEST_CASE("quantize then a block-scaled gemm make an FP8 linear layer", "[gpu][api]") {
-  if (rt::nativeArch(rt::Driver::get().computeCapability()) != "sm_90a") {
-    WARN("SKIPPED: 8-bit gemms run on wgmma (sm_90a)");
-    return;
-  }
-  const int64_t m = 300, n = 384, k = 640, kb = k / 128, nb = n / 128;
-  std::mt19937_64 rng(11);
-  Tensor2 x(DType::bf16, {m, k}, &rng), qa(DType::f8e4m3, {m, k}), sa(DType::f32, {kb, m});
-  std::uniform_real_distribution<float> uniform(-1, 1);
-  std::vector<float> w(n * k);
-  for (float &v : w) v = uniform(rng) * (1 + 7 * uniform(rng) * uniform(rng));
-  // The weight's 128 x 128 blocks, quantized on the host as quantize does.
-  Tensor2 qb(DType::f8e4m3, {n, k}), sb(DType::f32, {nb, kb});
-  for (int64_t bi = 0; bi < nb; ++bi)
-    for (int64_t bk = 0; bk < kb; ++bk) {
-      float amax = 0;
-      for (int64_t i = bi * 128; i < bi * 128 + 128; ++i)
-        for (int64_t l = bk * 128; l < bk * 128 + 128; ++l) amax = std::max(amax, std::fabs(w[i * k + l]));
-      float scale = amax / float(rt::kE4M3Max), inverse = float(rt::kE4M3Max) / amax;
-      sb.host.set(bi * kb + bk, scale);
-      for (int64_t i = bi * 128; i < bi * 128 + 128; ++i)
-        for (int64_t l = bk * 128; l < bk * 128 + 128; ++l)
-          qb.host.set(i * k + l, rt::fromE4M3(rt::toE4M3(w[i * k + l] * inverse)));
-    }
-  for (Tensor2 *t : {&qb, &sb}) t->device.upload(t->host.bytes.data(), t->host.bytes.size());
-  Tensor2 c(DType::bf16, {m, n});
-  Stream stream;
-  QuantizeOptions qo;
-  qo.kMajorScales = true;
-  Choice quantized = tessel::quantize(x.view(), qa.view(), sa.view(), qo, stream.s);
-  GemmCallOptions go;
-  go.transposeB = true;
-  go.scaleA = sa.view();
-  go.scaleB = sb.view();
-  Choice multiplied = tessel::gemm(qa.view(), qb.view(), c.view(), go, stream.s);
-  stream.sync();
-  for (Tensor2 *t : {&qa, &sa, &c}) t->fetch();
-  std::vector<double> dequantised(m * n, 0), original(m * n, 0);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t l = 0; l < k; ++l) {
-        double a = double(qa.host.values[i * k + l]) * sa.host.values[(l / 128) * m + i];
-        double b = double(qb.host.values[j * k + l]) * sb.host.values[(j / 128) * kb + l / 128];
-        dequantised[i * n + j] += a * b;
-        original[i * n + j] += double(x.host.values[i * k + l]) * w[j * k + l];
-      }
-  double exact = relativeError(c.host.values, dequantised);
-  double fp8 = relativeError(c.host.values, original);
-  fmt::print("FP8 linear layer {}x{}x{}: {:.2e} against the dequantised operands, {:.2e} against "
-             "the originals ({} | {})\n",
-             m, n, k, exact, fp8, quantized.config, multiplied.config);
-  INFO(quantized.config << " | " << multiplied.config);
-  CHECK(exact < 1e-2);
-  CHECK(fp8 < 0.1);
-}
-
-// An MXFP8 linear layer from library calls, on sm_100a's block-scaled
-// tcgen05 (under the emulator on Hopper): activations and weights
-// quantized by tessel::quantize into e4m3 with ue8m0 scales per 32 of K,
-// straight into the blocked layout the MX gemm reads, then the gemm into
-// bf16. Ragged M, N and K (K = 224: a partial 128-wide K tile whose
-// padding scales quantize sets to 1.0).
-TEST_CASE("quantize then an MX gemm make an MXFP8 linear layer", "[gpu][api]") {
-  const int64_t m = 200, n = 136, k = 224, kTiles = (k + 127) / 128;
-  std::mt19937_64 rng(13);
-  Tensor2 x(DType::bf16, {m, k}, &rng), w(DType::bf16, {n, k});
-  std::uniform_real_distribution<float> uniform(-1, 1);
-  for (int64_t i = 0; i < n * k; ++i) w.host.set(i, uniform(rng) * (1 + 30 * uniform(rng) * uniform(rng)));
-  w.device.upload(w.host.bytes.data(), w.host.bytes.size());
-  Tensor2 qa(DType::f8e4m3, {m, k}), qb(DType::f8e4m3, {n, k});
-  Tensor2 sa(DType::ue8m0, {(m + 127) / 128, kTiles, 32, 16});
-  Tensor2 sb(DType::ue8m0, {(n + 127) / 128, kTiles, 32, 16});
-  Tensor2 c(DType::bf16, {m, n});
-  Stream stream;
-  Choice qx = tessel::quantize(x.view(), qa.view(), sa.view(), {}, stream.s);
-  Choice qw = tessel::quantize(w.view(), qb.view(), sb.view(), {}, stream.s);
-  GemmCallOptions go;
-  go.arch = "sm_100a-emu";
-  go.transposeB = true;
-  go.scaleA = sa.view();
-  go.scaleB = sb.view();
-  Choice multiplied = tessel::gemm(qa.view(), qb.view(), c.view(), go, stream.s);
-  stream.sync();
-  for (Tensor2 *t : {&qa, &qb, &sa, &sb, &c}) t->fetch();
-  // Row r's scale of K group g in the blocked layout.
-  auto scale = [&](const Tensor2 &s, int64_t r, int64_t g) {
-    return double(s.host.values[((r / 128) * kTiles + g / 4) * 512 + (r % 32) * 16 +
-                                (r % 128) / 32 * 4 + g % 4]);
-  };
-  std::vector<double> dequantised(m * n, 0), original(m * n, 0);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t l = 0; l < k; ++l) {
-        double a = double(qa.host.values[i * k + l]) * scale(sa, i, l / 32);
-        double b = double(qb.host.values[j * k + l]) * scale(sb, j, l / 32);
-        dequantised[i * n + j] += a * b;
-        original[i * n + j] += double(x.host.values[i * k + l]) * w.host.values[j * k + l];
-      }
-  double exact = relativeError(c.host.values, dequantised);
-  double mxfp8 = relativeError(c.host.values, original);
-  fmt::print("MXFP8 linear layer {}x{}x{}: {:.2e} against the dequantised operands, {:.2e} "
-             "against the originals ({} | {} | {})\n",
-             m, n, k, exact, mxfp8, qx.config, qw.config, multiplied.config);
-  INFO(qx.config << " | " << multiplied.config);
-  CHECK(qx.config.find("granularity=mx") != std::string::npos);
-  CHECK(multiplied.config.find("scale=mx") != std::string::npos);
-  CHECK(exact < 1e-2);
-  CHECK(mxfp8 < 0.1);
 }
 
 TEST_CASE("tessel::attention forward and backward match the reference", "[gpu][api]") {
@@ -439,10 +305,10 @@ TEST_CASE("tessel::attention::forward on FP8 views with scales", "[gpu][api]") {
     int64_t tb = packed ? 1 : c.batch, seq = packed ? rows : c.lens[0];
     std::vector<int64_t> perSeq = packed ? c.lens : std::vector<int64_t>(c.batch, c.lens[0]);
     std::mt19937_64 rng(seq * 3 + c.d + c.causal);
-    Tensor2 q(c.t, {tb, seq, c.headsQ, c.d}, &rng), k(c.t, {tb, seq, c.headsKv, c.d}, &rng),
+    DeviceTensor q(c.t, {tb, seq, c.headsQ, c.d}, &rng), k(c.t, {tb, seq, c.headsKv, c.d}, &rng),
         v(c.t, {tb, seq, c.headsKv, c.d}, &rng);
-    Tensor2 o(DType::bf16, q.host.shape), lse(DType::f32, {tb, c.headsQ, seq});
-    Tensor2 cu(DType::i32, {int64_t(perSeq.size()) + 1});
+    DeviceTensor o(DType::bf16, q.host.shape), lse(DType::f32, {tb, c.headsQ, seq});
+    DeviceTensor cu(DType::i32, {int64_t(perSeq.size()) + 1});
     cu.host.set(0, 0);
     for (size_t b = 0, at = 0; b < perSeq.size(); ++b) cu.host.set(b + 1, float(at += perSeq[b]));
     cu.device.upload(cu.host.bytes.data(), cu.host.bytes.size());
@@ -482,7 +348,7 @@ TEST_CASE("tessel::attention::forward on FP8 views with scales", "[gpu][api]") {
     CHECK((f.config.find("v_transposed=1") != std::string::npos) == !packed);
   }
   // The scales are FP8's: bf16 inputs with them are an error.
-  Tensor2 q(DType::bf16, {1, 64, 2, 64}), o(DType::bf16, {1, 64, 2, 64}), lse(DType::f32, {1, 2, 64});
+  DeviceTensor q(DType::bf16, {1, 64, 2, 64}), o(DType::bf16, {1, 64, 2, 64}), lse(DType::f32, {1, 2, 64});
   attention::ForwardOptions scaled;
   scaled.vScale = 2;
   CHECK_THAT(test::errorOf([&] {
@@ -505,11 +371,11 @@ TEST_CASE("tessel::attention::forward reads FP8 scales from the device", "[gpu][
   }
   const int64_t batch = 2, seq = 300, headsQ = 4, headsKv = 2, d = 128;
   std::mt19937_64 rng(21);
-  Tensor2 q(DType::f8e4m3, {batch, seq, headsQ, d}, &rng), k(DType::f8e4m3, {batch, seq, headsKv, d}, &rng),
+  DeviceTensor q(DType::f8e4m3, {batch, seq, headsQ, d}, &rng), k(DType::f8e4m3, {batch, seq, headsKv, d}, &rng),
       v(DType::f8e4m3, {batch, seq, headsKv, d}, &rng);
-  Tensor2 o(DType::bf16, q.host.shape), lse(DType::f32, {batch, headsQ, seq});
-  Tensor2 qs(DType::f32, {batch, headsKv}), ks(DType::f32, {batch, headsKv}), vs(DType::f32, {batch, headsKv});
-  for (Tensor2 *t : {&qs, &ks, &vs}) {
+  DeviceTensor o(DType::bf16, q.host.shape), lse(DType::f32, {batch, headsQ, seq});
+  DeviceTensor qs(DType::f32, {batch, headsKv}), ks(DType::f32, {batch, headsKv}), vs(DType::f32, {batch, headsKv});
+  for (DeviceTensor *t : {&qs, &ks, &vs}) {
     randomize(t->host, rng, 0.25f, 2.0f);
     t->device.upload(t->host.bytes.data(), t->host.bytes.size());
   }
@@ -558,7 +424,7 @@ TEST_CASE("tessel::attention::forward reads FP8 scales from the device", "[gpu][
 
   // One scale for every head, on the device, against the host's: scales
   // that are powers of two multiply exactly either way.
-  Tensor2 one(DType::f32, {3});
+  DeviceTensor one(DType::f32, {3});
   for (int64_t i = 0; i < 3; ++i) one.host.set(i, std::ldexp(1.0f, int(i) - 1)); // 0.5, 1, 2
   one.device.upload(one.host.bytes.data(), one.host.bytes.size());
   auto element = [&](int64_t i, std::vector<int64_t> shape, std::vector<int64_t> strides) {
@@ -570,7 +436,7 @@ TEST_CASE("tessel::attention::forward reads FP8 scales from the device", "[gpu][
   attention::ForwardOptions host;
   host.causal = true;
   host.qScale = 0.5, host.kScale = 1, host.vScale = 2;
-  Tensor2 oHost(DType::bf16, q.host.shape), oScalar(DType::bf16, q.host.shape),
+  DeviceTensor oHost(DType::bf16, q.host.shape), oScalar(DType::bf16, q.host.shape),
       oExpanded(DType::bf16, q.host.shape);
   attention::forward(q.view(), k.view(), v.view(), oHost.view(), lse.view(), host, stream.s);
   attention::ForwardOptions scalar;
@@ -585,7 +451,7 @@ TEST_CASE("tessel::attention::forward reads FP8 scales from the device", "[gpu][
   expanded.vDescale = element(2, {batch, headsKv}, {0, 0});
   attention::forward(q.view(), k.view(), v.view(), oExpanded.view(), lse.view(), expanded, stream.s);
   stream.sync();
-  for (Tensor2 *t : {&oHost, &oScalar, &oExpanded}) t->fetch();
+  for (DeviceTensor *t : {&oHost, &oScalar, &oExpanded}) t->fetch();
   CHECK(oScalar.host.bytes == oHost.host.bytes);
   CHECK(oExpanded.host.bytes == oHost.host.bytes);
 
@@ -608,7 +474,7 @@ TEST_CASE("tessel::attention::forward reads FP8 scales from the device", "[gpu][
   attention::ForwardOptions typed = fo;
   typed.kDescale = o.view();
   CHECK_THAT(error(typed), Catch::Contains("kDescale is bf16") && Catch::Contains("descales are f32"));
-  Tensor2 b16(DType::bf16, {1, 64, 2, 64}), ob(DType::bf16, {1, 64, 2, 64}), lb(DType::f32, {1, 2, 64});
+  DeviceTensor b16(DType::bf16, {1, 64, 2, 64}), ob(DType::bf16, {1, 64, 2, 64}), lb(DType::f32, {1, 2, 64});
   attention::ForwardOptions onBf16;
   onBf16.qDescale = onBf16.kDescale = onBf16.vDescale = element(0, {1}, {});
   CHECK_THAT(test::errorOf([&] {
@@ -648,9 +514,9 @@ TEST_CASE("tessel::attention::forward's schedule at 8k keys agrees with the plai
   for (auto [headsQ, headsKv] : {std::pair<int64_t, int64_t>{4, 4}, {4, 1}})
     for (bool causal : {false, true}) {
       std::mt19937_64 rng(headsKv * 2 + causal);
-      Tensor2 q(DType::bf16, {1, seq, headsQ, d}, &rng), k(DType::bf16, {1, seq, headsKv, d}, &rng),
+      DeviceTensor q(DType::bf16, {1, seq, headsQ, d}, &rng), k(DType::bf16, {1, seq, headsKv, d}, &rng),
           v(DType::bf16, {1, seq, headsKv, d}, &rng);
-      Tensor2 o(DType::bf16, q.host.shape), lse(DType::f32, {1, headsQ, seq}),
+      DeviceTensor o(DType::bf16, q.host.shape), lse(DType::f32, {1, headsQ, seq}),
           plainO(DType::bf16, q.host.shape), plainLse(DType::f32, {1, headsQ, seq});
       attention::ForwardOptions fo;
       fo.causal = causal;
@@ -660,7 +526,7 @@ TEST_CASE("tessel::attention::forward's schedule at 8k keys agrees with the plai
       Choice plain =
           attention::forward(q.view(), k.view(), v.view(), plainO.view(), plainLse.view(), fo);
       testing::synchronize();
-      for (Tensor2 *x : {&o, &lse, &plainO, &plainLse}) x->fetch();
+      for (DeviceTensor *x : {&o, &lse, &plainO, &plainLse}) x->fetch();
       std::vector<double> refO(plainO.host.values.begin(), plainO.host.values.end()),
           refLse(plainLse.host.values.begin(), plainLse.host.values.end());
       INFO(fmt::format("heads {}/{} causal={}: {} against {}", headsQ, headsKv, causal,
@@ -721,7 +587,7 @@ TEST_CASE("library calls run on the device their tensors live on", "[gpu][api]")
     // Memory and stream of the last device; the calling thread stays on
     // its own device.
     rt::ScopedDevice there(last);
-    Tensor2 a(DType::f16, {300, 128}, &rng), b(DType::f16, {128, 200}, &rng), c(DType::f32, {300, 200});
+    DeviceTensor a(DType::f16, {300, 128}, &rng), b(DType::f16, {128, 200}, &rng), c(DType::f32, {300, 200});
     Stream stream;
     rt::ScopedDevice back(before);
     CHECK(a.view().device == last);
@@ -798,7 +664,7 @@ TEST_CASE("tessel::gemm runs the configuration tessel tune recorded", "[gpu][api
   ScopedCacheDir cache("tessel-tuned-gemm-test");
   rt::Driver &d = rt::Driver::get();
   std::mt19937_64 rng(9);
-  Tensor2 a(DType::bf16, {200, 96}, &rng), b(DType::bf16, {96, 300}, &rng), c(DType::f32, {200, 300});
+  DeviceTensor a(DType::bf16, {200, 96}, &rng), b(DType::bf16, {96, 300}, &rng), c(DType::f32, {200, 300});
   std::string bucket = kernels::tunedBucket(
       {{"in", "bf16"}, {"out", "f32"}, {"transpose_a", "0"}, {"transpose_b", "0"}},
       {{"M", 200}, {"N", 300}, {"K", 96}});
@@ -816,7 +682,7 @@ TEST_CASE("tessel::gemm runs the configuration tessel tune recorded", "[gpu][api
   // would run the defaults): a persistent TMA-store epilogue in 16 bits.
   if (rt::nativeArch(d.computeCapability()) == "sm_90a") {
     // N = 320: rows of whole 16-byte units, so B and C take TMA.
-    Tensor2 b16(DType::bf16, {96, 320}, &rng), c16(DType::f16, {200, 320});
+    DeviceTensor b16(DType::bf16, {96, 320}, &rng), c16(DType::f16, {200, 320});
     std::string bucket16 = kernels::tunedBucket(
         {{"in", "bf16"}, {"out", "f16"}, {"transpose_a", "0"}, {"transpose_b", "0"}},
         {{"M", 200}, {"N", 320}, {"K", 96}});
@@ -832,7 +698,7 @@ TEST_CASE("tessel::gemm runs the configuration tessel tune recorded", "[gpu][api
   }
   // A record it cannot read is not used (another bucket: records are read
   // once per process and bucket); nor is one when asked not to.
-  Tensor2 a2(DType::bf16, {600, 96}, &rng), c2(DType::f32, {600, 300});
+  DeviceTensor a2(DType::bf16, {600, 96}, &rng), c2(DType::f32, {600, 300});
   std::string bucket2 = kernels::tunedBucket(
       {{"in", "bf16"}, {"out", "f32"}, {"transpose_a", "0"}, {"transpose_b", "0"}},
       {{"M", 600}, {"N", 300}, {"K", 96}});
