@@ -3,7 +3,8 @@
     python3 tools/torch/fp8_check.py --prefix /path/to/tessel/prefix
 
 Quantises activations and a weight with tessel_torch.quantize (per row, and
-MX), multiplies them with tessel_torch.scaled_mm, and checks: the codes and
+MX), multiplies them with tessel_torch.scaled_mm, runs
+tessel_torch.attention_fp8 with scales on the GPU, and checks: the codes and
 scales against the arithmetic tessel::quantize documents (computed here in
 torch), the product against float64 over the dequantised operands, the
 per-row product against torch._scaled_mm's row-wise one, and that
@@ -90,6 +91,20 @@ def main():
     q, s = tessel_torch.quantize(x, "row")
     eager = tessel_torch.scaled_mm(q, qw, s, sw)
     check("torch.compile", torch.equal(compiled, eager), "fullgraph")
+
+    # FP8 attention with per-tensor scales computed on the GPU (never read
+    # by the host), against float32 attention of the dequantised values.
+    b, seq, heads, d = 2, 256, 4, 128
+    qkv = [torch.randn(b, seq, heads, d, device="cuda") * 3 for _ in range(3)]
+    scales = [t.abs().amax().reshape(1) / FP8_MAX for t in qkv]
+    q8, k8, v8 = [(t / s).to(torch.float8_e4m3fn) for t, s in zip(qkv, scales)]
+    out = tessel_torch.attention_fp8(q8, k8, v8, causal=True, q_descale=scales[0],
+                                     k_descale=scales[1], v_descale=scales[2])
+    deq = [t8.float() * s for t8, s in zip((q8, k8, v8), scales)]
+    ref = torch.nn.functional.scaled_dot_product_attention(
+        *[t.transpose(1, 2) for t in deq], is_causal=True).transpose(1, 2)
+    check("FP8 attention with device scales", out.dtype == torch.bfloat16 and rel(out, ref) < 6e-2,
+          f"{rel(out, ref):.2e} against float32 of the dequantised values")
 
     # Bad input is an exception, not a crash: a 1-D b, and scales that do
     # not fit (tessel::gemm's own message).

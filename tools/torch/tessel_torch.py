@@ -10,6 +10,7 @@
     y = tessel_torch.gemm_reducescatter(act, w2, transpose_w=True)
     q, s = tessel_torch.quantize(x, "row")                    # FP8: row, block or mx scales
     y = tessel_torch.scaled_mm(q, w_q, s, w_s)                # y = (q s) (w_q w_s)^T in bf16
+    o = tessel_torch.attention_fp8(q8, k8, v8, causal=True, q_descale=qs, k_descale=ks, v_descale=vs)
 
 
 `load` builds the C++ extension (tessel_torch.cpp) with
@@ -17,7 +18,8 @@ torch.utils.cpp_extension against the installed headers and libtessel.so
 (once; later calls reuse the build), which registers
 torch.ops.tessel.attention_fwd, attention_bwd, paged_decode, mla_decode,
 sp_attention_fwd, sp_attention_bwd, tp_allgather_gemm,
-tp_gemm_reducescatter, quantize and scaled_mm (tessel_torch_lowp.cpp), each
+tp_gemm_reducescatter, quantize, scaled_mm and attention_fp8
+(tessel_torch_lowp.cpp), each
 with a fake (meta)
 implementation so that torch.compile traces them without running them.
 
@@ -120,6 +122,12 @@ def _register_fakes():
     @torch.library.register_fake("tessel::scaled_mm")
     def _(a, b, scale_a, scale_b, out_dtype):
         return a.new_empty((a.shape[0], b.shape[0]), dtype=out_dtype)
+
+    @torch.library.register_fake("tessel::attention_fp8")
+    def _(q, k, v, causal, scale, q_descale, k_descale, v_descale):
+        b, s, h, _ = q.shape
+        return (q.new_empty(q.shape, dtype=torch.bfloat16),
+                q.new_empty((b, h, s), dtype=torch.float32))
 
 
 class _Attention(torch.autograd.Function):
@@ -287,6 +295,19 @@ def scaled_mm(a, b, scale_a, scale_b, out_dtype=torch.bfloat16):
     [K / 128, M] and [N / 128, K / 128], or MX as quantize gives them (MX
     runs on sm_100a). Inference only."""
     return torch.ops.tessel.scaled_mm(a, b, scale_a, scale_b, out_dtype)
+
+
+def attention_fp8(q, k, v, causal=False, scale=None, q_descale=None, k_descale=None,
+                  v_descale=None):
+    """FP8 attention forward (inference): q, k, v BSHD in float8_e4m3fn or
+    float8_e5m2, out bf16. The descales are f32 tensors on the GPU, [batch,
+    heads_kv] (any strides: a per-tensor scale expanded) or [1], all three
+    or none; q ~= q_descale * q's codes and so on."""
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1])
+    out, _ = torch.ops.tessel.attention_fp8(q, k, v, causal, scale, q_descale, k_descale,
+                                            v_descale)
+    return out
 
 
 def last_choices():

@@ -1,9 +1,10 @@
 //===- tessel_torch_lowp.cpp - FP8 quantisation and gemm as operators -----===//
 //
-// torch.ops.tessel.quantize and torch.ops.tessel.scaled_mm over the installed
-// libtessel.so (tessel::quantize, tessel::gemm on 8-bit views): an FP8 linear
-// layer from PyTorch, per row, per 1x128 block or MX (ue8m0 per 32 of K in
-// cuBLAS's blocked layout), on PyTorch's current stream. Part of the
+// torch.ops.tessel.quantize, scaled_mm and attention_fp8 over the installed
+// libtessel.so (tessel::quantize, tessel::gemm on 8-bit views,
+// tessel::attention::forward on FP8 views): an FP8 linear layer and FP8
+// attention from PyTorch, per row, per 1x128 block or MX (ue8m0 per 32 of K
+// in cuBLAS's blocked layout), on PyTorch's current stream. Part of the
 // tessel_torch extension (tessel_torch.py builds both sources).
 //
 //===----------------------------------------------------------------------===//
@@ -15,7 +16,7 @@
 
 #include "tessel_torch_views.h"
 
-#include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -99,15 +100,45 @@ at::Tensor scaledMm(const at::Tensor &a, const at::Tensor &b, const at::Tensor &
   });
   return c;
 }
+/// FP8 attention forward: q, k, v BSHD in float8_e4m3fn or float8_e5m2,
+/// out bf16 [batch, seq, heads_q, head_dim] and LSE f32 [batch, heads_q,
+/// seq], with Q's, K's and V's scales on the device when given (f32 [batch,
+/// heads_kv], any strides, or [1]; all three or none): FlashAttention-3's
+/// descales, read by the kernel, so that the call needs no host value of
+/// them.
+std::tuple<at::Tensor, at::Tensor>
+attentionFp8(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v, bool causal,
+             double scale, const std::optional<at::Tensor> &qDescale,
+             const std::optional<at::Tensor> &kDescale, const std::optional<at::Tensor> &vDescale) {
+  require(q.dim() == 4, "q must be [batch, seq, heads, head_dim], got " + sizesOf(q));
+  at::Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+  at::Tensor out = at::empty(qc.sizes(), qc.options().dtype(at::kBFloat16));
+  at::Tensor lse = at::empty({q.size(0), q.size(2), q.size(1)}, q.options().dtype(at::kFloat));
+  tessel::attention::ForwardOptions options;
+  options.causal = causal;
+  options.scale = scale;
+  if (qDescale) options.qDescale = viewOf(*qDescale, "q_descale");
+  if (kDescale) options.kDescale = viewOf(*kDescale, "k_descale");
+  if (vDescale) options.vDescale = viewOf(*vDescale, "v_descale");
+  checked([&] {
+    return tessel::attention::forward(viewOf(qc, "q"), viewOf(kc, "k"), viewOf(vc, "v"),
+                                      viewOf(out, "out"), viewOf(lse, "lse"), options,
+                                      currentStream(q));
+  });
+  return {out, lse};
+}
 } // namespace
 
 TORCH_LIBRARY_FRAGMENT(tessel, m) {
   m.def("quantize(Tensor x, str granularity, ScalarType dtype) -> (Tensor, Tensor)");
   m.def("scaled_mm(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, ScalarType out_dtype) "
         "-> Tensor");
+  m.def("attention_fp8(Tensor q, Tensor k, Tensor v, bool causal, float scale, "
+        "Tensor? q_descale, Tensor? k_descale, Tensor? v_descale) -> (Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(tessel, CUDA, m) {
   m.impl("quantize", &quantize);
   m.impl("scaled_mm", &scaledMm);
+  m.impl("attention_fp8", &attentionFp8);
 }
