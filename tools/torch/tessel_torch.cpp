@@ -29,6 +29,7 @@
 
 namespace {
 using torch_views::currentStream;
+using torch_views::translated;
 using torch_views::viewOf;
 
 /// What the operators last ran, in this process (autograd runs backward
@@ -46,15 +47,6 @@ void record(std::string &slot, std::string text) {
 
 std::string text(const tessel::Choice &c) {
   return c.arch + " " + c.config + (c.compiled ? " (compiled by this call)" : "");
-}
-
-template <class Fn> auto translated(Fn &&fn) {
-  try {
-    return fn();
-  } catch (const tessel::Error &e) {
-    // PyTorch turns it into a RuntimeError with the message.
-    throw std::runtime_error(std::string("tessel: ") + e.what());
-  }
 }
 
 std::tuple<at::Tensor, at::Tensor> attentionForward(const at::Tensor &q, const at::Tensor &k,

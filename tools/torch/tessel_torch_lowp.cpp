@@ -22,6 +22,7 @@
 
 namespace {
 using torch_views::currentStream;
+using torch_views::translated;
 using torch_views::viewOf;
 
 /// Bad arguments as Python's ValueError (std::invalid_argument), before
@@ -35,15 +36,6 @@ std::string sizesOf(const at::Tensor &t) {
   std::string out = "[";
   for (int64_t i = 0; i < t.dim(); ++i) out += (i ? ", " : "") + std::to_string(t.size(i));
   return out + "]";
-}
-
-/// Tessel's errors as Python's ValueError too.
-template <class F> auto checked(F &&f) {
-  try {
-    return f();
-  } catch (const tessel::Error &e) {
-    throw std::invalid_argument(e.what());
-  }
 }
 
 /// x [M, K] (f32, f16, bf16) into q [M, K] of `dtype` (float8_e4m3fn or
@@ -71,7 +63,7 @@ std::tuple<at::Tensor, at::Tensor> quantize(const at::Tensor &x, const std::stri
   } else {
     require(false, "granularity must be row, block or mx, got " + granularity);
   }
-  checked([&] {
+  translated([&] {
     return tessel::quantize(viewOf(xc, "x"), viewOf(q, "q"), viewOf(scales, "scales"), options,
                             currentStream(x));
   });
@@ -94,7 +86,7 @@ at::Tensor scaledMm(const at::Tensor &a, const at::Tensor &b, const at::Tensor &
   options.transposeB = true;
   options.scaleA = viewOf(sa, "scale_a");
   options.scaleB = viewOf(sb, "scale_b");
-  checked([&] {
+  translated([&] {
     return tessel::gemm(viewOf(ac, "a"), viewOf(bc, "b"), viewOf(c, "out"), options,
                         currentStream(a));
   });
@@ -120,7 +112,7 @@ attentionFp8(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v, bool
   if (qDescale) options.qDescale = viewOf(*qDescale, "q_descale");
   if (kDescale) options.kDescale = viewOf(*kDescale, "k_descale");
   if (vDescale) options.vDescale = viewOf(*vDescale, "v_descale");
-  checked([&] {
+  translated([&] {
     return tessel::attention::forward(viewOf(qc, "q"), viewOf(kc, "k"), viewOf(vc, "v"),
                                       viewOf(out, "out"), viewOf(lse, "lse"), options,
                                       currentStream(q));

@@ -1,7 +1,7 @@
 //===- tessel_torch_views.h - PyTorch tensors as Tessel views ----*- C++ -*-===//
 //
 // What the tessel_torch operators share: a tensor's view through DLPack,
-// and PyTorch's current stream.
+// Tessel's errors as Python exceptions, and PyTorch's current stream.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TESSEL_TORCH_VIEWS_H
@@ -33,6 +33,16 @@ inline tessel::TensorView viewOf(const at::Tensor &t, const char *what) {
     return tessel::rt::fromDLPack(*managed);
   } catch (const tessel::Error &e) {
     throw std::invalid_argument(std::string(what) + ": " + e.what());
+  }
+}
+
+/// `fn()`, with Tessel's errors as std::runtime_error (PyTorch raises a
+/// RuntimeError with the message).
+template <class Fn> auto translated(Fn &&fn) {
+  try {
+    return fn();
+  } catch (const tessel::Error &e) {
+    throw std::runtime_error(std::string("tessel: ") + e.what());
   }
 }
 
