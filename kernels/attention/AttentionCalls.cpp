@@ -73,6 +73,10 @@ Problem checkProblem(const TensorView &q, const TensorView &k, const TensorView 
                               "packed rows ({} and {})",
                               o.maxSeqlenQ, o.maxSeqlenK, p.seqQ, p.seqK));
   }
+  if (o.queryOffset < 0 || (o.queryOffset && (!o.causal || p.varlen)))
+    throw Error(fmt::format("queryOffset = {}: a query offset places the queries of a causal "
+                            "mask in a fixed-length batch (not negative; causal; no cuSeqlens)",
+                            o.queryOffset));
   if (!(o.scale >= 0) || std::isinf(o.scale))
     throw Error(fmt::format("scale = {}: use a positive softmax scale, or 0 for 1/sqrt(head_dim)", o.scale));
   if (p.scale == 0) p.scale = 1.0 / std::sqrt(double(p.headDim));
@@ -126,6 +130,7 @@ AttentionBackwardConfig backwardConfig(const Problem &p, const attention::Backwa
   c.headDim = p.headDim;
   c.causal = o.causal;
   c.varlen = p.varlen;
+  c.queryOffset = o.queryOffset > 0;
   if (c.kvReduction == KvReduction::direct && p.headsQ != p.headsKv)
     throw Error(fmt::format("kv_reduction=direct writes dK/dV per K/V head and needs heads_q == "
                             "heads_kv (got {} and {}); use atomic or split",
@@ -226,9 +231,14 @@ Choice attention::forward(const TensorView &q, const TensorView &k, const Tensor
   // FP8 on wgmma and mma.sync reads V rearranged once by fp8Values, not
   // V tile by V tile in each block (tcgen05 reads V as it is stored).
   if (!o.config) c.vTransposed = fp8 && !p.varlen && !isBlackwell(choice.arch);
-  if (c.streamedShards || c.queryOffset)
-    throw Error("attention::forward runs whole sequences: streamedShards and queryOffset are for "
-                "the sequence-parallel kernels");
+  if (c.streamedShards)
+    throw Error("attention::forward runs whole sequences: streamedShards is for the "
+                "sequence-parallel kernels");
+  if (o.config && c.queryOffset != (o.queryOffset > 0))
+    throw Error(fmt::format("config.queryOffset is {} but ForwardOptions::queryOffset = {}: the "
+                            "option sets the offset (and the configuration follows it)",
+                            c.queryOffset, o.queryOffset));
+  c.queryOffset = o.queryOffset > 0;
   AttentionConfig untuned = c;
   if (!o.config)
     chooseForwardSchedule(untuned, choice.arch, p.varlen ? o.maxSeqlenQ : p.seqQ,
@@ -254,9 +264,12 @@ Choice attention::forward(const TensorView &q, const TensorView &k, const Tensor
   if (tunedOn.empty()) c = untuned;
   auto compileWith = [&](const AttentionConfig &config) {
     // sm_100a: S and O accumulate in tensor memory, P through shared memory.
-    bool tcgen05 = isBlackwell(choice.arch) && !config.overlap && !config.persistent && !config.tmaStore;
-    choice.config = fmt::format("flash_attention_fwd variant={} {}", tcgen05 ? "ss" : "registers",
-                                attentionSettings().describe(config));
+    // (A query offset: the register kernels have it, the tcgen05 ones not.)
+    bool tcgen05 = isBlackwell(choice.arch) && !config.overlap && !config.persistent &&
+                   !config.tmaStore && !config.queryOffset;
+    choice.config = fmt::format("flash_attention_fwd variant={} {}{}", tcgen05 ? "ss" : "registers",
+                                attentionSettings().describe(config),
+                                config.queryOffset ? " query_offset" : "");
     return cachedKernel(choice.config, choice.arch, [&] {
       return tcgen05 ? flashAttentionForwardTcgen05(config, /*pInTmem=*/false)
                      : flashAttentionForward(config);
@@ -271,6 +284,7 @@ Choice attention::forward(const TensorView &q, const TensorView &k, const Tensor
   args.headsQ = p.headsQ, args.headsKv = p.headsKv, args.scale = p.scale;
   args.q = LaunchArg::view(q), args.k = LaunchArg::view(k), args.v = LaunchArg::view(v);
   args.o = LaunchArg::view(out), args.lse = LaunchArg::view(lse);
+  if (c.queryOffset) args.queryOffset = o.queryOffset;
   if (p.varlen)
     args.packed = {o.cuSeqlensQ->shape[0], o.maxSeqlenQ, LaunchArg::view(*o.cuSeqlensQ),
                    LaunchArg::view(*o.cuSeqlensK)};
@@ -383,7 +397,8 @@ Choice attention::backward(const TensorView &q, const TensorView &k, const Tenso
     std::shared_ptr<Kernel> pre, main, post;
   };
   auto compileWith = [&](const AttentionBackwardConfig &config) {
-    std::string key = attentionBackwardSettings().describe(config);
+    std::string key = attentionBackwardSettings().describe(config) +
+                      (config.queryOffset ? " query_offset" : "");
     choice.config = "flash_attention_bwd " + key;
     bool compiledPre = false, compiledMain = false, compiledPost = false;
     Kernels k{cachedKernel("bwd_pre " + key, choice.arch,
@@ -422,6 +437,7 @@ Choice attention::backward(const TensorView &q, const TensorView &k, const Tenso
   std::vector<int64_t> accumShape = {p.batch, p.seqK, args.accumHeads(), p.headDim};
   args.dkAccum = direct ? LaunchArg::view(dk) : f32View(base, w.dkAccum, accumShape, dev);
   args.dvAccum = direct ? LaunchArg::view(dv) : f32View(base, w.dvAccum, accumShape, dev);
+  if (c.queryOffset) args.queryOffset = o.queryOffset;
   if (p.varlen)
     args.packed = {o.cuSeqlensQ->shape[0], o.maxSeqlenK, LaunchArg::view(*o.cuSeqlensQ),
                    LaunchArg::view(*o.cuSeqlensK)};

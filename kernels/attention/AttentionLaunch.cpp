@@ -72,6 +72,7 @@ std::vector<LaunchArg> AttentionBackwardArgs::mainArgs() const {
   std::vector<LaunchArg> out = integers({batch, seqQ, seqK, headsQ, headsKv});
   out.push_back(LaunchArg::real(scale));
   out.insert(out.end(), {q, k, v, dout, lse, delta, dqAccum, dkAccum, dvAccum});
+  if (queryOffset) out.push_back(LaunchArg::integer(*queryOffset));
   if (packed) {
     out.push_back(LaunchArg::integer(packed->entries));
     out.push_back(LaunchArg::integer(packed->maxSeqlenK));

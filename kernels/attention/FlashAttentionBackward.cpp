@@ -61,6 +61,9 @@ void checkConfig(const AttentionBackwardConfig &c) {
     throw Error(fmt::format("flash attention backward supports head_dim 64 and 128, not {}",
                             c.headDim));
   const bool tmem = c.form != BackwardForm::registers;
+  if (c.queryOffset && (!c.causal || c.varlen))
+    throw Error("a query offset places causal queries of a fixed-length batch; this backward is "
+                "not causal or has packed sequences");
   if (tmem && (c.blockM != 128 || (c.blockN && c.blockN != 128) || c.threads != 256))
     throw Error(fmt::format("the tcgen05 attention backward computes 128 keys by 128 queries a "
                             "step on two warpgroups (block_m 128, block_n 128, 256 threads), not "
@@ -76,6 +79,8 @@ struct BackwardTensors {
   // K/V head (atomic), or fp32 slices per query head (split).
   bool perQueryHead;
   Tensor dK, dV;
+  // Causal, built with a query offset: the key position of query row 0.
+  Expr queryOffset;
   // One block per block_n keys of a sequence and query head.
   Batch seqs;
 
@@ -91,8 +96,9 @@ struct BackwardTensors {
     Expr kvHeads = perQueryHead ? in.headsQ : in.headsKv;
     Tensor dK = p.tensor("dK", {in.batch, in.seqK, kvHeads, d}, kvType);
     Tensor dV = p.tensor("dV", {in.batch, in.seqK, kvHeads, d}, kvType);
+    Expr queryOffset = c.queryOffset ? p.sym("query_offset") : Expr();
     Batch seqs = Batch::declare(p, c.varlen, in.batch, in.seqK, "max_seqlen_k");
-    return {in, dO, lse, delta, dQacc, perQueryHead, dK, dV, seqs};
+    return {in, dO, lse, delta, dQacc, perQueryHead, dK, dV, queryOffset, seqs};
   }
 };
 
@@ -124,9 +130,12 @@ public:
     copy(sk.rows(t.in.v, col0, kvHead, bn, d), vs);
     clear(tmem ? acc->dk : dk);
     clear(tmem ? acc->dv : dv);
-    // Causal (top-left): query blocks entirely above this key block see
-    // none of it. A key block past its (packed) sequence's end runs none.
-    Expr first = c.causal ? col0 / bm : Expr(0);
+    // Causal (query row i at key position query_offset + i): query blocks
+    // entirely above this key block see none of it. A key block past its
+    // (packed) sequence's end runs none.
+    Expr first = !c.causal        ? Expr(0)
+                 : c.queryOffset ? max(col0 - t.queryOffset, Expr(0)) / bm
+                                 : col0 / bm;
     Expr blocks = max(ceil_div(sq.length, bm) - first, Expr(0));
     if (c.varlen) blocks = select(col0 < sk.length, blocks, Expr(0));
     pipelined(blocks, c.stages, {.warp_specialize = c.warpSpecialize},
@@ -178,6 +187,9 @@ private:
     }
   }
 
+  /// The key position of query row `row` (causal masks compare keys with it).
+  Expr keyPosition(Expr row) const { return c.queryOffset ? t.queryOffset + row : row; }
+
   /// The query block at row0: its loads, the step, and dQ added into the
   /// accumulator.
   void queryBlock(Expr row0) const {
@@ -189,7 +201,7 @@ private:
     copy(sq.alignedVector(t.delta, h, row0, bm).tile, deltas);
     Expr scaleLog2 = t.in.scale * kLog2e;
     Expr inside = row0 + bm <= sq.length && col0 + bn <= sk.length;
-    if (c.causal) inside = inside && col0 + bn <= row0 + 1;
+    if (c.causal) inside = inside && col0 + bn <= keyPosition(row0) + 1;
     if (byQuery) queryRowStep(row0, shift, scaleLog2, inside);
     else keyRowStep(row0, shift, scaleLog2, inside);
     // Rows past the query sequence hold exact zeros.
@@ -215,7 +227,7 @@ private:
     Expr prob = exp2(score() * scaleLog2 - lses(i + shift) * kLog2e);
     if (!masked) return prob;
     Expr visible = row0 + i < sq.length && col0 + j < sk.length;
-    if (c.causal) visible = visible && col0 + j <= row0 + i;
+    if (c.causal) visible = visible && col0 + j <= keyPosition(row0 + i);
     return select(visible, prob, Expr(0.0));
   }
 

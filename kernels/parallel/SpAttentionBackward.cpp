@@ -184,11 +184,10 @@ Choice sp_attention::backward(Communicator &comm, const TensorView &q, const Ten
   SequenceParallelProblem problem;
   Transport transport = Transport::copyEngine;
   std::string why;
+  bool zigzag = o.placement == Placement::zigzag;
   std::string description = agreeOnProblem(comm, "sp_attention::backward", [&] {
-    if (o.placement != Placement::ulysses)
-      throw Error("the backward takes placement ulysses (zig-zag has a forward only)");
     problem = spProblemOf(comm, q, k, v, out, o, choice.arch);
-    if (o.groups == 0)
+    if (o.groups == 0 && !zigzag)
       problem.groupHeads = backwardHeadGroups(
           problem.shape, rt::Driver::get().multiprocessors(comm.device()));
     requireShardLse(lse, "lse", problem.shape);
@@ -200,9 +199,12 @@ Choice sp_attention::backward(Communicator &comm, const TensorView &q, const Ten
     if (commonDevice({&q, &lse, &dout, &dq, &dk, &dv}) != comm.device())
       throw Error(fmt::format("the gradients are not all on this rank's device {}", comm.device()));
     transport = spTransport(comm, o, why);
-    return fmt::format("{} transport={}", describeSpProblem(problem, false, choice.arch),
+    return fmt::format("{} transport={}", describeSpProblem(problem, zigzag, choice.arch),
                        transportName(transport));
   });
+  if (zigzag)
+    return zigzagBackward(comm, std::move(problem), description, choice.arch,
+                          {q, k, v, out, lse, dout, dq, dk, dv}, stream);
   BackwardPlan &plan = planOf<BackwardPlan>(comm, "backward " + description, [&] {
     return makeBackwardPlan(comm, std::move(problem), transport, choice.arch);
   });

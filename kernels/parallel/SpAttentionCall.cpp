@@ -129,7 +129,6 @@ Choice runForward(Communicator &comm, const TensorView &q, const TensorView &k,
   std::string why;
   std::string description = agreeOnProblem(comm, "sp_attention::forward", [&] {
     problem = spProblemOf(comm, q, k, v, out, o, choice.arch);
-    if (lse && zigzag) throw Error("the log-sum-exp output takes placement ulysses");
     if (lse) requireShardLse(*lse, "lse", problem.shape);
     transport = spTransport(comm, o, why);
     return fmt::format("{} transport={}{}", describeSpProblem(problem, zigzag, choice.arch),
@@ -149,6 +148,7 @@ Choice runForward(Communicator &comm, const TensorView &q, const TensorView &k,
     plan.zigzag->load(q.data, k.data, v.data, stream);
     plan.zigzag->unfused(stream);
     copyDevice(out.data, plan.zigzag->output(), outBytes, stream);
+    if (lse) plan.zigzag->copyLogSumExp(lse->data, stream);
     return choice;
   }
   const TensorView *inputs[3] = {&q, &k, &v};

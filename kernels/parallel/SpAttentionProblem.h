@@ -71,6 +71,16 @@ std::string agreeOnProblem(rt::Communicator &comm, const char *call,
 /// The transport `o` asks for, checked; `why` says what decided it.
 Transport spTransport(rt::Communicator &comm, const sp_attention::Options &o, std::string &why);
 
+/// One rank's views of a backward call (sp_attention::backward's).
+struct ZigZagGradientViews {
+  const TensorView &q, &k, &v, &out, &lse, &dout, &dq, &dk, &dv;
+};
+/// sp_attention::backward with placement zigzag (ZigZagBackward.cpp), once
+/// the ranks agree on `problem` (`description`).
+Choice zigzagBackward(rt::Communicator &comm, SequenceParallelProblem problem,
+                      const std::string &description, const std::string &arch,
+                      const ZigZagGradientViews &views, CUstream stream);
+
 } // namespace tessel::kernels
 
 #endif

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tessel/kernels/parallel/SequenceParallelAttention.h"
+#include "tessel/kernels/parallel/ExchangeFlags.h"
 #include "tessel/dsl/Compile.h"
 #include "tessel/runtime/Driver.h"
 #include "tessel/runtime/Error.h"
@@ -75,6 +76,15 @@ void ZigZagAttention::load(CUdeviceptr queries, CUdeviceptr keys, CUdeviceptr va
   TESSEL_CU(d, cuMemcpyAsync, gather->input(0), keys, size_t(chunksBytesOf(z, z.headsKV)), stream);
   TESSEL_CU(d, cuMemcpyAsync, gather->input(1), values, size_t(chunksBytesOf(z, z.headsKV)),
             stream);
+}
+
+void ZigZagAttention::copyLogSumExp(CUdeviceptr to, CUstream stream) const {
+  // The kernels write each (batch, chunk) launch's [heads_q, chunk].
+  int64_t chunk = z.chunk(), bytes = chunk * 4;
+  for (int64_t b = 0; b < z.batch; ++b)
+    for (int part = 0; part < 2; ++part)
+      copyPitched(lse.ptr() + (b * 2 + part) * z.headsQ * bytes, bytes,
+                  to + (b * z.headsQ * 2 + part) * bytes, 2 * bytes, bytes, z.headsQ, stream);
 }
 
 void ZigZagAttention::unfused(CUstream stream) {

@@ -115,17 +115,25 @@ struct AttentionShape {
   std::string str(DType t) const {
     std::string lengths = varlen ? fmt::format("varlen {} sequences, {} + {} rows", batch, seqQ, seqK)
                                  : fmt::format("batch={} seqlen_q={} seqlen_k={}", batch, seqQ, seqK);
-    return fmt::format("{} heads_q={} heads_kv={} d={} {}{}", lengths, headsQ, headsKv, headDim,
-                       name(t), causal ? " causal" : "");
+    return fmt::format("{} heads_q={} heads_kv={} d={} {}{}{}", lengths, headsQ, headsKv, headDim,
+                       name(t), causal ? " causal" : "",
+                       queryOffset ? fmt::format(" query_offset={}", queryOffset) : "");
   }
   /// Matmul FLOPs of the forward pass (two products over the visible
   /// query-key pairs).
   double forwardFlops() const {
     double pairs = 0;
-    for (int64_t b = 0; b < batch; ++b)
-      pairs += causal ? double(std::min(lenQ[b], lenK[b])) * (std::min(lenQ[b], lenK[b]) + 1) / 2 +
-                            double(std::max<int64_t>(lenQ[b] - lenK[b], 0)) * lenK[b]
-                      : double(lenQ[b]) * lenK[b];
+    for (int64_t b = 0; b < batch; ++b) {
+      if (!causal) {
+        pairs += double(lenQ[b]) * lenK[b];
+        continue;
+      }
+      // Row i sees min(query_offset + i + 1, keys) keys: a triangle while
+      // that grows, then full rows.
+      int64_t growing = std::clamp<int64_t>(lenK[b] - queryOffset, 0, lenQ[b]);
+      pairs += double(growing) * queryOffset + double(growing) * (growing + 1) / 2 +
+               double(lenQ[b] - growing) * lenK[b];
+    }
     return 4.0 * headsQ * headDim * pairs;
   }
   AttentionArgs args(DType t) const {
@@ -413,7 +421,13 @@ void referenceBackward(const AttentionShape &s, const HostTensor &q, const HostT
   }
 }
 
-AttentionBackwardConfig backwardConfig(const Params &p) { return attentionBackwardSettings().read(p); }
+/// The backward configuration a run's settings name, with a query offset
+/// where the run has one.
+AttentionBackwardConfig backwardConfig(const Params &p) {
+  AttentionBackwardConfig c = attentionBackwardSettings().read(p);
+  c.queryOffset = intParam(p, "query_offset") > 0;
+  return c;
+}
 
 /// The whole backward pass on the device: preprocess, zeroed accumulators,
 /// the main kernel, postprocess. The pre/postprocess kernels see a packed
@@ -465,6 +479,7 @@ struct BackwardRun {
     args.delta = buffer(delta, true), args.dqAccum = buffer(dqAcc, true);
     args.dkAccum = buffer(dkOut, true), args.dvAccum = buffer(dvOut, true);
     args.dq = buffer(dq, true);
+    if (s.queryOffset) args.queryOffset = s.queryOffset;
     if (s.varlen)
       args.packed = {s.batch + 1, s.maxLen(s.lenK), buffer(cuQ, false), buffer(cuK, false)};
     if (config.kvReduction != KvReduction::direct) {
@@ -739,6 +754,8 @@ std::vector<LibraryKernel> tessel::harness::attentionKernels() {
          // The run's default heads (4 query heads on 2 K/V heads) need a
          // reduction of dK/dV over each group.
          p["kv_reduction"] = "atomic";
+         // > 0 (causal): query row i sits at key position query_offset + i.
+         p["query_offset"] = "0";
          return p;
        }(),
        [](const Params &p) { return flashAttentionBackward(backwardConfig(p)); }, checkBackward,

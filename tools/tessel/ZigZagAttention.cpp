@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "MultiGpu.h"
 #include "SpAttention.h"
+#include "tessel/Tessel.h"
 #include "tessel/dsl/Compile.h"
 #include "tessel/kernels/parallel/SequenceParallelAttention.h"
 #include "tessel/runtime/Driver.h"
@@ -66,10 +67,72 @@ bool checkForms(Communicator &comm, const SpProblem &sp, ZigZagAttention &me,
   return ok;
 }
 
+/// A training step on the whole problem and on the rank's chunks: the
+/// forward with the LSE, then the backward (dout: Q), through the library's
+/// calls (attention:: on one GPU, sp_attention:: with placement zigzag).
+struct TrainingSteps {
+  Communicator &comm;
+  const SpProblem &sp;
+  ScalarType type;
+  std::array<std::unique_ptr<DeviceBuffer>, 8> whole, mine; // q k v o lse dq dk dv
+
+  TrainingSteps(Communicator &comm, const SpProblem &sp, const ZigZagAttention &me,
+                const std::array<HostTensor, 3> &inputs)
+      : comm(comm), sp(sp),
+        type(sp.config.dtype == DType::bf16 ? ScalarType::BF16 : ScalarType::F16) {
+    const UlyssesShape &s = sp.shape;
+    const ZigZagShape &z = me.shape();
+    for (int t = 0; t < 8; ++t) {
+      int heads = t == 1 || t == 2 || t == 6 || t == 7 ? 1 : 0;
+      int64_t bytes = t == 4 ? s.batch * s.headsQ * s.seqlen * 4 : int64_t(inputs[heads].bytes.size());
+      whole[t] = std::make_unique<DeviceBuffer>(bytes);
+      mine[t] = std::make_unique<DeviceBuffer>(bytes / s.ranks);
+      if (t < 3) {
+        whole[t]->upload(inputs[t].bytes.data(), bytes);
+        me.uploadChunks(inputs[t].bytes, mine[t]->ptr(), heads ? z.headsKV : z.headsQ);
+      }
+    }
+  }
+  std::array<TensorView, 8> views(const std::array<std::unique_ptr<DeviceBuffer>, 8> &b,
+                                  int64_t rows) const {
+    const UlyssesShape &s = sp.shape;
+    std::array<TensorView, 8> out;
+    for (int t = 0; t < 8; ++t) {
+      int64_t heads = t == 1 || t == 2 || t == 6 || t == 7 ? s.headsKV : s.headsQ;
+      out[t] = t == 4 ? TensorView::contiguous(b[t]->ptr(), ScalarType::F32,
+                                               {s.batch, s.headsQ, rows}, comm.device())
+                      : TensorView::contiguous(b[t]->ptr(), type, {s.batch, rows, heads, s.headDim},
+                                               comm.device());
+    }
+    return out;
+  }
+  void single(CUstream stream) {
+    std::array<TensorView, 8> x = views(whole, sp.shape.seqlen);
+    attention::BackwardOptions o;
+    o.causal = sp.config.causal;
+    attention::ForwardOptions fo;
+    static_cast<attention::Options &>(fo) = o;
+    attention::forward(x[0], x[1], x[2], x[3], x[4], fo, stream);
+    attention::backward(x[0], x[1], x[2], x[3], x[4], x[0], x[5], x[6], x[7], o, stream);
+  }
+  std::string spread(CUstream stream) {
+    std::array<TensorView, 8> x = views(mine, sp.shape.seqlen / sp.shape.ranks);
+    sp_attention::Options o;
+    o.causal = sp.config.causal;
+    o.placement = sp_attention::Placement::zigzag;
+    sp_attention::forward(comm, x[0], x[1], x[2], x[3], x[4], o, stream);
+    return sp_attention::backward(comm, x[0], x[1], x[2], x[3], x[4], x[0], x[5], x[6], x[7], o,
+                                  stream)
+        .config;
+  }
+};
+
 /// Both forms timed (slowest rank), each rank's attention alone (slowest
-/// and fastest) and single-GPU attention; rank 0 prints them.
+/// and fastest) and single-GPU attention, and the training step; rank 0
+/// prints them.
 void benchForms(Communicator &comm, const SpProblem &sp, ZigZagAttention &me,
-                Kernel &fullKernel, const std::vector<LaunchArg> &fullArgs, int reps) {
+                Kernel &fullKernel, const std::vector<LaunchArg> &fullArgs,
+                TrainingSteps &training, int reps) {
   const UlyssesShape &s = sp.shape;
   CUstream stream = comm.stream();
   int rank = comm.localRank(), n = s.ranks;
@@ -78,9 +141,14 @@ void benchForms(Communicator &comm, const SpProblem &sp, ZigZagAttention &me,
   double fusedMs = slowestRank(comm, medianOnStream(stream, reps, [&] { me.fused(stream); }));
   double alone = medianOnStream(stream, reps, [&] { me.attentionAlone(stream); });
   double slowest = slowestRank(comm, alone), fastest = fastestRank(comm, alone);
+  std::string trainingConfig;
+  double trained = slowestRank(
+      comm, medianOnStream(stream, reps, [&] { trainingConfig = training.spread(stream); }));
   comm.barrier();
   double single =
       rank == 0 ? medianOnStream(stream, reps, [&] { fullKernel.launch(fullArgs, stream); }) : 0;
+  double singleTrained =
+      rank == 0 ? medianOnStream(stream, reps, [&] { training.single(stream); }) : 0;
   comm.barrier();
   if (rank != 0) return;
   double flops = 4.0 * s.batch * s.headsQ * double(s.seqlen) * s.seqlen * s.headDim /
@@ -99,6 +167,12 @@ void benchForms(Communicator &comm, const SpProblem &sp, ZigZagAttention &me,
   line("attention alone, fastest rank", fastest);
   line("one GPU, whole problem", single);
   fmt::print("  ideal {:.2f}\n", 1.0 / n);
+  fmt::print("sp_attention zigzag forward + backward on {} GPUs (forward with the LSE, then "
+             "backward; slowest rank):\n  {:44} {:8.3f} ms  {:7.1f} TFLOP/s  {:.2f} of one GPU\n"
+             "    {}\n  {:44} {:8.3f} ms  {:7.1f} TFLOP/s\n",
+             n, "sp_attention::forward + backward", trained, 3.5 * flops / trained / 1e9,
+             trained / singleTrained, trainingConfig, "one GPU, attention::forward + backward",
+             singleTrained, 3.5 * flops / singleTrained / 1e9);
 }
 } // namespace
 
@@ -127,6 +201,7 @@ int tessel::runZigZagRank(Communicator &comm, const SpProblem &sp, bool bench, i
     fullKernel.launch(fullArgs, comm.stream());
     return checkForms(comm, sp, me, fullO) ? 0 : 1;
   }
-  benchForms(comm, sp, me, fullKernel, fullArgs, reps);
+  TrainingSteps training(comm, sp, me, whole);
+  benchForms(comm, sp, me, fullKernel, fullArgs, training, reps);
   return 0;
 }

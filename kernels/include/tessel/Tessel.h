@@ -60,6 +60,13 @@ struct Options {
   /// device, and the longest sequence of each side.
   std::optional<TensorView> cuSeqlensQ, cuSeqlensK;
   int64_t maxSeqlenQ = 0, maxSeqlenK = 0;
+  /// Causal, fixed-length batches: query row i sits at key position
+  /// queryOffset + i, so a chunk of a sequence's queries (a context-parallel
+  /// shard, a chunk of a prefill) attends to the keys up to its own place.
+  /// 0 is the usual top-left mask; seqlen_k - seqlen_q aligns the mask to
+  /// the bottom right. The forward runs it on the register kernels (wgmma,
+  /// mma.sync; on sm_100a too).
+  int64_t queryOffset = 0;
 };
 
 /// Overrides of the configuration the library picks (tile sizes, threads,
@@ -336,19 +343,23 @@ Choice forward(rt::Communicator &comm, const TensorView &q, const TensorView &k,
                CUstream stream = nullptr);
 /// The same, also writing the rank's shard of the log-sum-exp, lse f32
 /// [batch, heads_q, seqlen / N] (a packed batch: [1, heads_q, its rows /
-/// N], each sequence's 1/N at its start / N): what backward() takes.
-/// Placement ulysses.
+/// N], each sequence's 1/N at its start / N; zig-zag, each head's rows of
+/// chunk r, then of chunk 2N-1-r): what backward() takes.
 Choice forward(rt::Communicator &comm, const TensorView &q, const TensorView &k,
                const TensorView &v, const TensorView &out, const TensorView &lse,
                const Options &options = {}, CUstream stream = nullptr);
 /// The gradients dq, dk, dv of the rank's shards (shaped as q, k and v)
 /// from the forward's q, k, v, out and lse shards and the upstream
-/// gradient dout (shaped as q), with the same options (placement ulysses).
-/// The shards go to the head layout as in the forward (q, k, v, out, dout
-/// and lse in one exchange), Tessel's attention backward runs over the
-/// whole sequences for the rank's heads, and dq, dk, dv come back; a K/V
-/// head replicated over several ranks (heads_kv < N) gets the sum of its
+/// gradient dout (shaped as q), with the same options. Ulysses: the shards
+/// go to the head layout as in the forward (q, k, v, out, dout and lse in
+/// one exchange), Tessel's attention backward runs over the whole
+/// sequences for the rank's heads, and dq, dk, dv come back; a K/V head
+/// replicated over several ranks (heads_kv < N) gets the sum of its
 /// replicas' gradients (added in f32, rounded after each addition).
+/// Zig-zag: K and V are gathered as in the forward, the attention backward
+/// runs per chunk with its queries at their place in the sequence, and a
+/// reduce-scatter sums every rank's share of the rank's dk and dv (in f32,
+/// rounded once).
 /// Collective, checked on every rank before anything moves, like
 /// forward(); a failure on one rank once the exchanges have started (the
 /// attention backward's compile, say) lets the exchanges finish and is then

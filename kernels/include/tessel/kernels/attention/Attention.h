@@ -277,6 +277,11 @@ struct AttentionBackwardConfig {
   /// max_seqlen_k.
   bool varlen = false;
   KvReduction kvReduction = KvReduction::direct;
+  /// Causal, fixed-length batches: query row i sits at key position
+  /// query_offset + i (an index symbol, the main kernel's parameter after
+  /// dV), as AttentionConfig::queryOffset places the forward's queries: the
+  /// gradients of a chunk of queries over the keys up to its place.
+  bool queryOffset = false;
   /// Per-element atomics instead of one region atomic_add per fragment (for
   /// comparison).
   bool elementAtomics = false;
@@ -306,7 +311,8 @@ void chooseBackwardGridOrder(AttentionBackwardConfig &config, int64_t queries, i
 /// pre_block, threads, stages, causal, varlen, warp_specialize, grid_order,
 /// kv_reduction, element_atomics, dq_order, dq_atomics (registers or tma),
 /// dkv_operands (registers or shared), scores (keys or queries), variant
-/// (the form: registers, ss or ts).
+/// (the form: registers, ss or ts). (The query offset comes with its
+/// run-time argument: callers that set it name it.)
 const SettingsTable<AttentionBackwardConfig> &attentionBackwardSettings();
 /// delta [batch, heads_q, seqlen_q] = rowsum(dO * O).
 Program flashAttentionBackwardPre(const AttentionBackwardConfig &config);
@@ -338,6 +344,8 @@ struct AttentionBackwardArgs {
   /// when direct).
   rt::LaunchArg delta, dqAccum, dkAccum, dvAccum;
   rt::LaunchArg dq, dk, dv;
+  /// Kernels built with a query offset: the key position of query row 0.
+  std::optional<int64_t> queryOffset;
   struct Packed {
     int64_t entries = 0, maxSeqlenK = 0;
     rt::LaunchArg cuSeqlensQ, cuSeqlensK;

@@ -167,6 +167,10 @@ public:
   void load(CUdeviceptr q, CUdeviceptr k, CUdeviceptr v, CUstream stream);
   /// O of the rank's two chunks, [batch, 2 * chunk, heads_q, head_dim].
   CUdeviceptr output() const { return o.ptr(); }
+  /// The log-sum-exp of the rank's chunks into `to`, f32 [batch, heads_q,
+  /// 2 * chunk] (each head's rows of chunk r, then of chunk 2N-1-r), on
+  /// `stream`.
+  void copyLogSumExp(CUdeviceptr to, CUstream stream) const;
   /// K/V gathered, then attention.
   void unfused(CUstream stream);
   /// Attention queued once the rank's own chunks are in, waiting in the
