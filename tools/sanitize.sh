@@ -89,6 +89,7 @@ runs=(
   "flash_attention_bwd --param seqlen_q=130 --param seqlen_k=130 --param batch=1 --param dkv_operands=shared --param heads_q=8 --param heads_kv=2"
   "flash_attention_bwd --param seqlen_q=200 --param seqlen_k=130 --param batch=1 --param head_dim=64 --param block_m=128 --param scores=queries --param dq_atomics=tma --param causal=1"
   "flash_attention_bwd --param seqlen_q=130 --param seqlen_k=200 --param batch=1 --param block_m=64 --param scores=queries --param heads_q=8 --param heads_kv=2"
+  "flash_attention_bwd --param seqlen_q=100 --param seqlen_k=300 --param batch=1 --param causal=1 --param query_offset=200 --param heads_q=4 --param heads_kv=2"
 )
 multi_runs=(
   "all2all"

@@ -188,9 +188,6 @@ void tessel::atomic_add(const Buffer &dst, const Buffer &src, MemoryOrder order,
   if (path == AtomicPath::tma && order != MemoryOrder::relaxed)
     fail(loc, "a TMA reduce-add is relaxed; use MemoryOrder::relaxed, or AtomicPath::threads for "
               "ordered adds");
-  if (path == AtomicPath::tma &&
-      getRootBuffer(dst.value()).getDefiningOp<tile::PeerOp>())
-    fail(loc, std::string(tile::kPeerTmaReduceAdd));
   Program &p = Program::current(loc);
   requireStatic(dst, "atomic_add", loc);
   if (dst.shape() != src.shape())

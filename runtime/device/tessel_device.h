@@ -537,6 +537,12 @@ template <class Order, class T> __device__ inline void atomic_add(T *p, T v) {
 struct PeerTable {
   unsigned long long at[8];
 };
+// A tensor map per rank of a symmetric tensor (tile.peer tiles moved by
+// TMA), passed as one __grid_constant__ parameter; the kernel takes the
+// address of rank r's.
+struct PeerTensorMaps {
+  TensorMap at[8];
+};
 
 // Flags between blocks and GPUs: epochs published with release stores and
 // awaited with acquire loads, both at system scope.

@@ -29,6 +29,7 @@ std::string tessel::rt::encodeSpec(const KernelSpec &s) {
   for (const TensorMapSpec &m : s.tensorMaps) {
     os << ' ' << m.param << ' ' << m.swizzle << ' ' << m.box.size();
     for (int64_t b : m.box) os << ' ' << b;
+    os << ' ' << int(m.peers);
   }
   for (unsigned c : s.cluster) os << ' ' << c;
   os << ' ' << int(s.persistent);
@@ -108,6 +109,9 @@ bool tessel::rt::decodeSpec(const std::string &text, KernelSpec &out) {
     map.box.resize(rank);
     for (int64_t &b : map.box)
       if (!(is >> b)) return false;
+    int peers = 0;
+    if (!(is >> peers) || peers < 0 || peers > 1) return false;
+    map.peers = peers == 1;
     s.tensorMaps.push_back(std::move(map));
   }
   for (unsigned &c : s.cluster)

@@ -168,6 +168,8 @@ struct LaunchScratch {
   std::vector<int64_t> symbols;
   std::vector<void *> params;
   std::vector<CUtensorMap> maps;
+  /// Per-rank maps (TensorMapSpec::peers), one set per such map.
+  std::vector<std::array<CUtensorMap, kMaxPeers>> peerMaps;
 };
 } // namespace
 
@@ -343,8 +345,19 @@ void LoadedKernel::launch(const std::vector<LaunchArg> &args, CUstream stream,
   // Tensor maps go by value, after the parameters; each is encoded once per
   // (buffer, shape).
   scratch.maps.resize(s.tensorMaps.size());
+  scratch.peerMaps.resize(s.tensorMaps.size());
   for (size_t m = 0; m < s.tensorMaps.size(); ++m) {
     const LaunchArg &a = args.at(s.tensorMaps[m].param);
+    if (s.tensorMaps[m].peers) {
+      // One map per rank's copy (the peer table was checked above);
+      // encoded each launch, since the cache is keyed by one address.
+      std::array<CUtensorMap, kMaxPeers> &set = scratch.peerMaps[m];
+      set = {};
+      for (size_t r = 0; r < a.peers.size(); ++r)
+        encodeTensorMap(s, s.tensorMaps[m], args, &set[r], a.peers[r]);
+      params.push_back(set.data());
+      continue;
+    }
     if (!mapCache.find(int(m), a.ptr, a.shape, &scratch.maps[m])) {
       encodeTensorMap(s, s.tensorMaps[m], args, &scratch.maps[m]);
       mapCache.insert(int(m), a.ptr, a.shape, scratch.maps[m]);
@@ -435,7 +448,8 @@ bool tessel::rt::tensorMapFits(const KernelSpec &s, const TensorMapSpec &map,
 }
 
 void tessel::rt::encodeTensorMap(const KernelSpec &s, const TensorMapSpec &map,
-                                 const std::vector<LaunchArg> &args, CUtensorMap *out) {
+                                 const std::vector<LaunchArg> &args, CUtensorMap *out,
+                                 CUdeviceptr address) {
   std::string why;
   if (!tensorMapFits(s, map, args, &why)) throw Error(fmt::format("kernel {}: {}", s.name, why));
   const LaunchArg &a = args.at(map.param);
@@ -458,7 +472,7 @@ void tessel::rt::encodeTensorMap(const KernelSpec &s, const TensorMapSpec &map,
   Driver &d = Driver::get();
   // Out-of-bounds elements of a box (partial tiles) are filled with zeros.
   TESSEL_CU(d, cuTensorMapEncodeTiled, out, tensorMapType(type), rank,
-            reinterpret_cast<void *>(a.ptr), dims.data(), strides.data(), box.data(),
+            reinterpret_cast<void *>(address ? address : a.ptr), dims.data(), strides.data(), box.data(),
             elementStrides.data(), CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }

@@ -461,25 +461,3 @@ TEST_CASE("a default-constructed Expr is assigned before use, and reading it una
   }
   CHECK_THROWS_WITH(evaluate(Expr(), {}), Catch::Contains("before it is given a value"));
 }
-
-TEST_CASE("a TMA reduce-add into a peer's tile says why and what to write") {
-  Program p("peer_reduce_add");
-  Expr rank = p.sym("rank");
-  Tensor partial = p.tensor("partial", {128, 64}, DType::f32);
-  int line = 0;
-  std::string msg;
-  try {
-    p.kernel({1}, 128, [&](Expr) {
-      Buffer s = alloc_shared({128, 64}, DType::f32);
-      fill(s, 1.0);
-      Buffer remote = peer(partial, rank);
-      line = __LINE__ + 1;
-      atomic_add(remote.tile({0, 0}, {128, 64}), s, MemoryOrder::relaxed, AtomicPath::tma);
-    });
-  } catch (const Error &e) {
-    msg = e.what();
-  }
-  CHECK(msg.find(here(line)) == 0);
-  CHECK(msg.find("cannot add into another rank's tile (peer())") != std::string::npos);
-  CHECK(msg.find("AtomicPath::threads") != std::string::npos);
-}

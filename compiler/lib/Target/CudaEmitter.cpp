@@ -351,11 +351,13 @@ std::optional<LogicalResult> CudaEmitter::emitBuffer(Operation &op) {
       })
       .Case([&](PeerOp o) {
         // The source's table holds every rank's address; the extents are
-        // the source's.
+        // the source's. (Unused where TMA moves its tiles: unused, it would
+        // be a warning under NVRTC.)
+        dims[o.getResult()] = dims[o.getSource()];
+        if (o.getResult().use_empty()) return success();
         std::string elt = typeName(o.getType().getElementType());
         line() << elt << " *__restrict__ " << name(o.getResult()) << " = reinterpret_cast<" << elt
                << " *>(" << name(o.getSource()) << "_peers.at[" << name(o.getRank()) << "]);\n";
-        dims[o.getResult()] = dims[o.getSource()];
         return success();
       })
       .Case([&](tilenv::SmemAddressOp o) {
@@ -456,17 +458,18 @@ std::optional<LogicalResult> CudaEmitter::emitCopy(Operation &op) {
       })
       .Case([&](tilenv::CpAsyncCommitOp) { return asmStatement("cp.async.commit_group"); })
       .Case([&](tilenv::TmaLoadOp o) {
+        std::string map = tensorMapOf(o.getDescriptor(), o.getRank());
         if (std::optional<int64_t> mask = o.getMulticastMask())
-          line() << "tessel::tma_load_multicast(&tma" << o.getDescriptor() << ", "
-                 << name(o.getDest()) << ", " << name(o.getBarrier()) << ", " << *mask;
+          line() << "tessel::tma_load_multicast(" << map << ", " << name(o.getDest()) << ", "
+                 << name(o.getBarrier()) << ", " << *mask;
         else
-          line() << "tessel::tma_load(&tma" << o.getDescriptor() << ", " << name(o.getDest())
-                 << ", " << name(o.getBarrier());
+          line() << "tessel::tma_load(" << map << ", " << name(o.getDest()) << ", "
+                 << name(o.getBarrier());
         return finishTmaCall(o.getCoords());
       })
       .Case([&](tilenv::TmaStoreOp o) {
-        line() << (o.getReduceAdd() ? "tessel::tma_reduce_add(&tma" : "tessel::tma_store(&tma")
-               << o.getDescriptor() << ", " << name(o.getSource());
+        line() << (o.getReduceAdd() ? "tessel::tma_reduce_add(" : "tessel::tma_store(")
+               << tensorMapOf(o.getDescriptor(), o.getRank()) << ", " << name(o.getSource());
         return finishTmaCall(o.getCoords());
       })
       .Case([&](tilenv::BulkCommitOp) { return asmStatement("cp.async.bulk.commit_group"); })
@@ -474,7 +477,10 @@ std::optional<LogicalResult> CudaEmitter::emitCopy(Operation &op) {
         return asmStatement(o.getRead() ? "cp.async.bulk.wait_group.read 0"
                                         : "cp.async.bulk.wait_group 0");
       })
-      .Case([&](tilenv::FenceProxyAsyncOp) { return asmStatement("fence.proxy.async.shared::cta"); })
+      .Case([&](tilenv::FenceProxyAsyncOp o) {
+        return asmStatement(o.getGlobal() ? "fence.proxy.async.global"
+                                          : "fence.proxy.async.shared::cta");
+      })
       .Default([](Operation *) { return std::nullopt; });
 }
 
@@ -585,6 +591,13 @@ FailureOr<rt::KernelSpec> CudaEmitter::emitKernel(KernelOp kernel) {
     spec.grid.push_back(std::move(program));
   }
 
+  // Parameters with a tensor map per rank (tile.peer tiles moved by TMA):
+  // their peer tables come too, whether or not a tile.peer still reads one.
+  llvm::SmallDenseSet<unsigned> peerMapped;
+  if (ArrayAttr maps = kernel.getTmaDescriptorsAttr())
+    for (auto attr : maps.getAsRange<DictionaryAttr>())
+      if (attr.get("peers"))
+        peerMapped.insert(llvm::cast<IntegerAttr>(attr.get("param")).getInt());
   std::string params;
   for (BlockArgument arg : kernel.getParams()) {
     rt::ParamSpec p;
@@ -610,7 +623,8 @@ FailureOr<rt::KernelSpec> CudaEmitter::emitKernel(KernelOp kernel) {
       }
       dims[arg] = extents;
       // Reached on other ranks: every rank's address follows.
-      if (llvm::any_of(arg.getUsers(), [](Operation *u) { return llvm::isa<PeerOp>(u); })) {
+      if (llvm::any_of(arg.getUsers(), [](Operation *u) { return llvm::isa<PeerOp>(u); }) ||
+          peerMapped.contains(arg.getArgNumber())) {
         p.peers = true;
         params += ", const tessel::PeerTable " + pname + "_peers";
       }
@@ -630,8 +644,12 @@ FailureOr<rt::KernelSpec> CudaEmitter::emitKernel(KernelOp kernel) {
       ArrayRef<int64_t> box = llvm::cast<DenseI64ArrayAttr>(attr.get("box")).asArrayRef();
       map.box.assign(box.begin(), box.end());
       map.swizzle = llvm::cast<IntegerAttr>(attr.get("swizzle")).getInt();
+      // A map per rank (tile.peer tiles by TMA): the launch encodes one for
+      // each address of the tensor's peer table.
+      map.peers = bool(attr.get("peers"));
+      params += std::string(", const __grid_constant__ tessel::") +
+                (map.peers ? "PeerTensorMaps" : "TensorMap") + " tma" + std::to_string(i);
       spec.tensorMaps.push_back(std::move(map));
-      params += ", const __grid_constant__ tessel::TensorMap tma" + std::to_string(i);
     }
   }
 

@@ -51,6 +51,12 @@ private:
     os << ");\n";
     return success();
   }
+  /// The address of tensor map `descriptor`: the parameter's own, or, for a
+  /// map per rank, rank `rank`'s.
+  std::string tensorMapOf(int64_t descriptor, Value rank) {
+    std::string map = "&tma" + std::to_string(descriptor);
+    return rank ? map + ".at[" + name(rank) + "]" : map;
+  }
   /// One PTX instruction with no operands, as a memory-clobbering asm statement.
   LogicalResult asmStatement(const Twine &ptx) {
     line() << "asm volatile(\"" << ptx << ";\" ::: \"memory\");\n";

@@ -267,7 +267,6 @@ void TileLowering::lowerAtomicAdd(AtomicAddOp op, bool insideParallel) {
       if (op.getOrder() != MemoryOrder::relaxed)
         return fail(op, "a TMA reduce-add is relaxed; use order relaxed, or thread atomics for "
                         "ordered adds");
-      if (getRootBuffer(op.getDest()).getDefiningOp<PeerOp>()) return fail(op, kPeerTmaReduceAdd);
       if (src.space != MemorySpace::shared || src.elementType != dst.elementType)
         return fail(op, "a TMA reduce-add adds a shared buffer into a global window of the "
                         "same element type");

@@ -95,14 +95,17 @@ void TileLowering::enterRoleOf(Operation *op) {
   numThreads = idx(threads);
 }
 
-int64_t TileLowering::tensorMapIndex(BlockArgument param, ArrayRef<int64_t> box, int64_t swizzle) {
+int64_t TileLowering::tensorMapIndex(BlockArgument param, ArrayRef<int64_t> box, int64_t swizzle,
+                                     bool perRank) {
   MLIRContext *ctx = kernel.getContext();
   SmallVector<Attribute> maps;
   if (ArrayAttr existing = kernel.getTmaDescriptorsAttr()) maps.assign(existing.begin(), existing.end());
-  NamedAttribute fields[] = {
+  SmallVector<NamedAttribute> fields = {
       {StringAttr::get(ctx, "box"), DenseI64ArrayAttr::get(ctx, box)},
       {StringAttr::get(ctx, "param"), b.getI64IntegerAttr(param.getArgNumber())},
       {StringAttr::get(ctx, "swizzle"), b.getI64IntegerAttr(swizzle)}};
+  // A map per rank of a symmetric tensor, for tiles of tile.peer.
+  if (perRank) fields.push_back({StringAttr::get(ctx, "peers"), b.getUnitAttr()});
   auto dict = DictionaryAttr::get(ctx, fields);
   for (auto [i, m] : llvm::enumerate(maps))
     if (m == dict) return i;
@@ -112,8 +115,14 @@ int64_t TileLowering::tensorMapIndex(BlockArgument param, ArrayRef<int64_t> box,
 }
 
 bool TileLowering::forEachTmaBox(Operation *op, const Access &global, const Access &shared,
-                                 function_ref<void(int64_t, Value, ArrayRef<Value>)> issue) {
-  auto param = llvm::dyn_cast<BlockArgument>(global.root);
+                                 function_ref<void(int64_t, Value, Value, ArrayRef<Value>)> issue) {
+  // Another rank's tile: the tensor's map for that rank.
+  Value root = global.root, peerRank;
+  if (auto peer = root.getDefiningOp<PeerOp>()) {
+    root = peer.getSource();
+    peerRank = peer.getRank();
+  }
+  auto param = llvm::dyn_cast<BlockArgument>(root);
   auto layoutAttr = llvm::dyn_cast_or_null<SharedLayoutAttr>(shared.layout);
   if (target.computeCapability < 90) {
     fail(op, "TMA copies need sm_90a");
@@ -157,7 +166,7 @@ bool TileLowering::forEachTmaBox(Operation *op, const Access &global, const Acce
   for (auto [k, d] : llvm::enumerate(dims)) box[d] = shape[k];
   box[dims.back()] = panel;
   if (rank >= 2) box[dims[rank - 2]] = std::min(rows, rowChunk);
-  int64_t descriptor = tensorMapIndex(param, box, l.getSwizzleBytes());
+  int64_t descriptor = tensorMapIndex(param, box, l.getSwizzleBytes(), /*perRank=*/bool(peerRank));
   int64_t innerRows = l.getRows() / std::max<int64_t>(rows, 1); // leading dims beyond rank-2
   for (int64_t p = 0; p < cols / panel; ++p) {
     for (int64_t r = 0; r < rows; r += rowChunk) {
@@ -167,7 +176,7 @@ bool TileLowering::forEachTmaBox(Operation *op, const Access &global, const Acce
       if (rank >= 2 && r) coords[dims[rank - 2]] = add(coords[dims[rank - 2]], idx(r));
       // Panel p holds all rows `panel` elements wide, one after another.
       int64_t element = (p * l.getRows() + r * innerRows) * panel;
-      issue(descriptor, sharedAddress(shared, idx(element)), coords);
+      issue(descriptor, peerRank, sharedAddress(shared, idx(element)), coords);
     }
   }
   return true;
@@ -185,11 +194,13 @@ void TileLowering::lowerCopyAsync(CopyAsyncOp op) {
   Value rank = size > 1 ? tilenv::ClusterRankOp::create(b, loc, b.getIndexType()).getResult() : Value();
   IntegerAttr mask = size > 1 ? b.getI64IntegerAttr((int64_t{1} << size) - 1) : IntegerAttr();
   int64_t box = 0;
-  forEachTmaBox(op, src, dst, [&](int64_t descriptor, Value smem, ArrayRef<Value> coords) {
-    OpBuilder::InsertionGuard perBox(b);
-    if (size > 1) guard(eq(rank, idx(box++ % size)));
-    tilenv::TmaLoadOp::create(b, loc, b.getI64IntegerAttr(descriptor), smem, barrier, coords, mask);
-  });
+  forEachTmaBox(op, src, dst,
+                [&](int64_t descriptor, Value peer, Value smem, ArrayRef<Value> coords) {
+                  OpBuilder::InsertionGuard perBox(b);
+                  if (size > 1) guard(eq(rank, idx(box++ % size)));
+                  tilenv::TmaLoadOp::create(b, loc, b.getI64IntegerAttr(descriptor), peer, smem,
+                                            barrier, coords, mask);
+                });
 }
 
 /// Whether the kernel touches `tensor` (through windows of it) only as the
@@ -214,14 +225,24 @@ void TileLowering::storeWithTma(Operation *op, const Access &src, const Access &
   // barrier before the buffer is written again also orders the TMA reads.
   OpBuilder::InsertionGuard g(b);
   guard(eq(threadId, zeroIdx));
-  bool ok = forEachTmaBox(op, dst, src, [&](int64_t descriptor, Value smem, ArrayRef<Value> coords) {
-    OpBuilder::InsertionGuard inBox(b);
-    guard(onlyIf);
-    tilenv::TmaStoreOp::create(b, loc, b.getI64IntegerAttr(descriptor), smem, coords,
-                               add ? b.getUnitAttr() : UnitAttr());
-  });
+  bool ok = forEachTmaBox(
+      op, dst, src, [&](int64_t descriptor, Value peer, Value smem, ArrayRef<Value> coords) {
+        OpBuilder::InsertionGuard inBox(b);
+        guard(onlyIf);
+        tilenv::TmaStoreOp::create(b, loc, b.getI64IntegerAttr(descriptor), peer, smem, coords,
+                                   add ? b.getUnitAttr() : UnitAttr());
+      });
   if (!ok) return;
   tilenv::BulkCommitOp::create(b, loc);
+  // Into another rank's tile (a reduce-add: TMA stores into peers are not
+  // issued): the writes complete and are fenced against the thread's later
+  // generic accesses, so that a flag it then releases orders them for the
+  // peer.
+  if (dst.root.getDefiningOp<PeerOp>()) {
+    tilenv::BulkWaitOp::create(b, loc, UnitAttr());
+    tilenv::FenceProxyAsyncOp::create(b, loc, /*global=*/true);
+    return;
+  }
   // A reduce-add is not read back by the kernel (atomics promise no order
   // with later loads), nor is a tensor the kernel only stores into (a gemm's
   // C), so only the shared source must be free again: the wait can then

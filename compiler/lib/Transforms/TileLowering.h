@@ -273,10 +273,13 @@ private:
   void lowerRole(tile::RoleOp op);
   void lowerCopyAsync(tile::CopyAsyncOp op);
   /// Issues one TMA box per swizzle panel (and per 256 rows) of a whole
-  /// shared buffer, with its shared address and global coordinates; fails
-  /// at `op` when TMA cannot move it.
+  /// shared buffer, with its descriptor, the rank of a peer tile (null for
+  /// this rank's), its shared address and global coordinates; fails at `op`
+  /// when TMA cannot move it.
   bool forEachTmaBox(mlir::Operation *op, const Access &global, const Access &shared,
-                     llvm::function_ref<void(int64_t, mlir::Value, llvm::ArrayRef<mlir::Value>)> issue);
+                     llvm::function_ref<void(int64_t, mlir::Value, mlir::Value,
+                                             llvm::ArrayRef<mlir::Value>)>
+                         issue);
   /// TMA store (or reduce-add) of a whole shared buffer, waited for.
   /// `onlyIf`, when given, predicates the boxes (not their group's commit
   /// and wait, which tessel-defer-bulk-waits then still finds).
@@ -285,7 +288,10 @@ private:
   /// A shared-to-global copy by TMA, or by threads where its window may
   /// start before the tensor.
   void storeTileWithTma(tile::CopyOp op, const Access &src, const Access &dst);
-  int64_t tensorMapIndex(mlir::BlockArgument param, llvm::ArrayRef<int64_t> box, int64_t swizzle);
+  /// The kernel's tensor map of `param` for boxes of `box` (one per rank of
+  /// a symmetric tensor with `perRank`), added to tma_descriptors if new.
+  int64_t tensorMapIndex(mlir::BlockArgument param, llvm::ArrayRef<int64_t> box, int64_t swizzle,
+                         bool perRank = false);
   mlir::Value mbarrierAddress(mlir::Value barriers, mlir::Value index);
   void lowerMbarrier(mlir::Operation *op);
   /// fence.mbarrier_init, and in a cluster kernel a cluster barrier after it.

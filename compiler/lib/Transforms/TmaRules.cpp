@@ -51,21 +51,25 @@ int64_t innermostOffsetMultiple(Value window) {
 }
 } // namespace
 
-std::string tessel::whyNoTma(Value global, Value shared, const TargetInfo &target) {
+std::string tessel::whyNoTma(Value global, Value shared, const TargetInfo &target, bool store) {
   if (!target.hasTma()) return "TMA needs sm_90a or sm_100a";
   if (!target.tma) return "TMA is turned off for this compile";
   auto globalType = llvm::cast<MemRefType>(global.getType());
   auto sharedType = llvm::cast<MemRefType>(shared.getType());
-  if (getRootBuffer(global).getDefiningOp<PeerOp>())
-    return "the tensor is another rank's (tile.peer), and a tensor map holds one address";
-  if (getMemorySpace(globalType) != MemorySpace::global ||
-      !llvm::isa<BlockArgument>(getRootBuffer(global)))
+  Value root = getRootBuffer(global);
+  if (auto peer = root.getDefiningOp<PeerOp>()) {
+    if (store)
+      return "the tensor is another rank's (tile.peer): TMA loads from peers, but a TMA store's "
+             "completion is not ordered with the flags that announce it";
+    root = peer.getSource();
+  }
+  if (getMemorySpace(globalType) != MemorySpace::global || !llvm::isa<BlockArgument>(root))
     return "the global side is not a window of a kernel tensor";
   Value window = global;
   while (auto region = window.getDefiningOp<RegionOp>()) window = region.getSource();
   if (window.getDefiningOp<BoundOp>())
     return "the tensor is bounded by run-time limits (tile.bound), which a tensor map cannot hold";
-  auto globalRoot = llvm::cast<MemRefType>(getRootBuffer(global).getType());
+  auto globalRoot = llvm::cast<MemRefType>(root.getType());
   if (getRootDims(global).back() + 1 != globalRoot.getRank())
     return "the tile's rows are not contiguous in the tensor";
   if (globalRoot.getRank() > 5) return "TMA boxes have at most 5 dimensions";
@@ -98,5 +102,5 @@ std::string tessel::whyNoTma(Value global, Value shared, const TargetInfo &targe
 bool tessel::isTmaStore(CopyOp copy, const TargetInfo &target) {
   auto src = llvm::cast<MemRefType>(copy.getSource().getType());
   return getMemorySpace(src) == MemorySpace::shared &&
-         whyNoTma(copy.getDest(), copy.getSource(), target).empty();
+         whyNoTma(copy.getDest(), copy.getSource(), target, /*store=*/true).empty();
 }

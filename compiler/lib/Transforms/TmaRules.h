@@ -13,8 +13,12 @@
 namespace tessel {
 /// Why a transfer between the window `global` of a kernel tensor and the
 /// whole shared buffer `shared` cannot be one TMA box per swizzle panel;
-/// empty when it can.
-std::string whyNoTma(mlir::Value global, mlir::Value shared, const TargetInfo &target);
+/// empty when it can. Another rank's tile (tile.peer) loads by TMA through
+/// a tensor map per rank; `store` (shared to global): into it, not (a TMA
+/// store completes in the async proxy, unordered with the flag stores that
+/// announce it to the peer).
+std::string whyNoTma(mlir::Value global, mlir::Value shared, const TargetInfo &target,
+                     bool store = false);
 /// A shared-to-global tile.copy that lowers to a TMA store.
 bool isTmaStore(tile::CopyOp copy, const TargetInfo &target);
 } // namespace tessel

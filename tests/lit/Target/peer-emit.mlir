@@ -1,6 +1,7 @@
 // A tensor reached on other ranks: its parameter list gains the table of
-// every rank's address, and tile.peer picks one; the copy from it is not a
-// TMA copy (a tensor map holds one address) but plain 16-byte loads.
+// every rank's address, and tile.peer picks one; a copy from it outside a
+// pipelined loop is plain 16-byte loads (loads the pipeline plans take a
+// tensor map per rank: tests/unit/CompileMatrixTests.cpp).
 // RUN: tessel-opt %s --tessel-pipeline=arch=sm_90a | tessel-translate --emit-cuda | FileCheck %s
 
 // CHECK: peer_read(int p0, int p1, tessel::half *__restrict__ p2, int p2_d0, const tessel::PeerTable p2_peers, tessel::half *__restrict__ p3, int p3_d0

@@ -233,3 +233,26 @@ tile.kernel @multicast(%b: memref<?x?xf16, #g>, %n: index) grid(%bx) = affine_ma
   tile.copy_async %r, %bs arrive %bars[%c0] {multicast} : memref<64x256xf16, strided<[?, 1], offset: ?>, #g>, memref<64x256xf16, #s>, memref<2xi64, #s>
   tile.mbarrier_arrive %bars[%c0] {cluster} : memref<2xi64, #s>
 }
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+
+// A TMA load from another rank's tile (tile.peer): the tensor's maps are
+// one per rank (`peers` in tma_descriptors) and the load names the rank.
+// CHECK-LABEL: tile.kernel @peer_load
+// CHECK-SAME: tma_descriptors = [{box = array<i64: 64, 64>, param = 0 : i64, peers, swizzle = 128 : i64}]
+// CHECK: tilenv.tma_load 0 of rank %arg1[%arg2, %c0] -> %{{.*}} arrive %{{.*}}
+tile.kernel @peer_load(%b: memref<?x64xf16, #g>, %rank: index, %n: index) grid(%bx) = affine_map<()[s0, s1] -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %bars = tile.alloc : memref<1xi64, #s>
+  tile.mbarrier_init %bars[%c0] arrivals(1) : memref<1xi64, #s>
+  tile.fence_mbarrier_init
+  tile.barrier
+  %bs = tile.alloc {layout = #tile.shared<[64, 64], elem = 2, swizzle = 128, pad = 0>} : memref<64x64xf16, #s>
+  %peer = tile.peer %b [%rank] : memref<?x64xf16, #g>
+  %r = tile.region %peer[%n, %c0] [64, 64] : memref<?x64xf16, #g> -> memref<64x64xf16, strided<[64, 1], offset: ?>, #g>
+  tile.mbarrier_expect_tx %bars[%c0] bytes(8192) : memref<1xi64, #s>
+  tile.copy_async %r, %bs arrive %bars[%c0] : memref<64x64xf16, strided<[64, 1], offset: ?>, #g>, memref<64x64xf16, #s>, memref<1xi64, #s>
+}

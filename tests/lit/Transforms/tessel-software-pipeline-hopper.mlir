@@ -92,8 +92,9 @@ tile.kernel @windows(%a: memref<?x32xf16, #g>, %b: memref<?x32xf16, #g>, %out: m
 #s = #tile.space<shared>
 #f = #tile.space<fragment>
 
-// Another rank's tile has no tensor map, so its load is a cp.async copy;
-// the local load beside it stays a TMA copy. Each iteration waits for its
+// Another rank's tile bounded at run time (tile.bound of a tile.peer) has
+// no tensor map (a map holds fixed extents), so its load is a cp.async
+// copy; the local load beside it stays a TMA copy. Each iteration waits for its
 // cp.async group and the barrier, refills, then waits for the TMA bytes.
 // CHECK-LABEL: tile.kernel @peer_beside_local
 // CHECK: tile.mbarrier_expect_tx %{{.*}} bytes(8192)
@@ -116,12 +117,13 @@ tile.kernel @peer_beside_local(%a: memref<?x64xf16, #g>, %b: memref<?x64xf16, #g
   %bs = tile.alloc : memref<64x64xf16, #s>
   %acc = tile.alloc : memref<64x64xf32, #f>
   %peer = tile.peer %b [%rank] : memref<?x64xf16, #g>
+  %bounded = tile.bound %peer [%n, %c64] : memref<?x64xf16, #g>
   tile.pipelined %k = %c0 to %n step %c1 stages(2) {
     %row = arith.muli %k, %c64 : index
     %ra = tile.region %a[%row, %c0] [64, 64] : memref<?x64xf16, #g> -> memref<64x64xf16, strided<[64, 1], offset: ?>, #g>
     tile.copy %ra, %as : memref<64x64xf16, strided<[64, 1], offset: ?>, #g>, memref<64x64xf16, #s>
-    %rb = tile.region %peer[%row, %c0] [64, 64] : memref<?x64xf16, #g> -> memref<64x64xf16, strided<[64, 1], offset: ?>, #g>
-    // expected-remark @+1 {{tessel-software-pipeline [tma]: this load is a cp.async copy, not TMA: the tensor is another rank's (tile.peer)}}
+    %rb = tile.region %bounded[%row, %c0] [64, 64] : memref<?x64xf16, #g> -> memref<64x64xf16, strided<[64, 1], offset: ?>, #g>
+    // expected-remark @+1 {{tessel-software-pipeline [tma]: this load is a cp.async copy, not TMA: the tensor is bounded by run-time limits (tile.bound)}}
     tile.copy %rb, %bs : memref<64x64xf16, strided<[64, 1], offset: ?>, #g>, memref<64x64xf16, #s>
     tile.copy %as, %acc : memref<64x64xf16, #s>, memref<64x64xf32, #f>
     tile.copy %bs, %acc : memref<64x64xf16, #s>, memref<64x64xf32, #f>

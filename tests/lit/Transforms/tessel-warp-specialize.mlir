@@ -760,14 +760,18 @@ tile.kernel @prologue_walk_flagged(%a: memref<?x?xf16, #g>, %b: memref<?x?xf16, 
 #s = #tile.space<shared>
 #f = #tile.space<fragment>
 
-// Another rank's tensor has no tensor map (a map holds one address), so its
-// load is a cp.async copy, and a loop's loads are all TMA or all cp.async:
-// the local operand's load loses TMA too and the loop is not split. Left to
-// this pass on sm_90a, where the loop would be split, that is a warning
-// naming the load.
+// Another rank's tile loads by TMA through the tensor's map for that rank,
+// so a loop reading an operand from a peer is warp-specialized like any
+// other: the producer issues both loads, the peer's from its tile.peer.
 // CHECK-LABEL: tile.kernel @peer_operand
-// CHECK-SAME: threads(128)
-// CHECK-NOT: tile.role
+// CHECK-SAME: threads(256)
+// CHECK: %[[PEER:.*]] = tile.peer %arg1[%arg3]
+// CHECK: tile.role threads(128, 128) {
+// CHECK: tile.mbarrier_expect_tx %{{.*}} bytes(16384)
+// CHECK: tile.copy_async %{{.*}}, %{{.*}} arrive
+// CHECK: tile.region %[[PEER]]
+// CHECK: tile.copy_async %{{.*}}, %{{.*}} arrive
+// CHECK: tile.role threads(0, 128) {
 tile.kernel @peer_operand(%a: memref<?x64xf16, #g>, %b: memref<?x64xf16, #g>, %out: memref<64x64xf32, #g>, %rank: index, %n: index) grid(%bx) = affine_map<()[s0, s1] -> (1)> threads(128) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
@@ -776,7 +780,6 @@ tile.kernel @peer_operand(%a: memref<?x64xf16, #g>, %b: memref<?x64xf16, #g>, %o
   %bs = tile.alloc : memref<64x64xf16, #s>
   %acc = tile.alloc : memref<64x64xf32, #f>
   %peer = tile.peer %b [%rank] : memref<?x64xf16, #g>
-  // expected-warning @+1 {{tessel-warp-specialize [warp-specialization]: this pipelined loop is not warp-specialized (no TMA producer warpgroup): its loads are not all TMA: the tensor is another rank's (tile.peer), and a tensor map holds one address (the load at}}
   tile.pipelined %k = %c0 to %n step %c1 stages(2) {
     %row = arith.muli %k, %c64 : index
     %ra = tile.region %a[%row, %c0] [64, 64] : memref<?x64xf16, #g> -> memref<64x64xf16, strided<[64, 1], offset: ?>, #g>

@@ -214,8 +214,9 @@ private:
 /// Rank `rank`'s copy of a symmetric kernel tensor (the node's GPUs each
 /// hold one; the launch passes every rank's address with
 /// rt::LaunchArg::symmetric): tiles of it are read and written over NVLink
-/// with ordinary copies (plain loads and stores, or cp.async; not TMA, whose
-/// tensor map holds one address).
+/// with ordinary copies (plain loads and stores, or cp.async), loaded by TMA
+/// in pipelined loops and reduce-added into by AtomicPath::tma, through a
+/// tensor map per rank (plain TMA stores into it are not issued).
 Buffer peer(const Tensor &tensor, Expr rank, SrcLoc loc = SrcLoc::current());
 
 /// A tensor extent computed from symbols (see ParamInfo::extents).

@@ -49,6 +49,9 @@ struct TensorMapSpec {
   int param = 0;
   std::vector<int64_t> box; // elements per dimension, outermost first
   int swizzle = 0;          // 0, 32, 64 or 128 bytes
+  /// One map per local rank (kMaxPeers, from the parameter's peer table,
+  /// unused ones zero): the kernel picks a peer's (tile.peer by TMA).
+  bool peers = false;
 };
 
 struct KernelSpec {

@@ -192,9 +192,11 @@ void fillAsync(CUdeviceptr ptr, size_t bytes, unsigned char value, CUstream stre
 /// 16-byte units); otherwise why not.
 bool tensorMapFits(const KernelSpec &spec, const TensorMapSpec &map,
                    const std::vector<LaunchArg> &args, std::string *why = nullptr);
-/// Encodes `map` for this launch's arguments (cuTensorMapEncodeTiled).
+/// Encodes `map` for this launch's arguments (cuTensorMapEncodeTiled), over
+/// the argument's own address or, given, `address` (a peer's copy of it).
 void encodeTensorMap(const KernelSpec &spec, const TensorMapSpec &map,
-                     const std::vector<LaunchArg> &args, CUtensorMap *out);
+                     const std::vector<LaunchArg> &args, CUtensorMap *out,
+                     CUdeviceptr address = 0);
 
 /// Whether a kernel built for `arch` runs on a device of compute capability
 /// `cc`; otherwise the reason.

@@ -28,12 +28,6 @@ MemorySpace getMemorySpace(mlir::MemRefType type);
 /// A memref type in a tile memory space.
 mlir::MemRefType getTileMemRefType(llvm::ArrayRef<int64_t> shape, mlir::Type elementType,
                                    MemorySpace space);
-/// Why a TMA reduce-add cannot go into another rank's tile, and what to
-/// write instead (the DSL and the lowering say the same).
-inline constexpr const char *kPeerTmaReduceAdd =
-    "a TMA reduce-add cannot add into another rank's tile (peer()): a tensor map holds one "
-    "address, this rank's; use AtomicPath::threads (each thread's adds go to the peer over "
-    "NVLink), or reduce-add into this rank's own tile for the peer to read";
 } // namespace tessel::tile
 
 #endif

@@ -133,7 +133,8 @@ def Tile_PeerOp : Tile_Op<"peer", [Pure, AllTypesMatch<["source", "result"]>]> {
     writes of the result, or of windows of it, go to that GPU over NVLink.
     `source` is a kernel parameter; the launch passes every rank's address
     of it (rt::LaunchArg::symmetric). Such tiles are carried by plain loads
-    and stores, not TMA (a tensor map holds one address).
+    and stores or cp.async, and by TMA (loads a pipeline plans, reduce-adds)
+    through a tensor map per rank; not by TMA stores.
 
     ```mlir
     %next = tile.peer %x [%r] : memref<?x64xf16, #tile.space<global>>

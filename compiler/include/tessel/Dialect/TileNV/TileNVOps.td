@@ -136,18 +136,20 @@ def TileNV_CpAsyncCommitOp : TileNV_Op<"cp_async_commit"> {
   let assemblyFormat = "attr-dict";
 }
 
-def TileNV_TmaLoadOp : TileNV_Op<"tma_load"> {
+def TileNV_TmaLoadOp : TileNV_Op<"tma_load", [AttrSizedOperandSegments]> {
   let summary = "cp.async.bulk.tensor: one TMA box from global into shared memory";
   let description = [{
     Loads the box at element coordinates `coords` (outermost first) of the
     tensor map `descriptor` (an index into the kernel's `tma_descriptors`)
     into shared address `dest`, completing `bytes` transaction bytes on the
-    mbarrier at shared address `barrier`. One thread issues it.
+    mbarrier at shared address `barrier`. One thread issues it. With
+    `rank`, the descriptor holds a map per rank of a symmetric tensor
+    (tile.peer) and the box comes from rank `rank`'s copy.
   }];
-  let arguments = (ins Tessel_I64Attr:$descriptor, I32:$dest, I32:$barrier, Variadic<Index>:$coords,
-                       OptionalAttr<Tessel_I64Attr>:$multicast_mask);
+  let arguments = (ins Tessel_I64Attr:$descriptor, Optional<Index>:$rank, I32:$dest, I32:$barrier,
+                       Variadic<Index>:$coords, OptionalAttr<Tessel_I64Attr>:$multicast_mask);
   let assemblyFormat = [{
-    $descriptor `[` $coords `]` `->` $dest `arrive` $barrier (`multicast` `(` $multicast_mask^ `)`)? attr-dict
+    $descriptor (`of` `rank` $rank^)? `[` $coords `]` `->` $dest `arrive` $barrier (`multicast` `(` $multicast_mask^ `)`)? attr-dict
   }];
 }
 
@@ -178,17 +180,18 @@ def TileNV_MbarrierArriveRemoteOp : TileNV_Op<"mbarrier_arrive_remote"> {
   let assemblyFormat = "$address `in` $rank attr-dict";
 }
 
-def TileNV_TmaStoreOp : TileNV_Op<"tma_store"> {
+def TileNV_TmaStoreOp : TileNV_Op<"tma_store", [AttrSizedOperandSegments]> {
   let summary = "cp.async.bulk.tensor (or cp.reduce.async.bulk.tensor.add): one box to global";
   let description = [{
     Stores (with `reduce_add`, adds) the shared box at address `source` to
     the box at `coords` (outermost first) of tensor map `descriptor`, in the
-    thread's current bulk group. One thread issues it.
+    thread's current bulk group. One thread issues it. With `rank`, the
+    box goes to rank `rank`'s copy of a symmetric tensor (tile.peer).
   }];
-  let arguments = (ins Tessel_I64Attr:$descriptor, I32:$source, Variadic<Index>:$coords,
-                       UnitAttr:$reduce_add);
+  let arguments = (ins Tessel_I64Attr:$descriptor, Optional<Index>:$rank, I32:$source,
+                       Variadic<Index>:$coords, UnitAttr:$reduce_add);
   let assemblyFormat = [{
-    $source `->` $descriptor `[` $coords `]` (`reduce_add` $reduce_add^)? attr-dict
+    $source `->` $descriptor (`of` `rank` $rank^)? `[` $coords `]` (`reduce_add` $reduce_add^)? attr-dict
   }];
 }
 
@@ -253,7 +256,14 @@ def TileNV_SetMaxNRegOp : TileNV_Op<"setmaxnreg"> {
 
 def TileNV_FenceProxyAsyncOp : TileNV_Op<"fence_proxy_async"> {
   let summary = "fence.proxy.async.shared::cta: order generic writes before async-proxy reads";
-  let assemblyFormat = "attr-dict";
+  let description = [{
+    With `global`, fence.proxy.async.global: the thread's completed
+    async-proxy writes of global memory (a TMA reduce-add into another
+    rank's tile, waited for) are ordered before its later generic accesses
+    (the release of the flag that tells the peer).
+  }];
+  let arguments = (ins UnitAttr:$global);
+  let assemblyFormat = "(`global` $global^)? attr-dict";
 }
 
 def TileNV_LdMatrixOp : TileNV_Op<"ldmatrix"> {
