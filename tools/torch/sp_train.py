@@ -4,7 +4,8 @@
 Two copies of a small model (two attention blocks, GQA) start from the same
 weights on every rank. One trains on the whole sequence with single-GPU
 attention (tessel_torch.attention); the other with sequence parallelism:
-each rank takes its 1/N of the sequence, attention is sp_attention (Tessel's
+each rank takes its rows of the sequence (1/N end to end, or with
+--placement zigzag chunks r and 2N-1-r of 2N), attention is sp_attention (Tessel's
 exchanges between the GPUs), and the gradients of the weights are summed
 over the ranks (torch.distributed), as sequence-parallel training does.
 Their losses must agree at every step within bf16 noise.
@@ -24,10 +25,10 @@ import tessel_torch  # noqa: E402
 
 
 class Block(torch.nn.Module):
-    def __init__(self, dim, heads, heads_kv, parallel):
+    def __init__(self, dim, heads, heads_kv, parallel, placement="ulysses"):
         super().__init__()
         self.heads, self.heads_kv, self.head_dim = heads, heads_kv, dim // heads
-        self.parallel = parallel
+        self.parallel, self.placement = parallel, placement
         self.q = torch.nn.Linear(dim, dim, bias=False)
         self.kv = torch.nn.Linear(dim, 2 * heads_kv * self.head_dim, bias=False)
         self.out = torch.nn.Linear(dim, dim, bias=False)
@@ -36,8 +37,10 @@ class Block(torch.nn.Module):
         b, s, _ = x.shape
         q = self.q(x).view(b, s, self.heads, self.head_dim).to(torch.bfloat16)
         k, v = self.kv(x).view(b, s, 2, self.heads_kv, self.head_dim).to(torch.bfloat16).unbind(2)
-        attend = tessel_torch.sp_attention if self.parallel else tessel_torch.attention
-        o = attend(q, k, v, causal=True)
+        if self.parallel:
+            o = tessel_torch.sp_attention(q, k, v, causal=True, placement=self.placement)
+        else:
+            o = tessel_torch.attention(q, k, v, causal=True)
         return x + self.out(o.reshape(b, s, -1).float())
 
 
@@ -46,6 +49,8 @@ def main():
     p.add_argument("--prefix", required=True, help="where Tessel is installed")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--seqlen", type=int, default=4096)
+    p.add_argument("--placement", choices=("ulysses", "zigzag"), default="ulysses",
+                   help="each rank's rows: 1/N end to end, or chunks r and 2N-1-r of 2N")
     args = p.parse_args()
     dist.init_process_group("nccl")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -59,10 +64,15 @@ def main():
                                 Block(dim, heads, heads_kv, False)).cuda()
     parallel = copy.deepcopy(whole)
     for block in parallel:
-        block.parallel = True
+        block.parallel, block.placement = True, args.placement
     x = torch.randn(1, s, dim, device="cuda")
     target = torch.randn(1, s, dim, device="cuda")
-    rows = slice(rank * s // world, (rank + 1) * s // world)
+    if args.placement == "zigzag":
+        chunk = s // (2 * world)
+        rows = torch.cat([torch.arange(c * chunk, (c + 1) * chunk, device="cuda")
+                          for c in (rank, 2 * world - 1 - rank)])
+    else:
+        rows = slice(rank * s // world, (rank + 1) * s // world)
     opts = [torch.optim.SGD(m.parameters(), lr=50.0) for m in (whole, parallel)]
     worst, first = 0.0, None
     for step in range(args.steps):

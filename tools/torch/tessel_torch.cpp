@@ -171,18 +171,20 @@ void spRelease() {
   });
 }
 
-tessel::sp_attention::Options spOptions(bool causal, double scale) {
+tessel::sp_attention::Options spOptions(bool causal, double scale, bool zigzag) {
   tessel::sp_attention::Options options;
   options.causal = causal;
   options.scale = scale;
+  if (zigzag) options.placement = tessel::sp_attention::Placement::zigzag;
   return options;
 }
 
-/// Each rank's shards [batch, seqlen / N, heads, head_dim]: O and the
-/// LSE [batch, heads_q, seqlen / N] of its rows.
+/// Each rank's shards [batch, seqlen / N, heads, head_dim] (zig-zag: chunks
+/// r and 2N-1-r of 2N): O and the LSE [batch, heads_q, seqlen / N] of its
+/// rows.
 std::tuple<at::Tensor, at::Tensor> spAttentionForward(const at::Tensor &q, const at::Tensor &k,
                                                       const at::Tensor &v, bool causal,
-                                                      double scale) {
+                                                      double scale, bool zigzag) {
   at::Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
   at::Tensor out = at::empty_like(qc);
   at::Tensor lse = at::empty({q.size(0), q.size(2), q.size(1)}, q.options().dtype(at::kFloat));
@@ -190,8 +192,8 @@ std::tuple<at::Tensor, at::Tensor> spAttentionForward(const at::Tensor &q, const
   record(lastSpForward, translated([&] {
     return text(tessel::sp_attention::forward(c, viewOf(qc, "q"), viewOf(kc, "k"),
                                               viewOf(vc, "v"), viewOf(out, "out"),
-                                              viewOf(lse, "lse"), spOptions(causal, scale),
-                                              currentStream(q)));
+                                              viewOf(lse, "lse"),
+                                              spOptions(causal, scale, zigzag), currentStream(q)));
   }));
   return {out, lse};
 }
@@ -199,7 +201,7 @@ std::tuple<at::Tensor, at::Tensor> spAttentionForward(const at::Tensor &q, const
 std::tuple<at::Tensor, at::Tensor, at::Tensor>
 spAttentionBackward(const at::Tensor &dout, const at::Tensor &q, const at::Tensor &k,
                     const at::Tensor &v, const at::Tensor &out, const at::Tensor &lse, bool causal,
-                    double scale) {
+                    double scale, bool zigzag) {
   at::Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
   at::Tensor oc = out.contiguous(), doc = dout.contiguous(), lc = lse.contiguous();
   at::Tensor dq = at::empty_like(qc), dk = at::empty_like(kc), dv = at::empty_like(vc);
@@ -208,7 +210,7 @@ spAttentionBackward(const at::Tensor &dout, const at::Tensor &q, const at::Tenso
     return text(tessel::sp_attention::backward(
         c, viewOf(qc, "q"), viewOf(kc, "k"), viewOf(vc, "v"), viewOf(oc, "out"), viewOf(lc, "lse"),
         viewOf(doc, "dout"), viewOf(dq, "dq"), viewOf(dk, "dk"), viewOf(dv, "dv"),
-        spOptions(causal, scale), currentStream(q)));
+        spOptions(causal, scale, zigzag), currentStream(q)));
   }));
   return {dq, dk, dv};
 }
@@ -263,10 +265,10 @@ TORCH_LIBRARY(tessel, m) {
         "Tensor lengths, float scale, float k_scale=1.0, float v_scale=1.0) -> Tensor");
   m.def("mla_decode(Tensor q, Tensor cache, Tensor block_table, Tensor lengths, float scale) "
         "-> Tensor");
-  m.def("sp_attention_fwd(Tensor q, Tensor k, Tensor v, bool causal, float scale) "
-        "-> (Tensor, Tensor)");
+  m.def("sp_attention_fwd(Tensor q, Tensor k, Tensor v, bool causal, float scale, "
+        "bool zigzag=False) -> (Tensor, Tensor)");
   m.def("sp_attention_bwd(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
-        "bool causal, float scale) -> (Tensor, Tensor, Tensor)");
+        "bool causal, float scale, bool zigzag=False) -> (Tensor, Tensor, Tensor)");
   m.def("tp_allgather_gemm(Tensor a, Tensor b, bool transpose_b) -> Tensor");
   m.def("tp_gemm_reducescatter(Tensor a, Tensor b, bool transpose_b) -> Tensor");
 }

@@ -77,11 +77,11 @@ def _register_fakes():
     register_fake: the operators then run eagerly only."""
     if not hasattr(torch.library, "register_fake"):
         return
-    def fake_forward(q, k, v, causal, scale):
+    def fake_forward(q, k, v, causal, scale, zigzag=False):
         b, s, h, _ = q.shape
         return q.new_empty(q.shape), q.new_empty((b, h, s), dtype=torch.float32)
 
-    def fake_backward(dout, q, k, v, out, lse, causal, scale):
+    def fake_backward(dout, q, k, v, out, lse, causal, scale, zigzag=False):
         return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
     for name, fake in (("attention_fwd", fake_forward), ("attention_bwd", fake_backward),
@@ -155,29 +155,34 @@ def attention(q, k, v, causal=False, scale=None):
 
 class _SpAttention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, causal, scale):
-        out, lse = torch.ops.tessel.sp_attention_fwd(q, k, v, causal, scale)
+    def forward(ctx, q, k, v, causal, scale, zigzag):
+        out, lse = torch.ops.tessel.sp_attention_fwd(q, k, v, causal, scale, zigzag)
         ctx.save_for_backward(q, k, v, out, lse)
-        ctx.causal, ctx.scale = causal, scale
+        ctx.causal, ctx.scale, ctx.zigzag = causal, scale, zigzag
         return out
 
     @staticmethod
     def backward(ctx, dout):
         q, k, v, out, lse = ctx.saved_tensors
         dq, dk, dv = torch.ops.tessel.sp_attention_bwd(dout, q, k, v, out, lse, ctx.causal,
-                                                       ctx.scale)
-        return dq, dk, dv, None, None
+                                                       ctx.scale, ctx.zigzag)
+        return dq, dk, dv, None, None, None
 
 
-def sp_attention(q, k, v, causal=False, scale=None):
-    """Sequence-parallel (Ulysses) attention over the ranks torchrun started:
-    q [batch, seq / N, heads_q, head_dim], k and v [batch, seq / N, heads_kv,
-    head_dim], each rank's 1/N of every sequence; returns the rank's shard of
-    softmax(scale q k^T) v over the whole sequences. Collective: every rank
-    calls it with the same shapes, in the same order. Differentiable."""
+def sp_attention(q, k, v, causal=False, scale=None, placement="ulysses"):
+    """Sequence-parallel attention over the ranks torchrun started: q [batch,
+    seq / N, heads_q, head_dim], k and v [batch, seq / N, heads_kv,
+    head_dim], each rank's rows of every sequence; returns the rank's shard
+    of softmax(scale q k^T) v over the whole sequences. placement "ulysses":
+    the rank holds 1/N of each sequence, end to end; "zigzag": chunks r and
+    2N-1-r of 2N (equal causal work on every rank; a fixed batch, chunks of
+    whole 128-row tiles). Collective: every rank calls it with the same
+    shapes, in the same order. Differentiable."""
+    if placement not in ("ulysses", "zigzag"):
+        raise ValueError(f"placement={placement!r}: use 'ulysses' or 'zigzag'")
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
-    return _SpAttention.apply(q, k, v, causal, scale)
+    return _SpAttention.apply(q, k, v, causal, scale, placement == "zigzag")
 
 
 def sp_init():
