@@ -104,6 +104,10 @@ bool isBlackwell(const std::string &arch) { return arch.rfind("sm_100a", 0) == 0
 AttentionBackwardConfig backwardConfig(const Problem &p, const attention::BackwardOptions &o,
                                        const std::string &arch, const TunedSettings *record) {
   AttentionBackwardConfig c;
+  if (o.config && o.config->queryOffset != (o.queryOffset > 0))
+    throw Error(fmt::format("config.queryOffset is {} but BackwardOptions::queryOffset = {}: the "
+                            "option sets the offset (and the configuration follows it)",
+                            o.config->queryOffset, o.queryOffset));
   if (o.config) {
     c = *o.config;
   } else {
@@ -397,13 +401,14 @@ Choice attention::backward(const TensorView &q, const TensorView &k, const Tenso
     std::shared_ptr<Kernel> pre, main, post;
   };
   auto compileWith = [&](const AttentionBackwardConfig &config) {
-    std::string key = attentionBackwardSettings().describe(config) +
-                      (config.queryOffset ? " query_offset" : "");
-    choice.config = "flash_attention_bwd " + key;
+    // The query offset changes the main kernel only.
+    std::string key = attentionBackwardSettings().describe(config);
+    std::string mainKey = key + (config.queryOffset ? " query_offset" : "");
+    choice.config = "flash_attention_bwd " + mainKey;
     bool compiledPre = false, compiledMain = false, compiledPost = false;
     Kernels k{cachedKernel("bwd_pre " + key, choice.arch,
                            [&] { return flashAttentionBackwardPre(config); }, compiledPre),
-              cachedKernel("bwd_main " + key, choice.arch,
+              cachedKernel("bwd_main " + mainKey, choice.arch,
                            [&] { return flashAttentionBackward(config); }, compiledMain),
               cachedKernel("bwd_post " + key, choice.arch,
                            [&] { return flashAttentionBackwardPost(config); }, compiledPost)};

@@ -187,6 +187,11 @@ Choice sp_attention::backward(Communicator &comm, const TensorView &q, const Ten
   bool zigzag = o.placement == Placement::zigzag;
   std::string description = agreeOnProblem(comm, "sp_attention::backward", [&] {
     problem = spProblemOf(comm, q, k, v, out, o, choice.arch);
+    // Refused here, before any exchange, rather than by the attention
+    // backward once the shards have moved.
+    if (problem.shape.headDim != 64 && problem.shape.headDim != 128)
+      throw Error(fmt::format("head_dim = {}: the attention backward takes 64 and 128",
+                              problem.shape.headDim));
     if (o.groups == 0 && !zigzag)
       problem.groupHeads = backwardHeadGroups(
           problem.shape, rt::Driver::get().multiprocessors(comm.device()));

@@ -102,6 +102,10 @@ SequenceParallelProblem tessel::kernels::spProblemOf(Communicator &comm, const T
   bool zigzag = o.placement == sp_attention::Placement::zigzag;
   if (zigzag && s.packed())
     throw Error("placement zigzag takes a fixed batch (batch, seqlen), not cuSeqlensQ");
+  if (zigzag && o.groups)
+    throw Error(fmt::format("groups = {} splits the heads of placement ulysses; zig-zag keeps every "
+                            "head on every rank (use 0)",
+                            o.groups));
   if (!zigzag) validateUlysses(s);
   // Each rank's shard is 1/N of every sequence.
   for (int t : {0, 1}) {

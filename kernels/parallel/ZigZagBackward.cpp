@@ -6,12 +6,12 @@
 // as the forward does (ZigZagKvGather) and runs Tessel's attention backward
 // per chunk, the queries at their key positions (attention::Options::
 // queryOffset) over the keys the chunk sees. That writes the chunk's dq
-// whole, and this rank's share of dK and dV for every key it saw. A
-// reduce-scatter then gives each rank the sum of all ranks' shares for its
-// own chunks: the copy engines pull the shares from the peers' symmetric
-// memory (under a causal mask only the 2N - c chunks at or after chunk c saw
-// it), and a partial-sum kernel per chunk adds them in f32, in rank order,
-// rounding once.
+// whole, and this rank's share of dK and dV for every key it saw (in the
+// gradients' type, as the backward writes them). A reduce-scatter then gives
+// each rank the sum of all ranks' shares for its own chunks: the copy
+// engines pull the shares from the peers' symmetric memory (under a causal
+// mask only the 2N - c chunks at or after chunk c saw it), and a partial-sum
+// kernel per chunk adds them in f32, in rank order, rounding the sum once.
 //
 //===----------------------------------------------------------------------===//
 #include "SpAttentionProblem.h"
@@ -126,6 +126,16 @@ std::unique_ptr<ZigZagBackwardPlan> makePlan(Communicator &comm, SequenceParalle
   plan->rank = comm.localRank();
   plan->arch = arch;
   const ZigZagShape &z = plan->z;
+  // Compiled and loaded before the collective allocations: a rank whose
+  // compile failed after them would leave its peers waiting in the gather.
+  // (A module load also waits for running kernels, and a peer's handshake
+  // may soon spin on this rank's.)
+  PartialSumConfig add;
+  add.dtype = plan->problem.config.dtype;
+  bool compiled = false;
+  plan->sum = cachedKernel(fmt::format("partial_sum {}", partialSumSettings().describe(add)), arch,
+                           [&] { return partialSum(add); }, compiled);
+  plan->sum->loadedKernel().resourceUsage();
   plan->gather = std::make_unique<ZigZagKvGather>(comm, z);
   int64_t kvRows = z.batch * z.seqlen, rowKV = plan->rowBytes(z.headsKV);
   for (int t : {kDk, kDv}) {
@@ -146,14 +156,6 @@ std::unique_ptr<ZigZagBackwardPlan> makePlan(Communicator &comm, SequenceParalle
                                            comm.device());
   plan->workspaceBytes = attention::backwardWorkspaceBytes(anyQ, allK, o);
   plan->workspace = std::make_unique<rt::DeviceBuffer>(std::max<size_t>(plan->workspaceBytes, 16));
-  PartialSumConfig add;
-  add.dtype = plan->problem.config.dtype;
-  bool compiled = false;
-  plan->sum = cachedKernel(fmt::format("partial_sum {}", partialSumSettings().describe(add)), arch,
-                           [&] { return partialSum(add); }, compiled);
-  // Loaded now: a module load waits for running kernels, and a peer's
-  // handshake may soon spin on this rank's.
-  plan->sum->loadedKernel().resourceUsage();
   return plan;
 }
 
@@ -171,12 +173,15 @@ std::array<int64_t, 2> pullShares(ZigZagBackwardPlan &plan) {
       for (int part = 0; part < 2; ++part) {
         if (!plan.saw(source, part, c)) continue;
         int64_t slot = count[mine]++;
+        // Chunk c of each batch entry of the source's share (one copy per
+        // entry: a 2-D copy's pitches, a sequence of K/V rows apart, pass
+        // the driver's limit on long contexts).
         for (int t : {kDk, kDv})
-          // Chunk c of every batch entry of the source's share: one 2-D copy.
-          copyPitched(plan.shares[t]->peer(source) + (part * z.batch * z.seqlen + c * chunk) * rowKV,
-                      z.seqlen * rowKV,
-                      plan.pulled[t]->ptr() + (mine * slots + slot) * bytes, 2 * slots * bytes,
-                      bytes, z.batch, (*plan.lanes)[source]);
+          for (int64_t b = 0; b < z.batch; ++b)
+            copyDevice(plan.pulled[t]->ptr() + ((b * 2 + mine) * slots + slot) * bytes,
+                       plan.shares[t]->peer(source) +
+                           ((part * z.batch + b) * z.seqlen + c * chunk) * rowKV,
+                       bytes, (*plan.lanes)[source]);
       }
   }
   return count;

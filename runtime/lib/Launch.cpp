@@ -349,7 +349,13 @@ void LoadedKernel::launch(const std::vector<LaunchArg> &args, CUstream stream,
   for (size_t m = 0; m < s.tensorMaps.size(); ++m) {
     const LaunchArg &a = args.at(s.tensorMaps[m].param);
     if (s.tensorMaps[m].peers) {
-      // One map per rank's copy (the peer table was checked above);
+      if (!s.params.at(s.tensorMaps[m].param).peers)
+        throw Error(fmt::format("kernel {}: tensor map {} is per rank but argument {} has no peer "
+                                "table (a damaged kernel spec)",
+                                s.name, m, s.tensorMaps[m].param));
+      // One map per rank's copy (the peer table was checked above); a rank
+      // past the table gets a zero map, which faults rather than reading
+      // another rank's copy.
       // encoded each launch, since the cache is keyed by one address.
       std::array<CUtensorMap, kMaxPeers> &set = scratch.peerMaps[m];
       set = {};

@@ -230,6 +230,9 @@ TEST_CASE("one rank of sp_attention::backward (run by the case below)", "[.sp_ba
   zigzag.placement = sp_attention::Placement::zigzag;
   CHECK_THROWS_WITH(sp_attention::backward(*comm, x, x, x, x, lse, x, x, x, x, zigzag),
                     Catch::Contains("rank 0: zig-zag: sequence 0 has 16 query rows"));
+  zigzag.groups = 2;
+  CHECK_THROWS_WITH(sp_attention::backward(*comm, x, x, x, x, lse, x, x, x, x, zigzag),
+                    Catch::Contains("rank 0: groups = 2 splits the heads of placement ulysses"));
   CHECK_THROWS_WITH(sp_attention::backward(*comm, x, x, x, x, x, x, x, x, x),
                     Catch::Contains("rank 0: lse"));
   sp_attention::Options unknown;

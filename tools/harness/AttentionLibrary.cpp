@@ -81,7 +81,7 @@ struct AttentionShape {
     }
     if (p.count("query_offset")) queryOffset = intParam(p, "query_offset");
     if (queryOffset < 0 || (queryOffset && (!causal || varlen)))
-      throw Error(fmt::format("query_offset={}: a query offset must be positive and is for causal "
+      throw Error(fmt::format("query_offset={}: a query offset must not be negative and is for causal "
                               "attention without varlen",
                               queryOffset));
     if (p.count("shards")) shards = intParam(p, "shards");

@@ -477,10 +477,7 @@ std::optional<LogicalResult> CudaEmitter::emitCopy(Operation &op) {
         return asmStatement(o.getRead() ? "cp.async.bulk.wait_group.read 0"
                                         : "cp.async.bulk.wait_group 0");
       })
-      .Case([&](tilenv::FenceProxyAsyncOp o) {
-        return asmStatement(o.getGlobal() ? "fence.proxy.async.global"
-                                          : "fence.proxy.async.shared::cta");
-      })
+      .Case([&](tilenv::FenceProxyAsyncOp) { return asmStatement("fence.proxy.async.shared::cta"); })
       .Default([](Operation *) { return std::nullopt; });
 }
 

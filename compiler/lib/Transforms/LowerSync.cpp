@@ -240,7 +240,7 @@ void TileLowering::storeWithTma(Operation *op, const Access &src, const Access &
   // peer.
   if (dst.root.getDefiningOp<PeerOp>()) {
     tilenv::BulkWaitOp::create(b, loc, UnitAttr());
-    tilenv::FenceProxyAsyncOp::create(b, loc, /*global=*/true);
+    tilenv::FenceProxyAsyncGlobalOp::create(b, loc);
     return;
   }
   // A reduce-add is not read back by the kernel (atomics promise no order

@@ -33,8 +33,16 @@ static bool ordersLaterCopies(Operation &op) {
 }
 
 /// Whether `op` itself writes (a view of) the root buffer `root`.
+/// Every rank's copy of a tensor is one buffer here: a write to one may be
+/// to the copy another op reads (this rank's own, through peer()).
+static Value withoutPeer(Value root) {
+  if (auto peer = root.getDefiningOp<PeerOp>()) return peer.getSource();
+  return root;
+}
+
 static bool writesBuffer(Operation *op, Value root) {
-  auto isRoot = [&](Value v) { return getRootBuffer(v) == root; };
+  root = withoutPeer(root);
+  auto isRoot = [&](Value v) { return withoutPeer(getRootBuffer(v)) == root; };
   if (auto copy = llvm::dyn_cast<CopyOp>(op)) return isRoot(copy.getDest());
   if (auto copy = llvm::dyn_cast<CopyAsyncOp>(op)) return isRoot(copy.getDest());
   if (auto fill = llvm::dyn_cast<FillOp>(op)) return isRoot(fill.getDest());

@@ -357,9 +357,10 @@ Choice forward(rt::Communicator &comm, const TensorView &q, const TensorView &k,
 /// replicated over several ranks (heads_kv < N) gets the sum of its
 /// replicas' gradients (added in f32, rounded after each addition).
 /// Zig-zag: K and V are gathered as in the forward, the attention backward
-/// runs per chunk with its queries at their place in the sequence, and a
-/// reduce-scatter sums every rank's share of the rank's dk and dv (in f32,
-/// rounded once).
+/// runs per chunk with its queries at their place in the sequence (each
+/// share of dk and dv in the gradients' type), and a reduce-scatter sums
+/// every rank's shares of the rank's dk and dv in f32, rounding the sum
+/// once.
 /// Collective, checked on every rank before anything moves, like
 /// forward(); a failure on one rank once the exchanges have started (the
 /// attention backward's compile, say) lets the exchanges finish and is then

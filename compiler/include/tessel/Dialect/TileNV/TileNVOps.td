@@ -79,6 +79,11 @@ def TileNV_FlagWaitOp : TileNV_Op<"flag_wait"> {
 
 def TileNV_FenceProxyAsyncGlobalOp : TileNV_Op<"fence_proxy_async_global"> {
   let summary = "fence.proxy.async.global: generic-proxy global writes seen by TMA loads";
+  let description = [{
+    Also after a waited TMA reduce-add into another rank's tile: its
+    async-proxy writes are then ordered before the thread's later generic
+    accesses (the release of the flag that tells the peer).
+  }];
   let assemblyFormat = "attr-dict";
 }
 
@@ -256,14 +261,7 @@ def TileNV_SetMaxNRegOp : TileNV_Op<"setmaxnreg"> {
 
 def TileNV_FenceProxyAsyncOp : TileNV_Op<"fence_proxy_async"> {
   let summary = "fence.proxy.async.shared::cta: order generic writes before async-proxy reads";
-  let description = [{
-    With `global`, fence.proxy.async.global: the thread's completed
-    async-proxy writes of global memory (a TMA reduce-add into another
-    rank's tile, waited for) are ordered before its later generic accesses
-    (the release of the flag that tells the peer).
-  }];
-  let arguments = (ins UnitAttr:$global);
-  let assemblyFormat = "(`global` $global^)? attr-dict";
+  let assemblyFormat = "attr-dict";
 }
 
 def TileNV_LdMatrixOp : TileNV_Op<"ldmatrix"> {
