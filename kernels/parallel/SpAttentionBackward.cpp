@@ -64,11 +64,6 @@ HeadGroups backwardHeadGroups(const UlyssesShape &s, int sms) {
   return evenHeadGroups(s, 1);
 }
 
-void copyDevice(CUdeviceptr to, CUdeviceptr from, int64_t bytes, CUstream stream) {
-  rt::Driver &d = rt::Driver::get();
-  TESSEL_CU(d, cuMemcpyAsync, to, from, size_t(bytes), stream);
-}
-
 /// The attention backward's views and options over head group g of the
 /// head layout: the whole sequences (one packed entry for a packed batch)
 /// for the group's heads.

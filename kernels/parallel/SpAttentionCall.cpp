@@ -113,11 +113,6 @@ std::unique_ptr<ForwardPlan> makeForwardPlan(Communicator &comm, SequenceParalle
   return made;
 }
 
-void copyDevice(CUdeviceptr to, CUdeviceptr from, int64_t bytes, CUstream stream) {
-  rt::Driver &d = rt::Driver::get();
-  TESSEL_CU(d, cuMemcpyAsync, to, from, size_t(bytes), stream);
-}
-
 Choice runForward(Communicator &comm, const TensorView &q, const TensorView &k,
                   const TensorView &v, const TensorView &out, const TensorView *lse,
                   const sp_attention::Options &o, CUstream stream) {

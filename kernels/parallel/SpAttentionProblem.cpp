@@ -26,6 +26,12 @@ CommunicatorPlans &tessel::kernels::plansOf(const Communicator &comm) {
   return *plans;
 }
 
+void tessel::kernels::copyDevice(CUdeviceptr to, CUdeviceptr from, int64_t bytes,
+                                 CUstream stream) {
+  rt::Driver &d = rt::Driver::get();
+  TESSEL_CU(d, cuMemcpyAsync, to, from, size_t(bytes), stream);
+}
+
 void tessel::kernels::quiesce(const Communicator &comm) {
   rt::Driver &d = rt::Driver::get();
   d.setDevice(comm.device());

@@ -61,6 +61,10 @@ std::string describeSpProblem(const SequenceParallelProblem &p, bool zigzag,
 /// the problem (the rank's shard of the log-sum-exp); `what` names it.
 void requireShardLse(const TensorView &lse, const char *what, const UlyssesShape &s);
 
+/// `bytes` from `from` to `to` on `stream` (the calls' copies of shards in
+/// and out of their exchanges).
+void copyDevice(CUdeviceptr to, CUdeviceptr from, int64_t bytes, CUstream stream);
+
 /// Runs `check` on this rank (it returns the description of the problem,
 /// or throws), then learns every rank's answer: a rank's failure, or ranks
 /// that describe different problems, are an error on all of them, naming

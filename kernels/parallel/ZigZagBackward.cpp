@@ -68,11 +68,6 @@ struct ZigZagBackwardPlan : SpPlan {
   }
 };
 
-void copyDevice(CUdeviceptr to, CUdeviceptr from, int64_t bytes, CUstream stream) {
-  rt::Driver &d = rt::Driver::get();
-  TESSEL_CU(d, cuMemcpyAsync, to, from, size_t(bytes), stream);
-}
-
 /// The gradients' views of one chunk's backward: batch entry b, local
 /// chunk `part`.
 struct ChunkCall {

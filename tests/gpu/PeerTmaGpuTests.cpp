@@ -56,15 +56,7 @@ TEST_CASE("a TMA reduce-add goes into the chosen rank's copy", "[gpu][user]") {
     WARN("skipped: TMA needs sm_90a or later");
     return;
   }
-  Program p("peer_reduce_add");
-  Expr rank = p.sym("rank");
-  Tensor partial = p.tensor("partial", {128, 64}, DType::f32);
-  p.kernel({1}, 128, [&](Expr) {
-    Buffer s = alloc_shared({128, 64}, DType::f32);
-    fill(s, 0.5);
-    atomic_add(peer(partial, rank).tile({0, 0}, {128, 64}), s, MemoryOrder::relaxed,
-               AtomicPath::tma);
-  });
+  Program p = peerReduceAdd();
   Kernel k = compile(p, {deviceArch()});
   std::mt19937_64 rng(9);
   DeviceTensor a(DType::f32, {128, 64}, &rng), b(DType::f32, {128, 64}, &rng);

@@ -80,6 +80,17 @@ TEST_CASE("column_slice compiles for every target") {
   compileEverywhere("column_slice", {{"dtype", "f32"}, {"block_cols", "64"}, {"block_rows", "8"}});
 }
 
+/// Whether ptxas (the toolkit's, not NVRTC's) takes `k`'s PTX for `arch`.
+static bool ptxasAccepts(Kernel &k, const std::string &arch, const std::string &name) {
+  auto ptx = std::filesystem::temp_directory_path() /
+             fmt::format("tessel-{}-{}-{}.ptx", name, arch, ::getpid());
+  std::ofstream(ptx) << k.ptx();
+  bool ok = std::system(fmt::format("{} -arch={} {} -o /dev/null", TESSEL_PTXAS, arch,
+                                    ptx.string()).c_str()) == 0;
+  std::filesystem::remove(ptx);
+  return ok;
+}
+
 // The exchange's SM-driven pulls read peers' copies through peer(), the
 // rank chosen per block; ptxas takes them on every target.
 TEST_CASE("peer_tile_copy compiles for every target, its source a per-block peer") {
@@ -91,12 +102,7 @@ TEST_CASE("peer_tile_copy compiles for every target, its source a per-block peer
       INFO(arch);
       CHECK(k.cubin().size() > 0);
       CHECK(k.spillBytes() == 0);
-      auto ptx = std::filesystem::temp_directory_path() /
-                 fmt::format("tessel-peer-tile-copy-{}-{}.ptx", arch, ::getpid());
-      std::ofstream(ptx) << k.ptx();
-      CHECK(std::system(fmt::format("{} -arch={} {} -o /dev/null", TESSEL_PTXAS, arch,
-                                    ptx.string()).c_str()) == 0);
-      std::filesystem::remove(ptx);
+      CHECK(ptxasAccepts(k, arch, "peer-tile-copy"));
       // 19 symbols (first_rank last) and two tensors, one of them
       // symmetric: every rank's address comes with the launch.
       CHECK(k.spec().params.size() == 21);
@@ -150,15 +156,7 @@ TEST_CASE("tiles of peer() load by TMA through a tensor map per rank") {
 TEST_CASE("a TMA reduce-add into a peer's tile completes before what follows") {
   for (std::string arch : {"sm_90a", "sm_100a"}) {
     INFO(arch);
-    Program p("peer_reduce_add");
-    Expr rank = p.sym("rank");
-    Tensor partial = p.tensor("partial", {128, 64}, DType::f32);
-    p.kernel({1}, 128, [&](Expr) {
-      Buffer s = alloc_shared({128, 64}, DType::f32);
-      fill(s, 1.0);
-      atomic_add(peer(partial, rank).tile({0, 0}, {128, 64}), s, MemoryOrder::relaxed,
-                 AtomicPath::tma);
-    });
+    Program p = test::peerReduceAdd();
     Kernel k = compile(p, {arch, ""});
     const std::string &cuda = k.cuda();
     size_t add = cuda.find("tessel::tma_reduce_add(&tma0.at[p0]");
@@ -167,12 +165,7 @@ TEST_CASE("a TMA reduce-add into a peer's tile completes before what follows") {
     REQUIRE(wait != std::string::npos);
     CHECK(cuda.find("fence.proxy.async.global", wait) != std::string::npos);
     CHECK(cuda.find("cp.async.bulk.wait_group.read", add) == std::string::npos);
-    auto ptx = std::filesystem::temp_directory_path() /
-               fmt::format("tessel-peer-reduce-add-{}-{}.ptx", arch, ::getpid());
-    std::ofstream(ptx) << k.ptx();
-    CHECK(std::system(fmt::format("{} -arch={} {} -o /dev/null", TESSEL_PTXAS, arch,
-                                  ptx.string()).c_str()) == 0);
-    std::filesystem::remove(ptx);
+    CHECK(ptxasAccepts(k, arch, "peer-reduce-add"));
   }
 }
 

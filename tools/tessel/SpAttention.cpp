@@ -303,12 +303,7 @@ void benchForms(Communicator &comm, const SpProblem &sp, UlyssesAttention &ulyss
   line("exchanges alone, there and back", exchangeOnly);
   line("one GPU, whole problem", single);
   fmt::print("  ideal {:.2f}\n", 1.0 / n);
-  fmt::print("sp_attention forward + backward on {} GPUs (forward with the LSE, then backward; "
-             "slowest rank):\n  {:44} {:8.3f} ms  {:7.1f} TFLOP/s  {:.2f} of one GPU\n    {}\n"
-             "  {:44} {:8.3f} ms  {:7.1f} TFLOP/s\n",
-             n, "sp_attention::forward + backward", training, 3.5 * flops / training / 1e9,
-             training / singleTraining, trainingConfig, "one GPU, attention::forward + backward",
-             singleTraining, 3.5 * flops / singleTraining / 1e9);
+  printTrainingStep("sp_attention", n, flops, training, trainingConfig, singleTraining);
   for (const auto &[groups, streams, ms] : sweep)
     fmt::print("  {:44} {:8.3f} ms  {:7.1f} TFLOP/s  {:.2f} of one GPU\n",
                fmt::format("  groups={} attention_streams={}", groups, streams), ms,
@@ -403,6 +398,17 @@ OutputCheck tessel::checkOutput(DType dtype, std::vector<int64_t> shape, CUdevic
   c.error = relativeError(mine.values, reference);
   c.pass = c.error < toleranceFor(dtype);
   return c;
+}
+
+void tessel::printTrainingStep(const std::string &what, int ranks, double flops, double ms,
+                               const std::string &config, double singleMs) {
+  // A training step's FLOPs: the forward's and the backward's 2.5 times them.
+  fmt::print("{} forward + backward on {} GPUs (forward with the LSE, then backward; slowest "
+             "rank):\n  {:44} {:8.3f} ms  {:7.1f} TFLOP/s  {:.2f} of one GPU\n    {}\n"
+             "  {:44} {:8.3f} ms  {:7.1f} TFLOP/s\n",
+             what, ranks, "sp_attention::forward + backward", ms, 3.5 * flops / ms / 1e9,
+             ms / singleMs, config, "one GPU, attention::forward + backward", singleMs,
+             3.5 * flops / singleMs / 1e9);
 }
 
 double tessel::medianOnStream(CUstream stream, int reps, const std::function<void()> &work) {

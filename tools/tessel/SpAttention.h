@@ -32,6 +32,10 @@ struct SpProblem : kernels::SequenceParallelProblem {
 std::array<harness::HostTensor, 3> wholeInputs(const kernels::UlyssesShape &s, DType t);
 kernels::WholeInputs wholeBytes(const std::array<harness::HostTensor, 3> &whole);
 double medianOnStream(CUstream stream, int reps, const std::function<void()> &work);
+/// Rank 0's lines for a training step (forward with the LSE, then backward)
+/// on `ranks` GPUs against one GPU; `flops` the forward's.
+void printTrainingStep(const std::string &what, int ranks, double flops, double ms,
+                       const std::string &config, double singleMs);
 
 /// A rank's output (downloaded from `result`) against the single-GPU
 /// reference rows: relative error, elements bit-identical, pass.

@@ -167,12 +167,7 @@ void benchForms(Communicator &comm, const SpProblem &sp, ZigZagAttention &me,
   line("attention alone, fastest rank", fastest);
   line("one GPU, whole problem", single);
   fmt::print("  ideal {:.2f}\n", 1.0 / n);
-  fmt::print("sp_attention zigzag forward + backward on {} GPUs (forward with the LSE, then "
-             "backward; slowest rank):\n  {:44} {:8.3f} ms  {:7.1f} TFLOP/s  {:.2f} of one GPU\n"
-             "    {}\n  {:44} {:8.3f} ms  {:7.1f} TFLOP/s\n",
-             n, "sp_attention::forward + backward", trained, 3.5 * flops / trained / 1e9,
-             trained / singleTrained, trainingConfig, "one GPU, attention::forward + backward",
-             singleTrained, 3.5 * flops / singleTrained / 1e9);
+  printTrainingStep("sp_attention zigzag", n, flops, trained, trainingConfig, singleTrained);
 }
 } // namespace
 
