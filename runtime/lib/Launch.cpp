@@ -355,12 +355,17 @@ void LoadedKernel::launch(const std::vector<LaunchArg> &args, CUstream stream,
                                 s.name, m, s.tensorMaps[m].param));
       // One map per rank's copy (the peer table was checked above); a rank
       // past the table gets a zero map, which faults rather than reading
-      // another rank's copy.
-      // encoded each launch, since the cache is keyed by one address.
+      // another rank's copy. Each is cached under its own key past the
+      // kernel's maps, by that copy's address.
       std::array<CUtensorMap, kMaxPeers> &set = scratch.peerMaps[m];
       set = {};
-      for (size_t r = 0; r < a.peers.size(); ++r)
-        encodeTensorMap(s, s.tensorMaps[m], args, &set[r], a.peers[r]);
+      for (size_t r = 0; r < a.peers.size(); ++r) {
+        int key = int(s.tensorMaps.size() + m * kMaxPeers + r);
+        if (!mapCache.find(key, a.peers[r], a.shape, &set[r])) {
+          encodeTensorMap(s, s.tensorMaps[m], args, &set[r], a.peers[r]);
+          mapCache.insert(key, a.peers[r], a.shape, set[r]);
+        }
+      }
       params.push_back(set.data());
       continue;
     }
