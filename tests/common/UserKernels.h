@@ -479,6 +479,37 @@ inline Program tsGemm() {
   return p;
 }
 
+/// Y = 2 (X W) + P[q] a quarter of the columns at a time (q = 0..3), then
+/// the last quarter cleared through a window of a window: an epilogue over
+/// windows of the accumulator fragment, the quarters taken in a serial loop
+/// (which the compiler unrolls: each window names registers). X [128, 64], W [64, 128]
+/// f16; P [4, 128, 32] and Y [128, 128] f32.
+inline Program fragmentWindows() {
+  Program p("fragment_windows");
+  Tensor x = p.tensor("X", {128, 64}, DType::f16);
+  Tensor w = p.tensor("W", {64, 128}, DType::f16);
+  Tensor parts = p.tensor("P", {4, 128, 32}, DType::f32);
+  Tensor y = p.tensor("Y", {128, 128}, DType::f32);
+  p.kernel({1}, 128, [&](Expr) {
+    Buffer xs = alloc_shared({128, 64}, DType::f16, "x");
+    Buffer ws = alloc_shared({64, 128}, DType::f16, "w");
+    Buffer acc = alloc_fragment({128, 128}, DType::f32, "acc");
+    copy(x.tile({0, 0}, {128, 64}), xs);
+    copy(w.tile({0, 0}, {64, 128}), ws);
+    gemm(xs, ws, acc, {.clear_accum = true});
+    serial(4, [&](Expr q) {
+      Buffer quarter = acc.tile({0, q * 32}, {128, 32});
+      Buffer part = parts.tile({q, 0, 0}, {drop, 128, 32});
+      parallel(128, 32, [&](Expr i, Expr j) {
+        quarter(i, j) = quarter(i, j) * 2.0 + part(i, j);
+      });
+    });
+    fill(acc.tile({0, 64}, {128, 64}).tile({0, 32}, {128, 32}), 0.0);
+    copy(acc, y.tile({0, 0}, {128, 128}));
+  });
+  return p;
+}
+
 /// out[64, 128] = the sum over i < N of page table[i] of a paged cache
 /// [P, 64, 128]: each iteration's load address comes from a table the
 /// kernel only reads, so its producer can run ahead.

@@ -153,6 +153,74 @@ TEST_CASE("projection and register maps follow the accumulator's rows") {
   CHECK_FALSE(acc.registerMapTo(acc.project({1}), {0}));
 }
 
+TEST_CASE("windows of a fragment are registers of the same threads") {
+  // A [128, 128] wgmma accumulator on one warpgroup (two m64 halves):
+  // every window of 8 or more aligned columns, and of 64 rows, is held in
+  // each thread's registers.
+  FragmentLayout acc = FragmentLayout::wgmmaAccumulator(128, 128, 1, 1);
+  auto checkWindow = [&](llvm::SmallVector<int64_t> offsets, llvm::SmallVector<int64_t> sizes,
+                         llvm::SmallVector<unsigned> kept) {
+    std::string why;
+    auto w = acc.window(offsets, sizes, kept, &why);
+    INFO(why);
+    REQUIRE(w);
+    CHECK(w->layout.getNumThreads() == acc.getNumThreads());
+    int64_t elements = 1;
+    for (unsigned d : kept) elements *= sizes[d];
+    CHECK(w->layout.getNumRegisters() * w->layout.getNumThreads() == elements);
+    for (int t = 0; t < 128; ++t)
+      for (int r = 0; r < w->layout.getNumRegisters(); ++r) {
+        auto parent = acc.apply(int64_t(w->registers.apply(r) ^ w->base), t);
+        auto inWindow = w->layout.apply(r, t);
+        llvm::SmallVector<int64_t> expected(offsets);
+        for (auto [i, d] : llvm::enumerate(kept)) expected[d] += inWindow[i];
+        CHECK(parent == expected);
+      }
+    // The layout around the window gives it back.
+    FragmentLayout around = FragmentLayout::aroundWindow(w->layout, acc.getShape(), sizes, kept);
+    auto again = around.window(offsets, sizes, kept);
+    REQUIRE(again);
+    CHECK(again->layout == w->layout);
+    CHECK(around.isSurjective());
+  };
+  checkWindow({0, 32}, {128, 32}, {0, 1});
+  checkWindow({0, 96}, {128, 32}, {0, 1});
+  checkWindow({64, 8}, {64, 8}, {0, 1});
+  checkWindow({64, 0}, {64, 128}, {0, 1});
+  checkWindow({0, 16}, {128, 8}, {0, 1});
+  // Rank-reducing: rows in registers, columns in lanes; one row is a 1-D
+  // window every lane holds one element of.
+  FragmentLayout rows({4, 32}, {uint64_t{1} << 5, uint64_t{2} << 5}, {1, 2, 4, 8, 16}, {});
+  auto row = rows.window({2, 0}, {1, 32}, {1});
+  REQUIRE(row);
+  CHECK(row->layout.getShape() == llvm::ArrayRef<int64_t>{32});
+  CHECK(row->layout.getNumRegisters() == 1);
+  CHECK(row->base == 0b10);
+  for (int t = 0; t < 32; ++t)
+    CHECK(rows.apply(int64_t(row->registers.apply(0) ^ row->base), t) ==
+          llvm::SmallVector<int64_t>{2, t});
+
+  std::string why;
+  // Two columns: lane bits step columns 2 and 4.
+  CHECK_FALSE(acc.window({0, 2}, {128, 2}, {0, 1}, &why));
+  CHECK(why.find("other threads") != std::string::npos);
+  CHECK(why.find("dimension 1 at least 8") != std::string::npos);
+  // 32 rows: warps step rows 16 and 32.
+  CHECK_FALSE(acc.window({32, 0}, {32, 128}, {0, 1}, &why));
+  CHECK(why.find("dimension 0 at least 64") != std::string::npos);
+  // Not a power of two, or not at a multiple of it.
+  CHECK_FALSE(acc.window({0, 16}, {128, 24}, {0, 1}, &why));
+  CHECK(why.find("power of two") != std::string::npos);
+  CHECK_FALSE(acc.window({0, 16}, {128, 32}, {0, 1}, &why));
+  CHECK(why.find("16") != std::string::npos);
+  CHECK_FALSE(acc.window({0, 112}, {128, 32}, {0, 1}, &why));
+  // mma.sync with warps along the columns: a column window of 32 is one
+  // warp's.
+  FragmentLayout square = FragmentLayout::mmaAccumulator(64, 64, 2, 2);
+  CHECK_FALSE(square.window({0, 32}, {64, 32}, {0, 1}, &why));
+  CHECK(why.find("warp bit 0") != std::string::npos);
+}
+
 TEST_CASE("shared swizzles keep 16-byte chunks and spread rows over banks") {
   SharedLayout l({64, 64}, 2, 128, 0);
   // Eight rows of one 16-byte column chunk land in eight bank groups

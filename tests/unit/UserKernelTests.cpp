@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include <catch2/catch.hpp>
 
+#include "ErrorOf.h"
 #include "UserKernels.h"
 #include "tessel/dsl/Compile.h"
 
@@ -115,6 +116,54 @@ TEST_CASE("a reduction's result is read inside parallel at any index") {
   CHECK_THROWS_WITH(compile(p, {"sm_90a", ""}),
                     Catch::Contains("UserKernelTests.cpp") &&
                         Catch::Contains("every thread must hold all of it"));
+}
+
+TEST_CASE("windows of a fragment name registers: no local memory, on every target") {
+  Program p = test::fragmentWindows();
+  for (std::string arch : {"sm_80", "sm_90a", "sm_100a"}) {
+    INFO(arch);
+    Kernel k = compileChecked(p, arch);
+    // A register array indexed at run time would live in local memory.
+    CHECK(k.ptx().find(".local") == std::string::npos);
+    CHECK(k.spillBytes() == 0);
+  }
+}
+
+TEST_CASE("a window of a fragment that other threads hold part of is an error at its line") {
+  int line = 0;
+  std::string msg = test::errorOf([&] {
+    Program p("narrow_window");
+    Tensor y = p.tensor("Y", {128, 128}, DType::f32);
+    p.kernel({1}, 128, [&](Expr) {
+      Buffer a = alloc_shared({128, 64}, DType::f16), b = alloc_shared({64, 128}, DType::f16);
+      Buffer acc = alloc_fragment({128, 128}, DType::f32);
+      gemm(a, b, acc, {.clear_accum = true});
+      line = __LINE__ + 1;
+      fill(acc.tile({0, 2}, {128, 2}), 1.0);
+      copy(acc, y.tile({0, 0}, {128, 128}));
+    });
+    compile(p, {"sm_90a", ""});
+  });
+  CHECK(msg.find(fmt::format("{}:{}", __FILE__, line)) != std::string::npos);
+  CHECK(msg.find("this window of a fragment is not a part of each thread's registers") !=
+        std::string::npos);
+  CHECK(msg.find("windows of this fragment take dimension 1 at least 8") != std::string::npos);
+  // An offset only known at run time.
+  msg = test::errorOf([&] {
+    Program p("runtime_window");
+    Expr n = p.sym("N");
+    Tensor y = p.tensor("Y", {n, 128}, DType::f32);
+    p.kernel({1}, 128, [&](Expr) {
+      Buffer acc = alloc_fragment({128, 128}, DType::f32);
+      fill(acc, 0.0);
+      line = __LINE__ + 1;
+      fill(acc.tile({0, n % 4 * 32}, {128, 32}), 1.0);
+      copy(acc, y.tile({0, 0}, {128, 128}));
+    });
+    compile(p, {"sm_90a", ""});
+  });
+  CHECK(msg.find(fmt::format("{}:{}", __FILE__, line)) != std::string::npos);
+  CHECK(msg.find("needs offsets known at compile time") != std::string::npos);
 }
 
 TEST_CASE("fragments live at different times share registers") {

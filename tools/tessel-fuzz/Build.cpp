@@ -89,6 +89,16 @@ void buildStmt(const Spec &s, const Stmt &st, const Params &p, const Buffer &w, 
   case StmtKind::exponent:
     update(s, w, [&](const Ref &x, Expr, Expr) { return exp(x * Expr(st.a)); });
     return;
+  case StmtKind::columnParts: {
+    int64_t columns = s.tn / st.parts;
+    serial(st.parts, [&](Expr q) {
+      Buffer part = w.tile({0, q * columns}, {s.tm, columns});
+      parallel(s.tm, columns, [&](Expr i, Expr j) {
+        part(i, j) = part(i, j) * Expr(st.a) + (Expr(st.b) + cast(q, DType::f32));
+      });
+    });
+    return;
+  }
   }
 }
 

@@ -95,6 +95,16 @@ bool apply(const Spec &s, const Stmt &st, Range &r) {
   case StmtKind::scalarAtomic:
     if (!r.sums(tile * tiles)) return false;
     break;
+  case StmtKind::columnParts: {
+    // A gemm's accumulator holds windows of 8 columns or more in each
+    // thread's registers when its warps split the rows only; an
+    // element-wise tile's layout is chosen around its windows.
+    int64_t columns = s.tn / st.parts;
+    if (s.family == Family::gemm && (s.policy != WarpPolicy::full_row || columns < 8)) return false;
+    r = {std::abs(st.a) * r.bound + std::abs(st.b) + double(st.parts - 1),
+         std::max(r.frac + fractionBits(st.a), fractionBits(st.b))};
+    break;
+  }
   case StmtKind::exponent:
     // Last by construction: nothing sums its inexact results.
     if (r.bound * std::abs(st.a) > 20) return false;
@@ -119,7 +129,8 @@ Stmt randomStmt() {
   st.kind = pick({StmtKind::scaleShift, StmtKind::scaleShift, StmtKind::selectBelow, StmtKind::roundTrip,
                   StmtKind::clampMax, StmtKind::integerPath, StmtKind::integerDivide, StmtKind::carried,
                   StmtKind::rowReduce, StmtKind::firstColumn,
-                  StmtKind::rowReduce, StmtKind::allReduce, StmtKind::scalarAtomic, StmtKind::exponent});
+                  StmtKind::rowReduce, StmtKind::allReduce, StmtKind::scalarAtomic, StmtKind::exponent,
+                  StmtKind::columnParts});
   st.reduce = pick({ReduceKind::sum, ReduceKind::max, ReduceKind::min, ReduceKind::absmax});
   st.order = pick({MemoryOrder::relaxed, MemoryOrder::relaxed, MemoryOrder::acquire, MemoryOrder::release,
                    MemoryOrder::acq_rel, MemoryOrder::seq_cst});
@@ -127,9 +138,11 @@ Stmt randomStmt() {
                                           : pick({DType::i32, DType::i64});
   st.divisor = pick<int64_t>({3, 4, -3, 7});
   st.rowAtomic = chance(0.5);
+  st.parts = pick<int64_t>({2, 4});
   switch (st.kind) {
   case StmtKind::scaleShift:
   case StmtKind::firstColumn:
+  case StmtKind::columnParts:
     st.a = pick({0.5, 2.0, -1.0, 0.25, 1.5, -3.0});
     st.b = pick({0.0, 0.25, -1.0, 0.5, 2.0});
     break;
@@ -359,6 +372,7 @@ Build tessel::fuzz::parseBuild(const std::string &text) {
 const char *tessel::fuzz::name(StmtKind k) {
   static const char *names[] = {"scaleShift", "selectBelow",  "roundTrip", "clampMax",
                                 "integerPath", "integerDivide", "carried",  "rowReduce",
-                                "allReduce",  "scalarAtomic", "firstColumn", "exponent"};
+                                "allReduce",  "scalarAtomic", "firstColumn", "exponent",
+                                "columnParts"};
   return names[static_cast<int>(k)];
 }

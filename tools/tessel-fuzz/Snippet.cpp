@@ -75,6 +75,13 @@ std::string stmtText(const Spec &s, const Stmt &st) {
     return "    if_(col0 == Expr(0), [&] {\n" + update(s, fmt::format("w(i, j) * {} + {}", lit(st.a), lit(st.b)), 6) +
            "    });\n";
   case StmtKind::exponent: return update(s, fmt::format("exp(w(i, j) * {})", lit(st.a)));
+  case StmtKind::columnParts: {
+    int64_t columns = s.tn / st.parts;
+    return fmt::format("    serial({}, [&](Expr q) {{\n      Buffer part = w.tile({{0, q * {}}}, {{{}, {}}});\n"
+                       "      parallel({}, {}, [&](Expr i, Expr j) {{ part(i, j) = part(i, j) * {} + ({} + "
+                       "cast(q, DType::f32)); }});\n    }});\n",
+                       st.parts, columns, s.tm, columns, s.tm, columns, lit(st.a), lit(st.b));
+  }
   }
   return "";
 }

@@ -66,6 +66,10 @@ enum class StmtKind {
   scalarAtomic, // parallel: atomic_add(S(0), W(i, j), order)
   firstColumn,  // if_(col0 == 0, W = W * a + b): a block-uniform branch
   exponent,     // W = exp(W * a) (inexact: compared within a bound)
+  /// serial(parts, q): the window of W's columns [q C, (q + 1) C), C =
+  /// tn / parts, = window * a + (b + q): windows of a fragment, each
+  /// naming registers (the loop unrolled).
+  columnParts,
 };
 
 enum class ReduceKind { sum, max, min, absmax };
@@ -78,6 +82,7 @@ struct Stmt {
   ReduceKind reduce = ReduceKind::sum;
   MemoryOrder order = MemoryOrder::relaxed;
   bool rowAtomic = false; // rowReduce: also add r into R
+  int64_t parts = 2;      // columnParts
 };
 
 /// An edit of the staged B tile inside the K loop, before the gemm reads it

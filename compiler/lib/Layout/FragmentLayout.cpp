@@ -142,6 +142,143 @@ std::optional<LinearMap> FragmentLayout::registerMapTo(const FragmentLayout &tar
   return LinearMap(target.reg.size(), cols);
 }
 
+namespace {
+/// The bits of a parent layout's packed index inside a window (`inside`) and
+/// past its edges (`outside`), and the packing of the window's own shape.
+struct WindowBits {
+  uint64_t inside = 0, outside = 0;
+  FragmentLayout windowShape;
+  llvm::SmallVector<unsigned> keptDims;
+  const FragmentLayout &parent;
+
+  WindowBits(const FragmentLayout &parent, llvm::ArrayRef<int64_t> sizes,
+             llvm::ArrayRef<unsigned> kept)
+      : windowShape(keptShape(sizes, kept), {}, {0, 0, 0, 0, 0}, {}),
+        keptDims(kept.begin(), kept.end()), parent(parent) {
+    for (unsigned d = 0; d < parent.getRank(); ++d) {
+      unsigned bits = parent.getDimBits(d);
+      unsigned in = sizes[d] == parent.getShape()[d] ? bits : llvm::Log2_64_Ceil(sizes[d]);
+      uint64_t dimMask = ((1ull << bits) - 1) << parent.getDimShift(d);
+      uint64_t inMask = ((1ull << in) - 1) << parent.getDimShift(d);
+      inside |= inMask;
+      outside |= dimMask & ~inMask;
+    }
+  }
+  static llvm::SmallVector<int64_t> keptShape(llvm::ArrayRef<int64_t> sizes,
+                                              llvm::ArrayRef<unsigned> kept) {
+    llvm::SmallVector<int64_t> shape;
+    for (unsigned d : kept) shape.push_back(sizes[d]);
+    return shape;
+  }
+  /// A parent index with bits inside the window only, in the window's packing.
+  uint64_t toWindow(uint64_t packed) const {
+    llvm::SmallVector<int64_t> coord = parent.unpack(packed), kept;
+    for (unsigned d : keptDims) kept.push_back(coord[d]);
+    return windowShape.pack(kept);
+  }
+  uint64_t fromWindow(uint64_t packed) const {
+    llvm::SmallVector<int64_t> kept = windowShape.unpack(packed), coord(parent.getRank(), 0);
+    for (auto [i, d] : llvm::enumerate(keptDims)) coord[d] = kept[i];
+    return parent.pack(coord);
+  }
+};
+
+std::string coordText(const FragmentLayout &l, uint64_t packed) {
+  std::string s = "[";
+  for (auto [i, c] : llvm::enumerate(l.unpack(packed))) s += (i ? ", " : "") + std::to_string(c);
+  return s + "]";
+}
+} // namespace
+
+std::optional<FragmentWindow> FragmentLayout::window(llvm::ArrayRef<int64_t> offsets,
+                                                     llvm::ArrayRef<int64_t> sizes,
+                                                     llvm::ArrayRef<unsigned> keptDims,
+                                                     std::string *why) const {
+  auto refuse = [&](std::string reason) -> std::optional<FragmentWindow> {
+    if (why) *why = std::move(reason);
+    return std::nullopt;
+  };
+  for (unsigned d = 0; d < shape.size(); ++d) {
+    if (sizes[d] == shape[d] && offsets[d] == 0) continue;
+    std::string dim = "dimension " + std::to_string(d);
+    if (sizes[d] <= 0 || offsets[d] < 0 || offsets[d] + sizes[d] > shape[d])
+      return refuse("the window " + std::to_string(sizes[d]) + " at " +
+                    std::to_string(offsets[d]) + " lies outside the fragment's " +
+                    std::to_string(shape[d]) + " elements in " + dim);
+    if (!llvm::isPowerOf2_64(sizes[d]) || offsets[d] % sizes[d])
+      return refuse("in " + dim + " a window of a fragment is the whole extent or a power of "
+                    "two at a multiple of its size (registers come in powers of two); this one "
+                    "is " + std::to_string(sizes[d]) + " at " + std::to_string(offsets[d]));
+  }
+  WindowBits bits(*this, sizes, keptDims);
+  // Each thread must hold part of every window: no lane or warp bit may
+  // step past a window's edge.
+  auto threadBits = [&](const char *kind, llvm::ArrayRef<uint64_t> cols) -> std::string {
+    for (auto [i, c] : llvm::enumerate(cols)) {
+      if (!(c & bits.outside)) continue;
+      std::string smallest;
+      for (unsigned d = 0; d < shape.size(); ++d) {
+        uint64_t dimMask = ((1ull << getDimBits(d)) - 1) << getDimShift(d);
+        uint64_t top = 0;
+        for (uint64_t t : lane) top |= t & dimMask;
+        for (uint64_t t : warp) top |= t & dimMask;
+        if (top & bits.outside & dimMask)
+          smallest += (smallest.empty() ? "" : ", ") + std::string("dimension ") +
+                      std::to_string(d) + " at least " +
+                      std::to_string(int64_t{1} << (llvm::Log2_64(top >> getDimShift(d)) + 1));
+      }
+      return std::string("the fragment's layout gives its elements past the window's edge to "
+                         "other threads (") + kind + " bit " + std::to_string(i) + " steps to " +
+             coordText(*this, c) + "), so no thread holds the window alone; windows of this "
+             "fragment take " + smallest;
+    }
+    return "";
+  };
+  if (std::string r = threadBits("lane", lane); !r.empty()) return refuse(r);
+  if (std::string r = threadBits("warp", warp); !r.empty()) return refuse(r);
+  llvm::SmallVector<uint64_t, 8> windowRegs, selectors;
+  llvm::SmallVector<unsigned, 8> windowRegIndex, selectorIndex;
+  for (auto [i, c] : llvm::enumerate(reg)) {
+    if ((c & bits.outside) && (c & bits.inside))
+      return refuse("register bit " + std::to_string(i) + " of the fragment's layout steps to " +
+                    coordText(*this, c) + ", across the window's edge");
+    if (c & bits.outside) {
+      selectors.push_back(c);
+      selectorIndex.push_back(i);
+    } else {
+      windowRegs.push_back(bits.toWindow(c));
+      windowRegIndex.push_back(i);
+    }
+  }
+  llvm::SmallVector<int64_t> origin(offsets.begin(), offsets.end());
+  std::optional<uint64_t> pick = LinearMap(getLogicalBits(), selectors).solve(pack(origin));
+  if (!pick) return refuse("no register of the fragment's layout holds the window at this offset");
+  uint64_t base = 0;
+  for (auto [j, i] : llvm::enumerate(selectorIndex))
+    if (*pick >> j & 1) base |= 1ull << i;
+  llvm::SmallVector<uint64_t, 8> regCols, laneCols, warpCols;
+  for (unsigned i : windowRegIndex) regCols.push_back(1ull << i);
+  for (uint64_t c : lane) laneCols.push_back(bits.toWindow(c));
+  for (uint64_t c : warp) warpCols.push_back(bits.toWindow(c));
+  FragmentLayout layout(WindowBits::keptShape(sizes, keptDims), windowRegs, laneCols, warpCols);
+  return FragmentWindow{layout, LinearMap(reg.size(), regCols), base};
+}
+
+FragmentLayout FragmentLayout::aroundWindow(const FragmentLayout &window,
+                                            llvm::ArrayRef<int64_t> shape,
+                                            llvm::ArrayRef<int64_t> sizes,
+                                            llvm::ArrayRef<unsigned> keptDims) {
+  FragmentLayout probe(shape, {}, {0, 0, 0, 0, 0}, {});
+  WindowBits bits(probe, sizes, keptDims);
+  llvm::SmallVector<uint64_t, 8> reg, lane, warp;
+  for (uint64_t c : window.getReg()) reg.push_back(bits.fromWindow(c));
+  for (unsigned b = 0; b < 64; ++b)
+    if (bits.outside >> b & 1) reg.push_back(1ull << b);
+  for (uint64_t c : window.getLane()) lane.push_back(bits.fromWindow(c));
+  for (uint64_t c : window.getWarp()) warp.push_back(bits.fromWindow(c));
+  return FragmentLayout(shape, reg, lane, warp);
+}
+
 int64_t FragmentLayout::getContiguousRegisters() const {
   unsigned n = 0;
   unsigned lastBits = getDimBits(shape.size() - 1);

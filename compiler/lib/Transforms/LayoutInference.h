@@ -14,6 +14,7 @@
 #include "tessel/Transforms/Passes.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/EquivalenceClasses.h"
 
 namespace tessel::layout_inference {
@@ -81,7 +82,19 @@ private:
   /// on every target: wgmma splits a warpgroup's warps along M anyway,
   /// mma.sync's square split would not.
   WarpPolicy effectivePolicy(GemmOp gemm);
+  /// `square`, or the split along one dimension where the accumulator has
+  /// windows narrower in the other.
+  WarpPolicy windowedPolicy(GemmOp gemm);
   LogicalResult checkFragmentUses();
+  /// The copies tessel-fragment-windows placed between a window of a
+  /// fragment and the window's own registers: each copy's window and
+  /// registers.
+  LogicalResult collectWindowCopies(RegionOp region);
+  DenseMap<Operation *, std::pair<RegionOp, Value>> windowCopies;
+  llvm::DenseSet<Value> windowFragments;
+  /// The window's registers take the fragment's layout restricted to the
+  /// window; a fragment still free, the window's extended by registers.
+  LogicalResult propagateWindow(CopyOp copy, bool &changed);
   LogicalResult assign(Value fragment, const FragmentLayout &layout, Operation *origin);
   LogicalResult placeGemm(GemmOp gemm);
   /// FP8 and 8-bit integer operands: wgmma k32, both operands K-major.

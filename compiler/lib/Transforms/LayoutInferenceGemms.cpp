@@ -38,12 +38,37 @@ WarpPolicy LayoutInference::effectivePolicy(GemmOp gemm) {
   if (gemm.getPolicy() != WarpPolicy::square || !isFragment(gemm.getC())) return gemm.getPolicy();
   GemmOp reader =
       registerOperandTie.lookup(tied.getOrInsertLeaderValue(getRootBuffer(gemm.getC())));
-  if (!reader) return WarpPolicy::square;
+  if (!reader) return windowedPolicy(gemm);
   emitMissed(gemm, "tessel-layout-inference", missed::kTensorCores)
       << "warps split along M only (full_row), not square: the accumulator's values reach the "
          "register operand A of the gemm at "
       << describeLocation(reader.getLoc()) << ", which is split that way";
   return WarpPolicy::full_row;
+}
+
+WarpPolicy LayoutInference::windowedPolicy(GemmOp gemm) {
+  // Windows of the accumulator narrower in one dimension only: the warps
+  // split the other, so that every window is in each thread's registers.
+  ArrayRef<int64_t> shape = llvm::cast<MemRefType>(gemm.getC().getType()).getShape();
+  RegionOp narrowRows, narrowCols;
+  for (auto &[copy, entry] : windowCopies) {
+    RegionOp region = entry.first;
+    if (region.getSource() != gemm.getC()) continue;
+    if (region.getSizes()[0] < shape[0]) narrowRows = region;
+    if (region.getSizes()[1] < shape[1]) narrowCols = region;
+  }
+  if (!narrowRows == !narrowCols) return WarpPolicy::square;
+  RegionOp window = narrowCols ? narrowCols : narrowRows;
+  // One warpgroup on wgmma has one split whatever the policy.
+  int64_t threads = getExecutingThreads(gemm);
+  bool choice = target.computeCapability != 90 ? threads > 32 : threads > 128;
+  if (choice)
+    emitMissed(gemm, "tessel-layout-inference", missed::kTensorCores)
+        << "warps split along " << (narrowCols ? "M only (full_row)" : "N only (full_col)")
+        << ", not square: the accumulator is used in windows of fewer "
+        << (narrowCols ? "columns" : "rows") << " (at " << describeLocation(window.getLoc())
+        << "), which each thread must hold a part of";
+  return narrowCols ? WarpPolicy::full_row : WarpPolicy::full_col;
 }
 
 SmallVector<std::pair<int64_t, int64_t>> tessel::layout_inference::warpGrids(int64_t units, int64_t m, int64_t n,

@@ -285,9 +285,39 @@ void TileLowering::copyFromFragment(const Access &src, const Access &dst) {
   }, /*withCoords=*/!split);
 }
 
+void TileLowering::copyFragmentWindow(CopyOp op, const Access &src, const Access &dst) {
+  bool fromWindow = op.getSource().getDefiningOp<RegionOp>() != nullptr;
+  const Access &windowed = fromWindow ? src : dst, &own = fromWindow ? dst : src;
+  SmallVector<int64_t> offsets;
+  for (Value v : windowed.offsets) {
+    std::optional<int64_t> c = getConstantIntValue(v);
+    if (!c) return fail(op, "a window of a fragment at a run-time offset; run "
+                            "tessel-fragment-windows, which makes its offsets constants");
+    offsets.push_back(*c);
+  }
+  FragmentLayout parent = llvm::cast<FragmentLayoutAttr>(windowed.layout).getLayout();
+  FragmentLayout mine = llvm::cast<FragmentLayoutAttr>(own.layout).getLayout();
+  std::optional<layout::FragmentWindow> part =
+      parent.window(offsets, windowed.windowShape, windowed.rootDims);
+  if (!part || part->layout != mine)
+    return fail(op, "a window of a fragment copied to registers that do not follow the "
+                    "fragment's layout; run tessel-layout-inference");
+  // Register r of the window's own fragment is register
+  // registers(r) ^ base of the windowed one, in every thread.
+  unrolledFor(mine.getNumRegisters(), [&](Value r) {
+    Value theirs = xorI(applyMap(part->registers, r), idx(static_cast<int64_t>(part->base)));
+    Value from = fromWindow ? theirs : r, to = fromWindow ? r : theirs;
+    Value x = memref::LoadOp::create(b, loc, src.root, ValueRange{from});
+    memref::StoreOp::create(b, loc, convert(x, dst.elementType), dst.root, ValueRange{to});
+  });
+}
+
 void TileLowering::lowerCopy(CopyOp op) {
   if (touchesTmem(op)) return copyTmem(op);
   Access src = resolve(op.getSource()), dst = resolve(op.getDest());
+  if (src.isFragment() && dst.isFragment() &&
+      (op.getSource().getDefiningOp<RegionOp>() || op.getDest().getDefiningOp<RegionOp>()))
+    return copyFragmentWindow(op, src, dst);
   if (src.isFragment() && dst.isFragment()) {
     if (src.layout != dst.layout)
       return fail(op, "copy between fragments with different layouts; run "

@@ -41,6 +41,7 @@ void tessel::buildTesselPipeline(OpPassManager &pm, const TargetInfo &target) {
   kernel.addPass(createTesselKMajorOperands());
   kernel.addPass(createTesselTmemAccumulators(TesselTmemAccumulatorsOptions{target.arch}));
   kernel.addPass(createTesselTmemAllocation(TesselTmemAllocationOptions{target.arch}));
+  kernel.addPass(createTesselFragmentWindows());
   kernel.addPass(createTesselLayoutInference(TesselLayoutInferenceOptions{target.arch}));
   kernel.addPass(createTesselWarpSpecialize(TesselWarpSpecializeOptions{target.arch, target.tma}));
   kernel.addPass(createTesselSoftwarePipeline(TesselSoftwarePipelineOptions{target.arch, target.tma}));

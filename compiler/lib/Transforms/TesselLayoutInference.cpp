@@ -14,6 +14,7 @@
 #include "tessel/Transforms/Passes.h"
 #include "tessel/Transforms/RegisterPressure.h"
 
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "llvm/Support/MathExtras.h"
 
 namespace tessel {
@@ -138,15 +139,67 @@ LogicalResult LayoutInference::checkFragmentUses() {
         continue;
       if (llvm::isa<memref::LoadOp, memref::StoreOp>(user) && user->getParentOfType<ParallelOp>())
         continue;
-      if (llvm::isa<RegionOp>(user))
-        return user->emitError("a fragment cannot be windowed with tile.region; copy it to "
-                               "shared memory first");
+      if (auto region = llvm::dyn_cast<RegionOp>(user)) {
+        if (failed(collectWindowCopies(region))) return WalkResult::interrupt();
+        continue;
+      }
       return user->emitError("a fragment is read or written outside tile.parallel; its "
                              "elements are spread over the threads");
     }
     return WalkResult::advance();
   });
   return failure(result.wasInterrupted());
+}
+
+LogicalResult LayoutInference::collectWindowCopies(RegionOp region) {
+  for (Operation *user : region->getUsers()) {
+    auto copy = llvm::dyn_cast<CopyOp>(user);
+    Value other = copy ? (copy.getSource() == region.getResult() ? copy.getDest()
+                                                                 : copy.getSource())
+                       : Value();
+    if (!copy || !other.getDefiningOp<AllocOp>() || !isFragment(other))
+      return user->emitError("a window of a fragment is used by '")
+             << user->getName() << "' here; tessel-fragment-windows gives each use registers "
+             << "of its own (run it before tessel-layout-inference)";
+    if (!llvm::all_of(region.getOffsets(), [](Value v) { return getConstantIntValue(v); }))
+      return region.emitError("a window of a fragment needs constant offsets; run "
+                              "tessel-fragment-windows first");
+    windowCopies[copy] = {region, other};
+    windowFragments.insert(other);
+  }
+  return success();
+}
+
+LogicalResult LayoutInference::propagateWindow(CopyOp copy, bool &changed) {
+  auto [region, window] = windowCopies.lookup(copy);
+  Value parent = region.getSource();
+  SmallVector<int64_t> offsets = llvm::map_to_vector(
+      region.getOffsets(), [](Value v) { return *getConstantIntValue(v); });
+  SmallVector<unsigned> kept = *region.getKeptDims();
+  auto placedParent = fragments.find(parent);
+  if (placedParent != fragments.end()) {
+    std::string why;
+    std::optional<layout::FragmentWindow> part =
+        placedParent->second.layout.window(offsets, region.getSizes(), kept, &why);
+    if (!part) {
+      InFlightDiagnostic diag = region.emitError("this window of a fragment is not a part of "
+                                                 "each thread's registers: ")
+                                << why;
+      diag.attachNote(placedParent->second.origin->getLoc())
+          << "the fragment's layout " << str(placedParent->second.layout) << " comes from here";
+      return diag;
+    }
+    if (!fragments.count(window)) changed = true;
+    return assign(window, part->layout, copy);
+  }
+  auto placedWindow = fragments.find(window);
+  if (placedWindow == fragments.end()) return success();
+  changed = true;
+  auto type = llvm::cast<MemRefType>(parent.getType());
+  return assign(parent,
+                FragmentLayout::aroundWindow(placedWindow->second.layout, type.getShape(),
+                                             region.getSizes(), kept),
+                copy);
 }
 
 /// Extends a layout over some loop dimensions to all of them: the missing
@@ -260,6 +313,9 @@ LogicalResult LayoutInference::propagate(bool &changed) {
                                                               : WalkResult::advance();
     }
     if (auto copy = llvm::dyn_cast<CopyOp>(op)) {
+      if (windowCopies.count(copy))
+        return failed(propagateWindow(copy, changed)) ? WalkResult::interrupt()
+                                                      : WalkResult::advance();
       if (!isFragment(copy.getSource()) || !isFragment(copy.getDest()))
         return WalkResult::advance();
       auto src = fragments.find(copy.getSource()), dst = fragments.find(copy.getDest());
@@ -393,12 +449,20 @@ LogicalResult LayoutInference::run() {
       changed = false;
       if (failed(propagate(changed))) return failure();
     }
+    // Windows first, the smallest first, so that the fragments around them
+    // keep the threads inside every window.
     Value free;
     for (Value f : fragmentOrder)
-      if (!fragments.count(f) &&
-          (!free || llvm::cast<MemRefType>(f.getType()).getRank() >
-                        llvm::cast<MemRefType>(free.getType()).getRank()))
+      if (!fragments.count(f) && windowFragments.contains(f) &&
+          (!free || llvm::cast<MemRefType>(f.getType()).getNumElements() <
+                        llvm::cast<MemRefType>(free.getType()).getNumElements()))
         free = f;
+    if (!free)
+      for (Value f : fragmentOrder)
+        if (!fragments.count(f) &&
+            (!free || llvm::cast<MemRefType>(f.getType()).getRank() >
+                          llvm::cast<MemRefType>(free.getType()).getRank()))
+          free = f;
     if (!free) break;
     auto type = llvm::cast<MemRefType>(free.getType());
     threads = fragmentThreads.lookup(free);
@@ -426,7 +490,11 @@ LogicalResult LayoutInference::run() {
                                 getElementBytes(type.getElementType()),
                             4);
   };
-  RegisterPeak peak = peakFragmentRegisters(kernel, fragmentOrder, registersOf);
+  // A window's registers are its fragment's once the CUDA compiler
+  // forwards the copies between them.
+  SmallVector<Value> ownRegisters = llvm::filter_to_vector(
+      fragmentOrder, [&](Value f) { return !windowFragments.contains(f); });
+  RegisterPeak peak = peakFragmentRegisters(kernel, ownRegisters, registersOf);
   if (peak.registers > 224) {
     InFlightDiagnostic diag = kernel.emitError("fragments need ")
                               << peak.registers << " 32-bit registers per thread; at most 224 fit "

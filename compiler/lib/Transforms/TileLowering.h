@@ -190,6 +190,9 @@ private:
                          int64_t v,
                          llvm::function_ref<void(llvm::ArrayRef<mlir::Value>, mlir::Value)> body);
   void copyFromFragment(const Access &src, const Access &dst);
+  /// Between a window of a fragment (tessel-fragment-windows) and the
+  /// window's own registers: a move per register inside each thread.
+  void copyFragmentWindow(tile::CopyOp op, const Access &src, const Access &dst);
   void lowerFill(tile::FillOp op);
   void lowerGemm(tile::GemmOp op);
   void lowerMmaSync(tile::GemmOp op);

@@ -345,3 +345,48 @@ tile.kernel @staged_reduce_add(%acc: memref<64x128xf32, #g>) grid(%bx) = affine_
   tile.copy %c, %staged : memref<64x128xf32, #f>, memref<64x128xf32, #s>
   tile.atomic_add %staged, %acc order = relaxed {tma} : memref<64x128xf32, #s>, memref<64x128xf32, #g>
 }
+
+// -----
+
+#f = #tile.space<fragment>
+#g = #tile.space<global>
+
+// A window of a fragment (tessel-fragment-windows gave it registers and
+// copies): free windows are placed first, element-wise for their own
+// shape, and the fragment around them gets a register bit for each bit
+// past the window's edge (columns 16 and 32), so every window is part of
+// each thread's registers.
+// CHECK-LABEL: tile.kernel @free_windows
+// CHECK: tile.alloc {layout = #tile.fragment<[64, 64], reg = {{\[}}[0, 1], [0, 2], [8, 0], [0, 16], [0, 32]], lane = {{\[}}[0, 4], [0, 8], [1, 0], [2, 0], [4, 0]], warp = {{\[}}[16, 0], [32, 0]]>}
+// CHECK: tile.alloc {layout = #tile.fragment<[64, 16], reg = {{\[}}[0, 1], [0, 2], [8, 0]], lane = {{\[}}[0, 4], [0, 8], [1, 0], [2, 0], [4, 0]], warp = {{\[}}[16, 0], [32, 0]]>}
+tile.kernel @free_windows(%x: memref<64x16xf32, #g>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c16 = arith.constant 16 : index
+  %f = tile.alloc : memref<64x64xf32, #f>
+  %w = tile.region %f[%c0, %c16] [64, 16] : memref<64x64xf32, #f> -> memref<64x16xf32, strided<[64, 1], offset: ?>, #f>
+  %r = tile.alloc : memref<64x16xf32, #f>
+  tile.copy %w, %r : memref<64x16xf32, strided<[64, 1], offset: ?>, #f>, memref<64x16xf32, #f>
+  tile.copy %x, %r : memref<64x16xf32, #g>, memref<64x16xf32, #f>
+  tile.copy %r, %w : memref<64x16xf32, #f>, memref<64x16xf32, strided<[64, 1], offset: ?>, #f>
+}
+
+// -----
+
+#f = #tile.space<fragment>
+
+// A fragment whose lanes step its columns by 16: a window of 16 columns
+// would be in other threads' registers.
+tile.kernel @window_across_lanes() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c16 = arith.constant 16 : index
+  %z = arith.constant 0.0 : f32
+  // expected-note @+2 {{the fragment's layout}}
+  %f = tile.alloc : memref<64x64xf32, #f>
+  tile.annotate_layout %f : memref<64x64xf32, #f> to #tile.fragment<[64, 64], reg = [[0, 1], [0, 2], [8, 0], [16, 0], [32, 0]], lane = [[0, 4], [0, 8], [0, 16], [0, 32], [1, 0]], warp = [[2, 0], [4, 0]]>
+  // expected-error @+1 {{this window of a fragment is not a part of each thread's registers: the fragment's layout gives its elements past the window's edge to other threads (lane bit 2 steps to [0, 16]), so no thread holds the window alone; windows of this fragment take dimension 1 at least 64}}
+  %w = tile.region %f[%c0, %c16] [64, 16] : memref<64x64xf32, #f> -> memref<64x16xf32, strided<[64, 1], offset: ?>, #f>
+  %r = tile.alloc : memref<64x16xf32, #f>
+  tile.copy %w, %r : memref<64x16xf32, strided<[64, 1], offset: ?>, #f>, memref<64x16xf32, #f>
+  tile.fill %r, %z : memref<64x16xf32, #f>, f32
+  tile.copy %r, %w : memref<64x16xf32, #f>, memref<64x16xf32, strided<[64, 1], offset: ?>, #f>
+}

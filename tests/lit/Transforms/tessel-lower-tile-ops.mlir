@@ -512,3 +512,29 @@ tile.kernel @fp8_conversions_in_pairs(%x: memref<64x64xf8E4M3FN, #g>, %y: memref
   }
   tile.copy %t, %y : memref<64x64xf8E5M2, #s>, memref<64x64xf8E5M2, #g>
 }
+
+// -----
+
+#f = #tile.space<fragment>
+#g = #tile.space<global>
+
+// A window of a fragment moves registers inside each thread: row 2 of a
+// fragment whose register bits step the rows is register 2 (0 ^ 2, the
+// window's register 0 and the bits its offset fixes), in every lane.
+// CHECK-LABEL: tile.kernel @window_registers
+// CHECK: %[[F:.*]] = tile.alloc : memref<4xf32, #tile.space<local>>
+// CHECK-NEXT: %[[R:.*]] = tile.alloc : memref<1xf32, #tile.space<local>>
+// CHECK: %[[TWO:.*]] = arith.constant 2 : index
+// CHECK: %[[REG:.*]] = arith.xori %{{.*}}, %[[TWO]]
+// CHECK-NEXT: %[[V:.*]] = memref.load %[[F]][%[[REG]]]
+// CHECK-NEXT: memref.store %[[V]], %[[R]]
+tile.kernel @window_registers(%x: memref<32xf32, #g>) grid(%bx) = affine_map<() -> (1)> threads(32) {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %f = tile.alloc : memref<4x32xf32, #f>
+  tile.annotate_layout %f : memref<4x32xf32, #f> to #tile.fragment<[4, 32], reg = [[1, 0], [2, 0]], lane = [[0, 1], [0, 2], [0, 4], [0, 8], [0, 16]], warp = []>
+  %w = tile.region %f[%c2, %c0] [1, 32] : memref<4x32xf32, #f> -> memref<32xf32, strided<[1], offset: ?>, #f>
+  %r = tile.alloc : memref<32xf32, #f>
+  tile.copy %w, %r : memref<32xf32, strided<[1], offset: ?>, #f>, memref<32xf32, #f>
+  tile.copy %r, %x : memref<32xf32, #f>, memref<32xf32, #g>
+}

@@ -24,6 +24,8 @@
 
 namespace tessel::layout {
 
+struct FragmentWindow;
+
 class FragmentLayout {
 public:
   /// `reg`, `lane` and `warp` hold the packed logical index of each input
@@ -79,6 +81,23 @@ public:
   /// agree (the element would live in another thread).
   std::optional<LinearMap> registerMapTo(const FragmentLayout &target,
                                          llvm::ArrayRef<unsigned> keptDims) const;
+  /// The window of `sizes` at `offsets` (one of each per dimension), its
+  /// shape the sizes of `keptDims`. Each dimension is whole, or a power of
+  /// two at a multiple of it, and the layout must keep the window in the
+  /// registers of every thread: the register bits that step past the
+  /// window's edges are then fixed by the offsets and the others are the
+  /// window's registers, in order. Otherwise nothing, and `why` says what
+  /// stands in the way.
+  std::optional<FragmentWindow> window(llvm::ArrayRef<int64_t> offsets,
+                                       llvm::ArrayRef<int64_t> sizes,
+                                       llvm::ArrayRef<unsigned> keptDims,
+                                       std::string *why = nullptr) const;
+  /// A layout over `shape` whose windows of `sizes` (kept: `keptDims`) are
+  /// `window`: the window's bits as they are, and a register bit for each
+  /// bit of the shape past the window's edges.
+  static FragmentLayout aroundWindow(const FragmentLayout &window, llvm::ArrayRef<int64_t> shape,
+                                     llvm::ArrayRef<int64_t> sizes,
+                                     llvm::ArrayRef<unsigned> keptDims);
   /// Register bits 0..n-1 that step the last dimension by 1, 2, 4, ...: the
   /// number of contiguous elements each register group holds (a power of 2).
   int64_t getContiguousRegisters() const;
@@ -114,6 +133,15 @@ public:
 private:
   llvm::SmallVector<int64_t, 4> shape;
   llvm::SmallVector<uint64_t, 8> reg, lane, warp;
+};
+
+/// A window of a fragment: its own layout, and where each of its registers
+/// sits among the fragment's (register r of the window is register
+/// `registers.apply(r) ^ base` of the fragment, in every thread).
+struct FragmentWindow {
+  FragmentLayout layout;
+  LinearMap registers;
+  uint64_t base;
 };
 
 } // namespace tessel::layout

@@ -82,6 +82,28 @@ def TesselTmemAllocation : Pass<"tessel-tmem-allocation", "::tessel::tile::Kerne
   let dependentDialects = ["::tessel::tile::TileDialect"];
 }
 
+def TesselFragmentWindows : Pass<"tessel-fragment-windows", "::tessel::tile::KernelOp"> {
+  let summary = "Give each window of a fragment registers of its own, copied in and out";
+  let description = [{
+    Pre: tile-level IR. A `tile.region` of a fragment (windows of windows
+    composed first) names some of each thread's registers, so its offsets
+    must be known at compile time: a loop of constant trip count whose index
+    they depend on is unrolled (at most 32 iterations), and any other
+    run-time offset is an error at the window. Each op that uses the window
+    then gets a fragment of the window's shape: a `tile.copy` from the
+    window into it before the op (the outermost `tile.parallel` around a use
+    counts as the op) and, where the op may write it, a copy back after.
+    The copies move registers within each thread; tessel-layout-inference
+    gives the window's fragment the part of the fragment's layout the
+    window covers (or the fragment a layout around its window's), and the
+    CUDA compiler forwards the moves.
+    Post: every `tile.region` of a fragment has constant offsets and is used
+    only by copies to and from a fragment of its shape.
+  }];
+  let dependentDialects = ["::tessel::tile::TileDialect", "::mlir::arith::ArithDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
 def TesselLayoutInference : Pass<"tessel-layout-inference", "::tessel::tile::KernelOp"> {
   let summary = "Give every fragment a register layout and every shared buffer a layout";
   let description = [{
@@ -96,8 +118,12 @@ def TesselLayoutInference : Pass<"tessel-layout-inference", "::tessel::tile::Ker
     indices (or extends one indexed with some of them), and every fragment it
     indexes gets the loop layout projected on that fragment's indices; a
     reduction's result gets its source's layout without the reduced
-    dimension; a fragment-to-fragment copy shares one layout. Fragments still
-    free then get an element-wise layout from a cost model: the widest
+    dimension; a fragment-to-fragment copy shares one layout, except that a
+    window of a fragment (see tessel-fragment-windows) gives its copy the
+    fragment's layout restricted to the window, or the fragment the window's
+    layout extended by registers. Fragments still
+    free (windows before the fragments they window, the smallest first)
+    then get an element-wise layout from a cost model: the widest
     vector (16 bytes of the narrowest element the fragment is copied from or
     to) along the last dimension, lanes next, warps on the slowest
     dimensions so that row reductions stay inside a warp; threads left over
