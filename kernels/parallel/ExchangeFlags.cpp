@@ -50,10 +50,11 @@ Kernel &handshakeKernel(int device) {
   return *kernel;
 }
 
-/// The handshake of `epoch` in slots [base, base + N) of every rank's flags.
+/// The handshake of `epoch` in slots [base, base + N) of every rank's flags,
+/// over the N ranks of the node (those that share symmetric memory).
 void handshake(Communicator &comm, SymmetricBuffer &flags, int base, uint32_t epoch,
                CUstream stream) {
-  int n = comm.size();
+  int n = comm.localSize();
   std::vector<CUdeviceptr> peers;
   for (int r = 0; r < n; ++r) peers.push_back(flags.peer(r));
   int64_t slots = int64_t(flags.bytes() / sizeof(uint32_t));
@@ -93,7 +94,7 @@ uint32_t tessel::kernels::startExchangeCall(Communicator &comm, SymmetricBuffer 
 
 void tessel::kernels::finishExchangeCall(Communicator &comm, SymmetricBuffer &flags,
                                          uint32_t epoch, CUstream stream) {
-  handshake(comm, flags, /*base=*/comm.size(), epoch, stream);
+  handshake(comm, flags, /*base=*/comm.localSize(), epoch, stream);
 }
 
 void tessel::kernels::copyPitched(CUdeviceptr src, int64_t srcPitch, CUdeviceptr dst,

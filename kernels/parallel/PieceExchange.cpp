@@ -82,7 +82,25 @@ void tessel::kernels::runOnHost(const ExchangePlan &plan, const HostBuffers &sou
 }
 
 const char *tessel::kernels::transportName(Transport t) {
-  return t == Transport::copyEngine ? "symmetric" : "nccl";
+  switch (t) {
+  case Transport::copyEngine: return "symmetric";
+  case Transport::nccl: return "nccl";
+  case Transport::hierarchical: return "hierarchical";
+  }
+  return "?";
+}
+
+int tessel::kernels::exchangeNodeRanks(int localSize,
+                                       const std::function<const char *(const char *)> &getenv) {
+  const char *env = getenv("TESSEL_EXCHANGE_NODE_RANKS");
+  if (!env || !*env) return localSize;
+  char *end = nullptr;
+  long ranks = std::strtol(env, &end, 10);
+  if (*end || ranks < 1 || localSize % ranks)
+    throw Error(fmt::format("TESSEL_EXCHANGE_NODE_RANKS={}: ranks per node are a divisor of the "
+                            "{} ranks this node holds",
+                            env, localSize));
+  return static_cast<int>(ranks);
 }
 
 /// Whether every local rank's device reaches every other's by peer access.
@@ -100,7 +118,7 @@ static bool peersReachable(Communicator &comm, std::string &which) {
 }
 
 Transport tessel::kernels::chooseTransport(Communicator &comm, const std::string &asked,
-                                           std::string &why) {
+                                           std::string &why, bool hierarchicalOk) {
   std::string name = asked;
   why = "asked for";
   if (name.empty()) {
@@ -109,20 +127,45 @@ Transport tessel::kernels::chooseTransport(Communicator &comm, const std::string
       why = "TESSEL_EXCHANGE";
     }
   }
+  int nodeRanks = exchangeNodeRanks(comm.localSize());
   std::string unreachable;
-  bool oneNode = comm.size() == comm.localSize();
-  bool reachable = oneNode && peersReachable(comm, unreachable);
-  if (!oneNode) unreachable = "the job spans several nodes";
+  bool reachable = peersReachable(comm, unreachable);
+  bool oneNode = comm.size() == nodeRanks;
+  // Nodes are runs of consecutive ranks, each on one machine.
+  bool nodesAligned = comm.size() % nodeRanks == 0;
   if (name.empty()) {
-    why = reachable ? "every rank on one node, peer access" : unreachable;
-    return reachable ? Transport::copyEngine : Transport::nccl;
+    if (oneNode && reachable) {
+      why = "every rank on one node, peer access";
+      return Transport::copyEngine;
+    }
+    if (hierarchicalOk && nodeRanks > 1 && nodesAligned && reachable) {
+      why = fmt::format("{} nodes of {} ranks, peer access inside each", comm.size() / nodeRanks,
+                        nodeRanks);
+      return Transport::hierarchical;
+    }
+    why = !reachable ? unreachable : "the job spans several nodes";
+    return Transport::nccl;
   }
   if (name == "nccl") return Transport::nccl;
+  if (name == "hierarchical") {
+    if (!hierarchicalOk)
+      throw Error(fmt::format("exchange transport hierarchical ({}): this call moves its data "
+                              "by symmetric or nccl",
+                              why));
+    if (!reachable || !nodesAligned)
+      throw Error(fmt::format("exchange transport hierarchical ({}) cannot run: {}; use nccl", why,
+                              !reachable ? unreachable
+                                         : fmt::format("{} ranks do not make nodes of {}",
+                                                       comm.size(), nodeRanks)));
+    return Transport::hierarchical;
+  }
   if (name != "symmetric")
-    throw Error(fmt::format("exchange transport '{}' ({}): use symmetric or nccl", name, why));
-  if (!reachable)
-    throw Error(fmt::format("exchange transport symmetric ({}) cannot run: {}; use nccl", why,
-                            unreachable));
+    throw Error(fmt::format("exchange transport '{}' ({}): use symmetric, nccl{}", name, why,
+                            hierarchicalOk ? " or hierarchical" : ""));
+  if (!oneNode || !reachable)
+    throw Error(fmt::format("exchange transport symmetric ({}) cannot run: {}; use {}", why,
+                            !oneNode ? "the job spans several nodes" : unreachable,
+                            hierarchicalOk ? "hierarchical or nccl" : "nccl"));
   return Transport::copyEngine;
 }
 
@@ -132,10 +175,14 @@ PieceExchange::PieceExchange(Communicator &c, ExchangePlan p, Transport t)
     throw Error(fmt::format("exchange: the plan is for {} ranks, the job has {}", plan.ranks,
                             c.size()));
   validatePlan(plan);
+  nodeRanks = how == Transport::copyEngine ? c.size()
+              : how == Transport::nccl     ? 1
+                                           : exchangeNodeRanks(c.localSize());
   Driver::get().setDevice(c.device());
+  bool pulls = how != Transport::nccl;
   for (int i = 0; i < plan.tensors(); ++i) {
     size_t in = std::max<int64_t>(plan.sourceBytes[i], 16);
-    if (how == Transport::copyEngine)
+    if (pulls)
       symmetricSources.push_back(std::make_unique<SymmetricBuffer>(c, in));
     else
       plainSources.push_back(std::make_unique<DeviceBuffer>(in));
@@ -154,18 +201,18 @@ PieceExchange::PieceExchange(Communicator &c, ExchangePlan p, Transport t)
         outOf[part][r].push_back(plan.pieces(t, me, r, part));
       }
     }
-  if (how == Transport::copyEngine) {
-    flags = exchangeFlags(c, sizeof(uint32_t) * 2 * n);
+  if (pulls) {
+    flags = exchangeFlags(c, sizeof(uint32_t) * 2 * c.localSize());
     lanes = std::make_unique<CopyLanes>(n);
-    return;
+    if (how == Transport::copyEngine) return;
   }
   int64_t sent = 0, received = 0;
   for (int part = 0; part < plan.parts; ++part) {
     sendAt.push_back({sent});
     receiveAt.push_back({received});
     for (int r = 0; r < n; ++r) {
-      sent += r == me ? 0 : messageBytes(plan, me, r, part);
-      received += r == me ? 0 : messageBytes(plan, r, me, part);
+      sent += viaNccl(r) ? messageBytes(plan, me, r, part) : 0;
+      received += viaNccl(r) ? messageBytes(plan, r, me, part) : 0;
       sendAt.back().push_back(sent);
       receiveAt.back().push_back(received);
     }
@@ -177,8 +224,12 @@ PieceExchange::PieceExchange(Communicator &c, ExchangePlan p, Transport t)
 
 PieceExchange::~PieceExchange() = default;
 
+bool PieceExchange::sameNode(int r) const { return r / nodeRanks == comm.rank() / nodeRanks; }
+
+bool PieceExchange::viaNccl(int r) const { return r != comm.rank() && !sameNode(r); }
+
 CUdeviceptr PieceExchange::source(int t) const {
-  return how == Transport::copyEngine ? symmetricSources[t]->local() : plainSources[t]->ptr();
+  return how != Transport::nccl ? symmetricSources[t]->local() : plainSources[t]->ptr();
 }
 
 CUdeviceptr PieceExchange::destination(int t) const { return destinations[t]->ptr(); }
@@ -189,47 +240,63 @@ void PieceExchange::run(CUstream stream, int part) {
   Driver::get().setDevice(comm.device());
   for (int p = part < 0 ? 0 : part; p < (part < 0 ? plan.parts : part + 1); ++p) {
     if (how == Transport::copyEngine) runCopyEngine(stream, p);
-    else runNccl(stream, p);
+    else if (how == Transport::nccl) runNccl(stream, p);
+    else runHierarchical(stream, p);
   }
 }
 
-void PieceExchange::runCopyEngine(CUstream stream, int part) {
+void PieceExchange::pullFromNode(CUstream stream, int part, const std::function<bool(int)> &from,
+                                 const std::function<void(CUstream)> &alongside) {
   epoch = startExchangeCall(comm, *flags, epoch, stream);
   lanes->fork(stream);
   int n = plan.ranks, me = comm.rank();
+  // Other work goes on the lane of a rank nothing is pulled from.
+  if (alongside)
+    for (int r = 0; r < n; ++r)
+      if (!from(r)) {
+        alongside((*lanes)[r]);
+        break;
+      }
   for (int i = 0; i < n; ++i) { // ring order, own pieces first
     int src = (me + i) % n;
+    if (!from(src)) continue;
+    // Symmetric memory is the node's: a rank's copy by its place there.
+    int local = src % comm.localSize();
     for (int t = 0; t < plan.tensors(); ++t)
       for (const Piece &p : into[part][src][t])
-        copyPitched(symmetricSources[t]->peer(src) + p.srcOffset, p.srcPitch,
-                  destination(t) + p.dstOffset, p.dstPitch, p.width, p.height, (*lanes)[src]);
+        copyPitched(symmetricSources[t]->peer(local) + p.srcOffset, p.srcPitch,
+                    destination(t) + p.dstOffset, p.dstPitch, p.width, p.height, (*lanes)[src]);
   }
   lanes->join(stream);
   finishExchangeCall(comm, *flags, epoch, stream);
 }
 
-void PieceExchange::runNccl(CUstream stream, int part) {
-  int n = plan.ranks, me = comm.rank();
-  for (int t = 0; t < plan.tensors(); ++t) // own pieces, directly
-    for (const Piece &p : into[part][me][t])
-      copyPitched(source(t) + p.srcOffset, p.srcPitch, destination(t) + p.dstOffset, p.dstPitch,
-                p.width, p.height, stream);
-  const std::vector<int64_t> &sends = sendAt[part], &receives = receiveAt[part];
+void PieceExchange::runCopyEngine(CUstream stream, int part) {
+  pullFromNode(stream, part, [](int) { return true; });
+}
+
+void PieceExchange::packMessages(CUstream stream, int part) {
+  int n = plan.ranks;
+  const std::vector<int64_t> &sends = sendAt[part];
   for (int dst = 0; dst < n; ++dst) {
-    if (dst == me) continue;
+    if (!viaNccl(dst)) continue;
     int64_t at = sends[dst];
     for (int t = 0; t < plan.tensors(); ++t)
       for (const Piece &p : outOf[part][dst][t]) {
         copyPitched(source(t) + p.srcOffset, p.srcPitch, sendBuffer->ptr() + at, p.width, p.width,
-                  p.height, stream);
+                    p.height, stream);
         at += p.bytes();
       }
   }
+}
+
+void PieceExchange::sendAndReceive(CUstream stream, int part) {
+  const std::vector<int64_t> &sends = sendAt[part], &receives = receiveAt[part];
   Nccl &nccl = Nccl::get();
   ncclComm_t nc = comm.nccl();
   nccl.check(nccl.api().ncclGroupStart(), "ncclGroupStart", nc);
-  for (int r = 0; r < n; ++r) {
-    if (r == me) continue;
+  for (int r = 0; r < plan.ranks; ++r) {
+    if (!viaNccl(r)) continue;
     if (int64_t bytes = sends[r + 1] - sends[r])
       nccl.check(nccl.api().ncclSend(reinterpret_cast<void *>(sendBuffer->ptr() + sends[r]),
                                      size_t(bytes), ncclChar, r, nc, stream),
@@ -240,16 +307,42 @@ void PieceExchange::runNccl(CUstream stream, int part) {
                  "ncclRecv", nc);
   }
   nccl.check(nccl.api().ncclGroupEnd(), "ncclGroupEnd", nc);
-  for (int src = 0; src < n; ++src) {
-    if (src == me) continue;
+}
+
+void PieceExchange::unpackMessages(CUstream stream, int part) {
+  const std::vector<int64_t> &receives = receiveAt[part];
+  for (int src = 0; src < plan.ranks; ++src) {
+    if (!viaNccl(src)) continue;
     int64_t at = receives[src];
     for (int t = 0; t < plan.tensors(); ++t)
       for (const Piece &p : into[part][src][t]) {
         copyPitched(receiveBuffer->ptr() + at, p.width, destination(t) + p.dstOffset, p.dstPitch,
-                  p.width, p.height, stream);
+                    p.width, p.height, stream);
         at += p.bytes();
       }
   }
+}
+
+void PieceExchange::runNccl(CUstream stream, int part) {
+  int me = comm.rank();
+  for (int t = 0; t < plan.tensors(); ++t) // own pieces, directly
+    for (const Piece &p : into[part][me][t])
+      copyPitched(source(t) + p.srcOffset, p.srcPitch, destination(t) + p.dstOffset, p.dstPitch,
+                  p.width, p.height, stream);
+  packMessages(stream, part);
+  sendAndReceive(stream, part);
+  unpackMessages(stream, part);
+}
+
+void PieceExchange::runHierarchical(CUstream stream, int part) {
+  // NCCL's messages move on a lane of their own while the node's pulls run
+  // on theirs: both only read the sources, and they write disjoint places
+  // of the destinations.
+  pullFromNode(stream, part, [&](int r) { return sameNode(r); }, [&](CUstream lane) {
+    packMessages(lane, part);
+    sendAndReceive(lane, part);
+    unpackMessages(lane, part);
+  });
 }
 
 PartPipeline::PartPipeline(int count, int streams)

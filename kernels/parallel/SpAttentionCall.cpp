@@ -90,7 +90,7 @@ std::unique_ptr<ForwardPlan> makeForwardPlan(Communicator &comm, SequenceParalle
       fmt::format("flash_attention_fwd variant=registers {}", attentionSettings().describe(c)),
       arch, [&] { return flashAttentionForward(c); }, compiled);
   made->cu = std::make_unique<DeviceSeqlens>(made->problem.shape);
-  if (transport == Transport::nccl) {
+  if (transport != Transport::copyEngine) {
     makeExchangedForm(*made, comm);
   } else {
     const UlyssesShape &s = made->problem.shape;

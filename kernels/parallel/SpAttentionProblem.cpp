@@ -224,9 +224,9 @@ std::string tessel::kernels::agreeOnProblem(Communicator &comm, const char *call
 Transport tessel::kernels::spTransport(Communicator &comm, const sp_attention::Options &o,
                                        std::string &why) {
   Transport t = chooseTransport(comm, o.transport, why);
-  if (t == Transport::nccl && o.placement == sp_attention::Placement::zigzag)
-    throw Error(fmt::format("placement zigzag gathers K and V through symmetric memory; the NCCL "
+  if (t != Transport::copyEngine && o.placement == sp_attention::Placement::zigzag)
+    throw Error(fmt::format("placement zigzag gathers K and V through symmetric memory; the {} "
                             "transport ({}) runs placement ulysses",
-                            why));
+                            transportName(t), why));
   return t;
 }

@@ -154,7 +154,7 @@ TpProblem problemOf(Communicator &comm, Layer layer, const TensorView &a, const 
   if (p.k == 0 && p.m * p.n > 0)
     throw Error(fmt::format("a is {}: K = 0 leaves c undefined", a.str()));
   p.arch = targetFor(o.arch, device);
-  p.transport = chooseTransport(comm, o.transport, p.why);
+  p.transport = chooseTransport(comm, o.transport, p.why, /*hierarchicalOk=*/false);
   return p;
 }
 

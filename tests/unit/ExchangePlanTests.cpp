@@ -233,3 +233,19 @@ TEST_CASE(
   validatePlan(plan);
   CHECK(messageBytes(plan, 0, 1) == 64);
 }
+
+TEST_CASE("TESSEL_EXCHANGE_NODE_RANKS splits a node for the hierarchical exchange") {
+  auto env = [](const char *value) {
+    return [value](const char *name) {
+      return std::string(name) == "TESSEL_EXCHANGE_NODE_RANKS" ? value : nullptr;
+    };
+  };
+  CHECK(exchangeNodeRanks(4, env(nullptr)) == 4);
+  CHECK(exchangeNodeRanks(4, env("")) == 4);
+  CHECK(exchangeNodeRanks(4, env("2")) == 2);
+  CHECK(exchangeNodeRanks(8, env("1")) == 1);
+  for (const char *bad : {"3", "0", "-2", "two", "2x", "16"})
+    CHECK_THROWS_WITH(exchangeNodeRanks(4, env(bad)),
+                      Catch::Contains("TESSEL_EXCHANGE_NODE_RANKS=" + std::string(bad)) &&
+                          Catch::Contains("a divisor of the 4 ranks this node holds"));
+}

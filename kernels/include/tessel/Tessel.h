@@ -330,10 +330,13 @@ struct Options {
   int attentionStreams = 2;
   /// How the shards move: "symmetric" (the copy engines pull from peers'
   /// symmetric memory: one node, peer access), "nccl" (grouped
-  /// ncclSend/ncclRecv of packed messages: any topology NCCL reaches), or
-  /// "" for $TESSEL_EXCHANGE when set, else symmetric where every rank
-  /// shares the node and reaches every peer, NCCL otherwise. Both put the
-  /// same bytes in the same places: the results are identical bit for bit.
+  /// ncclSend/ncclRecv of packed messages: any topology NCCL reaches),
+  /// "hierarchical" (the copy engines inside each node, NCCL between
+  /// nodes, at once; $TESSEL_EXCHANGE_NODE_RANKS splits one machine into
+  /// smaller nodes), or "" for $TESSEL_EXCHANGE when set, else symmetric
+  /// where every rank shares the node and reaches every peer, hierarchical
+  /// where nodes of several ranks do, NCCL otherwise. All put the same
+  /// bytes in the same places: the results are identical bit for bit.
   std::string transport;
 };
 /// Returns the form (unfused or pipelined, its groups and streams, the

@@ -16,6 +16,12 @@
 //    message per peer, grouped ncclSend/ncclRecv move the messages, and
 //    each rank unpacks what it received (any topology NCCL reaches). A
 //    rank's own pieces are copied directly.
+//  - hierarchical: the copy engines between the ranks of a node (the
+//    pieces of the rank's own node pulled from symmetric memory), NCCL's
+//    messages between nodes, both in flight at once. A node is a run of
+//    consecutive ranks (as torchrun numbers them); TESSEL_EXCHANGE_NODE_RANKS
+//    splits one node into smaller ones, so that one machine runs the
+//    transport as several nodes would.
 // runOnHost() applies a plan to host buffers, through messages or directly:
 // the model the tests check layouts and packing against, without a GPU.
 //
@@ -72,15 +78,25 @@ using HostBuffers = std::vector<std::vector<std::vector<uint8_t>>>;
 void runOnHost(const ExchangePlan &plan, const HostBuffers &sources, HostBuffers &destinations,
                bool throughMessages);
 
-enum class Transport { copyEngine, nccl };
+enum class Transport { copyEngine, nccl, hierarchical };
 const char *transportName(Transport t);
 
-/// The transport for `comm`: `asked` when it is "symmetric" (copyEngine)
-/// or "nccl", else $TESSEL_EXCHANGE when set, else the copy engines where
-/// every rank shares the node and reaches every peer's device, NCCL
-/// otherwise. `why` says which of these decided. Throws on an unknown
-/// name, and when the copy engines are asked for where they cannot run.
-Transport chooseTransport(rt::Communicator &comm, const std::string &asked, std::string &why);
+/// Ranks of a node as the exchange sees them: the communicator's local
+/// size, or $TESSEL_EXCHANGE_NODE_RANKS (read through `getenv`) where it
+/// names a divisor of it; anything else there is an error naming it.
+int exchangeNodeRanks(int localSize,
+                      const std::function<const char *(const char *)> &getenv = ::getenv);
+
+/// The transport for `comm`: `asked` when it is "symmetric" (copyEngine),
+/// "nccl" or "hierarchical" (where `hierarchicalOk`), else $TESSEL_EXCHANGE
+/// when set, else the copy engines where every rank shares the node (as
+/// exchangeNodeRanks counts it) and reaches every peer's device,
+/// hierarchical where the job spans nodes of several ranks that reach each
+/// other (and `hierarchicalOk`), NCCL otherwise. `why` says which of these
+/// decided. Throws on an unknown name, and when the copy engines are asked
+/// for where they cannot run.
+Transport chooseTransport(rt::Communicator &comm, const std::string &asked, std::string &why,
+                          bool hierarchicalOk = true);
 
 /// One rank's exchange. Construction is collective (symmetric buffers, or
 /// NCCL's communicator on its first use).
@@ -113,17 +129,33 @@ private:
   std::unique_ptr<rt::SymmetricBuffer> flags;
   uint32_t epoch = 0;
   std::unique_ptr<CopyLanes> lanes;
-  /// nccl: the packed messages, each part's and peer's at its own offset
-  /// (sendAt[part][peer], ranks + 1 entries a part), so parts in flight
-  /// at once use separate bytes.
+  /// nccl and hierarchical: the packed messages to and from the peers NCCL
+  /// reaches, each part's and peer's at its own offset (sendAt[part][peer],
+  /// ranks + 1 entries a part), so parts in flight at once use separate
+  /// bytes.
   std::unique_ptr<rt::DeviceBuffer> sendBuffer, receiveBuffer;
   std::vector<std::vector<int64_t>> sendAt, receiveAt;
   /// The plan's pieces of this rank, made once: into[part][src][t] what it
   /// takes from `src`, outOf[part][dst][t] what `dst` takes from it.
   std::vector<std::vector<std::vector<std::vector<Piece>>>> into, outOf;
 
+  /// hierarchical: ranks per node, and whether rank r shares this rank's.
+  int nodeRanks = 1;
+  bool sameNode(int r) const;
+  /// Whether this rank's pieces to and from `r` travel as NCCL messages.
+  bool viaNccl(int r) const;
   void runCopyEngine(CUstream stream, int part);
   void runNccl(CUstream stream, int part);
+  void runHierarchical(CUstream stream, int part);
+  /// Pulls of `part` from the symmetric sources of the ranks `from` takes,
+  /// one lane per source, between the node's handshakes; `alongside` is
+  /// queued on the lane of a rank not pulled from, at the same time.
+  void pullFromNode(CUstream stream, int part, const std::function<bool(int)> &from,
+                    const std::function<void(CUstream)> &alongside = {});
+  /// Packs the messages NCCL moves, moves them, and unpacks them.
+  void packMessages(CUstream stream, int part);
+  void sendAndReceive(CUstream stream, int part);
+  void unpackMessages(CUstream stream, int part);
 };
 
 /// Work in parts between two exchanges, overlapped: part g of `in` moves
