@@ -71,6 +71,29 @@ TEST_CASE("warp policies split the accumulator tile") {
   CHECK(l.locate({33, 41}) == std::optional<std::pair<int64_t, int64_t>>({5, 100}));
 }
 
+TEST_CASE("mma.sync splits M in fours as wgmma's warpgroups do") {
+  // Warps along M only, in fours: the layouts agree element for element,
+  // so a program whose gemms take different instructions has one layout.
+  for (int64_t n : {8, 64, 128}) {
+    CHECK(FragmentLayout::mmaAccumulator(128, n, 4, 1) == FragmentLayout::wgmmaAccumulator(128, n, 1, 1));
+    CHECK(FragmentLayout::mmaAccumulator(64, n, 4, 1) == FragmentLayout::wgmmaAccumulator(64, n, 1, 1));
+    CHECK(FragmentLayout::mmaAccumulator(256, n, 8, 1) == FragmentLayout::wgmmaAccumulator(256, n, 2, 1));
+    CHECK(FragmentLayout::mmaAccumulator(192, n, 12, 1) == FragmentLayout::wgmmaAccumulator(192, n, 3, 1));
+  }
+  // Warp 1 of four holds rows 16-23 and 80-87 of a [128, 8] tile.
+  FragmentLayout l = FragmentLayout::mmaAccumulator(128, 8, 4, 1);
+  std::set<int64_t> rows;
+  for (int lane = 0; lane < 32; ++lane)
+    for (int r = 0; r < l.getNumRegisters(); ++r) rows.insert(l.apply(r, 32 + lane)[0]);
+  CHECK(*rows.begin() == 16);
+  CHECK(rows.count(31));
+  CHECK(rows.count(80));
+  CHECK_FALSE(rows.count(32));
+  CHECK(rows.size() == 32);
+  // Two warps along M keep contiguous rows.
+  CHECK(FragmentLayout::mmaAccumulator(64, 8, 2, 1).apply(0, 32)[0] == 32);
+}
+
 TEST_CASE("element-wise layouts pad, vectorize and replicate") {
   FragmentLayout l = FragmentLayout::elementwise({45, 20}, 64, 4);
   CHECK(l.getContiguousRegisters() == 4);

@@ -17,7 +17,7 @@ namespace {
 /// The kernel's parameters, declared in the order tensors() lists them.
 struct Params {
   Expr m = 0, n = 0, k = 0, limit = 0;
-  Tensor x, a, b, v, y, r, s;
+  Tensor x, a, b, v, y, r, s, c;
 };
 
 void reduceInto(ReduceKind kind, const Buffer &src, const Buffer &dst, int dim) {
@@ -178,6 +178,17 @@ Buffer gemmTile(const Spec &s, const Params &p, const std::string &arch, Expr ro
   return w;
 }
 
+/// W rounded to `in`, times C by a gemm reading it from registers.
+Buffer chainedProduct(const Spec &s, const Params &p, const Buffer &w) {
+  Buffer operand = alloc_fragment({s.tm, s.tn}, s.in, "p");
+  parallel(s.tm, s.tn, [&](Expr i, Expr j) { operand(i, j) = cast(w(i, j), s.in); });
+  Buffer cs = alloc_shared({s.tn, s.tn}, s.in, "cs");
+  copy(p.c.tile({0, 0}, {s.tn, s.tn}), cs);
+  Buffer product = alloc_fragment({s.tm, s.tn}, DType::f32, "w2");
+  gemm(operand, cs, product, {.clear_accum = true});
+  return product;
+}
+
 void storeTile(const Spec &s, const Params &p, const std::string &arch, const Buffer &w, Expr row0, Expr col0) {
   auto tile = [&] { return p.y.tile({row0, col0}, {s.tm, s.tn}); };
   switch (s.store) {
@@ -215,12 +226,14 @@ Program tessel::fuzz::buildProgram(const Spec &s, const std::string &arch) {
   p.y = prog.tensor("Y", {p.m, p.n}, DType::f32);
   p.r = prog.tensor("R", {p.m}, DType::f32);
   p.s = prog.tensor("S", {1}, DType::f32);
+  if (s.chain) p.c = prog.tensor("C", {s.tn, s.tn}, s.in);
   Expr gx = ceil_div(p.n, s.tn), gy = ceil_div(p.m, s.tm);
   auto body = [&](Expr bx, Expr by) {
     if (s.swizzlePanel) std::tie(bx, by) = use_swizzle(bx, by, gx, gy, s.swizzlePanel);
     Expr row0 = by * s.tm, col0 = bx * s.tn;
     Buffer w = s.family == Family::gemm ? gemmTile(s, p, arch, row0, col0) : loadTile(s, p, row0, col0);
     for (const Stmt &st : s.stmts) buildStmt(s, st, p, w, row0, col0);
+    if (s.chain) w = chainedProduct(s, p, w);
     storeTile(s, p, arch, w, row0, col0);
   };
   prog.kernel({gx, gy}, s.threads, [&](Expr bx, Expr by) {

@@ -229,6 +229,32 @@ void generateGemm(Spec &s) {
 
 } // namespace
 
+/// Whether the chained gemm can take W's layout (see Spec::chain): 16-bit
+/// operands, warps split along M only in 16-row steps (the register A
+/// operand's rule) over a power of two of them, an accumulator in
+/// registers, and room in shared memory for C.
+bool chainAllowed(const Spec &s) {
+  if (s.in != DType::bf16 && s.in != DType::f16) return false;
+  if (s.threads & (s.threads - 1) || s.tm < 16 * (s.threads / 32)) return false;
+  if (s.family == Family::gemm && (s.tmem || s.policy == WarpPolicy::full_col || s.tn > 64))
+    return false;
+  return !s.inexact();
+}
+
+/// W through the chained gemm. Rounding W to `in` is the same function in
+/// every build and the reference (to nearest, ties to even) and keeps its
+/// values multiples of 2^-frac below the bound, so only the sums of tn
+/// products with C's quarters (below 2) need to be exact in f32, and f16
+/// must not overflow.
+bool applyChain(const Spec &s, Range &r) {
+  if (!chainAllowed(s)) return false;
+  if (s.in == DType::f16 && r.bound > 60000) return false;
+  Range product{2 * r.bound, r.frac + 2};
+  if (!product.sums(double(s.tn))) return false;
+  r = {product.bound * double(s.tn), product.frac};
+  return r.representable();
+}
+
 bool tessel::fuzz::feasible(const Spec &s) {
   Range r = initialRange(s);
   if (!r.representable()) return false;
@@ -236,6 +262,7 @@ bool tessel::fuzz::feasible(const Spec &s) {
     if (s.stmts[i].kind == StmtKind::exponent && i + 1 != s.stmts.size()) return false;
     if (!apply(s, s.stmts[i], r)) return false;
   }
+  if (s.chain && !applyChain(s, r)) return false;
   bool sumsInto = s.store == Store::atomic || s.store == Store::atomicTma;
   return !(sumsInto && s.inexact());
 }
@@ -259,6 +286,9 @@ Spec tessel::fuzz::generate(uint64_t seed) {
   s.store = sharedWork ? pick({Store::direct, Store::bounded, Store::atomic})
                        : pick({Store::direct, Store::shared, Store::bounded, Store::atomic, Store::atomicTma});
   s.storeOrder = pick({MemoryOrder::relaxed, MemoryOrder::release, MemoryOrder::seq_cst});
+  // Chosen first, so that the statements drawn keep its sums exact.
+  s.chain = chance(0.35);
+  if (!feasible(s)) s.chain = false;
   addStatements(s, int(uniform(0, 5)));
   s.swizzlePanel = chance(0.2) ? int(pick<int64_t>({2, 4, 8})) : 0;
   if (!feasible(s)) s.store = Store::direct; // an inexact last statement
@@ -299,6 +329,7 @@ std::vector<Spec> tessel::fuzz::shrinkCandidates(const Spec &s) {
   reset(&Spec::aInRegisters, false);
   reset(&Spec::transposeB, false);
   reset(&Spec::instruction, GemmInstruction::automatic);
+  reset(&Spec::chain, false);
   if (s.in == DType::f32) reset(&Spec::load, Load::direct);
   else reset(&Spec::load, Load::shared);
   for (size_t i = 0; i < s.stmts.size(); ++i)
@@ -329,6 +360,7 @@ std::vector<TensorInfo> tessel::fuzz::tensors(const Spec &s) {
   t.push_back({"Y", {s.m, s.n}, DType::f32, adds ? TensorInfo::zeroed : TensorInfo::poisoned});
   t.push_back({"R", {s.m}, DType::f32, TensorInfo::zeroed});
   t.push_back({"S", {1}, DType::f32, TensorInfo::zeroed});
+  if (s.chain) t.push_back({"C", {s.tn, s.tn}, s.in, TensorInfo::input});
   return t;
 }
 

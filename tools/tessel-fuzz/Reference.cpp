@@ -183,6 +183,20 @@ struct Model {
     }
   }
 
+  /// W rounded to `in`, times C (the last input).
+  Tile chained(const Tile &w) const {
+    const std::vector<float> &c = in.back();
+    Tile out(w.size(), 0);
+    for (int64_t i = 0; i < s.tm; ++i)
+      for (int64_t j = 0; j < s.tn; ++j) {
+        double sum = 0;
+        for (int64_t l = 0; l < s.tn; ++l)
+          sum += double(roundTo(w[size_t(i * s.tn + l)], s.in)) * c[size_t(l * s.tn + j)];
+        out[size_t(i * s.tn + j)] = float(sum);
+      }
+    return out;
+  }
+
   void store(const Tile &w, int64_t row0, int64_t col0) {
     for (int64_t i = 0; i < s.tm; ++i)
       for (int64_t j = 0; j < s.tn; ++j) {
@@ -218,6 +232,7 @@ std::vector<std::vector<uint8_t>> tessel::fuzz::referenceOutputs(
     for (int64_t bx = 0; bx * s.tn < s.n; ++bx) {
       Tile w = model.load(by * s.tm, bx * s.tn);
       for (const Stmt &st : s.stmts) model.statement(st, w, by * s.tm, bx * s.tn);
+      if (s.chain) w = model.chained(w);
       model.store(w, by * s.tm, bx * s.tn);
     }
   auto bytesOf = [](const std::vector<float> &v, bool poisonNan) {

@@ -212,12 +212,22 @@ std::string tessel::fuzz::snippet(const Spec &s) {
                      s.transposeA ? "{K, M}" : "{M, K}", dtype(s.in), s.transposeB ? "{N, K}" : "{K, N}", dtype(s.in));
   t += "  Tensor v = p.tensor(\"V\", {4}, DType::f32), Y = p.tensor(\"Y\", {M, N}, DType::f32);\n"
        "  Tensor R = p.tensor(\"R\", {M}, DType::f32), S = p.tensor(\"S\", {1}, DType::f32);\n";
+  if (s.chain) t += fmt::format("  Tensor C = p.tensor(\"C\", {{{0}, {0}}}, {1});\n", s.tn, dtype(s.in));
   t += fmt::format("  Expr gx = ceil_div(N, {}), gy = ceil_div(M, {});\n", s.tn, s.tm);
   t += "  auto body = [&](Expr bx, Expr by) {\n";
   if (s.swizzlePanel) t += fmt::format("    std::tie(bx, by) = use_swizzle(bx, by, gx, gy, {});\n", s.swizzlePanel);
   t += fmt::format("    Expr row0 = by * {}, col0 = bx * {};\n", s.tm, s.tn);
   t += s.family == Family::gemm ? gemmText(s) : loadText(s);
   for (const Stmt &st : s.stmts) t += stmtText(s, st);
+  if (s.chain)
+    t += fmt::format("    {{\n      Buffer operand = alloc_fragment({{{0}, {1}}}, {2}, \"p\");\n"
+                     "      parallel({0}, {1}, [&](Expr i, Expr j) {{ operand(i, j) = cast(w(i, j), {2}); }});\n"
+                     "      Buffer cs = alloc_shared({{{1}, {1}}}, {2}, \"cs\");\n"
+                     "      copy(C.tile({{0, 0}}, {{{1}, {1}}}), cs);\n"
+                     "      Buffer product = alloc_fragment({{{0}, {1}}}, DType::f32, \"w2\");\n"
+                     "      gemm(operand, cs, product, {{.clear_accum = true}});\n"
+                     "      w = product;\n    }}\n",
+                     s.tm, s.tn, dtype(s.in));
   t += storeText(s) + "  };\n";
   if (s.persistent)
     t += fmt::format("  p.kernel({{gx, gy}}, {}, [&](Expr, Expr) {{\n"

@@ -123,6 +123,11 @@ struct Spec {
   /// sm_100a with the accumulator in tensor memory, on into tensor memory
   /// (the ts form).
   bool aInRegisters = false;
+  /// After the statements, W rounded to `in` is the register A operand of
+  /// a second gemm with C [tn, tn] (shared), into a fresh accumulator that
+  /// becomes W: FlashAttention's P V, the first gemm's accumulator (gemm
+  /// family) feeding the second.
+  bool chain = false;
 
   /// Whether some statement is inexact (outputs compared within a bound).
   bool inexact() const;

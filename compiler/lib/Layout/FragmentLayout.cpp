@@ -334,6 +334,16 @@ FragmentLayout FragmentLayout::mmaAccumulator(int64_t m, int64_t n, int64_t warp
   Coords2D at(n);
   llvm::SmallVector<uint64_t> reg = {at(0, 1), at(8, 0)}, warp;
   for (int64_t s = 8; s < tileN; s *= 2) reg.push_back(at(0, s));
+  if (isMmaInterleaved(warpsM, warpsN)) {
+    // Warps along M in fours, as wgmma's warpgroups split rows: warp q of
+    // a four takes rows 16q.. of each 64, so that a program whose gemms
+    // run on different instructions (or targets) has one layout.
+    int64_t group = 4 * tileM;
+    for (int64_t s = 64; s < group; s *= 2) reg.push_back(at(s, 0));
+    warp = {at(16, 0), at(32, 0)};
+    for (int64_t s = group; s < m; s *= 2) warp.push_back(at(s, 0));
+    return FragmentLayout({m, n}, reg, accumulatorLanes(at), warp);
+  }
   for (int64_t s = 16; s < tileM; s *= 2) reg.push_back(at(s, 0));
   for (int64_t s = tileN; s < n; s *= 2) warp.push_back(at(0, s));
   for (int64_t s = tileM; s < m; s *= 2) warp.push_back(at(s, 0));

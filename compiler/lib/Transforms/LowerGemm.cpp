@@ -94,7 +94,13 @@ void TileLowering::lowerMmaSync(GemmOp op) {
   int64_t half = 16 / getElementBytes(operandType), kStepElements = 2 * half;
 
   Value warp = divC(threadId, 32), lane = remC(threadId, 32);
-  Value rowBase = mul(divC(warp, warps[1]), idx(tileM));
+  // The first row of the warp's 16-row tile 0, and the rows between its
+  // tiles (FragmentLayout::mmaAccumulator: contiguous, or interleaved in
+  // fours as wgmma's warpgroups).
+  bool interleaved = layout::FragmentLayout::isMmaInterleaved(warps[0], warps[1]);
+  Value rowBase = interleaved ? add(mul(divC(warp, 4), idx(4 * tileM)), mul(remC(warp, 4), idx(16)))
+                              : mul(divC(warp, warps[1]), idx(tileM));
+  int64_t rowStep = interleaved ? 64 : 16;
   Value colBase = mul(remC(warp, warps[1]), idx(tileN));
   // Lane 8i + j gives the address of row j of the i-th 8x8 matrix.
   Value matrix = divC(lane, 8), row = remC(lane, 8);
@@ -124,7 +130,7 @@ void TileLowering::lowerMmaSync(GemmOp op) {
   unrolledFor(k / kStepElements, [&](Value kStep) {
     Value k0 = mul(kStep, idx(kStepElements));
     if (!aInRegisters) unrolledFor(mTiles, [&](Value mi) {
-      Value m0 = add(rowBase, mul(mi, idx(16)));
+      Value m0 = add(rowBase, mul(mi, idx(rowStep)));
       // a0..a3 = rows 0-7/8-15 x the first 16 bytes of K, then x the next.
       Value offset =
           op.getTransposeA()

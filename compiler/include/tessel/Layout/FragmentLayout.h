@@ -110,8 +110,14 @@ public:
 
   // Layouts of the tensor-core instructions and the default choice.
   /// The accumulator of mma.sync m16n8k16 over an [m, n] tile split into
-  /// warpsM x warpsN warps (warp index = wm * warpsN + wn).
+  /// warpsM x warpsN warps (warp index = wm * warpsN + wn). Each warp takes
+  /// m / warpsM contiguous rows, except where the warps split M only and in
+  /// fours (isMmaInterleaved): then, as wgmma's warpgroups do, warp q of
+  /// each four takes rows 16q to 16q + 15 of every 64 of the four's rows.
   static FragmentLayout mmaAccumulator(int64_t m, int64_t n, int64_t warpsM, int64_t warpsN);
+  static bool isMmaInterleaved(int64_t warpsM, int64_t warpsN) {
+    return warpsN == 1 && warpsM % 4 == 0;
+  }
   /// The accumulator of wgmma m64nNk16 over an [m, n] tile split into
   /// groupsM x groupsN warpgroups.
   static FragmentLayout wgmmaAccumulator(int64_t m, int64_t n, int64_t groupsM, int64_t groupsN);
