@@ -113,6 +113,7 @@ bool layoutsAgreeMoved(KernelOp kernel, ArrayRef<GemmOp> gemms, StringRef arch) 
   // diagnostic handler of its own interleaves with the running pipeline's.
   PassManager pm(ctx, KernelOp::getOperationName());
   pm.addPass(createTesselTmemAllocation(TesselTmemAllocationOptions{arch.str()}));
+  pm.addPass(createTesselFragmentWindows());
   pm.addPass(createTesselLayoutInference(TesselLayoutInferenceOptions{arch.str()}));
   ScopedDiagnosticHandler silence(ctx, [](Diagnostic &) { return success(); });
   return succeeded(pm.run(copy));
