@@ -1,6 +1,7 @@
 //===- PieceExchange.cpp - an all-to-all of pitched pieces ----------------===//
 #include "tessel/kernels/parallel/PieceExchange.h"
 #include "tessel/kernels/parallel/ExchangeFlags.h"
+#include "tessel/kernels/Settings.h"
 #include "tessel/runtime/Driver.h"
 #include "tessel/runtime/Error.h"
 
@@ -94,9 +95,8 @@ int tessel::kernels::exchangeNodeRanks(int localSize,
                                        const std::function<const char *(const char *)> &getenv) {
   const char *env = getenv("TESSEL_EXCHANGE_NODE_RANKS");
   if (!env || !*env) return localSize;
-  char *end = nullptr;
-  long ranks = std::strtol(env, &end, 10);
-  if (*end || ranks < 1 || localSize % ranks)
+  int64_t ranks = parseInteger(env, 1, localSize, "TESSEL_EXCHANGE_NODE_RANKS");
+  if (localSize % ranks)
     throw Error(fmt::format("TESSEL_EXCHANGE_NODE_RANKS={}: ranks per node are a divisor of the "
                             "{} ranks this node holds",
                             env, localSize));
@@ -127,24 +127,16 @@ Transport tessel::kernels::chooseTransport(Communicator &comm, const std::string
       why = "TESSEL_EXCHANGE";
     }
   }
-  int nodeRanks = exchangeNodeRanks(comm.localSize());
   std::string unreachable;
+  bool oneNode = comm.size() == comm.localSize();
   bool reachable = peersReachable(comm, unreachable);
-  bool oneNode = comm.size() == nodeRanks;
-  // Nodes are runs of consecutive ranks, each on one machine.
-  bool nodesAligned = comm.size() % nodeRanks == 0;
   if (name.empty()) {
-    if (oneNode && reachable) {
-      why = "every rank on one node, peer access";
-      return Transport::copyEngine;
-    }
-    if (hierarchicalOk && nodeRanks > 1 && nodesAligned && reachable) {
-      why = fmt::format("{} nodes of {} ranks, peer access inside each", comm.size() / nodeRanks,
-                        nodeRanks);
-      return Transport::hierarchical;
-    }
-    why = !reachable ? unreachable : "the job spans several nodes";
-    return Transport::nccl;
+    // Past one node NCCL stays the default: the hierarchical transport has
+    // been measured on one machine only, where NCCL needs no help.
+    why = oneNode && reachable ? "every rank on one node, peer access"
+          : oneNode            ? unreachable
+                               : "the job spans several nodes";
+    return oneNode && reachable ? Transport::copyEngine : Transport::nccl;
   }
   if (name == "nccl") return Transport::nccl;
   if (name == "hierarchical") {
@@ -152,11 +144,10 @@ Transport tessel::kernels::chooseTransport(Communicator &comm, const std::string
       throw Error(fmt::format("exchange transport hierarchical ({}): this call moves its data "
                               "by symmetric or nccl",
                               why));
-    if (!reachable || !nodesAligned)
+    if (!reachable)
       throw Error(fmt::format("exchange transport hierarchical ({}) cannot run: {}; use nccl", why,
-                              !reachable ? unreachable
-                                         : fmt::format("{} ranks do not make nodes of {}",
-                                                       comm.size(), nodeRanks)));
+                              unreachable));
+    exchangeNodeRanks(comm.localSize()); // a bad TESSEL_EXCHANGE_NODE_RANKS fails here
     return Transport::hierarchical;
   }
   if (name != "symmetric")
@@ -169,6 +160,25 @@ Transport tessel::kernels::chooseTransport(Communicator &comm, const std::string
   return Transport::copyEngine;
 }
 
+std::string tessel::kernels::describeTransport(Communicator &comm, Transport t) {
+  if (t != Transport::hierarchical) return transportName(t);
+  return fmt::format("hierarchical nodes={}", exchangeNodeRanks(comm.localSize()));
+}
+
+/// Checks that the node's ranks are consecutive, local rank l being rank
+/// (rank - localRank + l), as torchrun numbers them: the hierarchical
+/// transport finds a rank's copy in the node's symmetric memory so.
+static void requireConsecutiveNode(Communicator &comm) {
+  std::vector<std::string> ranks = comm.node().allGather(std::to_string(comm.rank()));
+  int first = comm.rank() - comm.localRank();
+  for (int l = 0; l < static_cast<int>(ranks.size()); ++l)
+    if (ranks[l] != std::to_string(first + l))
+      throw Error(fmt::format("exchange transport hierarchical: local rank {} of this node is "
+                              "rank {}, not {}; it needs each node's ranks consecutive (as "
+                              "torchrun numbers them): use nccl",
+                              l, ranks[l], first + l));
+}
+
 PieceExchange::PieceExchange(Communicator &c, ExchangePlan p, Transport t)
     : comm(c), plan(std::move(p)), how(t) {
   if (plan.ranks != c.size())
@@ -178,6 +188,7 @@ PieceExchange::PieceExchange(Communicator &c, ExchangePlan p, Transport t)
   nodeRanks = how == Transport::copyEngine ? c.size()
               : how == Transport::nccl     ? 1
                                            : exchangeNodeRanks(c.localSize());
+  if (how == Transport::hierarchical) requireConsecutiveNode(c);
   Driver::get().setDevice(c.device());
   bool pulls = how != Transport::nccl;
   for (int i = 0; i < plan.tensors(); ++i) {
@@ -205,6 +216,7 @@ PieceExchange::PieceExchange(Communicator &c, ExchangePlan p, Transport t)
     flags = exchangeFlags(c, sizeof(uint32_t) * 2 * c.localSize());
     lanes = std::make_unique<CopyLanes>(n);
     if (how == Transport::copyEngine) return;
+    messageLane = std::make_unique<CopyLanes>(1);
   }
   int64_t sent = 0, received = 0;
   for (int part = 0; part < plan.parts; ++part) {
@@ -245,23 +257,16 @@ void PieceExchange::run(CUstream stream, int part) {
   }
 }
 
-void PieceExchange::pullFromNode(CUstream stream, int part, const std::function<bool(int)> &from,
-                                 const std::function<void(CUstream)> &alongside) {
+void PieceExchange::pullFromNode(CUstream stream, int part, const std::function<bool(int)> &from) {
   epoch = startExchangeCall(comm, *flags, epoch, stream);
   lanes->fork(stream);
   int n = plan.ranks, me = comm.rank();
-  // Other work goes on the lane of a rank nothing is pulled from.
-  if (alongside)
-    for (int r = 0; r < n; ++r)
-      if (!from(r)) {
-        alongside((*lanes)[r]);
-        break;
-      }
   for (int i = 0; i < n; ++i) { // ring order, own pieces first
     int src = (me + i) % n;
     if (!from(src)) continue;
-    // Symmetric memory is the node's: a rank's copy by its place there.
-    int local = src % comm.localSize();
+    // Symmetric memory is the node's, whose ranks are consecutive: a
+    // rank's copy by its place there.
+    int local = comm.localRank() + (src - me);
     for (int t = 0; t < plan.tensors(); ++t)
       for (const Piece &p : into[part][src][t])
         copyPitched(symmetricSources[t]->peer(local) + p.srcOffset, p.srcPitch,
@@ -335,14 +340,18 @@ void PieceExchange::runNccl(CUstream stream, int part) {
 }
 
 void PieceExchange::runHierarchical(CUstream stream, int part) {
-  // NCCL's messages move on a lane of their own while the node's pulls run
-  // on theirs: both only read the sources, and they write disjoint places
-  // of the destinations.
-  pullFromNode(stream, part, [&](int r) { return sameNode(r); }, [&](CUstream lane) {
-    packMessages(lane, part);
-    sendAndReceive(lane, part);
-    unpackMessages(lane, part);
-  });
+  // NCCL's messages move on a lane of their own, from before the node's
+  // handshake to after it, while the node's pulls run on theirs: both only
+  // read the sources (the messages are packed from this rank's own), and
+  // they write disjoint places of the destinations. The node's finishing
+  // handshake waits for its pulls only, not for the other nodes.
+  messageLane->fork(stream);
+  CUstream lane = (*messageLane)[0];
+  packMessages(lane, part);
+  sendAndReceive(lane, part);
+  unpackMessages(lane, part);
+  pullFromNode(stream, part, [&](int r) { return sameNode(r); });
+  messageLane->join(stream);
 }
 
 PartPipeline::PartPipeline(int count, int streams)

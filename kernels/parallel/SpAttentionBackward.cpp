@@ -200,7 +200,7 @@ Choice sp_attention::backward(Communicator &comm, const TensorView &q, const Ten
       throw Error(fmt::format("the gradients are not all on this rank's device {}", comm.device()));
     transport = spTransport(comm, o, why);
     return fmt::format("{} transport={}", describeSpProblem(problem, zigzag, choice.arch),
-                       transportName(transport));
+                       describeTransport(comm, transport));
   });
   if (zigzag)
     return zigzagBackward(comm, std::move(problem), description, choice.arch,

@@ -127,7 +127,7 @@ Choice runForward(Communicator &comm, const TensorView &q, const TensorView &k,
     if (lse) requireShardLse(*lse, "lse", problem.shape);
     transport = spTransport(comm, o, why);
     return fmt::format("{} transport={}{}", describeSpProblem(problem, zigzag, choice.arch),
-                       transportName(transport), lse ? " lse" : "");
+                       describeTransport(comm, transport), lse ? " lse" : "");
   });
   ForwardPlan &plan = planOf<ForwardPlan>(comm, "forward " + description, [&] {
     return makeForwardPlan(comm, std::move(problem), transport, zigzag, lse != nullptr,

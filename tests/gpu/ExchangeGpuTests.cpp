@@ -17,6 +17,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <fmt/format.h>
 
 using namespace tessel;
@@ -43,43 +44,63 @@ ExchangePlan blockPlan(int ranks) {
   return plan;
 }
 
-uint8_t sourceByte(int rank, int t, int64_t i) { return uint8_t(rank * 61 + t * 17 + i * 7 + i / 251); }
+uint8_t sourceByte(int call, int rank, int t, int64_t i) {
+  return uint8_t(call * 29 + rank * 61 + t * 17 + i * 7 + i / 251);
+}
 
 /// Runs the plan with `transport` and checks this rank's destinations.
 void checkTransport(rt::Communicator &comm, Transport transport, const std::string &label) {
   ExchangePlan plan = blockPlan(comm.size());
   int me = comm.rank();
-  HostBuffers sources(plan.ranks), expected(plan.ranks);
-  for (int r = 0; r < plan.ranks; ++r)
-    for (int t = 0; t < plan.tensors(); ++t) {
-      sources[r].emplace_back(plan.sourceBytes[t]);
-      for (int64_t i = 0; i < plan.sourceBytes[t]; ++i) sources[r][t][i] = sourceByte(r, t, i);
-      expected[r].emplace_back(plan.destinationBytes[t], 0);
-    }
-  runOnHost(plan, sources, expected, /*throughMessages=*/false);
   PieceExchange exchange(comm, plan, transport);
   CUstream stream = comm.stream();
   rt::Driver &d = rt::Driver::get();
-  // Twice, the second time part by part: nothing of the first call (flags,
-  // epochs, message offsets) leaks into the next.
-  for (int call = 0; call < 2; ++call) {
+  // Three calls queued back to back, the second part by part, each with
+  // new sources written on the stream right after the call before: the
+  // exchange, not the host, must keep a rank from overwriting sources its
+  // peers still read (and nothing of one call, flags, epochs, message
+  // offsets, may leak into the next).
+  const int calls = 3;
+  std::vector<HostBuffers> sources(calls, HostBuffers(plan.ranks)),
+      expected(calls, HostBuffers(plan.ranks));
+  std::vector<std::vector<std::unique_ptr<rt::DeviceBuffer>>> staged(calls);
+  for (int call = 0; call < calls; ++call) {
+    for (int r = 0; r < plan.ranks; ++r)
+      for (int t = 0; t < plan.tensors(); ++t) {
+        sources[call][r].emplace_back(plan.sourceBytes[t]);
+        for (int64_t i = 0; i < plan.sourceBytes[t]; ++i)
+          sources[call][r][t][i] = sourceByte(call, r, t, i);
+        expected[call][r].emplace_back(plan.destinationBytes[t], 0);
+      }
+    runOnHost(plan, sources[call], expected[call], /*throughMessages=*/false);
+    for (int t = 0; t < plan.tensors(); ++t)
+      staged[call].push_back(std::make_unique<rt::DeviceBuffer>(plan.destinationBytes[t]));
+  }
+  comm.barrier();
+  for (int call = 0; call < calls; ++call) {
     for (int t = 0; t < plan.tensors(); ++t) {
-      TESSEL_CU(d, cuMemcpyHtoD, exchange.source(t), sources[me][t].data(), plan.sourceBytes[t]);
-      TESSEL_CU(d, cuMemsetD8, exchange.destination(t), 0xee, plan.destinationBytes[t]);
+      TESSEL_CU(d, cuMemcpyHtoDAsync, exchange.source(t), sources[call][me][t].data(),
+                plan.sourceBytes[t], stream);
+      TESSEL_CU(d, cuMemsetD8Async, exchange.destination(t), 0xee, plan.destinationBytes[t],
+                stream);
     }
-    comm.barrier();
-    if (call == 0) exchange.run(stream);
-    else
+    if (call == 1)
       for (int part = 0; part < plan.parts; ++part) exchange.run(stream, part);
-    TESSEL_CU(d, cuStreamSynchronize, stream);
+    else
+      exchange.run(stream);
+    for (int t = 0; t < plan.tensors(); ++t)
+      TESSEL_CU(d, cuMemcpyAsync, staged[call][t]->ptr(), exchange.destination(t),
+                plan.destinationBytes[t], stream);
+  }
+  TESSEL_CU(d, cuStreamSynchronize, stream);
+  for (int call = 0; call < calls; ++call)
     for (int t = 0; t < plan.tensors(); ++t) {
       std::vector<uint8_t> got(plan.destinationBytes[t]);
-      TESSEL_CU(d, cuMemcpyDtoH, got.data(), exchange.destination(t), got.size());
+      staged[call][t]->download(got.data(), got.size());
       INFO(fmt::format("rank {}, {}, call {}, tensor {}", me, label, call, t));
-      CHECK(got == expected[me][t]);
+      CHECK(got == expected[call][me][t]);
     }
-    comm.barrier();
-  }
+  comm.barrier();
   fmt::print("rank {}: {} exchange of {} ranks: destinations as the plan says\n", me, label,
              comm.size());
 }
@@ -98,12 +119,13 @@ TEST_CASE("one rank of the exchange transports (run by the case below)", "[.exch
   checkTransport(*comm, Transport::nccl, "nccl");
   for (int nodeRanks = 1; nodeRanks < comm->size(); nodeRanks *= 2) {
     ::setenv("TESSEL_EXCHANGE_NODE_RANKS", std::to_string(nodeRanks).c_str(), 1);
-    // Left to choose: hierarchical where a node holds several ranks, NCCL
-    // between single-rank nodes.
+    // Asked for by name; left to choose, one machine keeps the copy
+    // engines.
     std::string why;
-    CHECK(chooseTransport(*comm, "", why) ==
-          (nodeRanks > 1 ? Transport::hierarchical : Transport::nccl));
-    INFO(why);
+    CHECK(chooseTransport(*comm, "hierarchical", why) == Transport::hierarchical);
+    CHECK(chooseTransport(*comm, "", why) == Transport::copyEngine);
+    CHECK(describeTransport(*comm, Transport::hierarchical) ==
+          fmt::format("hierarchical nodes={}", nodeRanks));
     checkTransport(*comm, Transport::hierarchical,
                    fmt::format("hierarchical (nodes of {} ranks)", nodeRanks));
     // A tensor-parallel layer has no hierarchical form.

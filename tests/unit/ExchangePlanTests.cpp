@@ -244,8 +244,15 @@ TEST_CASE("TESSEL_EXCHANGE_NODE_RANKS splits a node for the hierarchical exchang
   CHECK(exchangeNodeRanks(4, env("")) == 4);
   CHECK(exchangeNodeRanks(4, env("2")) == 2);
   CHECK(exchangeNodeRanks(8, env("1")) == 1);
-  for (const char *bad : {"3", "0", "-2", "two", "2x", "16"})
+  CHECK_THROWS_WITH(exchangeNodeRanks(4, env("3")),
+                    Catch::Contains("TESSEL_EXCHANGE_NODE_RANKS=3: ranks per node are a divisor "
+                                    "of the 4 ranks this node holds"));
+  for (const char *bad : {"0", "-2", "16"})
     CHECK_THROWS_WITH(exchangeNodeRanks(4, env(bad)),
-                      Catch::Contains("TESSEL_EXCHANGE_NODE_RANKS=" + std::string(bad)) &&
-                          Catch::Contains("a divisor of the 4 ranks this node holds"));
+                      Catch::Contains("TESSEL_EXCHANGE_NODE_RANKS=" + std::string(bad) +
+                                      " is out of range: use an integer in [1, 4]"));
+  for (const char *bad : {"two", "2x", " 2", "+2"})
+    CHECK_THROWS_WITH(exchangeNodeRanks(4, env(bad)),
+                      Catch::Contains("TESSEL_EXCHANGE_NODE_RANKS=" + std::string(bad) +
+                                      " is not an integer"));
 }

@@ -89,14 +89,17 @@ int exchangeNodeRanks(int localSize,
 
 /// The transport for `comm`: `asked` when it is "symmetric" (copyEngine),
 /// "nccl" or "hierarchical" (where `hierarchicalOk`), else $TESSEL_EXCHANGE
-/// when set, else the copy engines where every rank shares the node (as
-/// exchangeNodeRanks counts it) and reaches every peer's device,
-/// hierarchical where the job spans nodes of several ranks that reach each
-/// other (and `hierarchicalOk`), NCCL otherwise. `why` says which of these
-/// decided. Throws on an unknown name, and when the copy engines are asked
-/// for where they cannot run.
+/// when set, else the copy engines where every rank shares the node and
+/// reaches every peer's device, NCCL otherwise (hierarchical is asked for:
+/// it has not been measured across nodes). `why` says which of these
+/// decided. Throws on an unknown name, and when a transport is asked for
+/// where it cannot run.
 Transport chooseTransport(rt::Communicator &comm, const std::string &asked, std::string &why,
                           bool hierarchicalOk = true);
+/// The transport's name, with the node size for hierarchical: what ranks
+/// compare before they exchange (ranks that split nodes differently would
+/// pair a pull with a message).
+std::string describeTransport(rt::Communicator &comm, Transport t);
 
 /// One rank's exchange. Construction is collective (symmetric buffers, or
 /// NCCL's communicator on its first use).
@@ -148,10 +151,10 @@ private:
   void runNccl(CUstream stream, int part);
   void runHierarchical(CUstream stream, int part);
   /// Pulls of `part` from the symmetric sources of the ranks `from` takes,
-  /// one lane per source, between the node's handshakes; `alongside` is
-  /// queued on the lane of a rank not pulled from, at the same time.
-  void pullFromNode(CUstream stream, int part, const std::function<bool(int)> &from,
-                    const std::function<void(CUstream)> &alongside = {});
+  /// one lane per source, between the node's handshakes.
+  void pullFromNode(CUstream stream, int part, const std::function<bool(int)> &from);
+  /// hierarchical: the lane NCCL's messages move on.
+  std::unique_ptr<CopyLanes> messageLane;
   /// Packs the messages NCCL moves, moves them, and unpacks them.
   void packMessages(CUstream stream, int part);
   void sendAndReceive(CUstream stream, int part);
