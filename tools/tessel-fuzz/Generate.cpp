@@ -99,8 +99,11 @@ bool apply(const Spec &s, const Stmt &st, Range &r) {
     // A gemm's accumulator holds windows of 8 columns or more in each
     // thread's registers when its warps split the rows only; an
     // element-wise tile's layout is chosen around its windows.
+    // A chained tile takes the register operand's layout, whose lanes
+    // step columns 2 and 4 too.
     int64_t columns = s.tn / st.parts;
-    if (s.family == Family::gemm && (s.policy != WarpPolicy::full_row || columns < 8)) return false;
+    if (s.family == Family::gemm && s.policy != WarpPolicy::full_row) return false;
+    if ((s.family == Family::gemm || s.chain) && columns < 8) return false;
     r = {std::abs(st.a) * r.bound + std::abs(st.b) + double(st.parts - 1),
          std::max(r.frac + fractionBits(st.a), fractionBits(st.b))};
     break;

@@ -50,13 +50,13 @@ WarpPolicy LayoutInference::windowedPolicy(GemmOp gemm) {
   // Windows of the accumulator narrower in one dimension only: the warps
   // split the other, so that every window is in each thread's registers.
   ArrayRef<int64_t> shape = llvm::cast<MemRefType>(gemm.getC().getType()).getShape();
+  // The first such windows in program order (the remark names one).
   RegionOp narrowRows, narrowCols;
-  for (auto &[copy, entry] : windowCopies) {
-    RegionOp region = entry.first;
-    if (region.getSource() != gemm.getC()) continue;
-    if (region.getSizes()[0] < shape[0]) narrowRows = region;
-    if (region.getSizes()[1] < shape[1]) narrowCols = region;
-  }
+  kernel.walk([&](RegionOp region) {
+    if (region.getSource() != gemm.getC() || !isFragment(region.getSource())) return;
+    if (!narrowRows && region.getSizes()[0] < shape[0]) narrowRows = region;
+    if (!narrowCols && region.getSizes()[1] < shape[1]) narrowCols = region;
+  });
   if (!narrowRows == !narrowCols) return WarpPolicy::square;
   RegionOp window = narrowCols ? narrowCols : narrowRows;
   // One warpgroup on wgmma has one split whatever the policy.

@@ -20,7 +20,6 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Utils/Utils.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
-#include "mlir/IR/Dominance.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace tessel {
@@ -33,7 +32,8 @@ using namespace tessel;
 using namespace tessel::tile;
 
 namespace {
-/// Loops that step a window's offset are unrolled up to this trip count.
+/// Loops that step windows' offsets are unrolled up to this many
+/// iterations in all.
 constexpr int64_t kMaxUnrolledTrips = 32;
 
 bool isFragmentWindow(RegionOp region) {
@@ -42,37 +42,42 @@ bool isFragmentWindow(RegionOp region) {
          getMemorySpace(llvm::cast<MemRefType>(root.getType())) == MemorySpace::fragment;
 }
 
+/// Values already evaluated (each once, however often an expression
+/// shares it).
+using Known = DenseMap<Value, std::optional<int64_t>>;
+
 /// The value of an integer computed from constants, by folding each op.
-std::optional<int64_t> evaluate(Value v, int depth = 0) {
+std::optional<int64_t> evaluate(Value v, Known &known, int depth = 0) {
   if (std::optional<int64_t> c = getConstantIntValue(v)) return c;
+  if (auto it = known.find(v); it != known.end()) return it->second;
   Operation *op = v.getDefiningOp();
-  if (!op || depth > 32 || op->getNumRegions() || !isPure(op)) return std::nullopt;
+  if (!op || depth > 32 || op->getNumRegions() || !isPure(op)) return known[v] = std::nullopt;
   SmallVector<Attribute> operands;
   for (Value operand : op->getOperands()) {
-    if (!operand.getType().isIntOrIndex()) return std::nullopt;
-    std::optional<int64_t> c = evaluate(operand, depth + 1);
-    if (!c) return std::nullopt;
+    if (!operand.getType().isIntOrIndex()) return known[v] = std::nullopt;
+    std::optional<int64_t> c = evaluate(operand, known, depth + 1);
+    if (!c) return known[v] = std::nullopt;
     operands.push_back(IntegerAttr::get(operand.getType(), *c));
   }
   SmallVector<OpFoldResult> results;
   if (failed(op->fold(operands, results)) || results.size() != op->getNumResults())
-    return std::nullopt;
+    return known[v] = std::nullopt;
   OpFoldResult r = results[llvm::cast<OpResult>(v).getResultNumber()];
   if (auto attr = llvm::dyn_cast_if_present<Attribute>(r)) {
-    if (auto i = llvm::dyn_cast<IntegerAttr>(attr)) return i.getInt();
-    return std::nullopt;
+    auto i = llvm::dyn_cast<IntegerAttr>(attr);
+    return known[v] = i ? std::optional<int64_t>(i.getInt()) : std::nullopt;
   }
-  return evaluate(llvm::cast<Value>(r), depth + 1);
+  return known[v] = evaluate(llvm::cast<Value>(r), known, depth + 1);
 }
 
 /// The block argument a non-constant `v` depends on (the first found).
-BlockArgument runTimeSource(Value v) {
+BlockArgument runTimeSource(Value v, Known &known) {
   if (auto arg = llvm::dyn_cast<BlockArgument>(v)) return arg;
   Operation *op = v.getDefiningOp();
   if (!op) return {};
   for (Value operand : op->getOperands())
-    if (!evaluate(operand))
-      if (BlockArgument arg = runTimeSource(operand)) return arg;
+    if (!evaluate(operand, known))
+      if (BlockArgument arg = runTimeSource(operand, known)) return arg;
   return {};
 }
 
@@ -87,10 +92,14 @@ private:
   /// Unrolls the loops that window offsets step with, until every offset is
   /// a constant; an error where one cannot become one.
   LogicalResult makeOffsetsConstant();
-  /// The copies in and out around each op that uses `region`.
-  void giveRegisters(RegionOp region);
+  /// The copies in and out around each op that uses the windows, one set
+  /// of registers per op and window.
+  LogicalResult giveRegisters(ArrayRef<RegionOp> regions);
 
   KernelOp kernel;
+  Known known;
+  /// Loop iterations unrolled so far, against kMaxUnrolledTrips in all.
+  int64_t unrolled = 0;
 };
 } // namespace
 
@@ -129,14 +138,14 @@ LogicalResult FragmentWindows::makeOffsetsConstant() {
     kernel.walk([&](RegionOp region) {
       if (pending || !isFragmentWindow(region)) return;
       for (Value v : region.getOffsets())
-        if (!evaluate(v)) {
+        if (!evaluate(v, known)) {
           pending = region;
           offset = v;
           return;
         }
     });
     if (!pending) return success();
-    BlockArgument source = runTimeSource(offset);
+    BlockArgument source = runTimeSource(offset, known);
     auto loop = source ? llvm::dyn_cast<scf::ForOp>(source.getOwner()->getParentOp()) : nullptr;
     if (!loop || source != loop.getInductionVar()) {
       InFlightDiagnostic diag =
@@ -153,80 +162,158 @@ LogicalResult FragmentWindows::makeOffsetsConstant() {
       return diag;
     }
     std::optional<APInt> trips = loop.getStaticTripCount();
-    if (!trips || trips->getSExtValue() > kMaxUnrolledTrips) {
+    if (!trips || unrolled + trips->getSExtValue() > kMaxUnrolledTrips) {
       InFlightDiagnostic diag = pending.emitError(
           "a window of a fragment needs offsets known at compile time, so the loop its offset "
           "steps with is unrolled; ");
       if (trips)
-        diag << "this loop runs " << trips->getSExtValue() << " times, more than the "
-             << kMaxUnrolledTrips << " unrolled copies allowed";
+        diag << "this loop runs " << trips->getSExtValue() << " times, and windows may unroll "
+             << "at most " << kMaxUnrolledTrips << " iterations in all (" << unrolled
+             << " so far)";
       else
         diag << "this loop's trip count is not a constant";
       diag.attachNote(loop.getLoc()) << "the loop";
       return diag;
     }
+    unrolled += trips->getSExtValue();
     if (failed(loopUnrollFull(loop)))
       return pending.emitError("the loop that steps this window's offset could not be unrolled");
+    known.clear(); // the loop's values are gone
   }
 }
 
-/// Whether `op` may write `buffer` (any op not known to only read it may).
-static bool mayWrite(Operation *op, Value buffer) {
-  if (auto copy = llvm::dyn_cast<CopyOp>(op)) return copy.getDest() == buffer;
-  if (auto gemm = llvm::dyn_cast<GemmOp>(op)) return gemm.getC() == buffer;
-  if (auto reduce = llvm::dyn_cast<ReduceOp>(op)) return reduce.getDest() == buffer;
-  if (auto atomic = llvm::dyn_cast<AtomicAddOp>(op)) return atomic.getDest() == buffer;
-  if (llvm::isa<ParallelOp>(op)) {
-    bool writes = false;
-    op->walk([&](Operation *nested) {
-      if (nested->getNumRegions()) return;
-      auto [memref, indices] = getElementAccess(nested);
-      if (memref == buffer && !llvm::isa<memref::LoadOp>(nested)) writes = true;
-    });
-    return writes;
-  }
-  return true;
-}
-
-void FragmentWindows::giveRegisters(RegionOp region) {
-  // The op each use belongs to: the outermost tile.parallel around it, if
-  // any (its body indexes the window element by element).
-  llvm::MapVector<Operation *, SmallVector<OpOperand *>> anchors;
-  for (OpOperand &use : region->getUses()) {
-    Operation *anchor = use.getOwner();
-    for (Operation *p = anchor->getParentOp(); p && p != kernel; p = p->getParentOp())
-      if (llvm::isa<ParallelOp>(p)) anchor = p;
-    anchors[anchor].push_back(&use);
-  }
-  DominanceInfo dominance(kernel);
-  SmallVector<Value> offsets;
-  for (Value v : region.getOffsets()) {
-    OpBuilder b(region);
-    offsets.push_back(arith::ConstantIndexOp::create(b, region.getLoc(), *evaluate(v)));
-  }
-  auto regionType = llvm::cast<MemRefType>(region.getType());
-  MemRefType windowType = getTileMemRefType(regionType.getShape(), regionType.getElementType(),
-                                            MemorySpace::fragment);
-  SmallVector<bool> dropped(region.getSizes().size(), true);
-  SmallVector<unsigned> kept = *region.getKeptDims();
-  for (unsigned d : kept) dropped[d] = false;
-  for (auto &[anchor, uses] : anchors) {
-    OpBuilder b(anchor);
-    for (Value &v : offsets)
-      if (!dominance.properlyDominates(v, anchor)) v = b.clone(*v.getDefiningOp())->getResult(0);
-    Location loc = region.getLoc();
-    auto window = RegionOp::create(b, loc, region.getSource(), offsets, region.getSizes(), dropped);
-    Value registers = AllocOp::create(b, loc, windowType, IntegerAttr(), Attribute(), StringAttr(),
-                                      IntegerAttr())
-                          .getResult();
-    CopyOp::create(b, loc, window.getResult(), registers);
-    for (OpOperand *use : uses) use->set(registers);
-    if (mayWrite(anchor, registers)) {
-      b.setInsertionPointAfter(anchor);
-      CopyOp::create(b, loc, registers, window.getResult());
+/// Whether any of `uses` may write the buffer it uses (an op not known to
+/// only read it may).
+static bool writesThrough(ArrayRef<OpOperand *> uses) {
+  for (OpOperand *use : uses) {
+    Operation *op = use->getOwner();
+    Value v = use->get();
+    if (llvm::isa<memref::LoadOp>(op)) continue;
+    if (auto copy = llvm::dyn_cast<CopyOp>(op)) {
+      if (copy.getDest() == v) return true;
+    } else if (auto gemm = llvm::dyn_cast<GemmOp>(op)) {
+      if (gemm.getC() == v) return true;
+    } else if (auto reduce = llvm::dyn_cast<ReduceOp>(op)) {
+      if (reduce.getDest() == v) return true;
+    } else {
+      return true; // stores, fills, atomics and anything else
     }
   }
-  region.erase();
+  return false;
+}
+
+namespace {
+/// The uses one op (the outermost tile.parallel around them, if any)
+/// makes of one window: every tile.region with the same fragment,
+/// offsets and sizes counts as that window.
+struct WindowUses {
+  mutable RegionOp first; // op handles are not const-callable
+  SmallVector<int64_t> offsets;
+  SmallVector<OpOperand *> uses;
+  bool same(RegionOp region, ArrayRef<int64_t> at) const {
+    return region.getSource() == first.getSource() && at == ArrayRef<int64_t>(offsets) &&
+           region.getSizes() == first.getSizes() && region.getType() == first.getType();
+  }
+  bool overlaps(const WindowUses &other) const {
+    if (other.first.getSource() != first.getSource()) return false;
+    ArrayRef<int64_t> sizes = first.getSizes(), otherSizes = other.first.getSizes();
+    for (size_t d = 0; d < offsets.size(); ++d)
+      if (offsets[d] + sizes[d] <= other.offsets[d] ||
+          other.offsets[d] + otherSizes[d] <= offsets[d])
+        return false;
+    return true;
+  }
+};
+
+Operation *anchorOf(Operation *user, KernelOp kernel) {
+  Operation *anchor = user;
+  for (Operation *p = user->getParentOp(); p && p != kernel; p = p->getParentOp())
+    if (llvm::isa<ParallelOp>(p)) anchor = p;
+  return anchor;
+}
+} // namespace
+
+/// Each window gets its own registers around each op that uses it, so an
+/// op that writes through one window must not see the same elements
+/// through another (or through the fragment itself): the copies back
+/// would overwrite each other.
+static LogicalResult checkAliasing(Operation *anchor, ArrayRef<WindowUses> windows) {
+  for (size_t i = 0; i < windows.size(); ++i) {
+    bool written = writesThrough(windows[i].uses);
+    for (size_t j = 0; j < i; ++j)
+      if (windows[i].overlaps(windows[j]) && (written || writesThrough(windows[j].uses))) {
+        InFlightDiagnostic diag =
+            windows[i].first.emitError("this window of a fragment overlaps another used by the "
+                                       "same op, and one of them is written; each window is "
+                                       "registers of its own around the op, so a write through "
+                                       "one is lost to the other: use one window");
+        diag.attachNote(windows[j].first.getLoc()) << "the other window";
+        return diag;
+      }
+    Value fragment = windows[i].first.getSource();
+    bool direct = false, directWrite = false;
+    anchor->walk([&](Operation *op) {
+      for (OpOperand &operand : op->getOpOperands())
+        if (operand.get() == fragment && !llvm::isa<RegionOp>(op)) {
+          direct = true;
+          directWrite |= writesThrough({&operand});
+        }
+    });
+    if (direct && (written || directWrite))
+      return windows[i].first.emitError(
+          "this op uses a fragment both whole and through this window, and writes one of "
+          "them; the window is registers of its own around the op, so the write would be "
+          "lost: use the fragment, or the window, alone");
+  }
+  return success();
+}
+
+LogicalResult FragmentWindows::giveRegisters(ArrayRef<RegionOp> regions) {
+  llvm::MapVector<Operation *, SmallVector<WindowUses>> byOp;
+  for (RegionOp region : regions) {
+    SmallVector<int64_t> at =
+        llvm::map_to_vector(region.getOffsets(), [&](Value v) { return *evaluate(v, known); });
+    for (OpOperand &use : region->getUses()) {
+      SmallVector<WindowUses> &windows = byOp[anchorOf(use.getOwner(), kernel)];
+      auto it = llvm::find_if(windows, [&](const WindowUses &w) { return w.same(region, at); });
+      if (it == windows.end()) {
+        windows.push_back({region, at, {}});
+        it = std::prev(windows.end());
+      }
+      it->uses.push_back(&use);
+    }
+  }
+  for (auto &[anchor, windows] : byOp) {
+    if (failed(checkAliasing(anchor, windows))) return failure();
+    for (WindowUses &w : windows) {
+      RegionOp region = w.first;
+      Location loc = region.getLoc();
+      OpBuilder b(anchor);
+      SmallVector<Value> offsets = llvm::map_to_vector(w.offsets, [&](int64_t v) -> Value {
+        return arith::ConstantIndexOp::create(b, loc, v);
+      });
+      SmallVector<bool> dropped(region.getSizes().size(), true);
+      SmallVector<unsigned> kept = *region.getKeptDims();
+      for (unsigned d : kept) dropped[d] = false;
+      auto regionType = llvm::cast<MemRefType>(region.getType());
+      MemRefType registersType = getTileMemRefType(
+          regionType.getShape(), regionType.getElementType(), MemorySpace::fragment);
+      auto window =
+          RegionOp::create(b, loc, region.getSource(), offsets, region.getSizes(), dropped);
+      Value registers = AllocOp::create(b, loc, registersType, IntegerAttr(), Attribute(),
+                                        StringAttr(), IntegerAttr())
+                            .getResult();
+      CopyOp::create(b, loc, window.getResult(), registers);
+      bool written = writesThrough(w.uses);
+      for (OpOperand *use : w.uses) use->set(registers);
+      if (written) {
+        b.setInsertionPointAfter(anchor);
+        CopyOp::create(b, loc, registers, window.getResult());
+      }
+    }
+  }
+  for (RegionOp region : regions) region.erase();
+  return success();
 }
 
 LogicalResult FragmentWindows::run() {
@@ -236,8 +323,7 @@ LogicalResult FragmentWindows::run() {
   kernel.walk([&](RegionOp region) {
     if (isFragmentWindow(region)) windows.push_back(region);
   });
-  for (RegionOp region : windows) giveRegisters(region);
-  return success();
+  return giveRegisters(windows);
 }
 
 namespace {

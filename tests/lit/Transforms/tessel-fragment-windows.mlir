@@ -78,8 +78,75 @@ tile.kernel @long_loop() grid(%bx) = affine_map<() -> (1)> threads(128) {
   %acc = tile.alloc : memref<128x128xf32, #f>
   // expected-note @+1 {{the loop}}
   scf.for %q = %c0 to %c64 step %c1 {
-    // expected-error @+1 {{this loop runs 64 times, more than the 32 unrolled copies allowed}}
+    // expected-error @+1 {{this loop runs 64 times, and windows may unroll at most 32 iterations in all (0 so far)}}
     %w = tile.region %acc[%c0, %q] [128, 1] : memref<128x128xf32, #f> -> memref<128x1xf32, strided<[128, 1], offset: ?>, #f>
     tile.fill %w, %z : memref<128x1xf32, strided<[128, 1], offset: ?>, #f>, f32
+  }
+}
+
+// -----
+
+#f = #tile.space<fragment>
+
+// Two tile.region ops naming the same window in one loop share one set of
+// registers: the second sees the first's write, and one copy goes back.
+// CHECK-LABEL: tile.kernel @same_window_twice
+// CHECK: tile.alloc : memref<128x32xf32, #tile.space<fragment>>
+// CHECK-NOT: tile.alloc
+// CHECK: tile.parallel
+// CHECK: tile.copy
+// CHECK-NOT: tile.copy
+// CHECK: }
+tile.kernel @same_window_twice() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c32 = arith.constant 32 : index
+  %one = arith.constant 1.0 : f32
+  %acc = tile.alloc : memref<128x128xf32, #f>
+  %w1 = tile.region %acc[%c0, %c32] [128, 32] : memref<128x128xf32, #f> -> memref<128x32xf32, strided<[128, 1], offset: ?>, #f>
+  %w2 = tile.region %acc[%c0, %c32] [128, 32] : memref<128x128xf32, #f> -> memref<128x32xf32, strided<[128, 1], offset: ?>, #f>
+  tile.parallel (%i, %j) in [128, 32] {
+    %x = memref.load %w1[%i, %j] : memref<128x32xf32, strided<[128, 1], offset: ?>, #f>
+    %y = arith.addf %x, %x : f32
+    memref.store %y, %w1[%i, %j] : memref<128x32xf32, strided<[128, 1], offset: ?>, #f>
+    %u = memref.load %w2[%i, %j] : memref<128x32xf32, strided<[128, 1], offset: ?>, #f>
+    %v = arith.addf %u, %one : f32
+    memref.store %v, %w2[%i, %j] : memref<128x32xf32, strided<[128, 1], offset: ?>, #f>
+  }
+}
+
+// -----
+
+#f = #tile.space<fragment>
+
+// Overlapping windows written in one op would each copy back over the
+// other's writes.
+tile.kernel @overlapping_windows() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c32 = arith.constant 32 : index
+  %one = arith.constant 1.0 : f32
+  %acc = tile.alloc : memref<128x128xf32, #f>
+  // expected-note @+1 {{the other window}}
+  %w1 = tile.region %acc[%c0, %c32] [128, 32] : memref<128x128xf32, #f> -> memref<128x32xf32, strided<[128, 1], offset: ?>, #f>
+  // expected-error @+1 {{this window of a fragment overlaps another used by the same op, and one of them is written}}
+  %w2 = tile.region %acc[%c0, %c0] [128, 64] : memref<128x128xf32, #f> -> memref<128x64xf32, strided<[128, 1], offset: ?>, #f>
+  tile.parallel (%i, %j) in [128, 32] {
+    %x = memref.load %w2[%i, %j] : memref<128x64xf32, strided<[128, 1], offset: ?>, #f>
+    memref.store %x, %w1[%i, %j] : memref<128x32xf32, strided<[128, 1], offset: ?>, #f>
+  }
+}
+
+// -----
+
+#f = #tile.space<fragment>
+
+// The fragment whole and a window of it, one of them written, in one op.
+tile.kernel @window_and_whole() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %acc = tile.alloc : memref<128x128xf32, #f>
+  // expected-error @+1 {{this op uses a fragment both whole and through this window, and writes one of them}}
+  %w = tile.region %acc[%c0, %c0] [128, 32] : memref<128x128xf32, #f> -> memref<128x32xf32, strided<[128, 1], offset: ?>, #f>
+  tile.parallel (%i, %j) in [128, 32] {
+    %x = memref.load %w[%i, %j] : memref<128x32xf32, strided<[128, 1], offset: ?>, #f>
+    memref.store %x, %acc[%i, %j] : memref<128x128xf32, #f>
   }
 }

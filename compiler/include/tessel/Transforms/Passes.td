@@ -88,8 +88,10 @@ def TesselFragmentWindows : Pass<"tessel-fragment-windows", "::tessel::tile::Ker
     Pre: tile-level IR. A `tile.region` of a fragment (windows of windows
     composed first) names some of each thread's registers, so its offsets
     must be known at compile time: a loop of constant trip count whose index
-    they depend on is unrolled (at most 32 iterations), and any other
-    run-time offset is an error at the window. Each op that uses the window
+    they depend on is unrolled (at most 32 iterations over all such loops),
+    and any other run-time offset is an error at the window. Equal windows
+    used by one op share their registers; overlapping ones, or a window and
+    its fragment whole, one of them written by the op, are an error. Each op that uses the window
     then gets a fragment of the window's shape: a `tile.copy` from the
     window into it before the op (the outermost `tile.parallel` around a use
     counts as the op) and, where the op may write it, a copy back after.
