@@ -109,7 +109,8 @@ void FragmentWindows::composeWindows() {
     if (region.getSource().getDefiningOp<RegionOp>() && isFragmentWindow(region))
       outer.push_back(region);
   });
-  // Walked in pre-order: an inner window is composed before one over it.
+  // Collected in program order: an inner window dominates the windows over
+  // it, so it is composed (and its result replaced) first.
   for (RegionOp region : outer) {
     auto inner = region.getSource().getDefiningOp<RegionOp>();
     OpBuilder b(region);
