@@ -5,6 +5,9 @@
 #include "tessel/runtime/Driver.h"
 
 #include <fmt/format.h>
+#include <mutex>
+#include <tuple>
+#include <unordered_map>
 
 using namespace tessel;
 using namespace tessel::kernels;
@@ -146,24 +149,21 @@ GemmScale scaleOf(const GemmCallOptions &o, int64_t m, int64_t n, int64_t k) {
 }
 } // namespace
 
-Choice tessel::gemm(const TensorView &a, const TensorView &b, const TensorView &c,
-                    const GemmCallOptions &o, CUstream stream) {
-  requireView(a, "a", 2,
-              {ScalarType::F16, ScalarType::BF16, ScalarType::F8E4M3, ScalarType::F8E5M2,
-               ScalarType::I8});
-  requireView(b, "b", 2, {a.dtype});
-  if (a.dtype == ScalarType::I8) requireView(c, "c", 2, {ScalarType::I32});
-  else requireView(c, "c", 2, {ScalarType::F16, ScalarType::BF16, ScalarType::F32});
-  int64_t m = o.transposeA ? a.shape[1] : a.shape[0], k = o.transposeA ? a.shape[0] : a.shape[1];
-  int64_t bk = o.transposeB ? b.shape[1] : b.shape[0], n = o.transposeB ? b.shape[0] : b.shape[1];
-  if (bk != k)
-    throw Error(fmt::format("a is {} and b is {}: op(a) has {} columns but op(b) has {} rows",
-                            a.str(), b.str(), k, bk));
-  requireShape(c, "c", {m, n});
-  GemmScale scale = scaleOf(o, m, n, k);
-  int device = commonDevice({&a, &b, &c});
-  if (o.scaleA) commonDevice({&a, &*o.scaleA, &*o.scaleB});
+namespace {
+/// What tessel::gemm runs for a call: the kernel, its settings and the
+/// Choice it reports.
+struct GemmPlan {
+  std::shared_ptr<Kernel> kernel;
+  GemmConfig config;
   Choice choice;
+};
+
+/// The plan for a call: the caller's configuration, or the target's tiles
+/// for the shape, replaced by a tuned record where there is one.
+GemmPlan planGemm(const TensorView &a, const TensorView &c, const GemmCallOptions &o,
+                  GemmScale scale, int64_t m, int64_t n, int64_t k, int device) {
+  GemmPlan plan;
+  Choice &choice = plan.choice;
   choice.arch = targetFor(o.arch, device);
   GemmConfig config = o.config.value_or(GemmConfig{});
   config.in = dtypeOf(a.dtype);
@@ -191,9 +191,92 @@ Choice tessel::gemm(const TensorView &a, const TensorView &b, const TensorView &
                                   [&] { return kernels::gemm(settings); }, choice.compiled),
                      settings};
   };
-  auto [kernel, chosen] = compileTunedOr(config, untuned, tunedOn, "gemm", compileWith);
-  config = chosen;
+  std::tie(plan.kernel, plan.config) =
+      compileTunedOr(config, untuned, tunedOn, "gemm", compileWith);
   if (!tunedOn.empty()) choice.config += " (tuned on " + tunedOn + ")";
+  return plan;
+}
+
+/// The plans of calls without a configuration, by everything that decides
+/// them: a call repeated (every layer of every step of a model) skips the
+/// tuned-record lookup, the settings string and the kernel cache's keys,
+/// about 1.5 us of host time. The record directory is part of the key, as
+/// tunedRecord reads records once per directory.
+class GemmPlans {
+public:
+  static GemmPlans &global() {
+    static GemmPlans plans;
+    return plans;
+  }
+
+  GemmPlan find(const TensorView &a, const TensorView &c, const GemmCallOptions &o,
+                GemmScale scale, int64_t m, int64_t n, int64_t k, int device) {
+    Key key{device, o.arch, o.tuned ? rt::KernelCache::global().directory() : std::string(),
+            a.dtype, c.dtype, scale, o.transposeA, o.transposeB, o.tuned, m, n, k};
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (auto it = plans.find(key); it != plans.end()) {
+        GemmPlan hit = it->second;
+        hit.choice.compiled = false;
+        return hit;
+      }
+    }
+    // Planned outside the lock: a compile may take a while, and two
+    // threads planning the same call get the same kernel from the cache.
+    GemmPlan plan = planGemm(a, c, o, scale, m, n, k, device);
+    std::lock_guard<std::mutex> lock(mutex);
+    // A bound on a process that sees endlessly many shapes: start over.
+    if (plans.size() >= kMaxPlans) plans.clear();
+    plans.emplace(std::move(key), plan);
+    return plan;
+  }
+
+private:
+  static constexpr size_t kMaxPlans = 4096;
+  struct Key {
+    int device;
+    std::string arch, recordDirectory;
+    ScalarType in, out;
+    GemmScale scale;
+    bool transposeA, transposeB, tuned;
+    int64_t m, n, k;
+    bool operator==(const Key &) const = default;
+  };
+  struct KeyHash {
+    size_t operator()(const Key &key) const {
+      size_t h = std::hash<std::string>()(key.arch) ^ std::hash<std::string>()(key.recordDirectory);
+      for (int64_t v : {int64_t(key.device), int64_t(key.in), int64_t(key.out), int64_t(key.scale),
+                        int64_t(key.transposeA) | int64_t(key.transposeB) << 1 |
+                            int64_t(key.tuned) << 2,
+                        key.m, key.n, key.k})
+        h = h * 0x100000001b3ull ^ std::hash<int64_t>()(v);
+      return h;
+    }
+  };
+  std::mutex mutex;
+  std::unordered_map<Key, GemmPlan, KeyHash> plans;
+};
+} // namespace
+
+Choice tessel::gemm(const TensorView &a, const TensorView &b, const TensorView &c,
+                    const GemmCallOptions &o, CUstream stream) {
+  requireView(a, "a", 2,
+              {ScalarType::F16, ScalarType::BF16, ScalarType::F8E4M3, ScalarType::F8E5M2,
+               ScalarType::I8});
+  requireView(b, "b", 2, {a.dtype});
+  if (a.dtype == ScalarType::I8) requireView(c, "c", 2, {ScalarType::I32});
+  else requireView(c, "c", 2, {ScalarType::F16, ScalarType::BF16, ScalarType::F32});
+  int64_t m = o.transposeA ? a.shape[1] : a.shape[0], k = o.transposeA ? a.shape[0] : a.shape[1];
+  int64_t bk = o.transposeB ? b.shape[1] : b.shape[0], n = o.transposeB ? b.shape[0] : b.shape[1];
+  if (bk != k)
+    throw Error(fmt::format("a is {} and b is {}: op(a) has {} columns but op(b) has {} rows",
+                            a.str(), b.str(), k, bk));
+  requireShape(c, "c", {m, n});
+  GemmScale scale = scaleOf(o, m, n, k);
+  int device = commonDevice({&a, &b, &c});
+  if (o.scaleA) commonDevice({&a, &*o.scaleA, &*o.scaleB});
+  GemmPlan plan = o.config ? planGemm(a, c, o, scale, m, n, k, device)
+                           : GemmPlans::global().find(a, c, o, scale, m, n, k, device);
   std::vector<LaunchArg> args = {LaunchArg::integer(m), LaunchArg::integer(n), LaunchArg::integer(k),
                                  LaunchArg::view(a), LaunchArg::view(b), LaunchArg::view(c)};
   if (o.scaleA) {
@@ -201,8 +284,8 @@ Choice tessel::gemm(const TensorView &a, const TensorView &b, const TensorView &
     args.push_back(LaunchArg::view(*o.scaleB));
   }
   // A split-K gemm adds its K slices into C (contiguous, as required above).
-  if (config.splitK > 1)
+  if (plan.config.splitK > 1)
     rt::clearAsync(c.data, size_t(m) * size_t(n) * size_t(rt::scalarBytes(c.dtype)), stream);
-  kernel->launch(args, stream);
-  return choice;
+  plan.kernel->launch(args, stream);
+  return plan.choice;
 }

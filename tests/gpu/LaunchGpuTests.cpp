@@ -10,6 +10,9 @@
 #include <catch2/catch.hpp>
 
 #include "GpuHelpers.h"
+#include "ScopedCacheDir.h"
+#include "tessel/Tessel.h"
+#include "tessel/kernels/Tuned.h"
 #include "tessel/Testing.h"
 #include "tessel/dsl/Compile.h"
 #include "tessel/kernels/basic/Basic.h"
@@ -228,4 +231,59 @@ TEST_CASE("a persistent kernel's block budget limits its blocks and it still wal
   rt::LaunchOptions all;
   all.freeSms = sms;
   CHECK_THROWS_WITH(run(all), Catch::Contains("at least one must run the kernel"));
+}
+
+TEST_CASE("tessel::gemm plans a problem once, and plans again for a new shape, record or option",
+          "[gpu][launch][api]") {
+  test::ScopedCacheDir cache("tessel-gemm-plans-test");
+  rt::Driver &d = rt::Driver::get();
+  test::Stream stream;
+  std::mt19937_64 rng(17);
+  test::DeviceTensor a(DType::bf16, {200, 96}, &rng), b(DType::bf16, {96, 300}, &rng);
+  test::DeviceTensor c(DType::f32, {200, 300});
+  std::vector<double> ref = test::referenceGemm(a.host, b.host);
+  auto run = [&](const GemmCallOptions &o = {}) {
+    c.device.fillBytes(0xff); // NaN: every element must be written again
+    Choice choice = tessel::gemm(a.view(), b.view(), c.view(), o, stream.s);
+    stream.sync();
+    c.fetch();
+    CHECK(relativeError(c.host.values, ref) < 1e-3);
+    return choice;
+  };
+  Choice first = run();
+  Choice again = run();
+  CHECK_FALSE(again.compiled);
+  CHECK(again.config == first.config);
+  CHECK(again.arch == first.arch);
+  CHECK_THAT(first.config, !Catch::Contains("tuned on"));
+
+  // Another shape is another problem, with its own tiles and launch.
+  test::DeviceTensor a2(DType::bf16, {600, 96}, &rng), c2(DType::f32, {600, 300});
+  c2.device.fillBytes(0xff);
+  tessel::gemm(a2.view(), b.view(), c2.view(), {}, stream.s);
+  stream.sync();
+  c2.fetch();
+  CHECK(relativeError(c2.host.values, test::referenceGemm(a2.host, b.host)) < 1e-3);
+
+  {
+    // Records live in the kernel cache's directory: in another one, this
+    // shape's record runs (a plan kept from the first directory would hide
+    // it), and a call that asks for no record still gets the defaults.
+    test::ScopedCacheDir other("tessel-gemm-plans-test-tuned");
+    std::string bucket = kernels::tunedBucket(
+        {{"in", "bf16"}, {"out", "f32"}, {"transpose_a", "0"}, {"transpose_b", "0"}},
+        {{"M", 200}, {"N", 300}, {"K", 96}});
+    kernels::recordTuned("gemm", d.deviceName(), bucket,
+                         {{"block_m", "64"}, {"block_n", "64"}, {"block_k", "32"}, {"stages", "3"},
+                          {"threads", "128"}, {"swizzle", "0"}});
+    Choice tuned = run();
+    CHECK_THAT(tuned.config, Catch::Contains("block_m=64 block_n=64 block_k=32") &&
+                                 Catch::Contains("(tuned on " + d.deviceName() + ")"));
+    CHECK(run().config == tuned.config);
+    GemmCallOptions untuned;
+    untuned.tuned = false;
+    CHECK(run(untuned).config == first.config);
+  }
+  // Back in the first directory, its plan again.
+  CHECK(run().config == first.config);
 }
