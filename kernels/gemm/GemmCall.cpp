@@ -70,9 +70,16 @@ GemmConfig eightBitConfig(GemmConfig c, int64_t m, int64_t n, int sms) {
   if (!c.tmaStore) c.stages = 4;
   if (c.scale == GemmScale::block) {
     // Two K blocks a stage, the second's wgmmas running under the first's
-    // promotion: 1100 against 1004 TFLOP/s at 8192^3 on an H100.
+    // promotion: 1100 against 1004 TFLOP/s at 8192^3 on an H100. The
+    // consumer warpgroups take turns at the tensor cores, so that one's
+    // promotions run under the other's wgmmas: 1097-1110 against
+    // 1083-1086 TFLOP/s at 8192^3, 1028-1035 against 1005-1007 at 4096^3
+    // (H100, two rounds). Carrying the second block's promotion into the
+    // next step measured slower (1051): ptxas serializes the wgmmas
+    // around its reads of a partial the next group overwrites (C7518).
     c.blockK = 256;
     c.stages = c.tmaStore ? 2 : 3;
+    c.pingpong = true;
   }
   return c;
 }

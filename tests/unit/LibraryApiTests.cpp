@@ -502,6 +502,14 @@ TEST_CASE("chooseGemmConfig is tessel::gemm's rule per shape", "[views]") {
         std::tuple(128, 128, true, true));
   GemmConfig many = chooseGemmConfig("sm_90a", fp8, 8192, 8192, 132);
   CHECK(std::tuple(many.blockM, many.blockN, many.stages) == std::tuple(128, 256, 3));
+  CHECK_FALSE(many.pingpong);
+  // Block scales: two K blocks a stage in 128-column tiles, the consumer
+  // warpgroups taking turns so that promotions run under wgmmas.
+  fp8.scale = GemmScale::block;
+  GemmConfig blocks = chooseGemmConfig("sm_90a", fp8, 8192, 8192, 132);
+  CHECK(std::tuple(blocks.blockN, blocks.blockK, blocks.stages, blocks.pingpong) ==
+        std::tuple(128, 256, 2, true));
+  fp8.scale = GemmScale::tensor;
   GemmConfig bf16;
   bf16.in = DType::bf16, bf16.out = DType::bf16;
   GemmConfig sixteen = chooseGemmConfig("sm_90a", bf16, 8192, 8192, 132);
