@@ -307,24 +307,20 @@ LogicalResult LayoutInference::placeEightBitGemm(GemmOp gemm) {
   if (failed(checkGemmExtents(gemm, m, n, k, 32, aInRegisters, threads / 32)))
     return failure();
   // Integer products run on mma.sync m16n8k32 before sm_90a (or when asked
-  // for); FP8 ones too from sm_89 on (sm_89 itself has no wgmma); on
-  // sm_100a a register accumulator is an error that points at tensor
-  // memory (placeTcgen05Gemm), rather than a silent fallback.
+  // for); FP8 ones too from sm_89 on (sm_89 itself has no wgmma). On
+  // sm_100a a register accumulator that tessel-tmem-accumulators could not
+  // move to tensor memory (it said why in a remark) runs on mma.sync, as a
+  // 16-bit gemm's does.
   std::optional<GemmInstruction> forced = gemm.getInstruction();
   bool mmaSyncTakes = integer || target.computeCapability >= 89;
-  bool beforeWgmma = target.computeCapability < 90;
+  bool withoutWgmma = target.computeCapability < 90 || target.computeCapability >= 100;
   if (mmaSyncTakes &&
-      (forced == GemmInstruction::mma_sync || (!forced && beforeWgmma)))
+      (forced == GemmInstruction::mma_sync || (!forced && withoutWgmma)))
     return placeEightBitMmaSync(gemm, m, n, k);
-  if (!integer && beforeWgmma)
+  if (!integer && target.computeCapability < 90)
     return gemm.emitError("a gemm of ")
            << in << " operands runs on mma.sync from sm_89 and on wgmma on sm_90a; target "
            << target.arch;
-  if (target.computeCapability >= 100 && (!forced || *forced != GemmInstruction::wgmma))
-    return gemm.emitError("a gemm of ")
-           << in << " operands runs on tcgen05.mma (kind::"
-           << (integer ? "i8" : "f8f6f4") << ") on " << target.arch
-           << ", whose accumulator is in tensor memory: allocate it with alloc_tmem";
   if (target.computeCapability != 90 || (forced && *forced != GemmInstruction::wgmma))
     return gemm.emitError("a gemm of ")
            << in << " operands runs on wgmma (sm_90a) only; target " << target.arch

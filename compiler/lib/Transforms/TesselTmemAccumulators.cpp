@@ -11,6 +11,7 @@
 // tensor memory allocates it there itself.
 //
 //===----------------------------------------------------------------------===//
+#include "tessel/Dialect/TileNV/TileNVDialect.h"
 #include "tessel/Transforms/BufferUtils.h"
 #include "tessel/Transforms/Passes.h"
 #include "tessel/Transforms/Remarks.h"
@@ -53,8 +54,14 @@ std::string whyNotTcgen05(GemmOp gemm, int64_t threads) {
     return "the gemm asks for " + stringifyGemmInstruction(*gemm.getInstruction()).str();
   if (spaceOf(gemm.getA()) != MemorySpace::shared || spaceOf(gemm.getB()) != MemorySpace::shared)
     return "tcgen05.mma reads A and B from shared memory here, and an operand is a fragment";
-  if (!in.isF16() && !in.isBF16()) return "its operands are not f16 or bf16";
-  if (!c.getElementType().isF32()) return "its accumulator is not f32";
+  // 16-bit operands into f32, FP8 into f32, i8 into s32: the kinds
+  // tcgen05.mma takes (kind::f16, f8f6f4, i8), accumulating in tensor memory
+  // at 32 bits.
+  std::string why;
+  std::optional<layout::Tcgen05Formats> formats =
+      tilenv::tcgen05Formats(in, c.getElementType(), why, /*blockScaled=*/false);
+  if (!formats) return why;
+  if (formats->d == 0) return "its accumulator is not f32 (s32 for 8-bit integers)";
   if (c.getRank() != 2 || c.getDimSize(0) != 128)
     return "tcgen05.mma computes 128 rows (all tensor-memory lanes) and the accumulator has " +
            std::to_string(c.getRank() == 2 ? c.getDimSize(0) : 0);

@@ -1,8 +1,9 @@
 // tessel-layout-inference on 8-bit operands (FP8, i8): wgmma m64nNk32 on
 // sm_90a with both operands K-major and f32 (FP8) or i32 (integer)
 // accumulators, mma.sync m16n8k32 before it (i8 from sm_80, FP8 from
-// sm_89); everything else is an error at the gemm, never a silent
-// fallback to another instruction.
+// sm_89) and on sm_100a where the accumulator stayed in registers
+// (tessel-tmem-accumulators says why); everything else is an error at the
+// gemm, never a silent fallback to another instruction.
 // RUN: tessel-opt %s -split-input-file -verify-diagnostics -pass-pipeline='builtin.module(tile.kernel(tessel-layout-inference{arch=sm_90a}))' | FileCheck %s
 // RUN: not tessel-opt %s -split-input-file -pass-pipeline='builtin.module(tile.kernel(tessel-layout-inference{arch=sm_80}))' 2>&1 | FileCheck %s --check-prefix=AMPERE
 // RUN: not tessel-opt %s -split-input-file -pass-pipeline='builtin.module(tile.kernel(tessel-layout-inference{arch=sm_89}))' 2>&1 | FileCheck %s --check-prefix=ADA
@@ -21,7 +22,8 @@
 // ADA-LABEL: tile.kernel @fp8
 // ADA: tile.alloc {layout = #tile.fragment<[128, 128]
 // ADA: tile.gemm {{.*}}instruction = #tile.instr<mma_sync>{{.*}}warps = array<i64: 8, 1>
-// BLACKWELL: error: a gemm of 'f8E4M3FN' operands runs on tcgen05.mma (kind::f8f6f4) on sm_100a, whose accumulator is in tensor memory: allocate it with alloc_tmem
+// BLACKWELL-LABEL: tile.kernel @fp8
+// BLACKWELL: tile.gemm {{.*}}instruction = #tile.instr<mma_sync>{{.*}}warps = array<i64: 8, 1>
 tile.kernel @fp8() grid(%bx) = affine_map<() -> (1)> threads(256) {
   %a = tile.alloc : memref<128x64xf8E4M3FN, #s>
   %b = tile.alloc : memref<128x64xf8E4M3FN, #s>

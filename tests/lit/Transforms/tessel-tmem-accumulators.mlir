@@ -91,3 +91,44 @@ tile.kernel @full() grid(%bx) = affine_map<() -> (1)> threads(128) {
   // expected-remark @+1 {{tensor memory has 0 columns left and the accumulator needs 64}}
   tile.gemm %a, %b, %acc {clear_accum} : memref<128x64xbf16, #s>, memref<64x64xbf16, #s>, memref<128x64xf32, #f>
 }
+
+// -----
+
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// 8-bit operands move too: FP8 into f32 (kind::f8f6f4) and i8 into i32
+// (kind::i8), each accumulator through a tensor-memory buffer of its type.
+// CHECK-LABEL: tile.kernel @eight_bit
+// CHECK-DAG: tile.alloc {name = "fp8_tmem"} : memref<128x64xf32, #tile.space<tmem>>
+// CHECK-DAG: tile.alloc {name = "int8_tmem"} : memref<128x32xi32, #tile.space<tmem>>
+// CHECK: tile.gemm %{{.*}}, %{{.*}}, %{{.*}} {clear_accum, transpose_b} : memref<128x64xf8E4M3FN, #tile.space<shared>>, memref<64x64xf8E4M3FN, #tile.space<shared>>, memref<128x64xf32, #tile.space<tmem>>
+// CHECK: tile.gemm %{{.*}}, %{{.*}}, %{{.*}} {clear_accum, transpose_b} : memref<128x64xi8, #tile.space<shared>>, memref<32x64xi8, #tile.space<shared>>, memref<128x32xi32, #tile.space<tmem>>
+tile.kernel @eight_bit() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc : memref<128x64xf8E4M3FN, #s>
+  %b = tile.alloc : memref<64x64xf8E4M3FN, #s>
+  %acc = tile.alloc {name = "fp8"} : memref<128x64xf32, #f>
+  // expected-remark @+1 {{the accumulator moves through tensor memory for tcgen05.mma (copied out after the gemm)}}
+  tile.gemm %a, %b, %acc {transpose_b, clear_accum} : memref<128x64xf8E4M3FN, #s>, memref<64x64xf8E4M3FN, #s>, memref<128x64xf32, #f>
+  %ai = tile.alloc : memref<128x64xi8, #s>
+  %bi = tile.alloc : memref<32x64xi8, #s>
+  %sums = tile.alloc {name = "int8"} : memref<128x32xi32, #f>
+  // expected-remark @+1 {{the accumulator moves through tensor memory for tcgen05.mma (copied out after the gemm)}}
+  tile.gemm %ai, %bi, %sums {transpose_b, clear_accum} : memref<128x64xi8, #s>, memref<32x64xi8, #s>, memref<128x32xi32, #f>
+}
+
+// -----
+
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// tcgen05.mma accumulates in 32 bits: an f16 accumulator stays.
+// CHECK-LABEL: tile.kernel @eight_bit_into_f16
+// CHECK-NOT: #tile.space<tmem>
+tile.kernel @eight_bit_into_f16() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc : memref<128x64xf8E4M3FN, #s>
+  %b = tile.alloc : memref<64x64xf8E4M3FN, #s>
+  %half = tile.alloc : memref<128x64xf16, #f>
+  // expected-remark @+1 {{this gemm runs on mma.sync on sm_100a, not tcgen05.mma: its accumulator is not f32 (s32 for 8-bit integers)}}
+  tile.gemm %a, %b, %half {transpose_b, clear_accum} : memref<128x64xf8E4M3FN, #s>, memref<64x64xf8E4M3FN, #s>, memref<128x64xf16, #f>
+}
