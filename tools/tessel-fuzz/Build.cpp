@@ -152,19 +152,22 @@ Buffer gemmTile(const Spec &s, const Params &p, const std::string &arch, Expr ro
   if (s.aInRegisters && inTmem) aOperand = alloc_tmem(aShape, s.in, "a");
   Buffer bs = alloc_shared(s.transposeB ? std::vector<int64_t>{s.tn, s.tk} : std::vector<int64_t>{s.tk, s.tn},
                            s.in, "bs");
-  Buffer acc = inTmem ? alloc_tmem({s.tm, s.tn}, DType::f32, "acc")
-                      : alloc_fragment({s.tm, s.tn}, DType::f32, "acc");
+  Buffer acc = inTmem ? alloc_tmem({s.tm, s.tn}, s.accumulator(), "acc")
+                      : alloc_fragment({s.tm, s.tn}, s.accumulator(), "acc");
   clear(acc);
+  // Integer tiles take integer constants.
+  bool integer = s.in == DType::i8;
+  Expr zero = integer ? Expr(0) : Expr(0.0), two = integer ? Expr(2) : Expr(2.0);
   auto step = [&](Expr kt) {
     copy(s.transposeA ? p.a.tile({kt * s.tk, row0}, {s.tk, s.tm}) : p.a.tile({row0, kt * s.tk}, {s.tm, s.tk}), as);
     if (s.aInRegisters && inTmem) copy(as, aOperand);
     copy(s.transposeB ? p.b.tile({col0, kt * s.tk}, {s.tn, s.tk}) : p.b.tile({kt * s.tk, col0}, {s.tk, s.tn}), bs);
     if (s.staged == StagedEdit::maskTail)
       parallel(bs.shape()[0], bs.shape()[1], [&](Expr i, Expr j) {
-        bs(i, j) = select(kt * s.tk + (s.transposeB ? j : i) < p.k, bs(i, j), Expr(0.0));
+        bs(i, j) = select(kt * s.tk + (s.transposeB ? j : i) < p.k, bs(i, j), zero);
       });
     else if (s.staged == StagedEdit::scale)
-      parallel(bs.shape()[0], bs.shape()[1], [&](Expr i, Expr j) { bs(i, j) = bs(i, j) * Expr(2.0); });
+      parallel(bs.shape()[0], bs.shape()[1], [&](Expr i, Expr j) { bs(i, j) = bs(i, j) * two; });
     GemmInstruction instruction = s.instruction;
     if (instruction == GemmInstruction::wgmma && arch != "sm_90a") instruction = GemmInstruction::automatic;
     gemm(aOperand, bs, acc, {.transpose_a = s.transposeA, .transpose_b = s.transposeB, .policy = s.policy,
@@ -172,9 +175,20 @@ Buffer gemmTile(const Spec &s, const Params &p, const std::string &arch, Expr ro
   };
   if (s.pipelinedLoop) pipelined(ceil_div(p.k, s.tk), s.stages, {.warp_specialize = s.ws}, step);
   else serial(ceil_div(p.k, s.tk), step);
-  if (!inTmem) return acc;
+  bool exact = s.accumulator() == DType::i32;
+  if (!inTmem && !exact) return acc;
   Buffer w = alloc_fragment({s.tm, s.tn}, DType::f32, "w");
-  copy(acc, w);
+  if (!exact) {
+    copy(acc, w);
+    return w;
+  }
+  // i8: the exact i32 sums as f32 (below 2^24).
+  Buffer sums = acc;
+  if (inTmem) {
+    sums = alloc_fragment({s.tm, s.tn}, DType::i32, "sums");
+    copy(acc, sums);
+  }
+  parallel(s.tm, s.tn, [&](Expr i, Expr j) { w(i, j) = cast(sums(i, j), DType::f32); });
   return w;
 }
 
@@ -200,8 +214,10 @@ void storeTile(const Spec &s, const Params &p, const std::string &arch, const Bu
     Buffer ys = alloc_shared({s.tm, s.tn}, DType::f32, "ys");
     copy(w, ys);
     if (s.store == Store::shared) copy(ys, tile());
-    // TMA reduce-adds are sm_90a's and newer; sm_80 adds with its threads.
-    else atomic_add(tile(), ys, MemoryOrder::relaxed, arch == "sm_80" ? AtomicPath::threads : AtomicPath::tma);
+    // TMA reduce-adds are sm_90a's and newer; sm_80 and sm_89 add with
+    // their threads.
+    else atomic_add(tile(), ys, MemoryOrder::relaxed,
+                    arch == "sm_80" || arch == "sm_89" ? AtomicPath::threads : AtomicPath::tma);
     return;
   }
   }

@@ -1,9 +1,10 @@
 //===- Execute.cpp - compile and run fuzz programs ------------------------===//
 //
-// Inputs are multiples of 1/4 in [-2, 2] (exact in bf16 and f16), so the
-// generator's exactness rule holds from the first load; outputs are filled
-// with 0xff bytes (NaN) before each run unless the program adds into them,
-// so an element a build forgot to write differs from one it wrote.
+// Inputs are multiples of 1/4 in [-2, 2] (exact in bf16, f16 and FP8; i8
+// inputs are four times those), so the generator's exactness rule holds
+// from the first load; outputs are filled with 0xff bytes (NaN) before each
+// run unless the program adds into them, so an element a build forgot to
+// write differs from one it wrote.
 //
 //===----------------------------------------------------------------------===//
 #include "Execute.h"
@@ -11,6 +12,7 @@
 
 #include "tessel/dsl/Compile.h"
 #include "tessel/runtime/Driver.h"
+#include "tessel/runtime/LowPrecision.h"
 
 #include <cmath>
 #include <cstring>
@@ -50,19 +52,27 @@ uint16_t toHalf(float v) { // exact for the inputs' quarters
   return sign | uint16_t(exponent << 10) | uint16_t((bits >> 13) & 0x3ff);
 }
 
-/// Tensor `index`'s contents in its element type.
+/// Tensor `index`'s contents in its element type: quarters in [-2, 2]
+/// (exact in every float type, FP8 included), or for i8 the integers four
+/// times those.
 std::vector<uint8_t> inputBytes(const TensorInfo &t, size_t index) {
   size_t count = 1;
   for (int64_t e : t.shape) count *= size_t(e);
   std::vector<uint8_t> bytes(count * byteSize(t.type));
   for (size_t e = 0; e < count; ++e) {
-    float v = float(int64_t(mix(index * 1000003 + e) % 17) - 8) * 0.25f;
+    int64_t quarters = int64_t(mix(index * 1000003 + e) % 17) - 8;
+    float v = float(quarters) * 0.25f;
     uint32_t bits;
     std::memcpy(&bits, &v, 4);
-    if (t.type == DType::f32) std::memcpy(&bytes[e * 4], &v, 4);
-    else {
+    switch (t.type) {
+    case DType::f32: std::memcpy(&bytes[e * 4], &v, 4); break;
+    case DType::f8e4m3: bytes[e] = rt::toE4M3(v); break;
+    case DType::f8e5m2: bytes[e] = rt::toE5M2(v); break;
+    case DType::i8: bytes[e] = uint8_t(int8_t(quarters)); break;
+    default: {
       uint16_t h = t.type == DType::bf16 ? uint16_t(bits >> 16) : toHalf(v);
       std::memcpy(&bytes[e * 2], &h, 2);
+    }
     }
   }
   return bytes;
@@ -147,21 +157,9 @@ std::string tessel::fuzz::describeReference(const Spec &s) {
   for (size_t i = 0; i < infos.size(); ++i) {
     if (infos[i].role != TensorInfo::input) continue;
     inputs.push_back(inputBytes(infos[i], i));
-    std::vector<float> values;
-    size_t width = size_t(byteSize(infos[i].type));
-    for (size_t e = 0; e < inputs.back().size() / width; ++e) {
-      uint32_t bits = 0;
-      if (width == 4) std::memcpy(&bits, &inputs.back()[e * 4], 4);
-      else {
-        uint16_t h;
-        std::memcpy(&h, &inputs.back()[e * 2], 2);
-        bits = infos[i].type == DType::bf16 ? uint32_t(h) << 16 : 0;
-      }
-      float v;
-      std::memcpy(&v, &bits, 4);
-      values.push_back(infos[i].type == DType::f16 ? NAN : v);
-    }
-    show(infos[i].name + " (f16 shown as nan)", values);
+    std::vector<float> values(inputs.back().size() / size_t(byteSize(infos[i].type)));
+    for (size_t e = 0; e < values.size(); ++e) values[e] = valueAt(inputs.back(), infos[i].type, e);
+    show(infos[i].name, values);
   }
   std::vector<std::vector<uint8_t>> outputs = referenceOutputs(s, inputs);
   size_t o = 0;
@@ -174,8 +172,18 @@ std::string tessel::fuzz::describeReference(const Spec &s) {
   return text;
 }
 
-Outcome tessel::fuzz::compileAll(const Spec &s, const std::vector<Build> &builds) {
-  for (const Build &b : builds) {
+namespace {
+/// The builds that can target `s` (the first stays the reference).
+std::vector<Build> buildsFor(const Spec &s, const std::vector<Build> &builds) {
+  std::vector<Build> out;
+  for (const Build &b : builds)
+    if (targets(s, b)) out.push_back(b);
+  return out;
+}
+} // namespace
+
+Outcome tessel::fuzz::compileAll(const Spec &s, const std::vector<Build> &all) {
+  for (const Build &b : buildsFor(s, all)) {
     try {
       Program p = buildProgram(s, b);
       compile(p, optionsFor(b));
@@ -186,8 +194,9 @@ Outcome tessel::fuzz::compileAll(const Spec &s, const std::vector<Build> &builds
   return {};
 }
 
-Outcome tessel::fuzz::runAll(const Spec &s, const std::vector<Build> &builds,
+Outcome tessel::fuzz::runAll(const Spec &s, const std::vector<Build> &all,
                              const std::function<void()> &compiled, bool cpuReference) {
+  std::vector<Build> builds = buildsFor(s, all);
   std::vector<Kernel> kernels;
   for (const Build &b : builds) {
     try {

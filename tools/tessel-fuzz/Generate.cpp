@@ -44,9 +44,11 @@ int64_t padded(int64_t extent, int64_t tile) { return (extent + tile - 1) / tile
 Range initialRange(const Spec &s) {
   if (s.family == Family::elementwise) return {s.load == Load::rowSum ? 2.0 * padded(s.n, s.tn) / s.tn : 2, 2};
   // Products of quarters are sixteenths below 4 (8 when the staged tile is
-  // doubled); the accumulator sums every K tile's products.
-  double perProduct = s.staged == StagedEdit::scale ? 8 : 4;
-  return {perProduct * padded(s.k, s.tk), 4};
+  // doubled); i8's products of integers to 8 are integers to 64. The
+  // accumulator sums every K tile's products.
+  bool integer = s.in == DType::i8;
+  double perProduct = (integer ? 64 : 4) * (s.staged == StagedEdit::scale ? 2 : 1);
+  return {perProduct * padded(s.k, s.tk), integer ? 0 : 4};
 }
 
 /// Applies `st` to `r`; false when the result would not be exact where it
@@ -192,7 +194,7 @@ void generateElementwise(Spec &s) {
 }
 
 void generateGemm(Spec &s) {
-  s.in = pick({DType::bf16, DType::f16});
+  s.in = chance(0.3) ? pick({DType::f8e4m3, DType::f8e5m2, DType::i8}) : pick({DType::bf16, DType::f16});
   s.tmem = chance(0.3);
   if (s.tmem) {
     s.threads = 128;
@@ -207,7 +209,8 @@ void generateGemm(Spec &s) {
     while (s.tm * s.tn / s.threads > 64) s.tn /= 2;
     if (chance(0.3)) s.instruction = pick({GemmInstruction::mma_sync, GemmInstruction::wgmma});
   }
-  s.tk = pick({16, 32, 64});
+  // 8-bit tensor-core instructions take K in steps of 32.
+  s.tk = s.eightBit() ? pick({32, 64, 128}) : pick({16, 32, 64});
   // mma.sync splits full_row over warps of 16 rows, full_col over warps
   // of 8 columns (wgmma's warpgroups fit wherever these do).
   int64_t warps = s.threads / 32;
@@ -218,15 +221,18 @@ void generateGemm(Spec &s) {
   s.stages = int(uniform(1, 4));
   // Within every target's shared memory, with room for the store's tile.
   auto sharedBytes = [&] {
-    return (s.pipelinedLoop ? s.stages : 1) * (s.tm * s.tk + s.tk * s.tn) * 2 + s.tm * s.tn * 4;
+    return (s.pipelinedLoop ? s.stages : 1) * (s.tm * s.tk + s.tk * s.tn) * byteSize(s.in) +
+           s.tm * s.tn * 4;
   };
-  while (sharedBytes() > 96 * 1024) (s.stages > 1 ? s.stages -= 1 : s.tk /= 2);
+  while (sharedBytes() > 96 * 1024 && (s.stages > 1 || s.tk > (s.eightBit() ? 32 : 16)))
+    (s.stages > 1 ? s.stages -= 1 : s.tk /= 2);
   s.ws = pick({WarpSpecialize::automatic, WarpSpecialize::on, WarpSpecialize::off});
-  s.transposeA = chance(0.25);
-  s.transposeB = chance(0.25);
+  s.transposeA = !s.eightBit() && chance(0.25);
+  s.transposeB = s.eightBit() || chance(0.25);
   s.staged = pick({StagedEdit::none, StagedEdit::none, StagedEdit::maskTail, StagedEdit::scale});
   // An A operand in registers is split along M only and read as stored.
-  s.aInRegisters = chance(0.2) && !s.transposeA && s.policy != WarpPolicy::full_col;
+  s.aInRegisters = chance(0.2) && !s.transposeA && s.policy != WarpPolicy::full_col &&
+                   !(s.eightBit() && s.tmem);
   s.k = uniform(1, 4 * s.tk);
 }
 
@@ -259,6 +265,10 @@ bool applyChain(const Spec &s, Range &r) {
 }
 
 bool tessel::fuzz::feasible(const Spec &s) {
+  // 8-bit operands are K-major, in K steps of 32; tensor memory holds an A
+  // operand of 16 bits only (the ts form).
+  if (s.eightBit() && (s.transposeA || !s.transposeB || s.tk % 32)) return false;
+  if (s.eightBit() && s.tmem && s.aInRegisters) return false;
   Range r = initialRange(s);
   if (!r.representable()) return false;
   for (size_t i = 0; i < s.stmts.size(); ++i) {
@@ -333,6 +343,12 @@ std::vector<Spec> tessel::fuzz::shrinkCandidates(const Spec &s) {
   reset(&Spec::transposeB, false);
   reset(&Spec::instruction, GemmInstruction::automatic);
   reset(&Spec::chain, false);
+  if (s.eightBit()) { // the same program in 16 bits, where 8 bits are not the cause
+    Spec c = s;
+    c.in = DType::bf16;
+    if (c.instruction == GemmInstruction::wgmma) c.instruction = GemmInstruction::automatic;
+    add(c);
+  }
   if (s.in == DType::f32) reset(&Spec::load, Load::direct);
   else reset(&Spec::load, Load::shared);
   for (size_t i = 0; i < s.stmts.size(); ++i)
@@ -384,6 +400,8 @@ Program tessel::fuzz::buildProgram(const Spec &s, const Build &b) {
   return buildProgram(b.plain ? plainForm(s) : s, b.arch);
 }
 
+bool tessel::fuzz::targets(const Spec &s, const Build &b) { return !s.fp8() || b.arch != "sm_80"; }
+
 Build tessel::fuzz::parseBuild(const std::string &text) {
   Build b{text};
   for (bool stripped = true; stripped;) {
@@ -397,7 +415,8 @@ Build tessel::fuzz::parseBuild(const std::string &text) {
       }
     }
   }
-  if (b.arch != "sm_80" && b.arch != "sm_90a" && b.arch != "sm_100a" && b.arch != "sm_100a-emu")
+  if (b.arch != "sm_80" && b.arch != "sm_89" && b.arch != "sm_90a" && b.arch != "sm_100a" &&
+      b.arch != "sm_100a-emu")
     throw Error(fmt::format("unknown build '{}' (sm_80, sm_89, sm_90a, sm_100a or sm_100a-emu, then optionally -notma "
                             "and -plain)",
                             text));

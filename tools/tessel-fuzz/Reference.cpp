@@ -9,6 +9,8 @@
 //===----------------------------------------------------------------------===//
 #include "Reference.h"
 
+#include "tessel/runtime/LowPrecision.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -19,26 +21,6 @@ using namespace tessel::fuzz;
 namespace {
 
 using Tile = std::vector<float>; // [tm, tn], row-major
-
-float fromBits(const std::vector<uint8_t> &bytes, DType t, size_t e) {
-  if (t == DType::f32) {
-    float v;
-    std::memcpy(&v, &bytes[e * 4], 4);
-    return v;
-  }
-  uint16_t h;
-  std::memcpy(&h, &bytes[e * 2], 2);
-  if (t == DType::bf16) {
-    uint32_t bits = uint32_t(h) << 16;
-    float v;
-    std::memcpy(&v, &bits, 4);
-    return v;
-  }
-  int exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
-  float magnitude = exponent == 0 ? std::ldexp(float(mantissa), -24)
-                                  : std::ldexp(float(mantissa | 0x400), exponent - 25);
-  return h & 0x8000 ? -magnitude : magnitude;
-}
 
 /// f32 rounded to bf16 or f16 (nearest, ties to even) and back.
 float roundTo(float v, DType t) {
@@ -212,6 +194,32 @@ struct Model {
 
 } // namespace
 
+float tessel::fuzz::valueAt(const std::vector<uint8_t> &bytes, DType t, size_t e) {
+  switch (t) {
+  case DType::f32: {
+    float v;
+    std::memcpy(&v, &bytes[e * 4], 4);
+    return v;
+  }
+  case DType::f8e4m3: return rt::fromE4M3(bytes[e]);
+  case DType::f8e5m2: return rt::fromE5M2(bytes[e]);
+  case DType::i8: return float(int8_t(bytes[e]));
+  default: break;
+  }
+  uint16_t h;
+  std::memcpy(&h, &bytes[e * 2], 2);
+  if (t == DType::bf16) {
+    uint32_t bits = uint32_t(h) << 16;
+    float v;
+    std::memcpy(&v, &bits, 4);
+    return v;
+  }
+  int exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
+  float magnitude = exponent == 0 ? std::ldexp(float(mantissa), -24)
+                                  : std::ldexp(float(mantissa | 0x400), exponent - 25);
+  return h & 0x8000 ? -magnitude : magnitude;
+}
+
 std::vector<std::vector<uint8_t>> tessel::fuzz::referenceOutputs(
     const Spec &s, const std::vector<std::vector<uint8_t>> &inputs) {
   Model model{s, {}, {}, {}, {}};
@@ -221,7 +229,7 @@ std::vector<std::vector<uint8_t>> tessel::fuzz::referenceOutputs(
     if (t.role != TensorInfo::input) continue;
     const std::vector<uint8_t> &bytes = inputs.at(input++);
     std::vector<float> values(bytes.size() / size_t(byteSize(t.type)));
-    for (size_t e = 0; e < values.size(); ++e) values[e] = fromBits(bytes, t.type, e);
+    for (size_t e = 0; e < values.size(); ++e) values[e] = valueAt(bytes, t.type, e);
     model.in.push_back(std::move(values));
   }
   bool adds = s.store == Store::atomic || s.store == Store::atomicTma;

@@ -9,6 +9,10 @@
 
 namespace tessel::fuzz {
 
+/// Element `e` of `bytes`, a tensor of type `t`, as the value it holds (f32,
+/// bf16, f16, FP8 or i8).
+float valueAt(const std::vector<uint8_t> &bytes, DType t, size_t e);
+
 /// The bytes of every output tensor of `s` (in tensors() order, outputs
 /// only) for these input tensors' bytes, computed on the CPU from the DSL's
 /// documented semantics; unwritten elements hold the 0xff poison.

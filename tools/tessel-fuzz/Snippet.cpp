@@ -147,9 +147,10 @@ std::string gemmText(const Spec &s) {
     t += fmt::format("    Buffer aOperand = as;\n    if (inTmem) aOperand = alloc_tmem({}, {}, \"a\");\n",
                      shape2(s.transposeA, s.tm, s.tk), dtype(s.in));
   t += fmt::format("    Buffer bs = alloc_shared({}, {}, \"bs\");\n"
-                   "    Buffer acc = inTmem ? alloc_tmem({{{}, {}}}, DType::f32, \"acc\")\n"
-                   "                        : alloc_fragment({{{}, {}}}, DType::f32, \"acc\");\n    clear(acc);\n",
-                   shape2(s.transposeB, s.tk, s.tn), dtype(s.in), s.tm, s.tn, s.tm, s.tn);
+                   "    Buffer acc = inTmem ? alloc_tmem({{{}, {}}}, {}, \"acc\")\n"
+                   "                        : alloc_fragment({{{}, {}}}, {}, \"acc\");\n    clear(acc);\n",
+                   shape2(s.transposeB, s.tk, s.tn), dtype(s.in), s.tm, s.tn, dtype(s.accumulator()), s.tm,
+                   s.tn, dtype(s.accumulator()));
   std::string step = "    auto step = [&](Expr kt) {\n";
   step += fmt::format("      copy({}, as);\n", s.transposeA ? fmt::format("A.tile({{kt * {0}, row0}}, {{{0}, {1}}})", s.tk, s.tm)
                                                              : fmt::format("A.tile({{row0, kt * {0}}}, {{{1}, {0}}})", s.tk, s.tm));
@@ -157,12 +158,14 @@ std::string gemmText(const Spec &s) {
   step += fmt::format("      copy({}, bs);\n", s.transposeB ? fmt::format("B.tile({{col0, kt * {0}}}, {{{1}, {0}}})", s.tk, s.tn)
                                                              : fmt::format("B.tile({{kt * {0}, col0}}, {{{0}, {1}}})", s.tk, s.tn));
   int64_t r0 = s.transposeB ? s.tn : s.tk, r1 = s.transposeB ? s.tk : s.tn;
+  bool integer = s.in == DType::i8; // integer tiles take integer constants
   if (s.staged == StagedEdit::maskTail)
     step += fmt::format("      parallel({}, {}, [&](Expr i, Expr j) {{ bs(i, j) = select(kt * {} + {} < K, bs(i, j), "
-                        "Expr(0.0)); }});\n",
-                        r0, r1, s.tk, s.transposeB ? "j" : "i");
+                        "Expr({})); }});\n",
+                        r0, r1, s.tk, s.transposeB ? "j" : "i", integer ? "0" : "0.0");
   else if (s.staged == StagedEdit::scale)
-    step += fmt::format("      parallel({}, {}, [&](Expr i, Expr j) {{ bs(i, j) = bs(i, j) * Expr(2.0); }});\n", r0, r1);
+    step += fmt::format("      parallel({}, {}, [&](Expr i, Expr j) {{ bs(i, j) = bs(i, j) * Expr({}); }});\n", r0,
+                        r1, integer ? "2" : "2.0");
   std::string instruction = fmt::format("GemmInstruction::{}", instructionName(s.instruction));
   if (s.instruction == GemmInstruction::wgmma)
     instruction = "arch == \"sm_90a\" ? GemmInstruction::wgmma : GemmInstruction::automatic";
@@ -175,8 +178,16 @@ std::string gemmText(const Spec &s) {
     t += fmt::format("    pipelined(ceil_div(K, {}), {}, {{.warp_specialize = WarpSpecialize::{}}}, step);\n", s.tk,
                      s.stages, wsName(s.ws));
   else t += fmt::format("    serial(ceil_div(K, {}), step);\n", s.tk);
-  t += fmt::format("    Buffer w = acc;\n    if (inTmem) {{\n      w = alloc_fragment({{{}, {}}}, DType::f32, \"w\");\n"
-                   "      copy(acc, w);\n    }}\n",
+  if (s.accumulator() == DType::f32) {
+    t += fmt::format("    Buffer w = acc;\n    if (inTmem) {{\n      w = alloc_fragment({{{}, {}}}, DType::f32, \"w\");\n"
+                     "      copy(acc, w);\n    }}\n",
+                     s.tm, s.tn);
+    return t;
+  }
+  t += fmt::format("    Buffer w = alloc_fragment({{{0}, {1}}}, DType::f32, \"w\");\n"
+                   "    Buffer sums = acc;\n    if (inTmem) {{\n"
+                   "      sums = alloc_fragment({{{0}, {1}}}, DType::i32, \"sums\");\n      copy(acc, sums);\n    }}\n"
+                   "    parallel({0}, {1}, [&](Expr i, Expr j) {{ w(i, j) = cast(sums(i, j), DType::f32); }});\n",
                    s.tm, s.tn);
   return t;
 }
@@ -193,7 +204,8 @@ std::string storeText(const Spec &s) {
            (s.store == Store::shared
                 ? fmt::format("    copy(ys, {});\n", tile)
                 : fmt::format("    atomic_add({}, ys, MemoryOrder::relaxed,\n"
-                              "               arch == \"sm_80\" ? AtomicPath::threads : AtomicPath::tma);\n",
+                              "               arch == \"sm_80\" || arch == \"sm_89\" ? AtomicPath::threads\n"
+                              "                                                      : AtomicPath::tma);\n",
                               tile));
   }
   return "";

@@ -131,6 +131,13 @@ struct Spec {
 
   /// Whether some statement is inexact (outputs compared within a bound).
   bool inexact() const;
+  /// Gemm inputs of one byte: FP8 (e4m3, e5m2) or i8, read K-major (A
+  /// [M, K], B [N, K]) as their tensor-core instructions take them; i8
+  /// accumulates exactly in i32.
+  bool fp8() const { return in == DType::f8e4m3 || in == DType::f8e5m2; }
+  bool eightBit() const { return fp8() || in == DType::i8; }
+  /// The accumulator's type: i32 for i8 inputs, else f32.
+  DType accumulator() const { return in == DType::i8 ? DType::i32 : DType::f32; }
 };
 
 /// One build of a program: a target, whether its pipelines use TMA, and
@@ -141,6 +148,9 @@ struct Build {
   bool plain = false;
   std::string label() const { return arch + (tma ? "" : "-notma") + (plain ? "-plain" : ""); }
 };
+/// Whether build `b` can compile `s` at all: FP8 tensor cores are sm_89's
+/// and newer (an FP8 gemm for sm_80 is an error by design, not a defect).
+bool targets(const Spec &s, const Build &b);
 /// "sm_90a-notma" is sm_90a with CompileOptions::tma = false;
 /// "sm_80-plain" builds plainForm(s) for sm_80.
 Build parseBuild(const std::string &text);
