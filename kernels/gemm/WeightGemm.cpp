@@ -152,7 +152,8 @@ Program kernels::weightGemm(const WeightGemmConfig &c) {
     Buffer weights = alloc_fragment({bn, bk}, c.activations, "w");
     Buffer acc = alloc_fragment({bn, bm}, DType::f32, "acc");
     clear(acc);
-    pipelined(steps, c.stages, [&](Expr step) {
+    pipelined(steps, c.stages, {.warp_specialize = c.warpSpecialize, .pingpong = c.pingpong},
+              [&](Expr step) {
       Expr kt = firstK + step;
       tiles.load(bx * bn, kt);
       copy(x.tile({by * bm, kt * bk}, {bm, bk}), tokens);

@@ -29,6 +29,8 @@ const SettingsTable<WeightGemmConfig> &kernels::weightGemmSettings() {
       integerSetting("threads", &C::threads, 32, 512),
       integerSetting("split_k", &C::splitK, 1, 64),
       choiceSetting("instruction", &C::instruction, instructionChoices()),
+      choiceSetting("warp_specialize", &C::warpSpecialize, warpSpecializeChoices()),
+      flagSetting("pingpong", &C::pingpong),
   });
   return table;
 }

@@ -47,6 +47,11 @@ struct WeightGemmConfig {
   /// K slices, one block each, adding into y (which must be f32 and zero).
   int splitK = 1;
   GemmInstruction instruction = GemmInstruction::automatic;
+  /// sm_90a: a TMA producer warpgroup beside the consumers (automatic: when
+  /// every load can be TMA), and two consumer warpgroups taking turns at
+  /// the tensor cores so that one unpacks while the other's wgmmas run.
+  WarpSpecialize warpSpecialize = WarpSpecialize::automatic;
+  bool pingpong = false;
 };
 
 /// y [M, N] = x [M, K] w^T, w dequantised in registers on its way to the
