@@ -144,6 +144,21 @@ template <class T> __device__ inline void convert_pair(float lo, float hi, T &a,
   b = T(hi);
 #endif
 }
+// Two f32 values to bf16 or f16 in one cvt (.bf16x2 / .f16x2, the first
+// operand into the high half): the bits of the one-value constructors, one
+// instruction where those take two and a pack.
+__device__ inline void convert_pair(float lo, float hi, bfloat16 &a, bfloat16 &b) {
+  unsigned pair;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(hi), "f"(lo));
+  a.bits = static_cast<unsigned short>(pair);
+  b.bits = static_cast<unsigned short>(pair >> 16);
+}
+__device__ inline void convert_pair(float lo, float hi, half &a, half &b) {
+  unsigned pair;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(hi), "f"(lo));
+  a.bits = static_cast<unsigned short>(pair);
+  b.bits = static_cast<unsigned short>(pair >> 16);
+}
 
 // OCP MX scale factors (E8M0, torch's float8_e8m0fnu): 2^(bits - 127), no
 // sign, zero or infinity; 0xff is NaN. Encoding rounds |f| up to the next

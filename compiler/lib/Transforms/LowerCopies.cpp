@@ -259,9 +259,23 @@ void TileLowering::copyFromFragment(const Access &src, const Access &dst) {
                                      bytes);
         return;
       }
-      for (int64_t j = 0; j < v; ++j) {
-        Value x = memref::LoadOp::create(b, loc, src.root, ValueRange{add(r0, idx(j))});
-        memref::StoreOp::create(b, loc, convert(x, dst.elementType), staging, ValueRange{idx(j)});
+      // f32 to FP8, bf16 or f16 two registers a conversion (the same bits).
+      bool pairs = v % 2 == 0 && src.elementType.isF32() &&
+                   llvm::isa<Float8E4M3FNType, Float8E5M2Type, BFloat16Type, Float16Type>(
+                       dst.elementType);
+      auto loadAt = [&](int64_t j) {
+        return memref::LoadOp::create(b, loc, src.root, ValueRange{add(r0, idx(j))}).getResult();
+      };
+      for (int64_t j = 0; j < v; j += pairs ? 2 : 1) {
+        if (!pairs) {
+          memref::StoreOp::create(b, loc, convert(loadAt(j), dst.elementType), staging,
+                                  ValueRange{idx(j)});
+          continue;
+        }
+        Value lo = loadAt(j), hi = loadAt(j + 1);
+        auto pair = tilenv::ConvertPairOp::create(b, loc, dst.elementType, dst.elementType, lo, hi);
+        memref::StoreOp::create(b, loc, pair.getLoResult(), staging, ValueRange{idx(j)});
+        memref::StoreOp::create(b, loc, pair.getHiResult(), staging, ValueRange{idx(j + 1)});
       }
       tilenv::CopyVectorOp::create(b, loc, staging, ValueRange{zeroIdx}, dst.root, dstOperands,
                                    bytes);

@@ -2,8 +2,8 @@
 //
 // Part of tessel-lower-tile-ops. An element loop over fragments becomes an
 // unrolled loop over each thread's registers (the logical index of register
-// r from its layout; two registers an iteration where FP8 conversions can
-// go in pairs); over memory alone, a thread-strided loop. A pipelined
+// r from its layout; two registers an iteration where conversions to FP8,
+// bf16 or f16 can go in pairs); over memory alone, a thread-strided loop. A pipelined
 // loop that no pipelining pass took becomes a plain scf.for.
 //
 //===----------------------------------------------------------------------===//
@@ -42,31 +42,49 @@ static DenseMap<Operation *, SmallVector<unsigned>> fragmentAccessDims(Block &bo
   return accessDims;
 }
 
-/// Whether `t` is a conversion tilenv.convert_pair takes two at a time.
-static bool isPairableConversion(Operation *op) {
+/// Whether `t` is a conversion tilenv.convert_pair takes two at a time:
+/// f32 to FP8, and where `sixteenBit`, to bf16 or f16.
+static bool isPairableConversion(Operation *op, bool sixteenBit = true) {
   auto t = llvm::dyn_cast<arith::TruncFOp>(op);
-  return t && t.getIn().getType().isF32() &&
-         llvm::isa<Float8E4M3FNType, Float8E5M2Type>(t.getType());
+  if (!t || !t.getIn().getType().isF32()) return false;
+  return llvm::isa<Float8E4M3FNType, Float8E5M2Type>(t.getType()) ||
+         (sixteenBit && llvm::isa<BFloat16Type, Float16Type>(t.getType()));
+}
+
+bool TileLowering::feedsWgmmaRegisters(Value fragment) {
+  Value root = getRootBuffer(fragment);
+  bool feeds = false;
+  kernel.walk([&](GemmOp gemm) {
+    feeds |= getRootBuffer(gemm.getA()) == root &&
+             gemm.getInstruction() == GemmInstruction::wgmma;
+  });
+  if (auto it = storage.find(root); it != storage.end())
+    for (Operation *user : it->second.first.getUsers())
+      feeds |= llvm::isa<tilenv::WgmmaRegAOp>(user);
+  return feeds;
 }
 
 /// Whether the element loop `op` over layout `l` may run two registers an
-/// iteration, their ops interleaved, with its FP8 conversions in pairs:
+/// iteration, their ops interleaved, with its conversions in pairs:
 /// it has one to pair, every register is inside the extents and owned by
-/// its thread (no guards), and its body is straight-line code that touches
+/// its thread (no guards), and its body is straight-line code that writes
 /// only fragments (the two elements' ops may then interleave: a parallel
-/// loop's elements are independent, and no other memory is involved).
-static bool pairsConversions(ParallelOp op, const FragmentLayout &l, bool owned) {
+/// loop's elements are independent, and reads of other memory, which the
+/// loop does not write, give the same values in either order).
+static bool pairsConversions(ParallelOp op, const FragmentLayout &l, bool owned,
+                             bool sixteenBit) {
   if (l.getNumRegisters() < 2 || l.getNumRegisters() % 2 || !owned) return false;
   if (!llvm::all_of(op.getExtents(), [](int64_t e) { return llvm::isPowerOf2_64(e); }))
     return false;
   bool conversion = false;
   for (Operation &inner : op.getBody().front()) {
     if (inner.getNumRegions()) return false;
-    conversion |= isPairableConversion(&inner);
+    conversion |= isPairableConversion(&inner, sixteenBit);
     Value memref = getElementAccess(&inner).first;
     if (memref) {
-      if (!llvm::isa<memref::LoadOp, memref::StoreOp>(inner) ||
-          getMemorySpace(llvm::cast<MemRefType>(memref.getType())) != MemorySpace::fragment)
+      bool fragment =
+          getMemorySpace(llvm::cast<MemRefType>(memref.getType())) == MemorySpace::fragment;
+      if (!llvm::isa<memref::LoadOp>(inner) && !(llvm::isa<memref::StoreOp>(inner) && fragment))
         return false;
     } else if (!isMemoryEffectFree(&inner)) {
       return false;
@@ -126,7 +144,7 @@ void TileLowering::lowerRegisterAccess(Operation *nested, const FragmentLayout &
   nested->erase();
 }
 
-void TileLowering::lowerParallelPairs(ParallelOp op, const FragmentLayout &l) {
+void TileLowering::lowerParallelPairs(ParallelOp op, const FragmentLayout &l, bool sixteenBit) {
   Block &body = op.getBody().front();
   DenseMap<Operation *, SmallVector<unsigned>> accessDims = fragmentAccessDims(body);
   unrolledFor(l.getNumRegisters() / 2, [&](Value pair) {
@@ -143,7 +161,7 @@ void TileLowering::lowerParallelPairs(ParallelOp op, const FragmentLayout &l) {
         copies[e].push_back({&inner, b.clone(inner, mapping[e])});
     SmallVector<std::pair<Operation *, Operation *>> conversions;
     for (auto [first, second] : llvm::zip(copies[0], copies[1]))
-      if (isPairableConversion(first.second))
+      if (isPairableConversion(first.second, sixteenBit))
         conversions.push_back({first.second, second.second});
     for (int e = 0; e < 2; ++e)
       for (auto [original, copy] : copies[e])
@@ -176,8 +194,17 @@ void TileLowering::lowerParallel(ParallelOp op) {
   // Each thread runs the points its registers hold.
   FragmentLayout l = attr.getLayout();
   Value threadOwner = threadOwns(l);
-  if (pairsConversions(op, l, !threadOwner && !registerOwns(l, zeroIdx)))
-    return lowerParallelPairs(op, l);
+  // A 16-bit pair is one 32-bit register, which ptxas hands to a wgmma as
+  // it is: defined while a group runs (the overlapped attention forward
+  // converts P under the next scores' wgmmas), it makes ptxas serialize
+  // every wgmma (C7513). Values converted one at a time are packed at the
+  // wgmma instead, so fragments that feed one keep single conversions.
+  bool sixteenBit = true;
+  body.walk([&](memref::StoreOp store) {
+    if (sixteenBit && feedsWgmmaRegisters(store.getMemRef())) sixteenBit = false;
+  });
+  if (pairsConversions(op, l, !threadOwner && !registerOwns(l, zeroIdx), sixteenBit))
+    return lowerParallelPairs(op, l, sixteenBit);
   SmallVector<Operation *> bodyOps;
   for (Operation &inner : body) bodyOps.push_back(&inner);
   DenseMap<Operation *, SmallVector<unsigned>> accessDims = fragmentAccessDims(body);

@@ -77,6 +77,9 @@ private:
   llvm::DenseMap<mlir::Operation *, mlir::Value> reduceScratch;
   /// wgmma gemms whose A registers are packed before the group's fence.
   llvm::DenseSet<mlir::Operation *> packAFirst;
+  /// Whether `fragment` is (or will be, once lowered) the register A
+  /// operand of a wgmma.
+  bool feedsWgmmaRegisters(mlir::Value fragment);
   /// The kernel-wide thread index and count; threadId/threads are the
   /// current role's while an op inside a tile.role is lowered.
   mlir::Value blockThreadId;
@@ -266,7 +269,7 @@ private:
   void atomicAddFragment(tile::AtomicAddOp op, const Access &src, const Access &dst);
   void lowerParallel(tile::ParallelOp op);
   /// An element loop two registers an iteration, FP8 conversions paired.
-  void lowerParallelPairs(tile::ParallelOp op, const layout::FragmentLayout &l);
+  void lowerParallelPairs(tile::ParallelOp op, const layout::FragmentLayout &l, bool sixteenBit);
   /// A load or store of an element loop's body for register `r` (`dims`:
   /// the loop dimensions that index it): a fragment's becomes a register
   /// access; another memory's runs under `owner`, where given.

@@ -515,6 +515,81 @@ tile.kernel @fp8_conversions_in_pairs(%x: memref<64x64xf8E4M3FN, #g>, %y: memref
 
 // -----
 
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// bf16 and f16 conversions pair as FP8's do (cvt.rn.bf16x2.f32): in an
+// element loop that reads shared memory besides fragments (reads give the
+// same values in either order), and in a converting copy of a fragment to
+// global memory, two registers a vector. A loop that writes shared memory
+// still converts one register at a time.
+// CHECK-LABEL: tile.kernel @sixteen_bit_conversions_in_pairs
+// CHECK: memref.load %{{.*}} : memref<64xf32, #tile.space<shared>>
+// CHECK: memref.load %{{.*}} : memref<64xf32, #tile.space<shared>>
+// CHECK: tilenv.convert_pair %{{.*}}, %{{.*}} : bf16
+// CHECK: tilenv.convert_pair %{{.*}}, %{{.*}} : f16
+// CHECK: tilenv.copy_vector
+// CHECK-NOT: tilenv.convert_pair
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK-NOT: tilenv.convert_pair
+tile.kernel @sixteen_bit_conversions_in_pairs(%y: memref<64x64xf16, #g>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc : memref<64x64xbf16, #s>
+  %acc = tile.alloc : memref<64x64xf32, #f>
+  tile.gemm %a, %a, %acc {transpose_b, clear_accum} : memref<64x64xbf16, #s>, memref<64x64xbf16, #s>, memref<64x64xf32, #f>
+  %row = tile.alloc : memref<64xf32, #s>
+  %p = tile.alloc : memref<64x64xbf16, #f>
+  tile.parallel (%i, %j) in [64, 64] {
+    %v = memref.load %acc[%i, %j] : memref<64x64xf32, #f>
+    %m = memref.load %row[%i] : memref<64xf32, #s>
+    %d = arith.subf %v, %m : f32
+    %c = arith.truncf %d : f32 to bf16
+    memref.store %c, %p[%i, %j] : memref<64x64xbf16, #f>
+  }
+  %h = tile.alloc : memref<64x64xf32, #f>
+  tile.copy %acc, %h : memref<64x64xf32, #f>, memref<64x64xf32, #f>
+  tile.copy %h, %y : memref<64x64xf32, #f>, memref<64x64xf16, #g>
+  %t = tile.alloc : memref<64x64xbf16, #s>
+  tile.parallel (%i, %j) in [64, 64] {
+    %v = memref.load %acc[%i, %j] : memref<64x64xf32, #f>
+    %c = arith.truncf %v : f32 to bf16
+    memref.store %c, %t[%i, %j] : memref<64x64xbf16, #s>
+  }
+}
+
+// -----
+
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// A 16-bit fragment that a wgmma reads as its register A operand converts
+// one register at a time on sm_90a: a pair is one 32-bit register, which
+// ptxas hands to the wgmma as it is, and one defined while a group runs
+// makes ptxas serialize the kernel's wgmmas (C7513). mma.sync (sm_80) has
+// no groups in flight: there the conversions pair.
+// CHECK-LABEL: tile.kernel @wgmma_operand_converts_singly
+// CHECK: tilenv.convert_pair %{{.*}}, %{{.*}} : bf16
+// HOPPER-LABEL: tile.kernel @wgmma_operand_converts_singly
+// HOPPER-NOT: tilenv.convert_pair
+// HOPPER: arith.truncf %{{.*}} : f32 to bf16
+// HOPPER-NOT: tilenv.convert_pair
+// HOPPER: tilenv.wgmma_reg_a
+tile.kernel @wgmma_operand_converts_singly() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc : memref<64x64xbf16, #s>
+  %scores = tile.alloc : memref<64x64xf32, #f>
+  tile.gemm %a, %a, %scores {transpose_b, clear_accum, policy = #tile.policy<full_row>} : memref<64x64xbf16, #s>, memref<64x64xbf16, #s>, memref<64x64xf32, #f>
+  %p = tile.alloc : memref<64x64xbf16, #f>
+  tile.parallel (%i, %j) in [64, 64] {
+    %v = memref.load %scores[%i, %j] : memref<64x64xf32, #f>
+    %c = arith.truncf %v : f32 to bf16
+    memref.store %c, %p[%i, %j] : memref<64x64xbf16, #f>
+  }
+  %o = tile.alloc : memref<64x64xf32, #f>
+  tile.gemm %p, %a, %o {clear_accum} : memref<64x64xbf16, #f>, memref<64x64xbf16, #s>, memref<64x64xf32, #f>
+}
+
+// -----
+
 #f = #tile.space<fragment>
 #g = #tile.space<global>
 

@@ -373,17 +373,19 @@ def TileNV_PackPairOp : TileNV_Op<"pack_pair", [Pure, AllTypesMatch<["lo", "hi"]
 
 def TileNV_ConvertPairOp : TileNV_Op<"convert_pair", [Pure, AllTypesMatch<["lo", "hi"]>,
                                                        AllTypesMatch<["lo_result", "hi_result"]>]> {
-  let summary = "two f32 values to FP8 in one conversion";
+  let summary = "two f32 values to FP8, bf16 or f16 in one conversion";
   let description = [{
-    `arith.truncf` of each (round to nearest even, saturating), as one
-    `cvt.rn.satfinite.e4m3x2.f32` (or `.e5m2x2`) from sm_89 on: the
-    conversion's throughput is per instruction, so pairs take half the
-    time of single values. tessel-lower-tile-ops pairs the conversions of
-    an element loop's two neighbouring registers.
+    `arith.truncf` of each (round to nearest even; saturating for FP8), as
+    one `cvt.rn.satfinite.e4m3x2.f32` (or `.e5m2x2`) from sm_89 on, or one
+    `cvt.rn.bf16x2.f32` (`.f16x2`): the conversion's throughput is per
+    instruction, so pairs take half the time of single values, and a
+    16-bit pair lands packed in one register as tensor-core operands and
+    stores want it. tessel-lower-tile-ops pairs the conversions of an
+    element loop's two neighbouring registers.
   }];
   let arguments = (ins F32:$lo, F32:$hi);
-  let results = (outs AnyTypeOf<[F8E4M3FN, F8E5M2]>:$lo_result,
-                      AnyTypeOf<[F8E4M3FN, F8E5M2]>:$hi_result);
+  let results = (outs AnyTypeOf<[F8E4M3FN, F8E5M2, BF16, F16]>:$lo_result,
+                      AnyTypeOf<[F8E4M3FN, F8E5M2, BF16, F16]>:$hi_result);
   let assemblyFormat = "$lo `,` $hi attr-dict `:` type($lo_result)";
 }
 
