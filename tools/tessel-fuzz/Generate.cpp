@@ -68,8 +68,13 @@ bool apply(const Spec &s, const Stmt &st, Range &r) {
     r = {r.bound * std::max(1.0, std::abs(st.b)), r.frac + fractionBits(st.b)};
     break;
   case StmtKind::roundTrip:
+    // Rounding to nearest keeps multiples of 2^-frac (a coarser quantum is
+    // a multiple of it, a finer one leaves them as they are) and grows a
+    // magnitude by at most half a quantum: 2^-8 of bf16's, 2^-4 of e4m3's,
+    // 2^-3 of e5m2's. FP8 saturates at its largest finite value; f16 would
+    // overflow to infinity.
     if (st.via == DType::f16 && r.bound > 60000) return false;
-    r.bound *= 1.01;
+    r.bound *= st.via == DType::f8e4m3 ? 1.07 : st.via == DType::f8e5m2 ? 1.13 : 1.01;
     break;
   case StmtKind::clampMax: r = {std::min(r.bound, st.a), std::max(r.frac, fractionBits(st.a))}; break;
   case StmtKind::integerPath:
@@ -139,8 +144,10 @@ Stmt randomStmt() {
   st.reduce = pick({ReduceKind::sum, ReduceKind::max, ReduceKind::min, ReduceKind::absmax});
   st.order = pick({MemoryOrder::relaxed, MemoryOrder::relaxed, MemoryOrder::acquire, MemoryOrder::release,
                    MemoryOrder::acq_rel, MemoryOrder::seq_cst});
-  st.via = st.kind == StmtKind::roundTrip ? pick({DType::bf16, DType::f16, DType::f64, DType::i32, DType::i64})
-                                          : pick({DType::i32, DType::i64});
+  st.via = st.kind == StmtKind::roundTrip
+               ? pick({DType::bf16, DType::f16, DType::f64, DType::i32, DType::i64, DType::f8e4m3,
+                       DType::f8e5m2})
+               : pick({DType::i32, DType::i64});
   st.divisor = pick<int64_t>({3, 4, -3, 7});
   st.rowAtomic = chance(0.5);
   st.parts = pick<int64_t>({2, 4});

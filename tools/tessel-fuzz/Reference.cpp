@@ -44,6 +44,10 @@ float castThrough(float v, DType via) {
   switch (via) {
   case DType::bf16:
   case DType::f16: return roundTo(v, via);
+  // Nearest even, saturating (cvt.rn.satfinite; sm_80's software encoder
+  // computes the same bits).
+  case DType::f8e4m3: return rt::fromE4M3(rt::toE4M3(v));
+  case DType::f8e5m2: return rt::fromE5M2(rt::toE5M2(v));
   case DType::i32:
   case DType::i64: return float(int64_t(std::trunc(v)));
   default: return float(double(v));

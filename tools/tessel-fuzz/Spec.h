@@ -54,7 +54,7 @@ enum class Store {
 enum class StmtKind {
   scaleShift,   // W = W * a + b
   selectBelow,  // W = select(W > a, W, W * b)
-  roundTrip,    // W = cast(cast(W, via), f32), via a float or integer type
+  roundTrip,    // W = cast(cast(W, via), f32), via a float (FP8 too) or integer type
   clampMax,     // W = min(max(W, -a), a)
   integerPath,  // W = cast(cast(W * 4, via) * 3 + j, f32) / 4
   /// W = cast(q / d + q % d, f32) for q = cast(W * 4, via): integer
