@@ -117,7 +117,8 @@ namespace {
 bool applyRecord(const TunedSettings &record, GemmConfig &base) {
   const SettingsTable<GemmConfig> &table = gemmSettings();
   Settings defaults = table.write(GemmConfig{}), all;
-  for (const char *key : {"tma_store", "persistent", "overlap_mma", "cluster_m", "split_k", "policy"})
+  for (const char *key :
+       {"tma_store", "persistent", "overlap_mma", "pingpong", "cluster_m", "split_k", "policy"})
     all[key] = defaults.at(key);
   for (const auto &[key, value] : record) all[key] = value;
   return table.apply(all, base);

@@ -240,7 +240,10 @@ void generateGemm(Spec &s) {
   // An A operand in registers is split along M only and read as stored.
   s.aInRegisters = chance(0.2) && !s.transposeA && s.policy != WarpPolicy::full_col &&
                    !(s.eightBit() && s.tmem);
-  s.k = uniform(1, 4 * s.tk);
+  // FP8: K within the accumulator's 13 bits (feasible()): products of
+  // quarters are sixteenths below 4 (8 with the staged tile doubled).
+  s.k = uniform(1, s.fp8() ? std::min<int64_t>(4 * s.tk, s.staged == StagedEdit::scale ? 64 : 128)
+                           : 4 * s.tk);
 }
 
 } // namespace
@@ -276,6 +279,14 @@ bool tessel::fuzz::feasible(const Spec &s) {
   // operand of 16 bits only (the ts form).
   if (s.eightBit() && (s.transposeA || !s.transposeB || s.tk % 32)) return false;
   if (s.eightBit() && s.tmem && s.aInRegisters) return false;
+  // FP8 tensor cores before sm_100a accumulate with about 14 significant
+  // bits, not f32's 24: every partial sum must fit 13 (in units of the
+  // products' quantum), or wgmma and mma.sync may round where the CPU does
+  // not.
+  if (s.family == Family::gemm && s.fp8()) {
+    Range g = initialRange(s);
+    if (g.bound * std::ldexp(1.0, g.frac) > 8192) return false;
+  }
   Range r = initialRange(s);
   if (!r.representable()) return false;
   for (size_t i = 0; i < s.stmts.size(); ++i) {

@@ -321,6 +321,9 @@ LogicalResult LayoutInference::placeEightBitGemm(GemmOp gemm) {
     return gemm.emitError("a gemm of ")
            << in << " operands runs on mma.sync from sm_89 and on wgmma on sm_90a; target "
            << target.arch;
+  if (forced == GemmInstruction::tcgen05)
+    return gemm.emitError("a gemm on tcgen05.mma accumulates in tensor memory: allocate its "
+                          "accumulator with alloc_tmem");
   if (target.computeCapability != 90 || (forced && *forced != GemmInstruction::wgmma))
     return gemm.emitError("a gemm of ")
            << in << " operands runs on wgmma (sm_90a) only; target " << target.arch

@@ -8,6 +8,7 @@
 // RUN: not tessel-opt %s -split-input-file -pass-pipeline='builtin.module(tile.kernel(tessel-layout-inference{arch=sm_80}))' 2>&1 | FileCheck %s --check-prefix=AMPERE
 // RUN: not tessel-opt %s -split-input-file -pass-pipeline='builtin.module(tile.kernel(tessel-layout-inference{arch=sm_89}))' 2>&1 | FileCheck %s --check-prefix=ADA
 // RUN: not tessel-opt %s -split-input-file -pass-pipeline='builtin.module(tile.kernel(tessel-layout-inference{arch=sm_100a}))' 2>&1 | FileCheck %s --check-prefix=BLACKWELL
+// RUN: not tessel-opt %s -split-input-file -pass-pipeline='builtin.module(tile.kernel(tessel-layout-inference{arch=sm_100a}))' 2>&1 >/dev/null | FileCheck %s --check-prefix=BLACKWELL-ERR
 
 #s = #tile.space<shared>
 #f = #tile.space<fragment>
@@ -85,4 +86,20 @@ tile.kernel @fp8_short_k() grid(%bx) = affine_map<() -> (1)> threads(128) {
   %c = tile.alloc : memref<64x64xf32, #f>
   // expected-error @+1 {{gemm K (16) must be a multiple of 32, the K of the tensor-core instruction for 'f8E4M3FN' operands}}
   tile.gemm %a, %b, %c {transpose_b} : memref<64x16xf8E4M3FN, #s>, memref<64x16xf8E4M3FN, #s>, memref<64x64xf32, #f>
+}
+
+// -----
+
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// tcgen05 asked for by name with a register accumulator: the error says
+// where its accumulator goes.
+// BLACKWELL-ERR: error: a gemm on tcgen05.mma accumulates in tensor memory: allocate its accumulator with alloc_tmem
+tile.kernel @forced_tcgen05() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc : memref<128x64xf8E4M3FN, #s>
+  %b = tile.alloc : memref<64x64xf8E4M3FN, #s>
+  %c = tile.alloc : memref<128x64xf32, #f>
+  // expected-error @+1 {{a gemm on tcgen05.mma accumulates in tensor memory: allocate its accumulator with alloc_tmem}}
+  tile.gemm %a, %b, %c {transpose_b, instruction = #tile.instr<tcgen05>} : memref<128x64xf8E4M3FN, #s>, memref<64x64xf8E4M3FN, #s>, memref<128x64xf32, #f>
 }
