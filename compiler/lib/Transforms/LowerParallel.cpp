@@ -52,16 +52,28 @@ static bool isPairableConversion(Operation *op, bool sixteenBit = true) {
 }
 
 bool TileLowering::feedsWgmmaRegisters(Value fragment) {
-  Value root = getRootBuffer(fragment);
-  bool feeds = false;
-  kernel.walk([&](GemmOp gemm) {
-    feeds |= getRootBuffer(gemm.getA()) == root &&
-             gemm.getInstruction() == GemmInstruction::wgmma;
-  });
-  if (auto it = storage.find(root); it != storage.end())
-    for (Operation *user : it->second.first.getUsers())
-      feeds |= llvm::isa<tilenv::WgmmaRegAOp>(user);
-  return feeds;
+  // The tile ops stay until every one is lowered (lowerCollectiveOps erases
+  // them last), so each gemm's operands are still there to see; a fragment
+  // copied into another reaches whatever that one feeds.
+  SmallVector<Value> roots = {getRootBuffer(fragment)};
+  llvm::DenseSet<Value> seen;
+  while (!roots.empty()) {
+    Value root = roots.pop_back_val();
+    if (!seen.insert(root).second) continue;
+    bool feeds = false;
+    kernel.walk([&](Operation *op) {
+      if (auto gemm = llvm::dyn_cast<GemmOp>(op))
+        feeds |= getRootBuffer(gemm.getA()) == root &&
+                 gemm.getInstruction() == GemmInstruction::wgmma;
+      else if (auto copy = llvm::dyn_cast<CopyOp>(op);
+               copy && getRootBuffer(copy.getSource()) == root &&
+               getMemorySpace(llvm::cast<MemRefType>(copy.getDest().getType())) ==
+                   MemorySpace::fragment)
+        roots.push_back(getRootBuffer(copy.getDest()));
+    });
+    if (feeds) return true;
+  }
+  return false;
 }
 
 /// Whether the element loop `op` over layout `l` may run two registers an

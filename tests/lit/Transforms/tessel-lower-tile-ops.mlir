@@ -590,6 +590,32 @@ tile.kernel @wgmma_operand_converts_singly() grid(%bx) = affine_map<() -> (1)> t
 
 // -----
 
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// The same when the converted fragment reaches the wgmma through a copy
+// into another fragment.
+// HOPPER-LABEL: tile.kernel @wgmma_operand_through_a_copy
+// HOPPER-NOT: tilenv.convert_pair
+// HOPPER: tilenv.wgmma_reg_a
+tile.kernel @wgmma_operand_through_a_copy() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc : memref<64x64xbf16, #s>
+  %scores = tile.alloc : memref<64x64xf32, #f>
+  tile.gemm %a, %a, %scores {transpose_b, clear_accum, policy = #tile.policy<full_row>} : memref<64x64xbf16, #s>, memref<64x64xbf16, #s>, memref<64x64xf32, #f>
+  %p = tile.alloc : memref<64x64xbf16, #f>
+  tile.parallel (%i, %j) in [64, 64] {
+    %v = memref.load %scores[%i, %j] : memref<64x64xf32, #f>
+    %c = arith.truncf %v : f32 to bf16
+    memref.store %c, %p[%i, %j] : memref<64x64xbf16, #f>
+  }
+  %q = tile.alloc : memref<64x64xbf16, #f>
+  tile.copy %p, %q : memref<64x64xbf16, #f>, memref<64x64xbf16, #f>
+  %o = tile.alloc : memref<64x64xf32, #f>
+  tile.gemm %q, %a, %o {clear_accum} : memref<64x64xbf16, #f>, memref<64x64xbf16, #s>, memref<64x64xf32, #f>
+}
+
+// -----
+
 #f = #tile.space<fragment>
 #g = #tile.space<global>
 
