@@ -10,6 +10,9 @@
 #
 #   tools/sanitize.sh [BIN_DIR]        (default build/bin; on a GPU machine)
 #   TOOLS="racecheck" tools/sanitize.sh   one tool only
+#   JOBS=8 tools/sanitize.sh             eight sanitizer runs at a time
+#                                        (default 1; each run is a process
+#                                        of its own, so they share the GPU)
 #
 # Prints one line per tool and run, then the error count per tool; exits 1
 # if any tool reported an error or a run failed.
@@ -105,8 +108,8 @@ fuzz_programs=${FUZZ_PROGRAMS:-200}
 fuzz_builds=${FUZZ_BUILDS:-sm_90a-notma-plain,sm_90a}
 fuzz_chunk=25 # programs per sanitizer run, to stay within its time limit
 
-declare -A errors
-failed=0
+jobs_at_once=${JOBS:-1}
+results=$(mktemp -d)
 summary() { # the error count in a sanitizer log
   local n
   n=$(grep -oE "ERROR SUMMARY: [0-9]+ error" "$1" | grep -oE "[0-9]+" | tail -1)
@@ -114,31 +117,37 @@ summary() { # the error count in a sanitizer log
                      grep -oE "\([0-9]+" | tr -d '(' | tail -1)
   echo "${n:-?}"
 }
-run_one() { # tool, label, command...
+run_one() { # tool, label, command...; leaves "tool errors failed" in $results
   local tool=$1 label=$2; shift 2
   local log; log=$(mktemp)
   timeout 300 "$sanitizer" --tool "$tool" --print-limit 20 "$@" >"$log" 2>&1
-  local rc=$? n; n=$(summary "$log")
+  local rc=$? n bad=0; n=$(summary "$log")
   if [ "$n" = "?" ] || [ $rc -ne 0 ]; then
-    failed=1
-    echo "$tool: $label: exit $rc, errors $n"; grep -E "=========|FAIL|error" "$log" | head -20
+    bad=1
+    { echo "$tool: $label: exit $rc, errors $n"; grep -E "=========|FAIL|error" "$log" | head -20; } |
+      flock "$results" cat
     [ "$n" = "?" ] && n=0
   else
-    echo "$tool: $label: $n errors"
+    echo "$tool: $label: $n errors" | flock "$results" cat
   fi
-  errors[$tool]=$(( ${errors[$tool]:-0} + n ))
+  echo "$tool $n $bad" >"$(mktemp -p "$results" result.XXXXXX)"
   rm -f "$log"
+}
+start() { # runs run_one, in the background when JOBS > 1
+  if (( jobs_at_once <= 1 )); then run_one "$@"; return; fi
+  while (( $(jobs -rp | wc -l) >= jobs_at_once )); do wait -n; done
+  run_one "$@" &
 }
 
 for tool in "${tools[@]}"; do
   for r in "${runs[@]}"; do
     # shellcheck disable=SC2086
-    run_one "$tool" "$r" "$bin/tessel" run $r --seed 1
+    start "$tool" "$r" "$bin/tessel" run $r --seed 1
   done
-  run_one "$tool" "user kernels" "$bin/tessel-gpu-tests" "[user]"
+  start "$tool" "user kernels" "$bin/tessel-gpu-tests" "[user]"
   for (( first = 1; first <= fuzz_programs; first += fuzz_chunk )); do
     count=$(( fuzz_programs - first + 1 < fuzz_chunk ? fuzz_programs - first + 1 : fuzz_chunk ))
-    run_one "$tool" "fuzz programs $first..$(( first + count - 1 ))" \
+    start "$tool" "fuzz programs $first..$(( first + count - 1 ))" \
       "$bin/tessel-fuzz" --sample "$count" --seed "$first" --archs "$fuzz_builds"
   done
   # The multi-GPU path as two virtual ranks on this GPU (separate processes,
@@ -146,14 +155,24 @@ for tool in "${tools[@]}"; do
   # on flags (fused form), groups taking turns on two streams.
   for r in "${multi_runs[@]}"; do
     # shellcheck disable=SC2086
-    run_one "$tool" "$r" --target-processes all "$bin/tessel" run $r --ranks 2
+    start "$tool" "$r" --target-processes all "$bin/tessel" run $r --ranks 2
   done
 done
 
+wait
+
+declare -A errors
+failed=0
+for f in "$results"/result.*; do
+  read -r tool n bad <"$f"
+  errors[$tool]=$(( ${errors[$tool]:-0} + n ))
+  (( bad )) && failed=1
+done
+rm -rf "$results"
 echo "sanitize: ${#runs[@]} library runs, the user kernels, $fuzz_programs fuzz programs and ${#multi_runs[@]} virtual-rank runs, per tool:"
 total=0
 for tool in "${tools[@]}"; do
-  echo "  $tool: ${errors[$tool]} errors"
-  total=$(( total + errors[$tool] ))
+  echo "  $tool: ${errors[$tool]:-0} errors"
+  total=$(( total + ${errors[$tool]:-0} ))
 done
 [ $total -eq 0 ] && [ $failed -eq 0 ]

@@ -97,6 +97,9 @@ void UlyssesAttentionForm::upload(const WholeInputs &whole) {
                 rows * row);
     });
   }
+  // Landed before a kernel on a non-blocking stream reads it (a pageable
+  // copy may return early, on the legacy stream).
+  TESSEL_CU(d, cuStreamSynchronize, nullptr);
 }
 
 void UlyssesAttentionForm::run(CUstream stream) {

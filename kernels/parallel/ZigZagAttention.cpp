@@ -62,6 +62,9 @@ void ZigZagAttention::uploadChunks(std::span<const char> whole, CUdeviceptr loca
       const char *host = whole.data() + (b * z.seqlen + z.globalChunk(rank, part) * chunk) * row;
       TESSEL_CU(d, cuMemcpyHtoD, local + (b * 2 + part) * chunk * row, host, chunk * row);
     }
+  // Landed before a kernel on a non-blocking stream reads it (a pageable
+  // copy may return early, on the legacy stream).
+  TESSEL_CU(d, cuStreamSynchronize, nullptr);
 }
 
 void ZigZagAttention::upload(const WholeInputs &whole) {

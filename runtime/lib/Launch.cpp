@@ -38,6 +38,9 @@ void DeviceBuffer::upload(const void *host, size_t bytes) {
   Driver &d = Driver::get();
   d.makeCurrent();
   TESSEL_CU(d, cuMemcpyHtoD, p, host, bytes);
+  // From pageable memory the copy may return before it lands, and a
+  // non-blocking stream does not wait for the legacy stream it ran on.
+  TESSEL_CU(d, cuStreamSynchronize, nullptr);
 }
 
 void DeviceBuffer::download(void *host, size_t bytes) const {
@@ -51,6 +54,10 @@ void DeviceBuffer::fillBytes(unsigned char value) {
   Driver &d = Driver::get();
   d.makeCurrent();
   TESSEL_CU(d, cuMemsetD8, p, value, n);
+  // cuMemsetD8 returns before the fill is done, on the legacy stream,
+  // which a non-blocking stream's kernels do not wait for: without this a
+  // kernel launched next could write its output before the fill does.
+  TESSEL_CU(d, cuStreamSynchronize, nullptr);
 }
 
 void tessel::rt::clearAsync(CUdeviceptr ptr, size_t bytes, CUstream stream) {

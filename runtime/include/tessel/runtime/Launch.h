@@ -28,9 +28,11 @@ public:
   CUdeviceptr ptr() const { return p; }
   int device() const { return ordinal; }
   size_t bytes() const { return n; }
+  /// Copies in (upload) or fills (fillBytes) and returns once done, so a
+  /// kernel on any stream, a non-blocking one included, sees the bytes.
   void upload(const void *host, size_t bytes);
   void download(void *host, size_t bytes) const;
-  /// Fills every byte (0xff makes every float a NaN).
+  /// Fills every byte (0xff makes every float a NaN); done on return.
   void fillBytes(unsigned char value);
 
 private:
