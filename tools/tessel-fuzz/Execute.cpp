@@ -23,7 +23,7 @@ using namespace tessel;
 using namespace tessel::fuzz;
 
 const char *tessel::fuzz::name(Outcome::Kind k) {
-  static const char *names[] = {"passed", "compile-error", "crashed", "mismatch", "hung", "run-error"};
+  static const char *names[] = {"passed", "compile-error", "crashed", "mismatch", "hung", "run-error", "skipped"};
   return names[k];
 }
 
@@ -180,10 +180,23 @@ std::vector<Build> buildsFor(const Spec &s, const std::vector<Build> &builds) {
     if (targets(s, b)) out.push_back(b);
   return out;
 }
+
+/// Why no build of `all` can target `s`.
+Outcome noBuildTargets(const Spec &s, const std::vector<Build> &all) {
+  std::string labels;
+  for (const Build &b : all) {
+    if (!labels.empty()) labels += ',';
+    labels += b.label();
+  }
+  return {Outcome::skipped,
+          fmt::format("no build of {} can target it{}", labels, s.fp8() ? " (FP8 needs sm_89 or later)" : "")};
+}
 } // namespace
 
 Outcome tessel::fuzz::compileAll(const Spec &s, const std::vector<Build> &all) {
-  for (const Build &b : buildsFor(s, all)) {
+  std::vector<Build> builds = buildsFor(s, all);
+  if (builds.empty()) return noBuildTargets(s, all);
+  for (const Build &b : builds) {
     try {
       Program p = buildProgram(s, b);
       compile(p, optionsFor(b));
@@ -197,6 +210,11 @@ Outcome tessel::fuzz::compileAll(const Spec &s, const std::vector<Build> &all) {
 Outcome tessel::fuzz::runAll(const Spec &s, const std::vector<Build> &all,
                              const std::function<void()> &compiled, bool cpuReference) {
   std::vector<Build> builds = buildsFor(s, all);
+  if (builds.empty()) return noBuildTargets(s, all);
+  // One build and no CPU reference: a run would compare nothing.
+  if (builds.size() == 1 && !cpuReference)
+    return {Outcome::skipped, fmt::format("only {} targets it and the CPU reference is off: nothing to compare",
+                                          builds[0].label())};
   std::vector<Kernel> kernels;
   for (const Build &b : builds) {
     try {

@@ -11,9 +11,11 @@
 namespace tessel::fuzz {
 
 /// How one program fared. A program is valid by construction, so anything
-/// but `passed` is a failure.
+/// but `passed` is a failure, except `skipped`: no build asked for can
+/// target it (FP8 on sm_80 only), or a run has nothing to compare it with.
+/// A skipped program is neither passed nor failed, and is counted apart.
 struct Outcome {
-  enum Kind { passed, compileError, crashed, mismatch, hung, runError } kind = passed;
+  enum Kind { passed, compileError, crashed, mismatch, hung, runError, skipped } kind = passed;
   std::string message;
 };
 const char *name(Outcome::Kind k);

@@ -221,7 +221,7 @@ int fuzzPrograms(const Options &o) {
   }
   auto start = std::chrono::steady_clock::now();
   uint64_t seed = o.seed;
-  int64_t given = 0, passed = 0, failed = 0, hung = 0;
+  int64_t given = 0, passed = 0, failed = 0, hung = 0, skipped = 0;
   std::vector<std::pair<Spec, Outcome>> failures;
   auto next = [&]() -> std::optional<Task> {
     bool more = o.count ? given < o.count : elapsedSince(start) < o.seconds;
@@ -231,6 +231,7 @@ int fuzzPrograms(const Options &o) {
   };
   auto done = [&](uint64_t id, const Outcome &outcome) {
     if (outcome.kind == Outcome::passed) return void(++passed);
+    if (outcome.kind == Outcome::skipped) return void(++skipped);
     ++(outcome.kind == Outcome::hung && o.mode == Options::run ? hung : failed);
     std::cout << fmt::format("tessel-fuzz: seed {} {}: {}\n", id, name(outcome.kind),
                              outcome.message.substr(0, outcome.message.find('\n')))
@@ -251,24 +252,33 @@ int fuzzPrograms(const Options &o) {
   }
   std::cout << fmt::format("tessel-fuzz: {} passed, {} failed", passed, failed)
             << (o.mode == Options::run ? fmt::format(", {} hung", hung) : std::string())
+            << (skipped ? fmt::format(", {} skipped", skipped) : std::string())
             << fmt::format(" ({} programs from seed {} in {:.0f} s)\n", given, o.seed, elapsedSince(start));
-  return failed + hung ? 1 : 0;
+  if (failed + hung) return 1;
+  // Nothing checked is not a pass.
+  if (passed == 0 && skipped > 0) {
+    std::cerr << "tessel-fuzz: every program was skipped: give builds that can target them (--archs)\n";
+    return 1;
+  }
+  return 0;
 }
 
 /// --one and --sample: programs run in this process, one after the other,
 /// as compute-sanitizer wants them.
 int inProcess(const Options &o) {
-  int64_t count = o.mode == Options::one ? 1 : o.count, failed = 0;
+  int64_t count = o.mode == Options::one ? 1 : o.count, failed = 0, skipped = 0;
   for (int64_t i = 0; i < count; ++i) {
     Spec s = generate(o.seed + uint64_t(i));
     Outcome outcome = runAll(s, o.builds, {}, o.cpuReference);
     std::cout << fmt::format("tessel-fuzz: seed {} {}{}\n", s.seed, name(outcome.kind),
                              outcome.message.empty() ? "" : ": " + outcome.message)
               << std::flush;
-    if (outcome.kind != Outcome::passed) ++failed;
+    if (outcome.kind == Outcome::skipped) ++skipped;
+    else if (outcome.kind != Outcome::passed) ++failed;
   }
-  std::cout << fmt::format("tessel-fuzz: {} passed, {} failed\n", count - failed, failed);
-  return failed ? 1 : 0;
+  std::cout << fmt::format("tessel-fuzz: {} passed, {} failed", count - failed - skipped, failed)
+            << (skipped ? fmt::format(", {} skipped", skipped) : std::string()) << "\n";
+  return failed || skipped == count ? 1 : 0;
 }
 
 } // namespace
