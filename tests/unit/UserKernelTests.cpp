@@ -382,15 +382,21 @@ TEST_CASE("int4 weights unpacked by element code into a register operand compile
 TEST_CASE("8-bit operands stored MN-major get K-major copies and a remark") {
   struct Case { DType in; bool aMnMajor; std::string arch; };
   for (Case c : {Case{DType::f8e4m3, false, "sm_90a"}, Case{DType::i8, true, "sm_90a"},
-                 Case{DType::i8, true, "sm_80"}}) {
+                 Case{DType::i8, true, "sm_80"}, Case{DType::f8e4m3, true, "sm_100a"},
+                 Case{DType::i8, false, "sm_100a"}}) {
     INFO(name(c.in) << (c.aMnMajor ? " with A and B" : " with B") << " MN-major on " << c.arch);
     Program p = test::mnMajorEightBit(c.in, c.aMnMajor);
     Kernel k = compileChecked(p, c.arch);
-    CHECK(count(k.cuda(), c.arch == "sm_90a" ? "wgmma.mma_async" : "mma.sync.aligned.m16n8k32") >= 1);
+    bool blackwell = c.arch == "sm_100a";
+    CHECK(count(k.cuda(), blackwell            ? "tcgen05.mma"
+                          : c.arch == "sm_90a" ? "wgmma.mma_async"
+                                               : "mma.sync.aligned.m16n8k32") >= 1);
     int copies = 0;
     for (const Remark &r : k.remarks())
       copies += r.pass == "tessel-k-major-operands" && r.location.find("UserKernels.h") != std::string::npos;
-    CHECK(copies == (c.aMnMajor ? 2 : 1));
+    // tcgen05.mma reads the operands as stored: no copy.
+    CHECK(copies == (blackwell ? 0 : c.aMnMajor ? 2 : 1));
+    CHECK((k.loweredIr().find("k_major") == std::string::npos) == blackwell);
   }
 }
 

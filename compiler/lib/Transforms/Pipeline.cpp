@@ -38,8 +38,11 @@ std::optional<tessel::TargetInfo> tessel::lookupTarget(llvm::StringRef arch, boo
 void tessel::buildTesselPipeline(OpPassManager &pm, const TargetInfo &target) {
   OpPassManager &kernel = pm.nest<tile::KernelOp>();
   kernel.addPass(createTesselVerifyKernel(TesselVerifyKernelOptions{target.arch}));
-  kernel.addPass(createTesselKMajorOperands());
+  // Accumulators move to tensor memory first: a gemm into tensor memory
+  // (tcgen05) reads 8-bit operands MN-major as they are stored, so only the
+  // gemms left on wgmma or mma.sync get K-major copies.
   kernel.addPass(createTesselTmemAccumulators(TesselTmemAccumulatorsOptions{target.arch}));
+  kernel.addPass(createTesselKMajorOperands());
   kernel.addPass(createTesselTmemAllocation(TesselTmemAllocationOptions{target.arch}));
   kernel.addPass(createTesselFragmentWindows());
   kernel.addPass(createTesselLayoutInference(TesselLayoutInferenceOptions{target.arch}));
