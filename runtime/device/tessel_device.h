@@ -237,6 +237,22 @@ template <int N> __device__ inline void fence_registers(int (&r)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
 }
 
+// The 32-bit register holding elements i and i + 1 (i even) of a 16-bit
+// accumulator array, as the tensor cores' .f16 forms read and write it.
+// Indexed by constants after unrolling, the array stays in registers.
+template <class T, int N> __device__ inline unsigned &word_at(T (&r)[N], int i) {
+  static_assert(sizeof(T) == 2, "words of 16-bit arrays only");
+  return *reinterpret_cast<unsigned *>(&r[i]);
+}
+
+// fence_registers for a 16-bit accumulator array, a register (two
+// elements) at a time.
+template <int N> __device__ inline void fence_registers(half (&r)[N]) {
+  static_assert(N % 2 == 0, "16-bit accumulator arrays hold whole registers");
+#pragma unroll
+  for (int i = 0; i < N; i += 2) asm volatile("" : "+r"(word_at(r, i))::"memory");
+}
+
 // The same for a 16-bit array, a packed pair of elements at a time: the
 // pairs are formed here, before a wgmma fence, and what follows reads them
 // back unchanged (ptxas folds the unpack and repack away).

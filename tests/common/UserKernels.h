@@ -332,6 +332,30 @@ inline Program mnMajorEightBit(DType in, bool aMnMajor) {
   return p;
 }
 
+/// A gemm accumulating in f16, the tensor cores' .f16 forms: FP8 or f16
+/// operands, A [M, K] and B [N, K] (both K-major), 128 x 128 tiles of C
+/// [M, N] in f16 on `threads` threads.
+inline Program halfAccumulator(DType in, int64_t threads = 256) {
+  Program p(std::string("half_accumulator_") + name(in));
+  Expr m = p.sym("M"), n = p.sym("N"), k = p.sym("K");
+  Tensor a = p.tensor("a", {m, k}, in), b = p.tensor("b", {n, k}, in);
+  Tensor c = p.tensor("c", {m, n}, DType::f16);
+  int64_t bk = in == DType::f16 ? 32 : 64; // 64 bytes of K a step
+  p.kernel({ceil_div(n, 128), ceil_div(m, 128)}, threads, [&](Expr bx, Expr by) {
+    Buffer as = alloc_shared({128, bk}, in, "a");
+    Buffer bs = alloc_shared({128, bk}, in, "b");
+    Buffer cf = alloc_fragment({128, 128}, DType::f16, "c");
+    clear(cf);
+    pipelined(ceil_div(k, bk), 2, [&](Expr kt) {
+      copy(a.tile({by * 128, kt * bk}, {128, bk}), as);
+      copy(b.tile({bx * 128, kt * bk}, {128, bk}), bs);
+      gemm(as, bs, cf, {.transpose_b = true});
+    });
+    copy(cf, c.tile({by * 128, bx * 128}, {128, 128}));
+  });
+  return p;
+}
+
 /// MLA's scores in one product: s = q kv^T over the 576 columns of a
 /// latent (512) and rope (64) part, K = 576 read from shared memory, for 64
 /// query rows and N keys, 32 a step of a pipelined loop.

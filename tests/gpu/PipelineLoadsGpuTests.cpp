@@ -315,6 +315,40 @@ TEST_CASE("8-bit gemms with MN-major operands match the reference", "[gpu][user]
   }
 }
 
+// f16 accumulators (the .f16 forms of wgmma and mma.sync: two elements a
+// register) against the float64 product: FP8 on wgmma, on sm_89's
+// mma.sync (its PTX, run by this GPU) and on sm_100a-emu (tensor memory
+// holds 32-bit accumulators, so mma.sync), f16 on wgmma. A K tail, and N
+// and M past their last tile.
+TEST_CASE("gemms accumulating in f16 match the reference", "[gpu][user]") {
+  if (deviceArch() != "sm_90a") return;
+  const int64_t m = 200, n = 300, k = 320;
+  struct Case { DType in; std::string arch; };
+  for (Case c : {Case{DType::f8e4m3, "sm_90a"}, Case{DType::f8e5m2, "sm_89"},
+                 Case{DType::f8e4m3, "sm_100a-emu"}, Case{DType::f16, "sm_90a"}}) {
+    std::mt19937_64 rng(k);
+    HostTensor a(c.in, {m, k}), b(c.in, {n, k}), out(DType::f16, {m, n});
+    randomize(a, rng);
+    randomize(b, rng);
+    std::vector<double> ref(m * n, 0.0);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t kk = 0; kk < k; ++kk) ref[i * n + j] += a.values[i * k + kk] * b.values[j * k + kk];
+    Program p = test::halfAccumulator(c.in);
+    Kernel kernel = compile(p, {c.arch});
+    DeviceRun run;
+    for (int64_t v : {m, n, k}) run.args.push_back(rt::LaunchArg::integer(v));
+    run.addTensor(a, false);
+    run.addTensor(b, false);
+    run.addTensor(out, true);
+    // f16 keeps 11 bits of each partial sum; a misplaced element would be
+    // off by far more.
+    CheckResult r = launchAndCompare(kernel, run, 5, out, ref, 1e-2, {});
+    INFO(fmt::format("{} on {}: rel error {:.3e}", name(c.in), c.arch, r.relError));
+    CHECK(r.passed);
+  }
+}
+
 TEST_CASE("a peer's tensor bounded at a run-time length reads zero past it", "[gpu][user]") {
   // One rank whose peer table holds its own copy: the same addressing as
   // another GPU's, checked on one.

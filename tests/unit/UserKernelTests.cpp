@@ -400,6 +400,39 @@ TEST_CASE("8-bit operands stored MN-major get K-major copies and a remark") {
   }
 }
 
+TEST_CASE("f16 accumulators run on the tensor cores' .f16 forms, in registers") {
+  struct Case { DType in; std::string arch, instruction; };
+  for (Case c : {Case{DType::f8e4m3, "sm_90a", "wgmma.mma_async.sync.aligned.m64n128k32.f16.e4m3.e4m3"},
+                 Case{DType::f16, "sm_90a", "wgmma.mma_async.sync.aligned.m64n128k16.f16.f16.f16"},
+                 Case{DType::f8e5m2, "sm_89", "mma.sync.aligned.m16n8k32.row.col.f16.e5m2.e5m2.f16"},
+                 Case{DType::f16, "sm_80", "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16"},
+                 // Tensor memory holds 32-bit accumulators: mma.sync.
+                 Case{DType::f8e4m3, "sm_100a", "mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e4m3.f16"}}) {
+    INFO(name(c.in) << " on " << c.arch);
+    Program p = test::halfAccumulator(c.in);
+    Kernel k = compileChecked(p, c.arch);
+    INFO(k.cuda());
+    CHECK(count(k.ptx(), c.instruction) >= 1);
+    // Two f16 elements a 32-bit register, which stays a register, and
+    // wgmmas that ptxas neither serialises nor fences apart.
+    CHECK(k.ptx().find(".local") == std::string::npos);
+    CHECK(k.performanceWarnings() == "");
+  }
+  // bf16 products have no f16 form.
+  Program p("bf16_into_f16");
+  Tensor a = p.tensor("a", {128, 32}, DType::bf16), c = p.tensor("c", {128, 128}, DType::f16);
+  p.kernel({1}, 256, [&](Expr) {
+    Buffer as = alloc_shared({128, 32}, DType::bf16, "a");
+    Buffer cf = alloc_fragment({128, 128}, DType::f16, "c");
+    copy(a.tile({0, 0}, {128, 32}), as);
+    gemm(as, as, cf, {.transpose_b = true, .clear_accum = true});
+    copy(cf, c.tile({0, 0}, {128, 128}));
+  });
+  CHECK_THROWS_WITH(compile(p, {"sm_90a", ""}),
+                    Catch::Contains("tensor-core gemm of 'bf16' operands accumulates in f32, got 'f16'") &&
+                        Catch::Contains("UserKernelTests.cpp"));
+}
+
 TEST_CASE("three consumer warpgroups: 192-row tiles on the layouts of four") {
   for (std::string arch : {"sm_80", "sm_90a", "sm_100a"})
     for (WarpPolicy policy : {WarpPolicy::full_row, WarpPolicy::square}) {

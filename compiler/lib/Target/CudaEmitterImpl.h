@@ -146,6 +146,25 @@ private:
     return "tessel::pack_pair(" + slot(array, base, 2 * i) + ", " + slot(array, base, 2 * i + 1) +
            ")";
   }
+  /// The i-th 32-bit register of a 16-bit accumulator array (elements
+  /// base + 2i and base + 2i + 1), read and written in place.
+  std::string wordSlot(Value array, Value base, int64_t i) {
+    return "tessel::word_at(" + name(array) + ", " + name(base) + " + " + std::to_string(2 * i) + ")";
+  }
+  /// An accumulator array's asm operand `i` (of the instruction's register
+  /// list): an f32 or s32 element, or a register of two f16 elements.
+  std::string accumulatorOperand(Value array, Value base, int64_t i, bool overwrite) {
+    Type t = llvm::cast<MemRefType>(array.getType()).getElementType();
+    std::string text = overwrite ? "\"=" : "\"+";
+    text += t.isF32() ? "f\"(" : "r\"(";
+    text += t.isF16() ? wordSlot(array, base, i) : slot(array, base, i);
+    text += ')';
+    return text;
+  }
+  /// An accumulator's type as the instruction spells it.
+  static std::string ptxAccumulatorType(Type t) {
+    return t.isF16() ? "f16" : t.isF32() ? "f32" : "s32";
+  }
   /// A tensor-core operand type as PTX spells it.
   static std::string ptxType(Type t) {
     if (llvm::isa<Float8E4M3FNType>(t)) return "e4m3";

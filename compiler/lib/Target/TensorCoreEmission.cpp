@@ -35,16 +35,26 @@ LogicalResult CudaEmitter::emitLdMatrix(tilenv::LdMatrixOp o) {
 LogicalResult CudaEmitter::emitMmaSync(tilenv::MmaSyncOp o) {
   std::string t = ptxType(o.getOperandType());
   // 8-bit operands take k32: integers into s32 accumulators, FP8 (sm_89
-  // and later) into f32.
-  bool integer = o.getOperandType().isInteger(8);
+  // and later) into f32 or f16. An f16 accumulator's four elements are two
+  // registers.
   bool eightBit = o.getOperandType().getIntOrFloatBitWidth() == 8;
-  std::string shape = eightBit ? "m16n8k32" : "m16n8k16", acc = integer ? "s32" : "f32";
+  Type accType = llvm::cast<MemRefType>(o.getAcc().getType()).getElementType();
+  std::string shape = eightBit ? "m16n8k32" : "m16n8k16", acc = ptxAccumulatorType(accType);
+  int64_t accRegs = accType.isF16() ? 2 : 4;
+  std::string d;
+  for (int64_t i = 0; i < accRegs; ++i) d += (i ? ", %" : "%") + std::to_string(i);
+  auto operand = [&](int64_t i) {
+    std::string text = "%";
+    text += std::to_string(accRegs + i);
+    return text;
+  };
   line() << "asm volatile(\"mma.sync.aligned." << shape << ".row.col." << acc << "." << t << "."
-         << t << "." << acc << " {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\"\n";
+         << t << "." << acc << " {" << d << "}, {" << operand(0) << ", " << operand(1) << ", "
+         << operand(2) << ", " << operand(3) << "}, {" << operand(4) << ", " << operand(5) << "}, {"
+         << d << "};\"\n";
   line() << "    : ";
-  for (int64_t i = 0; i < 4; ++i)
-    os << (i ? ", " : "") << (integer ? "\"+r\"(" : "\"+f\"(") << slot(o.getAcc(), o.getAccBase(), i)
-       << ")";
+  for (int64_t i = 0; i < accRegs; ++i)
+    os << (i ? ", " : "") << accumulatorOperand(o.getAcc(), o.getAccBase(), i, false);
   os << "\n";
   line() << "    : ";
   for (int64_t i = 0; i < 4; ++i)
@@ -79,13 +89,13 @@ bool CudaEmitter::printedInPlace(Value constant) {
 }
 
 LogicalResult CudaEmitter::emitWgmmaRegA(tilenv::WgmmaRegAOp o) {
-  int64_t n = o.getN(), regs = n / 2;
+  Type accType = llvm::cast<MemRefType>(o.getAcc().getType()).getElementType();
+  // n / 2 accumulator elements a thread: registers of their own (f32,
+  // s32), or packed in pairs (f16).
+  int64_t n = o.getN(), regs = accType.isF16() ? n / 4 : n / 2;
   Type operand = o.getOperandType();
   // 8-bit operands: k32, no transposed B; integers into s32 registers.
   bool eightBit = operand.getIntOrFloatBitWidth() == 8, integer = operand.isInteger(8);
-  const char *reg = integer ? "r" : "f";
-  std::string accConstraint =
-      std::string("\"") + (overwrites(o.getAccumulate()) ? "=" : "+") + reg + "\"";
   std::string t = ptxType(operand);
   std::string list;
   for (int64_t i = 0; i < regs; ++i) list += (i ? ", %" : "%") + std::to_string(i);
@@ -93,12 +103,12 @@ LogicalResult CudaEmitter::emitWgmmaRegA(tilenv::WgmmaRegAOp o) {
       integer ? "" : eightBit ? ", 1, 1" : ", 1, 1, " + std::to_string(o.getTransB() ? 1 : 0);
   line() << "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" << regs + 5
          << ", 0;\\nwgmma.mma_async.sync.aligned.m64n" << n << "k" << (eightBit ? 32 : 16) << "."
-         << (integer ? "s32" : "f32") << "." << t << "." << t << " {" << list << "}, {%" << regs
+         << ptxAccumulatorType(accType) << "." << t << "." << t << " {" << list << "}, {%" << regs
          << ", %" << regs + 1 << ", %" << regs + 2 << ", %" << regs + 3 << "}, %" << regs + 4
          << ", p" << operandScales << ";\\n}\"\n";
   line() << "    : ";
   for (int64_t i = 0; i < regs; ++i) {
-    os << (i ? ", " : "") << accConstraint << "(" << slot(o.getAcc(), o.getBase(), i) << ")";
+    os << (i ? ", " : "") << accumulatorOperand(o.getAcc(), o.getBase(), i, overwrites(o.getAccumulate()));
     if (i % 4 == 3 && i + 1 < regs) os << "\n" << std::string(2 * depth + 6, ' ');
   }
   os << "\n";
@@ -129,14 +139,15 @@ LogicalResult CudaEmitter::emitWgmmaFence(tilenv::WgmmaFenceOp o) {
 }
 
 LogicalResult CudaEmitter::emitWgmma(tilenv::WgmmaOp o) {
-  int64_t n = o.getN(), regs = n / 2;
+  Type accType = llvm::cast<MemRefType>(o.getAcc().getType()).getElementType();
+  // n / 2 accumulator elements a thread: registers of their own (f32,
+  // s32), or packed in pairs (f16).
+  int64_t n = o.getN(), regs = accType.isF16() ? n / 4 : n / 2;
   Type operand = o.getOperandType();
   // 8-bit operands take 32 bytes of K an instruction, as 16-bit ones do, and
   // have no transposed form (both operands are K-major). Integer products
   // accumulate in s32 registers and have no operand scales either.
   bool eightBit = operand.getIntOrFloatBitWidth() == 8, integer = operand.isInteger(8);
-  const char *reg = integer ? "r" : "f";
-  std::string accConstraint = std::string("\"") + (overwrites(o.getAccumulate()) ? "=" : "+") + reg + "\"";
   std::string t = ptxType(operand);
   std::string list;
   for (int64_t i = 0; i < regs; ++i) list += (i ? ", %" : "%") + std::to_string(i);
@@ -145,11 +156,11 @@ LogicalResult CudaEmitter::emitWgmma(tilenv::WgmmaOp o) {
                                                std::to_string(o.getTransB() ? 1 : 0);
   line() << "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" << regs + 2
          << ", 0;\\nwgmma.mma_async.sync.aligned.m64n" << n << "k" << (eightBit ? 32 : 16) << "."
-         << (integer ? "s32" : "f32") << "." << t << "." << t << " {" << list << "}, %" << regs
+         << ptxAccumulatorType(accType) << "." << t << "." << t << " {" << list << "}, %" << regs
          << ", %" << regs + 1 << ", p" << operandScales << ";\\n}\"\n";
   line() << "    : ";
   for (int64_t i = 0; i < regs; ++i) {
-    os << (i ? ", " : "") << accConstraint << "(" << slot(o.getAcc(), o.getBase(), i) << ")";
+    os << (i ? ", " : "") << accumulatorOperand(o.getAcc(), o.getBase(), i, overwrites(o.getAccumulate()));
     if (i % 4 == 3 && i + 1 < regs) os << "\n" << std::string(2 * depth + 6, ' ');
   }
   os << "\n";
@@ -205,7 +216,7 @@ std::optional<LogicalResult> CudaEmitter::emitTensorCore(Operation &op) {
         // wait (the asm above names no registers).
         for (Value ready : o.getReady())
           if (Type t = llvm::cast<MemRefType>(ready.getType()).getElementType();
-              t.isF32() || t.isInteger(32))
+              t.isF32() || t.isInteger(32) || t.isF16())
             line() << "tessel::fence_registers(" << name(ready) << ");\n";
         return success();
       })

@@ -282,9 +282,11 @@ LogicalResult LayoutInference::placeEightBitGemm(GemmOp gemm) {
   int64_t m = c.getDimSize(0), n = c.getDimSize(1), k = a.getDimSize(1);
   Type in = a.getElementType(), acc = c.getElementType();
   bool integer = in.isInteger(8);
-  if (integer ? !acc.isInteger(32) : !acc.isF32())
+  // FP8 products accumulate in f32, or in f16 (wgmma's and mma.sync's
+  // .f16 forms: half the registers, with f16's 11 bits).
+  if (integer ? !acc.isInteger(32) : !acc.isF32() && !acc.isF16())
     return gemm.emitError("a gemm of ") << in << " operands accumulates in "
-                                        << (integer ? "i32" : "f32") << ", got " << acc;
+                                        << (integer ? "i32" : "f32 or f16") << ", got " << acc;
   // A may come from registers, accumulator-shaped (FP8 attention's P x V),
   // read with K in register order (tessel-k-major-operands permuted B).
   bool aInRegisters = isFragment(gemm.getA());
@@ -355,8 +357,12 @@ LogicalResult LayoutInference::placeGemm(GemmOp gemm) {
     return gemm.emitError("tensor-core gemm needs f16, bf16, FP8 (f8e4m3, f8e5m2) or 8-bit "
                           "integer operands, got ")
            << in;
-  if (!c.getElementType().isF32())
-    return gemm.emitError("tensor-core gemm accumulates in f32, got ") << c.getElementType();
+  // f16 products may accumulate in f16 (the instructions' .f16 forms);
+  // bf16 ones have only the f32 form.
+  if (!c.getElementType().isF32() && !(in.isF16() && c.getElementType().isF16()))
+    return gemm.emitError("tensor-core gemm of ")
+           << in << " operands accumulates in f32" << (in.isF16() ? " or f16" : "") << ", got "
+           << c.getElementType();
   // A may come from registers (FlashAttention's P x V): its layout is then
   // the accumulator layout of an [M, K] tile on the same warps, which is
   // what the instructions read, so warps split M only.

@@ -151,13 +151,6 @@ struct TesselTmemAccumulators
     };
     kernel.walk([&](GemmOp gemm) {
       if (spaceOf(gemm.getC()) != MemorySpace::fragment) return;
-      // 8-bit operands accumulate in f32 (i32) on every instruction:
-      // layout inference reports any other accumulator as an error, so a
-      // remark that the gemm runs on mma.sync instead would be false.
-      Type in = llvm::cast<MemRefType>(gemm.getA().getType()).getElementType();
-      Type acc = llvm::cast<MemRefType>(gemm.getC().getType()).getElementType();
-      if (in.getIntOrFloatBitWidth() == 8 && !(in.isInteger(8) ? acc.isInteger(32) : acc.isF32()))
-        return;
       std::string why = whyNotTcgen05(gemm, threads);
       int64_t columns =
           allocatedColumns(llvm::cast<MemRefType>(gemm.getC().getType()).getDimSize(1));

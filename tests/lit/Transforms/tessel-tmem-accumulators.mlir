@@ -122,13 +122,14 @@ tile.kernel @eight_bit() grid(%bx) = affine_map<() -> (1)> threads(128) {
 #s = #tile.space<shared>
 #f = #tile.space<fragment>
 
-// 8-bit operands accumulate in 32 bits: an f16 accumulator stays, with no
-// remark that it runs on mma.sync (layout inference reports the error).
-// CHECK-LABEL: tile.kernel @eight_bit_into_f16
+// Tensor memory holds 32-bit accumulators: an FP8 gemm into f16 stays on
+// mma.sync (its .f16 form), and says so.
+// CHECK-LABEL: tile.kernel @eight_bit_into_16_bits
 // CHECK-NOT: #tile.space<tmem>
-tile.kernel @eight_bit_into_f16() grid(%bx) = affine_map<() -> (1)> threads(128) {
+tile.kernel @eight_bit_into_16_bits() grid(%bx) = affine_map<() -> (1)> threads(128) {
   %a = tile.alloc : memref<128x64xf8E4M3FN, #s>
   %b = tile.alloc : memref<64x64xf8E4M3FN, #s>
   %half = tile.alloc : memref<128x64xf16, #f>
+  // expected-remark @+1 {{this gemm runs on mma.sync on sm_100a, not tcgen05.mma: its accumulator is not f32 (s32 for 8-bit integers)}}
   tile.gemm %a, %b, %half {transpose_b, clear_accum} : memref<128x64xf8E4M3FN, #s>, memref<64x64xf8E4M3FN, #s>, memref<128x64xf16, #f>
 }

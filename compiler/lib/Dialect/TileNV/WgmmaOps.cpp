@@ -16,8 +16,12 @@ LogicalResult WgmmaOp::verify() {
   int64_t n = getN();
   if (n < 8 || n > 256 || n % 8)
     return emitOpError("wgmma's N is a multiple of 8 from 8 to 256, got ") << n;
+  // f16 and FP8 products may accumulate in f16 (packed pairs), bf16 ones
+  // in f32 only.
   if (operand.isF16() || operand.isBF16()) {
-    if (!acc.isF32()) return emitOpError("a wgmma of ") << operand << " accumulates in f32";
+    if (!acc.isF32() && !(operand.isF16() && acc.isF16()))
+      return emitOpError("a wgmma of ") << operand << " accumulates in f32"
+                                        << (operand.isF16() ? " or f16" : "");
     return success();
   }
   bool fp8 = llvm::isa<Float8E4M3FNType, Float8E5M2Type>(operand);
@@ -25,7 +29,7 @@ LogicalResult WgmmaOp::verify() {
     return emitOpError("wgmma takes f16, bf16, e4m3, e5m2, s8 or u8 operands, got ") << operand;
   if (getTransA() || getTransB())
     return emitOpError("a wgmma of ") << operand << " operands has no transposed form (both K-major)";
-  if (fp8 ? !acc.isF32() : !acc.isInteger(32))
-    return emitOpError("a wgmma of ") << operand << " accumulates in " << (fp8 ? "f32" : "i32");
+  if (fp8 ? !acc.isF32() && !acc.isF16() : !acc.isInteger(32))
+    return emitOpError("a wgmma of ") << operand << " accumulates in " << (fp8 ? "f32 or f16" : "i32");
   return success();
 }
