@@ -176,9 +176,9 @@ Buffer gemmTile(const Spec &s, const Params &p, const std::string &arch, Expr ro
   if (s.pipelinedLoop) pipelined(ceil_div(p.k, s.tk), s.stages, {.warp_specialize = s.ws}, step);
   else serial(ceil_div(p.k, s.tk), step);
   bool exact = s.accumulator() == DType::i32;
-  if (!inTmem && !exact) return acc;
+  if (!inTmem && s.accumulator() == DType::f32) return acc;
   Buffer w = alloc_fragment({s.tm, s.tn}, DType::f32, "w");
-  if (!exact) {
+  if (!exact) { // from tensor memory, or f16 registers
     copy(acc, w);
     return w;
   }

@@ -226,12 +226,14 @@ void generateGemm(Spec &s) {
   if (s.policy == WarpPolicy::full_col && s.tn < 8 * warps) s.policy = WarpPolicy::square;
   s.pipelinedLoop = chance(0.8);
   s.stages = int(uniform(1, 4));
-  // Within every target's shared memory, with room for the store's tile.
+  // Within every target's shared memory (sm_89's 99 KB the least), with
+  // room for the store's tile and a row reduction's scratch (8 floats a
+  // row at most).
   auto sharedBytes = [&] {
     return (s.pipelinedLoop ? s.stages : 1) * (s.tm * s.tk + s.tk * s.tn) * byteSize(s.in) +
-           s.tm * s.tn * 4;
+           s.tm * s.tn * 4 + s.tm * 8 * 4;
   };
-  while (sharedBytes() > 96 * 1024 && (s.stages > 1 || s.tk > (s.eightBit() ? 32 : 16)))
+  while (sharedBytes() > 99 * 1024 && (s.stages > 1 || s.tk > (s.eightBit() ? 32 : 16)))
     (s.stages > 1 ? s.stages -= 1 : s.tk /= 2);
   s.ws = pick({WarpSpecialize::automatic, WarpSpecialize::on, WarpSpecialize::off});
   s.transposeA = !s.eightBit() && chance(0.25);
@@ -244,6 +246,13 @@ void generateGemm(Spec &s) {
   // quarters are sixteenths below 4 (8 with the staged tile doubled).
   s.k = uniform(1, s.fp8() ? std::min<int64_t>(4 * s.tk, s.staged == StagedEdit::scale ? 64 : 128)
                            : 4 * s.tk);
+  // An f16 accumulator keeps 11 bits: products of quarters (sixteenths
+  // below 4, or 8 scaled) summed over one K tile of at most 32.
+  if ((s.fp8() || s.in == DType::f16) && !s.tmem && chance(0.3)) {
+    s.halfAccumulator = true;
+    s.tk = std::min<int64_t>(s.tk, 32);
+    s.k = uniform(1, s.staged == StagedEdit::scale ? 16 : 32);
+  }
 }
 
 } // namespace
@@ -286,6 +295,13 @@ bool tessel::fuzz::feasible(const Spec &s) {
   if (s.family == Family::gemm && s.fp8()) {
     Range g = initialRange(s);
     if (g.bound * std::ldexp(1.0, g.frac) > 8192) return false;
+  }
+  // An f16 accumulator: FP8 or f16 products in a fragment (tensor memory
+  // holds 32 bits), every partial sum within f16's 11 bits.
+  if (s.halfAccumulator) {
+    if (s.family != Family::gemm || !(s.fp8() || s.in == DType::f16) || s.tmem) return false;
+    Range g = initialRange(s);
+    if (g.bound * std::ldexp(1.0, g.frac) > 2048) return false;
   }
   Range r = initialRange(s);
   if (!r.representable()) return false;
@@ -361,9 +377,10 @@ std::vector<Spec> tessel::fuzz::shrinkCandidates(const Spec &s) {
   reset(&Spec::transposeB, false);
   reset(&Spec::instruction, GemmInstruction::automatic);
   reset(&Spec::chain, false);
+  reset(&Spec::halfAccumulator, false);
   if (s.eightBit()) { // the same program in 16 bits, where 8 bits are not the cause
     Spec c = s;
-    c.in = DType::bf16;
+    c.in = s.halfAccumulator ? DType::f16 : DType::bf16; // bf16 has no f16 accumulator
     if (c.instruction == GemmInstruction::wgmma) c.instruction = GemmInstruction::automatic;
     add(c);
   }

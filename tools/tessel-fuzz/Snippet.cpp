@@ -178,6 +178,10 @@ std::string gemmText(const Spec &s) {
     t += fmt::format("    pipelined(ceil_div(K, {}), {}, {{.warp_specialize = WarpSpecialize::{}}}, step);\n", s.tk,
                      s.stages, wsName(s.ws));
   else t += fmt::format("    serial(ceil_div(K, {}), step);\n", s.tk);
+  if (s.accumulator() == DType::f16) {
+    t += fmt::format("    Buffer w = alloc_fragment({{{}, {}}}, DType::f32, \"w\");\n    copy(acc, w);\n", s.tm, s.tn);
+    return t;
+  }
   if (s.accumulator() == DType::f32) {
     t += fmt::format("    Buffer w = acc;\n    if (inTmem) {{\n      w = alloc_fragment({{{}, {}}}, DType::f32, \"w\");\n"
                      "      copy(acc, w);\n    }}\n",

@@ -136,8 +136,15 @@ struct Spec {
   /// accumulates exactly in i32.
   bool fp8() const { return in == DType::f8e4m3 || in == DType::f8e5m2; }
   bool eightBit() const { return fp8() || in == DType::i8; }
-  /// The accumulator's type: i32 for i8 inputs, else f32.
-  DType accumulator() const { return in == DType::i8 ? DType::i32 : DType::f32; }
+  /// FP8 or f16 products into an f16 fragment (the tensor cores' .f16
+  /// forms), converted to f32 for the statements; K stays small enough
+  /// that every partial sum is exact in f16 (feasible()).
+  bool halfAccumulator = false;
+  /// The accumulator's type: i32 for i8 inputs, f16 with halfAccumulator,
+  /// else f32.
+  DType accumulator() const {
+    return in == DType::i8 ? DType::i32 : halfAccumulator ? DType::f16 : DType::f32;
+  }
 };
 
 /// One build of a program: a target, whether its pipelines use TMA, and
