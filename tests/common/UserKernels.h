@@ -334,9 +334,11 @@ inline Program mnMajorEightBit(DType in, bool aMnMajor) {
 
 /// A gemm accumulating in f16, the tensor cores' .f16 forms: FP8 or f16
 /// operands, A [M, K] and B [N, K] (both K-major), 128 x 128 tiles of C
-/// [M, N] in f16 on `threads` threads.
-inline Program halfAccumulator(DType in, int64_t threads = 256) {
-  Program p(std::string("half_accumulator_") + name(in));
+/// [M, N] in f16 on `threads` threads. With `doubleEachStep`, element code
+/// doubles the accumulator after each K step's product (C = 2 (C + A_t
+/// B_t)), so the next product reads registers that code wrote.
+inline Program halfAccumulator(DType in, bool doubleEachStep = false, int64_t threads = 256) {
+  Program p(std::string("half_accumulator_") + name(in) + (doubleEachStep ? "_doubled" : ""));
   Expr m = p.sym("M"), n = p.sym("N"), k = p.sym("K");
   Tensor a = p.tensor("a", {m, k}, in), b = p.tensor("b", {n, k}, in);
   Tensor c = p.tensor("c", {m, n}, DType::f16);
@@ -350,6 +352,7 @@ inline Program halfAccumulator(DType in, int64_t threads = 256) {
       copy(a.tile({by * 128, kt * bk}, {128, bk}), as);
       copy(b.tile({bx * 128, kt * bk}, {128, bk}), bs);
       gemm(as, bs, cf, {.transpose_b = true});
+      if (doubleEachStep) parallel(128, 128, [&](Expr i, Expr j) { cf(i, j) = cf(i, j) * 2.0; });
     });
     copy(cf, c.tile({by * 128, bx * 128}, {128, 128}));
   });

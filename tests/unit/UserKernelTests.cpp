@@ -418,6 +418,16 @@ TEST_CASE("f16 accumulators run on the tensor cores' .f16 forms, in registers") 
     CHECK(k.ptx().find(".local") == std::string::npos);
     CHECK(k.performanceWarnings() == "");
   }
+  // Element code writes the accumulator between products: its pairs are
+  // packed before the wgmma fence, not between the fence and the wgmma.
+  for (DType in : {DType::f8e4m3, DType::f16}) {
+    Program p = test::halfAccumulator(in, /*doubleEachStep=*/true);
+    Kernel k = compileChecked(p, "sm_90a");
+    INFO(k.cuda());
+    CHECK(count(k.cuda(), "tessel::fence_registers(") >= 2);
+    CHECK(k.ptx().find(".local") == std::string::npos);
+    CHECK(k.performanceWarnings() == "");
+  }
   // bf16 products have no f16 form.
   Program p("bf16_into_f16");
   Tensor a = p.tensor("a", {128, 32}, DType::bf16), c = p.tensor("c", {128, 128}, DType::f16);

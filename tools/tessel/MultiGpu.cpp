@@ -72,6 +72,9 @@ void fillInputs(UlyssesExchange &x, const UlyssesShape &s, int rank) {
     for (int64_t i = 0; i < n; ++i) host[i] = pattern(rank, t, i);
     TESSEL_CU(d, cuMemcpyHtoD, x.input(t), host.data(), n * 2);
   }
+  // Landed before a peer's kernel reads it: a pageable copy may return
+  // early, on the legacy stream.
+  TESSEL_CU(d, cuStreamSynchronize, nullptr);
 }
 
 /// Elements of `out` (tensor t on `rank`) that are not where the CPU model

@@ -124,10 +124,26 @@ LogicalResult CudaEmitter::emitWgmmaFence(tilenv::WgmmaFenceOp o) {
   // 16-bit values to a register) before the fence, not at each product:
   // a register the group reads that is written after the fence makes ptxas
   // inject another warpgroup.arrive (info C7519) ahead of that product.
-  SetVector<Value> operands;
+  SetVector<Value> operands, halfAccumulators;
+  auto accumulatesInHalves = [&](Value acc, Value accumulate) {
+    if (llvm::cast<MemRefType>(acc.getType()).getElementType().isF16() && !overwrites(accumulate))
+      halfAccumulators.insert(acc);
+  };
   for (Operation *op = o->getNextNode(); op && !llvm::isa<tilenv::WgmmaCommitOp>(op);
        op = op->getNextNode())
-    op->walk([&](tilenv::WgmmaRegAOp product) { operands.insert(product.getA()); });
+    op->walk([&](Operation *nested) {
+      if (auto product = llvm::dyn_cast<tilenv::WgmmaRegAOp>(nested)) {
+        operands.insert(product.getA());
+        accumulatesInHalves(product.getAcc(), product.getAccumulate());
+      } else if (auto product = llvm::dyn_cast<tilenv::WgmmaOp>(nested)) {
+        accumulatesInHalves(product.getAcc(), product.getAccumulate());
+      }
+    });
+  // An f16 accumulator the group adds to is read as registers of two
+  // elements: pairs that element code changed are packed here, before
+  // the fence, rather than inside the wgmma's operand list after it.
+  for (Value acc : halfAccumulators)
+    line() << "tessel::fence_registers(" << name(acc) << ");\n";
   for (Value a : operands) {
     unsigned bits = llvm::cast<MemRefType>(a.getType()).getElementType().getIntOrFloatBitWidth();
     line() << (bits == 16  ? "tessel::fence_pairs("

@@ -3,7 +3,9 @@
 // The 8-bit tensor-core instructions (wgmma's e4m3/e5m2/s8/u8 forms,
 // mma.sync m16n8k32) read both operands K-major: A as [M, K] and B as
 // [N, K]; unlike the 16-bit forms they have no transposed layout (sm_100a's
-// tcgen05.mma has: a gemm into tensor memory keeps its operands). A gemm
+// tcgen05.mma has: a gemm into tensor memory keeps its operands, unless an
+// MN-major one's rows are narrower than the 32 bytes of the smallest
+// swizzled descriptor, an 8-bit B of 16 columns say). A gemm
 // whose 8-bit operand sits in shared memory the other way round ([K, M] A,
 // [K, N] B, as a row-major weight is stored) gets a K-major copy of it,
 // written by element code before the gemm each time it runs, and a remark
@@ -82,6 +84,19 @@ Value kMajorCopy(KernelOp kernel, GemmOp gemm, Value operand, bool transpose, bo
   return copy;
 }
 
+/// Whether `gemm` accumulates in tensor memory (tcgen05.mma).
+bool intoTensorMemory(GemmOp gemm) {
+  return getMemorySpace(llvm::cast<MemRefType>(gemm.getC().getType())) == MemorySpace::tmem;
+}
+
+/// Whether the MN-major `operand` of a tcgen05 gemm has rows too narrow
+/// for a swizzled descriptor (32 bytes the least): an 8-bit B of 16
+/// columns, say.
+bool tooNarrowForDescriptor(Value operand) {
+  auto type = llvm::cast<MemRefType>(operand.getType());
+  return type.getDimSize(1) * getElementBytes(type.getElementType()) < 32;
+}
+
 /// Whether `gemm` reads an 8-bit A from registers whose B is not yet
 /// stored in register order.
 bool needsRegisterOrderB(GemmOp gemm) {
@@ -98,21 +113,23 @@ struct TesselKMajorOperands : tessel::impl::TesselKMajorOperandsBase<TesselKMajo
     SmallVector<GemmOp> gemms;
     kernel.walk([&](GemmOp gemm) {
       auto a = llvm::cast<MemRefType>(gemm.getA().getType());
-      auto c = llvm::cast<MemRefType>(gemm.getC().getType());
-      if (getMemorySpace(c) == MemorySpace::tmem) return;
       if (a.getElementTypeBitWidth() == 8 &&
           (gemm.getTransposeA() || !gemm.getTransposeB() || needsRegisterOrderB(gemm)))
         gemms.push_back(gemm);
     });
     for (GemmOp gemm : gemms) {
       bool registerOrder = needsRegisterOrderB(gemm);
+      // tcgen05.mma reads MN-major 8-bit operands as stored, through a
+      // swizzled descriptor where their rows are wide enough for one.
+      bool tcgen05 = intoTensorMemory(gemm);
       for (bool isA : {true, false}) {
         Value operand = isA ? gemm.getA() : gemm.getB();
         bool mnMajor = isA ? gemm.getTransposeA() : !gemm.getTransposeB();
-        bool permute = !isA && registerOrder;
+        bool permute = !isA && registerOrder && !tcgen05;
         auto type = llvm::cast<MemRefType>(operand.getType());
         // Registers and tensor memory are the verifiers' business.
         if ((!mnMajor && !permute) || getMemorySpace(type) != MemorySpace::shared) continue;
+        if (tcgen05 && !tooNarrowForDescriptor(operand)) continue;
         Value copy = kMajorCopy(kernel, gemm, operand, mnMajor, permute,
                                 isA ? "a_k_major" : "b_k_major");
         if (isA) {
@@ -124,7 +141,12 @@ struct TesselKMajorOperands : tessel::impl::TesselKMajorOperandsBase<TesselKMajo
           if (permute) gemm.setBRegisterKOrder(true);
         }
         InFlightDiagnostic remark = emitMissed(gemm, kPass, missed::kTensorCores);
-        if (mnMajor)
+        if (tcgen05)
+          remark << "operand " << (isA ? "A" : "B") << " is stored " << (isA ? "[K, M]" : "[K, N]")
+                 << " in rows of " << type.getDimSize(1) * getElementBytes(type.getElementType())
+                 << " bytes, too narrow for the swizzled descriptor tcgen05.mma reads an MN-major "
+                    "operand through (32 bytes the least): ";
+        else if (mnMajor)
           remark << "operand " << (isA ? "A" : "B") << " is stored " << (isA ? "[K, M]" : "[K, N]")
                  << " and 8-bit tensor-core instructions read it K-major only: ";
         else

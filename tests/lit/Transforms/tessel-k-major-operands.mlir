@@ -104,3 +104,28 @@ tile.kernel @register_a_k_major() grid(%bx) = affine_map<() -> (1)> threads(128)
   tile.gemm %p, %v, %acc {transpose_b} : memref<64x32xi8, #f>, memref<64x32xi8, #s>, memref<64x64xi32, #f>
   tile.gemm %p, %v, %acc {transpose_b, b_register_k_order} : memref<64x32xi8, #f>, memref<64x32xi8, #s>, memref<64x64xi32, #f>
 }
+
+// -----
+
+#s = #tile.space<shared>
+#t = #tile.space<tmem>
+
+// Into tensor memory (tcgen05.mma) an MN-major 8-bit operand is read as
+// stored, unless its rows are narrower than the smallest swizzled
+// descriptor's 32 bytes: a B of 16 columns gets its K-major copy, one of
+// 64 does not.
+// CHECK-LABEL: tile.kernel @tcgen05_operands
+// CHECK-NEXT: tile.alloc {name = "b_k_major"} : memref<16x32xf8E4M3FN, #tile.space<shared>>
+// CHECK-NOT: k_major
+// CHECK: tile.gemm %{{.*}}, %{{.*}}, %{{.*}} {transpose_b} : memref<128x32xf8E4M3FN, #tile.space<shared>>, memref<16x32xf8E4M3FN, #tile.space<shared>>
+// CHECK: tile.gemm %{{.*}}, %{{.*}}, %{{.*}} : memref<128x32xf8E4M3FN, #tile.space<shared>>, memref<32x64xf8E4M3FN, #tile.space<shared>>
+tile.kernel @tcgen05_operands() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc : memref<128x32xf8E4M3FN, #s>
+  %narrow = tile.alloc : memref<32x16xf8E4M3FN, #s>
+  %acc = tile.alloc : memref<128x16xf32, #t>
+  // expected-remark @+1 {{operand B is stored [K, N] in rows of 16 bytes, too narrow for the swizzled descriptor tcgen05.mma reads an MN-major operand through (32 bytes the least): element code copies it into a 16 x 32 shared tile before each gemm (512 bytes); store it [N, K] (transpose_b) to skip the copy}}
+  tile.gemm %a, %narrow, %acc : memref<128x32xf8E4M3FN, #s>, memref<32x16xf8E4M3FN, #s>, memref<128x16xf32, #t>
+  %wide = tile.alloc : memref<32x64xf8E4M3FN, #s>
+  %acc2 = tile.alloc : memref<128x64xf32, #t>
+  tile.gemm %a, %wide, %acc2 : memref<128x32xf8E4M3FN, #s>, memref<32x64xf8E4M3FN, #s>, memref<128x64xf32, #t>
+}

@@ -133,3 +133,41 @@ tile.kernel @eight_bit_into_16_bits() grid(%bx) = affine_map<() -> (1)> threads(
   // expected-remark @+1 {{this gemm runs on mma.sync on sm_100a, not tcgen05.mma: its accumulator is not f32 (s32 for 8-bit integers)}}
   tile.gemm %a, %b, %half {transpose_b, clear_accum} : memref<128x64xf8E4M3FN, #s>, memref<64x64xf8E4M3FN, #s>, memref<128x64xf16, #f>
 }
+
+// -----
+
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// The trial placement runs what the pipeline runs after this pass: an FP8
+// gemm left in registers with B stored [K, N] gets its K-major copy there
+// too, and the other gemm still moves.
+// CHECK-LABEL: tile.kernel @beside_an_mn_major_eight_bit_gemm
+// CHECK: #tile.space<tmem>
+tile.kernel @beside_an_mn_major_eight_bit_gemm() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc : memref<128x64xbf16, #s>
+  %b = tile.alloc : memref<64x64xbf16, #s>
+  %acc = tile.alloc : memref<128x64xf32, #f>
+  // expected-remark @+1 {{the accumulator moves through tensor memory for tcgen05.mma}}
+  tile.gemm %a, %b, %acc {clear_accum} : memref<128x64xbf16, #s>, memref<64x64xbf16, #s>, memref<128x64xf32, #f>
+  %a8 = tile.alloc : memref<64x64xf8E4M3FN, #s>
+  %b8 = tile.alloc : memref<64x64xf8E4M3FN, #s>
+  %acc8 = tile.alloc : memref<64x64xf32, #f>
+  // expected-remark @+1 {{tcgen05.mma computes 128 rows (all tensor-memory lanes) and the accumulator has 64}}
+  tile.gemm %a8, %b8, %acc8 {clear_accum} : memref<64x64xf8E4M3FN, #s>, memref<64x64xf8E4M3FN, #s>, memref<64x64xf32, #f>
+}
+
+// -----
+
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// bf16 products have no f16 form: no remark that the gemm runs on
+// mma.sync (layout inference reports the error).
+// CHECK-LABEL: tile.kernel @bf16_into_f16
+tile.kernel @bf16_into_f16() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc : memref<128x64xbf16, #s>
+  %b = tile.alloc : memref<64x64xbf16, #s>
+  %half = tile.alloc : memref<128x64xf16, #f>
+  tile.gemm %a, %b, %half {clear_accum} : memref<128x64xbf16, #s>, memref<64x64xbf16, #s>, memref<128x64xf16, #f>
+}
