@@ -227,17 +227,24 @@ void generateGemm(Spec &s) {
   s.pipelinedLoop = chance(0.8);
   s.stages = int(uniform(1, 4));
   // Within every target's shared memory (sm_89's 99 KB the least), with
-  // room for the store's tile and a row reduction's scratch (8 floats a
-  // row at most).
+  // room for the store's tile, a row reduction's scratch (a float for
+  // each warp sharing a row: up to 8, or 32 where the warps split the
+  // columns) and, for 8-bit operands, the K-major copies
+  // tessel-k-major-operands may make of both.
+  int64_t scratchPerRow = s.policy == WarpPolicy::full_col ? 32 : 8;
   auto sharedBytes = [&] {
-    return (s.pipelinedLoop ? s.stages : 1) * (s.tm * s.tk + s.tk * s.tn) * byteSize(s.in) +
-           s.tm * s.tn * 4 + s.tm * 8 * 4;
+    int64_t operands = (s.tm * s.tk + s.tk * s.tn) * byteSize(s.in);
+    return (s.pipelinedLoop ? s.stages : 1) * operands + (s.eightBit() ? operands : 0) +
+           s.tm * s.tn * 4 + s.tm * scratchPerRow * 4;
   };
   while (sharedBytes() > 99 * 1024 && (s.stages > 1 || s.tk > (s.eightBit() ? 32 : 16)))
     (s.stages > 1 ? s.stages -= 1 : s.tk /= 2);
   s.ws = pick({WarpSpecialize::automatic, WarpSpecialize::on, WarpSpecialize::off});
-  s.transposeA = !s.eightBit() && chance(0.25);
-  s.transposeB = s.eightBit() || chance(0.25);
+  // 8-bit operands stored MN-major get K-major copies before wgmma and
+  // mma.sync (tessel-k-major-operands), and are read as stored by
+  // tcgen05.mma from tensor memory; B [N, K] is the common case.
+  s.transposeA = chance(0.25);
+  s.transposeB = chance(s.eightBit() ? 0.75 : 0.25);
   s.staged = pick({StagedEdit::none, StagedEdit::none, StagedEdit::maskTail, StagedEdit::scale});
   // An A operand in registers is split along M only and read as stored.
   s.aInRegisters = chance(0.2) && !s.transposeA && s.policy != WarpPolicy::full_col &&
@@ -248,10 +255,13 @@ void generateGemm(Spec &s) {
                            : 4 * s.tk);
   // An f16 accumulator keeps 11 bits: products of quarters (sixteenths
   // below 4, or 8 scaled) summed over one K tile of at most 32.
+  // (With the staged tile doubled, one tile of 16: FP8 tiles are 32 deep,
+  // so FP8 drops the doubling.)
   if ((s.fp8() || s.in == DType::f16) && !s.tmem && chance(0.3)) {
     s.halfAccumulator = true;
-    s.tk = std::min<int64_t>(s.tk, 32);
-    s.k = uniform(1, s.staged == StagedEdit::scale ? 16 : 32);
+    if (s.fp8() && s.staged == StagedEdit::scale) s.staged = StagedEdit::none;
+    s.tk = std::min<int64_t>(s.tk, s.staged == StagedEdit::scale ? 16 : 32);
+    s.k = uniform(1, s.tk);
   }
 }
 
@@ -284,9 +294,9 @@ bool applyChain(const Spec &s, Range &r) {
 }
 
 bool tessel::fuzz::feasible(const Spec &s) {
-  // 8-bit operands are K-major, in K steps of 32; tensor memory holds an A
+  // 8-bit operands come in K steps of 32; tensor memory holds an A
   // operand of 16 bits only (the ts form).
-  if (s.eightBit() && (s.transposeA || !s.transposeB || s.tk % 32)) return false;
+  if (s.eightBit() && s.tk % 32) return false;
   if (s.eightBit() && s.tmem && s.aInRegisters) return false;
   // FP8 tensor cores before sm_100a accumulate with about 14 significant
   // bits, not f32's 24: every partial sum must fit 13 (in units of the

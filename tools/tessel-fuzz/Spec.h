@@ -131,8 +131,8 @@ struct Spec {
 
   /// Whether some statement is inexact (outputs compared within a bound).
   bool inexact() const;
-  /// Gemm inputs of one byte: FP8 (e4m3, e5m2) or i8, read K-major (A
-  /// [M, K], B [N, K]) as their tensor-core instructions take them; i8
+  /// Gemm inputs of one byte: FP8 (e4m3, e5m2) or i8, K-major or not (the
+  /// compiler copies MN-major ones K-major for wgmma and mma.sync); i8
   /// accumulates exactly in i32.
   bool fp8() const { return in == DType::f8e4m3 || in == DType::f8e5m2; }
   bool eightBit() const { return fp8() || in == DType::i8; }
