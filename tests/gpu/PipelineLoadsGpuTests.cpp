@@ -15,6 +15,8 @@
 
 #include <fmt/format.h>
 
+#include <array>
+
 using namespace tessel;
 
 using namespace tessel::harness;
@@ -272,6 +274,20 @@ TEST_CASE("int4 weights unpacked into a register operand match the reference", "
   }
 }
 
+/// Runs a gemm program taking (M, N, K, a, b, out) for `arch` and compares
+/// `out` with `ref` within `tolerance`.
+static CheckResult checkGemm(Program &p, const std::string &arch, std::array<int64_t, 3> mnk,
+                             HostTensor &a, HostTensor &b, HostTensor &out,
+                             const std::vector<double> &ref, double tolerance) {
+  Kernel kernel = compile(p, {arch});
+  DeviceRun run;
+  for (int64_t v : mnk) run.args.push_back(rt::LaunchArg::integer(v));
+  run.addTensor(a, false);
+  run.addTensor(b, false);
+  run.addTensor(out, true);
+  return launchAndCompare(kernel, run, 5, out, ref, tolerance, {});
+}
+
 TEST_CASE("8-bit gemms with MN-major operands match the reference", "[gpu][user]") {
   const int64_t m = 256, n = 256, k = 320; // a K tail: five steps of 64
   struct Case { DType in; bool aMnMajor; std::string arch; };
@@ -301,15 +317,9 @@ TEST_CASE("8-bit gemms with MN-major operands match the reference", "[gpu][user]
         for (int64_t j = 0; j < n; ++j) ref[i * n + j] += av * b.values[kk * n + j];
       }
     Program p = test::mnMajorEightBit(c.in, c.aMnMajor);
-    Kernel kernel = compile(p, {c.arch});
-    DeviceRun run;
-    for (int64_t v : {m, n, k}) run.args.push_back(rt::LaunchArg::integer(v));
-    run.addTensor(a, false);
-    run.addTensor(b, false);
-    run.addTensor(out, true);
     // i8 is exact; FP8 wgmma accumulates with fewer bits than f32 (a
     // misplaced element would be off by far more than either bound).
-    CheckResult r = launchAndCompare(kernel, run, 5, out, ref, integer ? 1e-6 : 1e-3, {});
+    CheckResult r = checkGemm(p, c.arch, {m, n, k}, a, b, out, ref, integer ? 1e-6 : 1e-3);
     INFO(fmt::format("{} on {}: rel error {:.3e}", name(c.in), c.arch, r.relError));
     CHECK(r.passed);
   }
@@ -343,15 +353,9 @@ TEST_CASE("gemms accumulating in f16 match the reference", "[gpu][user]") {
           if (c.doubled) r *= 2;
         }
     Program p = test::halfAccumulator(c.in, c.doubled);
-    Kernel kernel = compile(p, {c.arch});
-    DeviceRun run;
-    for (int64_t v : {m, n, k}) run.args.push_back(rt::LaunchArg::integer(v));
-    run.addTensor(a, false);
-    run.addTensor(b, false);
-    run.addTensor(out, true);
     // f16 keeps 11 bits of each partial sum; a misplaced element would be
     // off by far more.
-    CheckResult r = launchAndCompare(kernel, run, 5, out, ref, 1e-2, {});
+    CheckResult r = checkGemm(p, c.arch, {m, n, k}, a, b, out, ref, 1e-2);
     INFO(fmt::format("{} on {}{}: rel error {:.3e}", name(c.in), c.arch,
                      c.doubled ? ", doubled each step" : "", r.relError));
     CHECK(r.passed);
