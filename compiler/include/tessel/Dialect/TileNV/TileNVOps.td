@@ -282,10 +282,11 @@ def TileNV_LdMatrixOp : TileNV_Op<"ldmatrix"> {
 def TileNV_MmaSyncOp : TileNV_Op<"mma_sync"> {
   let summary = "mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16} (m16n8k32.s32.{s8,u8}): acc += a * b";
   let description = [{
-    `acc[acc_base..+3]` (f32), `a[a_base..+3]` and `b[b_base..+1]` (packed
-    pairs in i32) are the per-thread fragments of the instruction. An `a`
-    of f16 or bf16 elements (a fragment used as operand A) is read in pairs
-    from `a[a_base..+7]`.
+    `acc[acc_base..+3]` (f32 or s32; f16 for f16 and FP8 products, the
+    .f16 form, two elements a register), `a[a_base..+3]` and
+    `b[b_base..+1]` (packed pairs in i32) are the per-thread fragments of
+    the instruction. An `a` of f16 or bf16 elements (a fragment used as
+    operand A) is read in pairs from `a[a_base..+7]`.
   }];
   let arguments = (ins AnyMemRef:$acc, Index:$acc_base, AnyMemRef:$a, Index:$a_base,
                        AnyMemRef:$b, Index:$b_base, TypeAttr:$operand_type);
@@ -325,9 +326,10 @@ def TileNV_WgmmaOp : TileNV_Op<"wgmma"> {
     With `accumulate` false the product overwrites acc (scale-d 0), which
     clears an accumulator without writing its registers first.
 
-    f16/bf16 operands take k16 with f32 accumulators. 8-bit operands take
-    k32 and are K-major (no trans_a/trans_b): f8E4M3FN/f8E5M2 with f32
-    accumulators, i8 (s8) and ui8 (u8) with i32 accumulators.
+    f16/bf16 operands take k16 with f32 accumulators (f16 ones also with
+    f16 accumulators: n/4 registers of two elements). 8-bit operands take
+    k32 and are K-major (no trans_a/trans_b): f8E4M3FN/f8E5M2 with f32 or
+    f16 accumulators, i8 (s8) and ui8 (u8) with i32 accumulators.
   }];
   let hasVerifier = 1;
   let arguments = (ins AnyMemRef:$acc, Index:$base, I64:$desc_a, I64:$desc_b, Tessel_I64Attr:$n,
