@@ -284,7 +284,7 @@ LogicalResult LayoutInference::placeEightBitGemm(GemmOp gemm) {
   bool integer = in.isInteger(8);
   // FP8 products accumulate in f32, or in f16 (wgmma's and mma.sync's
   // .f16 forms: half the registers, with f16's 11 bits).
-  if (integer ? !acc.isInteger(32) : !acc.isF32() && !acc.isF16())
+  if (!tilenv::registerAccumulatorTaken(in, acc))
     return gemm.emitError("a gemm of ") << in << " operands accumulates in "
                                         << (integer ? "i32" : "f32 or f16") << ", got " << acc;
   // A may come from registers, accumulator-shaped (FP8 attention's P x V),
@@ -359,7 +359,7 @@ LogicalResult LayoutInference::placeGemm(GemmOp gemm) {
            << in;
   // f16 products may accumulate in f16 (the instructions' .f16 forms);
   // bf16 ones have only the f32 form.
-  if (!c.getElementType().isF32() && !(in.isF16() && c.getElementType().isF16()))
+  if (!tilenv::registerAccumulatorTaken(in, c.getElementType()))
     return gemm.emitError("tensor-core gemm of ")
            << in << " operands accumulates in f32" << (in.isF16() ? " or f16" : "") << ", got "
            << c.getElementType();

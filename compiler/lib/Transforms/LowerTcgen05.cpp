@@ -42,6 +42,12 @@ bool TileLowering::touchesTmem(Operation *op) {
 }
 
 std::optional<TileLowering::TmemView> TileLowering::resolveTmem(Operation *op, Value view) {
+  // Each warp of a warpgroup reaches its quarter of the 128 lanes.
+  if (threads < 128 || threads % 128) {
+    fail(op, "tensor memory is reached by whole warpgroups (each warp its quarter of the 128 "
+             "lanes); this code runs on " + std::to_string(threads) + " threads");
+    return std::nullopt;
+  }
   TmemView t;
   auto viewType = llvm::cast<MemRefType>(view.getType());
   t.element = viewType.getElementType();

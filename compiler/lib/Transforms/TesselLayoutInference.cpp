@@ -504,6 +504,14 @@ LogicalResult LayoutInference::run() {
     return failure();
   }
 
+  // An element loop's iterations are unrolled per thread: more than the
+  // layout's 65536 registers is an error at the loop, not a lowering that
+  // never ends.
+  for (auto &[op, placed] : loops)
+    if (placed.layout.getReg().size() > 16)
+      return op->emitError("this parallel loop gives each of its ")
+             << getExecutingThreads(op) << " threads 2^" << placed.layout.getReg().size()
+             << " iterations, unrolled; at most 65536 (2^16) fit";
   for (auto &[value, placed] : fragments)
     value.getDefiningOp<AllocOp>().setLayoutAttr(FragmentLayoutAttr::get(ctx, placed.layout));
   for (auto &[op, placed] : loops)

@@ -76,17 +76,6 @@ std::string whyNotTcgen05(GemmOp gemm, int64_t threads) {
   return "";
 }
 
-/// Whether some tensor-core instruction takes `gemm`'s operand and
-/// accumulator types: i8 into i32; f16, bf16 or FP8 into f32; f16 or FP8
-/// into f16 (the .f16 forms).
-bool anyInstructionTakes(GemmOp gemm) {
-  Type in = llvm::cast<MemRefType>(gemm.getA().getType()).getElementType();
-  Type acc = llvm::cast<MemRefType>(gemm.getC().getType()).getElementType();
-  if (in.isInteger(8)) return acc.isInteger(32);
-  bool halfForm = in.isF16() || llvm::isa<Float8E4M3FNType, Float8E5M2Type>(in);
-  return acc.isF32() || (acc.isF16() && halfForm);
-}
-
 /// Gives each eligible gemm of `kernel` a tensor-memory accumulator (one
 /// per accumulator fragment, at the kernel's top), copied in before the gemm
 /// when it accumulates and out after it.
@@ -167,7 +156,10 @@ struct TesselTmemAccumulators
       if (spaceOf(gemm.getC()) != MemorySpace::fragment) return;
       // No remark that a gemm no instruction takes runs on mma.sync:
       // layout inference reports it as an error.
-      if (!anyInstructionTakes(gemm)) return;
+      if (!tilenv::registerAccumulatorTaken(
+              llvm::cast<MemRefType>(gemm.getA().getType()).getElementType(),
+              llvm::cast<MemRefType>(gemm.getC().getType()).getElementType()))
+        return;
       std::string why = whyNotTcgen05(gemm, threads);
       int64_t columns =
           allocatedColumns(llvm::cast<MemRefType>(gemm.getC().getType()).getDimSize(1));

@@ -390,3 +390,22 @@ tile.kernel @window_across_lanes() grid(%bx) = affine_map<() -> (1)> threads(128
   tile.fill %r, %z : memref<64x16xf32, #f>, f32
   tile.copy %r, %w : memref<64x16xf32, #f>, memref<64x16xf32, strided<[64, 1], offset: ?>, #f>
 }
+
+// -----
+
+// An element loop that reads a fragment runs the fragment's layout, its
+// iterations unrolled per thread: more than 2^16 of them is an error at the
+// loop (a lowering that walked them would not end).
+tile.kernel @huge_parallel(%y: memref<32x32xf32, #tile.space<global>>) grid(%bx) = affine_map<() -> (1)> threads(64) {
+  %w = tile.alloc : memref<32x32xf32, #tile.space<shared>>
+  %r = tile.alloc : memref<32xf32, #tile.space<fragment>>
+  tile.reduce sum %w -> %r dim = 1 clear : memref<32x32xf32, #tile.space<shared>> -> memref<32xf32, #tile.space<fragment>>
+  // expected-error @+1 {{this parallel loop gives each of its 64 threads 2^32 iterations, unrolled; at most 65536 (2^16) fit}}
+  tile.parallel (%i, %j) in [32, 4294967296] {
+    %a = memref.load %r[%i] : memref<32xf32, #tile.space<fragment>>
+    %b = memref.load %w[%i, %j] : memref<32x32xf32, #tile.space<shared>>
+    %c = arith.subf %b, %a : f32
+    memref.store %c, %w[%i, %j] : memref<32x32xf32, #tile.space<shared>>
+  }
+  tile.copy %w, %y : memref<32x32xf32, #tile.space<shared>>, memref<32x32xf32, #tile.space<global>>
+}

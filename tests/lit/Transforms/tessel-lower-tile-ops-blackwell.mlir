@@ -215,3 +215,14 @@ tile.kernel @block_scaled() grid(%bx) = affine_map<() -> (1)> threads(128) attri
   %acc = tile.alloc {offset = 0 : i64} : memref<128x256xf32, #tile.space<tmem>>
   tile.gemm %a, %b, %acc scales(%sa, %sb : memref<2x512xf8E8M0FNU, #tile.space<shared>>, memref<2x1024xf8E8M0FNU, #tile.space<shared>>) {instruction = #tile.instr<tcgen05>, warps = array<i64: 1, 1>, scale_a_column = 256 : i64, scale_b_column = 288 : i64, transpose_b, clear_accum} : memref<128x256xf8E4M3FN, #tile.space<shared>>, memref<256x256xf8E4M3FN, #tile.space<shared>>, memref<128x256xf32, #tile.space<tmem>>
 }
+
+// -----
+
+// Each warp of a warpgroup reaches its quarter of tensor memory's lanes:
+// fewer threads than a warpgroup is an error, not a division by zero.
+tile.kernel @tmem_copy_on_one_thread() grid(%bx) = affine_map<() -> (1)> threads(1) attributes {tmem_columns = 128 : i64} {
+  %t = tile.alloc {offset = 0 : i64} : memref<128x128xf32, #tile.space<tmem>>
+  %f = tile.alloc {layout = #tile.fragment<[128, 128], reg = [[0, 1], [0, 2], [0, 4], [0, 8], [0, 16], [0, 32], [0, 64]], lane = [[1, 0], [2, 0], [4, 0], [8, 0], [16, 0]], warp = [[32, 0], [64, 0]]>} : memref<128x128xf32, #tile.space<fragment>>
+  // expected-error @+1 {{tensor memory is reached by whole warpgroups (each warp its quarter of the 128 lanes); this code runs on 1 threads}}
+  tile.copy %f, %t {tmem_group_columns = 128 : i64} : memref<128x128xf32, #tile.space<fragment>>, memref<128x128xf32, #tile.space<tmem>>
+}

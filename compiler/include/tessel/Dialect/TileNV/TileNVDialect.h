@@ -16,6 +16,10 @@ namespace tessel::tilenv {
 /// set, for a pair no kind takes.
 std::optional<layout::Tcgen05Formats> tcgen05Formats(mlir::Type operand, mlir::Type acc,
                                                      std::string &why, bool blockScaled = false);
+/// Whether the register-accumulator tensor-core instructions (wgmma,
+/// mma.sync) take `operand` x `operand` into `acc`: i8 (u8) into i32; f16,
+/// bf16 or FP8 into f32; f16 or FP8 into f16 (the .f16 forms).
+bool registerAccumulatorTaken(mlir::Type operand, mlir::Type acc);
 /// The dialect's spelling of a layout kind.
 Tcgen05Kind toDialect(layout::Tcgen05Kind kind);
 } // namespace tessel::tilenv
