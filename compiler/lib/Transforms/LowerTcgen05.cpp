@@ -42,12 +42,6 @@ bool TileLowering::touchesTmem(Operation *op) {
 }
 
 std::optional<TileLowering::TmemView> TileLowering::resolveTmem(Operation *op, Value view) {
-  // Each warp of a warpgroup reaches its quarter of the 128 lanes.
-  if (threads < 128 || threads % 128) {
-    fail(op, "tensor memory is reached by whole warpgroups (each warp its quarter of the 128 "
-             "lanes); this code runs on " + std::to_string(threads) + " threads");
-    return std::nullopt;
-  }
   TmemView t;
   auto viewType = llvm::cast<MemRefType>(view.getType());
   t.element = viewType.getElementType();
@@ -150,9 +144,20 @@ void TileLowering::moveTmemValues(bool load, const TmemView &view, Value address
     });
 }
 
+/// Whether the threads running `op` are whole warpgroups, as copies and
+/// fills between tensor memory and registers need (each warp reaches its
+/// quarter of the 128 lanes); fails `op` otherwise.
+bool TileLowering::wholeWarpgroupsReachTmem(Operation *op) {
+  if (threads >= 128 && threads % 128 == 0) return true;
+  fail(op, "tensor memory is reached by whole warpgroups (each warp its quarter of the 128 "
+           "lanes); this code runs on " + std::to_string(threads) + " threads");
+  return false;
+}
+
 void TileLowering::copyTmem(CopyOp op) {
   bool load = getMemorySpace(llvm::cast<MemRefType>(op.getSource().getType())) == MemorySpace::tmem;
   Value tmem = load ? op.getSource() : op.getDest();
+  if (!wholeWarpgroupsReachTmem(op)) return;
   std::optional<TmemView> view = resolveTmem(op, tmem);
   if (!view) return;
   auto step = op->getAttrOfType<IntegerAttr>("tmem_group_columns");
@@ -197,6 +202,7 @@ void TileLowering::copyTmem(CopyOp op) {
 }
 
 void TileLowering::fillTmem(FillOp op) {
+  if (!wholeWarpgroupsReachTmem(op)) return;
   std::optional<TmemView> view = resolveTmem(op, op.getDest());
   if (!view) return;
   auto step = op->getAttrOfType<IntegerAttr>("tmem_group_columns");

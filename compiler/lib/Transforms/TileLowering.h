@@ -236,6 +236,7 @@ private:
   /// to or from the columns at `address`; 16-bit values in pairs.
   void moveTmemValues(bool load, const TmemView &view, mlir::Value address, mlir::Value values,
                       int64_t count);
+  bool wholeWarpgroupsReachTmem(mlir::Operation *op);
   void copyTmem(tile::CopyOp op);
   void fillTmem(tile::FillOp op);
   void lowerTcgen05Gemm(tile::GemmOp op);
