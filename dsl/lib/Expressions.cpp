@@ -10,6 +10,7 @@
 #include "DslInternal.h"
 #include "ExprInternal.h"
 
+#include "tessel/Dialect/Tile/TileDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/Builders.h"
@@ -462,6 +463,16 @@ Expr tessel::exp(Expr a) {
 }
 Expr tessel::exp2(Expr a) {
   return unary(a, [](OpBuilder &b, Location l, Value v) -> Value { return math::Exp2Op::create(b, l, v); });
+}
+Expr tessel::exp2(Expr a, int64_t fmaEvery) {
+  if (fmaEvery < 1)
+    fail(lastLoc, fmt::format("exp2's fmaEvery counts registers: one in every {} cannot be", fmaEvery));
+  DType t = a.type();
+  if (t != DType::f32 && t != DType::f16 && t != DType::bf16)
+    fail(lastLoc, fmt::format("exp2 on the FMA pipe takes f32, f16 or bf16, got {}", name(t)));
+  return unary(a, [&](OpBuilder &b, Location l, Value v) -> Value {
+    return tile::Exp2Op::create(b, l, v.getType(), v, b.getI64IntegerAttr(fmaEvery));
+  });
 }
 Expr tessel::log(Expr a) {
   return unary(a, [](OpBuilder &b, Location l, Value v) -> Value { return math::LogOp::create(b, l, v); });

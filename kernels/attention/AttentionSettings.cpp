@@ -114,6 +114,7 @@ const SettingsTable<AttentionConfig> &kernels::attentionSettings() {
       flagSetting("tma_store", &C::tmaStore),
       fixed(flagSetting("v_transposed", &C::vTransposed)),
       fixed(flagSetting("descales", &C::descales)),
+      integerSetting("exp2_fma", &C::exp2FmaEvery, 0, 64),
   });
   return table;
 }

@@ -85,7 +85,9 @@ public:
         pr(alloc_fragment({bm, bn}, c.dtype, "probs")),
         acc(alloc_fragment({bm, d}, DType::f32, "out_acc")),
         softmax(OnlineSoftmax::allocate(bm, "rescale", /*shiftByBlock=*/c.overlap,
-                                        /*pBias=*/isFp8(c.dtype) ? 8 : 0)) {}
+                                        /*pBias=*/isFp8(c.dtype) ? 8 : 0)) {
+    softmax.exp2FmaEvery = c.exp2FmaEvery;
+  }
 
   void build() {
     // The queries' rows (at their key position, the last shard for any

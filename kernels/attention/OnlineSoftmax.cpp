@@ -45,8 +45,9 @@ void OnlineSoftmax::advance() const {
 void OnlineSoftmax::exponentiate(const Buffer &s, const Buffer &p) const {
   const Buffer &shift = shiftByBlock ? blockMax : rowMax;
   parallel(s.shape()[0], s.shape()[1], [&](Expr i, Expr j) {
-    s(i, j) = pBias ? exp2(s(i, j) * scaleLog2 - (shift(i) - Expr(double(pBias))))
-                    : exp2(s(i, j) * scaleLog2 - shift(i));
+    Expr power = pBias ? s(i, j) * scaleLog2 - (shift(i) - Expr(double(pBias)))
+                       : s(i, j) * scaleLog2 - shift(i);
+    s(i, j) = exp2FmaEvery ? exp2(power, exp2FmaEvery) : exp2(power);
     p(i, j) = cast(s(i, j), p.dtype());
   });
   reduce_sum(s, rowSum, 1, /*clear=*/false);

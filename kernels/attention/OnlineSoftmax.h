@@ -58,6 +58,9 @@ struct OnlineSoftmax {
   // where (0, 1] would round the small ones to FP8's subnormals or zero.
   // O / l is unchanged; the log-sum-exp takes it off.
   int pBias = 0;
+  // exp2 with one register in this many on the FMA pipe (0: none), where
+  // the special-function unit is what a step waits for.
+  int64_t exp2FmaEvery = 0;
 
   /// The four fragments of `rows` f32 elements, `factor` named `factorName`.
   static OnlineSoftmax allocate(int64_t rows, const char *factorName, bool shiftByBlock = false,

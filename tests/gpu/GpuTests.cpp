@@ -298,6 +298,11 @@ TEST_CASE("flash attention forward matches the reference", "[gpu][attention]") {
                                       {"seqlens_k", "0,130,7"}});
   checkKernel("flash_attention_fwd", {{"block_m", "64"}, {"threads", "128"}, {"head_dim", "64"},
                                       {"block_n", "64"}});
+  // The softmax's exp2 partly on the FMA pipe: one register in 3 (chosen
+  // by index) and one in 2 (FP8's paired conversions), both dtypes.
+  checkKernel("flash_attention_fwd", {{"exp2_fma", "3"}, {"causal", "1"}, {"seqlen_q", "333"}});
+  checkKernel("flash_attention_fwd", {{"exp2_fma", "2"}, {"dtype", "e4m3"}, {"causal", "1"},
+                                      {"v_transposed", "1"}, {"seqlen_q", "333"}});
   // Three consumer warpgroups, 192 query rows a block (FlashAttention-3's
   // head_dim 64 tile): masks, ragged and packed lengths, GQA, the
   // persistent walk, K ahead of V, the TMA store, and sm_80's mma.sync on

@@ -461,3 +461,25 @@ TEST_CASE("a default-constructed Expr is assigned before use, and reading it una
   }
   CHECK_THROWS_WITH(evaluate(Expr(), {}), Catch::Contains("before it is given a value"));
 }
+
+TEST_CASE("exp2 on the FMA pipe rejects a share of no registers and types it cannot take") {
+  int line = 0;
+  std::string msg = errorOf([&](Tensor x) {
+    Buffer f = alloc_fragment({16, 64}, DType::f32);
+    parallel(16, 64, [&](Expr i, Expr j) {
+      line = __LINE__ + 1;
+      f(i, j) = exp2(f(i, j), 0);
+    });
+  });
+  CHECK(msg.find(here(line)) == 0);
+  CHECK(msg.find("exp2's fmaEvery counts registers: one in every 0 cannot be") != std::string::npos);
+  msg = errorOf([&](Tensor x) {
+    Buffer f = alloc_fragment({16, 64}, DType::f64);
+    parallel(16, 64, [&](Expr i, Expr j) {
+      line = __LINE__ + 1;
+      f(i, j) = exp2(f(i, j), 4);
+    });
+  });
+  CHECK(msg.find(here(line)) == 0);
+  CHECK(msg.find("exp2 on the FMA pipe takes f32, f16 or bf16, got f64") != std::string::npos);
+}

@@ -87,7 +87,9 @@ void buildStmt(const Spec &s, const Stmt &st, const Params &p, const Buffer &w, 
     if_(col0 == Expr(0), [&] { update(s, w, [&](const Ref &x, Expr, Expr) { return x * Expr(st.a) + Expr(st.b); }); });
     return;
   case StmtKind::exponent:
-    update(s, w, [&](const Ref &x, Expr, Expr) { return exp(x * Expr(st.a)); });
+    update(s, w, [&](const Ref &x, Expr, Expr) {
+      return st.fmaEvery ? exp2(x * Expr(st.a), st.fmaEvery) : exp(x * Expr(st.a));
+    });
     return;
   case StmtKind::columnParts: {
     int64_t columns = s.tn / st.parts;

@@ -113,14 +113,14 @@ std::vector<std::vector<uint8_t>> runBuild(Kernel &k, const Spec &s) {
   return outputs;
 }
 
-bool close(float ref, float got, bool inexact) {
+bool close(float ref, float got, float tolerance) {
   uint32_t a, b;
   std::memcpy(&a, &ref, 4);
   std::memcpy(&b, &got, 4);
   // Sums taken in another order may end in a zero of the other sign.
   if (a == b || (ref == 0 && got == 0)) return true;
-  if (!inexact || std::isnan(ref) || std::isnan(got)) return false;
-  return std::abs(ref - got) <= 1e-5f * std::max(1.0f, std::abs(ref));
+  if (!tolerance || std::isnan(ref) || std::isnan(got)) return false;
+  return std::abs(ref - got) <= tolerance * std::max(1.0f, std::abs(ref));
 }
 
 /// "" when `got` matches `ref`, else the first differing element and how
@@ -135,7 +135,7 @@ std::string compare(const Spec &s, const std::vector<std::vector<uint8_t>> &ref,
     const float *r = reinterpret_cast<const float *>(ref[o].data());
     const float *g = reinterpret_cast<const float *>(got[o].data());
     for (size_t e = 0; e < count; ++e)
-      if (!close(r[e], g[e], s.inexact()) && differing++ == 0) first = e;
+      if (!close(r[e], g[e], s.tolerance()) && differing++ == 0) first = e;
     if (differing)
       return fmt::format("{}: {} of {} elements differ; first at flat index {}: {} vs {}", outputs[o].name,
                          differing, count, first, r[first], g[first]);

@@ -163,7 +163,10 @@ Stmt randomStmt() {
     st.b = pick({0.5, -2.0, 0.25});
     break;
   case StmtKind::clampMax: st.a = pick({0.5, 1.0, 2.0, 4.0}); break;
-  case StmtKind::exponent: st.a = pick({0.5, 1.0, -1.0, 0.25}); break;
+  case StmtKind::exponent:
+    st.a = pick({0.5, 1.0, -1.0, 0.25});
+    st.fmaEvery = pick<int64_t>({0, 0, 1, 2, 3, 4});
+    break;
   default: break;
   }
   return st;
@@ -326,6 +329,14 @@ bool tessel::fuzz::feasible(const Spec &s) {
 
 bool Spec::inexact() const {
   return std::any_of(stmts.begin(), stmts.end(), [](const Stmt &st) { return st.kind == StmtKind::exponent; });
+}
+
+float Spec::tolerance() const {
+  if (!inexact()) return 0;
+  bool polynomial = std::any_of(stmts.begin(), stmts.end(), [](const Stmt &st) {
+    return st.kind == StmtKind::exponent && st.fmaEvery;
+  });
+  return polynomial ? 2e-4f : 1e-5f;
 }
 
 Spec tessel::fuzz::generate(uint64_t seed) {

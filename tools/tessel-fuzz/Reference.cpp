@@ -160,7 +160,11 @@ struct Model {
     case StmtKind::firstColumn:
       if (col0 == 0) each([&](float v, int64_t, int64_t) { return v * float(st.a) + float(st.b); });
       break;
-    case StmtKind::exponent: each([&](float v, int64_t, int64_t) { return std::exp(v * float(st.a)); }); break;
+    case StmtKind::exponent:
+      each([&](float v, int64_t, int64_t) {
+        return st.fmaEvery ? std::exp2(v * float(st.a)) : std::exp(v * float(st.a));
+      });
+      break;
     case StmtKind::columnParts:
       each([&](float v, int64_t, int64_t j) {
         return v * float(st.a) + (float(st.b) + float(j / (s.tn / st.parts)));

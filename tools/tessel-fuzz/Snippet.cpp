@@ -74,7 +74,9 @@ std::string stmtText(const Spec &s, const Stmt &st) {
   case StmtKind::firstColumn:
     return "    if_(col0 == Expr(0), [&] {\n" + update(s, fmt::format("w(i, j) * {} + {}", lit(st.a), lit(st.b)), 6) +
            "    });\n";
-  case StmtKind::exponent: return update(s, fmt::format("exp(w(i, j) * {})", lit(st.a)));
+  case StmtKind::exponent:
+    return update(s, st.fmaEvery ? fmt::format("exp2(w(i, j) * {}, {})", lit(st.a), st.fmaEvery)
+                                 : fmt::format("exp(w(i, j) * {})", lit(st.a)));
   case StmtKind::columnParts: {
     int64_t columns = s.tn / st.parts;
     return fmt::format("    serial({}, [&](Expr q) {{\n      Buffer part = w.tile({{0, q * {}}}, {{{}, {}}});\n"

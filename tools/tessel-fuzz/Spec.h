@@ -65,7 +65,7 @@ enum class StmtKind {
   allReduce,    // r = reduce(W, 1); t = reduce(r, 0); W = W - t(0)
   scalarAtomic, // parallel: atomic_add(S(0), W(i, j), order)
   firstColumn,  // if_(col0 == 0, W = W * a + b): a block-uniform branch
-  exponent,     // W = exp(W * a) (inexact: compared within a bound)
+  exponent,     // W = exp(W * a), or 2^(W * a) with fmaEvery (inexact: compared within a bound)
   /// serial(parts, q): the window of W's columns [q C, (q + 1) C), C =
   /// tn / parts, = window * a + (b + q): windows of a fragment, each
   /// naming registers (the loop unrolled).
@@ -83,6 +83,7 @@ struct Stmt {
   MemoryOrder order = MemoryOrder::relaxed;
   bool rowAtomic = false; // rowReduce: also add r into R
   int64_t parts = 2;      // columnParts
+  int64_t fmaEvery = 0;   // exponent: exp2(W * a, fmaEvery) where nonzero, else exp
 };
 
 /// An edit of the staged B tile inside the K loop, before the gemm reads it
@@ -131,6 +132,10 @@ struct Spec {
 
   /// Whether some statement is inexact (outputs compared within a bound).
   bool inexact() const;
+  /// The relative bound outputs are compared within: 0 where exact, wider
+  /// where an exp2 puts registers on the FMA pipe (a polynomial within
+  /// 8.6e-5, which two builds may apply to different elements).
+  float tolerance() const;
   /// Gemm inputs of one byte: FP8 (e4m3, e5m2) or i8, K-major or not (the
   /// compiler copies MN-major ones K-major for wgmma and mma.sync); i8
   /// accumulates exactly in i32.

@@ -254,6 +254,11 @@ LogicalResult CudaEmitter::emitArith(Operation &op) {
                << ";\n";
         return success();
       })
+      .Case([&](tilenv::Exp2FmaOp o) {
+        line() << declare(r) << " = "
+               << fromFloat(r.getType(), "tessel::exp2_fma(" + asFloat(o.getX()) + ")") << ";\n";
+        return success();
+      })
       .Case([&](math::LogOp) { return call("log"); })
       .Case([&](math::Log2Op) { return call("log2"); })
       .Case([&](math::SqrtOp) { return call("sqrt"); })
@@ -542,8 +547,10 @@ LogicalResult CudaEmitter::emitOp(Operation &op) {
            << ");\n";
     return success();
   }
+  // tilenv.exp2_fma is element arithmetic too, printed beside math.exp2.
   if (op.getDialect() && (op.getDialect()->getNamespace() == "arith" ||
-                          op.getDialect()->getNamespace() == "math"))
+                          op.getDialect()->getNamespace() == "math" ||
+                          llvm::isa<tilenv::Exp2FmaOp>(op)))
     return emitArith(op);
   // Each family prints the ops it knows and passes the others on; no op
   // belongs to two.

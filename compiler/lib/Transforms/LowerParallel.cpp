@@ -176,8 +176,15 @@ void TileLowering::lowerParallelPairs(ParallelOp op, const FragmentLayout &l, bo
       if (isPairableConversion(first.second, sixteenBit))
         conversions.push_back({first.second, second.second});
     for (int e = 0; e < 2; ++e)
-      for (auto [original, copy] : copies[e])
+      for (auto [original, copy] : copies[e]) {
+        if (auto exp2 = llvm::dyn_cast<Exp2Op>(copy)) {
+          // Register 2 p + e: modulo 1 or 2 that is e itself, a constant.
+          lowerExp2(exp2, r[e],
+                    2 % exp2.getFmaEvery() == 0 ? std::optional<int64_t>(e) : std::nullopt);
+          continue;
+        }
         lowerRegisterAccess(copy, l, accessDims.lookup(original), r[e], Value());
+      }
     // Each pair at its second conversion, which follows the first and comes
     // before every use of either.
     for (auto [first, second] : conversions) {
@@ -228,11 +235,41 @@ void TileLowering::lowerParallel(ParallelOp op) {
     splice(coords);
     // Fragment accesses become register accesses; side effects outside the
     // thread happen once, in the element's owner.
+    SmallVector<Exp2Op> exp2s;
     for (Operation *inner : bodyOps)
       inner->walk([&](Operation *nested) {
+        if (auto exp2 = llvm::dyn_cast<Exp2Op>(nested)) exp2s.push_back(exp2);
         lowerRegisterAccess(nested, l, accessDims.lookup(nested), r, owner);
       });
+    for (Exp2Op exp2 : exp2s) lowerExp2(exp2, r);
   });
+}
+
+void TileLowering::lowerExp2(Exp2Op op, Value reg, std::optional<int64_t> residue) {
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPoint(op);
+  Location at = op.getLoc();
+  int64_t every = op.getFmaEvery();
+  auto fma = [&]() -> Value { return tilenv::Exp2FmaOp::create(b, at, op.getType(), op.getX()); };
+  auto sfu = [&]() -> Value { return math::Exp2Op::create(b, at, op.getX()); };
+  Value result;
+  if (every == 1) {
+    result = fma();
+  } else if (!reg) {
+    result = sfu();
+  } else if (std::optional<int64_t> r = residue ? residue : getConstantIntValue(reg)) {
+    result = *r % every == every - 1 ? fma() : sfu();
+  } else {
+    // The register index is the unrolled loop's: the condition is a
+    // constant in each copy the CUDA compiler unrolls, and the other
+    // form is dead there.
+    Value rem = arith::RemUIOp::create(b, at, reg, idx(every));
+    Value pick = arith::CmpIOp::create(b, at, arith::CmpIPredicate::eq, rem, idx(every - 1));
+    Value onFma = fma(), onSfu = sfu();
+    result = arith::SelectOp::create(b, at, pick, onFma, onSfu);
+  }
+  op.replaceAllUsesWith(result);
+  op.erase();
 }
 
 void TileLowering::lowerPipelined(PipelinedOp op) {

@@ -489,6 +489,8 @@ LogicalResult TileLowering::run() {
   allocateTensorMemory();
 
   if (mlir::failed(lowerCollectiveOps())) return mlir::failure();
+  // exp2s outside element loops over fragments have no register to choose by.
+  kernel.walk([&](Exp2Op op) { lowerExp2(op, Value()); });
   kernel.walk([&](NumBlocksOp op) {
     b.setInsertionPoint(op);
     op.replaceAllUsesWith(tilenv::GridDimOp::create(b, op.getLoc(), b.getIndexType()).getResult());

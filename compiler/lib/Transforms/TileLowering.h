@@ -276,6 +276,12 @@ private:
   /// access; another memory's runs under `owner`, where given.
   void lowerRegisterAccess(mlir::Operation *nested, const layout::FragmentLayout &l,
                            llvm::ArrayRef<unsigned> dims, mlir::Value r, mlir::Value owner);
+  /// tile.exp2 for register `reg` of an element loop (null outside one):
+  /// math.exp2 on the special-function unit, or tilenv.exp2_fma where the
+  /// register is one of those the op puts on the FMA pipe. `residue`, where
+  /// known, is the register's index modulo the op's fma_every.
+  void lowerExp2(tile::Exp2Op op, mlir::Value reg,
+                 std::optional<int64_t> residue = std::nullopt);
   void lowerPipelined(tile::PipelinedOp op);
   void lowerRole(tile::RoleOp op);
   void lowerCopyAsync(tile::CopyAsyncOp op);

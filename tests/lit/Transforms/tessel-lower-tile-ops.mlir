@@ -639,3 +639,59 @@ tile.kernel @window_registers(%x: memref<32xf32, #g>) grid(%bx) = affine_map<() 
   tile.copy %w, %r : memref<32xf32, strided<[1], offset: ?>, #f>, memref<32xf32, #f>
   tile.copy %r, %x : memref<32xf32, #f>, memref<32xf32, #g>
 }
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// tile.exp2 chooses its unit by register: in an element loop that runs two
+// registers an iteration (FP8 conversions in pairs), fma_every 2 puts the
+// second register of each pair (2 p + 1) on the FMA pipe and the first on
+// the special-function unit, with no select. A loop one register an iteration
+// (it writes shared memory) chooses by the unrolled register index, which
+// the CUDA compiler folds in each unrolled copy. Outside element loops over
+// fragments only fma_every 1 takes the polynomial.
+// CHECK-LABEL: tile.kernel @exp2_units_by_register
+// CHECK: scf.for %[[P:.*]] = %c0{{.*}} to %c16{{.*}} step %c1
+// CHECK: %[[E0:.*]] = math.exp2 %{{.*}} : f32
+// CHECK: %[[E1:.*]] = tilenv.exp2_fma %{{.*}} : f32
+// CHECK: tilenv.convert_pair %[[E0]], %[[E1]] : f8E4M3FN
+// CHECK: scf.for %[[R:.*]] = %c0{{.*}} to %c32{{.*}} step %c1
+// CHECK: %[[REM:.*]] = arith.remui %[[R]], %c4{{.*}} : index
+// CHECK: %[[PICK:.*]] = arith.cmpi eq, %[[REM]], %c3{{.*}} : index
+// CHECK: %[[FMA:.*]] = tilenv.exp2_fma %{{.*}} : f32
+// CHECK: %[[SFU:.*]] = math.exp2 %{{.*}} : f32
+// CHECK: arith.select %[[PICK]], %[[FMA]], %[[SFU]] : f32
+// CHECK: tilenv.exp2_fma %{{.*}} : f32
+// CHECK-NOT: tilenv.exp2_fma
+// CHECK: math.exp2 %{{.*}} : f32
+// CHECK-NOT: tile.exp2
+tile.kernel @exp2_units_by_register(%x: memref<64x64xf8E4M3FN, #g>, %y: memref<64x64xf32, #g>, %z: memref<2xf32, #g>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %a = tile.alloc : memref<64x64xbf16, #s>
+  %acc = tile.alloc : memref<64x64xf32, #f>
+  tile.gemm %a, %a, %acc {transpose_b, clear_accum} : memref<64x64xbf16, #s>, memref<64x64xbf16, #s>, memref<64x64xf32, #f>
+  %p = tile.alloc : memref<64x64xf8E4M3FN, #f>
+  tile.parallel (%i, %j) in [64, 64] {
+    %v = memref.load %acc[%i, %j] : memref<64x64xf32, #f>
+    %e = tile.exp2 %v fma_every 2 : f32
+    %c = arith.truncf %e : f32 to f8E4M3FN
+    memref.store %c, %p[%i, %j] : memref<64x64xf8E4M3FN, #f>
+  }
+  tile.copy %p, %x : memref<64x64xf8E4M3FN, #f>, memref<64x64xf8E4M3FN, #g>
+  %t = tile.alloc : memref<64x64xf32, #s>
+  tile.parallel (%i, %j) in [64, 64] {
+    %v = memref.load %acc[%i, %j] : memref<64x64xf32, #f>
+    %e = tile.exp2 %v fma_every 4 : f32
+    memref.store %e, %t[%i, %j] : memref<64x64xf32, #s>
+  }
+  tile.copy %t, %y : memref<64x64xf32, #s>, memref<64x64xf32, #g>
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %h = arith.constant 0.5 : f32
+  %all = tile.exp2 %h fma_every 1 : f32
+  %some = tile.exp2 %h fma_every 3 : f32
+  memref.store %all, %z[%c0] : memref<2xf32, #g>
+  memref.store %some, %z[%c1] : memref<2xf32, #g>
+}

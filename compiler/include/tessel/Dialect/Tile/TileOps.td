@@ -274,6 +274,30 @@ def Tile_ReduceOp : Tile_Op<"reduce"> {
   let hasVerifier = 1;
 }
 
+def Tile_Exp2Op : Tile_Op<"exp2", [Pure, AllTypesMatch<["x", "result"]>]> {
+  let summary = "2^x, one register in `fma_every` on the FMA pipe";
+  let description = [{
+    `math.exp2` with a share of its elements computed by a polynomial on
+    the FMA pipe (tilenv.exp2_fma) instead of the special-function unit,
+    for element code whose MUFU.EX2 rate is the bottleneck: an FP8
+    attention's softmax, whose products run at twice bf16's rate while
+    ex2 does not. In an element loop over a fragment, register r of each
+    thread takes the polynomial when r % fma_every == fma_every - 1, so
+    the choice is the same in every thread and no branch diverges. With
+    fma_every = 1 every element takes it; elsewhere (no registers) larger
+    values take the special-function unit. Both forms flush results below
+    2^-126 to zero and differ by at most about 1e-4 relative.
+
+    ```mlir
+    %p = tile.exp2 %x fma_every 4 : f32
+    ```
+  }];
+  let arguments = (ins AnyTypeOf<[F32, F16, BF16]>:$x,
+                       ConfinedAttr<I64Attr, [IntMinValue<1>]>:$fma_every);
+  let results = (outs AnyTypeOf<[F32, F16, BF16]>:$result);
+  let assemblyFormat = "$x `fma_every` $fma_every attr-dict `:` type($x)";
+}
+
 def Tile_AtomicAddOp : Tile_Op<"atomic_add"> {
   let summary = "atomically add a scalar to an element, or a tile to a tile";
   let description = [{

@@ -391,6 +391,25 @@ def TileNV_ConvertPairOp : TileNV_Op<"convert_pair", [Pure, AllTypesMatch<["lo",
   let assemblyFormat = "$lo `,` $hi attr-dict `:` type($lo_result)";
 }
 
+def TileNV_Exp2FmaOp : TileNV_Op<"exp2_fma", [Pure, AllTypesMatch<["x", "result"]>]> {
+  let summary = "2^x by a polynomial on the FMA pipe";
+  let description = [{
+    What `math.exp2` computes (with ex2.approx.ftz's edges: 2^-inf = 0,
+    results below 2^-126 flush to zero, NaN stays NaN), without the
+    special-function unit: x splits into floor(x) and a fraction whose
+    2^f is a degree-3 minimax polynomial (relative error below 8.6e-5).
+    tessel-lower-tile-ops makes it from `tile.exp2` for the registers that
+    op puts on the FMA pipe. f16 and bf16 compute in f32.
+
+    ```mlir
+    %p = tilenv.exp2_fma %x : f32
+    ```
+  }];
+  let arguments = (ins AnyTypeOf<[F32, F16, BF16]>:$x);
+  let results = (outs AnyTypeOf<[F32, F16, BF16]>:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+}
+
 def TileNV_UnpackPairOp : TileNV_Op<"unpack_pair", [Pure, AllTypesMatch<["lo", "hi"]>]> {
   let summary = "the two 16-bit floats of a 32-bit register, `lo` from the low half";
   let description = [{

@@ -124,6 +124,11 @@ struct AttentionConfig {
   /// buffer below it). Q's and K's multiply the softmax scale of the
   /// sequence's heads, V's O (beside scale and v_scale).
   bool descales = false;
+  /// The softmax's exp2 with one register in `exp2FmaEvery` of each
+  /// thread computed by a polynomial on the FMA pipe, beside the
+  /// special-function unit (tessel::exp2(x, fmaEvery)); 0: all on the
+  /// special-function unit. Register kernels on sm_90a.
+  int64_t exp2FmaEvery = 0;
 };
 /// O's type for inputs of `dtype`: bf16 for FP8, else the inputs' own.
 DType attentionOutputType(DType dtype);
