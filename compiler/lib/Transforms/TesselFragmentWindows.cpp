@@ -162,13 +162,18 @@ LogicalResult FragmentWindows::makeOffsetsConstant() {
       diag.attachNote(owner->getLoc()) << "defined here";
       return diag;
     }
+    // The count as an unsigned number: a bound or step that wraps (an
+    // upper bound of -1 read as 2^64 - 1) must fail the limit, not pass
+    // it as a negative count and unroll without end.
     std::optional<APInt> trips = loop.getStaticTripCount();
-    if (!trips || unrolled + trips->getSExtValue() > kMaxUnrolledTrips) {
+    std::optional<int64_t> stepValue = getConstantIntValue(loop.getStep());
+    if (!stepValue || *stepValue <= 0) trips.reset();
+    if (!trips || trips->ugt(uint64_t(kMaxUnrolledTrips - unrolled))) {
       InFlightDiagnostic diag = pending.emitError(
           "a window of a fragment needs offsets known at compile time, so the loop its offset "
           "steps with is unrolled; ");
       if (trips)
-        diag << "this loop runs " << trips->getSExtValue() << " times, and windows may unroll "
+        diag << "this loop runs " << trips->getZExtValue() << " times, and windows may unroll "
              << "at most " << kMaxUnrolledTrips << " iterations in all (" << unrolled
              << " so far)";
       else
@@ -176,7 +181,15 @@ LogicalResult FragmentWindows::makeOffsetsConstant() {
       diag.attachNote(loop.getLoc()) << "the loop";
       return diag;
     }
-    unrolled += trips->getSExtValue();
+    unrolled += int64_t(trips->getZExtValue());
+    // A loop that never runs goes whole (loopUnrollFull leaves one of zero
+    // trips in place, and its window would stay pending for ever).
+    if (trips->isZero()) {
+      loop.replaceAllUsesWith(loop.getInitArgs());
+      loop.erase();
+      known.clear();
+      continue;
+    }
     if (failed(loopUnrollFull(loop)))
       return pending.emitError("the loop that steps this window's offset could not be unrolled");
     known.clear(); // the loop's values are gone

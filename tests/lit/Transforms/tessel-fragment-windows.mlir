@@ -88,6 +88,48 @@ tile.kernel @long_loop() grid(%bx) = affine_map<() -> (1)> threads(128) {
 
 #f = #tile.space<fragment>
 
+// A step that is not positive gives no trip count to unroll by (the most
+// negative step once wrapped the count and unrolled without end).
+tile.kernel @negative_step() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %step = arith.constant -9223372036854775808 : index
+  %c64 = arith.constant 64 : index
+  %z = arith.constant 0.0 : f32
+  %acc = tile.alloc : memref<128x128xf32, #f>
+  // expected-note @+1 {{the loop}}
+  scf.for %q = %c0 to %c64 step %step {
+    // expected-error @+1 {{this loop's trip count is not a constant}}
+    %w = tile.region %acc[%c0, %q] [128, 1] : memref<128x128xf32, #f> -> memref<128x1xf32, strided<[128, 1], offset: ?>, #f>
+    tile.fill %w, %z : memref<128x1xf32, strided<[128, 1], offset: ?>, #f>, f32
+  }
+}
+
+// -----
+
+#f = #tile.space<fragment>
+
+// A loop that never runs (its upper bound below its lower) goes whole, its
+// windows with it; it once stayed, and its window with it, for ever.
+// CHECK-LABEL: tile.kernel @never_runs
+// CHECK-NOT: scf.for
+// CHECK-NOT: tile.fill
+// CHECK: }
+tile.kernel @never_runs() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %end = arith.constant -1 : index
+  %z = arith.constant 0.0 : f32
+  %acc = tile.alloc : memref<128x128xf32, #f>
+  scf.for %q = %c0 to %end step %c1 {
+    %w = tile.region %acc[%c0, %q] [128, 1] : memref<128x128xf32, #f> -> memref<128x1xf32, strided<[128, 1], offset: ?>, #f>
+    tile.fill %w, %z : memref<128x1xf32, strided<[128, 1], offset: ?>, #f>, f32
+  }
+}
+
+// -----
+
+#f = #tile.space<fragment>
+
 // Two tile.region ops naming the same window in one loop share one set of
 // registers: the second sees the first's write, and one copy goes back.
 // CHECK-LABEL: tile.kernel @same_window_twice
