@@ -94,9 +94,9 @@ TEST_CASE("exp2 on the FMA pipe matches 2^x within 1.2e-4 and keeps ex2's edges"
       run.addTensor(sfu, true);
       k.launch(run.args);
       testing::synchronize();
-      run.download(1, fma);
-      run.download(2, mixed);
-      run.download(3, sfu);
+      run.download(2, fma); // argument 0 is N, 1 is x
+      run.download(3, mixed);
+      run.download(4, sfu);
       double worst = 0;
       int64_t wrong = 0, polynomial = 0;
       for (int64_t i = 0; i < n; ++i) {
