@@ -155,6 +155,15 @@ SmallVector<Value> tessel::detail::indexValues(const std::vector<Expr> &idx) {
   for (const Expr &e : idx) {
     if (isFloat(e.type()) || e.node->kind == ExprNode::FConst)
       fail(lastLoc, "buffer indices must be integers");
+    // A value computed in the kernel (an i32 read from a tensor of
+    // offsets, a u8 code) is converted as cast() would; constants and
+    // symbols are built as indices directly.
+    if (e.node->kind == ExprNode::Val && e.type() != DType::index) {
+      Program &p = Program::current(lastLoc);
+      out.push_back(convertTo(p.builder(), p.location(lastLoc), e.value(e.type()),
+                              p.builder().getIndexType()));
+      continue;
+    }
     out.push_back(e.value(DType::index));
   }
   return out;

@@ -667,6 +667,32 @@ inline Program boundedPeerRows() {
   return p;
 }
 
+/// Indices read in the kernel: out[i] = table[offs[i]] + shared copy of
+/// table[offs[i]] + table[codes[i]], each 0 where the index falls outside
+/// its 256 elements (offs may be negative or past the end), and
+/// bins[(offs[i] % 64 + 64) % 64] += 1, over N elements.
+inline Program gatherAndHistogram() {
+  Program p("gather_and_histogram");
+  Expr n = p.sym("N");
+  Tensor table = p.tensor("table", {256}, DType::f32);
+  Tensor offs = p.tensor("offs", {n}, DType::i32);
+  Tensor codes = p.tensor("codes", {n}, DType::u8);
+  Tensor out = p.tensor("out", {n}, DType::f32);
+  Tensor bins = p.tensor("bins", {64}, DType::i32);
+  p.kernel({ceil_div(n, 512)}, 128, [&](Expr bx) {
+    Buffer t = table.tile({0}, {256}), o = offs.tile({bx * 512}, {512});
+    Buffer c = codes.tile({bx * 512}, {512}), y = out.tile({bx * 512}, {512});
+    Buffer h = bins.tile({0}, {64});
+    Buffer s = alloc_shared({256}, DType::f32);
+    copy(t, s);
+    parallel(512, [&](Expr i) {
+      y(i) = t(o(i)) + s(o(i)) + t(c(i));
+      atomic_add(h((o(i) % Expr(64) + Expr(64)) % Expr(64)), Expr(1));
+    });
+  });
+  return p;
+}
+
 } // namespace tessel::test
 
 #endif

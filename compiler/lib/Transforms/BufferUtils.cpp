@@ -245,6 +245,22 @@ int64_t tessel::getExecutingThreads(Operation *op) {
   return (kernel ? kernel : op->getParentOfType<KernelOp>()).getThreads();
 }
 
+/// The divisor c of `a - floor(a / c) * c` (a remainder written out, in
+/// [0, c) for c > 0), where `v` is that.
+static std::optional<int64_t> writtenOutRemainder(Value v) {
+  auto sub = v.getDefiningOp<arith::SubIOp>();
+  auto product = sub ? sub.getRhs().getDefiningOp<arith::MulIOp>() : nullptr;
+  if (!product) return std::nullopt;
+  for (int side = 0; side < 2; ++side) {
+    auto quotient = product->getOperand(side).getDefiningOp<arith::FloorDivSIOp>();
+    std::optional<int64_t> c = getConstantIntValue(product->getOperand(1 - side));
+    if (quotient && c && *c > 0 && quotient.getLhs() == sub.getLhs() &&
+        getConstantIntValue(quotient.getRhs()) == c)
+      return c;
+  }
+  return std::nullopt;
+}
+
 /// `proved` keeps each answer, so that an index built as a DAG of shared
 /// subexpressions is looked at once per value (an answer cut short by the
 /// depth limit stays a conservative false).
@@ -289,7 +305,7 @@ static bool isNonNegativeUncached(Value v, function_ref<bool(Value)> known, unsi
   }
   if (auto select = llvm::dyn_cast<arith::SelectOp>(op))
     return nonNegative(select.getTrueValue()) && nonNegative(select.getFalseValue());
-  return false;
+  return writtenOutRemainder(v).has_value();
 }
 
 static bool isNonNegative(Value v, function_ref<bool(Value)> known, unsigned depth,
@@ -303,4 +319,137 @@ static bool isNonNegative(Value v, function_ref<bool(Value)> known, unsigned dep
 bool tessel::isProvablyNonNegative(Value v, function_ref<bool(Value)> known) {
   DenseMap<Value, bool> proved;
   return isNonNegative(v, known, 0, proved);
+}
+
+/// `bounds` keeps each answer (a DAG of shared subexpressions is looked at
+/// once per value; an answer cut short by the depth limit stays unknown).
+static std::optional<int64_t> upperBound(Value v, unsigned depth,
+                                         DenseMap<Value, std::optional<int64_t>> &bounds);
+
+static std::optional<int64_t> upperBoundUncached(Value v, unsigned depth,
+                                                 DenseMap<Value, std::optional<int64_t>> &bounds) {
+  constexpr int64_t kLimit = int64_t(1) << 40; // past any buffer: no use in tracking further
+  if (depth > 24) return std::nullopt;
+  if (std::optional<int64_t> c = getConstantIntValue(v)) return *c;
+  auto bound = [&](Value x) { return upperBound(x, depth + 1, bounds); };
+  auto nonNegative = [&](Value x) { return isProvablyNonNegative(x); };
+  auto capped = [&](std::optional<int64_t> b) -> std::optional<int64_t> {
+    if (!b || *b > kLimit) return std::nullopt;
+    return b;
+  };
+  if (auto arg = llvm::dyn_cast<BlockArgument>(v)) {
+    Operation *owner = arg.getOwner()->getParentOp();
+    if (auto loop = llvm::dyn_cast_or_null<ParallelOp>(owner))
+      return loop.getExtents()[arg.getArgNumber()] - 1;
+    if (auto loop = llvm::dyn_cast_or_null<scf::ForOp>(owner)) {
+      std::optional<int64_t> end = bound(loop.getUpperBound());
+      if (arg != loop.getInductionVar() || !end) return std::nullopt;
+      return *end - 1;
+    }
+    if (auto loop = llvm::dyn_cast_or_null<PipelinedOp>(owner)) {
+      std::optional<int64_t> end = bound(loop.getUpper());
+      if (arg.getArgNumber() != 0 || !end) return std::nullopt;
+      return *end - 1;
+    }
+    return std::nullopt;
+  }
+  Operation *op = v.getDefiningOp();
+  if (llvm::isa<tilenv::ThreadIdOp>(op)) {
+    auto kernel = op->getParentOfType<KernelOp>();
+    return kernel ? std::optional<int64_t>(kernel.getThreads() - 1) : std::nullopt;
+  }
+  // Zero-extended from a narrower integer: below 2^bits whatever it holds.
+  if (llvm::isa<arith::ExtUIOp, arith::IndexCastUIOp>(op)) {
+    Type from = op->getOperand(0).getType();
+    if (from.isInteger() && from.getIntOrFloatBitWidth() < 40) {
+      int64_t widest = (int64_t(1) << from.getIntOrFloatBitWidth()) - 1;
+      std::optional<int64_t> b = bound(op->getOperand(0));
+      return b && nonNegative(op->getOperand(0)) ? std::min(*b, widest) : widest;
+    }
+    return bound(op->getOperand(0));
+  }
+  if (llvm::isa<arith::IndexCastOp, arith::ExtSIOp>(op)) return bound(op->getOperand(0));
+  auto operands = [&]() -> std::optional<std::pair<int64_t, int64_t>> {
+    std::optional<int64_t> a = bound(op->getOperand(0)), b = bound(op->getOperand(1));
+    if (!a || !b) return std::nullopt;
+    return std::pair{*a, *b};
+  };
+  auto bothNonNegative = [&]() {
+    return nonNegative(op->getOperand(0)) && nonNegative(op->getOperand(1));
+  };
+  if (llvm::isa<arith::AddIOp>(op))
+    if (auto ab = operands()) return capped(ab->first + ab->second);
+  if (auto sub = llvm::dyn_cast<arith::SubIOp>(op)) {
+    if (std::optional<int64_t> c = writtenOutRemainder(v)) return *c - 1;
+    // Less a non-negative value, at most what it was (a role's thread
+    // index, counted from the role's first thread).
+    if (nonNegative(sub.getRhs())) return bound(sub.getLhs());
+  }
+  if (llvm::isa<arith::MulIOp>(op) && bothNonNegative())
+    if (auto ab = operands()) {
+      if (ab->first > kLimit || ab->second > kLimit ||
+          (ab->second && ab->first > kLimit / ab->second))
+        return std::nullopt;
+      return ab->first * ab->second;
+    }
+  // A remainder by a positive constant of a non-negative value is below it.
+  if (llvm::isa<arith::RemUIOp, arith::RemSIOp>(op) && nonNegative(op->getOperand(0))) {
+    std::optional<int64_t> divisor = getConstantIntValue(op->getOperand(1));
+    std::optional<int64_t> a = bound(op->getOperand(0));
+    if (divisor && *divisor > 0) return a ? std::min(*a, *divisor - 1) : *divisor - 1;
+  }
+  if (llvm::isa<arith::DivUIOp, arith::DivSIOp, arith::FloorDivSIOp>(op) &&
+      nonNegative(op->getOperand(0))) {
+    std::optional<int64_t> divisor = getConstantIntValue(op->getOperand(1));
+    std::optional<int64_t> a = bound(op->getOperand(0));
+    if (divisor && *divisor > 0 && a) return *a / *divisor;
+  }
+  if (llvm::isa<arith::MinSIOp, arith::MinUIOp>(op) && bothNonNegative()) {
+    std::optional<int64_t> a = bound(op->getOperand(0)), b = bound(op->getOperand(1));
+    if (a && b) return std::min(*a, *b);
+    return a ? a : b;
+  }
+  if (llvm::isa<arith::MaxSIOp>(op))
+    if (auto ab = operands()) return std::max(ab->first, ab->second);
+  // A mask keeps at most the bits of a non-negative side: the result is at
+  // most that side, whatever the other (x & -16 is at most x).
+  if (llvm::isa<arith::AndIOp>(op)) {
+    std::optional<int64_t> result;
+    for (Value side : op->getOperands())
+      if (nonNegative(side))
+        if (std::optional<int64_t> b = bound(side)) result = result ? std::min(*result, *b) : *b;
+    if (result) return result;
+  }
+  // Or and xor of non-negative values set no bit above the larger's top bit.
+  if (llvm::isa<arith::OrIOp, arith::XOrIOp>(op) && bothNonNegative())
+    if (auto ab = operands())
+      return capped(int64_t(llvm::NextPowerOf2(uint64_t(std::max(ab->first, ab->second)))) - 1);
+  if (llvm::isa<arith::ShRUIOp, arith::ShRSIOp>(op) && nonNegative(op->getOperand(0))) {
+    std::optional<int64_t> shift = getConstantIntValue(op->getOperand(1));
+    std::optional<int64_t> a = bound(op->getOperand(0));
+    if (shift && *shift >= 0 && *shift < 63 && a) return *a >> *shift;
+  }
+  if (llvm::isa<arith::ShLIOp>(op) && nonNegative(op->getOperand(0))) {
+    std::optional<int64_t> shift = getConstantIntValue(op->getOperand(1));
+    std::optional<int64_t> a = bound(op->getOperand(0));
+    if (shift && *shift >= 0 && *shift < 40 && a) return capped(*a << *shift);
+  }
+  if (auto select = llvm::dyn_cast<arith::SelectOp>(op)) {
+    std::optional<int64_t> a = bound(select.getTrueValue()), b = bound(select.getFalseValue());
+    if (a && b) return std::max(*a, *b);
+  }
+  return std::nullopt;
+}
+
+static std::optional<int64_t> upperBound(Value v, unsigned depth,
+                                         DenseMap<Value, std::optional<int64_t>> &bounds) {
+  if (auto it = bounds.find(v); it != bounds.end()) return it->second;
+  std::optional<int64_t> result = upperBoundUncached(v, depth, bounds);
+  bounds[v] = result;
+  return result;
+}
+
+std::optional<int64_t> tessel::provableUpperBound(Value v) {
+  DenseMap<Value, std::optional<int64_t>> bounds;
+  return upperBound(v, 0, bounds);
 }

@@ -250,10 +250,13 @@ void TileLowering::reduceIntoFragment(ReduceOp op, const Access &src, const Acce
 void TileLowering::lowerAtomicAdd(AtomicAddOp op, bool insideParallel) {
   Access dst = resolve(op.getDest());
   if (dst.isFragment()) return fail(op, "atomic_add into a fragment; fragments are per thread");
+  // The scalar form's indices are element code's (a histogram's bin read
+  // from the data); the region form's are the compiler's.
+  bool userIndices = !llvm::isa<MemRefType>(op.getValue().getType());
   auto atomicAt = [&](ArrayRef<Value> tileIdx, Value value) {
     SmallVector<Value> rootIdx = rootIndices(dst, tileIdx);
     OpBuilder::InsertionGuard g(b);
-    guard(inBounds(dst, rootIdx));
+    guard(inBounds(dst, rootIdx, 0, userIndices));
     tilenv::AtomicAddOp::create(b, loc, value, dst.root, operandIndices(dst, rootIdx),
                                 op.getOrder());
   };

@@ -233,8 +233,9 @@ Value TileLowering::layoutIndex(const Access &a, ValueRange logical) {
 
 /// True where the whole element (and `innerExtra` more along the innermost
 /// dimension) lies inside a global root; null when that is always so.
-Value TileLowering::inBounds(const Access &a, ValueRange rootIdx, int64_t innerExtra) {
-  if (!a.isGlobal()) return {};
+Value TileLowering::inBounds(const Access &a, ValueRange rootIdx, int64_t innerExtra,
+                             bool userIndices) {
+  if (!a.isGlobal()) return userIndices ? insideBuffer(a, rootIdx) : Value();
   // A role's thread index counts from its first thread.
   auto isRoleThreadId = [&](Value v) {
     return llvm::any_of(roleThreadIds, [&](const auto &role) { return role.second == v; });
@@ -251,11 +252,34 @@ Value TileLowering::inBounds(const Access &a, ValueRange rootIdx, int64_t innerE
     Value last = d == a.rootDims.back() && innerExtra ? add(i, idx(innerExtra)) : i;
     if (!a.limits.empty()) cond = andI(cond, lt(last, a.limits[d]));
     std::optional<int64_t> off = getConstantIntValue(a.offsets[d]);
-    if (!ShapedType::isDynamic(dim) && off && *off + extent <= dim) continue;
+    // A window inside a tensor of static extent needs no check where the
+    // index stays inside the window: the compiler's always do; element
+    // code's must be bounded (a stencil's i + 1 at the last row is not).
+    if (!ShapedType::isDynamic(dim) && off && *off + extent <= dim) {
+      std::optional<int64_t> largest = userIndices ? provableUpperBound(last) : std::nullopt;
+      if (!userIndices || (largest && *largest < dim)) continue;
+    }
     Value bound = ShapedType::isDynamic(dim)
                       ? memref::DimOp::create(b, loc, a.root, d).getResult()
                       : idx(dim);
     cond = andI(cond, lt(last, bound));
+  }
+  return cond;
+}
+
+/// True where element code's indices lie inside a shared or local buffer,
+/// null where that is provable: an index read from memory may point past
+/// it, into another buffer's shared memory or past the block's.
+Value TileLowering::insideBuffer(const Access &a, ValueRange rootIdx) {
+  if (a.space != MemorySpace::shared && a.space != MemorySpace::local) return {};
+  Value cond;
+  for (auto [d, i] : llvm::enumerate(rootIdx)) {
+    int64_t dim = a.rootShape[d];
+    if (ShapedType::isDynamic(dim)) continue;
+    if (!isProvablyNonNegative(i))
+      cond = andI(cond, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, i, zeroIdx));
+    std::optional<int64_t> largest = provableUpperBound(i);
+    if (!largest || *largest >= dim) cond = andI(cond, lt(i, idx(dim)));
   }
   return cond;
 }
@@ -284,12 +308,12 @@ SmallVector<Value> TileLowering::operandIndices(const Access &a, ArrayRef<Value>
   return {physicalIndex(a, rootIdx)};
 }
 
-Value TileLowering::load(const Access &a, ValueRange tileIdx) {
+Value TileLowering::load(const Access &a, ValueRange tileIdx, bool userIndices) {
   SmallVector<Value> rootIdx = rootIndices(a, tileIdx);
   auto emitLoad = [&]() -> Value {
     return memref::LoadOp::create(b, loc, a.root, operandIndices(a, rootIdx));
   };
-  Value cond = inBounds(a, rootIdx);
+  Value cond = inBounds(a, rootIdx, 0, userIndices);
   if (!cond) return emitLoad();
   auto ifOp = scf::IfOp::create(
       b, loc, cond,
@@ -307,10 +331,10 @@ Value TileLowering::load(const Access &a, ValueRange tileIdx) {
   return ifOp.getResult(0);
 }
 
-void TileLowering::store(const Access &a, ValueRange tileIdx, Value value) {
+void TileLowering::store(const Access &a, ValueRange tileIdx, Value value, bool userIndices) {
   SmallVector<Value> rootIdx = rootIndices(a, tileIdx);
   OpBuilder::InsertionGuard g(b);
-  guard(inBounds(a, rootIdx));
+  guard(inBounds(a, rootIdx, 0, userIndices));
   memref::StoreOp::create(b, loc, value, a.root, operandIndices(a, rootIdx));
 }
 
@@ -670,11 +694,11 @@ void TileLowering::lowerElementAccesses() {
     b.setInsertionPoint(op);
     loc = op->getLoc();
     if (auto l = llvm::dyn_cast<memref::LoadOp>(op)) {
-      Value v = load(resolve(l.getMemRef()), l.getIndices());
+      Value v = load(resolve(l.getMemRef()), l.getIndices(), /*userIndices=*/true);
       l.getResult().replaceAllUsesWith(v);
     } else {
       auto s = llvm::cast<memref::StoreOp>(op);
-      store(resolve(s.getMemRef()), s.getIndices(), s.getValue());
+      store(resolve(s.getMemRef()), s.getIndices(), s.getValue(), /*userIndices=*/true);
     }
     op->erase();
   }

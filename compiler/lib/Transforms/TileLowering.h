@@ -117,11 +117,19 @@ private:
   /// (plus its stage).
   mlir::Value sharedAddress(const Access &a, mlir::Value elements);
   llvm::SmallVector<mlir::Value> rootIndices(const Access &a, mlir::ValueRange tileIdx);
-  mlir::Value inBounds(const Access &a, mlir::ValueRange rootIdx, int64_t innerExtra = 0);
+  /// `userIndices`: the indices are element code's own (values read from
+  /// memory, a stencil's i + 1), which may leave the window; the compiler's
+  /// (copies, reductions) stay inside it by construction.
+  mlir::Value inBounds(const Access &a, mlir::ValueRange rootIdx, int64_t innerExtra = 0,
+                       bool userIndices = false);
+  mlir::Value insideBuffer(const Access &a, mlir::ValueRange rootIdx);
   mlir::Value aligned(const Access &a, llvm::ArrayRef<mlir::Value> rootIdx, int64_t vector);
   llvm::SmallVector<mlir::Value> operandIndices(const Access &a, llvm::ArrayRef<mlir::Value> rootIdx);
-  mlir::Value load(const Access &a, mlir::ValueRange tileIdx);
-  void store(const Access &a, mlir::ValueRange tileIdx, mlir::Value value);
+  /// An element of a tile: 0 where it lies outside a global root (or, for
+  /// `userIndices`, outside a shared or local buffer); a store drops it.
+  mlir::Value load(const Access &a, mlir::ValueRange tileIdx, bool userIndices = false);
+  void store(const Access &a, mlir::ValueRange tileIdx, mlir::Value value,
+             bool userIndices = false);
   mlir::Value allocLocal(int64_t elements, mlir::Type type);
   void forEachElement(llvm::ArrayRef<int64_t> shape, int64_t vector,
                       llvm::function_ref<void(llvm::ArrayRef<mlir::Value>)> body);

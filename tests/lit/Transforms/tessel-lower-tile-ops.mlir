@@ -695,3 +695,77 @@ tile.kernel @exp2_units_by_register(%x: memref<64x64xf8E4M3FN, #g>, %y: memref<6
   memref.store %all, %z[%c0] : memref<2xf32, #g>
   memref.store %some, %z[%c1] : memref<2xf32, #g>
 }
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+
+// Element code's indices are checked where they may leave their buffer: a
+// stencil's i + 1 reads past a 256-element tensor at i = 255 (0 there, as
+// past any tensor's end), and an index read from memory may fall outside a
+// shared buffer. i itself, bounded by the loop, gets no check.
+// CHECK-LABEL: tile.kernel @element_indices_past_the_buffer
+// CHECK: scf.for %[[I:.*]] = %{{.*}} to %c256{{.*}} step %c128
+// CHECK-NOT: scf.if
+// CHECK: %[[AT:.*]] = arith.addi %{{.*}}, %[[I]] : index
+// CHECK: memref.load %arg0[%[[AT]]] : memref<256xf32, #tile.space<global>>
+// CHECK: %[[N:.*]] = arith.addi %[[I]], %c1
+// CHECK: %[[NEXT:.*]] = arith.addi %{{.*}}, %[[N]] : index
+// CHECK: %[[IN:.*]] = arith.cmpi slt, %[[NEXT]], %c256
+// CHECK: scf.if %[[IN]] -> (f32)
+// CHECK: memref.load %arg0[%[[NEXT]]]
+// CHECK: %[[K:.*]] = arith.index_cast %{{.*}} : i32 to index
+// CHECK: %[[J:.*]] = arith.addi %{{.*}}, %[[K]] : index
+// CHECK: %[[LOW:.*]] = arith.cmpi sge, %[[J]], %c0
+// CHECK: %[[HIGH:.*]] = arith.cmpi slt, %[[J]], %c64
+// CHECK: %[[BOTH:.*]] = arith.andi %[[LOW]], %[[HIGH]]
+// CHECK: scf.if %[[BOTH]] -> (f32)
+tile.kernel @element_indices_past_the_buffer(%x: memref<256xf32, #g>, %o: memref<256xi32, #g>, %y: memref<256xf32, #g>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %tx = tile.region %x[%c0] [256] : memref<256xf32, #g> -> memref<256xf32, strided<[1], offset: ?>, #g>
+  %t = tile.alloc : memref<64xf32, #s>
+  tile.parallel (%i) in [256] {
+    %a = memref.load %tx[%i] : memref<256xf32, strided<[1], offset: ?>, #g>
+    %n = arith.addi %i, %c1 : index
+    %b = memref.load %tx[%n] : memref<256xf32, strided<[1], offset: ?>, #g>
+    %k = memref.load %o[%i] : memref<256xi32, #g>
+    %j = arith.index_cast %k : i32 to index
+    %c = memref.load %t[%j] : memref<64xf32, #s>
+    %s = arith.addf %a, %b : f32
+    %r = arith.addf %s, %c : f32
+    memref.store %r, %y[%i] : memref<256xf32, #g>
+  }
+}
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+
+// Indices bounded from their definitions keep no check: a row plus a
+// remainder written out (x - floor(x / 4) * 4, in [0, 4)) inside a buffer
+// of 128 + 4 rows, and a masked value (x & -16 is at most x).
+// CHECK-LABEL: tile.kernel @bounded_element_indices
+// CHECK: scf.for
+// CHECK-NOT: scf.if
+// CHECK: memref.store
+// CHECK-NEXT: }
+tile.kernel @bounded_element_indices(%y: memref<128xf32, #g>, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
+  %c4 = arith.constant 4 : index
+  %m16 = arith.constant -16 : index
+  %c127 = arith.constant 127 : index
+  %t = tile.alloc : memref<132xf32, #s>
+  %q = arith.floordivsi %n, %c4 : index
+  %r = arith.muli %q, %c4 : index
+  %shift = arith.subi %n, %r : index
+  tile.parallel (%i) in [128] {
+    %j = arith.addi %i, %shift : index
+    %a = memref.load %t[%j] : memref<132xf32, #s>
+    %k = arith.andi %i, %m16 : index
+    %b = memref.load %t[%k] : memref<132xf32, #s>
+    %c = arith.addf %a, %b : f32
+    memref.store %c, %t[%i] : memref<132xf32, #s>
+  }
+}

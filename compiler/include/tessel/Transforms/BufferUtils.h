@@ -78,6 +78,15 @@ mlir::LogicalResult verifySharedMemory(tile::KernelOp kernel, llvm::StringRef ar
 /// 32 bits is out of every tensor anyway). `known` names other values that
 /// are never negative.
 bool isProvablyNonNegative(mlir::Value v, llvm::function_ref<bool(mlir::Value)> known = {});
+/// The largest value an index can take, where it can be bounded from its
+/// definition: constants, element-loop and loop counters of constant
+/// extent, thread indices (below the threads that run them), values
+/// zero-extended from a narrower integer, and arithmetic over those that
+/// keeps a bound (sums and products of non-negative bounds, remainders and
+/// masks, quotients and shifts). Nothing for a value read from memory or a
+/// kernel argument. An access whose index is bounded inside its buffer
+/// needs no run-time check against the buffer's end.
+std::optional<int64_t> provableUpperBound(mlir::Value v);
 /// The named barrier a tile.role synchronises its threads with: roles are
 /// numbered 1, 2, ... in the kernel's walk order (0 is __syncthreads).
 int64_t getRoleBarrierId(tile::RoleOp role);

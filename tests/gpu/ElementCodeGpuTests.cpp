@@ -1,4 +1,9 @@
-//===- Exp2GpuTests.cpp - exp2 on the FMA pipe against the true 2^x -------===//
+//===- ElementCodeGpuTests.cpp - element code against the host ------------===//
+//
+// Indices computed in the kernel: a gather through i32 and u8 values read
+// from tensors (from global and shared memory, indices outside the table
+// reading 0, as past any tensor's end), and a histogram whose scalar
+// atomic_add lands at a bin computed from the data, against the host's.
 //
 // tessel::exp2(x, fmaEvery) computes some registers' 2^x with a polynomial
 // (tessel::exp2_fma in the device header) rather than the special-function
@@ -15,6 +20,7 @@
 #include "tessel/Tessel.h"
 #include "tessel/Testing.h"
 #include "tessel/runtime/Driver.h"
+#include "UserKernels.h"
 
 #include <cmath>
 #include <cstring>
@@ -73,6 +79,74 @@ std::vector<float> exp2Inputs() {
   return in;
 }
 } // namespace
+
+TEST_CASE("values read in the kernel index buffers, and read 0 outside them", "[gpu]") {
+  const int64_t n = 100003; // not a multiple of the 512-element tile
+  testing::HostTensor table(DType::f32, {256}), offs(DType::i32, {n}), codes(DType::u8, {n});
+  for (int64_t i = 0; i < 256; ++i) table.set(i, float(i) * 0.5f - 17.0f);
+  std::mt19937 rng(11);
+  for (int64_t i = 0; i < n; ++i) {
+    offs.set(i, float(int(rng() % 300) - 20)); // some before the table, some past it
+    codes.set(i, float(rng() % 256));
+  }
+  Program program = test::gatherAndHistogram();
+  Kernel k = compile(program, {rt::nativeArch(rt::Driver::get().computeCapability())});
+  testing::HostTensor out(DType::f32, {n}), bins(DType::i32, {64});
+  testing::DeviceRun run;
+  run.args.push_back(rt::LaunchArg::integer(n));
+  run.addTensor(table, false);
+  run.addTensor(offs, false);
+  run.addTensor(codes, false);
+  run.addTensor(out, true);
+  run.addTensor(bins, false); // zeros
+  k.launch(run.args);
+  testing::synchronize();
+  run.download(4, out);
+  run.download(5, bins);
+  std::vector<int64_t> want(64, 0);
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    int o = int(offs.values[i]), c = int(codes.values[i]);
+    ++want[((o % 64) + 64) % 64];
+    // Outside the table (and its shared copy) an index reads 0.
+    float at = o >= 0 && o < 256 ? table.values[o] : 0.0f;
+    float expected = at + at + table.values[c];
+    if (out.values[i] != expected && ++wrong <= 5)
+      FAIL_CHECK(fmt::format("out[{}] = {}, want 2 table[{}] + table[{}] = {}", i, out.values[i],
+                             o, c, expected));
+  }
+  CHECK(wrong == 0);
+  for (int b = 0; b < 64; ++b) {
+    INFO("bin " << b);
+    CHECK(int64_t(bins.values[b]) == want[b]);
+  }
+}
+
+TEST_CASE("a stencil's neighbour past the tensor's end reads 0", "[gpu]") {
+  // y[i] = x[i + 1] - x[i] over one tile of a 256-element tensor: at i = 255
+  // the neighbour is past the end (which the tile's static extent once
+  // hid from the bounds check), so y[255] = -x[255].
+  Program p("stencil");
+  Tensor x = p.tensor("x", {256}, DType::f32);
+  Tensor y = p.tensor("y", {256}, DType::f32);
+  p.kernel({1}, 128, [&](Expr) {
+    Buffer t = x.tile({0}, {256}), o = y.tile({0}, {256});
+    parallel(256, [&](Expr i) { o(i) = t(i + Expr(1)) - t(i); });
+  });
+  Kernel k = compile(p, {rt::nativeArch(rt::Driver::get().computeCapability())});
+  testing::HostTensor in(DType::f32, {256}), out(DType::f32, {256});
+  for (int64_t i = 0; i < 256; ++i) in.set(i, float(i * i % 97));
+  testing::DeviceRun run;
+  run.addTensor(in, false);
+  run.addTensor(out, true);
+  k.launch(run.args);
+  testing::synchronize();
+  run.download(1, out);
+  for (int64_t i = 0; i < 256; ++i) {
+    INFO("y[" << i << "]");
+    CHECK(out.values[i] == (i < 255 ? in.values[i + 1] : 0.0f) - in.values[i]);
+  }
+}
 
 TEST_CASE("exp2 on the FMA pipe matches 2^x within 1.2e-4 and keeps ex2's edges", "[gpu]") {
   std::vector<float> in = exp2Inputs();
