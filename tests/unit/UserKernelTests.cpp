@@ -505,3 +505,24 @@ TEST_CASE("values read in the kernel index buffers (i32 and u8, loads and atomic
     CHECK(k.loweredIr().find("arith.index_castui") != std::string::npos); // the u8 codes
   }
 }
+
+TEST_CASE("a shared window at a run-time offset that may leave its buffer traps with a report") {
+  // A block-indexed window of a shared buffer: past it, its copies would
+  // read and write other buffers' shared memory, so the kernel checks.
+  Program p("shared_window");
+  Tensor x = p.tensor("x", {128}, DType::f32);
+  int line = 0;
+  p.kernel({4}, 64, [&](Expr bx) {
+    Buffer s = alloc_shared({128}, DType::f32);
+    line = __LINE__ + 1;
+    Buffer w = s.tile({bx * 64}, {64});
+    copy(x.tile({0}, {64}), w);
+    copy(w, x.tile({64}, {64}));
+  });
+  Kernel k = compileChecked(p, "sm_80");
+  std::string expected = fmt::format("tessel::trap_with_report(\"UserKernelTests.cpp:{}: a window "
+                                     "leaves its shared buffer in dimension 0 (offset, last start)\"",
+                                     line);
+  INFO(k.cuda());
+  CHECK(k.cuda().find(expected) != std::string::npos);
+}

@@ -531,6 +531,16 @@ std::optional<LogicalResult> CudaEmitter::emitSync(Operation &op) {
         line() << "__syncwarp();\n";
         return success();
       })
+      .Case([&](tilenv::TrapUnlessOp o) {
+        std::string what;
+        for (char c : o.getWhat()) {
+          if (c == '"' || c == '\\') what += '\\';
+          what += c;
+        }
+        line() << "if (!" << name(o.getCondition()) << ") tessel::trap_with_report(\"" << what
+               << "\", " << name(o.getHeld()) << ", " << name(o.getLimit()) << ", 0ull, -1);\n";
+        return success();
+      })
       .Default([](Operation *) { return std::nullopt; });
 }
 

@@ -23,6 +23,7 @@
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/MathExtras.h"
+#include "llvm/Support/Path.h"
 #include <numeric>
 
 namespace tessel {
@@ -284,6 +285,38 @@ Value TileLowering::insideBuffer(const Access &a, ValueRange rootIdx) {
   return cond;
 }
 
+void TileLowering::checkWindowOffsets() {
+  kernel.walk([&](RegionOp region) {
+    auto type = llvm::cast<MemRefType>(region.getSource().getType());
+    MemorySpace space = getMemorySpace(type);
+    if (space != MemorySpace::shared && space != MemorySpace::local) return;
+    for (auto [d, offset] : llvm::enumerate(region.getOffsets())) {
+      int64_t dim = type.getDimSize(d), last = dim - region.getSizes()[d];
+      if (ShapedType::isDynamic(dim) || getConstantIntValue(offset)) continue; // the verifier's
+      bool from = isProvablyNonNegative(offset);
+      std::optional<int64_t> largest = provableUpperBound(offset);
+      if (from && largest && *largest <= last) continue;
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointAfter(region);
+      Location at = region.getLoc();
+      Value inside = arith::CmpIOp::create(b, at, arith::CmpIPredicate::sle, offset, idx(last));
+      if (!from)
+        inside = andI(inside, arith::CmpIOp::create(b, at, arith::CmpIPredicate::sge, offset, zeroIdx));
+      std::string where;
+      if (auto file = llvm::dyn_cast<FileLineColLoc>(at))
+        where = (llvm::sys::path::filename(file.getFilename().getValue()) + ":" +
+                 Twine(file.getLine()) + ": ")
+                    .str();
+      // The report holds 95 characters: the place first.
+      tilenv::TrapUnlessOp::create(b, at, inside, offset, idx(last),
+                                   b.getStringAttr(where + "a window leaves its " +
+                                                   (space == MemorySpace::shared ? "shared" : "local") +
+                                                   " buffer in dimension " + Twine(d).str() +
+                                                   " (offset, last start)"));
+    }
+  });
+}
+
 /// A `vector`-element access starting at rootIdx is aligned to its size.
 Value TileLowering::aligned(const Access &a, ArrayRef<Value> rootIdx, int64_t vector) {
   // Global roots are row-major and their base pointers are checked at launch
@@ -503,6 +536,7 @@ LogicalResult TileLowering::run() {
   numThreads = idx(threads);
   zeroIdx = idx(0);
 
+  checkWindowOffsets();
   createReduceScratch();
   // Scratch added here counts against the limit too.
   if (mlir::failed(verifySharedMemory(kernel, target.arch, target.maxSharedBytes)))

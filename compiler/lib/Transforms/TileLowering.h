@@ -123,6 +123,10 @@ private:
   mlir::Value inBounds(const Access &a, mlir::ValueRange rootIdx, int64_t innerExtra = 0,
                        bool userIndices = false);
   mlir::Value insideBuffer(const Access &a, mlir::ValueRange rootIdx);
+  /// A window of a shared or local buffer at a run-time offset that may
+  /// leave the buffer traps there, saying which (tilenv.trap_unless):
+  /// nothing would stop its copies reading and writing other buffers.
+  void checkWindowOffsets();
   mlir::Value aligned(const Access &a, llvm::ArrayRef<mlir::Value> rootIdx, int64_t vector);
   llvm::SmallVector<mlir::Value> operandIndices(const Access &a, llvm::ArrayRef<mlir::Value> rootIdx);
   /// An element of a tile: 0 where it lies outside a global root (or, for

@@ -769,3 +769,33 @@ tile.kernel @bounded_element_indices(%y: memref<128xf32, #g>, %n: index) grid(%b
     memref.store %c, %t[%i] : memref<132xf32, #s>
   }
 }
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+
+// A window of a shared buffer at a run-time offset that may leave the
+// buffer (a block index times 64 in 128 elements) traps there, with a
+// report; one whose offset is bounded (a loop of two steps of 64) does not.
+// CHECK-LABEL: tile.kernel @shared_window_offsets
+// CHECK: %[[OFF:.*]] = arith.muli %arg1, %c64
+// CHECK: %[[IN:.*]] = arith.cmpi sle, %[[OFF]], %c64
+// CHECK: tilenv.trap_unless %[[IN]], %[[OFF]], %c64{{.*}} {what = "{{.*}}a window leaves its shared buffer in dimension 0 (offset, last start)"}
+// CHECK-NOT: tilenv.trap_unless
+tile.kernel @shared_window_offsets(%x: memref<128xf32, #g>) grid(%bx) = affine_map<() -> (4)> threads(64) {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %t = tile.alloc : memref<128xf32, #s>
+  %o = arith.muli %bx, %c64 : index
+  %w = tile.region %t[%o] [64] : memref<128xf32, #s> -> memref<64xf32, strided<[1], offset: ?>, #s>
+  %tx = tile.region %x[%c0] [64] : memref<128xf32, #g> -> memref<64xf32, strided<[1], offset: ?>, #g>
+  tile.copy %tx, %w : memref<64xf32, strided<[1], offset: ?>, #g>, memref<64xf32, strided<[1], offset: ?>, #s>
+  scf.for %k = %c0 to %c2 step %c1 {
+    %ok = arith.muli %k, %c64 : index
+    %v = tile.region %t[%ok] [64] : memref<128xf32, #s> -> memref<64xf32, strided<[1], offset: ?>, #s>
+    tile.copy %tx, %v : memref<64xf32, strided<[1], offset: ?>, #g>, memref<64xf32, strided<[1], offset: ?>, #s>
+  }
+}

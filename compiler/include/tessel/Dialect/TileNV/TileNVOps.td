@@ -410,6 +410,24 @@ def TileNV_Exp2FmaOp : TileNV_Op<"exp2_fma", [Pure, AllTypesMatch<["x", "result"
   let assemblyFormat = "$x attr-dict `:` type($x)";
 }
 
+def TileNV_TrapUnlessOp : TileNV_Op<"trap_unless"> {
+  let summary = "trap, with a report the host prints, unless a condition holds";
+  let description = [{
+    A run-time check of a rule the compiler could not prove: where
+    `condition` is false the thread writes the trap report (`what`, `held`
+    and `limit`, and its block) and traps, and the launch's error says
+    what broke (tessel::trap_with_report). A window of a shared buffer at
+    an offset computed at run time is checked so: past the buffer its
+    copies would read and write other buffers' shared memory.
+
+    ```mlir
+    tilenv.trap_unless %inside, %offset, %last {what = "k.cpp:12: window outside its shared buffer"}
+    ```
+  }];
+  let arguments = (ins I1:$condition, Index:$held, Index:$limit, StrAttr:$what);
+  let assemblyFormat = "$condition `,` $held `,` $limit attr-dict";
+}
+
 def TileNV_UnpackPairOp : TileNV_Op<"unpack_pair", [Pure, AllTypesMatch<["lo", "hi"]>]> {
   let summary = "the two 16-bit floats of a 32-bit register, `lo` from the low half";
   let description = [{
