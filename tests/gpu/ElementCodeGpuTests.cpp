@@ -21,6 +21,7 @@
 #include "tessel/Testing.h"
 #include "tessel/runtime/Driver.h"
 #include "UserKernels.h"
+#include "ChildProcess.h"
 
 #include <cmath>
 #include <cstring>
@@ -146,6 +147,44 @@ TEST_CASE("a stencil's neighbour past the tensor's end reads 0", "[gpu]") {
     INFO("y[" << i << "]");
     CHECK(out.values[i] == (i < 255 ? in.values[i + 1] : 0.0f) - in.values[i]);
   }
+}
+
+// Run by the test below in a child process: the trap kills the context.
+// Block b copies 64 elements into shared window [64 b, 64 b + 64) of 128:
+// blocks 2 and 3 start past the last valid start, 64.
+TEST_CASE("a shared window past its buffer traps", "[.window_trap_child]") {
+  Program p("shared_window_past");
+  Tensor x = p.tensor("x", {256}, DType::f32);
+  p.kernel({4}, 64, [&](Expr bx) {
+    Buffer s = alloc_shared({128}, DType::f32);
+    Buffer w = s.tile({bx * 64}, {64});
+    copy(x.tile({bx * 64}, {64}), w);
+    copy(w, x.tile({bx * 64}, {64}));
+  });
+  Kernel k = compile(p, {rt::nativeArch(rt::Driver::get().computeCapability())});
+  testing::HostTensor data(DType::f32, {256});
+  testing::DeviceRun run;
+  run.addTensor(data, false);
+  k.launch(run.args);
+  try {
+    testing::synchronize();
+  } catch (const Error &e) {
+    fmt::print("child caught: {}\n", e.what());
+    throw;
+  }
+}
+
+TEST_CASE("a shared window at a run-time offset past its buffer traps and says where", "[gpu]") {
+  auto [status, output] = test::runTaggedChild("[.window_trap_child]");
+  INFO(output);
+  CHECK(status != 0);
+  CHECK_THAT(output, Catch::Contains("child caught:"));
+  CHECK_THAT(output, Catch::Contains("a kernel trapped: ElementCodeGpuTests.cpp:"));
+  CHECK_THAT(output, Catch::Contains("a shared window leaves its buffer in dim 0 (offset, last start)"));
+  // The offset of block 2 or 3, against the last valid start.
+  CHECK_THAT(output, Catch::Contains("limit 64)"));
+  CHECK((output.find("thread value 128,") != std::string::npos ||
+         output.find("thread value 192,") != std::string::npos));
 }
 
 TEST_CASE("exp2 on the FMA pipe matches 2^x within 1.2e-4 and keeps ex2's edges", "[gpu]") {

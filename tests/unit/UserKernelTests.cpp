@@ -520,8 +520,8 @@ TEST_CASE("a shared window at a run-time offset that may leave its buffer traps 
     copy(w, x.tile({64}, {64}));
   });
   Kernel k = compileChecked(p, "sm_80");
-  std::string expected = fmt::format("tessel::trap_with_report(\"UserKernelTests.cpp:{}: a window "
-                                     "leaves its shared buffer in dimension 0 (offset, last start)\"",
+  std::string expected = fmt::format("tessel::trap_with_report(\"UserKernelTests.cpp:{}: a shared "
+                                     "window leaves its buffer in dim 0 (offset, last start)\"",
                                      line);
   INFO(k.cuda());
   CHECK(k.cuda().find(expected) != std::string::npos);

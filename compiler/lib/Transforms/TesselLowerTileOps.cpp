@@ -309,10 +309,10 @@ void TileLowering::checkWindowOffsets() {
                     .str();
       // The report holds 95 characters: the place first.
       tilenv::TrapUnlessOp::create(b, at, inside, offset, idx(last),
-                                   b.getStringAttr(where + "a window leaves its " +
+                                   b.getStringAttr(where + "a " +
                                                    (space == MemorySpace::shared ? "shared" : "local") +
-                                                   " buffer in dimension " + Twine(d).str() +
-                                                   " (offset, last start)"));
+                                                   " window leaves its buffer in dim " +
+                                                   Twine(d).str() + " (offset, last start)"));
     }
   });
 }

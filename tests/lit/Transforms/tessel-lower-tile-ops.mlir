@@ -781,7 +781,7 @@ tile.kernel @bounded_element_indices(%y: memref<128xf32, #g>, %n: index) grid(%b
 // CHECK-LABEL: tile.kernel @shared_window_offsets
 // CHECK: %[[OFF:.*]] = arith.muli %arg1, %c64
 // CHECK: %[[IN:.*]] = arith.cmpi sle, %[[OFF]], %c64
-// CHECK: tilenv.trap_unless %[[IN]], %[[OFF]], %c64{{.*}} {what = "{{.*}}a window leaves its shared buffer in dimension 0 (offset, last start)"}
+// CHECK: tilenv.trap_unless %[[IN]], %[[OFF]], %c64{{.*}} {what = "{{.*}}a shared window leaves its buffer in dim 0 (offset, last start)"}
 // CHECK-NOT: tilenv.trap_unless
 tile.kernel @shared_window_offsets(%x: memref<128xf32, #g>) grid(%bx) = affine_map<() -> (4)> threads(64) {
   %c0 = arith.constant 0 : index
