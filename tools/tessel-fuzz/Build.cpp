@@ -17,7 +17,7 @@ namespace {
 /// The kernel's parameters, declared in the order tensors() lists them.
 struct Params {
   Expr m = 0, n = 0, k = 0, limit = 0;
-  Tensor x, a, b, v, y, r, s, c;
+  Tensor x, pages, a, b, v, y, r, s, c;
 };
 
 void reduceInto(ReduceKind kind, const Buffer &src, const Buffer &dst, int dim) {
@@ -120,6 +120,26 @@ Buffer loadTile(const Spec &s, const Params &p, Expr row0, Expr col0) {
     auto step = [&](Expr kt) {
       copy(p.x.tile({row0, kt * s.tn}, {s.tm, s.tn}), staged);
       parallel(s.tm, s.tn, [&](Expr i, Expr j) { w(i, j) = w(i, j) + cast(staged(i, j), DType::f32); });
+    };
+    if (s.pipelinedLoop) pipelined(ceil_div(p.n, s.tn), s.stages, {.warp_specialize = s.ws}, step);
+    else serial(ceil_div(p.n, s.tn), step);
+    return w;
+  }
+  if (s.load == Load::paged) {
+    clear(w);
+    int64_t width = s.tn / s.pageParts;
+    auto step = [&](Expr kt) {
+      // One call expression each, as the snippet prints it: the order in
+      // which its arguments build IR is the C++ compiler's.
+      for (int64_t q = 0; q < s.pageParts; ++q) {
+        if (s.pageParts == 1) copy(p.x.tile({row0, p.pages(kt * s.pageParts + q) * width}, {s.tm, width}), staged);
+        else
+          copy(p.x.tile({row0, p.pages(kt * s.pageParts + q) * width}, {s.tm, width}),
+               staged.tile({0, q * width}, {s.tm, width}));
+      }
+      parallel(s.tm, s.tn, [&](Expr i, Expr j) {
+        w(i, j) = w(i, j) + cast(staged(i, j), DType::f32) * cast(kt + 1, DType::f32);
+      });
     };
     if (s.pipelinedLoop) pipelined(ceil_div(p.n, s.tn), s.stages, {.warp_specialize = s.ws}, step);
     else serial(ceil_div(p.n, s.tn), step);
@@ -236,6 +256,7 @@ Program tessel::fuzz::buildProgram(const Spec &s, const std::string &arch) {
   p.limit = prog.sym("L");
   if (s.family == Family::elementwise) {
     p.x = prog.tensor("X", {p.m, p.n}, s.in);
+    if (s.load == Load::paged) p.pages = prog.tensor("P", {ceil_div(p.n, s.tn) * s.pageParts}, DType::i32);
   } else {
     p.a = prog.tensor("A", s.transposeA ? std::vector<Expr>{p.k, p.m} : std::vector<Expr>{p.m, p.k}, s.in);
     p.b = prog.tensor("B", s.transposeB ? std::vector<Expr>{p.n, p.k} : std::vector<Expr>{p.k, p.n}, s.in);

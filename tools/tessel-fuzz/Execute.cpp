@@ -53,12 +53,19 @@ uint16_t toHalf(float v) { // exact for the inputs' quarters
 }
 
 /// Tensor `index`'s contents in its element type: quarters in [-2, 2]
-/// (exact in every float type, FP8 included), or for i8 the integers four
-/// times those.
+/// (exact in every float type, FP8 included), for i8 the integers four
+/// times those, and for i32 (page tables) a permutation of 0..count-1.
 std::vector<uint8_t> inputBytes(const TensorInfo &t, size_t index) {
   size_t count = 1;
   for (int64_t e : t.shape) count *= size_t(e);
   std::vector<uint8_t> bytes(count * byteSize(t.type));
+  if (t.type == DType::i32) { // a page table: a permutation of its indices
+    std::vector<int32_t> order(count);
+    for (size_t e = 0; e < count; ++e) order[e] = int32_t(e);
+    for (size_t e = count; e > 1; --e) std::swap(order[e - 1], order[mix(index * 1000003 + e) % e]);
+    std::memcpy(bytes.data(), order.data(), bytes.size());
+    return bytes;
+  }
   for (size_t e = 0; e < count; ++e) {
     int64_t quarters = int64_t(mix(index * 1000003 + e) % 17) - 8;
     float v = float(quarters) * 0.25f;

@@ -42,7 +42,13 @@ struct Range {
 int64_t padded(int64_t extent, int64_t tile) { return (extent + tile - 1) / tile * tile; }
 
 Range initialRange(const Spec &s) {
-  if (s.family == Family::elementwise) return {s.load == Load::rowSum ? 2.0 * padded(s.n, s.tn) / s.tn : 2, 2};
+  if (s.family == Family::elementwise) {
+    double steps = double(padded(s.n, s.tn) / s.tn);
+    // rowSum adds a value below 2 per step; paged weights step kt by kt + 1.
+    if (s.load == Load::rowSum) return {2 * steps, 2};
+    if (s.load == Load::paged) return {steps * (steps + 1), 2};
+    return {2, 2};
+  }
   // Products of quarters are sixteenths below 4 (8 when the staged tile is
   // doubled); i8's products of integers to 8 are integers to 64. The
   // accumulator sums every K tile's products.
@@ -195,8 +201,9 @@ void generateElementwise(Spec &s) {
   s.in = pick({DType::f32, DType::bf16, DType::f16});
   s.work = chance(0.3) ? Space::shared : Space::fragment;
   s.load = pick({Load::direct, Load::fragment, Load::shared, Load::windowed, Load::bounded, Load::twoHops,
-                 Load::rowSum, Load::rowSum});
+                 Load::rowSum, Load::rowSum, Load::paged, Load::paged});
   if (s.load == Load::direct && s.in != DType::f32) s.load = Load::shared;
+  s.pageParts = pick<int64_t>({1, 2, 4});
   s.pipelinedLoop = chance(0.8);
   s.stages = int(uniform(1, 4));
   // `on` where the threads are not whole warpgroups: a warning, not an error.
@@ -430,6 +437,8 @@ std::vector<TensorInfo> tessel::fuzz::tensors(const Spec &s) {
     t.push_back({"B", s.transposeB ? std::vector<int64_t>{s.n, s.k} : std::vector<int64_t>{s.k, s.n}, s.in,
                  TensorInfo::input});
   }
+  if (s.load == Load::paged && s.family == Family::elementwise)
+    t.push_back({"P", {padded(s.n, s.tn) / s.tn * s.pageParts}, DType::i32, TensorInfo::input});
   t.push_back({"V", {4}, DType::f32, TensorInfo::input});
   bool adds = s.store == Store::atomic || s.store == Store::atomicTma;
   t.push_back({"Y", {s.m, s.n}, DType::f32, adds ? TensorInfo::zeroed : TensorInfo::poisoned});

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 
 using namespace tessel;
 using namespace tessel::fuzz;
@@ -76,6 +77,7 @@ float reduceOf(ReduceKind k, const float *v, size_t n, size_t stride) {
 struct Model {
   const Spec &s;
   std::vector<std::vector<float>> in; // the input tensors as f32, in tensors() order
+  std::vector<std::string> names;     // their names
   std::vector<float> y, r, sum;
 
   /// X[row, col], A[row, k] or B[k, col] as a tile reads it.
@@ -92,6 +94,23 @@ struct Model {
     return in[1][size_t(s.transposeB ? col * s.k + k : k * s.n + col)];
   }
 
+  const std::vector<float> &input(const std::string &name) const {
+    return in[size_t(std::find(names.begin(), names.end(), name) - names.begin())];
+  }
+
+  /// The paged load: step kt's columns come from the pages P names, each
+  /// step weighted by kt + 1.
+  float paged(int64_t row, int64_t j) const {
+    const std::vector<float> &table = input("P");
+    int64_t width = s.tn / s.pageParts, q = j / width;
+    float sum = 0;
+    for (int64_t kt = 0; kt * s.tn < s.n; ++kt) {
+      int64_t page = int64_t(table[size_t(kt * s.pageParts + q)]);
+      sum += float(kt + 1) * x(row, page * width + j % width, false);
+    }
+    return sum;
+  }
+
   Tile load(int64_t row0, int64_t col0) const {
     Tile w(size_t(s.tm * s.tn), 0);
     for (int64_t i = 0; i < s.tm; ++i)
@@ -101,6 +120,8 @@ struct Model {
           int64_t depth = (s.k + s.tk - 1) / s.tk * s.tk;
           for (int64_t k = 0; k < depth; ++k)
             e += a(row0 + i, k) * (s.staged == StagedEdit::scale ? 2 * b(k, col0 + j) : b(k, col0 + j));
+        } else if (s.load == Load::paged) {
+          e = paged(row0 + i, j);
         } else if (s.load == Load::rowSum) {
           for (int64_t kt = 0; kt * s.tn < s.n; ++kt) e += x(row0 + i, kt * s.tn + j, false);
         } else {
@@ -135,7 +156,7 @@ struct Model {
       break;
     case StmtKind::carried: {
       float c = 0;
-      for (size_t i = 0; i < 4; ++i) c += in[s.family == Family::gemm ? 2 : 1][i];
+      for (size_t i = 0; i < 4; ++i) c += input("V")[i];
       each([&](float v, int64_t, int64_t) { return v + c; });
       break;
     }
@@ -212,6 +233,11 @@ float tessel::fuzz::valueAt(const std::vector<uint8_t> &bytes, DType t, size_t e
   case DType::f8e4m3: return rt::fromE4M3(bytes[e]);
   case DType::f8e5m2: return rt::fromE5M2(bytes[e]);
   case DType::i8: return float(int8_t(bytes[e]));
+  case DType::i32: {
+    int32_t v;
+    std::memcpy(&v, &bytes[e * 4], 4);
+    return float(v);
+  }
   default: break;
   }
   uint16_t h;
@@ -230,7 +256,7 @@ float tessel::fuzz::valueAt(const std::vector<uint8_t> &bytes, DType t, size_t e
 
 std::vector<std::vector<uint8_t>> tessel::fuzz::referenceOutputs(
     const Spec &s, const std::vector<std::vector<uint8_t>> &inputs) {
-  Model model{s, {}, {}, {}, {}};
+  Model model{s, {}, {}, {}, {}, {}};
   std::vector<TensorInfo> infos = tensors(s);
   size_t input = 0;
   for (const TensorInfo &t : infos) {
@@ -239,6 +265,7 @@ std::vector<std::vector<uint8_t>> tessel::fuzz::referenceOutputs(
     std::vector<float> values(bytes.size() / size_t(byteSize(t.type)));
     for (size_t e = 0; e < values.size(); ++e) values[e] = valueAt(bytes, t.type, e);
     model.in.push_back(std::move(values));
+    model.names.push_back(t.name);
   }
   bool adds = s.store == Store::atomic || s.store == Store::atomicTma;
   model.y.assign(size_t(s.m * s.n), adds ? 0.0f : std::nanf(""));

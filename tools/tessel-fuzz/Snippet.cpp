@@ -124,6 +124,23 @@ std::string loadText(const Spec &s) {
                                   s.tn, s.stages, wsName(s.ws))
                     : fmt::format("    serial(ceil_div(N, {}), step);\n", s.tn));
   }
+  if (s.load == Load::paged) {
+    int64_t width = s.tn / s.pageParts;
+    t += "    clear(w);\n    auto step = [&](Expr kt) {\n";
+    for (int64_t q = 0; q < s.pageParts; ++q)
+      t += fmt::format("      copy(X.tile({{row0, P(kt * {0} + {1}) * {2}}}, {{{3}, {2}}}), {4});\n", s.pageParts, q,
+                       width, s.tm,
+                       s.pageParts == 1 ? std::string("staged")
+                                        : fmt::format("staged.tile({{0, {} * {}}}, {{{}, {}}})", q, width, s.tm, width));
+    t += fmt::format("      parallel({}, {}, [&](Expr i, Expr j) {{\n"
+                     "        w(i, j) = w(i, j) + cast(staged(i, j), DType::f32) * cast(kt + 1, DType::f32);\n"
+                     "      }});\n    }};\n",
+                     s.tm, s.tn);
+    return t + (s.pipelinedLoop
+                    ? fmt::format("    pipelined(ceil_div(N, {}), {}, {{.warp_specialize = WarpSpecialize::{}}}, step);\n",
+                                  s.tn, s.stages, wsName(s.ws))
+                    : fmt::format("    serial(ceil_div(N, {}), step);\n", s.tn));
+  }
   int64_t half = s.tm / 2;
   if (s.load == Load::twoHops)
     t += fmt::format("    Buffer hop = alloc_fragment({{{}, {}}}, {}, \"xf\");\n    copy({}, staged);\n"
@@ -224,8 +241,11 @@ std::string tessel::fuzz::snippet(const Spec &s) {
                               "  Program p(\"fuzz_{}\");\n"
                               "  Expr M = p.sym(\"M\"), N = p.sym(\"N\"), K = p.sym(\"K\"), L = p.sym(\"L\");\n",
                               s.seed, s.seed);
-  if (s.family == Family::elementwise) t += fmt::format("  Tensor X = p.tensor(\"X\", {{M, N}}, {});\n", dtype(s.in));
-  else
+  if (s.family == Family::elementwise) {
+    t += fmt::format("  Tensor X = p.tensor(\"X\", {{M, N}}, {});\n", dtype(s.in));
+    if (s.load == Load::paged)
+      t += fmt::format("  Tensor P = p.tensor(\"P\", {{ceil_div(N, {}) * {}}}, DType::i32);\n", s.tn, s.pageParts);
+  } else
     t += fmt::format("  Tensor A = p.tensor(\"A\", {}, {});\n  Tensor B = p.tensor(\"B\", {}, {});\n",
                      s.transposeA ? "{K, M}" : "{M, K}", dtype(s.in), s.transposeB ? "{N, K}" : "{K, N}", dtype(s.in));
   t += "  Tensor v = p.tensor(\"V\", {4}, DType::f32), Y = p.tensor(\"Y\", {M, N}, DType::f32);\n"

@@ -39,6 +39,13 @@ enum class Load {
   /// W = the sum of X's tiles along the row (every column tile), loaded by
   /// a pipelined loop into xs and added by element code.
   rowSum,
+  /// As rowSum, but each step's columns come in pageParts pages named by
+  /// the i32 page table P (a permutation), read in the loop: page
+  /// P(kt * parts + q) fills the window [q w, (q + 1) w) of xs, w = tn /
+  /// parts, and W += xs * (kt + 1). The paged KV cache's pattern: copy
+  /// addresses from memory read in a pipelined loop, into windows of a
+  /// staged tile.
+  paged,
 };
 
 /// How W reaches Y.
@@ -105,10 +112,11 @@ struct Spec {
   int swizzlePanel = 0;
   Space work = Space::fragment; // W's space
   Load load = Load::direct;
+  int64_t pageParts = 1; // Load::paged: pages per step
   Store store = Store::direct;
   MemoryOrder storeOrder = MemoryOrder::relaxed;
   std::vector<Stmt> stmts;
-  // gemm, and the rowSum load's loop
+  // gemm, and the rowSum and paged loads' loop
   bool pipelinedLoop = true;
   int stages = 2;
   WarpSpecialize ws = WarpSpecialize::automatic;
