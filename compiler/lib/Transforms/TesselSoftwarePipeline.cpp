@@ -143,6 +143,9 @@ struct Pipeliner {
       if (anyCpAsync) CpAsyncCommitOp::create(b, loc);
     }
 
+    // Asked before the body moves into the new loop (the walk finds the
+    // gemms in the old one).
+    bool asyncReads = readByAsyncProxy(plan);
     auto forOp = scf::ForOp::create(b, loc, loop.getLower(), loop.getUpper(), loop.getStep());
     Block &oldBody = loop.getBody().front();
     Block *body = forOp.getBody();
@@ -163,7 +166,9 @@ struct Pipeliner {
       MbarrierWaitOp::create(b, loc, full, stage, pb.parityOf(k));
     } else {
       CpAsyncWaitOp::create(b, loc, b.getI64IntegerAttr(std::max<int64_t>(S - 2, 0)));
-      if (readByAsyncProxy(plan)) FenceProxyAsyncOp::create(b, loc);
+      // cp.async writes are the generic proxy's: the threads that made them
+      // fence before the barrier that hands them to wgmma or tcgen05.mma.
+      if (asyncReads) FenceProxyAsyncOp::create(b, loc);
       // Publishes iteration k's data and retires iteration k-1's reads.
       BarrierOp::create(b, loc, IntegerAttr(), IntegerAttr());
       issueLoads(loc, *body, aheadIv, aheadStage, /*barrierFirst=*/false);

@@ -281,11 +281,13 @@ void SyncVerifier::visitOp(Operation &op, GroupState &state, RoleOp role) {
   }
   if (auto wait = llvm::dyn_cast<CpAsyncWaitOp>(op)) {
     // Retires every commit group but the newest `pending`; their loads
-    // become ordinary writes that a barrier publishes.
+    // become ordinary writes of the generic proxy, which a barrier
+    // publishes and, for an async-proxy reader, a fence.proxy.async first.
     int64_t keep = wait.getPending();
     llvm::erase_if(state.inFlight, [&](const Access *a) {
       if (a->fill != Fill::cpAsync || state.cpGroup.lookup(a) >= state.commits - keep) return false;
       state.pending.push_back(a);
+      state.unfenced.push_back(a);
       return true;
     });
     return;

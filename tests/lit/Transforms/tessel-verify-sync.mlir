@@ -182,6 +182,27 @@ tile.kernel @missing_proxy_fence() grid(%bx) = affine_map<() -> (1)> threads(128
 
 // -----
 
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// cp.async writes through the generic proxy: once its group is waited for
+// and a barrier publishes it, wgmma still needs fence.proxy.async first.
+tile.kernel @cp_async_missing_proxy_fence(%x: memref<?x64xf16, #g>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %acc = tile.alloc : memref<64x64xf32, #f>
+  %t = tile.alloc {name = "a_tile"} : memref<64x64xf16, #s>
+  %xr = tile.region %x[%c0, %c0] [64, 64] : memref<?x64xf16, #g> -> memref<64x64xf16, strided<[64, 1], offset: ?>, #g>
+  tile.copy %xr, %t {async} : memref<64x64xf16, strided<[64, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+  tile.cp_async_commit
+  tile.cp_async_wait pending(0)
+  tile.barrier
+  // expected-error @+1 {{missing proxy fence: 'a_tile' is written by threads at}}
+  tile.gemm %t, %t, %acc {instruction = #tile.instr<wgmma>, warps = array<i64: 1, 1>} : memref<64x64xf16, #s>, memref<64x64xf16, #s>, memref<64x64xf32, #f>
+}
+
+// -----
+
 // A warp-specialized pipeline as tessel-warp-specialize builds it: the
 // consumers wait on `full` at the stage they read and release it on
 // `empty`, which the producer waits on before refilling.
