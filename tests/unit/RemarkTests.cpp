@@ -108,13 +108,56 @@ TEST_CASE("copies into constant windows of a staged tile are pipelined") {
     CHECK(remarksOf(k, "pipelining").empty());
     CHECK(k.loweredIr().find("cp_async_commit") != std::string::npos);
     if (std::string(arch) == "sm_90a") {
-      // TMA fills whole buffers: each window load says so at its line.
-      std::vector<Remark> tma = remarksOf(k, "tma", "the shared side is not a whole shared buffer");
+      // A TMA box fills whole rows: each window of columns says so at its
+      // line.
+      std::vector<Remark> tma = remarksOf(k, "tma", "a window of some of its buffer's columns");
       REQUIRE(tma.size() == 2);
       CHECK(tma[0].location == here(firstCopy));
       CHECK(tma[1].location == here(firstCopy + 1));
     }
   }
+}
+
+TEST_CASE("copies into windows of rows of a staged tile are TMA boxes, read from a page table") {
+  // A paged cache: each step's two pages are named by a table the loop
+  // reads, and each lands in its window of rows of the staged tile. On
+  // sm_90a they are TMA boxes and the loop is warp-specialized (the
+  // producer reads the page numbers); 4-row pages of 128-byte rows start
+  // off the layout's 1024-byte period and stay cp.async, saying so (the
+  // first page too: a buffer is filled one way).
+  auto paged = [](int64_t pageRows) {
+    Program p("paged_rows");
+    Expr n = p.sym("N"), pages = p.sym("P");
+    Tensor cache = p.tensor("cache", {pages, pageRows, 64}, DType::f16);
+    Tensor table = p.tensor("table", {n * 2}, DType::i32);
+    Tensor out = p.tensor("out", {2 * pageRows, 64}, DType::f32);
+    p.kernel({1}, 128, [&](Expr) {
+      Buffer s = alloc_shared({2 * pageRows, 64}, DType::f16);
+      Buffer acc = alloc_fragment({2 * pageRows, 64}, DType::f32);
+      fill(acc, 0.0);
+      pipelined(n, 3, [&](Expr kt) {
+        for (int64_t q = 0; q < 2; ++q)
+          copy(cache.tile({table(kt * 2 + q), 0, 0}, {drop, pageRows, 64}),
+               s.tile({q * pageRows, 0}, {pageRows, 64}));
+        parallel(2 * pageRows, 64, [&](Expr i, Expr j) { acc(i, j) = acc(i, j) + cast(s(i, j), DType::f32); });
+      });
+      copy(acc, out.tile({0, 0}, {2 * pageRows, 64}));
+    });
+    return p;
+  };
+  Program wholePages = paged(16), smallPages = paged(4);
+  Kernel whole = compile(wholePages, quiet("sm_90a"));
+  INFO(allRemarks(whole));
+  CHECK(remarksOf(whole, "tma").empty());
+  CHECK(remarksOf(whole, "warp-specialization").empty());
+  CHECK(remarksOf(whole, "pipelining").empty());
+  CHECK(whole.cuda().find("tma_load") != std::string::npos);
+  Kernel small = compile(smallPages, quiet("sm_90a"));
+  INFO(allRemarks(small));
+  CHECK(remarksOf(small, "tma", "starts at row 4").size() == 2);
+  CHECK(remarksOf(small, "tma", "another window of its buffer").size() == 1);
+  CHECK(remarksOf(small, "pipelining").empty());
+  for (const char *arch : {"sm_80", "sm_100a"}) CHECK_NOTHROW(compile(wholePages, quiet(arch)));
 }
 
 TEST_CASE("a peer operand keeps TMA and warp specialization in its loop") {

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "TileLowering.h"
+#include "TmaRules.h"
 #include "tessel/Transforms/BufferUtils.h"
 
 #include "llvm/Support/MathExtras.h"
@@ -133,15 +134,28 @@ bool TileLowering::forEachTmaBox(Operation *op, const Access &global, const Acce
              "fixed extents); copy with threads instead");
     return false;
   }
-  if (!param || !layoutAttr || layoutAttr.getPad() ||
-      shared.tileShape != ArrayRef<int64_t>(shared.rootShape)) {
-    fail(op, "TMA moves a window of a global tensor parameter to or from a whole shared buffer "
-             "with an unpadded #tile.shared layout");
+  if (!param || !layoutAttr || layoutAttr.getPad()) {
+    fail(op, "TMA moves a window of a global tensor parameter to or from a shared buffer with an "
+             "unpadded #tile.shared layout");
     return false;
   }
   layout::SharedLayout l = layoutAttr.getLayout();
   int64_t eb = getElementBytes(shared.elementType);
   ArrayRef<int64_t> shape = shared.tileShape;
+  // A window of rows (tmaWindowFirstRow) starts `firstRow` rows into each
+  // panel.
+  int64_t firstRow = 0;
+  if (shape != ArrayRef<int64_t>(shared.rootShape)) {
+    SmallVector<std::optional<int64_t>> start =
+        llvm::map_to_vector(shared.offsets, [](Value v) { return getConstantIntValue(v); });
+    std::optional<int64_t> row = tmaWindowFirstRow(shared.rootShape, shape, start, l, eb);
+    if (!row) {
+      fail(op, "TMA writes a window of a shared buffer only when it holds whole rows from a row "
+               "aligned to the swizzle's period");
+      return false;
+    }
+    firstRow = *row;
+  }
   int64_t rank = shape.size(), cols = shape.back();
   // A swizzled buffer is a row of panels `swizzle` bytes wide: one box per
   // panel. Boxes are at most 256 elements along every dimension.
@@ -167,7 +181,10 @@ bool TileLowering::forEachTmaBox(Operation *op, const Access &global, const Acce
   box[dims.back()] = panel;
   if (rank >= 2) box[dims[rank - 2]] = std::min(rows, rowChunk);
   int64_t descriptor = tensorMapIndex(param, box, l.getSwizzleBytes(), /*perRank=*/bool(peerRank));
-  int64_t innerRows = l.getRows() / std::max<int64_t>(rows, 1); // leading dims beyond rank-2
+  // Leading dims beyond rank-2 (a window of rows has none).
+  int64_t innerRows = firstRow || shape != ArrayRef<int64_t>(shared.rootShape)
+                          ? 1
+                          : l.getRows() / std::max<int64_t>(rows, 1);
   for (int64_t p = 0; p < cols / panel; ++p) {
     for (int64_t r = 0; r < rows; r += rowChunk) {
       SmallVector<Value> coords(global.offsets);
@@ -175,7 +192,7 @@ bool TileLowering::forEachTmaBox(Operation *op, const Access &global, const Acce
       col = add(col, idx(p * panel));
       if (rank >= 2 && r) coords[dims[rank - 2]] = add(coords[dims[rank - 2]], idx(r));
       // Panel p holds all rows `panel` elements wide, one after another.
-      int64_t element = (p * l.getRows() + r * innerRows) * panel;
+      int64_t element = (p * l.getRows() + firstRow + r * innerRows) * panel;
       issue(descriptor, peerRank, sharedAddress(shared, idx(element)), coords);
     }
   }

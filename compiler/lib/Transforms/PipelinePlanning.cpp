@@ -278,6 +278,18 @@ PipelinePlan tessel::planPipeline(PipelinedOp loop, const TargetInfo &target) {
       plan.loads.push_back(load);
     }
   }
+  // A buffer is filled one way: where one of its windows cannot be a TMA
+  // box, its other windows are cp.async copies too (a stage half written
+  // through each proxy would need both waits before every access).
+  for (PipelineLoad &load : plan.loads) {
+    if (!load.noTma.empty()) continue;
+    for (PipelineLoad &other : plan.loads)
+      if (other.buffer == load.buffer && !other.noTma.empty() &&
+          other.noTma.rfind("another window", 0) != 0) {
+        load.noTma = "another window of its buffer is a cp.async copy (" + other.noTma + ")";
+        break;
+      }
+  }
   // Loads in program order (issue order; the guards below and the
   // prologue rely on it).
   llvm::sort(plan.loads, [](PipelineLoad &a, PipelineLoad &b) {

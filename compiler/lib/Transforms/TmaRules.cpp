@@ -51,6 +51,34 @@ int64_t innermostOffsetMultiple(Value window) {
 }
 } // namespace
 
+std::optional<int64_t> tessel::tmaWindowFirstRow(ArrayRef<int64_t> rootShape,
+                                                 ArrayRef<int64_t> windowShape,
+                                                 ArrayRef<std::optional<int64_t>> windowStart,
+                                                 const layout::SharedLayout &layout, int64_t elementBytes) {
+  if (rootShape.size() != 2 || windowShape.size() != 2 || windowStart.size() != 2) return std::nullopt;
+  if (!windowStart[0] || windowStart[1] != 0 || windowShape[1] != rootShape[1]) return std::nullopt;
+  int64_t panel = layout.getSwizzleBytes() ? layout.getPanelWidth() : rootShape[1];
+  if ((*windowStart[0] * panel * elementBytes) % kTmaWindowAlignment) return std::nullopt;
+  return *windowStart[0];
+}
+
+std::string tessel::whyNoTmaWindow(Value shared, const layout::SharedLayout *layout, int64_t elementBytes) {
+  BufferFootprint print = getFootprint(shared);
+  auto rootShape = llvm::cast<MemRefType>(print.root.getType()).getShape();
+  auto windowShape = llvm::cast<MemRefType>(shared.getType()).getShape();
+  if (print.lower.empty()) return "the shared side is a window of its buffer at offsets that are not constants";
+  if (rootShape.size() != 2 || windowShape.size() != 2)
+    return "the shared side is a window of a buffer that is not two-dimensional";
+  SmallVector<std::optional<int64_t>> start(print.lower.begin(), print.lower.end());
+  if (start[1] != 0 || windowShape[1] != rootShape[1])
+    return "the shared side is a window of some of its buffer's columns (a TMA window takes whole rows)";
+  if (layout && !tmaWindowFirstRow(rootShape, windowShape, start, *layout, elementBytes))
+    return "the shared window starts at row " + std::to_string(print.lower[0]) +
+           ", whose address within each panel is not a multiple of " +
+           std::to_string(kTmaWindowAlignment) + " bytes (the swizzle's period)";
+  return "";
+}
+
 std::string tessel::whyNoTma(Value global, Value shared, const TargetInfo &target, bool store) {
   if (!target.hasTma()) return "TMA needs sm_90a or sm_100a";
   if (!target.tma) return "TMA is turned off for this compile";
@@ -80,16 +108,23 @@ std::string tessel::whyNoTma(Value global, Value shared, const TargetInfo &targe
   if (rowStartBytes % 16)
     return "the tile's start within a row is not known to be a multiple of 16 bytes";
   auto buffer = getRootBuffer(shared).getDefiningOp<AllocOp>();
-  if (!buffer || getRootBuffer(shared).getType() != shared.getType() ||
-      !isSharedBacked(buffer.getResult()))
-    return "the shared side is not a whole shared buffer";
+  if (!buffer || !isSharedBacked(buffer.getResult())) return "the shared side is not a shared buffer";
+  bool sharedWindow = getRootBuffer(shared).getType() != shared.getType();
+  if (sharedWindow && store) return "the shared side is a window of its buffer (TMA stores read whole buffers)";
+  int64_t eb = getElementBytes(sharedType.getElementType());
+  if (sharedWindow)
+    if (std::string why = whyNoTmaWindow(shared, nullptr, eb); !why.empty()) return why;
   if (globalType.getElementType() != sharedType.getElementType())
     return "the copy converts its element type";
   if (getAnnotatedLayout(buffer)) return "the buffer has an annotated layout";
   auto layout = llvm::dyn_cast_or_null<SharedLayoutAttr>(buffer.getLayoutAttr());
   if (!layout || layout.getPad()) return "the buffer's layout is padded";
-  int64_t eb = getElementBytes(sharedType.getElementType());
   ArrayRef<int64_t> shape = sharedType.getShape();
+  if (sharedWindow) {
+    layout::SharedLayout l = layout.getLayout();
+    if (std::string why = whyNoTmaWindow(shared, &l, eb); !why.empty()) return why;
+    shape = llvm::cast<MemRefType>(buffer.getType()).getShape(); // the panels' width is the buffer's
+  }
   int64_t inner = layout.getSwizzleBytes() ? layout.getLayout().getPanelWidth() : shape.back();
   if ((inner * eb) % 16 || inner > 256)
     return "its rows are not whole 16-byte units of at most 256 elements";

@@ -484,7 +484,7 @@ scf::ForOp Specializer::issueStageLoads() {
   MbarrierExpectTxOp::create(b, loc, full, stage, b.getI64IntegerAttr(plan.stageBytes()));
   for (PipelineLoad &load : plan.loads) {
     Value src = pb.sourceFor(load, loopBody, produce.getInductionVar());
-    Value dst = StageOp::create(b, loc, load.buffer.getType(), load.buffer.getResult(), stage);
+    Value dst = pb.destFor(load, stage); // the load's window of the stage
     CopyAsyncOp::create(b, loc, src, dst, full, stage,
                         clusterSize > 1 && load.copy.getMulticast());
   }

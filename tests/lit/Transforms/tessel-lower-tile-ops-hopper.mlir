@@ -256,3 +256,35 @@ tile.kernel @peer_load(%b: memref<?x64xf16, #g>, %rank: index, %n: index) grid(%
   tile.mbarrier_expect_tx %bars[%c0] bytes(8192) : memref<1xi64, #s>
   tile.copy_async %r, %bs arrive %bars[%c0] : memref<64x64xf16, strided<[64, 1], offset: ?>, #g>, memref<64x64xf16, #s>, memref<1xi64, #s>
 }
+
+// -----
+
+// A window of whole rows of a swizzled tile is one box per panel, each
+// starting the window's first row into its panel: rows 16-31 of a 32x128
+// f16 tile (two 128-byte panels of 32 rows, 4 KB apart) land 2 KB into
+// each (a paged cache's page in its step's tile).
+// CHECK-LABEL: tile.kernel @tma_window
+// CHECK-SAME: tma_descriptors = [{box = array<i64: 1, 16, 64>, param = 0 : i64, swizzle = 128 : i64}]
+// CHECK: tilenv.mbarrier_arrive %{{.*}} expect_tx = 4096
+// CHECK: %[[BASE:.*]] = tilenv.smem_address %{{.*}} : memref<4096xf16
+// CHECK-NEXT: %[[P0:.*]] = arith.addi %[[BASE]], %c2048_i32
+// CHECK-NEXT: tilenv.tma_load 0[%arg1, %c0, %c0] -> %[[P0]]
+// CHECK-NEXT: %[[P1:.*]] = arith.addi %[[BASE]], %c6144_i32
+// CHECK-NEXT: tilenv.tma_load 0[%arg1, %c0, %c64] -> %[[P1]]
+#g = #tile.space<global>
+#s = #tile.space<shared>
+
+tile.kernel @tma_window(%cache: memref<?x16x128xf16, #g>, %page: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(256) {
+  %c0 = arith.constant 0 : index
+  %c16 = arith.constant 16 : index
+  %bars = tile.alloc : memref<1xi64, #s>
+  tile.mbarrier_init %bars[%c0] arrivals(1) : memref<1xi64, #s>
+  tile.fence_mbarrier_init
+  tile.barrier
+  %ks = tile.alloc {layout = #tile.shared<[32, 128], elem = 2, swizzle = 128, pad = 0>} : memref<32x128xf16, #s>
+  %r = tile.region %cache[%page, %c0, %c0] [1, 16, 128] : memref<?x16x128xf16, #g> -> memref<16x128xf16, strided<[128, 1], offset: ?>, #g>
+  %w = tile.region %ks[%c16, %c0] [16, 128] : memref<32x128xf16, #s> -> memref<16x128xf16, strided<[128, 1], offset: 2048>, #s>
+  tile.mbarrier_expect_tx %bars[%c0] bytes(4096) : memref<1xi64, #s>
+  tile.copy_async %r, %w arrive %bars[%c0] : memref<16x128xf16, strided<[128, 1], offset: ?>, #g>, memref<16x128xf16, strided<[128, 1], offset: 2048>, #s>, memref<1xi64, #s>
+  tile.mbarrier_wait %bars[%c0] parity %c0 : memref<1xi64, #s>
+}

@@ -866,3 +866,53 @@ tile.kernel @wait_in_walk(%a: memref<?x?xf16, #g>, %b: memref<?x?xf16, #g>, %c: 
     tile.copy %acc, %cr : memref<64x64xf32, #f>, memref<64x64xf32, strided<[?, 1], offset: ?>, #g>
   }
 }
+
+// -----
+
+// A paged source: each stage is two pages whose numbers the loop reads,
+// copied by TMA into windows of rows of the stage. The producer reads the
+// page numbers itself and fills each window of the stage it waits for,
+// arming `full` with both windows' bytes.
+// CHECK-LABEL: tile.kernel @paged_windows
+// CHECK-SAME: threads(256)
+// CHECK: tile.role threads(128, 128) {
+// CHECK: tile.mbarrier_expect_tx %{{.*}}[%[[S:.*]]] bytes(4096)
+// CHECK: memref.load %arg1
+// CHECK: %[[STAGE0:.*]] = tile.stage %{{.*}}[%[[S]]]
+// CHECK: %[[W0:.*]] = tile.region %[[STAGE0]][%c0{{.*}}, %c0{{.*}}] [16, 64]
+// CHECK-NEXT: tile.copy_async %{{.*}}, %[[W0]]
+// CHECK: memref.load %arg1
+// CHECK: %[[STAGE1:.*]] = tile.stage %{{.*}}[%[[S]]]
+// CHECK: %[[W1:.*]] = tile.region %[[STAGE1]][%c16{{.*}}, %c0{{.*}}] [16, 64]
+// CHECK-NEXT: tile.copy_async %{{.*}}, %[[W1]]
+// CHECK: tile.role threads(0, 128) {
+// CHECK-NOT: tile.copy_async
+// CHECK: tile.mbarrier_arrive
+#g = #tile.space<global>
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+tile.kernel @paged_windows(%cache: memref<?x16x64xf16, #g>, %table: memref<?xi32, #g>, %out: memref<32x64xf32, #g>, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c16 = arith.constant 16 : index
+  %ks = tile.alloc : memref<32x64xf16, #s>
+  %acc = tile.alloc : memref<32x64xf32, #f>
+  tile.pipelined %k = %c0 to %n step %c1 stages(2) {
+    %e0 = arith.muli %k, %c2 : index
+    %e1 = arith.addi %e0, %c1 : index
+    %p0 = memref.load %table[%e0] : memref<?xi32, #g>
+    %i0 = arith.index_cast %p0 : i32 to index
+    %r0 = tile.region %cache[%i0, %c0, %c0] [1, 16, 64] : memref<?x16x64xf16, #g> -> memref<16x64xf16, strided<[64, 1], offset: ?>, #g>
+    %w0 = tile.region %ks[%c0, %c0] [16, 64] : memref<32x64xf16, #s> -> memref<16x64xf16, strided<[64, 1]>, #s>
+    tile.copy %r0, %w0 : memref<16x64xf16, strided<[64, 1], offset: ?>, #g>, memref<16x64xf16, strided<[64, 1]>, #s>
+    %p1 = memref.load %table[%e1] : memref<?xi32, #g>
+    %i1 = arith.index_cast %p1 : i32 to index
+    %r1 = tile.region %cache[%i1, %c0, %c0] [1, 16, 64] : memref<?x16x64xf16, #g> -> memref<16x64xf16, strided<[64, 1], offset: ?>, #g>
+    %w1 = tile.region %ks[%c16, %c0] [16, 64] : memref<32x64xf16, #s> -> memref<16x64xf16, strided<[64, 1], offset: 1024>, #s>
+    tile.copy %r1, %w1 : memref<16x64xf16, strided<[64, 1], offset: ?>, #g>, memref<16x64xf16, strided<[64, 1], offset: 1024>, #s>
+    tile.copy %ks, %acc : memref<32x64xf16, #s>, memref<32x64xf32, #f>
+  }
+  tile.copy %acc, %out : memref<32x64xf32, #f>, memref<32x64xf32, #g>
+}
