@@ -696,6 +696,28 @@ inline Program gatherAndHistogram() {
   return p;
 }
 
+/// The same gather, and a scatter, indexing the kernel's tensors directly
+/// rather than through tiles: out(e) = table(offs(e)) and hits(offs(e)) =
+/// 1 for e = bx * 512 + i. An index past a tensor (offs outside [0, 256),
+/// e past N in the last block) reads 0 and drops the write; the last
+/// block's elements past N still run, so offs(e) = 0 there marks hits(0).
+inline Program directGatherScatter() {
+  Program p("direct_gather_scatter");
+  Expr n = p.sym("N");
+  Tensor table = p.tensor("table", {256}, DType::f32);
+  Tensor offs = p.tensor("offs", {n}, DType::i32);
+  Tensor out = p.tensor("out", {n}, DType::f32);
+  Tensor hits = p.tensor("hits", {256}, DType::f32);
+  p.kernel({ceil_div(n, 512)}, 128, [&](Expr bx) {
+    parallel(512, [&](Expr i) {
+      Expr e = bx * 512 + i;
+      out(e) = table(offs(e));
+      hits(offs(e)) = Expr(1.0);
+    });
+  });
+  return p;
+}
+
 } // namespace tessel::test
 
 #endif

@@ -123,6 +123,45 @@ TEST_CASE("values read in the kernel index buffers, and read 0 outside them", "[
   }
 }
 
+TEST_CASE("element code indexing tensors directly reads 0 and drops writes outside them", "[gpu]") {
+  const int64_t n = 1000; // the second block's last 24 elements are past N
+  std::mt19937_64 rng(7);
+  testing::HostTensor table(DType::f32, {256}), offs(DType::i32, {n});
+  testing::randomize(table, rng, 1.0f, 2.0f); // never 0, so a guarded read shows
+  std::uniform_int_distribution<int> pick(-300, 555); // about two in three outside
+  for (int64_t i = 0; i < n; ++i) offs.set(i, float(pick(rng)));
+  Program program = test::directGatherScatter();
+  Kernel k = compile(program, {rt::nativeArch(rt::Driver::get().computeCapability())});
+  testing::HostTensor out(DType::f32, {n}), hits(DType::f32, {256});
+  testing::DeviceRun run;
+  run.args.push_back(rt::LaunchArg::integer(n));
+  run.addTensor(table, false);
+  run.addTensor(offs, false);
+  run.addTensor(out, true);
+  run.addTensor(hits, false); // zeros
+  k.launch(run.args);
+  testing::synchronize();
+  run.download(3, out);
+  run.download(4, hits);
+  // The elements past N still run (an element loop covers its tile): their
+  // offs(e) reads 0, so they mark hits[0].
+  std::vector<float> wantHits(256, 0.0f);
+  wantHits[0] = 1.0f;
+  int64_t wrong = 0, outside = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    int o = int(offs.values[i]);
+    bool inside = o >= 0 && o < 256;
+    outside += !inside;
+    if (inside) wantHits[o] = 1.0f;
+    float want = inside ? table.values[o] : 0.0f;
+    if (out.values[i] != want && ++wrong <= 5)
+      FAIL_CHECK(fmt::format("out[{}] = {}, want table[{}] = {}", i, out.values[i], o, want));
+  }
+  CHECK(outside > n / 2);
+  CHECK(wrong == 0);
+  for (int j = 0; j < 256; ++j) CHECK(hits.values[j] == wantHits[j]);
+}
+
 TEST_CASE("a stencil's neighbour past the tensor's end reads 0", "[gpu]") {
   // y[i] = x[i + 1] - x[i] over one tile of a 256-element tensor: at i = 255
   // the neighbour is past the end (which the tile's static extent once

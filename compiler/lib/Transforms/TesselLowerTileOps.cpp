@@ -537,6 +537,7 @@ LogicalResult TileLowering::run() {
   zeroIdx = idx(0);
 
   checkWindowOffsets();
+  markTensorElementAccesses();
   createReduceScratch();
   // Scratch added here counts against the limit too.
   if (mlir::failed(verifySharedMemory(kernel, target.arch, target.maxSharedBytes)))
@@ -710,15 +711,36 @@ void TileLowering::lowerCollectiveOp(Operation *op, bool insideParallel) {
       .Case([&](MmaWaitOp o) { completeMmas(o); });
 }
 
+void TileLowering::markTensorElementAccesses() {
+  // Marked before the collective ops lower: their own loads and stores of
+  // kernel tensors carry the copy's checks already, while element code's
+  // (and its clones, unrolled per register) get them in
+  // lowerElementAccesses.
+  auto isKernelTensor = [&](Value m) {
+    auto arg = llvm::dyn_cast<BlockArgument>(m);
+    return arg && arg.getOwner()->getParentOp() == kernel.getOperation() &&
+           getMemorySpace(llvm::cast<MemRefType>(m.getType())) == MemorySpace::global;
+  };
+  kernel.walk([&](Operation *op) {
+    auto l = llvm::dyn_cast<memref::LoadOp>(op);
+    auto s = llvm::dyn_cast<memref::StoreOp>(op);
+    if ((l && isKernelTensor(l.getMemRef())) || (s && isKernelTensor(s.getMemRef())))
+      op->setAttr(kTensorElementAccess, UnitAttr::get(op->getContext()));
+  });
+}
+
 void TileLowering::lowerElementAccesses() {
   // Element code (parallel bodies, block-uniform scalar code) still reads and
-  // writes tile buffers and regions by their logical indices.
+  // writes tile buffers and regions by their logical indices, and kernel
+  // tensors themselves (`table(offs(i))`): those get the same bounds checks
+  // as a window of the whole tensor would.
   SmallVector<Operation *> accesses;
   auto isTileBuffer = [&](Value m) {
     return m.getDefiningOp<RegionOp>() || m.getDefiningOp<StageOp>() || m.getDefiningOp<BoundOp>() ||
            storage.count(m);
   };
   kernel.walk([&](Operation *op) {
+    if (op->hasAttr(kTensorElementAccess)) return accesses.push_back(op);
     if (auto l = llvm::dyn_cast<memref::LoadOp>(op); l && isTileBuffer(l.getMemRef()))
       accesses.push_back(op);
     if (auto s = llvm::dyn_cast<memref::StoreOp>(op); s && isTileBuffer(s.getMemRef()))

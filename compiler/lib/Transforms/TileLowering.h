@@ -37,6 +37,10 @@ struct Access {
   mlir::Value stageBase;
 };
 
+/// Marks element code's loads and stores of kernel tensors (see
+/// TileLowering::markTensorElementAccesses).
+constexpr llvm::StringLiteral kTensorElementAccess = "tessel.tensor_element_access";
+
 class TileLowering {
 public:
   TileLowering(tile::KernelOp kernel, const TargetInfo &target)
@@ -57,7 +61,10 @@ private:
   /// Lowers every collective op, then erases them.
   mlir::LogicalResult lowerCollectiveOps();
   void lowerCollectiveOp(mlir::Operation *op, bool insideParallel);
-  /// Loads and stores of tile buffers by logical index, through their layouts.
+  /// Tags element code's accesses of kernel tensors, before anything lowers.
+  void markTensorElementAccesses();
+  /// Loads and stores of tile buffers (and element code's of kernel
+  /// tensors) by logical index, through their layouts, checked.
   void lowerElementAccesses();
   /// Erases the logical buffers; fails where one is still used.
   mlir::LogicalResult eraseLogicalBuffers();
