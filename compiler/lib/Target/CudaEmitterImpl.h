@@ -63,7 +63,10 @@ private:
     return success();
   }
   std::string fresh(StringRef prefix = "v") { return (prefix + Twine(nextId++)).str(); }
-  std::string &name(Value v) {
+  /// A copy, never a reference into `names`: a later insertion may rehash
+  /// the map, and `names[arg] = name(res)` read a freed string (a loop's
+  /// carried value then printed under a name no declaration had).
+  std::string name(Value v) {
     std::string &n = names[v];
     if (n.empty()) n = fresh();
     return n;
