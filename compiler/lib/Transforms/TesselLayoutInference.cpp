@@ -234,24 +234,27 @@ LogicalResult LayoutInference::propagateLoop(ParallelOp loop, bool &changed) {
     for (const LoopAccess &a : accesses)
       if (fragments.count(a.fragment) && (!best || a.dims.size() > best->dims.size())) best = &a;
     if (!best) return success();
-    const Placed &placed = fragments.find(best->fragment)->second;
-    const FragmentLayout &l = placed.layout;
+    const FragmentLayout &l = fragments.find(best->fragment)->second.layout;
     FragmentLayout loopLayout = best->dims.size() == extents.size()
                                     ? l
                                     : extendToLoop(l, best->dims, extents);
-    // A reduction's result read beside a fragment of the loop's rank that
-    // is not placed yet (`y(i, j) = x(i, j) * s(i)`, s = reduce(xf, 1)):
-    // extended, its replicas would give every thread whole rows. The
-    // reduced fragment's own layout holds s(i) where it holds row i, and
-    // spreads the loop over the threads as that fragment is.
-    if (best->dims.size() < extents.size())
-      if (auto reduce = llvm::dyn_cast<ReduceOp>(placed.origin)) {
-        auto source = fragments.find(reduce.getSource());
-        if (source != fragments.end() &&
-            llvm::cast<MemRefType>(reduce.getSource().getType()).getShape() == extents &&
-            source->second.layout.registerMapTo(l, best->dims))
-          loopLayout = source->second.layout;
-      }
+    // A lower-rank fragment read beside one of the loop's rank that is not
+    // placed yet (`y(i, j) = x(i, j) * s(i)`, s a reduction's result or
+    // computed from one): extended, its replicas would give every thread
+    // whole rows. A placed fragment of the loop's shape whose threads hold
+    // s(i) wherever they hold row i (the reduced fragment) spreads the loop
+    // over the threads instead; the first in program order is taken.
+    if (best->dims.size() < extents.size()) {
+      WalkResult found = kernel.walk([&](AllocOp alloc) {
+        auto other = fragments.find(alloc.getResult());
+        if (other == fragments.end() || alloc.getType().getShape() != extents ||
+            !other->second.layout.registerMapTo(l, best->dims))
+          return WalkResult::advance();
+        loopLayout = other->second.layout;
+        return WalkResult::interrupt();
+      });
+      (void)found;
+    }
     loops.try_emplace(loop, Placed{loopLayout, loop});
     changed = true;
   }

@@ -415,7 +415,8 @@ tile.kernel @huge_parallel(%y: memref<32x32xf32, #tile.space<global>>) grid(%bx)
 // A loop that writes a fragment not placed yet and reads a reduction's
 // result at its row index takes the reduced fragment's layout, which holds
 // s(i) wherever it holds row i: 8 registers a thread, not whole rows (the
-// result's own layout extended by registers over the columns).
+// result's own layout extended by registers over the columns). So does one
+// that reads a value computed from the result (rsqrt of a sum of squares).
 // CHECK-LABEL: tile.kernel @reduced_beside
 // CHECK: tile.alloc {layout = #tile.fragment<[4, 256], [[XF:.*]]>}
 // CHECK: tile.alloc {layout = #tile.fragment<[4], reg = []
@@ -435,6 +436,40 @@ tile.kernel @reduced_beside(%x: memref<4x256xf32, #tile.space<global>>) grid(%bx
   tile.parallel (%i, %j) in [4, 256] {
     %v = memref.load %xs[%i, %j] : memref<4x256xf32, #s>
     %r = memref.load %s[%i] : memref<4xf32, #f>
+    %y = arith.mulf %v, %r : f32
+    memref.store %y, %yf[%i, %j] : memref<4x256xf32, #f>
+  }
+  tile.copy %yf, %x : memref<4x256xf32, #f>, memref<4x256xf32, #tile.space<global>>
+}
+
+// -----
+
+// CHECK-LABEL: tile.kernel @computed_from_reduced
+// CHECK: tile.alloc {layout = #tile.fragment<[4, 256], [[XF:.*]]>}
+// CHECK: tile.alloc {layout = #tile.fragment<[4], reg = []
+// CHECK-NEXT: tile.alloc {layout = #tile.fragment<[4], reg = []
+// CHECK-NEXT: tile.alloc {layout = #tile.fragment<[4, 256], [[XF]]>}
+// CHECK: tile.parallel (%{{.*}}, %{{.*}}) in [4, 256] attributes {layout = #tile.fragment<[4, 256], [[XF]]>}
+#f = #tile.space<fragment>
+#s = #tile.space<shared>
+
+tile.kernel @computed_from_reduced(%x: memref<4x256xf32, #tile.space<global>>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %xs = tile.alloc : memref<4x256xf32, #s>
+  %xf = tile.alloc : memref<4x256xf32, #f>
+  %s = tile.alloc : memref<4xf32, #f>
+  %t = tile.alloc : memref<4xf32, #f>
+  %yf = tile.alloc : memref<4x256xf32, #f>
+  tile.copy %x, %xs : memref<4x256xf32, #tile.space<global>>, memref<4x256xf32, #s>
+  tile.copy %xs, %xf : memref<4x256xf32, #s>, memref<4x256xf32, #f>
+  tile.reduce sum %xf -> %s dim = 1 clear : memref<4x256xf32, #f> -> memref<4xf32, #f>
+  tile.parallel (%i) in [4] {
+    %r = memref.load %s[%i] : memref<4xf32, #f>
+    %q = math.rsqrt %r : f32
+    memref.store %q, %t[%i] : memref<4xf32, #f>
+  }
+  tile.parallel (%i, %j) in [4, 256] {
+    %v = memref.load %xs[%i, %j] : memref<4x256xf32, #s>
+    %r = memref.load %t[%i] : memref<4xf32, #f>
     %y = arith.mulf %v, %r : f32
     memref.store %y, %yf[%i, %j] : memref<4x256xf32, #f>
   }
