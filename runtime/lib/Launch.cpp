@@ -483,6 +483,9 @@ void tessel::rt::encodeTensorMap(const KernelSpec &s, const TensorMapSpec &map,
     stride *= a.shape[d];
     if (d > 0) strides.push_back(stride);
   }
+  // A one-dimensional map has no strides; the array is still passed (a
+  // null one is refused).
+  if (strides.empty()) strides.push_back(stride);
   CUtensorMapSwizzle swizzle = map.swizzle == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
                                : map.swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
                                : map.swizzle == 32 ? CU_TENSOR_MAP_SWIZZLE_32B

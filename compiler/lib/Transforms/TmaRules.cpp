@@ -126,8 +126,10 @@ std::string tessel::whyNoTma(Value global, Value shared, const TargetInfo &targe
     shape = llvm::cast<MemRefType>(buffer.getType()).getShape(); // the panels' width is the buffer's
   }
   int64_t inner = layout.getSwizzleBytes() ? layout.getLayout().getPanelWidth() : shape.back();
-  if ((inner * eb) % 16 || inner > 256)
-    return "its rows are not whole 16-byte units of at most 256 elements";
+  if ((inner * eb) % 16) return "its rows are not whole 16-byte units";
+  if (inner > 256)
+    return "its rows are " + std::to_string(inner) +
+           " elements wide in one unswizzled panel, and a TMA box row holds at most 256";
   if (shape.size() > 5) return "TMA boxes have at most 5 dimensions";
   for (size_t d = 0; d + 2 < shape.size(); ++d)
     if (shape[d] > 256) return "a box dimension is above 256";
