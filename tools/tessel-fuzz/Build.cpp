@@ -104,6 +104,12 @@ void buildStmt(const Spec &s, const Stmt &st, const Params &p, const Buffer &w, 
   }
 }
 
+/// The loop over a row's column tiles that runs `step` (rowSum, paged).
+void rowLoop(const Spec &s, const Params &p, const std::function<void(Expr)> &step) {
+  if (s.pipelinedLoop) pipelined(ceil_div(p.n, s.tn), s.stages, {.warp_specialize = s.ws}, step);
+  else serial(ceil_div(p.n, s.tn), step);
+}
+
 /// W for an elementwise program: X's tile, converted to f32.
 Buffer loadTile(const Spec &s, const Params &p, Expr row0, Expr col0) {
   Buffer w = s.work == Space::shared ? alloc_shared({s.tm, s.tn}, DType::f32, "w")
@@ -121,8 +127,7 @@ Buffer loadTile(const Spec &s, const Params &p, Expr row0, Expr col0) {
       copy(p.x.tile({row0, kt * s.tn}, {s.tm, s.tn}), staged);
       parallel(s.tm, s.tn, [&](Expr i, Expr j) { w(i, j) = w(i, j) + cast(staged(i, j), DType::f32); });
     };
-    if (s.pipelinedLoop) pipelined(ceil_div(p.n, s.tn), s.stages, {.warp_specialize = s.ws}, step);
-    else serial(ceil_div(p.n, s.tn), step);
+    rowLoop(s, p, step);
     return w;
   }
   if (s.load == Load::paged) {
@@ -141,8 +146,7 @@ Buffer loadTile(const Spec &s, const Params &p, Expr row0, Expr col0) {
         w(i, j) = w(i, j) + cast(staged(i, j), DType::f32) * cast(kt + 1, DType::f32);
       });
     };
-    if (s.pipelinedLoop) pipelined(ceil_div(p.n, s.tn), s.stages, {.warp_specialize = s.ws}, step);
-    else serial(ceil_div(p.n, s.tn), step);
+    rowLoop(s, p, step);
     return w;
   }
   int64_t half = s.tm / 2;

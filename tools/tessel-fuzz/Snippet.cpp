@@ -105,6 +105,14 @@ const char *wsName(WarpSpecialize w) {
   return names[static_cast<int>(w)];
 }
 
+/// The loop over a row's column tiles that runs `step` (rowSum, paged).
+std::string rowLoopText(const Spec &s) {
+  return s.pipelinedLoop
+             ? fmt::format("    pipelined(ceil_div(N, {}), {}, {{.warp_specialize = WarpSpecialize::{}}}, step);\n",
+                           s.tn, s.stages, wsName(s.ws))
+             : fmt::format("    serial(ceil_div(N, {}), step);\n", s.tn);
+}
+
 std::string loadText(const Spec &s) {
   std::string t = fmt::format("    Buffer w = {}({{{}, {}}}, DType::f32, \"w\");\n",
                               s.work == Space::shared ? "alloc_shared" : "alloc_fragment", s.tm, s.tn);
@@ -119,10 +127,7 @@ std::string loadText(const Spec &s) {
                      "      parallel({0}, {1}, [&](Expr i, Expr j) {{ w(i, j) = w(i, j) + cast(staged(i, j), "
                      "DType::f32); }});\n    }};\n",
                      s.tm, s.tn);
-    return t + (s.pipelinedLoop
-                    ? fmt::format("    pipelined(ceil_div(N, {}), {}, {{.warp_specialize = WarpSpecialize::{}}}, step);\n",
-                                  s.tn, s.stages, wsName(s.ws))
-                    : fmt::format("    serial(ceil_div(N, {}), step);\n", s.tn));
+    return t + rowLoopText(s);
   }
   if (s.load == Load::paged) {
     int64_t width = s.tn / s.pageParts;
@@ -136,10 +141,7 @@ std::string loadText(const Spec &s) {
                      "        w(i, j) = w(i, j) + cast(staged(i, j), DType::f32) * cast(kt + 1, DType::f32);\n"
                      "      }});\n    }};\n",
                      s.tm, s.tn);
-    return t + (s.pipelinedLoop
-                    ? fmt::format("    pipelined(ceil_div(N, {}), {}, {{.warp_specialize = WarpSpecialize::{}}}, step);\n",
-                                  s.tn, s.stages, wsName(s.ws))
-                    : fmt::format("    serial(ceil_div(N, {}), step);\n", s.tn));
+    return t + rowLoopText(s);
   }
   int64_t half = s.tm / 2;
   if (s.load == Load::twoHops)
