@@ -227,10 +227,16 @@ private:
     std::string text = diag.str();
     if (diag.getSeverity() != DiagnosticSeverity::Error)
       if (std::optional<MissedRemark> missed = parseMissed(text)) {
-        remarks.push_back({Remark{missed->pass, missed->category,
-                                  describeLocation(diag.getLocation()), missed->reason,
-                                  diag.getSeverity() == DiagnosticSeverity::Warning},
-                           diag.getLocation()});
+        Remark remark{missed->pass, missed->category, describeLocation(diag.getLocation()),
+                      missed->reason, diag.getSeverity() == DiagnosticSeverity::Warning};
+        // Ops made at one line of the program (copies in a C++ loop, a
+        // gather's 64 rows) that are declined for one reason say it once.
+        bool said = llvm::any_of(remarks, [&](const auto &r) {
+          return r.first.pass == remark.pass && r.first.category == remark.category &&
+                 r.first.location == remark.location && r.first.message == remark.message &&
+                 r.first.isWarning == remark.isWarning;
+        });
+        if (!said) remarks.push_back({remark, diag.getLocation()});
         return success();
       }
     messages += fmt::format("{}: {}: {}\n", where, severityName(diag.getSeverity()), text);
