@@ -36,13 +36,10 @@ inline Program rmsNormResidual(int64_t rows, int64_t chunk, int threads, int sta
   Tensor y = p.tensor("y", {m, h}, DType::bf16);
   Tensor hout = p.tensor("h", {m, h}, DType::bf16);
   p.kernel({ceil_div(m, rows)}, threads, [&](Expr bx) {
-    // Each loop stages into buffers of its own: a staging buffer shared by
-    // two pipelined loops keeps both from being pipelined (see
-    // OutsideKernelTests.cpp, DEFECT).
+    // Both loops stage x and the residual through the same buffers (each
+    // rewrites them before reading them), which both loops pipeline.
     Buffer xs = alloc_shared({rows, chunk}, DType::bf16, "x");
     Buffer rs = alloc_shared({rows, chunk}, DType::bf16, "residual");
-    Buffer xs2 = alloc_shared({rows, chunk}, DType::bf16, "x_again");
-    Buffer rs2 = alloc_shared({rows, chunk}, DType::bf16, "residual_again");
     Buffer ws = alloc_shared({chunk}, DType::bf16, "weight");
     Buffer hb = alloc_fragment({rows, chunk}, DType::bf16, "h");
     Buffer sq = alloc_fragment({rows, chunk}, DType::f32, "squares");
@@ -69,11 +66,11 @@ inline Program rmsNormResidual(int64_t rows, int64_t chunk, int threads, int sta
       rstd(i) = Expr(1.0) / sqrt(ss(i) / cast(h, DType::f32) + eps);
     });
     pipelined(ceil_div(h, chunk), stages, [&](Expr kt) {
-      copy(x.tile({bx * rows, kt * chunk}, {rows, chunk}), xs2);
-      copy(res.tile({bx * rows, kt * chunk}, {rows, chunk}), rs2);
+      copy(x.tile({bx * rows, kt * chunk}, {rows, chunk}), xs);
+      copy(res.tile({bx * rows, kt * chunk}, {rows, chunk}), rs);
       copy(w.tile({kt * chunk}, {chunk}), ws);
       parallel(rows, chunk, [&](Expr i, Expr j) {
-        Expr v = cast(cast(cast(xs2(i, j), DType::f32) + cast(rs2(i, j), DType::f32), DType::bf16),
+        Expr v = cast(cast(cast(xs(i, j), DType::f32) + cast(rs(i, j), DType::f32), DType::bf16),
                       DType::f32);
         yb(i, j) = cast(v * rstd(i) * cast(ws(j), DType::f32), DType::bf16);
       });
@@ -175,7 +172,6 @@ inline Program quantizeRowsInt8(DType in, int64_t rows, int64_t chunk, int threa
   Tensor scale = p.tensor("scale", {m}, DType::f32);
   p.kernel({ceil_div(m, rows)}, threads, [&](Expr bx) {
     Buffer xs = alloc_shared({rows, chunk}, in, "x");
-    Buffer xs2 = alloc_shared({rows, chunk}, in, "x_again"); // see rmsNormResidual
     Buffer xf = alloc_fragment({rows, chunk}, DType::f32, "xf");
     Buffer qf = alloc_fragment({rows, chunk}, DType::i8, "codes");
     Buffer amax = alloc_fragment({rows}, DType::f32, "amax");
@@ -193,9 +189,9 @@ inline Program quantizeRowsInt8(DType in, int64_t rows, int64_t chunk, int threa
     });
     copy(sc, scale.tile({bx * rows}, {rows}));
     pipelined(ceil_div(c, chunk), 3, [&](Expr kt) {
-      copy(x.tile({bx * rows, kt * chunk}, {rows, chunk}), xs2);
+      copy(x.tile({bx * rows, kt * chunk}, {rows, chunk}), xs);
       // Through a fragment copied from the stage (see rmsNormResidual).
-      copy(xs2, xf);
+      copy(xs, xf);
       parallel(rows, chunk, [&](Expr i, Expr j) {
         Expr v = xf(i, j) * inv(i);
         qf(i, j) = cast(v + select(v >= 0.0, Expr(0.5), Expr(-0.5)), DType::i8);
@@ -242,21 +238,20 @@ inline Program softmaxTop1(DType in, int64_t chunk, int threads) {
   Tensor topProb = p.tensor("top_prob", {m}, DType::f32);
   p.kernel({m}, threads, [&](Expr row) {
     Buffer xs = alloc_shared({chunk}, in, "logits");
-    Buffer xs2 = alloc_shared({chunk}, in, "logits_again"); // see rmsNormResidual
+    Buffer xs2 = alloc_shared({chunk}, in, "logits_again"); // its own (rmsNormResidual shares one)
     Buffer f = alloc_fragment({chunk}, DType::f32, "f");
-    // Indices as floats (exact below 2^24): reductions take floating-point
-    // buffers only (see the tests).
-    Buffer ix = alloc_fragment({chunk}, DType::f32, "first_index");
+    // Indices in i32: integer reductions are exact at any size.
+    Buffer ix = alloc_fragment({chunk}, DType::i32, "first_index");
     Buffer cm = alloc_fragment({1}, DType::f32, "chunk_max");
-    Buffer ci = alloc_fragment({1}, DType::f32, "chunk_argmax");
+    Buffer ci = alloc_fragment({1}, DType::i32, "chunk_argmax");
     Buffer cs = alloc_fragment({1}, DType::f32, "chunk_sum");
     Buffer mx = alloc_fragment({1}, DType::f32, "max");
-    Buffer best = alloc_fragment({1}, DType::f32, "argmax");
+    Buffer best = alloc_fragment({1}, DType::i32, "argmax");
     Buffer sum = alloc_fragment({1}, DType::f32, "sum");
     Buffer pf = alloc_fragment({chunk}, DType::f32, "p");
     fill(mx, -INFINITY);
     fill(sum, 0.0);
-    fill(best, 0.0);
+    fill(best, 0);
     pipelined(ceil_div(v, chunk), 3, [&](Expr kt) {
       copy(logits.tile({row, kt * chunk}, {drop, chunk}), xs);
       parallel(chunk, [&](Expr j) {
@@ -264,7 +259,7 @@ inline Program softmaxTop1(DType in, int64_t chunk, int threads) {
       });
       reduce_max(f, cm, 0);
       parallel(chunk, [&](Expr j) {
-        ix(j) = select(f(j) == cm(0), cast(kt * chunk + j, DType::f32), cast(v, DType::f32));
+        ix(j) = select(f(j) == cm(0), cast(kt * chunk + j, DType::i32), cast(v, DType::i32));
       });
       reduce_min(ix, ci, 0);
       parallel(1, [&](Expr z) {
@@ -285,7 +280,7 @@ inline Program softmaxTop1(DType in, int64_t chunk, int threads) {
     });
     Buffer topOut = top.tile({row}, {1}), topProbOut = topProb.tile({row}, {1});
     parallel(1, [&](Expr z) {
-      topOut(z) = cast(best(0), DType::i32);
+      topOut(z) = best(0);
       topProbOut(z) = Expr(1.0) / sum(0);
     });
   });

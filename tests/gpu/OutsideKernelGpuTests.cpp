@@ -5,7 +5,8 @@
 // their tiles, against float64 references on the host: a fused residual
 // add + RMSNorm, rotary embeddings in place, an MoE grouped gemm that
 // gathers and scatters rows by a token index, int8 quantisation per row
-// and its dequantisation, and a softmax fused with its top-1.
+// and its dequantisation, a softmax fused with its top-1 (i32 indices),
+// and integer reductions past f32's exact range.
 //
 //===----------------------------------------------------------------------===//
 #include <catch2/catch.hpp>
@@ -18,6 +19,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fmt/format.h>
 #include <numeric>
 #include <random>
@@ -322,5 +324,71 @@ TEST_CASE("outside: softmax over a vocabulary fused with its top-1", "[gpu][outs
       INFO("row " << i);
       CHECK(int64_t(top.values[i]) == int64_t(refTop[i]));
     }
+  }
+}
+
+// Integer reductions are exact where f32 would round (past 2^24): row sums
+// near 2^30, and a maximum, minimum and absolute maximum of 2^24 + odd
+// numbers, over rows of 1000 (not a power of two), through the three
+// lowerings: a fragment across lanes and warps, a shared tile by groups of
+// lanes, and a shared tile into a fragment.
+TEST_CASE("outside: integer reductions are exact past 2^24", "[gpu][outside]") {
+  const int64_t rows = 4, cols = 1000;
+  Program p("outside_integer_reductions");
+  Tensor x = p.tensor("x", {rows, cols}, DType::i32);
+  Tensor out = p.tensor("out", {6, rows}, DType::i32);
+  p.kernel({1}, 128, [&](Expr) {
+    Buffer xs = alloc_shared({rows, cols}, DType::i32, "xs");
+    Buffer xf = alloc_fragment({rows, cols}, DType::i32, "xf");
+    copy(x.tile({0, 0}, {rows, cols}), xs);
+    copy(xs, xf);
+    Buffer sum = alloc_fragment({rows}, DType::i32, "sum"), mx = alloc_fragment({rows}, DType::i32, "mx");
+    Buffer mn = alloc_fragment({rows}, DType::i32, "mn"), am = alloc_fragment({rows}, DType::i32, "am");
+    Buffer sharedSum = alloc_shared({rows}, DType::i32, "shared_sum");
+    Buffer intoFragment = alloc_fragment({rows}, DType::i32, "into_fragment");
+    reduce_sum(xf, sum, 1);
+    reduce_max(xf, mx, 1);
+    reduce_min(xf, mn, 1);
+    reduce_absmax(xf, am, 1);
+    reduce_sum(xs, sharedSum, 1);
+    reduce_max(xs, intoFragment, 1);
+    int k = 0;
+    for (Buffer b : {sum, mx, mn, am, sharedSum, intoFragment})
+      copy(b, out.tile({k++, 0}, {drop, rows}));
+  });
+  Kernel kernel = build(p);
+  std::mt19937_64 rng(2024);
+  std::vector<int32_t> values(rows * cols);
+  std::uniform_int_distribution<int32_t> near(0, 1000);
+  for (int32_t &v : values) v = (1 << 20) + near(rng);
+  std::uniform_int_distribution<int64_t> at(0, cols - 1);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t hi = at(rng), lo = (hi + 1 + at(rng) % (cols - 1)) % cols;
+    values[r * cols + hi] = (1 << 24) + 1 + 2 * int32_t(r);
+    values[r * cols + lo] = -((1 << 24) + 3 + 2 * int32_t(r));
+  }
+  HostTensor xt(DType::i32, {rows, cols}), ot(DType::i32, {6, rows});
+  std::memcpy(xt.bytes.data(), values.data(), values.size() * 4);
+  xt.decode();
+  DeviceRun run;
+  run.addTensor(xt, false);
+  run.addTensor(ot, true);
+  kernel.launch(run.args);
+  testing::synchronize();
+  run.download(1, ot);
+  std::vector<int32_t> got(6 * rows);
+  std::memcpy(got.data(), ot.bytes.data(), got.size() * 4);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t *row = &values[r * cols];
+    int64_t sum = std::accumulate(row, row + cols, int64_t{0});
+    int32_t mx = *std::max_element(row, row + cols), mn = *std::min_element(row, row + cols);
+    int32_t am = std::max(std::abs(mx), std::abs(mn));
+    INFO("row " << r);
+    CHECK(got[0 * rows + r] == sum);
+    CHECK(got[1 * rows + r] == mx);
+    CHECK(got[2 * rows + r] == mn);
+    CHECK(got[3 * rows + r] == am);
+    CHECK(got[4 * rows + r] == sum);
+    CHECK(got[5 * rows + r] == mx);
   }
 }

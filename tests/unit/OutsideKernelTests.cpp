@@ -246,45 +246,63 @@ TEST_CASE("a fragment written beside a reduction's result takes the reduced frag
   }
 }
 
-// DEFECT (silent slow path, with a warning). Two pipelined loops that stage
-// through the same shared buffer (a two-pass row kernel: absmax, then
-// quantise) are both refused: "its buffer is used outside the loop by
-// 'memref.load' at <the other loop>, which would see whichever stage was
-// loaded last". The other loop rewrites the buffer before it reads it, so
-// no stale stage can be seen; the check (tessel-software-pipeline's
-// planning, compiler/lib/Transforms/PipelinePlanning.cpp) should ignore
-// uses that a later copy into the buffer dominates. The message also names
-// an MLIR op ('memref.load') rather than the user's access.
-TEST_CASE("DEFECT: a staging buffer shared by two pipelined loops keeps both from pipelining",
-          "[outside]") {
-  Program p("shared_staging");
-  Expr m = p.sym("M"), c = p.sym("C");
-  Tensor x = p.tensor("x", {m, c}, DType::f16), y = p.tensor("y", {m, c}, DType::f16);
-  p.kernel({ceil_div(m, 2)}, 128, [&](Expr bx) {
-    Buffer xs = alloc_shared({2, 256}, DType::f16, "x");
-    Buffer xf = alloc_fragment({2, 256}, DType::f32, "xf");
-    Buffer amax = alloc_fragment({2}, DType::f32, "amax");
-    fill(amax, 0.0);
-    pipelined(ceil_div(c, 256), 3, [&](Expr kt) {
-      copy(x.tile({bx * 2, kt * 256}, {2, 256}), xs);
-      copy(xs, xf);
-      reduce_absmax(xf, amax, 1, false);
+// Two pipelined loops that stage through the same shared buffer (a
+// two-pass row kernel: absmax, then quantise) are both pipelined: each
+// rewrites the buffer before reading it, so neither can see a stage of the
+// other's, and the buffer's stages serve both (one allocation). The second
+// loop's first loads wait at a barrier for every thread to be done with
+// the first loop. (Both were once refused: "its buffer is used outside the
+// loop by 'memref.load'".) A read after a loop that no write of the whole
+// buffer precedes would see whichever stage was loaded last: that loop is
+// still refused, and the remark names the read as the user wrote it.
+TEST_CASE("a staging buffer shared by two pipelined loops serves both", "[outside]") {
+  enum Form { shared, separate, readAfter };
+  auto build = [](Form form) {
+    Program p(form == shared ? "shared_staging" : form == separate ? "separate_staging"
+                                                                   : "shared_staging_read_after");
+    Expr m = p.sym("M"), c = p.sym("C");
+    Tensor x = p.tensor("x", {m, c}, DType::f16), y = p.tensor("y", {m, c}, DType::f16);
+    p.kernel({ceil_div(m, 2)}, 128, [&](Expr bx) {
+      Buffer xs = alloc_shared({2, 256}, DType::f16, "x");
+      Buffer xs2 = form == separate ? alloc_shared({2, 256}, DType::f16, "x_again") : xs;
+      Buffer xf = alloc_fragment({2, 256}, DType::f32, "xf");
+      Buffer amax = alloc_fragment({2}, DType::f32, "amax");
+      fill(amax, 0.0);
+      pipelined(ceil_div(c, 256), 3, [&](Expr kt) {
+        copy(x.tile({bx * 2, kt * 256}, {2, 256}), xs);
+        copy(xs, xf);
+        reduce_absmax(xf, amax, 1, false);
+      });
+      if (form == readAfter) copy(xs, xf); // the last stage loaded, whichever it is
+      pipelined(ceil_div(c, 256), 4, [&](Expr kt) {
+        // Two windows that together write the whole buffer.
+        copy(x.tile({bx * 2, kt * 256}, {1, 256}), xs2.tile({0, 0}, {1, 256}));
+        copy(x.tile({bx * 2 + 1, kt * 256}, {1, 256}), xs2.tile({1, 0}, {1, 256}));
+        copy(xs2, xf);
+        parallel(2, 256, [&](Expr i, Expr j) { xf(i, j) = xf(i, j) / amax(i); });
+        copy(xf, y.tile({bx * 2, kt * 256}, {2, 256}));
+      });
     });
-    pipelined(ceil_div(c, 256), 3, [&](Expr kt) {
-      copy(x.tile({bx * 2, kt * 256}, {2, 256}), xs);
-      copy(xs, xf);
-      parallel(2, 256, [&](Expr i, Expr j) { xf(i, j) = xf(i, j) / amax(i); });
-      copy(xf, y.tile({bx * 2, kt * 256}, {2, 256}));
-    });
-  });
+    return p;
+  };
   for (std::string arch : kArchs) {
-    Kernel k = compileQuiet(p, arch);
+    Program one = build(shared), two = build(separate);
+    Kernel k = compileQuiet(one, arch), k2 = compileQuiet(two, arch);
     std::string text = remarksText(k);
     INFO(arch << "\n" << text);
-    CHECK(saysNotPipelined(k)); // DEFECT: both loops should be pipelined
-    CHECK(count(text, "this loop of 3 stages is not pipelined") == 2);
-    // The other use is named by its MLIR op ('tile.copy', 'memref.load').
-    CHECK(text.find("its buffer is used outside the loop by 'tile.copy'") != std::string::npos);
+    CHECK_FALSE(saysNotPipelined(k));
+    CHECK(count(text, "is not loaded ahead") == 0);
+    // One allocation of the deeper loop's 4 stages, where buffers of their
+    // own take 3 more stages of 2 x 256 halves.
+    CHECK(k.spec().sharedBytes + 3 * 2 * 256 * 2 == k2.spec().sharedBytes);
+    Program after = build(readAfter);
+    Kernel r = compileQuiet(after, arch);
+    std::string refused = remarksText(r);
+    INFO(refused);
+    CHECK(count(refused, "this loop of 3 stages is not pipelined") == 1);
+    CHECK(count(refused, "this loop of 4 stages is not pipelined") == 0);
+    CHECK(refused.find("its buffer is read after the loop by the copy at") != std::string::npos);
+    CHECK(refused.find("OutsideKernelTests.cpp") != std::string::npos);
   }
 }
 
@@ -322,23 +340,41 @@ TEST_CASE("cp.async-fed wgmma operands are fenced after each wait", "[outside]")
   CHECK(kq.cuda().find("fence.proxy.async") != std::string::npos);
 }
 
-// Missing feature: reductions take floating-point buffers only, so a
-// top-1 index is reduced as a float (exact below 2^24); reduce_min over
-// i32 is refused by the op verifier (the message does point at the line).
-TEST_CASE("DEFECT: reduce_min over i32 indices is refused", "[outside]") {
+// Integer reductions stay in integers: an argmin over i32 indices (the
+// softmax's top-1 reduces i32 now) compiles for every target and folds with
+// integer min, where reducing through f32 would round indices past 2^24.
+// A float reduced into an integer buffer is refused at the user's line.
+TEST_CASE("reduce_min over i32 indices reduces in integers", "[outside]") {
+  Program p("argmin_i32");
+  Tensor x = p.tensor("x", {256}, DType::f32), out = p.tensor("out", {1}, DType::i32);
+  p.kernel({1}, 128, [&](Expr) {
+    Buffer ix = alloc_fragment({256}, DType::i32), best = alloc_fragment({1}, DType::i32);
+    Buffer xt = x.tile({0}, {256});
+    parallel(256, [&](Expr j) { ix(j) = select(xt(j) > 0.0, cast(j, DType::i32), Expr(1 << 30)); });
+    reduce_min(ix, best, 0);
+    copy(best, out.tile({0}, {1}));
+    Buffer largest = alloc_fragment({1}, DType::i32);
+    reduce_absmax(ix, largest, 0); // |x| of an integer, in integers
+    copy(largest, out.tile({0}, {1}));
+  });
+  for (std::string arch : kArchs) {
+    Kernel k = compileQuiet(p, arch);
+    INFO(k.cuda());
+    CHECK(k.cuda().find("min(") != std::string::npos);
+    CHECK(k.cuda().find("fminf(") == std::string::npos);
+    CHECK(k.cuda().find("__int_as_float") != std::string::npos); // partials across warps
+  }
   std::string msg = test::errorOf([&] {
-    Program p("argmin_i32");
-    Tensor x = p.tensor("x", {256}, DType::f32), out = p.tensor("out", {1}, DType::i32);
-    p.kernel({1}, 128, [&](Expr) {
-      Buffer ix = alloc_fragment({256}, DType::i32), best = alloc_fragment({1}, DType::i32);
-      Buffer xt = x.tile({0}, {256});
-      parallel(256, [&](Expr j) { ix(j) = select(xt(j) > 0.0, cast(j, DType::i32), Expr(1 << 30)); });
-      reduce_min(ix, best, 0); // refused here, as the program is built
-      copy(best, out.tile({0}, {1}));
+    Program q("float_into_int");
+    q.kernel({1}, 128, [&](Expr) {
+      Buffer v = alloc_fragment({256}, DType::f32), n = alloc_fragment({1}, DType::i32);
+      fill(v, 1.0);
+      reduce_sum(v, n, 0); // refused here, as the program is built
     });
   });
   CHECK_THAT(msg, Catch::Contains("OutsideKernelTests.cpp") &&
-                      Catch::Contains("reduce works on floating-point buffers"));
+                      Catch::Contains("reduce works on floating-point buffers, or on signed integer") &&
+                      Catch::Contains("'f32' into 'i32'"));
 }
 
 // Remarks of a gather: the 64 row copies into windows of the staged tile

@@ -264,6 +264,12 @@ LogicalResult CudaEmitter::emitArith(Operation &op) {
       .Case([&](math::SqrtOp) { return call("sqrt"); })
       .Case([&](math::RsqrtOp) { return call("rsqrt"); })
       .Case([&](math::AbsFOp) { return call("fabs"); })
+      .Case([&](math::AbsIOp o) {
+        // Any width: CUDA's abs overloads stop at int.
+        std::string x = name(o.getOperand());
+        line() << declare(r) << " = " << x << " < 0 ? -" << x << " : " << x << ";\n";
+        return success();
+      })
       .Case([&](math::TanhOp) { return call("tanh"); })
       .Case([&](math::FmaOp) { return call("fma"); })
       .Case([&](math::PowFOp) { return call("pow"); })

@@ -20,11 +20,26 @@ using layout::FragmentLayout;
 using layout::LinearMap;
 
 namespace {
+/// A reduction's arithmetic. Floating-point buffers reduce in f32; integer
+/// ones (signless, at most 32 bits: the verifier's rule) in i32, signed, so
+/// that an index or a count is exact at any size (f32 would round past
+/// 2^24).
 struct Combiner {
   OpBuilder &b;
   Location loc;
   ReduceKind kind;
+  Type work;
+  Combiner(OpBuilder &b, Location loc, ReduceKind kind, Type sourceElement)
+      : b(b), loc(loc), kind(kind),
+        work(llvm::isa<FloatType>(sourceElement) ? Type(b.getF32Type()) : b.getI32Type()) {}
+  bool isInteger() const { return work.isInteger(32); }
   Value identity() {
+    if (isInteger()) {
+      int32_t v = kind == ReduceKind::max   ? std::numeric_limits<int32_t>::min()
+                  : kind == ReduceKind::min ? std::numeric_limits<int32_t>::max()
+                                            : 0;
+      return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
+    }
     float v = kind == ReduceKind::max   ? -std::numeric_limits<float>::infinity()
               : kind == ReduceKind::min ? std::numeric_limits<float>::infinity()
                                         : 0.0f;
@@ -32,13 +47,28 @@ struct Combiner {
   }
   Value operator()(Value x, Value y) {
     switch (kind) {
-    case ReduceKind::sum: return arith::AddFOp::create(b, loc, x, y);
-    case ReduceKind::min: return arith::MinNumFOp::create(b, loc, x, y);
-    default: return arith::MaxNumFOp::create(b, loc, x, y);
+    case ReduceKind::sum:
+      return isInteger() ? arith::AddIOp::create(b, loc, x, y).getResult()
+                         : arith::AddFOp::create(b, loc, x, y).getResult();
+    case ReduceKind::min:
+      return isInteger() ? arith::MinSIOp::create(b, loc, x, y).getResult()
+                         : arith::MinNumFOp::create(b, loc, x, y).getResult();
+    default:
+      return isInteger() ? arith::MaxSIOp::create(b, loc, x, y).getResult()
+                         : arith::MaxNumFOp::create(b, loc, x, y).getResult();
     }
   }
   Value input(Value x) {
-    return kind == ReduceKind::absmax ? math::AbsFOp::create(b, loc, x).getResult() : x;
+    if (kind != ReduceKind::absmax) return x;
+    return isInteger() ? math::AbsIOp::create(b, loc, x).getResult()
+                       : math::AbsFOp::create(b, loc, x).getResult();
+  }
+  /// Shared scratch holds f32 words; an integer partial travels as its bits.
+  Value toScratch(Value x) {
+    return isInteger() ? arith::BitcastOp::create(b, loc, b.getF32Type(), x).getResult() : x;
+  }
+  Value fromScratch(Value x) {
+    return isInteger() ? arith::BitcastOp::create(b, loc, work, x).getResult() : x;
   }
 };
 } // namespace
@@ -60,8 +90,8 @@ void TileLowering::reduceFragment(ReduceOp op) {
                                "reduced dimension; run tessel-layout-inference");
   uint64_t dimMask = ((1ull << s.getDimBits(dim)) - 1) << s.getDimShift(dim);
   auto onlyReduced = [&](uint64_t col) { return (col & ~dimMask) == 0; };
-  Combiner combine{b, loc, op.getKind()};
-  Type f32 = b.getF32Type();
+  Combiner combine(b, loc, op.getKind(), src.elementType);
+  Type work = combine.work;
 
   // In-thread: every source register folds into the result register it maps
   // to; registers in the padding of a non-power-of-two extent are skipped.
@@ -70,7 +100,7 @@ void TileLowering::reduceFragment(ReduceOp op) {
   for (int64_t r = 0; r < s.getNumRegisters(); ++r) {
     int64_t target = regMap->apply(r);
     Value x = combine.input(convert(
-        memref::LoadOp::create(b, loc, src.root, ValueRange{idx(r)}).getResult(), f32));
+        memref::LoadOp::create(b, loc, src.root, ValueRange{idx(r)}).getResult(), work));
     if (Value valid = insideShape(coordsAt(srcAttr, idx(r)), src.tileShape, srcAttr))
       x = arith::SelectOp::create(b, loc, valid, x, combine.identity());
     acc[target] = acc[target] ? combine(acc[target], x) : x;
@@ -86,7 +116,7 @@ void TileLowering::reduceFragment(ReduceOp op) {
       return fail(op, "a lane bit of the source layout steps both the reduced and a kept "
                       "dimension; this reduction needs a layout conversion first");
     for (Value &a : acc)
-      a = combine(a, tilenv::ShflXorOp::create(b, loc, f32, a, 1u << i, 32u));
+      a = combine(a, tilenv::ShflXorOp::create(b, loc, a.getType(), a, 1u << i, 32u));
   }
 
   // Across warps: through shared memory, each thread folding the partials of
@@ -106,7 +136,7 @@ void TileLowering::reduceFragment(ReduceOp op) {
     // never reach it.
     syncExecutingThreads(op);
     for (int64_t r = 0; r < outRegs; ++r)
-      memref::StoreOp::create(b, loc, acc[r], scratch,
+      memref::StoreOp::create(b, loc, combine.toScratch(acc[r]), scratch,
                               ValueRange{add(mul(threadId, idx(outRegs)), idx(r))});
     syncExecutingThreads(op);
     Value lane = remC(threadId, 32), warp = divC(threadId, 32);
@@ -135,7 +165,7 @@ void TileLowering::reduceFragment(ReduceOp op) {
           w = arith::SelectOp::create(b, loc, exists, w, base);
         }
         Value slot = add(mul(add(mul(w, idx(32)), lane), idx(outRegs)), idx(r));
-        Value x = memref::LoadOp::create(b, loc, scratch, ValueRange{slot});
+        Value x = combine.fromScratch(memref::LoadOp::create(b, loc, scratch, ValueRange{slot}));
         if (exists) x = arith::SelectOp::create(b, loc, exists, x, combine.identity());
         total = total ? combine(total, x) : x;
         if (sub == warpMask) break;
@@ -149,7 +179,7 @@ void TileLowering::reduceFragment(ReduceOp op) {
     if (!op.getClear())
       result = combine(result, convert(memref::LoadOp::create(b, loc, dst.root,
                                                                ValueRange{idx(r)}).getResult(),
-                                       f32));
+                                       work));
     memref::StoreOp::create(b, loc, convert(result, dst.elementType), dst.root,
                             ValueRange{idx(r)});
   }
@@ -171,8 +201,8 @@ void TileLowering::lowerReduce(ReduceOp op) {
   // groups never straddle a warp, so the butterfly shuffles stay inside it.
   int64_t width = std::min<int64_t>(32, llvm::PowerOf2Ceil(extent));
   int64_t groups = threads / width;
-  Type f32 = b.getF32Type();
-  Combiner combine{b, loc, op.getKind()};
+  Combiner combine(b, loc, op.getKind(), src.elementType);
+  Type work = combine.work;
   Value group = divC(threadId, width);
   Value lane = remC(threadId, width);
   auto outer = scf::ForOp::create(b, loc, zeroIdx, idx(outCount), idx(groups));
@@ -191,7 +221,7 @@ void TileLowering::lowerReduce(ReduceOp op) {
                                                                       : ArrayRef(outShape));
     if (outShape.empty()) srcIdx.clear();
     srcIdx.insert(srcIdx.begin() + dim, inner.getInductionVar());
-    Value x = combine.input(convert(load(src, srcIdx), f32));
+    Value x = combine.input(convert(load(src, srcIdx), work));
     scf::YieldOp::create(b, loc, combine(inner.getRegionIterArgs()[0], x));
   }
   Value acc = inner.getResult(0);
@@ -203,7 +233,7 @@ void TileLowering::lowerReduce(ReduceOp op) {
   this->guard(andI(valid, eq(lane, zeroIdx)));
   SmallVector<Value> outIdx =
       outShape.empty() ? SmallVector<Value>{zeroIdx} : delinearize(out, outShape);
-  if (!op.getClear()) acc = combine(acc, convert(load(dst, outIdx), f32));
+  if (!op.getClear()) acc = combine(acc, convert(load(dst, outIdx), work));
   store(dst, outIdx, convert(acc, dst.elementType));
 }
 
@@ -216,8 +246,8 @@ void TileLowering::reduceIntoFragment(ReduceOp op, const Access &src, const Acce
   auto attr = llvm::cast<FragmentLayoutAttr>(dst.layout);
   int64_t dim = op.getDim();
   int64_t extent = src.tileShape[dim];
-  Combiner combine{b, loc, op.getKind()};
-  Type f32 = b.getF32Type();
+  Combiner combine(b, loc, op.getKind(), src.elementType);
+  Type work = combine.work;
   unrolledFor(attr.getLayout().getNumRegisters(), [&](Value r) {
     OpBuilder::InsertionGuard g(b);
     SmallVector<Value> outIdx = coordsAt(attr, r);
@@ -233,12 +263,12 @@ void TileLowering::reduceIntoFragment(ReduceOp op, const Access &src, const Acce
       b.setInsertionPointToStart(line.getBody());
       SmallVector<Value> srcIdx(lineIdx);
       srcIdx.insert(srcIdx.begin() + dim, line.getInductionVar());
-      Value x = combine.input(convert(load(src, srcIdx), f32));
+      Value x = combine.input(convert(load(src, srcIdx), work));
       scf::YieldOp::create(b, loc, combine(line.getRegionIterArgs()[0], x));
     }
     Value acc = line.getResult(0);
     if (!op.getClear())
-      acc = combine(acc, convert(memref::LoadOp::create(b, loc, dst.root, ValueRange{r}), f32));
+      acc = combine(acc, convert(memref::LoadOp::create(b, loc, dst.root, ValueRange{r}), work));
     memref::StoreOp::create(b, loc, convert(acc, dst.elementType), dst.root, ValueRange{r});
   });
 }

@@ -9,6 +9,8 @@
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/MapVector.h"
 
+#include <numeric>
+
 using namespace mlir;
 using namespace tessel;
 using namespace tessel::tile;
@@ -193,18 +195,108 @@ static FailureOr<SmallVector<RegionOp>> constantWindows(Value dest, Block &body)
   return windows;
 }
 
+/// The box a write into `view` covers in its root buffer: the sizes of the
+/// view and the sum of its windows' offsets; none when an offset is not a
+/// constant or a window drops a dimension.
+static std::optional<std::pair<SmallVector<int64_t>, SmallVector<int64_t>>> boxOf(Value view) {
+  auto type = llvm::cast<MemRefType>(view.getType());
+  SmallVector<int64_t> offsets(type.getRank(), 0);
+  while (auto region = view.getDefiningOp<RegionOp>()) {
+    if (llvm::cast<MemRefType>(region.getSource().getType()).getRank() != type.getRank())
+      return std::nullopt;
+    for (auto [i, v] : llvm::enumerate(region.getOffsets())) {
+      std::optional<int64_t> c = getConstantIntValue(v);
+      if (!c) return std::nullopt;
+      offsets[i] += *c;
+    }
+    view = region.getSource();
+  }
+  if (!view.getDefiningOp<AllocOp>()) return std::nullopt;
+  return std::make_pair(offsets, SmallVector<int64_t>(type.getShape()));
+}
+
+/// Whether the copies and fills among `ops` into views of `buffer` write all
+/// of it: their boxes are disjoint and their volumes add up to the buffer's.
+static bool writeAll(AllocOp buffer, ArrayRef<Operation *> ops) {
+  SmallVector<std::pair<SmallVector<int64_t>, SmallVector<int64_t>>> boxes;
+  for (Operation *op : ops) {
+    Value dest;
+    if (auto copy = llvm::dyn_cast<CopyOp>(op)) dest = copy.getDest();
+    if (auto fill = llvm::dyn_cast<FillOp>(op)) dest = fill.getDest();
+    if (!dest || getRootBuffer(dest) != buffer.getResult()) continue;
+    if (auto box = boxOf(dest)) boxes.push_back(*box);
+  }
+  auto overlap = [](auto &a, auto &b) {
+    for (size_t d = 0; d < a.first.size(); ++d)
+      if (a.first[d] + a.second[d] <= b.first[d] || b.first[d] + b.second[d] <= a.first[d])
+        return false;
+    return true;
+  };
+  int64_t volume = 0;
+  for (auto [i, box] : llvm::enumerate(boxes)) {
+    for (size_t j = 0; j < i; ++j)
+      if (overlap(box, boxes[j])) return false;
+    volume += std::accumulate(box.second.begin(), box.second.end(), int64_t{1},
+                              std::multiplies<int64_t>());
+  }
+  return volume == buffer.getType().getNumElements();
+}
+
+/// Whether `user`, outside `loop`, runs before it (true) or after it
+/// (false) when nothing around both runs its body again (a loop or a walk
+/// over tiles); none when something does.
+static std::optional<bool> runsBefore(Operation *user, Operation *loop) {
+  Operation *mine = loop, *theirs = nullptr;
+  while (!(theirs = mine->getBlock()->findAncestorOpInBlock(*user))) mine = mine->getParentOp();
+  for (Operation *op = mine->getParentOp(); !llvm::isa<KernelOp>(op); op = op->getParentOp())
+    if (!llvm::isa<scf::IfOp, RoleOp>(op)) return std::nullopt;
+  return theirs->isBeforeInBlock(mine);
+}
+
+/// Whether writes that all of `buffer` goes through run between the end of
+/// `loop` and `user` whenever `user` runs: the copies and fills before
+/// `user` (or before an op around it) in its block, up to the op holding
+/// `loop`, cover the whole buffer.
+static bool rewrittenBefore(Operation *user, AllocOp buffer, Operation *loop) {
+  for (Operation *at = user; at && !llvm::isa<KernelOp>(at); at = at->getParentOp()) {
+    if (at->isAncestor(loop)) return false;
+    SmallVector<Operation *> before;
+    for (Operation *op = at->getPrevNode(); op && !op->isAncestor(loop); op = op->getPrevNode())
+      before.push_back(op);
+    if (writeAll(buffer, before)) return true;
+  }
+  return false;
+}
+
 /// The op of `loop` other than the copies in `loads` that writes a view of
 /// `buffer` with a copy or fill (it would overwrite a stage loaded ahead),
-/// or one outside the loop that uses the buffer; null when none.
-static Operation *conflictingUse(AllocOp buffer, PipelinedOp loop, ArrayRef<CopyOp> loads) {
+/// or one outside the loop that could see a stage the loop loaded; null
+/// when none. The uses outside that cannot: writes, reads that run only
+/// before the loop, reads after writes of the whole buffer, and reads of
+/// stages of another pipelined loop over the same buffer (that loop reads
+/// only what its own loads brought in). The first of them that may run
+/// before the loop is left in `*harmless`.
+static Operation *conflictingUse(AllocOp buffer, PipelinedOp loop, ArrayRef<CopyOp> loads,
+                                 Operation **harmless) {
   SmallVector<Value> views{buffer.getResult()};
   while (!views.empty()) {
     Value view = views.pop_back_val();
     for (Operation *user : view.getUsers()) {
       if (llvm::isa<AnnotateLayoutOp>(user)) continue;
-      if (!loop->isAncestor(user)) return user;
+      bool inside = loop->isAncestor(user);
       if (llvm::isa<RegionOp>(user)) {
         views.push_back(user->getResult(0));
+        continue;
+      }
+      if (!inside) {
+        bool writes = (llvm::isa<CopyOp>(user) && llvm::cast<CopyOp>(user).getDest() == view) ||
+                      llvm::isa<FillOp>(user);
+        bool otherPipeline = llvm::isa<StageOp>(user) && buffer->hasAttr(kPipelineStagedAttr);
+        std::optional<bool> before = runsBefore(user, loop);
+        if (!writes && !otherPipeline && before != true && !rewrittenBefore(user, buffer, loop))
+          return user;
+        // Code that only runs after the loop needs no barrier before it.
+        if (!*harmless && before != false) *harmless = user;
         continue;
       }
       if (auto copy = llvm::dyn_cast<CopyOp>(user))
@@ -213,6 +305,17 @@ static Operation *conflictingUse(AllocOp buffer, PipelinedOp loop, ArrayRef<Copy
     }
   }
   return nullptr;
+}
+
+/// How a remark names an op of the user's program.
+static std::string describeUse(Operation *op) {
+  if (llvm::isa<CopyOp>(op)) return "the copy";
+  if (llvm::isa<FillOp>(op)) return "the fill";
+  if (llvm::isa<GemmOp>(op)) return "the gemm";
+  if (llvm::isa<ReduceOp>(op)) return "the reduction";
+  if (llvm::isa<memref::LoadOp>(op)) return "the element read";
+  if (llvm::isa<memref::StoreOp>(op)) return "the element write";
+  return (Twine("'") + op->getName().getStringRef() + "'").str();
 }
 
 PipelinePlan tessel::planPipeline(PipelinedOp loop, const TargetInfo &target) {
@@ -231,7 +334,11 @@ PipelinePlan tessel::planPipeline(PipelinedOp loop, const TargetInfo &target) {
     auto src = llvm::cast<MemRefType>(copy.getSource().getType());
     if (getMemorySpace(src) != MemorySpace::global) continue;
     auto buffer = getRootBuffer(copy.getDest()).getDefiningOp<AllocOp>();
-    if (!buffer || !isSharedBacked(buffer.getResult()) || buffer.getStages()) continue;
+    // A buffer another pipelined loop staged is staged for this one too
+    // (the two run one after the other); one the program staged is its own.
+    if (!buffer || !isSharedBacked(buffer.getResult()) ||
+        (buffer.getStages() && !buffer->hasAttr(kPipelineStagedAttr)))
+      continue;
     if (!buffer->getParentRegion()->isAncestor(&loop.getBody())) {
       skip(copy, "its buffer is allocated in code nested in the loop body, so it has no copies to "
                  "load ahead into");
@@ -246,16 +353,19 @@ PipelinePlan tessel::planPipeline(PipelinedOp loop, const TargetInfo &target) {
   }
   for (auto &[op, copies] : byBuffer) {
     auto buffer = llvm::cast<AllocOp>(op);
-    if (Operation *other = conflictingUse(buffer, loop, copies)) {
+    Operation *harmless = nullptr;
+    if (Operation *other = conflictingUse(buffer, loop, copies, &harmless)) {
       bool outside = !loop->isAncestor(other);
       for (CopyOp copy : copies)
-        skip(copy, Twine("its buffer is ") + (outside ? "used outside the loop" : "also written") +
-                       " by '" + other->getName().getStringRef() + "' at " +
-                       describeLocation(other->getLoc()) +
-                       (outside ? ", which would see whichever stage was loaded last"
+        skip(copy, Twine("its buffer is ") + (outside ? "read after the loop" : "also written") +
+                       " by " + describeUse(other) + " at " + describeLocation(other->getLoc()) +
+                       (outside ? ", which would see whichever stage was loaded last (write "
+                                  "the whole buffer before reading it there, or give the loop "
+                                  "a buffer of its own)"
                                 : ", which would overwrite a stage loaded ahead"));
       continue;
     }
+    if (harmless && !plan.usedOutside) plan.usedOutside = harmless;
     for (CopyOp copy : copies) {
       Operation *blocker = nullptr;
       if (failed(addressSlice(copy.getSource(), body, onlyRead, &blocker))) {
@@ -357,7 +467,13 @@ Value PipelineBuilder::createBarriers(KernelOp kernel, int64_t arrivals, StringR
 }
 
 void PipelineBuilder::multiBuffer() {
-  for (AllocOp buffer : plan.buffers()) buffer.setStagesAttr(b.getI64IntegerAttr(plan.stages));
+  // Loops that share a buffer share its stages: it has as many as the
+  // deepest of them.
+  for (AllocOp buffer : plan.buffers()) {
+    int64_t stages = std::max<int64_t>(plan.stages, buffer.getStages().value_or(1));
+    buffer.setStagesAttr(b.getI64IntegerAttr(stages));
+    buffer->setAttr(kPipelineStagedAttr, b.getUnitAttr());
+  }
 }
 
 SetVector<Operation *> tessel::loadAddressSlice(PipelineLoad &load, Block &body) {

@@ -37,6 +37,10 @@ struct SkippedCopy {
   std::string reason;
 };
 
+/// Marks a buffer that tessel-software-pipeline multi-buffered (as opposed
+/// to one the program staged itself): later pipelined loops may share it.
+inline constexpr llvm::StringLiteral kPipelineStagedAttr = "tessel.pipeline_staged";
+
 struct PipelinePlan {
   tile::PipelinedOp loop;
   llvm::SmallVector<PipelineLoad> loads;
@@ -48,6 +52,11 @@ struct PipelinePlan {
   /// issues an iteration's loads ahead waits first.
   llvm::SmallVector<mlir::Operation *> guards;
   int64_t stages = 1;
+  /// A use of the loads' buffers outside the loop that cannot see its
+  /// stages (another loop's, or code that rewrites the buffer first); null
+  /// when the loop has them to itself. Its first loads then wait for every
+  /// thread to be done with that code.
+  mlir::Operation *usedOutside = nullptr;
   /// Every load can be a TMA copy (sm_90a, unpadded layouts, 16-byte rows).
   bool tma = false;
   /// Bytes one stage's loads bring in.
@@ -71,8 +80,10 @@ mlir::LogicalResult verifyLoadGuards(PipelinePlan &plan);
 bool isGuard(mlir::Operation &op);
 
 /// The loads of `loop` and how they can be carried. Copies that cannot be
-/// issued ahead (their buffer is used after the loop, or written by another
-/// op) stay synchronous in place; `PipelinePlan::skipped` says why.
+/// issued ahead (their buffer is read after the loop before being written
+/// whole, or written by another op of the loop) stay synchronous in place;
+/// `PipelinePlan::skipped` says why. A buffer another pipelined loop
+/// staged is staged for this one too.
 PipelinePlan planPipeline(tile::PipelinedOp loop, const TargetInfo &target);
 
 /// Remarks (tessel/Transforms/Remarks.h) of `pass`, which carries out

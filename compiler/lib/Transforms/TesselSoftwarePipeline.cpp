@@ -121,12 +121,16 @@ struct Pipeliner {
 
     // A loop that runs again (nested in another) refills stages its last
     // run's final iterations read: every thread must be done with them.
-    // With TMA its stages' mbarriers also go on from the phases the last
-    // run left: the iterations of all runs so far are counted in a local
-    // counter, and stages and parities follow the running count.
+    // So must they with a loop whose buffers other code used before it
+    // (another loop over the same staging buffer), whose first loads
+    // overwrite what that code read. With TMA a nested loop's mbarriers
+    // also go on from the phases its last run left: the iterations of all
+    // runs so far are counted in a local counter, and stages and parities
+    // follow the running count.
     Value counter;
-    if (!llvm::isa<KernelOp>(loop->getParentOp())) {
-      BarrierOp::create(b, loc, IntegerAttr(), IntegerAttr());
+    bool nested = !llvm::isa<KernelOp>(loop->getParentOp());
+    if (nested || plan.usedOutside) BarrierOp::create(b, loc, IntegerAttr(), IntegerAttr());
+    if (nested) {
       if (anyTma) {
         counter = runCounter(loc);
         pb.base = arith::IndexCastOp::create(

@@ -32,6 +32,13 @@
 // Across a loop's back edge, accesses whose stage is computed from the
 // iteration are dropped: the next iteration's index names another stage,
 // and the stage's reuse is ordered by the release and refill rules.
+// A loop's loads ahead, issued only for iterations that run (under
+// `iv + c < upper` in the body, `lower + c < upper` before the loop) and
+// waited for unconditionally by its body, are not in flight after it. The
+// stage rule covers fills of the access's own loop (and its prologue) and
+// other roles' fills; a fill by another loop the same threads run before
+// or after (two loops staging through one buffer) is ordered by what is in
+// flight at the loops' bounds.
 //
 // Between sibling roles (threads running at once), a conflicting pair must
 // be ordered by an mbarrier one side arrives on (or a TMA load completes
@@ -157,6 +164,74 @@ static bool testsForNextIteration(Value condition) {
   return (add.getLhs() == iv && isStep(add.getRhs())) || (add.getRhs() == iv && isStep(add.getLhs()));
 }
 
+/// Whether `v` is `base + c` for a constant c >= `least`, or `base + step
+/// * c` for the loop's step and such a c (scf.for's step is positive).
+static bool offsetFrom(Value v, Value base, Value step, int64_t least) {
+  auto add = v.getDefiningOp<arith::AddIOp>();
+  if (!add) return false;
+  auto atLeast = [&](Value x) {
+    if (std::optional<int64_t> c = getConstantIntValue(x)) return *c >= least;
+    auto mul = x.getDefiningOp<arith::MulIOp>();
+    if (!mul) return false;
+    for (auto [s, c] : {std::pair(mul.getLhs(), mul.getRhs()), std::pair(mul.getRhs(), mul.getLhs())})
+      if (sameComputation(s, step) && getConstantIntValue(c) && *getConstantIntValue(c) >= least)
+        return true;
+    return false;
+  };
+  return (add.getLhs() == base && atLeast(add.getRhs())) ||
+         (add.getRhs() == base && atLeast(add.getLhs()));
+}
+
+/// Whether the load `a` is consumed by `loop` whatever its trip count: it
+/// is issued under `if (x < upper)` for x an iteration of the loop (lower
+/// + c before it, iv + c with c > 0 in its body), so only for an iteration
+/// that runs, and the loop's body waits for its loads unconditionally (on
+/// the mbarrier a TMA load completes on; any cp_async_wait for cp.async).
+/// Such a load is not in flight when the loop exits: a software pipeline's
+/// loads ahead, issued in its prologue and its iterations.
+static bool consumedByLoop(const Access &a, scf::ForOp loop) {
+  auto guard = a.op->getParentOfType<scf::IfOp>();
+  if (!guard || (loop->isAncestor(guard) && guard->getParentOp() != loop.getOperation()))
+    return false;
+  if (!loop->isAncestor(guard) && guard->getBlock() != loop->getBlock()) return false;
+  auto cmp = guard.getCondition().getDefiningOp<arith::CmpIOp>();
+  if (!cmp || (cmp.getPredicate() != arith::CmpIPredicate::slt &&
+               cmp.getPredicate() != arith::CmpIPredicate::ult) ||
+      !sameComputation(cmp.getRhs(), loop.getUpperBound()))
+    return false;
+  bool inside = loop->isAncestor(guard);
+  Value from = inside ? loop.getInductionVar() : loop.getLowerBound();
+  if (!offsetFrom(cmp.getLhs(), from, loop.getStep(), inside ? 1 : 0) &&
+      !(!inside && sameComputation(cmp.getLhs(), from)))
+    return false;
+  for (Operation &op : loop.getBody()->getOperations()) {
+    if (auto wait = llvm::dyn_cast<MbarrierWaitOp>(op);
+        wait && a.fill == Fill::tma && getRootBuffer(wait.getBarriers()) == a.barrier)
+      return true;
+    if (llvm::isa<CpAsyncWaitOp>(op) && a.fill == Fill::cpAsync) return true;
+  }
+  return false;
+}
+
+/// Whether the stage rule orders the fill `f` before the access `a`: the
+/// threads that run them differ (roles), or `a` is in a loop that holds
+/// `f` too or loads ahead with it (its prologue). Otherwise the same
+/// threads make them one after the other apart from each other's loop
+/// (two loops staging through one buffer), and what is in flight at the
+/// loops' bounds orders them.
+static bool stageRuleApplies(const Access &f, const Access &a) {
+  Operation *fa = f.op, *aa = nullptr;
+  while (fa && !(aa = fa->getBlock()->findAncestorOpInBlock(*a.op))) fa = fa->getParentOp();
+  if (!fa || llvm::isa<RoleOp>(fa) || llvm::isa<RoleOp>(aa)) return true;
+  for (Operation *p = a.op->getParentOp(); p && !llvm::isa<KernelOp>(p); p = p->getParentOp()) {
+    if (!llvm::isa<scf::ForOp, scf::WhileOp, PipelinedOp>(p)) continue;
+    if (p->isAncestor(f.op)) return true;
+    auto forOp = llvm::dyn_cast<scf::ForOp>(p);
+    return forOp && consumedByLoop(f, forOp);
+  }
+  return false;
+}
+
 class SyncVerifier {
 public:
   SyncVerifier(KernelOp kernel, const TargetInfo &target) : kernel(kernel), target(target) {
@@ -169,6 +244,7 @@ public:
         byOp[op].push_back(accesses.back().get());
         if (a.fill == Fill::tma) {
           tmaFilled[a.where.root].insert(a.barrier);
+          tmaFills[a.where.root].push_back(accesses.back().get());
           // How far the fill's mbarrier index sits from its stage (the
           // second copy of a prologue buffer completes on a later one).
           if (a.where.stage) {
@@ -197,6 +273,7 @@ private:
   /// Buffers TMA loads fill, and the mbarriers those loads complete on;
   /// buffers cp.async loads fill.
   DenseMap<Value, llvm::SmallDenseSet<Value, 2>> tmaFilled;
+  DenseMap<Value, SmallVector<const Access *>> tmaFills;
   /// Per filled buffer and mbarrier array, the offsets between a fill's
   /// mbarrier index and its stage.
   DenseMap<std::pair<Value, Value>, llvm::SmallDenseSet<int64_t, 2>> barrierOffsets;
@@ -380,6 +457,12 @@ void SyncVerifier::visitLoop(Operation &loop, GroupState &state, RoleOp role) {
   GroupState again = iterate(entry);
   again.waitedForNext.clear();
   state.merge(again); // zero or more iterations
+  // A pipeline's loads ahead are for iterations that run and wait for
+  // them: none is in flight after the loop.
+  if (auto forOp = llvm::dyn_cast<scf::ForOp>(loop))
+    llvm::erase_if(state.inFlight, [&](const Access *a) {
+      return (a->fill == Fill::tma || a->fill == Fill::cpAsync) && consumedByLoop(*a, forOp);
+    });
 }
 
 void SyncVerifier::useBarrier(Operation *op, Value barriers, GroupState &state, bool byTma) {
@@ -475,9 +558,15 @@ void SyncVerifier::checkStageWait(const Access &a, GroupState &state) {
     if (f.modulus) v = (v % f.modulus + f.modulus) % f.modulus;
     return IndexForm{{}, 0, 0, v + f.outer};
   };
+  // Fills made by the same threads apart from this access (another loop
+  // staging through the buffer) are ordered by what is in flight.
+  llvm::SmallDenseSet<Value, 2> barriers;
+  for (const Access *fill : tmaFills.lookup(a.where.root))
+    if (stageRuleApplies(*fill, a)) barriers.insert(fill->barrier);
+  if (barriers.empty()) return;
   IndexForm stage = evaluate(getIndexForm(a.where.stage));
   for (const Waited &w : state.waited) {
-    if (!filled->second.contains(w.barrier)) continue;
+    if (!barriers.contains(w.barrier)) continue;
     anyWait = true;
     IndexForm index = evaluate(w.form());
     if (!sameCycle(stage, index)) continue;

@@ -260,6 +260,11 @@ static std::string whyNot(PipelinePlan &plan, KernelOp kernel) {
   int64_t loops = 0;
   kernel.walk([&](PipelinedOp) { ++loops; });
   if (loops != 1) return "the kernel has more than one pipelined loop";
+  // The producer's first loads are ordered after nothing the consumers did
+  // before the loop.
+  if (plan.usedOutside)
+    return "its staging buffer is also used outside the loop, by the op at " +
+           describeLocation(plan.usedOutside->getLoc());
   if (Operation *wait = unreplicableWait(plan.loop, kernel))
     return "the flag wait at " + describeLocation(wait->getLoc()) +
            " orders the loop's loads, but it is nested in code the producer cannot run";

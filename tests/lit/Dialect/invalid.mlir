@@ -276,11 +276,21 @@ tile.reduce sum %s -> %d dim = 1 : memref<8x4xf32, #tile.space<fragment>> -> mem
 
 // -----
 
+// Integers reduce (in i32), but not into a float, and not past 32 bits.
 tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
 %s = tile.alloc : memref<8x4xi32, #tile.space<fragment>>
-%d = tile.alloc : memref<8xi32, #tile.space<fragment>>
-// expected-error @+1 {{reduce works on floating-point buffers}}
-tile.reduce sum %s -> %d dim = 1 : memref<8x4xi32, #tile.space<fragment>> -> memref<8xi32, #tile.space<fragment>>
+%d = tile.alloc : memref<8xf32, #tile.space<fragment>>
+// expected-error @+1 {{reduce works on floating-point buffers, or on signed integer buffers of 8 to 32 bits on both sides; got 'i32' into 'f32'}}
+tile.reduce sum %s -> %d dim = 1 : memref<8x4xi32, #tile.space<fragment>> -> memref<8xf32, #tile.space<fragment>>
+}
+
+// -----
+
+tile.kernel @k() grid(%bx) = affine_map<() -> (1)> threads(128) {
+%s = tile.alloc : memref<8x4xi64, #tile.space<fragment>>
+%d = tile.alloc : memref<8xi64, #tile.space<fragment>>
+// expected-error @+1 {{got 'i64' into 'i64'}}
+tile.reduce max %s -> %d dim = 1 : memref<8x4xi64, #tile.space<fragment>> -> memref<8xi64, #tile.space<fragment>>
 }
 
 // -----

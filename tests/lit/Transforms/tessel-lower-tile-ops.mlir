@@ -240,6 +240,28 @@ tile.kernel @row_max() grid(%bx) = affine_map<() -> (1)> threads(128) {
 
 // -----
 
+#f = #tile.space<fragment>
+
+// An i32 reduction stays in i32 (an index is exact at any size, where f32
+// rounds past 2^24): its identity is INT32_MAX for min, it folds with
+// arith.minsi and shuffles i32, and its partials cross the warps through
+// the f32 scratch as their bits.
+// CHECK-LABEL: tile.kernel @argmin_i32
+// CHECK: arith.constant 2147483647 : i32
+// CHECK: arith.minsi
+// CHECK: tilenv.shfl_xor %{{.*}} : i32
+// CHECK: arith.bitcast %{{.*}} : i32 to f32
+// CHECK: arith.bitcast %{{.*}} : f32 to i32
+// CHECK-NOT: arith.minnumf
+// CHECK-NOT: arith.sitofp
+tile.kernel @argmin_i32() grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %t = tile.alloc : memref<1000xi32, #f>
+  %m = tile.alloc : memref<1xi32, #f>
+  tile.reduce min %t -> %m dim = 0 clear : memref<1000xi32, #f> -> memref<1xi32, #f>
+}
+
+// -----
+
 #g = #tile.space<global>
 #s = #tile.space<shared>
 #f = #tile.space<fragment>

@@ -11,8 +11,8 @@
 // CHECK-LABEL: tile.kernel @gemm
 // TMA: %[[FULL:.*]] = tile.alloc {name = "full"} : memref<3xi64
 // TMA-COUNT-3: tile.mbarrier_init %[[FULL]][%{{.*}}] arrivals(1)
-// CHECK: %[[AS:.*]] = tile.alloc {layout = {{.*}}, stages = 3 : i64} : memref<64x64xf16
-// CHECK: %[[BS:.*]] = tile.alloc {layout = {{.*}}, stages = 3 : i64} : memref<64x64xf16
+// CHECK: %[[AS:.*]] = tile.alloc {layout = {{.*}}, stages = 3 : i64, tessel.pipeline_staged} : memref<64x64xf16
+// CHECK: %[[BS:.*]] = tile.alloc {layout = {{.*}}, stages = 3 : i64, tessel.pipeline_staged} : memref<64x64xf16
 // CHECK: scf.if
 // TMA: tile.mbarrier_expect_tx %[[FULL]][%[[S0:.*]]] bytes(16384)
 // TMA: %[[V0:.*]] = tile.stage %[[AS]][%[[S0]]]
@@ -95,6 +95,73 @@ tile.kernel @untouched(%a: memref<?xf32, #g>, %b: memref<64xf32, #g>, %n: index)
     tile.copy %r, %s : memref<64xf32, strided<[1], offset: ?>, #g>, memref<64xf32, #s>
   }
   tile.copy %s, %b : memref<64xf32, #s>, memref<64xf32, #g>
+}
+
+// -----
+
+// Two loops staging through one buffer, each writing all of it before
+// reading it (the second through two row windows): neither can see a stage
+// of the other's, so both are pipelined over one allocation with the
+// deeper loop's stages, and the second loop's first loads wait at a
+// barrier for every thread to be done with the first loop's stages (the
+// first, with nothing before it, needs none).
+#g = #tile.space<global>
+#s = #tile.space<shared>
+// CHECK-LABEL: tile.kernel @shared_staging
+// CHECK: tile.alloc {{.*}}stages = 3 : i64, tessel.pipeline_staged} : memref<2x256xf32
+// CHECK-NOT: tile.barrier
+// CHECK: scf.for
+// CHECK: tile.copy %{{.*}}, %arg1
+// CHECK-NEXT: }
+// CHECK-NEXT: tile.barrier
+// CHECK: scf.for
+// CHECK-NOT: tile.alloc {{.*}}memref<2x256xf32
+tile.kernel @shared_staging(%a: memref<?x256xf32, #g>, %b: memref<256xf32, #g>, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(64) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %s = tile.alloc : memref<2x256xf32, #s>
+  tile.pipelined %k = %c0 to %n step %c1 stages(2) {
+    %r = tile.region %a[%k, %c0] [2, 256] : memref<?x256xf32, #g> -> memref<2x256xf32, strided<[256, 1], offset: ?>, #g>
+    tile.copy %r, %s : memref<2x256xf32, strided<[256, 1], offset: ?>, #g>, memref<2x256xf32, #s>
+    %row = tile.region %s[%c0, %c0] [1, 256] : memref<2x256xf32, #s> -> memref<256xf32, strided<[1], offset: ?>, #s>
+    tile.copy %row, %b : memref<256xf32, strided<[1], offset: ?>, #s>, memref<256xf32, #g>
+  }
+  tile.pipelined %k = %c0 to %n step %c1 stages(3) {
+    %r0 = tile.region %a[%k, %c0] [1, 256] : memref<?x256xf32, #g> -> memref<1x256xf32, strided<[256, 1], offset: ?>, #g>
+    %w0 = tile.region %s[%c0, %c0] [1, 256] : memref<2x256xf32, #s> -> memref<1x256xf32, strided<[256, 1], offset: ?>, #s>
+    tile.copy %r0, %w0 : memref<1x256xf32, strided<[256, 1], offset: ?>, #g>, memref<1x256xf32, strided<[256, 1], offset: ?>, #s>
+    %r1 = tile.region %a[%k, %c0] [1, 256] : memref<?x256xf32, #g> -> memref<1x256xf32, strided<[256, 1], offset: ?>, #g>
+    %w1 = tile.region %s[%c1, %c0] [1, 256] : memref<2x256xf32, #s> -> memref<1x256xf32, strided<[256, 1], offset: ?>, #s>
+    tile.copy %r1, %w1 : memref<1x256xf32, strided<[256, 1], offset: ?>, #g>, memref<1x256xf32, strided<[256, 1], offset: ?>, #s>
+    %row = tile.region %s[%c1, %c0] [1, 256] : memref<2x256xf32, #s> -> memref<256xf32, strided<[1], offset: ?>, #s>
+    tile.copy %row, %b : memref<256xf32, strided<[1], offset: ?>, #s>, memref<256xf32, #g>
+  }
+}
+
+// -----
+
+// The second loop writes only row 0 before reading row 1: row 1 would be
+// whatever stage the first loop loaded last, so the first loop is not
+// pipelined, and its remark names the read.
+#g = #tile.space<global>
+#s = #tile.space<shared>
+tile.kernel @partly_rewritten(%a: memref<?x64xf32, #g>, %b: memref<64xf32, #g>, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(64) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %s = tile.alloc : memref<2x64xf32, #s>
+  // expected-warning @+1 {{this loop of 2 stages is not pipelined}}
+  tile.pipelined %k = %c0 to %n step %c1 stages(2) {
+    %r = tile.region %a[%k, %c0] [2, 64] : memref<?x64xf32, #g> -> memref<2x64xf32, strided<[64, 1], offset: ?>, #g>
+    // expected-remark @+1 {{its buffer is read after the loop by the copy at}}
+    tile.copy %r, %s : memref<2x64xf32, strided<[64, 1], offset: ?>, #g>, memref<2x64xf32, #s>
+  }
+  tile.pipelined %k = %c0 to %n step %c1 stages(2) {
+    %r0 = tile.region %a[%k, %c0] [1, 64] : memref<?x64xf32, #g> -> memref<1x64xf32, strided<[64, 1], offset: ?>, #g>
+    %w0 = tile.region %s[%c0, %c0] [1, 64] : memref<2x64xf32, #s> -> memref<1x64xf32, strided<[64, 1], offset: ?>, #s>
+    tile.copy %r0, %w0 : memref<1x64xf32, strided<[64, 1], offset: ?>, #g>, memref<1x64xf32, strided<[64, 1], offset: ?>, #s>
+    %row = tile.region %s[%c1, %c0] [1, 64] : memref<2x64xf32, #s> -> memref<64xf32, strided<[1], offset: ?>, #s>
+    tile.copy %row, %b : memref<64xf32, strided<[1], offset: ?>, #s>, memref<64xf32, #g>
+  }
 }
 
 // -----

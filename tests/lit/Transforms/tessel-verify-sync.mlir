@@ -876,3 +876,150 @@ tile.kernel @cp_async_missing_proxy_fence(%x: memref<?x64xf16, #g>) grid(%bx) = 
       }
     }
   }
+// -----
+
+// Two loops staging through one buffer, each with its own mbarriers: the
+// first loop's loads ahead are issued only for iterations that run
+// (`iv + 1 < n`, and `0 < n` in its prologue), each of which waits for
+// them, so none is in flight when the second loop loads the buffer and
+// reads it after waits on its own mbarriers.
+// CHECK-LABEL: tile.kernel @two_loops_one_buffer
+tile.kernel @two_loops_one_buffer(%a: memref<?x256xf32, #tile.space<global>>, %b: memref<256xf32, #tile.space<global>>, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(64) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %first = tile.alloc {name = "first"} : memref<2xi64, #tile.space<shared>>
+  tile.mbarrier_init %first[%c0] arrivals(1) : memref<2xi64, #tile.space<shared>>
+  tile.mbarrier_init %first[%c1] arrivals(1) : memref<2xi64, #tile.space<shared>>
+  %second = tile.alloc {name = "second"} : memref<2xi64, #tile.space<shared>>
+  tile.mbarrier_init %second[%c0] arrivals(1) : memref<2xi64, #tile.space<shared>>
+  tile.mbarrier_init %second[%c1] arrivals(1) : memref<2xi64, #tile.space<shared>>
+  tile.fence_mbarrier_init
+  tile.barrier
+  %x = tile.alloc {name = "x", stages = 2 : i64} : memref<2x256xf32, #tile.space<shared>>
+  %go = arith.cmpi slt, %c0, %n : index
+  scf.if %go {
+    tile.mbarrier_expect_tx %first[%c0] bytes(2048) : memref<2xi64, #tile.space<shared>>
+    %src = tile.region %a[%c0, %c0] [2, 256] : memref<?x256xf32, #tile.space<global>> -> memref<2x256xf32, strided<[256, 1], offset: ?>, #tile.space<global>>
+    %dst = tile.stage %x[%c0] : memref<2x256xf32, #tile.space<shared>>
+    tile.copy_async %src, %dst arrive %first[%c0] : memref<2x256xf32, strided<[256, 1], offset: ?>, #tile.space<global>>, memref<2x256xf32, #tile.space<shared>>, memref<2xi64, #tile.space<shared>>
+  }
+  scf.for %k = %c0 to %n step %c1 {
+    %stage = arith.remui %k, %c2 : index
+    %ahead = arith.addi %k, %c1 : index
+    %aheadStage = arith.remui %ahead, %c2 : index
+    %more = arith.cmpi slt, %ahead, %n : index
+    scf.if %more {
+      tile.barrier
+      tile.mbarrier_expect_tx %first[%aheadStage] bytes(2048) : memref<2xi64, #tile.space<shared>>
+      %src = tile.region %a[%ahead, %c0] [2, 256] : memref<?x256xf32, #tile.space<global>> -> memref<2x256xf32, strided<[256, 1], offset: ?>, #tile.space<global>>
+      %dst = tile.stage %x[%aheadStage] : memref<2x256xf32, #tile.space<shared>>
+      tile.copy_async %src, %dst arrive %first[%aheadStage] : memref<2x256xf32, strided<[256, 1], offset: ?>, #tile.space<global>>, memref<2x256xf32, #tile.space<shared>>, memref<2xi64, #tile.space<shared>>
+    }
+    %round = arith.divui %k, %c2 : index
+    %parity = arith.remui %round, %c2 : index
+    tile.mbarrier_wait %first[%stage] parity %parity : memref<2xi64, #tile.space<shared>>
+    %view = tile.stage %x[%stage] : memref<2x256xf32, #tile.space<shared>>
+    %row = tile.region %view[%c0, %c0] [1, 256] : memref<2x256xf32, #tile.space<shared>> -> memref<256xf32, strided<[1], offset: ?>, #tile.space<shared>>
+    tile.copy %row, %b : memref<256xf32, strided<[1], offset: ?>, #tile.space<shared>>, memref<256xf32, #tile.space<global>>
+  }
+  tile.barrier
+  scf.if %go {
+    tile.mbarrier_expect_tx %second[%c0] bytes(2048) : memref<2xi64, #tile.space<shared>>
+    %src = tile.region %a[%c0, %c0] [2, 256] : memref<?x256xf32, #tile.space<global>> -> memref<2x256xf32, strided<[256, 1], offset: ?>, #tile.space<global>>
+    %dst = tile.stage %x[%c0] : memref<2x256xf32, #tile.space<shared>>
+    tile.copy_async %src, %dst arrive %second[%c0] : memref<2x256xf32, strided<[256, 1], offset: ?>, #tile.space<global>>, memref<2x256xf32, #tile.space<shared>>, memref<2xi64, #tile.space<shared>>
+  }
+  scf.for %k = %c0 to %n step %c1 {
+    %stage = arith.remui %k, %c2 : index
+    %ahead = arith.addi %k, %c1 : index
+    %aheadStage = arith.remui %ahead, %c2 : index
+    %more = arith.cmpi slt, %ahead, %n : index
+    scf.if %more {
+      tile.barrier
+      tile.mbarrier_expect_tx %second[%aheadStage] bytes(2048) : memref<2xi64, #tile.space<shared>>
+      %src = tile.region %a[%ahead, %c0] [2, 256] : memref<?x256xf32, #tile.space<global>> -> memref<2x256xf32, strided<[256, 1], offset: ?>, #tile.space<global>>
+      %dst = tile.stage %x[%aheadStage] : memref<2x256xf32, #tile.space<shared>>
+      tile.copy_async %src, %dst arrive %second[%aheadStage] : memref<2x256xf32, strided<[256, 1], offset: ?>, #tile.space<global>>, memref<2x256xf32, #tile.space<shared>>, memref<2xi64, #tile.space<shared>>
+    }
+    %round = arith.divui %k, %c2 : index
+    %parity = arith.remui %round, %c2 : index
+    tile.mbarrier_wait %second[%stage] parity %parity : memref<2xi64, #tile.space<shared>>
+    %view = tile.stage %x[%stage] : memref<2x256xf32, #tile.space<shared>>
+    %row = tile.region %view[%c1, %c0] [1, 256] : memref<2x256xf32, #tile.space<shared>> -> memref<256xf32, strided<[1], offset: ?>, #tile.space<shared>>
+    tile.copy %row, %b : memref<256xf32, strided<[1], offset: ?>, #tile.space<shared>>, memref<256xf32, #tile.space<global>>
+  }
+}
+
+// -----
+
+// The same with the first loop's loads ahead guarded by `iv + 1 < 2`, not
+// by its trip count: a load for an iteration that never runs may be in
+// flight when the second loop reads the buffer.
+tile.kernel @ahead_not_bounded(%a: memref<?x256xf32, #tile.space<global>>, %b: memref<256xf32, #tile.space<global>>, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(64) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %first = tile.alloc {name = "first"} : memref<2xi64, #tile.space<shared>>
+  tile.mbarrier_init %first[%c0] arrivals(1) : memref<2xi64, #tile.space<shared>>
+  tile.mbarrier_init %first[%c1] arrivals(1) : memref<2xi64, #tile.space<shared>>
+  %second = tile.alloc {name = "second"} : memref<2xi64, #tile.space<shared>>
+  tile.mbarrier_init %second[%c0] arrivals(1) : memref<2xi64, #tile.space<shared>>
+  tile.mbarrier_init %second[%c1] arrivals(1) : memref<2xi64, #tile.space<shared>>
+  tile.fence_mbarrier_init
+  tile.barrier
+  %x = tile.alloc {name = "x", stages = 2 : i64} : memref<2x256xf32, #tile.space<shared>>
+  %go = arith.cmpi slt, %c0, %n : index
+  scf.if %go {
+    tile.mbarrier_expect_tx %first[%c0] bytes(2048) : memref<2xi64, #tile.space<shared>>
+    %src = tile.region %a[%c0, %c0] [2, 256] : memref<?x256xf32, #tile.space<global>> -> memref<2x256xf32, strided<[256, 1], offset: ?>, #tile.space<global>>
+    %dst = tile.stage %x[%c0] : memref<2x256xf32, #tile.space<shared>>
+    tile.copy_async %src, %dst arrive %first[%c0] : memref<2x256xf32, strided<[256, 1], offset: ?>, #tile.space<global>>, memref<2x256xf32, #tile.space<shared>>, memref<2xi64, #tile.space<shared>>
+  }
+  scf.for %k = %c0 to %n step %c1 {
+    %stage = arith.remui %k, %c2 : index
+    %ahead = arith.addi %k, %c1 : index
+    %aheadStage = arith.remui %ahead, %c2 : index
+    %more = arith.cmpi slt, %ahead, %c2 : index
+    scf.if %more {
+      tile.barrier
+      tile.mbarrier_expect_tx %first[%aheadStage] bytes(2048) : memref<2xi64, #tile.space<shared>>
+      %src = tile.region %a[%ahead, %c0] [2, 256] : memref<?x256xf32, #tile.space<global>> -> memref<2x256xf32, strided<[256, 1], offset: ?>, #tile.space<global>>
+      %dst = tile.stage %x[%aheadStage] : memref<2x256xf32, #tile.space<shared>>
+      tile.copy_async %src, %dst arrive %first[%aheadStage] : memref<2x256xf32, strided<[256, 1], offset: ?>, #tile.space<global>>, memref<2x256xf32, #tile.space<shared>>, memref<2xi64, #tile.space<shared>>
+    }
+    %round = arith.divui %k, %c2 : index
+    %parity = arith.remui %round, %c2 : index
+    tile.mbarrier_wait %first[%stage] parity %parity : memref<2xi64, #tile.space<shared>>
+    %view = tile.stage %x[%stage] : memref<2x256xf32, #tile.space<shared>>
+    %row = tile.region %view[%c0, %c0] [1, 256] : memref<2x256xf32, #tile.space<shared>> -> memref<256xf32, strided<[1], offset: ?>, #tile.space<shared>>
+    tile.copy %row, %b : memref<256xf32, strided<[1], offset: ?>, #tile.space<shared>>, memref<256xf32, #tile.space<global>>
+  }
+  tile.barrier
+  scf.if %go {
+    tile.mbarrier_expect_tx %second[%c0] bytes(2048) : memref<2xi64, #tile.space<shared>>
+    %src = tile.region %a[%c0, %c0] [2, 256] : memref<?x256xf32, #tile.space<global>> -> memref<2x256xf32, strided<[256, 1], offset: ?>, #tile.space<global>>
+    %dst = tile.stage %x[%c0] : memref<2x256xf32, #tile.space<shared>>
+    tile.copy_async %src, %dst arrive %second[%c0] : memref<2x256xf32, strided<[256, 1], offset: ?>, #tile.space<global>>, memref<2x256xf32, #tile.space<shared>>, memref<2xi64, #tile.space<shared>>
+  }
+  scf.for %k = %c0 to %n step %c1 {
+    %stage = arith.remui %k, %c2 : index
+    %ahead = arith.addi %k, %c1 : index
+    %aheadStage = arith.remui %ahead, %c2 : index
+    %more = arith.cmpi slt, %ahead, %n : index
+    scf.if %more {
+      tile.barrier
+      tile.mbarrier_expect_tx %second[%aheadStage] bytes(2048) : memref<2xi64, #tile.space<shared>>
+      %src = tile.region %a[%ahead, %c0] [2, 256] : memref<?x256xf32, #tile.space<global>> -> memref<2x256xf32, strided<[256, 1], offset: ?>, #tile.space<global>>
+      %dst = tile.stage %x[%aheadStage] : memref<2x256xf32, #tile.space<shared>>
+      tile.copy_async %src, %dst arrive %second[%aheadStage] : memref<2x256xf32, strided<[256, 1], offset: ?>, #tile.space<global>>, memref<2x256xf32, #tile.space<shared>>, memref<2xi64, #tile.space<shared>>
+    }
+    %round = arith.divui %k, %c2 : index
+    %parity = arith.remui %round, %c2 : index
+    tile.mbarrier_wait %second[%stage] parity %parity : memref<2xi64, #tile.space<shared>>
+    %view = tile.stage %x[%stage] : memref<2x256xf32, #tile.space<shared>>
+    %row = tile.region %view[%c1, %c0] [1, 256] : memref<2x256xf32, #tile.space<shared>> -> memref<256xf32, strided<[1], offset: ?>, #tile.space<shared>>
+    // expected-error @+1 {{missing mbarrier wait: 'x' is still being loaded by the TMA copy at}}
+    tile.copy %row, %b : memref<256xf32, strided<[1], offset: ?>, #tile.space<shared>>, memref<256xf32, #tile.space<global>>
+  }
+}

@@ -14,7 +14,7 @@
 // CHECK-COUNT-3: tile.mbarrier_init %[[EMPTY]][%{{.*}}] arrivals(4)
 // CHECK: %[[FULL:.*]] = tile.alloc {name = "full"} : memref<3xi64
 // CHECK-COUNT-3: tile.mbarrier_init %[[FULL]][%{{.*}}] arrivals(1)
-// CHECK: %[[AS:.*]] = tile.alloc {layout = {{.*}}, stages = 3 : i64}
+// CHECK: %[[AS:.*]] = tile.alloc {layout = {{.*}}, stages = 3 : i64, tessel.pipeline_staged}
 // CHECK: tile.role threads(128, 128) {
 // CHECK-NEXT: scf.for
 // CHECK: %[[K:.*]] = arith.divui
@@ -144,7 +144,7 @@ tile.kernel @multicast(%a: memref<?x?xf16, #g>, %b: memref<?x?xf16, #g>, %n: ind
 // adds its trip count.
 // CHECK-LABEL: tile.kernel @persistent
 // CHECK: %[[BLOCKS:.*]] = tile.num_blocks
-// CHECK: %[[AS:.*]] = tile.alloc {layout = {{.*}}, stages = 3 : i64} : memref<64x64xf16
+// CHECK: %[[AS:.*]] = tile.alloc {layout = {{.*}}, stages = 3 : i64, tessel.pipeline_staged} : memref<64x64xf16
 // CHECK: tile.role threads(128, 128) {
 // CHECK: scf.for %[[T:.*]] = %{{.*}} to %{{.*}} step %[[BLOCKS]] iter_args(%[[BASE:.*]] = %{{.*}}) -> (index) {
 // CHECK: %[[ROW:.*]] = arith.muli %[[T]], %c64

@@ -466,8 +466,17 @@ LogicalResult ReduceOp::verify() {
     return emitOpError("destination ") << shapeString(dst.getShape()) << " must be "
                                        << shapeString(expected) << " to reduce source "
                                        << shapeString(src.getShape()) << " along dim " << dim;
-  if (!llvm::isa<FloatType>(src.getElementType()) || !llvm::isa<FloatType>(dst.getElementType()))
-    return emitOpError("reduce works on floating-point buffers");
+  // Integers reduce in i32 (signed): signless ones of at most 32 bits.
+  auto reducible = [](Type t) {
+    return llvm::isa<FloatType>(t) ||
+           (t.isSignlessInteger() && t.getIntOrFloatBitWidth() > 1 && t.getIntOrFloatBitWidth() <= 32);
+  };
+  Type srcElt = src.getElementType(), dstElt = dst.getElementType();
+  if (!reducible(srcElt) || !reducible(dstElt) ||
+      llvm::isa<FloatType>(srcElt) != llvm::isa<FloatType>(dstElt))
+    return emitOpError("reduce works on floating-point buffers, or on signed integer buffers of "
+                       "8 to 32 bits on both sides; got ")
+           << srcElt << " into " << dstElt;
   return success();
 }
 
