@@ -73,6 +73,15 @@ void buildStmt(const Spec &s, const Stmt &st, const Params &p, const Buffer &w, 
     if (st.rowAtomic) atomic_add(p.r.tile({row0}, {s.tm}), r, st.order);
     return;
   }
+  case StmtKind::integerReduce: {
+    Buffer q = s.work == Space::shared ? alloc_shared({s.tm, s.tn}, DType::i32, "q")
+                                       : alloc_fragment({s.tm, s.tn}, DType::i32, "q");
+    parallel(s.tm, s.tn, [&](Expr i, Expr j) { q(i, j) = cast(w(i, j) * Expr(4.0), DType::i32); });
+    Buffer r = alloc_fragment({s.tm}, DType::i32, "r");
+    reduceInto(st.reduce, q, r, 1);
+    update(s, w, [&](const Ref &x, Expr i, Expr) { return x - cast(r(i), DType::f32) * Expr(0.25); });
+    return;
+  }
   case StmtKind::allReduce: {
     Buffer r = alloc_fragment({s.tm}, DType::f32, "r"), t = alloc_fragment({1}, DType::f32, "t");
     reduceInto(st.reduce, w, r, 1);

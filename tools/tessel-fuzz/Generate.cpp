@@ -99,6 +99,14 @@ bool apply(const Spec &s, const Stmt &st, Range &r) {
     r.bound *= sum ? s.tn + 1 : 2;
     break;
   }
+  case StmtKind::integerReduce: {
+    // q is W * 4 truncated; a sum of a row of them must fit an i32.
+    bool sum = st.reduce == ReduceKind::sum;
+    if (r.bound * 4 * double(s.tn + 1) > double(1 << 30)) return false;
+    if (sum && !r.sums(s.tn + 1)) return false;
+    r = {r.bound * (sum ? s.tn + 1 : 2), std::max(r.frac, 2)};
+    break;
+  }
   case StmtKind::allReduce: {
     bool sum = st.reduce == ReduceKind::sum;
     if (sum && !r.sums(tile + 1)) return false;
@@ -146,7 +154,7 @@ Stmt randomStmt() {
                   StmtKind::clampMax, StmtKind::integerPath, StmtKind::integerDivide, StmtKind::carried,
                   StmtKind::rowReduce, StmtKind::firstColumn,
                   StmtKind::rowReduce, StmtKind::allReduce, StmtKind::scalarAtomic, StmtKind::exponent,
-                  StmtKind::columnParts});
+                  StmtKind::columnParts, StmtKind::integerReduce});
   st.reduce = pick({ReduceKind::sum, ReduceKind::max, ReduceKind::min, ReduceKind::absmax});
   st.order = pick({MemoryOrder::relaxed, MemoryOrder::relaxed, MemoryOrder::acquire, MemoryOrder::release,
                    MemoryOrder::acq_rel, MemoryOrder::seq_cst});
@@ -492,6 +500,6 @@ const char *tessel::fuzz::name(StmtKind k) {
   static const char *names[] = {"scaleShift", "selectBelow",  "roundTrip", "clampMax",
                                 "integerPath", "integerDivide", "carried",  "rowReduce",
                                 "allReduce",  "scalarAtomic", "firstColumn", "exponent",
-                                "columnParts"};
+                                "columnParts", "integerReduce"};
   return names[static_cast<int>(k)];
 }

@@ -168,6 +168,24 @@ struct Model {
         for (int64_t i = 0; i < s.tm && row0 + i < s.m; ++i) r[size_t(row0 + i)] += rows[size_t(i)];
       break;
     }
+    case StmtKind::integerReduce: {
+      for (int64_t i = 0; i < s.tm; ++i) {
+        int64_t acc = st.reduce == ReduceKind::max   ? INT32_MIN
+                      : st.reduce == ReduceKind::min ? INT32_MAX
+                                                     : 0;
+        for (int64_t j = 0; j < s.tn; ++j) {
+          int64_t q = int64_t(std::trunc(w[size_t(i * s.tn + j)] * 4));
+          switch (st.reduce) {
+          case ReduceKind::sum: acc += q; break;
+          case ReduceKind::max: acc = std::max(acc, q); break;
+          case ReduceKind::min: acc = std::min(acc, q); break;
+          case ReduceKind::absmax: acc = std::max(acc, std::abs(q)); break;
+          }
+        }
+        for (int64_t j = 0; j < s.tn; ++j) w[size_t(i * s.tn + j)] -= float(int32_t(acc)) * 0.25f;
+      }
+      break;
+    }
     case StmtKind::allReduce: {
       std::vector<float> rows(size_t(s.tm));
       for (int64_t i = 0; i < s.tm; ++i) rows[size_t(i)] = reduceOf(st.reduce, &w[size_t(i * s.tn)], size_t(s.tn), 1);

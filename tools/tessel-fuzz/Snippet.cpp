@@ -63,6 +63,13 @@ std::string stmtText(const Spec &s, const Stmt &st) {
       t += fmt::format("      atomic_add(R.tile({{row0}}, {{{}}}), r, MemoryOrder::{});\n", s.tm, orderName(st.order));
     return t + "    }\n";
   }
+  case StmtKind::integerReduce:
+    return fmt::format("    {{\n      Buffer q = {}({{{}, {}}}, DType::i32, \"q\");\n"
+                       "      parallel({}, {}, [&](Expr i, Expr j) {{ q(i, j) = cast(w(i, j) * Expr(4.0), DType::i32); }});\n"
+                       "      Buffer r = alloc_fragment({{{}}}, DType::i32, \"r\");\n      {}(q, r, 1);\n",
+                       s.work == Space::shared ? "alloc_shared" : "alloc_fragment", s.tm, s.tn, s.tm, s.tn, s.tm,
+                       reduceName(st.reduce)) +
+           update(s, "w(i, j) - cast(r(i), DType::f32) * Expr(0.25)", 6) + "    }\n";
   case StmtKind::allReduce:
     return fmt::format("    {{\n      Buffer r = alloc_fragment({{{}}}, DType::f32, \"r\"), t = alloc_fragment({{1}}, "
                        "DType::f32, \"t\");\n      {}(w, r, 1);\n      {}(r, t, 0);\n",

@@ -77,6 +77,9 @@ enum class StmtKind {
   /// tn / parts, = window * a + (b + q): windows of a fragment, each
   /// naming registers (the loop unrolled).
   columnParts,
+  /// q = cast(W * 4, i32) in W's space; r = reduce(q, 1) in i32; W = W -
+  /// cast(r(i), f32) / 4: integer reductions (exact past 2^24).
+  integerReduce,
 };
 
 enum class ReduceKind { sum, max, min, absmax };
