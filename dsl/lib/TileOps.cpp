@@ -156,9 +156,18 @@ static void reduce(tile::ReduceKind kind, const Buffer &src, const Buffer &dst, 
   for (const Buffer *b : {&src, &dst})
     if (b->space() != Space::shared && b->space() != Space::fragment)
       fail(loc, fmt::format("reduce works on shared or fragment buffers, not {}", spaceName(b->space())));
-  auto op = tile::ReduceOp::create(p.builder(), p.location(loc), kind, src.value(), dst.value(),
-                                   static_cast<int64_t>(dim), clear);
-  (void)op;
+  // A fragment's reduction lands in registers laid out like the fragment;
+  // into a shared buffer it goes through such a fragment (holding the
+  // buffer's values first when the reduction adds to them).
+  if (src.space() == Space::fragment && dst.space() == Space::shared) {
+    Buffer staged = alloc_fragment(dst.shape(), dst.dtype(), "", loc);
+    if (!clear) copy(dst, staged, loc);
+    reduce(kind, src, staged, dim, clear, loc);
+    copy(staged, dst, loc);
+    return;
+  }
+  tile::ReduceOp::create(p.builder(), p.location(loc), kind, src.value(), dst.value(),
+                         static_cast<int64_t>(dim), clear);
 }
 
 void tessel::reduce_sum(const Buffer &s, const Buffer &d, int dim, bool clear, SrcLoc loc) {

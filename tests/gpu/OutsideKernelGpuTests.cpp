@@ -331,12 +331,14 @@ TEST_CASE("outside: softmax over a vocabulary fused with its top-1", "[gpu][outs
 // near 2^30, and a maximum, minimum and absolute maximum of 2^24 + odd
 // numbers, over rows of 1000 (not a power of two), through the three
 // lowerings: a fragment across lanes and warps, a shared tile by groups of
-// lanes, and a shared tile into a fragment.
+// lanes, and a shared tile into a fragment; and a fragment into a shared
+// buffer. Shared results leave by TMA stores on sm_90a (fenced after the
+// reduction's thread writes).
 TEST_CASE("outside: integer reductions are exact past 2^24", "[gpu][outside]") {
   const int64_t rows = 4, cols = 1000;
   Program p("outside_integer_reductions");
   Tensor x = p.tensor("x", {rows, cols}, DType::i32);
-  Tensor out = p.tensor("out", {6, rows}, DType::i32);
+  Tensor out = p.tensor("out", {7, rows}, DType::i32);
   p.kernel({1}, 128, [&](Expr) {
     Buffer xs = alloc_shared({rows, cols}, DType::i32, "xs");
     Buffer xf = alloc_fragment({rows, cols}, DType::i32, "xf");
@@ -346,14 +348,16 @@ TEST_CASE("outside: integer reductions are exact past 2^24", "[gpu][outside]") {
     Buffer mn = alloc_fragment({rows}, DType::i32, "mn"), am = alloc_fragment({rows}, DType::i32, "am");
     Buffer sharedSum = alloc_shared({rows}, DType::i32, "shared_sum");
     Buffer intoFragment = alloc_fragment({rows}, DType::i32, "into_fragment");
+    Buffer fragmentIntoShared = alloc_shared({rows}, DType::i32, "fragment_into_shared");
     reduce_sum(xf, sum, 1);
     reduce_max(xf, mx, 1);
     reduce_min(xf, mn, 1);
     reduce_absmax(xf, am, 1);
     reduce_sum(xs, sharedSum, 1);
     reduce_max(xs, intoFragment, 1);
+    reduce_min(xf, fragmentIntoShared, 1);
     int k = 0;
-    for (Buffer b : {sum, mx, mn, am, sharedSum, intoFragment})
+    for (Buffer b : {sum, mx, mn, am, sharedSum, intoFragment, fragmentIntoShared})
       copy(b, out.tile({k++, 0}, {drop, rows}));
   });
   Kernel kernel = build(p);
@@ -367,7 +371,7 @@ TEST_CASE("outside: integer reductions are exact past 2^24", "[gpu][outside]") {
     values[r * cols + hi] = (1 << 24) + 1 + 2 * int32_t(r);
     values[r * cols + lo] = -((1 << 24) + 3 + 2 * int32_t(r));
   }
-  HostTensor xt(DType::i32, {rows, cols}), ot(DType::i32, {6, rows});
+  HostTensor xt(DType::i32, {rows, cols}), ot(DType::i32, {7, rows});
   std::memcpy(xt.bytes.data(), values.data(), values.size() * 4);
   xt.decode();
   DeviceRun run;
@@ -376,7 +380,7 @@ TEST_CASE("outside: integer reductions are exact past 2^24", "[gpu][outside]") {
   kernel.launch(run.args);
   testing::synchronize();
   run.download(1, ot);
-  std::vector<int32_t> got(6 * rows);
+  std::vector<int32_t> got(7 * rows);
   std::memcpy(got.data(), ot.bytes.data(), got.size() * 4);
   for (int64_t r = 0; r < rows; ++r) {
     const int32_t *row = &values[r * cols];
@@ -390,5 +394,6 @@ TEST_CASE("outside: integer reductions are exact past 2^24", "[gpu][outside]") {
     CHECK(got[3 * rows + r] == am);
     CHECK(got[4 * rows + r] == sum);
     CHECK(got[5 * rows + r] == mx);
+    CHECK(got[6 * rows + r] == mn);
   }
 }

@@ -124,6 +124,13 @@ LogicalResult CudaEmitter::emitBitcast(arith::BitcastOp op) {
   return success();
 }
 
+/// |x| of an integer of any width (CUDA's abs overloads stop at int).
+LogicalResult CudaEmitter::emitIntegerAbs(math::AbsIOp op) {
+  std::string x = name(op.getOperand());
+  line() << declare(op.getResult()) << " = " << x << " < 0 ? -" << x << " : " << x << ";\n";
+  return success();
+}
+
 LogicalResult CudaEmitter::emitArith(Operation &op) {
   Value r = op.getNumResults() ? op.getResult(0) : Value();
   auto binary = [&](StringRef sym) -> LogicalResult {
@@ -264,12 +271,7 @@ LogicalResult CudaEmitter::emitArith(Operation &op) {
       .Case([&](math::SqrtOp) { return call("sqrt"); })
       .Case([&](math::RsqrtOp) { return call("rsqrt"); })
       .Case([&](math::AbsFOp) { return call("fabs"); })
-      .Case([&](math::AbsIOp o) {
-        // Any width: CUDA's abs overloads stop at int.
-        std::string x = name(o.getOperand());
-        line() << declare(r) << " = " << x << " < 0 ? -" << x << " : " << x << ";\n";
-        return success();
-      })
+      .Case([&](math::AbsIOp o) { return emitIntegerAbs(o); })
       .Case([&](math::TanhOp) { return call("tanh"); })
       .Case([&](math::FmaOp) { return call("fma"); })
       .Case([&](math::PowFOp) { return call("pow"); })

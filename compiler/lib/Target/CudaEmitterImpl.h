@@ -93,6 +93,7 @@ private:
   LogicalResult emitBlock(Block &block);
   LogicalResult emitOp(Operation &op);
   LogicalResult emitBitcast(mlir::arith::BitcastOp op);
+  LogicalResult emitIntegerAbs(mlir::math::AbsIOp op);
   LogicalResult emitArith(Operation &op);
   // The op families emitOp tries in turn: each prints an op of its own and
   // returns std::nullopt for any other.

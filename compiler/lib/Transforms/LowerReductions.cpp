@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "TileLowering.h"
 #include "tessel/Transforms/BufferUtils.h"
+#include "tessel/Transforms/Remarks.h"
 
 #include "llvm/Support/MathExtras.h"
 
@@ -294,8 +295,13 @@ void TileLowering::lowerAtomicAdd(AtomicAddOp op, bool insideParallel) {
     Access src = resolve(op.getValue());
     // The build without TMA (the runtime's for arguments a tensor map
     // cannot hold, or --no-tma) runs the same program: its TMA reduce-adds
-    // become thread atomics.
-    bool tmaOff = target.hasTma() && !target.tma;
+    // become thread atomics. So do they before sm_90, which has no TMA (as
+    // a pipelined loop's TMA loads become cp.async copies there), saying so.
+    bool tmaOff = !target.hasTma() || !target.tma;
+    if (op.getTma() && !target.hasTma())
+      emitMissed(op, "tessel-lower-tile-ops", missed::kTma)
+          << "this TMA reduce-add is made by the threads' atomics: " << target.arch
+          << " has no TMA";
     if (op.getTma() && !tmaOff) {
       if (op.getOrder() != MemoryOrder::relaxed)
         return fail(op, "a TMA reduce-add is relaxed; use order relaxed, or thread atomics for "

@@ -181,8 +181,9 @@ bool TileLowering::forEachTmaBox(Operation *op, const Access &global, const Acce
   box[dims.back()] = panel;
   if (rank >= 2) box[dims[rank - 2]] = std::min(rows, rowChunk);
   int64_t descriptor = tensorMapIndex(param, box, l.getSwizzleBytes(), /*perRank=*/bool(peerRank));
-  // Leading dims beyond rank-2 (a window of rows has none).
-  int64_t innerRows = firstRow || shape != ArrayRef<int64_t>(shared.rootShape)
+  // Leading dims beyond rank-2 (a window of rows, which is smaller than
+  // its buffer, has none).
+  int64_t innerRows = shape != ArrayRef<int64_t>(shared.rootShape)
                           ? 1
                           : l.getRows() / std::max<int64_t>(rows, 1);
   for (int64_t p = 0; p < cols / panel; ++p) {

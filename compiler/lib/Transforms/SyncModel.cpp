@@ -68,7 +68,8 @@ void sync::collectAccesses(Operation *op, const TargetInfo &target,
       })
       .Case([&](AtomicAddOp o) {
         if (llvm::isa<MemRefType>(o.getValue().getType()))
-          note(o.getValue(), false, o.getTma() ? Proxy::async : Proxy::generic);
+          note(o.getValue(), false,
+               o.getTma() && target.hasTma() && target.tma ? Proxy::async : Proxy::generic);
         note(o.getDest(), false);
         note(o.getDest(), true);
       })

@@ -399,7 +399,9 @@ static DenseSet<Value> asyncProxyReads(KernelOp kernel, const TargetInfo &target
       for (Value read : gemm.getOperandsRead()) note(read);
     if (auto copy = llvm::dyn_cast<CopyOp>(op); copy && isTmaStore(copy, target))
       note(copy.getSource());
-    if (auto atomic = llvm::dyn_cast<AtomicAddOp>(op); atomic && atomic.getTma())
+    // (Without TMA, before sm_90 or built without it, the threads add.)
+    if (auto atomic = llvm::dyn_cast<AtomicAddOp>(op);
+        atomic && atomic.getTma() && target.hasTma() && target.tma)
       note(atomic.getValue());
   });
   return roots;
@@ -415,7 +417,10 @@ static void fenceGenericWrites(KernelOp kernel, const TargetInfo &target) {
   kernel.walk([&](Operation *op) {
     if (op->getParentOfType<ParallelOp>()) return; // the enclosing loop is the writer
     AccessState acc;
-    if (llvm::isa<CopyOp, FillOp, ParallelOp, memref::StoreOp>(op)) collectAccesses(op, acc);
+    // Every op whose threads write shared memory: copies, fills, element
+    // code, reductions and atomic adds into a shared buffer.
+    if (llvm::isa<CopyOp, FillOp, ParallelOp, memref::StoreOp, ReduceOp, AtomicAddOp>(op))
+      collectAccesses(op, acc);
     for (Value root : asyncRead)
       if (acc.writes.contains(root.getAsOpaquePointer())) return writers.push_back(op);
   });

@@ -148,6 +148,26 @@ tile.kernel @proxy_fence(%c: memref<64x64xf32, #g>) grid(%bx) = affine_map<() ->
 
 #g = #tile.space<global>
 #s = #tile.space<shared>
+
+// A reduction's threads write shared memory through the generic proxy as
+// element code does: before a TMA store of its result they fence too
+// (without it the TMA store could read stale sums).
+// CHECK-LABEL: tile.kernel @reduce_then_tma_store
+// CHECK: tile.reduce sum
+// CHECK-NEXT: tile.fence_proxy_async
+// CHECK-NEXT: tile.barrier
+// CHECK-NEXT: tile.copy
+tile.kernel @reduce_then_tma_store(%out: memref<64xf32, #g>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %x = tile.alloc : memref<64x64xf32, #s>
+  %sums = tile.alloc {layout = #tile.shared<[64], elem = 4, swizzle = 0, pad = 0>} : memref<64xf32, #s>
+  tile.reduce sum %x -> %sums dim = 1 clear : memref<64x64xf32, #s> -> memref<64xf32, #s>
+  tile.copy %sums, %out : memref<64xf32, #s>, memref<64xf32, #g>
+}
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
 #f = #tile.space<fragment>
 
 // mbarrier inits (thread 0 runs them all, so they need nothing between
