@@ -166,7 +166,7 @@ TEST_CASE("outside training kernels compile for every target, pipelined, without
 // are marked DEFECT: they assert what happens now and say what should
 // happen instead (the kernels work around them).
 
-// Found, then fixed while this work went on: reduce_absmax over an i32
+// Fixed: reduce_absmax over an i32
 // fragment failed in the CUDA emitter ("the CUDA emitter cannot print
 // 'math.absi'": integer reductions lower |x| to math.absi), while
 // reduce_max, reduce_min and reduce_sum over the same fragment compiled.
