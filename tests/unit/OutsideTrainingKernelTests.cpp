@@ -303,15 +303,15 @@ TEST_CASE("outside: a fragment reduced into shared memory, and a TMA reduce-add 
                                                   "atomics: sm_80 has no TMA"));
 }
 
-// DEFECT (message): the value of a full reduction, a [1] fragment that
-// every thread holds whole (the README: "read inside parallel at any
-// index"), read in scalar code (to carry an online softmax's maximum and
-// sum through serial(), say) is refused with "its elements are spread over
-// the threads", which is not so for this fragment. The message should say
-// that fragments are read inside parallel() (or the read be allowed: every
-// thread holds the value). The cross-entropy kernel keeps its running
-// maximum and sum in [1] fragments updated by parallel(1, ...) instead.
-TEST_CASE("DEFECT: a fully reduced fragment read in scalar code is said to be spread over the threads",
+// A full reduction's [1] fragment read in scalar code (to carry an online
+// softmax's maximum and sum through serial(), say) is refused at the
+// user's line with a message that says where fragments are read: inside
+// parallel(), where one every thread holds whole is read at any index. It
+// said "its elements are spread over the threads", which is not so for
+// this fragment. (Reading it in scalar code is not supported; the
+// cross-entropy kernel keeps its running values in [1] fragments updated
+// by parallel(1, ...).)
+TEST_CASE("a fully reduced fragment read in scalar code is refused, pointing to parallel()",
           "[outside]") {
   std::string msg = test::errorOf([&] {
     Program p("scalar_of_reduction");
@@ -328,8 +328,8 @@ TEST_CASE("DEFECT: a fully reduced fragment read in scalar code is said to be sp
   });
   INFO(msg);
   CHECK_THAT(msg, Catch::Contains("OutsideTrainingKernelTests.cpp") &&
-                      Catch::Contains("a fragment is read or written outside tile.parallel; its elements "
-                                      "are spread over the threads"));
+                      Catch::Contains("a fragment is read or written outside parallel()") &&
+                      Catch::Contains("a full reduction's result, is read there at any index"));
 }
 
 // On sm_90a and sm_100a a reduction of a shared tile into a shared buffer,

@@ -143,8 +143,11 @@ LogicalResult LayoutInference::checkFragmentUses() {
         if (failed(collectWindowCopies(region))) return WalkResult::interrupt();
         continue;
       }
-      return user->emitError("a fragment is read or written outside tile.parallel; its "
-                             "elements are spread over the threads");
+      return user->emitError(
+          "a fragment is read or written outside parallel(): element code reaches a "
+          "fragment's registers only inside parallel(), where each thread touches what it "
+          "holds (a fragment every thread holds whole, such as a full reduction's result, is "
+          "read there at any index, as in parallel(1, ...))");
     }
     return WalkResult::advance();
   });

@@ -215,12 +215,12 @@ tile.kernel @registers_at_once(%n: index) grid(%bx) = affine_map<()[s0] -> (1)> 
 
 #f = #tile.space<fragment>
 
-// A fragment is spread over the threads: scalar code outside tile.parallel
-// cannot reach its elements.
+// Scalar code outside tile.parallel cannot reach a fragment's registers;
+// the message says where they are read.
 tile.kernel @scalar_access() grid(%bx) = affine_map<() -> (1)> threads(32) {
   %c0 = arith.constant 0 : index
   %t = tile.alloc : memref<4xf32, #f>
-  // expected-error @+1 {{a fragment is read or written outside tile.parallel}}
+  // expected-error @+1 {{a fragment is read or written outside parallel(): element code reaches a fragment's registers only inside parallel()}}
   %x = memref.load %t[%c0] : memref<4xf32, #f>
 }
 
