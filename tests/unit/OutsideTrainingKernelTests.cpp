@@ -12,6 +12,7 @@
 #include <catch2/catch.hpp>
 
 #include "ErrorOf.h"
+#include "OutsideChecks.h"
 #include "OutsideTrainingKernels.h"
 #include "tessel/dsl/Compile.h"
 
@@ -28,54 +29,11 @@ namespace {
 
 const char *const kArchs[] = {"sm_80", "sm_90a", "sm_100a"};
 
-std::string remarksText(const Kernel &k) {
-  std::string out;
-  for (const Remark &r : k.remarks()) out += r.str() + "\n";
-  return out;
-}
-
-/// Compiles `p` for `arch` quietly, assembles its PTX with ptxas and dumps
-/// the CUDA where TESSEL_OUTSIDE_DUMP says.
-Kernel compileQuiet(Program &p, const std::string &arch) {
-  CompileOptions o;
-  o.arch = arch;
-  o.printWarnings = false;
-  Kernel k = compile(p, o);
-  auto ptx = std::filesystem::temp_directory_path() /
-             fmt::format("tessel-outside-training-{}-{}-{}.ptx", p.name(), arch, ::getpid());
-  std::ofstream(ptx) << k.ptx();
-  std::string cmd = fmt::format("{} -arch={} {} -o /dev/null", TESSEL_PTXAS, arch, ptx.string());
-  CHECK(std::system(cmd.c_str()) == 0);
-  std::filesystem::remove(ptx);
-  if (const char *dir = std::getenv("TESSEL_OUTSIDE_DUMP")) {
-    std::filesystem::create_directories(dir);
-    std::ofstream(std::filesystem::path(dir) / (p.name() + "-" + arch + ".cu")) << k.cuda();
-    std::ofstream(std::filesystem::path(dir) / (p.name() + "-" + arch + ".ptx")) << k.ptx();
-  }
-  if (std::getenv("TESSEL_OUTSIDE_REMARKS"))
-    fmt::print("== {} on {} (spills {})\n{}", p.name(), arch, k.spillBytes(), remarksText(k));
-  return k;
-}
-
-/// A remark that says a pipelined loop (or one of its copies) was not
-/// pipelined.
-bool saysNotPipelined(const Kernel &k) {
-  for (const Remark &r : k.remarks())
-    if (r.category == "pipelining") return true;
-  return false;
-}
-
-/// The warnings whose message does not contain any of `allowed`.
-std::vector<std::string> unexpectedWarnings(const Kernel &k, std::vector<std::string> allowed) {
-  std::vector<std::string> out;
-  for (const Remark &r : k.remarks()) {
-    if (!r.isWarning) continue;
-    bool ok = false;
-    for (const std::string &a : allowed) ok |= r.message.find(a) != std::string::npos;
-    if (!ok) out.push_back(r.str());
-  }
-  return out;
-}
+using test::compileQuiet;
+using test::count;
+using test::remarksText;
+using test::saysNotPipelined;
+using test::unexpectedWarnings;
 
 struct Case {
   std::string what;
