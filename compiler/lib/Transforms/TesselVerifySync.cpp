@@ -213,23 +213,32 @@ static bool consumedByLoop(const Access &a, scf::ForOp loop) {
   return false;
 }
 
+/// The loop whose pipeline the fill `f` feeds: the innermost loop around
+/// it, or the loop whose prologue it is (a later scf.for of its block that
+/// consumes it); null when neither.
+static Operation *ownerLoop(const Access &f) {
+  for (Operation *p = f.op->getParentOp(); p && !llvm::isa<KernelOp>(p); p = p->getParentOp())
+    if (llvm::isa<scf::ForOp, scf::WhileOp, PipelinedOp>(p)) return p;
+  auto guard = f.op->getParentOfType<scf::IfOp>();
+  if (!guard) return nullptr;
+  for (Operation *next = guard->getNextNode(); next; next = next->getNextNode())
+    if (auto forOp = llvm::dyn_cast<scf::ForOp>(next); forOp && consumedByLoop(f, forOp))
+      return forOp;
+  return nullptr;
+}
+
 /// Whether the stage rule orders the fill `f` before the access `a`: the
-/// threads that run them differ (roles), or `a` is in a loop that holds
-/// `f` too or loads ahead with it (its prologue). Otherwise the same
-/// threads make them one after the other apart from each other's loop
-/// (two loops staging through one buffer), and what is in flight at the
-/// loops' bounds orders them.
+/// threads that run them differ (roles), or `a` lies in the loop whose
+/// pipeline `f` feeds (or no such loop is known). Otherwise the same
+/// threads run `f`'s loop and then, apart from it, `a` (two loops staging
+/// through one buffer), and what is in flight at the loops' bounds orders
+/// them.
 static bool stageRuleApplies(const Access &f, const Access &a) {
   Operation *fa = f.op, *aa = nullptr;
   while (fa && !(aa = fa->getBlock()->findAncestorOpInBlock(*a.op))) fa = fa->getParentOp();
   if (!fa || llvm::isa<RoleOp>(fa) || llvm::isa<RoleOp>(aa)) return true;
-  for (Operation *p = a.op->getParentOp(); p && !llvm::isa<KernelOp>(p); p = p->getParentOp()) {
-    if (!llvm::isa<scf::ForOp, scf::WhileOp, PipelinedOp>(p)) continue;
-    if (p->isAncestor(f.op)) return true;
-    auto forOp = llvm::dyn_cast<scf::ForOp>(p);
-    return forOp && consumedByLoop(f, forOp);
-  }
-  return false;
+  Operation *owner = ownerLoop(f);
+  return !owner || owner->isAncestor(a.op);
 }
 
 class SyncVerifier {

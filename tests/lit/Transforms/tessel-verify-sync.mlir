@@ -1023,3 +1023,39 @@ tile.kernel @ahead_not_bounded(%a: memref<?x256xf32, #tile.space<global>>, %b: m
     tile.copy %row, %b : memref<256xf32, strided<[1], offset: ?>, #tile.space<shared>>, memref<256xf32, #tile.space<global>>
   }
 }
+
+// -----
+
+// The stage rule holds for an access nested in an inner loop of the
+// pipeline's own loop: with no wait on the stage's mbarrier first, the
+// read is rejected (the fills belong to the loop around it).
+tile.kernel @inner_loop_no_wait(%a: memref<?x256xf32, #tile.space<global>>, %b: memref<256xf32, #tile.space<global>>, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(64) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %full = tile.alloc {name = "full"} : memref<2xi64, #tile.space<shared>>
+  tile.mbarrier_init %full[%c0] arrivals(1) : memref<2xi64, #tile.space<shared>>
+  tile.mbarrier_init %full[%c1] arrivals(1) : memref<2xi64, #tile.space<shared>>
+  tile.fence_mbarrier_init
+  tile.barrier
+  %x = tile.alloc {name = "x", stages = 2 : i64} : memref<2x256xf32, #tile.space<shared>>
+  scf.for %k = %c0 to %n step %c1 {
+    %stage = arith.remui %k, %c2 : index
+    %ahead = arith.addi %k, %c1 : index
+    %aheadStage = arith.remui %ahead, %c2 : index
+    %more = arith.cmpi slt, %ahead, %n : index
+    scf.if %more {
+      tile.barrier
+      tile.mbarrier_expect_tx %full[%aheadStage] bytes(2048) : memref<2xi64, #tile.space<shared>>
+      %src = tile.region %a[%ahead, %c0] [2, 256] : memref<?x256xf32, #tile.space<global>> -> memref<2x256xf32, strided<[256, 1], offset: ?>, #tile.space<global>>
+      %dst = tile.stage %x[%aheadStage] : memref<2x256xf32, #tile.space<shared>>
+      tile.copy_async %src, %dst arrive %full[%aheadStage] : memref<2x256xf32, strided<[256, 1], offset: ?>, #tile.space<global>>, memref<2x256xf32, #tile.space<shared>>, memref<2xi64, #tile.space<shared>>
+    }
+    scf.for %j = %c0 to %c2 step %c1 {
+      %view = tile.stage %x[%stage] : memref<2x256xf32, #tile.space<shared>>
+      %row = tile.region %view[%j, %c0] [1, 256] : memref<2x256xf32, #tile.space<shared>> -> memref<256xf32, strided<[1], offset: ?>, #tile.space<shared>>
+      // expected-error @+1 {{missing mbarrier wait: 'x' is filled by TMA loads, but this iteration accesses its stage with no wait}}
+      tile.copy %row, %b : memref<256xf32, strided<[1], offset: ?>, #tile.space<shared>>, memref<256xf32, #tile.space<global>>
+    }
+  }
+}
