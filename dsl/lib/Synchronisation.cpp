@@ -125,12 +125,21 @@ static void checkFlags(const Buffer &flags, const std::vector<Expr> &index, cons
                           flags.rank(), index.size()));
 }
 
-void tessel::signal(const Buffer &flags, std::vector<Expr> index, Expr value, SrcLoc loc) {
+static void createSignal(const Buffer &flags, std::vector<Expr> index, Expr value, bool add,
+                         SrcLoc loc) {
   lastLoc = loc;
   Program &p = Program::current(loc);
-  checkFlags(flags, index, "signal", loc);
+  checkFlags(flags, index, add ? "signal_add" : "signal", loc);
   tile::SignalOp::create(p.builder(), p.location(loc), value.value(DType::i32), flags.value(),
-                         indexValues(index));
+                         indexValues(index), add);
+}
+
+void tessel::signal(const Buffer &flags, std::vector<Expr> index, Expr value, SrcLoc loc) {
+  createSignal(flags, std::move(index), value, /*add=*/false, loc);
+}
+
+void tessel::signal_add(const Buffer &flags, std::vector<Expr> index, Expr value, SrcLoc loc) {
+  createSignal(flags, std::move(index), value, /*add=*/true, loc);
 }
 
 void tessel::wait(const Buffer &flags, std::vector<Expr> index, Expr value, int64_t timeout_ms,

@@ -74,8 +74,8 @@ std::unique_ptr<SymmetricBuffer> tessel::kernels::exchangeFlags(Communicator &co
   return std::make_unique<SymmetricBuffer>(comm, bytes);
 }
 
-uint32_t tessel::kernels::startExchangeCall(Communicator &comm, SymmetricBuffer &flags,
-                                            uint32_t lastEpoch, CUstream stream) {
+NextEpoch tessel::kernels::advanceEpoch(Communicator &comm, SymmetricBuffer &flags,
+                                        uint32_t lastEpoch, CUstream stream) {
   Driver &d = Driver::get();
   d.setDevice(comm.device());
   NextEpoch next = nextEpoch(lastEpoch);
@@ -88,8 +88,14 @@ uint32_t tessel::kernels::startExchangeCall(Communicator &comm, SymmetricBuffer 
     TESSEL_CU(d, cuStreamSynchronize, stream);
     comm.barrier();
   }
-  handshake(comm, flags, /*base=*/0, next.epoch, stream);
-  return next.epoch;
+  return next;
+}
+
+uint32_t tessel::kernels::startExchangeCall(Communicator &comm, SymmetricBuffer &flags,
+                                            uint32_t lastEpoch, CUstream stream) {
+  uint32_t epoch = advanceEpoch(comm, flags, lastEpoch, stream).epoch;
+  handshake(comm, flags, /*base=*/0, epoch, stream);
+  return epoch;
 }
 
 void tessel::kernels::finishExchangeCall(Communicator &comm, SymmetricBuffer &flags,

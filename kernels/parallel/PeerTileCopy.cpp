@@ -17,6 +17,7 @@
 #include "tessel/runtime/Error.h"
 
 #include <fmt/format.h>
+#include <optional>
 
 using namespace tessel;
 using namespace tessel::kernels;
@@ -42,8 +43,18 @@ Program tessel::kernels::peerTileCopy(const PeerTileCopyConfig &c) {
   // peers in the order r, r + 1, ..., so that at any moment each rank
   // writes into (or reads from) a different peer.
   Expr firstRank = p.sym("first_rank");
+  Expr me, epoch, ready, done, slots;
+  if (c.flagsInKernel) {
+    me = p.sym("me");
+    epoch = p.sym("epoch");
+    ready = p.sym("ready");
+    done = p.sym("done");
+    slots = p.sym("slots");
+  }
   Tensor src = p.tensor("src", {srcRows, srcPitch}, c.dtype);
   Tensor dst = p.tensor("dst", {dstRows, dstPitch}, c.dtype);
+  std::optional<Tensor> flags;
+  if (c.flagsInKernel) flags = p.tensor("flags", {slots}, DType::i32);
   // The rank varies fastest over the blocks, which start in launch order:
   // the blocks running at any moment copy to (or from) every peer at
   // once, not all to one peer, whose NVLink port every rank would then be
@@ -59,6 +70,14 @@ Program tessel::kernels::peerTileCopy(const PeerTileCopyConfig &c) {
              std::vector<Expr> to = {dstEntry * e + dstRank * s + dstFirstRow + bx * c.blockRows,
                                      dstColRank * s + dstFirstCol + by * c.blockCols};
              std::vector<int64_t> sizes = {c.blockRows, c.blockCols};
+             // Every block announces before it waits, so no block depends
+             // on another of its own grid having started: a rank's blocks
+             // wait only for blocks of other GPUs, each of which announces
+             // as soon as it runs.
+             if (flags) {
+               signal(peer(*flags, s), {ready + me}, epoch);
+               wait(*flags, {ready + s}, epoch, c.timeoutMs);
+             }
              if (c.peerDestination) {
                copy(src.tile(from, sizes), tile);
                copy(tile, peer(dst, s).tile(to, sizes));
@@ -66,6 +85,18 @@ Program tessel::kernels::peerTileCopy(const PeerTileCopyConfig &c) {
                copy(peer(src, s).tile(from, sizes), tile);
                copy(tile, dst.tile(to, sizes));
              }
+             // s may overwrite what it lent (a pull) or read what it got (a
+             // push) once every block of every rank has counted.
+             if (flags) signal_add(peer(*flags, s), {done + me}, Expr(1));
            });
+  return p;
+}
+
+Program tessel::kernels::exchangeArrivals(int64_t timeoutMs) {
+  Program p("exchange_arrivals");
+  Expr slots = p.sym("slots"), ranks = p.sym("ranks"), base = p.sym("base"),
+       count = p.sym("count");
+  Tensor flags = p.tensor("flags", {slots}, DType::i32);
+  p.kernel({ranks}, 32, [&](Expr s) { wait(flags, {base + s}, count, timeoutMs); });
   return p;
 }

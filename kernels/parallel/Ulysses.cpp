@@ -145,7 +145,7 @@ UlyssesExchange::UlyssesExchange(Communicator &c, const UlyssesShape &s,
   }
   headOutput = std::make_unique<SymmetricBuffer>(c, shape.outputElements(0) * s.elementBytes);
   sequenceOutput = std::make_unique<SymmetricBuffer>(c, shape.inputElements(0) * s.elementBytes);
-  flags = exchangeFlags(c, sizeof(uint32_t) * (arrivalBase() + groups * arrivalStride()));
+  flags = exchangeFlags(c, sizeof(uint32_t) * (doneBase() + s.ranks));
   lanes = std::make_unique<CopyLanes>(3 * s.ranks, groups);
   if (local == LocalShard::kernel) {
     // Whole blocks of columns: every slice is a multiple of head_dim wide.
@@ -226,9 +226,18 @@ void UlyssesExchange::pullBack(int s, int g) {
              all * dim * eb, mine * dim * eb, q.length / n, lane(s, 0));
 }
 
-void UlyssesExchange::setPeerTransfer(PeerTransfer how, std::array<int64_t, 3> tile) {
+/// Whether two of the node's ranks run on one GPU.
+static bool ranksShareAGpu(Communicator &comm) {
+  std::vector<int> devices = comm.localDevices();
+  std::sort(devices.begin(), devices.end());
+  return std::adjacent_find(devices.begin(), devices.end()) != devices.end();
+}
+
+void UlyssesExchange::setPeerTransfer(PeerTransfer how, std::array<int64_t, 3> tile,
+                                      Handshakes handshakes) {
   transfer = how;
   tileCopy.reset();
+  flagsInKernel = false;
   if (how == PeerTransfer::copyEngine) return;
   auto refuse = [&](const std::string &why) {
     transfer = PeerTransfer::copyEngine;
@@ -256,13 +265,64 @@ void UlyssesExchange::setPeerTransfer(PeerTransfer how, std::array<int64_t, 3> t
     refuse(fmt::format("tiles of {}x{} do not divide seqlen/N = {} rows and the head groups' "
                        "columns",
                        tile[0], tile[1], shape.localSeq()));
+  bool shared = ranksShareAGpu(comm);
+  if (handshakes == Handshakes::inKernel && shared)
+    refuse("keep their handshakes in their blocks only where every rank has a GPU of its own: "
+           "ranks here share one (a spinning block could hold the SM its peer's block needs)");
   Driver::get().setDevice(comm.device());
-  Program program = peerTileCopy({shape.elementBytes == 2 ? DType::f16 : DType::f32, rows, cols,
-                                  threads, how == PeerTransfer::kernelPush});
-  tileCopy = std::make_unique<Kernel>(
-      compile(program, {nativeArch(Driver::get().computeCapability())}));
+  std::string arch = nativeArch(Driver::get().computeCapability());
+  PeerTileCopyConfig config{shape.elementBytes == 2 ? DType::f16 : DType::f32, rows, cols, threads,
+                            how == PeerTransfer::kernelPush};
+  config.flagsInKernel = handshakes == Handshakes::inKernel ||
+                         (handshakes == Handshakes::automatic && !shared);
+  config.timeoutMs = exchangeTimeoutMs();
+  Program program = peerTileCopy(config);
+  tileCopy = std::make_unique<Kernel>(compile(program, {arch}));
   // Loaded now: a module load waits for running kernels.
   tileCopy->loadedKernel().resourceUsage();
+  if (config.flagsInKernel && !arrivals) {
+    Program wait = exchangeArrivals(config.timeoutMs);
+    arrivals = std::make_unique<Kernel>(compile(wait, {arch}));
+    arrivals->loadedKernel().resourceUsage();
+  }
+  flagsInKernel = config.flagsInKernel;
+  tileRows = rows;
+  tileCols = cols;
+}
+
+void UlyssesExchange::launchTiles(std::vector<rt::LaunchArg> args, int64_t rows, int64_t cols,
+                                  int64_t entries, CUstream stream) {
+  if (flagsInKernel) {
+    int n = shape.ranks;
+    int64_t slots = int64_t(flags->bytes() / sizeof(uint32_t));
+    // The symbols after first_rank, then the flags after dst.
+    std::vector<rt::LaunchArg> extra;
+    for (int64_t v : {int64_t(comm.localRank()), int64_t(epoch), int64_t(0), doneBase(), slots})
+      extra.push_back(rt::LaunchArg::integer(v));
+    args.insert(args.end() - 2, extra.begin(), extra.end());
+    std::vector<CUdeviceptr> all;
+    for (int r = 0; r < n; ++r) all.push_back(flags->peer(r));
+    args.push_back(rt::LaunchArg::symmetric(flags->local(), all, {slots}));
+    // Each peer's blocks of this launch count into this rank's slot of it.
+    doneCount += uint32_t((rows + tileRows - 1) / tileRows * ((cols + tileCols - 1) / tileCols) *
+                          entries);
+  }
+  tileCopy->launch(args, stream);
+}
+
+void UlyssesExchange::startCounting(CUstream stream) {
+  NextEpoch next = advanceEpoch(comm, *flags, epoch, stream);
+  epoch = next.epoch;
+  if (next.reset) doneCount = 0;
+}
+
+void UlyssesExchange::awaitCounts(CUstream stream) {
+  int64_t slots = int64_t(flags->bytes() / sizeof(uint32_t));
+  std::vector<rt::LaunchArg> args;
+  for (int64_t v : {slots, int64_t(shape.ranks), doneBase(), int64_t(doneCount)})
+    args.push_back(rt::LaunchArg::integer(v));
+  args.push_back(rt::LaunchArg::buffer(flags->local(), {slots}));
+  arrivals->launch(args, stream);
 }
 
 UlyssesExchange::PeerTransfer UlyssesExchange::usePreferredTransfer() {
@@ -331,17 +391,17 @@ void UlyssesExchange::moveAllWithKernel(CUstream stream) {
         TileMoves m{local, cols, shape.batch, n, rows, all, local, 0, 0,
                     shape.headsPerRank(t) * dim, inGroup, shape.totalRows(t), cols,
                     shape.seqlen, 0, me * local, 0, 0, me};
-        tileCopy->launch(m.args(rt::LaunchArg::buffer(inputs[t]->local(), {rows, all}),
-                                everyRank(*outputs[t], n, groupAt, outShape)),
-                         stream);
+        launchTiles(m.args(rt::LaunchArg::buffer(inputs[t]->local(), {rows, all}),
+                           everyRank(*outputs[t], n, groupAt, outShape)),
+                    m.rows, m.cols, m.entries, stream);
         continue;
       }
       TileMoves m{local, cols, shape.batch, n, rows, all, local, 0, 0, 0,
                   shape.firstHead(t, me) * dim + inGroup, shape.totalRows(t), cols, shape.seqlen,
                   local, 0, 0, 0, me};
-      tileCopy->launch(m.args(everyRank(*inputs[t], n, 0, {rows, all}),
-                              rt::LaunchArg::buffer(output(t, g), outShape)),
-                       stream);
+      launchTiles(m.args(everyRank(*inputs[t], n, 0, {rows, all}),
+                         rt::LaunchArg::buffer(output(t, g), outShape)),
+                  m.rows, m.cols, m.entries, stream);
     }
 }
 
@@ -361,20 +421,25 @@ void UlyssesExchange::moveBackAllWithKernel(CUstream stream) {
     if (push) {
       TileMoves m{local, cols, shape.batch, n, total, cols, shape.seqlen, local, 0, 0, 0,
                   shape.localRows(0), all, local, 0, 0, 0, me * perRank + inGroup, me};
-      tileCopy->launch(m.args(rt::LaunchArg::buffer(headOutput->local() + at, {total, cols}),
-                              everyRank(*sequenceOutput, n, 0, sequenceShape)),
-                       stream);
+      launchTiles(m.args(rt::LaunchArg::buffer(headOutput->local() + at, {total, cols}),
+                         everyRank(*sequenceOutput, n, 0, sequenceShape)),
+                  m.rows, m.cols, m.entries, stream);
       continue;
     }
     TileMoves m{local, cols, shape.batch, n, total, cols, shape.seqlen, 0, me * local, 0, 0,
                 shape.localRows(0), all, local, 0, 0, perRank, inGroup, me};
-    tileCopy->launch(m.args(everyRank(*headOutput, n, at, {total, cols}),
-                            rt::LaunchArg::buffer(result(), sequenceShape)),
-                     stream);
+    launchTiles(m.args(everyRank(*headOutput, n, at, {total, cols}),
+                       rt::LaunchArg::buffer(result(), sequenceShape)),
+                m.rows, m.cols, m.entries, stream);
   }
 }
 
 void UlyssesExchange::forward(CUstream stream) {
+  if (tileCopy && flagsInKernel) {
+    startCounting(stream);
+    moveAllWithKernel(stream);
+    return awaitCounts(stream);
+  }
   if (tileCopy) {
     epoch = startExchangeCall(comm, *flags, epoch, stream);
     moveAllWithKernel(stream);
@@ -389,6 +454,11 @@ void UlyssesExchange::forward(CUstream stream) {
 }
 
 void UlyssesExchange::reverse(CUstream stream) {
+  if (tileCopy && flagsInKernel) {
+    startCounting(stream);
+    moveBackAllWithKernel(stream);
+    return awaitCounts(stream);
+  }
   if (tileCopy) {
     epoch = startExchangeCall(comm, *flags, epoch, stream);
     moveBackAllWithKernel(stream);

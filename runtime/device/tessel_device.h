@@ -606,6 +606,11 @@ struct PeerTensorMaps {
 __device__ inline void flag_store(int *p, int v) {
   asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
+// A count that only grows: blocks add what they have done, a waiter waits
+// for the total.
+__device__ inline void flag_add(int *p, int v) {
+  asm volatile("red.release.sys.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
 
 __device__ inline unsigned long long global_timer_ns() {
   unsigned long long t;

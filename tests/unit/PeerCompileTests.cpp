@@ -52,6 +52,49 @@ TEST_CASE("peer_tile_copy compiles for every target, its source a per-block peer
     }
 }
 
+// With the handshakes in the copy, each block announces the call to its
+// peer (a release store at system scope) before it waits for the peer's
+// announcement (an acquire spin), and counts its tile into the peer's flags
+// (a release reduction) after it; the call's end waits for the counts.
+TEST_CASE("peer_tile_copy with its handshakes in its blocks announces, waits and counts") {
+  for (bool push : {false, true})
+    for (std::string arch : {"sm_80", "sm_90a", "sm_100a"}) {
+      INFO(arch << (push ? " push" : " pull"));
+      PeerTileCopyConfig config{DType::f16, 64, 128, 128, push};
+      config.flagsInKernel = true;
+      config.timeoutMs = 1234;
+      Program program = peerTileCopy(config);
+      Kernel k = compile(program, {arch, ""});
+      CHECK(k.spillBytes() == 0);
+      CHECK(ptxasAccepts(k, arch, "peer-tile-copy-flags"));
+      std::vector<std::string> names;
+      for (const ParamInfo &info : k.params()) names.push_back(info.name);
+      REQUIRE(names.size() == 27);
+      CHECK(std::vector<std::string>(names.begin() + 18, names.end()) ==
+            std::vector<std::string>{"first_rank", "me", "epoch", "ready", "done", "slots", "src",
+                                     "dst", "flags"});
+      CHECK(k.spec().params[26].peers);
+      const std::string &cuda = k.cuda(), &ptx = k.ptx();
+      size_t announce = cuda.find("tessel::flag_store("), wait = cuda.find("tessel::flag_wait(");
+      size_t count = cuda.find("tessel::flag_add(");
+      REQUIRE(announce != std::string::npos);
+      REQUIRE(wait != std::string::npos);
+      REQUIRE(count != std::string::npos);
+      CHECK(announce < wait);
+      CHECK(wait < count);
+      CHECK(cuda.find("1234LL") != std::string::npos);
+      CHECK(ptx.find("red.release.sys.global.add.u32") != std::string::npos);
+      CHECK(ptx.find("st.release.sys.global.u32") != std::string::npos);
+    }
+  Program arrivals = exchangeArrivals(500);
+  Kernel k = compile(arrivals, {"sm_90a", ""});
+  std::vector<std::string> names;
+  for (const ParamInfo &info : k.params()) names.push_back(info.name);
+  CHECK(names == std::vector<std::string>{"slots", "ranks", "base", "count", "flags"});
+  CHECK(k.ptx().find("ld.acquire.sys.global.u32") != std::string::npos);
+  CHECK(k.cuda().find("500LL") != std::string::npos);
+}
+
 // A pipelined loop reading another rank's tiles: on sm_90a and sm_100a its
 // loads are TMA boxes through a map per rank (one __grid_constant__ set,
 // rank `from`'s taken), the tensor's peer table still in the launch (the

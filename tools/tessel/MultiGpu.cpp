@@ -30,12 +30,13 @@ namespace {
 const Params kAllToAllDefaults = {{"batch", "2"},     {"seqlen", "1024"}, {"heads_q", "8"},
                                   {"heads_kv", "4"},   {"head_dim", "128"}, {"dtype", "bf16"},
                                   {"seqlens", ""},     {"seqlens_k", ""},   {"local", "kernel"},
-                                  {"transfer", "auto"}, {"tile", ""}, {"leak_cycles", "1000"}};
+                                  {"transfer", "auto"}, {"tile", ""}, {"leak_cycles", "1000"},
+                                  {"handshakes", "auto"}};
 const Params kAllToAllBenchShape = {{"batch", "2"},   {"seqlen", "8192"}, {"heads_q", "32"},
                                     {"heads_kv", "8"}, {"head_dim", "128"}, {"dtype", "bf16"},
                                     {"seqlens", ""},   {"seqlens_k", ""}, {"local", "kernel"},
                                     {"transfer", "auto"}, {"tile", ""},
-                                    {"leak_cycles", "1000"}};
+                                    {"leak_cycles", "1000"}, {"handshakes", "auto"}};
 
 UlyssesShape shapeFrom(const Params &given, const Params &defaults, int ranks) {
   Params p = mergeParams(given, scaledUlyssesDefaults(defaults, ranks, 1, 1), "all2all");
@@ -150,25 +151,36 @@ int runRank(const Params &params, bool bench, int reps) {
   // moved by thread blocks, pulled (kernel_pull) or pushed (kernel_push);
   // auto takes the exchange's preferred one for the shape.
   using Transfer = UlyssesExchange::PeerTransfer;
+  using Handshakes = UlyssesExchange::Handshakes;
+  // `handshakes`: a kernel transfer's handshakes in its own blocks
+  // (kernel), as kernels of their own around it (separate), or auto.
+  Handshakes handshakes = choiceParam<Handshakes>(merged, "handshakes",
+                                                  {{"auto", Handshakes::automatic},
+                                                   {"kernel", Handshakes::inKernel},
+                                                   {"separate", Handshakes::separate}});
+  // `tile`: ROWSxCOLSxTHREADS of the kernel transfers.
+  std::array<int64_t, 3> tile = {0, 0, 0};
+  if (!merged.at("tile").empty() &&
+      std::sscanf(merged.at("tile").c_str(), "%ldx%ldx%ld", &tile[0], &tile[1], &tile[2]) != 3)
+    throw Error(fmt::format("parameter tile={}: use ROWSxCOLSxTHREADS, as 64x128x128",
+                            merged.at("tile")));
   Transfer transfer = Transfer::copyEngine;
   if (merged.at("transfer") == "auto") {
     transfer = x.usePreferredTransfer();
+    if (transfer != Transfer::copyEngine && handshakes != Handshakes::automatic)
+      x.setPeerTransfer(transfer, tile, handshakes);
   } else {
     transfer = choiceParam<Transfer>(merged, "transfer",
                                      {{"copy", Transfer::copyEngine},
                                       {"kernel_pull", Transfer::kernelPull},
                                       {"kernel_push", Transfer::kernelPush}});
-    // `tile`: ROWSxCOLSxTHREADS of the kernel transfers.
-    std::array<int64_t, 3> tile = {0, 0, 0};
-    if (!merged.at("tile").empty() &&
-        std::sscanf(merged.at("tile").c_str(), "%ldx%ldx%ld", &tile[0], &tile[1], &tile[2]) != 3)
-      throw Error(fmt::format("parameter tile={}: use ROWSxCOLSxTHREADS, as 64x128x128",
-                              merged.at("tile")));
-    x.setPeerTransfer(transfer, tile);
+    x.setPeerTransfer(transfer, tile, handshakes);
   }
-  const char *how = transfer == Transfer::copyEngine   ? "copy-engine pull"
-                    : transfer == Transfer::kernelPull ? "kernel pull     "
-                                                       : "kernel push     ";
+  bool inKernel = x.handshakesInKernel();
+  const char *how = transfer == Transfer::copyEngine ? "copy-engine pull"
+                    : transfer == Transfer::kernelPull
+                        ? (inKernel ? "kernel pull, flags in it" : "kernel pull, flag kernels")
+                        : (inKernel ? "kernel push, flags in it" : "kernel push, flag kernels");
   fillInputs(x, s, comm->rank());
   Driver &d = Driver::get();
   std::string ncclWhy;
@@ -231,6 +243,13 @@ int runRank(const Params &params, bool bench, int reps) {
   double leaving = double(sent) * (s.ranks - 1) / s.ranks;
   double tessel = slowestRank(*comm, medianMs(*comm, reps, [&] { x.forward(comm->stream()); }));
   double fixed = slowestRank(*comm, medianMs(*comm, reps, [&] { x.handshakes(comm->stream()); }));
+  // The same transfer with the handshakes as kernels of their own, timed
+  // in the same run, where the default keeps them in the blocks.
+  double separate = 0;
+  if (inKernel && handshakes == Handshakes::automatic) {
+    x.setPeerTransfer(transfer, tile, Handshakes::separate);
+    separate = slowestRank(*comm, medianMs(*comm, reps, [&] { x.forward(comm->stream()); }));
+  }
   double nccl = 0, ncclBare = 0;
   if (reference) {
     nccl = slowestRank(*comm, medianMs(*comm, reps, [&] { reference->forward(comm->stream()); }));
@@ -243,8 +262,10 @@ int runRank(const Params &params, bool bench, int reps) {
                "of Q, K, V per rank, {:.1f} MiB leaving each GPU); median of {}, slowest rank:\n",
                s.ranks, shapeText(s), sent / 1048576.0,
                leaving / 1048576.0, reps);
-    fmt::print("  tessel {}         {:8.3f} ms  {:7.1f} GB/s\n", how, tessel,
-               leaving / tessel / 1e6);
+    fmt::print("  tessel {:<25} {:8.3f} ms  {:7.1f} GB/s\n", how, tessel, leaving / tessel / 1e6);
+    if (separate > 0)
+      fmt::print("  same, flag kernels around it    {:8.3f} ms  {:7.1f} GB/s\n", separate,
+                 leaving / separate / 1e6);
     fmt::print("  its handshakes alone, no data   {:8.3f} ms\n", fixed);
     if (reference) {
       Nccl &n = Nccl::get();

@@ -422,7 +422,7 @@ std::optional<LogicalResult> CudaEmitter::emitGlobalAtomic(Operation &op) {
         return success();
       })
       .Case([&](tilenv::FlagStoreOp o) {
-        line() << "tessel::flag_store(&" << element(o.getMemref(), o.getIndices()) << ", "
+        line() << (o.getAdd() ? "tessel::flag_add(&" : "tessel::flag_store(&") << element(o.getMemref(), o.getIndices()) << ", "
                << name(o.getValue()) << ");\n";
         return success();
       })

@@ -57,7 +57,8 @@ void TileLowering::lowerFlag(Operation *op) {
     guard(eq(threadId, zeroIdx));
     Access flags = resolve(signal.getFlags());
     tilenv::FlagStoreOp::create(b, loc, signal.getValue(), flags.root,
-                                operandIndices(flags, rootIndices(flags, signal.getIndices())));
+                                operandIndices(flags, rootIndices(flags, signal.getIndices())),
+                                signal.getAdd());
     return;
   }
   auto wait = llvm::cast<WaitOp>(op);

@@ -308,11 +308,16 @@ tile.kernel @padded() grid(%bx) = affine_map<() -> (1)> threads(32) {
 // CHECK: scf.if
 // CHECK: tilenv.flag_wait %{{.*}}[%{{.*}}], %{{.*}} timeout_ms(250) name("the flags of kernel parameter #0")
 // CHECK: tilenv.sync_threads
+// A counting signal is the same with an atomic add: a barrier, then thread 0.
+// CHECK: tilenv.sync_threads
+// CHECK: scf.if
+// CHECK: tilenv.flag_store %{{.*}}, %{{.*}}[%{{.*}}] {add} : i32, memref<8xi32, #tile.space<global>>
 tile.kernel @flags(%f: memref<8xi32, #tile.space<global>>, %e: i32) grid(%bx) = affine_map<() -> (1)> threads(128) {
   %c1 = arith.constant 1 : index
   %c2 = arith.constant 2 : index
   tile.signal %e, %f[%c1] : i32, memref<8xi32, #tile.space<global>>
   tile.wait %f[%c2], %e timeout_ms(250) : memref<8xi32, #tile.space<global>>, i32
+  tile.signal %e, %f[%c2] {add} : i32, memref<8xi32, #tile.space<global>>
 }
 
 // -----

@@ -436,6 +436,11 @@ void if_(Expr cond, std::function<void()> then, std::function<void()> otherwise 
 /// on any GPU. Flags are i32 global tensors holding epochs that only grow.
 void signal(const Buffer &flags, std::vector<Expr> index, Expr value,
             SrcLoc loc = SrcLoc::current());
+/// The same, adding `value` to flags[index] (an atomic reduction, release
+/// at system scope) instead of storing it: blocks count into one flag, and
+/// the waiter waits (wait()) for the total, a count that only grows.
+void signal_add(const Buffer &flags, std::vector<Expr> index, Expr value,
+                SrcLoc loc = SrcLoc::current());
 /// The block waits until flags[index] reaches `value` (wrap-safe epoch
 /// comparison), then sees what the signalling side wrote before its signal
 /// (TMA loads too). Past `timeout_ms` the kernel traps; the CUDA error that

@@ -326,11 +326,18 @@ def Tile_SignalOp : Tile_Op<"signal"> {
     waiter spins on its own memory. Flags hold epochs that only grow, so a
     flag needs no reset between calls.
 
+    With `add`, the thread adds `value` to the flag instead (an atomic
+    reduction, release at system scope): several blocks count into one flag,
+    and the waiter waits for the total (a count that only grows, like an
+    epoch).
+
     ```mlir
     tile.signal %epoch, %peer_flags[%rank] : i32, memref<8xi32, #tile.space<global>>
+    tile.signal %one, %peer_flags[%rank] {add} : i32, memref<8xi32, #tile.space<global>>
     ```
   }];
-  let arguments = (ins I32:$value, AnyMemRef:$flags, Variadic<Index>:$indices);
+  let arguments = (ins I32:$value, AnyMemRef:$flags, Variadic<Index>:$indices,
+                       UnitAttr:$add);
   let assemblyFormat = [{
     $value `,` $flags `[` $indices `]` attr-dict `:` type($value) `,` type($flags)
   }];

@@ -57,7 +57,11 @@ def TileNV_AtomicAddOp : TileNV_Op<"atomic_add"> {
 
 def TileNV_FlagStoreOp : TileNV_Op<"flag_store"> {
   let summary = "st.release.sys.global.u32: publish a flag to other GPUs";
-  let arguments = (ins I32:$value, AnyMemRef:$memref, Variadic<Index>:$indices);
+  let description = [{
+    With `add`, red.release.sys.global.add.u32: the value is added.
+  }];
+  let arguments = (ins I32:$value, AnyMemRef:$memref, Variadic<Index>:$indices,
+                       UnitAttr:$add);
   let assemblyFormat = [{
     $value `,` $memref `[` $indices `]` attr-dict `:` type($value) `,` type($memref)
   }];

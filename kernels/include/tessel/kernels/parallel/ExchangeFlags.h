@@ -108,6 +108,12 @@ Program exchangeHandshake(int64_t timeoutMs = exchangeTimeoutMs());
 /// kernels, and a peer's handshake may already be spinning).
 std::unique_ptr<rt::SymmetricBuffer> exchangeFlags(rt::Communicator &comm, size_t bytes);
 
+/// The next epoch after `lastEpoch`; where epochs would wrap, the ranks
+/// first meet on the host and zero every rank's flags (reset is then true:
+/// counts kept beside the epochs start over too). Collective then.
+NextEpoch advanceEpoch(rt::Communicator &comm, rt::SymmetricBuffer &flags, uint32_t lastEpoch,
+                       CUstream stream);
+
 /// The start of an exchange's call on `stream`, with `flags` (symmetric)
 /// holding 'ready' epochs in slots [0, N) and 'read' epochs in [N, 2N):
 /// the next epoch (after zeroing every rank's flags on the host when epochs

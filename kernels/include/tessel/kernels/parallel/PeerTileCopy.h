@@ -27,8 +27,26 @@ struct PeerTileCopyConfig {
   int threads = 128;
   /// The peer's copy is the destination (a push), not the source.
   bool peerDestination = false;
+  /// The call's handshakes inside the copy (no handshake kernels): each
+  /// block announces the epoch to its peer s (slot ready + me of s's
+  /// flags), waits for s's announcement (slot ready + s of its own), moves
+  /// its tile, and adds 1 to slot done + me of s's flags. The call ends once
+  /// every slot done + s of a rank's flags has reached its count
+  /// (exchangeArrivals). Extra arguments after first_rank: the symbols me,
+  /// epoch, ready, done, slots; after dst: the flags [slots] (i32,
+  /// LaunchArg::symmetric). Blocks wait for peers that run on other GPUs:
+  /// ranks that share a GPU must not use it (a block that spins may hold
+  /// the SM its peer's block needs).
+  bool flagsInKernel = false;
+  int64_t timeoutMs = 10000;
 };
 Program peerTileCopy(const PeerTileCopyConfig &config);
+
+/// The end of a call of in-kernel handshakes: block s waits until slot
+/// base + s of this rank's flags reaches `count` (wrap-safe), the blocks
+/// rank s's copies have added so far. Symbols slots, ranks, base, count;
+/// then the flags [slots] (i32).
+Program exchangeArrivals(int64_t timeoutMs);
 
 } // namespace tessel::kernels
 

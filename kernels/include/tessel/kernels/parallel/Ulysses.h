@@ -163,7 +163,18 @@ public:
   /// the exchange's stream before its next call.
   /// `tile` overrides the tile (rows, columns, threads; 0 picks), which
   /// must divide the shards' rows and the groups' columns.
-  void setPeerTransfer(PeerTransfer how, std::array<int64_t, 3> tile = {0, 0, 0});
+  /// Where a kernel transfer's handshakes run: in the transfer's own blocks
+  /// (each announces the call to its peer and waits for the peer's
+  /// announcement, then counts its tile into the peer's flags; the call
+  /// ends with one small kernel waiting for every peer's count), or as a
+  /// handshake kernel before the transfers and one after. automatic: in the
+  /// blocks, unless ranks share a GPU (a spinning block could then hold the
+  /// SM its peer's block needs). Every rank must choose alike.
+  enum class Handshakes { automatic, inKernel, separate };
+  void setPeerTransfer(PeerTransfer how, std::array<int64_t, 3> tile = {0, 0, 0},
+                       Handshakes handshakes = Handshakes::automatic);
+  /// Whether the kernel transfers run their handshakes in their blocks.
+  bool handshakesInKernel() const { return flagsInKernel; }
   PeerTransfer peerTransfer() const { return transfer; }
   /// The measured winner for this shape: kernel pushes where they can run,
   /// else kernel pulls, else the copy engines (on 4 H100s, b2 hq32 hkv8
@@ -232,6 +243,21 @@ private:
   /// The kernel transfers: the tile copy.
   PeerTransfer transfer = PeerTransfer::copyEngine;
   std::unique_ptr<Kernel> tileCopy;
+  /// In-kernel handshakes: the kernel that ends a call, the count every
+  /// peer's blocks have reached in this rank's 'done' slots after it (wraps,
+  /// as the waits allow), and the tile, which sets how many blocks count.
+  bool flagsInKernel = false;
+  std::unique_ptr<Kernel> arrivals;
+  uint32_t doneCount = 0;
+  int64_t tileRows = 0, tileCols = 0;
+  /// One tile-copy launch (`args` of its TileMoves), with the flags'
+  /// arguments where the handshakes are in the kernel.
+  void launchTiles(std::vector<rt::LaunchArg> args, int64_t rows, int64_t cols, int64_t entries,
+                   CUstream stream);
+  /// A call of in-kernel handshakes: its epoch, before the transfers, and
+  /// every peer's count awaited, after them.
+  void startCounting(CUstream stream);
+  void awaitCounts(CUstream stream);
   /// Every tensor's (group's) pieces as one launch each.
   void moveAllWithKernel(CUstream stream);
   void moveBackAllWithKernel(CUstream stream);
@@ -246,6 +272,8 @@ private:
   /// arguments must be aligned so).
   int64_t arrivalStride() const { return (shape.ranks + 3) / 4 * 4; }
   int64_t arrivalBase() const { return ((2 + groups) * shape.ranks + 3) / 4 * 4; }
+  /// Per source rank, the count of its blocks done (in-kernel handshakes).
+  int64_t doneBase() const { return arrivalBase() + groups * arrivalStride(); }
   CUdeviceptr flag(int owner, int slot) const { return flags->peer(owner) + 4 * slot; }
   /// Every rank's inputs ready (stream-side handshake), then the lanes fork.
   void begin(CUstream stream);
