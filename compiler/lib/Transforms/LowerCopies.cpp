@@ -42,8 +42,8 @@ static int64_t copyVectorWidth(const Access &src, const Access &dst,
   }
   if (!src.vectorizable || !dst.vectorizable) {
     say(std::string("its ") + (src.vectorizable ? "destination" : "source") +
-        " is not contiguous along the tile's last dimension (or has an affine layout), so it "
-        "moves one element at a time");
+        " is not contiguous along the tile's last dimension (or its affine layout does not step "
+        "by one element along it), so it moves one element at a time");
     return 1;
   }
   int64_t bytes = getElementBytes(src.elementType);

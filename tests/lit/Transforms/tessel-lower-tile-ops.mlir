@@ -298,6 +298,35 @@ tile.kernel @padded() grid(%bx) = affine_map<() -> (1)> threads(32) {
 
 // -----
 
+#g = #tile.space<global>
+#s = #tile.space<shared>
+
+// Rows padded by an affine layout that steps by one element along them keep
+// 16-byte vectors (each vector's alignment checked where it is addressed);
+// a layout that transposes the tile moves one element at a time.
+// CHECK-LABEL: tile.kernel @padded_vectors
+// CHECK: tilenv.cp_async %arg0[{{.*}}], %{{.*}}[{{.*}}] bytes = 16
+// CHECK-LABEL: tile.kernel @transposed_scalars
+// CHECK-NOT: tilenv.cp_async
+// CHECK: memref.store
+tile.kernel @padded_vectors(%in: memref<?x?xf16, #g>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %s = tile.alloc : memref<64x64xf16, #s>
+  tile.annotate_layout %s : memref<64x64xf16, #s> to affine_map<(d0, d1) -> (d0 * 72 + d1)>
+  %w = tile.region %in[%c0, %c0] [64, 64] : memref<?x?xf16, #g> -> memref<64x64xf16, strided<[?, 1], offset: ?>, #g>
+  tile.copy %w, %s : memref<64x64xf16, strided<[?, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+}
+tile.kernel @transposed_scalars(%in: memref<?x?xf16, #g>) grid(%bx) = affine_map<() -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %s = tile.alloc : memref<64x64xf16, #s>
+  tile.annotate_layout %s : memref<64x64xf16, #s> to affine_map<(d0, d1) -> (d1 * 64 + d0)>
+  %w = tile.region %in[%c0, %c0] [64, 64] : memref<?x?xf16, #g> -> memref<64x64xf16, strided<[?, 1], offset: ?>, #g>
+  // expected-remark @+1 {{its affine layout does not step by one element along it}}
+  tile.copy %w, %s : memref<64x64xf16, strided<[?, 1], offset: ?>, #g>, memref<64x64xf16, #s>
+}
+
+// -----
+
 // A signal waits for every thread's writes (a block barrier), then thread 0
 // stores the epoch with release semantics. A wait spins in thread 0, then
 // the block meets at a barrier.
