@@ -301,8 +301,9 @@ LogicalResult LayoutInference::checkBroadcastReads() {
     InFlightDiagnostic diag =
         op->emitError("this fragment is read inside tile.parallel at an index that is not the "
                       "loop's own, so every thread must hold all of it, but its layout ")
-        << str(l) << " spreads it over the threads; index it with the loop's indices, or "
-        << "read a reduction's result (which every thread holds)";
+        << str(l) << " spreads it over the threads; index it with the loop's indices (for a "
+        << "constant offset, as in f(i, j + 64), index a window of it with them: "
+        << "f.tile({0, 64}, ...)(i, j)), or read a reduction's result (which every thread holds)";
     diag.attachNote(placed.origin->getLoc()) << "the fragment's layout comes from here";
     return failure();
   }

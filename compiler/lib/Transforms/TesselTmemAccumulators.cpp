@@ -106,8 +106,9 @@ void moveToTmem(KernelOp kernel, ArrayRef<GemmOp> gemms) {
 /// Whether the kernel's layouts still agree with the gemms' accumulators
 /// moved: a fragment copied from tensor memory takes the tcgen05 row layout
 /// (a thread a row), which other code may have fixed otherwise (an
-/// attention's row statistics). Tried on a copy of the kernel, silently.
-bool layoutsAgreeMoved(KernelOp kernel, ArrayRef<GemmOp> gemms, StringRef arch) {
+/// attention's row statistics). Tried on a copy of the kernel, silently;
+/// `why` gets the trial's first error, for the remark.
+bool layoutsAgreeMoved(KernelOp kernel, ArrayRef<GemmOp> gemms, StringRef arch, std::string &why) {
   MLIRContext *ctx = kernel.getContext();
   OwningOpRef<ModuleOp> scratch = ModuleOp::create(kernel.getLoc());
   IRMapping map;
@@ -125,7 +126,10 @@ bool layoutsAgreeMoved(KernelOp kernel, ArrayRef<GemmOp> gemms, StringRef arch) 
   pm.addPass(createTesselTmemAllocation(TesselTmemAllocationOptions{arch.str()}));
   pm.addPass(createTesselFragmentWindows());
   pm.addPass(createTesselLayoutInference(TesselLayoutInferenceOptions{arch.str()}));
-  ScopedDiagnosticHandler silence(ctx, [](Diagnostic &) { return success(); });
+  ScopedDiagnosticHandler silence(ctx, [&](Diagnostic &d) {
+    if (why.empty() && d.getSeverity() == DiagnosticSeverity::Error) why = d.str();
+    return success();
+  });
   return succeeded(pm.run(copy));
 }
 
@@ -171,10 +175,16 @@ struct TesselTmemAccumulators
       eligible.push_back(gemm);
     });
     if (eligible.empty()) return;
-    if (!layoutsAgreeMoved(kernel, eligible, arch)) {
+    std::string conflict;
+    if (!layoutsAgreeMoved(kernel, eligible, arch, conflict)) {
+      // The trial's own error says what disagrees (row statistics laid
+      // out otherwise, windows narrower than a warpgroup's columns, ...).
+      if (!conflict.empty()) conflict = "; moved, layouts disagree: " + conflict;
       for (GemmOp gemm : eligible)
         stays(gemm, "the accumulator's register layout is fixed by other code, and a fragment "
-                    "read from tensor memory holds a row a thread");
+                    "read from tensor memory holds a row a thread (a warpgroup's share of "
+                    "its columns)" +
+                        conflict);
       return;
     }
     moveToTmem(kernel, eligible);

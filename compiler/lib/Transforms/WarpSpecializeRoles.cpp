@@ -533,8 +533,11 @@ void Specializer::buildConsumerLoop() {
   if (mmas.empty()) {
     MbarrierArriveOp::create(b, loc, empty, stage, /*each_thread=*/false, /*cluster=*/multicast);
     // Asked for, the arrival may move an iteration later once the gemms
-    // are lowered (tessel-release-stages-late).
-    if (loop.getOverlapMma())
+    // are lowered (tessel-release-stages-late). Only wgmma groups can stay
+    // in flight: elsewhere (sm_100a's tcgen05, or mma.sync) the option is
+    // ignored, as PipelineOptions says, not an error for a loop of
+    // another form.
+    if (loop.getOverlapMma() && target.computeCapability == 90)
       consume->setAttr(kStageRingAttr, b.getI64IntegerAttr(plan.stages));
   } else {
     // The consumers' first thread issues the MMAs and goes on; the

@@ -113,3 +113,33 @@ tile.kernel @tcgen05_prologue_walk(%a: memref<?x?xf16>, %b: memref<?x?xf16>, %ti
     tile.copy %acc, %out : memref<128x64xf32, #tile.space<tmem>>, memref<128x64xf32, #tile.space<fragment>>
   }
 }
+
+// -----
+
+// overlap_mma is for wgmma groups (sm_90a) and ignored here, as
+// PipelineOptions says: a register accumulator's gemm (copied through
+// tensor memory, or on mma.sync) leaves no group running into the next
+// iteration, and a ring size on the loop would make
+// tessel-release-stages-late fail the compile.
+// CHECK-LABEL: tile.kernel @overlap_ignored
+// CHECK: tile.role threads(0, 128) {
+// CHECK: tile.mbarrier_arrive
+// CHECK-NOT: tessel.stage_ring
+// CHECK: tile.copy
+tile.kernel @overlap_ignored(%a: memref<?x?xf16>, %b: memref<?x?xf16>, %c: memref<64x64xf32>, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %as = tile.alloc : memref<64x64xf16, #tile.space<shared>>
+  %bs = tile.alloc : memref<64x64xf16, #tile.space<shared>>
+  %acc = tile.alloc : memref<64x64xf32, #tile.space<fragment>>
+  tile.pipelined %k = %c0 to %n step %c1 stages(3) attributes {overlap_mma} {
+    %k0 = arith.muli %k, %c64 : index
+    %ar = tile.region %a[%c0, %k0] [64, 64] : memref<?x?xf16> -> memref<64x64xf16, strided<[?, 1], offset: ?>>
+    %br = tile.region %b[%k0, %c0] [64, 64] : memref<?x?xf16> -> memref<64x64xf16, strided<[?, 1], offset: ?>>
+    tile.copy %ar, %as : memref<64x64xf16, strided<[?, 1], offset: ?>>, memref<64x64xf16, #tile.space<shared>>
+    tile.copy %br, %bs : memref<64x64xf16, strided<[?, 1], offset: ?>>, memref<64x64xf16, #tile.space<shared>>
+    tile.gemm %as, %bs, %acc : memref<64x64xf16, #tile.space<shared>>, memref<64x64xf16, #tile.space<shared>>, memref<64x64xf32, #tile.space<fragment>>
+  }
+  tile.copy %acc, %c : memref<64x64xf32, #tile.space<fragment>>, memref<64x64xf32>
+}
