@@ -26,6 +26,10 @@ void sync::collectAccesses(Operation *op, const TargetInfo &target,
     out.push_back(Access{op, getFootprint(buffer), write, proxy});
     return &out.back();
   };
+  auto noteAtomicAdd = [&](Value dest) {
+    for (bool write : {false, true})
+      if (Access *a = note(dest, write)) a->atomicAdd = true;
+  };
   bool rows = op->hasAttr("tmem_group_columns");
   llvm::TypeSwitch<Operation *>(op)
       .Case([&](CopyOp o) {
@@ -70,15 +74,14 @@ void sync::collectAccesses(Operation *op, const TargetInfo &target,
         if (llvm::isa<MemRefType>(o.getValue().getType()))
           note(o.getValue(), false,
                o.getTma() && target.hasTma() && target.tma ? Proxy::async : Proxy::generic);
-        note(o.getDest(), false);
-        note(o.getDest(), true);
+        noteAtomicAdd(o.getDest());
       })
       .Case([&](ParallelOp o) {
         o.getBody().walk([&](Operation *inner) {
           if (auto load = llvm::dyn_cast<memref::LoadOp>(inner)) note(load.getMemRef(), false);
           else if (auto store = llvm::dyn_cast<memref::StoreOp>(inner)) note(store.getMemRef(), true);
           else if (auto atomic = llvm::dyn_cast<AtomicAddOp>(inner))
-            note(atomic.getDest(), false), note(atomic.getDest(), true);
+            noteAtomicAdd(atomic.getDest());
         });
       })
       .Case([&](memref::LoadOp o) { note(o.getMemRef(), false); })
@@ -89,6 +92,7 @@ bool sync::needsOrdering(const Access &a, const Access &b) {
   if (a.op == b.op || (!a.write && !b.write)) return false;
   if (a.mmaAccumulator && b.mmaAccumulator) return false;
   if (a.tmemRows && b.tmemRows) return false;
+  if (a.atomicAdd && b.atomicAdd) return false;
   return mayOverlap(a, b);
 }
 

@@ -36,6 +36,9 @@ struct Access {
   /// the tensor core runs them in order) and tensor memory moved by rows
   /// (each thread its own lane).
   bool mmaAccumulator = false, tmemRows = false;
+  /// Atomic adds: they commute, so two of them need no ordering between
+  /// them (only against plain reads and writes).
+  bool atomicAdd = false;
   /// A tcgen05 gemm whose lowering has every executing thread wait for its
   /// commit: complete, for all of them, when the op is.
   bool completesInPlace = false;

@@ -32,6 +32,8 @@
 //    is ordered by the protocol that refills it.
 //  - Windows with constant offsets are tracked as boxes: writes into
 //    disjoint windows of one tile do not conflict.
+//  - Atomic adds commute: they conflict with plain reads and writes of the
+//    buffer, not with one another.
 //
 //===----------------------------------------------------------------------===//
 #include "TmaRules.h"
@@ -113,6 +115,10 @@ using RowAccesses = llvm::DenseMap<void *, SmallVector<RowAccess, 2>>;
 
 struct AccessState {
   Footprints reads, writes;
+  /// Atomic adds: they commute, so they conflict only with plain reads and
+  /// writes (a histogram's adds from a loop's iterations need no barrier
+  /// between them).
+  Footprints adds;
   /// Writes that are mbarrier inits: thread 0 runs them all, so they do not
   /// conflict with one another.
   BufferSet inits;
@@ -125,6 +131,7 @@ struct AccessState {
   void merge(const AccessState &other) {
     reads.merge(other.reads);
     writes.merge(other.writes);
+    adds.merge(other.adds);
     llvm::set_union(inits, other.inits);
     llvm::set_union(mma, other.mma);
     // Each distinct access once: loops merge their entry and exit states.
@@ -134,7 +141,9 @@ struct AccessState {
         if (!llvm::is_contained(mine, a)) mine.push_back(a);
     }
   }
-  bool empty() const { return reads.empty() && writes.empty() && mma.empty() && rows.empty(); }
+  bool empty() const {
+    return reads.empty() && writes.empty() && adds.empty() && mma.empty() && rows.empty();
+  }
 };
 
 /// The shared-backed or tensor-memory buffer an operand lives in, unless a
@@ -200,6 +209,9 @@ static void collectAccesses(Operation *op, AccessState &acc) {
     if (!orderedRoot(buffer)) return;
     (write ? acc.writes : acc.reads).add(getFootprint(buffer));
   };
+  auto noteAdd = [&](Value buffer) {
+    if (orderedRoot(buffer)) acc.adds.add(getFootprint(buffer));
+  };
   // A tensor-memory operand moved by rows, or else the whole buffer.
   auto noteTmemOrWhole = [&](Operation *o, Value buffer, bool write) {
     if (isTmem(buffer))
@@ -235,7 +247,7 @@ static void collectAccesses(Operation *op, AccessState &acc) {
         })
         .Case([&](AtomicAddOp o) {
           if (llvm::isa<MemRefType>(o.getValue().getType())) note(o.getValue(), false);
-          note(o.getDest(), false), note(o.getDest(), true);
+          noteAdd(o.getDest());
         })
         .Case([&](MbarrierInitOp o) {
           note(o.getBarriers(), true);
@@ -265,6 +277,10 @@ static bool conflicts(const AccessState &pending, const AccessState &next) {
     void *root = r.root.getAsOpaquePointer();
     if (pending.writes.overlaps(r) || pending.mma.contains(root) || rowWrites(root)) return true;
   }
+  for (const BufferFootprint &a : next.adds.items)
+    if (pending.reads.overlaps(a) || pending.writes.overlaps(a)) return true;
+  for (const BufferFootprint &a : pending.adds.items)
+    if (next.reads.overlaps(a) || next.writes.overlaps(a)) return true;
   for (void *m : next.mma)
     if (pending.reads.contains(m) || pending.writes.contains(m) || pending.rows.count(m))
       return true;
@@ -339,6 +355,7 @@ struct BarrierPlacer {
         AccessState exit = probe.walkBlock(body, state);
         exit.reads.dropIterationStages(body);
         exit.writes.dropIterationStages(body);
+        exit.adds.dropIterationStages(body);
         AccessState entry = state;
         entry.merge(exit); // the back edge
         AccessState realExit = walkBlock(body, entry);
@@ -385,9 +402,13 @@ struct BarrierPlacer {
   }
 };
 
-/// Shared buffers read through the async proxy: wgmma operands and the
-/// sources of TMA stores and reduce-adds.
-static DenseSet<Value> asyncProxyReads(KernelOp kernel, const TargetInfo &target) {
+/// Shared buffers the async proxy accesses: wgmma operands, the sources of
+/// TMA stores and reduce-adds, and the destinations of TMA loads. A TMA load
+/// into memory the threads wrote (a pipeline stage that element code
+/// modified in place) is ordered after those writes only through a proxy
+/// fence, as a read is: the release that frees the stage orders the
+/// generic proxy alone.
+static DenseSet<Value> asyncProxyAccesses(KernelOp kernel, const TargetInfo &target) {
   DenseSet<Value> roots;
   auto note = [&](Value operand) {
     if (Value root = getRootBuffer(operand); isSharedBacked(root)) roots.insert(root);
@@ -399,6 +420,7 @@ static DenseSet<Value> asyncProxyReads(KernelOp kernel, const TargetInfo &target
       for (Value read : gemm.getOperandsRead()) note(read);
     if (auto copy = llvm::dyn_cast<CopyOp>(op); copy && isTmaStore(copy, target))
       note(copy.getSource());
+    if (auto load = llvm::dyn_cast<CopyAsyncOp>(op)) note(load.getDest());
     // (Without TMA, before sm_90 or built without it, the threads add.)
     if (auto atomic = llvm::dyn_cast<AtomicAddOp>(op);
         atomic && atomic.getTma() && target.hasTma() && target.tma)
@@ -407,12 +429,12 @@ static DenseSet<Value> asyncProxyReads(KernelOp kernel, const TargetInfo &target
   return roots;
 }
 
-/// A generic-proxy write of a buffer the async proxy reads is followed by
-/// fence.proxy.async in the writing threads, before the barrier that
-/// publishes it.
+/// A generic-proxy write of a buffer the async proxy reads or writes is
+/// followed by fence.proxy.async in the writing threads, before the barrier
+/// (or the mbarrier arrival) that publishes it.
 static void fenceGenericWrites(KernelOp kernel, const TargetInfo &target) {
-  DenseSet<Value> asyncRead = asyncProxyReads(kernel, target);
-  if (asyncRead.empty()) return;
+  DenseSet<Value> asyncAccessed = asyncProxyAccesses(kernel, target);
+  if (asyncAccessed.empty()) return;
   SmallVector<Operation *> writers;
   kernel.walk([&](Operation *op) {
     if (op->getParentOfType<ParallelOp>()) return; // the enclosing loop is the writer
@@ -421,8 +443,10 @@ static void fenceGenericWrites(KernelOp kernel, const TargetInfo &target) {
     // code, reductions and atomic adds into a shared buffer.
     if (llvm::isa<CopyOp, FillOp, ParallelOp, memref::StoreOp, ReduceOp, AtomicAddOp>(op))
       collectAccesses(op, acc);
-    for (Value root : asyncRead)
-      if (acc.writes.contains(root.getAsOpaquePointer())) return writers.push_back(op);
+    for (Value root : asyncAccessed)
+      if (acc.writes.contains(root.getAsOpaquePointer()) ||
+          acc.adds.contains(root.getAsOpaquePointer()))
+        return writers.push_back(op);
   });
   for (Operation *op : writers) {
     if (llvm::isa_and_nonnull<FenceProxyAsyncOp>(op->getNextNode())) continue;

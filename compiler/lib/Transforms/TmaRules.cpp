@@ -67,8 +67,14 @@ std::string tessel::whyNoTmaWindow(Value shared, const layout::SharedLayout *lay
   auto rootShape = llvm::cast<MemRefType>(print.root.getType()).getShape();
   auto windowShape = llvm::cast<MemRefType>(shared.getType()).getShape();
   if (print.lower.empty()) return "the shared side is a window of its buffer at offsets that are not constants";
-  if (rootShape.size() != 2 || windowShape.size() != 2)
+  if (rootShape.size() != 2)
     return "the shared side is a window of a buffer that is not two-dimensional";
+  // A window that drops a dimension (`{drop, n}`: one row) has the right
+  // buffer; saying the buffer is wrong would send the user after it.
+  if (windowShape.size() != 2)
+    return "the shared side is a " + std::to_string(windowShape.size()) +
+           "-dimensional window of a two-dimensional buffer (a TMA window is whole rows, [rows, " +
+           std::to_string(rootShape[1]) + "], as a window of size 1 rather than `drop` gives)";
   SmallVector<std::optional<int64_t>> start(print.lower.begin(), print.lower.end());
   if (start[1] != 0 || windowShape[1] != rootShape[1])
     return "the shared side is a window of some of its buffer's columns (a TMA window takes whole rows)";

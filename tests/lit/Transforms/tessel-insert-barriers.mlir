@@ -410,3 +410,42 @@ tile.kernel @disjoint_windows(%a: memref<64x32xf16, #g>, %b: memref<64x32xf16, #
   tile.copy %b, %w1 : memref<64x32xf16, #g>, memref<64x32xf16, strided<[64, 1], offset: 32>, #s>
   tile.copy %s, %o : memref<64x64xf16, #s>, memref<64x64xf16, #g>
 }
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+
+// Atomic adds commute: a loop's adds into a shared histogram need no
+// barrier between iterations, only one after the fill before them and one
+// before the copy that reads the counts.
+// CHECK-LABEL: tile.kernel @histogram
+// CHECK: tile.fill
+// CHECK-NEXT: tile.barrier
+// CHECK-NEXT: scf.for
+// CHECK-NOT: tile.barrier
+// CHECK: tile.atomic_add
+// CHECK-NOT: tile.barrier
+// CHECK: tile.region
+// CHECK-NEXT: tile.barrier
+// CHECK-NEXT: tile.copy
+tile.kernel @histogram(%v: memref<?xi32, #g>, %out: memref<64xi32, #g>, %n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c63 = arith.constant 63 : i32
+  %one = arith.constant 1 : i32
+  %zero = arith.constant 0 : i32
+  %h = tile.alloc : memref<64xi32, #s>
+  tile.fill %h, %zero : memref<64xi32, #s>, i32
+  scf.for %k = %c0 to %n step %c1 {
+    %r = tile.region %v[%k] [128] : memref<?xi32, #g> -> memref<128xi32, strided<[1], offset: ?>, #g>
+    tile.parallel (%i) in [128] {
+      %x = memref.load %r[%i] : memref<128xi32, strided<[1], offset: ?>, #g>
+      %b = arith.andi %x, %c63 : i32
+      %bi = arith.index_cast %b : i32 to index
+      tile.atomic_add %one, %h[%bi] order = relaxed : i32, memref<64xi32, #s>
+    }
+  }
+  %o = tile.region %out[%c0] [64] : memref<64xi32, #g> -> memref<64xi32, strided<[1], offset: ?>, #g>
+  tile.copy %h, %o : memref<64xi32, #s>, memref<64xi32, strided<[1], offset: ?>, #g>
+}

@@ -1059,3 +1059,28 @@ tile.kernel @inner_loop_no_wait(%a: memref<?x256xf32, #tile.space<global>>, %b: 
     }
   }
 }
+
+// -----
+
+#g = #tile.space<global>
+#s = #tile.space<shared>
+
+// Atomic adds commute: two of them into one shared buffer need no order,
+// but a plain read of what they added does.
+tile.kernel @atomic_adds(%a: memref<64xi32, #g>, %out: memref<64xi32, #g>) grid(%bx) = affine_map<() -> (1)> threads(64) {
+  %one = arith.constant 1 : i32
+  %zero = arith.constant 0 : i32
+  %h = tile.alloc {name = "counts"} : memref<64xi32, #s>
+  tile.fill %h, %zero : memref<64xi32, #s>, i32
+  tile.barrier
+  tile.parallel (%i) in [64] {
+    tile.atomic_add %one, %h[%i] order = relaxed : i32, memref<64xi32, #s>
+  }
+  %c63 = arith.constant 63 : index
+  tile.parallel (%i) in [64] {
+    %j = arith.subi %c63, %i : index
+    tile.atomic_add %one, %h[%j] order = relaxed : i32, memref<64xi32, #s>
+  }
+  // expected-error @+1 {{missing barrier: 'counts' is written at}}
+  tile.copy %h, %out : memref<64xi32, #s>, memref<64xi32, #g>
+}
