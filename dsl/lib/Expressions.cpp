@@ -477,6 +477,9 @@ Expr tessel::exp2(Expr a, int64_t fmaEvery) {
 Expr tessel::log(Expr a) {
   return unary(a, [](OpBuilder &b, Location l, Value v) -> Value { return math::LogOp::create(b, l, v); });
 }
+Expr tessel::tanh(Expr a) {
+  return unary(a, [](OpBuilder &b, Location l, Value v) -> Value { return math::TanhOp::create(b, l, v); });
+}
 Expr tessel::sqrt(Expr a) {
   return unary(a, [](OpBuilder &b, Location l, Value v) -> Value { return math::SqrtOp::create(b, l, v); });
 }

@@ -6,9 +6,10 @@
 // and grouped key heads, and GEMMs with the epilogues a transformer's MLP
 // fuses: SwiGLU over two accumulators or over one merged gate/up weight,
 // bias + GELU(tanh), and split-K partial tiles added into an f32 output
-// with region atomics. None of the extents need be multiples of the tiles. tests/unit/OutsideInferenceKernelTests.cpp compiles them
-// for every target and tests/gpu/OutsideInferenceKernelGpuTests.cpp runs
-// them against float64 references.
+// with region atomics. None of the extents need be multiples of the tiles.
+// tests/unit/OutsideInferenceKernelTests.cpp compiles them for every target
+// and tests/gpu/OutsideInferenceKernelGpuTests.cpp runs them against
+// float64 references.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TESSEL_TESTS_OUTSIDEINFERENCEKERNELS_H
@@ -21,16 +22,10 @@
 
 namespace tessel::test {
 
-/// tanh(x) from exp: the DSL has no tanh (Program.h offers exp, exp2, log,
-/// sqrt; the CUDA emitter prints math.tanh, but no Expr makes it), so a
-/// user writes 1 - 2 / (e^2x + 1). Past |x| ~ 44 e^2x is inf or 0 and the
-/// result is exactly +-1, as tanh is in f32.
-inline Expr tanhOf(Expr x) { return Expr(1.0) - Expr(2.0) / (exp(x * 2.0) + Expr(1.0)); }
-
 /// GELU with the tanh approximation (PyTorch's approximate="tanh").
 inline Expr geluTanh(Expr x) {
   Expr inner = (x + x * x * x * 0.044715) * 0.7978845608028654; // sqrt(2 / pi)
-  return x * 0.5 * (Expr(1.0) + tanhOf(inner));
+  return x * 0.5 * (Expr(1.0) + tanh(inner));
 }
 
 /// SiLU, x sigmoid(x).
@@ -113,7 +108,14 @@ inline Program windowSoftcapAttention(const WindowAttentionConfig &c) {
       copy(k.tile({bb, n0, kvHead, 0}, {drop, bn, drop, d}), ks);
       copy(v.tile({bb, n0, kvHead, 0}, {drop, bn, drop, d}), vs);
       gemm(qs, ks, sc, {.transpose_b = true, .clear_accum = true});
-      auto capped = [&](Expr i, Expr j) { return cap * tanhOf(sc(i, j) * scaleOverCap) * kLog2e; };
+      // tanh from exp (1 - 2 / (e^2x + 1), exactly +-1 once e^2x saturates):
+      // CUDA's tanhf needs registers the d128 ping-pong build on sm_100a
+      // does not have (8 bytes spilled), and the scores' absolute error is
+      // what soft-capping needs.
+      auto capped = [&](Expr i, Expr j) {
+        Expr x = sc(i, j) * scaleOverCap;
+        return cap * (Expr(1.0) - Expr(2.0) / (exp(x * 2.0) + Expr(1.0))) * kLog2e;
+      };
       auto masked = [&] {
         parallel(bm, bn, [&](Expr i, Expr j) {
           Expr row = m0 + i, col = n0 + j;

@@ -50,14 +50,14 @@ Kernel build(Program &p, const std::string &arch) {
 /// K < 2^11 terms contribute ~1e-6):
 ///  - a bf16 output that is one rounding of an f32 result: half an ulp of
 ///    bf16 (2^-9 = 1.95e-3) bounds each element's error, so the norm-wise
-///    error stays below it; 4e-3 leaves room for exp (SiLU, and tanh
-///    written with exp) before the rounding.
+///    error stays below it; 4e-3 leaves room for exp (SiLU) and tanhf
+///    (GELU) before the rounding.
 ///  - attention's O is rounded to bf16 twice, P before P V and O at the
 ///    end (each at most 2^-9, unbiased, so together below 2 x 2^-9 = 3.9e-3
 ///    element-wise), after exp2.approx (2 ulp of f32): 8e-3.
 ///  - f32 outputs (LSE, split-K's sums): f32 arithmetic in another order
 ///    (the tensor cores' f32 accumulation, the slices' atomic adds in any
-///    order) and exp2.approx / __expf inside tanh (a few ulp, times the
+///    order) and exp2.approx and tanhf (a few ulp each, tanh's times the
 ///    cap: below 1e-5 absolute on LSEs of a few units), ~1e-6 norm-wise;
 ///    1e-5, testing::toleranceFor(f32), as the MoE gemm's f32 output.
 constexpr double kBf16Output = 4e-3;

@@ -220,3 +220,28 @@ TEST_CASE("a gemm kept off tcgen05 by its accumulator's windows says so", "[outs
   CHECK(remarksSaying(k, "windows of this fragment take dimension 1 at least 128") == 1);
   // The same kernel on one warpgroup runs on tcgen05 (the case list).
 }
+
+// tanh is an Expr function (soft-capping and GELU wrote it with exp, as
+// 1 - 2 / (e^2x + 1), for want of one): CUDA's tanhf on every target, in
+// f32 for 16-bit operands, and refused for integers.
+TEST_CASE("tanh is CUDA's tanhf on every target", "[outside][inference]") {
+  Program p("tanh_of_bf16");
+  Tensor x = p.tensor("x", {128}, DType::bf16), y = p.tensor("y", {128}, DType::bf16);
+  p.kernel({1}, 128, [&](Expr) {
+    Buffer f = alloc_fragment({128}, DType::bf16);
+    copy(x.tile({0}, {128}), f);
+    parallel(128, [&](Expr i) { f(i) = tanh(f(i) * 0.5); });
+    copy(f, y.tile({0}, {128}));
+  });
+  for (std::string arch : kArchs) {
+    INFO(arch);
+    Kernel k = compileQuiet(p, arch);
+    CHECK(k.cuda().find("tanhf(float(") != std::string::npos);
+  }
+  Program q("tanh_of_int");
+  Tensor n = q.tensor("n", {32}, DType::i32);
+  CHECK_THROWS_WITH(q.kernel({1}, 32, [&](Expr) {
+    parallel(32, [&](Expr i) { n(i) = tanh(n(i)); });
+  }),
+                    Catch::Contains("this function needs a floating-point operand, got i32"));
+}

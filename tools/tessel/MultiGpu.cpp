@@ -243,12 +243,13 @@ int runRank(const Params &params, bool bench, int reps) {
   double leaving = double(sent) * (s.ranks - 1) / s.ranks;
   double tessel = slowestRank(*comm, medianMs(*comm, reps, [&] { x.forward(comm->stream()); }));
   double fixed = slowestRank(*comm, medianMs(*comm, reps, [&] { x.handshakes(comm->stream()); }));
-  // The same transfer with the handshakes as kernels of their own, timed
-  // in the same run, where the default keeps them in the blocks.
-  double separate = 0;
-  if (inKernel && handshakes == Handshakes::automatic) {
-    x.setPeerTransfer(transfer, tile, Handshakes::separate);
-    separate = slowestRank(*comm, medianMs(*comm, reps, [&] { x.forward(comm->stream()); }));
+  // The same transfer with its handshakes the other way (in the blocks
+  // against kernels of their own), timed in the same run.
+  double other = 0;
+  if (transfer != Transfer::copyEngine && handshakes == Handshakes::automatic &&
+      distinctDevices(*comm)) {
+    x.setPeerTransfer(transfer, tile, inKernel ? Handshakes::separate : Handshakes::inKernel);
+    other = slowestRank(*comm, medianMs(*comm, reps, [&] { x.forward(comm->stream()); }));
   }
   double nccl = 0, ncclBare = 0;
   if (reference) {
@@ -263,9 +264,10 @@ int runRank(const Params &params, bool bench, int reps) {
                s.ranks, shapeText(s), sent / 1048576.0,
                leaving / 1048576.0, reps);
     fmt::print("  tessel {:<25} {:8.3f} ms  {:7.1f} GB/s\n", how, tessel, leaving / tessel / 1e6);
-    if (separate > 0)
-      fmt::print("  same, flag kernels around it    {:8.3f} ms  {:7.1f} GB/s\n", separate,
-                 leaving / separate / 1e6);
+    if (other > 0)
+      fmt::print("  same, {:<24} {:8.3f} ms  {:7.1f} GB/s\n",
+                 inKernel ? "flag kernels around it" : "flags in its blocks", other,
+                 leaving / other / 1e6);
     fmt::print("  its handshakes alone, no data   {:8.3f} ms\n", fixed);
     if (reference) {
       Nccl &n = Nccl::get();

@@ -453,3 +453,21 @@ std::optional<int64_t> tessel::provableUpperBound(Value v) {
   DenseMap<Value, std::optional<int64_t>> bounds;
   return upperBound(v, 0, bounds);
 }
+
+bool tessel::isUnitStrideAlongLastDim(AffineMap map) {
+  if (map.getNumResults() != 1 || map.getNumSymbols() || map.getNumDims() == 0) return false;
+  bool linear = true;
+  map.getResult(0).walk([&](AffineExpr e) {
+    if (e.getKind() == AffineExprKind::Mod || e.getKind() == AffineExprKind::FloorDiv ||
+        e.getKind() == AffineExprKind::CeilDiv)
+      linear = false;
+    if (auto mul = llvm::dyn_cast<AffineBinaryOpExpr>(e);
+        mul && e.getKind() == AffineExprKind::Mul && !llvm::isa<AffineConstantExpr>(mul.getLHS()) &&
+        !llvm::isa<AffineConstantExpr>(mul.getRHS()))
+      linear = false;
+  });
+  if (!linear) return false;
+  SmallVector<int64_t> origin(map.getNumDims(), 0), next(origin);
+  next.back() = 1;
+  return map.compose(next)[0] - map.compose(origin)[0] == 1;
+}

@@ -115,27 +115,6 @@ void TileLowering::fail(Operation *op, const Twine &message) {
 // Memory
 //===----------------------------------------------------------------------===//
 
-/// Whether `map` (logical indices to one element offset) is linear, with
-/// no mod or division, and steps by one element along its last index: then
-/// consecutive elements of a row are consecutive in memory.
-static bool isUnitStrideAlongLastDim(AffineMap map) {
-  if (map.getNumResults() != 1 || map.getNumSymbols() || map.getNumDims() == 0) return false;
-  bool linear = true;
-  map.getResult(0).walk([&](AffineExpr e) {
-    if (e.getKind() == AffineExprKind::Mod || e.getKind() == AffineExprKind::FloorDiv ||
-        e.getKind() == AffineExprKind::CeilDiv)
-      linear = false;
-    if (auto mul = llvm::dyn_cast<AffineBinaryOpExpr>(e);
-        mul && e.getKind() == AffineExprKind::Mul && !llvm::isa<AffineConstantExpr>(mul.getLHS()) &&
-        !llvm::isa<AffineConstantExpr>(mul.getRHS()))
-      linear = false;
-  });
-  if (!linear) return false;
-  SmallVector<int64_t> origin(map.getNumDims(), 0), next(origin);
-  next.back() = 1;
-  return map.compose(next)[0] - map.compose(origin)[0] == 1;
-}
-
 Access TileLowering::resolve(Value buffer) {
   Access a;
   auto tileType = llvm::cast<MemRefType>(buffer.getType());

@@ -93,6 +93,11 @@ int64_t getRoleBarrierId(tile::RoleOp role);
 /// The threads that run `op`: its enclosing tile.role's, or its kernel's
 /// (`op` may be the kernel itself).
 int64_t getExecutingThreads(mlir::Operation *op);
+/// Whether `map` (logical indices to one element offset, an affine shared
+/// layout) is linear, with no mod or division, and steps by one element
+/// along its last index: consecutive elements of a row are consecutive in
+/// memory, so rows move in vectors (each one's alignment checked).
+bool isUnitStrideAlongLastDim(mlir::AffineMap map);
 } // namespace tessel
 
 #endif

@@ -119,6 +119,9 @@ Expr exp2(Expr a);
 /// forms agree to about 1e-4 relative; f32, f16 or bf16 operands.
 Expr exp2(Expr a, int64_t fmaEvery);
 Expr log(Expr a);
+/// Hyperbolic tangent (CUDA's tanhf: about 2 ulp): soft-capped logits,
+/// GELU's tanh approximation.
+Expr tanh(Expr a);
 Expr sqrt(Expr a);
 Expr abs(Expr a);
 Expr select(Expr cond, Expr a, Expr b);
