@@ -188,11 +188,16 @@ struct TesselTmemAccumulators
       return;
     }
     moveToTmem(kernel, eligible);
-    for (GemmOp gemm : eligible)
+    for (GemmOp gemm : eligible) {
+      // In a loop the copies run every iteration: a pass over the
+      // accumulator each way per K step, which alloc_tmem avoids.
+      bool inLoop = gemm->getParentOfType<PipelinedOp>() || gemm->getParentOfType<scf::ForOp>();
       emitMissed(gemm, kPass, missed::kTensorCores)
           << "the accumulator moves through tensor memory for tcgen05.mma ("
           << (gemm.getClearAccum() ? "copied out after" : "copied in before and out after")
-          << " the gemm); an accumulator allocated with alloc_tmem stays there";
+          << " the gemm" << (inLoop ? ", in every iteration of its loop" : "")
+          << "); an accumulator allocated with alloc_tmem stays there";
+    }
   }
 };
 } // namespace

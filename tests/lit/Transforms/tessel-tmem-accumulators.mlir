@@ -171,3 +171,27 @@ tile.kernel @bf16_into_f16() grid(%bx) = affine_map<() -> (1)> threads(128) {
   %half = tile.alloc : memref<128x64xf16, #f>
   tile.gemm %a, %b, %half {clear_accum} : memref<128x64xbf16, #s>, memref<64x64xbf16, #s>, memref<128x64xf16, #f>
 }
+
+// -----
+
+#s = #tile.space<shared>
+#f = #tile.space<fragment>
+
+// A register accumulator of a K loop moves through tensor memory in every
+// iteration, and the remark says so.
+// CHECK-LABEL: tile.kernel @accumulating_loop
+// CHECK: scf.for
+// CHECK: tile.copy %{{.*}}, %{{.*}} : memref<128x64xf32, #tile.space<fragment>>, memref<128x64xf32, #tile.space<tmem>>
+// CHECK: tile.gemm
+// CHECK: tile.copy %{{.*}}, %{{.*}} : memref<128x64xf32, #tile.space<tmem>>, memref<128x64xf32, #tile.space<fragment>>
+tile.kernel @accumulating_loop(%n: index) grid(%bx) = affine_map<()[s0] -> (1)> threads(128) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %a = tile.alloc : memref<128x64xbf16, #s>
+  %b = tile.alloc : memref<64x64xbf16, #s>
+  %acc = tile.alloc : memref<128x64xf32, #f>
+  scf.for %k = %c0 to %n step %c1 {
+    // expected-remark @+1 {{(copied in before and out after the gemm, in every iteration of its loop); an accumulator allocated with alloc_tmem stays there}}
+    tile.gemm %a, %b, %acc : memref<128x64xbf16, #s>, memref<64x64xbf16, #s>, memref<128x64xf32, #f>
+  }
+}
