@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include <catch2/catch.hpp>
 
+#include "OutsideGpuRuns.h"
 #include "OutsideInferenceKernels.h"
 #include "tessel/Testing.h"
 #include "tessel/dsl/Compile.h"
@@ -24,26 +25,10 @@
 using namespace tessel;
 using testing::DeviceRun;
 using testing::HostTensor;
+using test::buildQuiet;
+using test::runnableTargets;
 
 namespace {
-
-std::string deviceArch() { return rt::nativeArch(rt::Driver::get().computeCapability()); }
-
-/// The device's own target and, on a later GPU, sm_80's too (mma.sync and
-/// cp.async pipelines without a producer warpgroup).
-std::vector<std::string> runnableTargets() {
-  std::vector<std::string> out = {deviceArch()};
-  if (out[0] != "sm_80")
-    out.push_back("sm_80");
-  return out;
-}
-
-Kernel build(Program &p, const std::string &arch) {
-  CompileOptions o;
-  o.arch = arch;
-  o.printWarnings = false; // the unit tests check the warnings
-  return compile(p, o);
-}
 
 /// Tolerances (norm-wise relative error against float64 on the same bf16
 /// inputs; products of bf16 values are exact in f32, so the f32 sums over
@@ -57,8 +42,9 @@ Kernel build(Program &p, const std::string &arch) {
 ///    element-wise), after exp2.approx (2 ulp of f32): 8e-3.
 ///  - f32 outputs (LSE, split-K's sums): f32 arithmetic in another order
 ///    (the tensor cores' f32 accumulation, the slices' atomic adds in any
-///    order) and exp2.approx and tanhf (a few ulp each, tanh's times the
-///    cap: below 1e-5 absolute on LSEs of a few units), ~1e-6 norm-wise;
+///    order) and exp2.approx and __expf (a few ulp each, the capping's
+///    times the cap: below 1e-5 absolute on LSEs of a few units), ~1e-6
+///    norm-wise;
 ///    1e-5, testing::toleranceFor(f32), as the MoE gemm's f32 output.
 constexpr double kBf16Output = 4e-3;
 constexpr double kAttentionOutput = 8e-3;
@@ -142,7 +128,7 @@ TEST_CASE("outside: sliding-window causal attention with soft-capping", "[gpu][o
                    Config{d64, {2, 301, 2, 2, 37, 5.0}}, Config{d64, {1, 450, 6, 3, 200, 2.0}}})
     for (const std::string &arch : runnableTargets()) {
       Program p = test::windowSoftcapAttention(c.tiles);
-      Kernel k = build(p, arch);
+      Kernel k = buildQuiet(p, arch);
       const AttentionProblem &pr = c.problem;
       int64_t d = c.tiles.headDim;
       std::mt19937_64 rng(pr.s * 31 + pr.window);
@@ -195,7 +181,7 @@ TEST_CASE("outside: SwiGLU GEMM over two accumulators, and over a merged weight"
                    Config{{128, 64, 64, 256, 3}, true, 77, 130, 333}})
     for (const std::string &arch : runnableTargets()) {
       Program p = c.merged ? test::swigluMergedGemm(c.tiles) : test::swigluGemm(c.tiles);
-      Kernel k = build(p, arch);
+      Kernel k = buildQuiet(p, arch);
       std::mt19937_64 rng(c.m * 7 + c.n * 3 + c.k);
       // The gate's rows, then the up projection's: one [2N, K] tensor for
       // the merged kernel, its halves for the other.
@@ -242,7 +228,7 @@ TEST_CASE("outside: bias + GELU(tanh) GEMM with ragged M, N and K", "[gpu][outsi
                    Config{{64, 128, 32, 128, 4}, 99, 264, 72}})
     for (const std::string &arch : runnableTargets()) {
       Program p = test::biasGeluGemm(c.tiles);
-      Kernel k = build(p, arch);
+      Kernel k = buildQuiet(p, arch);
       std::mt19937_64 rng(c.m * 5 + c.n * 11 + c.k);
       HostTensor x(DType::bf16, {c.m, c.k}), w(DType::bf16, {c.k, c.n}), bias(DType::f32, {c.n});
       testing::randomize(x, rng);
@@ -286,7 +272,7 @@ TEST_CASE("outside: split-K GEMM added into f32 by region atomics", "[gpu][outsi
                    Config{false, true, 129, 72, 1000, 7}})
     for (const std::string &arch : runnableTargets()) {
       Program p = test::splitKGemm({128, 128, 64, 256, 3}, c.throughShared, c.overlapMma);
-      Kernel k = build(p, arch);
+      Kernel k = buildQuiet(p, arch);
       std::mt19937_64 rng(c.m * 13 + c.k + c.splits);
       HostTensor x(DType::bf16, {c.m, c.k}), w(DType::bf16, {c.n, c.k});
       testing::randomize(x, rng);

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include <catch2/catch.hpp>
 
+#include "OutsideGpuRuns.h"
 #include "OutsideServingKernels.h"
 #include "tessel/Testing.h"
 #include "tessel/dsl/Compile.h"
@@ -26,26 +27,10 @@
 using namespace tessel;
 using testing::DeviceRun;
 using testing::HostTensor;
+using test::buildQuiet;
+using test::runnableTargets;
 
 namespace {
-
-std::string deviceArch() { return rt::nativeArch(rt::Driver::get().computeCapability()); }
-
-/// The device's own target, and sm_80's (through its PTX) on a later GPU,
-/// so that the cp.async pipelines run too.
-std::vector<std::string> runnableTargets() {
-  std::vector<std::string> out = {deviceArch()};
-  if (out[0] != "sm_80")
-    out.push_back("sm_80");
-  return out;
-}
-
-Kernel build(Program &p, const std::string &arch) {
-  CompileOptions o;
-  o.arch = arch;
-  o.printWarnings = false; // the unit tests check the warnings
-  return compile(p, o);
-}
 
 /// A 16-bit output that is one rounding of an f32 result: half an ulp of
 /// bf16 (2^-9 = 1.95e-3) bounds the error element by element, so the
@@ -82,7 +67,7 @@ TEST_CASE("outside: row-wise prefix sum over long rows (f32 and i32)", "[gpu][ou
                    Config{DType::i32, 8, 128, 2, 1, 1025}, Config{DType::i32, 2, 128, 4, 3, 1000}})
     for (const std::string &arch : runnableTargets()) {
       Program p = test::cumsumRows(c.type, c.perThread, c.threads, c.stages);
-      Kernel k = build(p, arch);
+      Kernel k = buildQuiet(p, arch);
       std::mt19937_64 rng(c.m * 31 + c.n);
       HostTensor x(c.type, {c.m, c.n}), y(c.type, {c.m, c.n});
       std::vector<int32_t> raw(c.m * c.n);
@@ -144,7 +129,7 @@ TEST_CASE("outside: paged KV-cache append through a block table", "[gpu][outside
   for (Config c : {Config{8, 128, 16, 128}, Config{2, 64, 32, 64}})
     for (const std::string &arch : runnableTargets()) {
       Program p = test::pagedKvAppend(c.heads, c.headDim, c.blockSize, c.threads);
-      Kernel k = build(p, arch);
+      Kernel k = buildQuiet(p, arch);
       int64_t bs = c.blockSize, width = 4, blocks = 23, batch = 5, padding = 3;
       // New tokens and cached ones per sequence: an empty append, one token,
       // an append across a page boundary into a missing page (-1), one
@@ -225,7 +210,7 @@ TEST_CASE("outside: mean pooling over packed variable-length sequences", "[gpu][
                    Config{16, 128, 128, 3, false, 133}, Config{32, 64, 128, 4, false, 200}})
     for (const std::string &arch : runnableTargets()) {
       Program p = test::segmentMeanPool(c.rows, c.cols, c.threads, c.stages, c.bounded);
-      Kernel k = build(p, arch);
+      Kernel k = buildQuiet(p, arch);
       std::vector<int32_t> lens = {0, 1, 37, 0, 130, 5, 16, 1};
       std::vector<int32_t> cu = {0};
       for (int32_t l : lens)
@@ -281,7 +266,7 @@ TEST_CASE("outside: GroupNorm over NHWC with groups of 10 and 30 channels", "[gp
                    Config{8, 10, 16, 128, 2, 1, 7, 32}, Config{2, 20, 32, 128, 3, 2, 45, 4}})
     for (const std::string &arch : runnableTargets()) {
       Program p = test::groupNormNhwc(c.groupsPerBlock, c.channelsPerGroup, c.rows, c.threads, c.stages);
-      Kernel k = build(p, arch);
+      Kernel k = buildQuiet(p, arch);
       int64_t ch = c.groups * c.channelsPerGroup;
       float eps = 1e-5f;
       std::mt19937_64 rng(c.hw * 3 + ch);
@@ -343,7 +328,7 @@ TEST_CASE("outside: embedding lookup with padding row and position embedding", "
                    Config{8, 128, 256, 4, 21, 300, 200, 32}})
     for (const std::string &arch : runnableTargets()) {
       Program p = test::embeddingLookup(c.tokens, c.chunk, c.threads, c.stages);
-      Kernel k = build(p, arch);
+      Kernel k = buildQuiet(p, arch);
       std::mt19937_64 rng(c.t * 13 + c.d);
       int32_t pad = 1;
       HostTensor ids(DType::i32, {c.t}), positions(DType::i32, {c.t});
@@ -404,7 +389,7 @@ TEST_CASE("outside: greedy sampling with temperature and repetition penalty", "[
                    Config{256, 64, 128, 4, 50257}, Config{256, 64, 128, 4, 32000}})
     for (const std::string &arch : runnableTargets()) {
       Program p = test::greedySample(c.chunk, c.maxPrev, c.threads, c.stages);
-      Kernel k = build(p, arch);
+      Kernel k = buildQuiet(p, arch);
       const int64_t b = 6, v = c.v, l = 7;
       float temperature = 0.7f, penalty = 1.3f;
       std::mt19937_64 rng(c.chunk + c.maxPrev);

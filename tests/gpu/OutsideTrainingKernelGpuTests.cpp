@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include <catch2/catch.hpp>
 
+#include "OutsideGpuRuns.h"
 #include "OutsideTrainingKernels.h"
 #include "tessel/Testing.h"
 #include "tessel/dsl/Compile.h"
@@ -26,27 +27,10 @@
 using namespace tessel;
 using testing::DeviceRun;
 using testing::HostTensor;
+using test::buildQuiet;
+using test::runnableTargets;
 
 namespace {
-
-std::string deviceArch() { return rt::nativeArch(rt::Driver::get().computeCapability()); }
-
-/// The targets whose code runs on this GPU: its own, and sm_80's (through
-/// its PTX) on a later one, so that the cp.async pipelines without a
-/// producer warpgroup run too.
-std::vector<std::string> runnableTargets() {
-  std::vector<std::string> out = {deviceArch()};
-  if (out[0] != "sm_80")
-    out.push_back("sm_80");
-  return out;
-}
-
-Kernel build(Program &p, const std::string &arch) {
-  CompileOptions o;
-  o.arch = arch;
-  o.printWarnings = false; // the unit tests check the warnings
-  return compile(p, o);
-}
 
 /// The relative error of a 16-bit output that is one rounding of an f32
 /// result: half an ulp of bf16 (2^-9) bounds it element by element, so the
@@ -68,7 +52,7 @@ TEST_CASE("outside: LayerNorm backward (dx, and dgamma/dbeta by atomics)", "[gpu
        {Config{4, 256, 128, 3, 37, 4104}, Config{4, 256, 128, 3, 9, 1001}, Config{8, 128, 256, 2, 21, 2050}})
     for (const std::string &arch : runnableTargets()) {
       Program p = test::layerNormBackward(c.rows, c.chunk, c.threads, c.stages);
-      Kernel k = build(p, arch);
+      Kernel k = buildQuiet(p, arch);
       std::mt19937_64 rng(c.m * 1009 + c.h);
       HostTensor x(DType::bf16, {c.m, c.h}), gamma(DType::bf16, {c.h}), dy(DType::bf16, {c.m, c.h});
       HostTensor mean(DType::f32, {c.m}), rstd(DType::f32, {c.m});
@@ -143,7 +127,7 @@ TEST_CASE("outside: cross-entropy forward and backward over a vocabulary", "[gpu
        {Config{2048, 256, 3, 7, 32000}, Config{256, 128, 4, 6, 32011}, Config{1024, 128, 2, 5, 50257}})
     for (const std::string &arch : runnableTargets()) {
       Program p = test::crossEntropyFwdBwd(c.chunk, c.threads, c.stages);
-      Kernel k = build(p, arch);
+      Kernel k = buildQuiet(p, arch);
       std::mt19937_64 rng(c.v * 3 + c.m);
       HostTensor logits(DType::bf16, {c.m, c.v}), labels(DType::i32, {c.m});
       testing::randomize(logits, rng, -6.0f, 6.0f);
@@ -216,7 +200,7 @@ TEST_CASE("outside: histogram through shared-memory atomics", "[gpu][outside][tr
        {Config{256, 256, 16, 256, 100003}, Config{1000, 2048, 4, 256, 54321}, Config{256, 1024, 8, 256, 777}})
     for (const std::string &arch : runnableTargets()) {
       Program p = test::histogram(c.bins, c.chunk, c.chunksPerBlock, c.threads);
-      Kernel k = build(p, arch);
+      Kernel k = buildQuiet(p, arch);
       std::mt19937_64 rng(c.n + c.bins);
       HostTensor values(DType::i32, {c.n}), counts(DType::i32, {c.bins});
       std::vector<double> ref(c.bins, 0.0);
@@ -265,7 +249,7 @@ TEST_CASE("outside: transposes through a shared tile", "[gpu][outside][training]
                      Config2d{64, 128, 77, 131, 72}, Config2d{64, 128, 129, 63, 65}})
     for (const std::string &arch : runnableTargets()) {
       Program p = test::transpose2d(c.tile, c.threads, c.rowStride);
-      Kernel k = build(p, arch);
+      Kernel k = buildQuiet(p, arch);
       std::mt19937_64 rng(c.m * c.n);
       HostTensor x(DType::bf16, {c.m, c.n}), y(DType::bf16, {c.n, c.m});
       testing::randomize(x, rng);
@@ -295,7 +279,7 @@ TEST_CASE("outside: transposes through a shared tile", "[gpu][outside][training]
                      Config4d{64, 32, 2, 128, 3, 17, 3}})
     for (const std::string &arch : runnableTargets()) {
       Program p = test::bshdToBhsd(c.d, c.seqTile, c.headTile, c.threads);
-      Kernel k = build(p, arch);
+      Kernel k = buildQuiet(p, arch);
       std::mt19937_64 rng(c.s * c.h + c.d);
       HostTensor x(DType::bf16, {c.b, c.s, c.h, c.d}), y(DType::bf16, {c.b, c.h, c.s, c.d});
       testing::randomize(x, rng);
@@ -330,7 +314,7 @@ TEST_CASE("outside: causal depthwise conv1d with SiLU", "[gpu][outside][training
                    Config{32, 4, 128, 128, 3, 1, 129, 137}})
     for (const std::string &arch : runnableTargets()) {
       Program p = test::causalConv1dSilu(c.stepRows, c.steps, c.channels, c.threads, c.stages);
-      Kernel k = build(p, arch);
+      Kernel k = buildQuiet(p, arch);
       std::mt19937_64 rng(c.l * 17 + c.d);
       HostTensor x(DType::bf16, {c.b, c.l, c.d}), w(DType::f32, {c.d, 4}), bias(DType::f32, {c.d});
       HostTensor y(DType::bf16, {c.b, c.l, c.d});
@@ -379,7 +363,7 @@ TEST_CASE("outside: split-K decode GEMV with bf16 and int8 weights", "[gpu][outs
         Config{DType::i8, 16, 256, 256, 4, 1001, 4112, 3}, Config{DType::i8, 16, 512, 256, 4, 250, 1001, 2}})
     for (const std::string &arch : runnableTargets()) {
       Program p = test::gemvSplitK(c.weight, c.rows, c.chunk, c.threads, c.stages);
-      Kernel k = build(p, arch);
+      Kernel k = buildQuiet(p, arch);
       std::mt19937_64 rng(c.n * 7 + c.k);
       HostTensor w(c.weight, {c.n, c.k}), x(DType::bf16, {c.k}), scale(DType::f32, {c.n});
       HostTensor y(DType::f32, {c.n});
@@ -421,7 +405,7 @@ TEST_CASE("outside: MoE router softmax and top-k", "[gpu][outside][training]") {
   for (Config c : {Config{64, 2, 8, 128, 37}, Config{160, 8, 4, 128, 29}, Config{160, 8, 4, 128, 3}})
     for (const std::string &arch : runnableTargets()) {
       Program p = test::moeRouterTopK(c.experts, c.topK, c.rows, c.threads);
-      Kernel k = build(p, arch);
+      Kernel k = buildQuiet(p, arch);
       std::mt19937_64 rng(c.tokens * 11 + c.experts);
       HostTensor logits(DType::f32, {c.tokens, c.experts});
       testing::randomize(logits, rng, -4.0f, 4.0f);
