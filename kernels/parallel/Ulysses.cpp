@@ -178,7 +178,7 @@ CUdeviceptr UlyssesExchange::attentionOutput(int group) const {
 }
 
 void UlyssesExchange::begin(CUstream stream) {
-  epoch = startExchangeCall(comm, *flags, epoch, stream);
+  startCall(stream);
   lanes->fork(stream);
 }
 
@@ -318,6 +318,13 @@ void UlyssesExchange::startCounting(CUstream stream) {
   if (next.reset) doneCount = 0;
 }
 
+void UlyssesExchange::startCall(CUstream stream) {
+  epoch = startExchangeCall(comm, *flags, epoch, stream);
+  // Epoch 1 follows a reset of every flag (or is the first call): the
+  // counts start over with them, whichever handshakes come next.
+  if (epoch == 1) doneCount = 0;
+}
+
 void UlyssesExchange::awaitCounts(CUstream stream) {
   int64_t slots = int64_t(flags->bytes() / sizeof(uint32_t));
   std::vector<rt::LaunchArg> args;
@@ -443,7 +450,7 @@ void UlyssesExchange::forward(CUstream stream) {
     return awaitCounts(stream);
   }
   if (tileCopy) {
-    epoch = startExchangeCall(comm, *flags, epoch, stream);
+    startCall(stream);
     moveAllWithKernel(stream);
     return finishExchangeCall(comm, *flags, epoch, stream);
   }
@@ -462,7 +469,7 @@ void UlyssesExchange::reverse(CUstream stream) {
     return awaitCounts(stream);
   }
   if (tileCopy) {
-    epoch = startExchangeCall(comm, *flags, epoch, stream);
+    startCall(stream);
     moveBackAllWithKernel(stream);
     return finishExchangeCall(comm, *flags, epoch, stream);
   }

@@ -260,6 +260,8 @@ private:
   /// every peer's count awaited, after them.
   void startCounting(CUstream stream);
   void awaitCounts(CUstream stream);
+  /// A call of handshake kernels: its epoch, announced and awaited.
+  void startCall(CUstream stream);
   /// Every tensor's (group's) pieces as one launch each.
   void moveAllWithKernel(CUstream stream);
   void moveBackAllWithKernel(CUstream stream);
